@@ -1,0 +1,46 @@
+# Thin wrapper over CMake and the scripts in scripts/. The two commands a
+# newcomer needs are `make run` and `make test` (see README.md).
+
+BUILD_TEST    ?= build/test
+BUILD_RELEASE ?= build/release
+JOBS          ?= 2
+ARGS          ?=
+
+.PHONY: all run test bench build build-test deps format clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh all
+
+build:
+	@scripts/install-deps.sh build
+	cmake -S . -B $(BUILD_RELEASE) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUBOX_TESTS=OFF >/dev/null
+	cmake --build $(BUILD_RELEASE) -j$(JOBS)
+
+build-test:
+	@scripts/install-deps.sh test
+	cmake -S . -B $(BUILD_TEST) -DCMAKE_BUILD_TYPE=Debug -DGPUBOX_SANITIZE=ON >/dev/null
+	cmake --build $(BUILD_TEST) -j$(JOBS)
+
+# Install what is missing, build, start gpuboxd with the embedded SQLite store.
+run:
+	@scripts/install-deps.sh run
+	@$(MAKE) --no-print-directory build
+	scripts/run.sh $(BUILD_RELEASE) $(ARGS)
+
+# Every test: C unit tests and end-to-end tests against the real dockerd.
+test: build-test
+	scripts/test.sh $(BUILD_TEST)
+
+# Benchmarks print ratios against a baseline measured in the same run.
+bench:
+	@scripts/install-deps.sh bench
+	@$(MAKE) --no-print-directory build
+	bench/run.sh $(BUILD_RELEASE)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# install-deps.sh - install every Debian package gpubox needs to build, run,
+# test and benchmark. Idempotent: packages already installed are skipped, and
+# apt-get runs only when something is missing.
+#
+# Usage: scripts/install-deps.sh [build|run|test|bench|all]   (default: all)
+set -euo pipefail
+
+build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcurl4-openssl-dev
+            libjansson-dev libsqlite3-dev libcmocka-dev)
+run_pkgs=(docker.io e2fsprogs util-linux iproute2)
+test_pkgs=(busybox-static python3 python3-pytest etcd-server clang)
+bench_pkgs=(wrk nginx-light curl)
+
+case "${1:-all}" in
+build) want=("${build_pkgs[@]}") ;;
+run) want=("${build_pkgs[@]}" "${run_pkgs[@]}") ;;
+test) want=("${build_pkgs[@]}" "${run_pkgs[@]}" "${test_pkgs[@]}") ;;
+bench) want=("${build_pkgs[@]}" "${run_pkgs[@]}" "${bench_pkgs[@]}") ;;
+all) want=("${build_pkgs[@]}" "${run_pkgs[@]}" "${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+*) echo "usage: $0 [build|run|test|bench|all]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${want[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$p")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]}; run as root (or install them) and retry" >&2
+    exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# nginx-light's post-install starts nginx on port 80; gpubox's benchmark starts
+# its own instance, so keep the packaged one from starting where we can.
+if printf '%s\n' "${missing[@]}" | grep -q '^nginx'; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+apt-get install -y -q --no-install-recommends "${missing[@]}"
