@@ -29,11 +29,8 @@ static inline void freep(void *p)
     free(*(void **)p);
 }
 
-static inline void json_decrefp(json_t **p)
-{
-    if (*p)
-        json_decref(*p);
-}
+/* json_decrefp comes from jansson.h itself (2.14 defines it for GCC and
+ * clang, NULL-safe), so it is not redefined here. */
 
 static inline void fclosep(FILE **p)
 {

@@ -1,0 +1,88 @@
+/*
+ * response.c - building responses: the envelope and its HTTP status.
+ */
+#include "http/response.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/cleanup.h"
+
+#define HTTP_JSON "application/json"
+
+char *http_envelope_dump(int code, const char *msg, const json_t *data, size_t *len)
+{
+    /* Build the object by hand rather than json_pack so a borrowed data value
+     * needs no extra reference dance. */
+    _cleanup_json_ json_t *env = json_object();
+    if (!env || json_object_set_new(env, "code", json_integer(code)) < 0 ||
+        json_object_set_new(env, "msg", json_string(msg ? msg : "")) < 0 ||
+        json_object_set(env, "data", data ? (json_t *)data : json_null()) < 0)
+        return NULL;
+    char *body = json_dumps(env, JSON_COMPACT);
+    if (body && len)
+        *len = strlen(body);
+    return body;
+}
+
+int http_status_for(int code, bool compat_http_200)
+{
+    return compat_http_200 ? 200 : err_http_status(code);
+}
+
+int http_response_envelope(http_response *resp, int code, const char *msg, json_t *data,
+                           gb_err *err)
+{
+    _cleanup_json_ json_t *owned = data;
+    size_t len = 0;
+    char *body = http_envelope_dump(code, msg, owned, &len);
+    if (!body)
+        return err_set(err, ERR_INTERNAL, "out of memory serializing the response");
+    http_response_clear(resp);
+    resp->status = err_http_status(code);
+    resp->code = code;
+    resp->envelope = true;
+    resp->content_type = HTTP_JSON;
+    resp->body = body;
+    resp->body_len = len;
+    return 0;
+}
+
+int http_response_data(http_response *resp, json_t *data, gb_err *err)
+{
+    return http_response_envelope(resp, ERR_OK, HTTP_SUCCESS_MSG, data, err);
+}
+
+void http_response_error(http_response *resp, const gb_err *e)
+{
+    int code = e && e->code != ERR_OK ? e->code : ERR_INTERNAL;
+    const char *msg = e && e->msg[0] ? e->msg : "internal error (no message was recorded)";
+    if (http_response_envelope(resp, code, msg, NULL, NULL) == 0)
+        return;
+    static const char fallback[] = "{\"code\":1199,\"msg\":\"out of memory\",\"data\":null}";
+    http_response_clear(resp);
+    resp->status = 500;
+    resp->code = ERR_INTERNAL;
+    resp->envelope = true;
+    resp->content_type = HTTP_JSON;
+    resp->body = strdup(fallback); /* may be NULL: the server then sends an empty body */
+    resp->body_len = resp->body ? strlen(fallback) : 0;
+}
+
+void http_response_raw(http_response *resp, int status, const char *content_type, char *body,
+                       size_t len)
+{
+    http_response_clear(resp);
+    resp->status = status;
+    resp->code = status == 200 ? ERR_OK : ERR_INTERNAL;
+    resp->envelope = false;
+    resp->content_type = content_type;
+    resp->body = body;
+    resp->body_len = len;
+}
+
+void http_response_clear(http_response *resp)
+{
+    free(resp->body);
+    *resp = (http_response){0};
+}

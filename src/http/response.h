@@ -1,0 +1,59 @@
+/*
+ * response.h - what a handler answers, and the JSON envelope every API
+ * response wears: {"code": int, "msg": string, "data": any}.
+ *
+ * `code` is ERR_OK (200) on success or an envelope code from util/err.h; the
+ * HTTP status tells the class of the code (err_http_status), unless the
+ * server runs with --compat-http-200, in which case every envelope goes out
+ * as HTTP 200 as gpu-docker-api's clients expect.
+ *
+ * Layout: the body is serialized at once into one malloc'd buffer that the
+ * server hands to libmicrohttpd without copying (MHD_RESPMEM_MUST_FREE).
+ */
+#ifndef GPUBOX_HTTP_RESPONSE_H
+#define GPUBOX_HTTP_RESPONSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "util/err.h"
+
+#define HTTP_SUCCESS_MSG "success"
+
+typedef struct http_response {
+    int status;               /* HTTP status */
+    int code;                 /* envelope code, for the access log */
+    bool envelope;            /* body is an envelope: --compat-http-200 applies */
+    const char *content_type; /* static string */
+    char *body;               /* malloc'd, owned until handed to the server */
+    size_t body_len;
+} http_response;
+
+/* Serialize an envelope; data (borrowed, may be NULL -> null). Returns a
+ * malloc'd string and its length, or NULL when out of memory. */
+char *http_envelope_dump(int code, const char *msg, const json_t *data, size_t *len);
+
+/* The HTTP status an envelope code goes out with. */
+int http_status_for(int code, bool compat_http_200);
+
+/* Success: {"code":200,"msg":"success","data":data}. Steals data (NULL is
+ * sent as null). Returns 0, or -1 with *err set if serialization failed. */
+int http_response_data(http_response *resp, json_t *data, gb_err *err);
+
+/* Any envelope, e.g. an error that still carries data (healthz). Steals data. */
+int http_response_envelope(http_response *resp, int code, const char *msg, json_t *data,
+                           gb_err *err);
+
+/* The error envelope for e (data null). Never fails: falls back to a fixed
+ * body when out of memory. */
+void http_response_error(http_response *resp, const gb_err *e);
+
+/* A body that is not an envelope (e.g. /openapi.json, /metrics). Steals body. */
+void http_response_raw(http_response *resp, int status, const char *content_type, char *body,
+                       size_t len);
+
+void http_response_clear(http_response *resp);
+
+#endif

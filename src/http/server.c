@@ -1,0 +1,412 @@
+/*
+ * server.c - libmicrohttpd glue: one exchange per request, from the first
+ * callback (headers read) to the completion notice (response sent or
+ * connection gone).
+ *
+ * libmicrohttpd calls the access handler several times per request: once
+ * when the headers are in, once per chunk of body, and once more with no
+ * data when the body is complete. The exchange (struct http_exchange, kept
+ * in the connection's con_cls slot) carries the state between those calls:
+ * the request id, the start time, the body buffer, and the response status
+ * for the access log written at completion.
+ */
+#include "http/server.h"
+
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "util/cleanup.h"
+#include "util/log.h"
+
+/* A client that keeps sending after the body limit is read and dropped up to
+ * this many bytes, so it still gets its 413; beyond it the connection is
+ * closed. */
+#define HTTP_DISCARD_MAX (16u * 1024 * 1024)
+
+struct http_server {
+    struct MHD_Daemon *mhd;
+    http_server_config cfg;
+    const http_router *router;
+    void *ctx;
+    uint16_t port;
+    char id_prefix[9]; /* random per process, so ids differ across restarts */
+    atomic_uint_fast64_t next_id;
+    atomic_int in_flight;
+    atomic_bool stopping;
+};
+
+typedef struct http_exchange {
+    http_server *server;
+    http_request req;
+    http_response resp;
+    char *body; /* grows up to the body limit, NUL-terminated */
+    size_t body_len, body_cap;
+    size_t received; /* every body byte seen, kept or not */
+    bool too_large;
+    bool answered;
+    struct timespec start;
+} http_exchange;
+
+static http_exchange *exchange_new(http_server *s, const char *method, const char *url)
+{
+    http_exchange *x = calloc(1, sizeof(*x));
+    if (!x)
+        return NULL;
+    x->server = s;
+    x->req.method = method;
+    x->req.path = url;
+    x->req.ctx = s->ctx;
+    uint64_t n = atomic_fetch_add(&s->next_id, 1);
+    snprintf(x->req.id, sizeof(x->req.id), "%s-%" PRIx64, s->id_prefix, n);
+    clock_gettime(CLOCK_MONOTONIC, &x->start);
+    atomic_fetch_add(&s->in_flight, 1);
+    return x;
+}
+
+static void exchange_free(http_exchange *x)
+{
+    http_request_clear(&x->req);
+    http_response_clear(&x->resp);
+    free(x->req.query); /* one array holds the query arguments and the headers */
+    free(x->body);
+    free(x);
+}
+
+/* Keep body bytes up to the limit; past it, drop the buffer and only count.
+ * Returns false when the client has sent far too much to keep reading. */
+static bool exchange_receive(http_exchange *x, const char *data, size_t size)
+{
+    size_t limit = x->server->cfg.body_limit;
+    x->received += size;
+    if (!x->too_large && x->received > limit) {
+        x->too_large = true;
+        free(x->body);
+        x->body = NULL;
+        x->body_len = x->body_cap = 0;
+    }
+    if (x->too_large)
+        return x->received <= HTTP_DISCARD_MAX;
+    if (x->body_len + size + 1 > x->body_cap) {
+        size_t cap = x->body_cap ? x->body_cap : 4096;
+        while (cap < x->body_len + size + 1)
+            cap *= 2;
+        if (cap > limit + 1)
+            cap = limit + 1;
+        char *grown = realloc(x->body, cap);
+        if (!grown)
+            return false;
+        x->body = grown;
+        x->body_cap = cap;
+    }
+    memcpy(x->body + x->body_len, data, size);
+    x->body_len += size;
+    x->body[x->body_len] = '\0';
+    return true;
+}
+
+typedef struct kv_fill {
+    http_kv *items;
+    size_t n, cap;
+} kv_fill;
+
+static enum MHD_Result kv_collect(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    kv_fill *f = cls;
+    if (f->n < f->cap)
+        f->items[f->n++] = (http_kv){.key = key, .value = value ? value : ""};
+    return MHD_YES;
+}
+
+/* Point the request at the query arguments and headers libmicrohttpd parsed.
+ * The strings stay libmicrohttpd's; only the array is ours. */
+static int exchange_collect_kv(http_exchange *x, struct MHD_Connection *conn)
+{
+    int nq = MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, NULL, NULL);
+    int nh = MHD_get_connection_values(conn, MHD_HEADER_KIND, NULL, NULL);
+    size_t total = (size_t)(nq > 0 ? nq : 0) + (size_t)(nh > 0 ? nh : 0);
+    if (total == 0)
+        return 0;
+    http_kv *items = calloc(total, sizeof(*items));
+    if (!items)
+        return -1;
+    kv_fill q = {.items = items, .cap = (size_t)(nq > 0 ? nq : 0)};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, kv_collect, &q);
+    kv_fill h = {.items = items + q.cap, .cap = total - q.cap};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, kv_collect, &h);
+    x->req.query = items;
+    x->req.nquery = q.n;
+    x->req.headers = h.items;
+    x->req.nheaders = h.n;
+    return 0;
+}
+
+/* 404 text that helps: say what was asked, where the routes are listed, and
+ * suggest the /api/v1 form when the client forgot the prefix. */
+static void exchange_not_found(http_exchange *x, gb_err *err)
+{
+    const char *path = x->req.path;
+    char prefixed[512];
+    bool suggest = false;
+    if (strncmp(path, "/api/", 5) != 0) {
+        snprintf(prefixed, sizeof(prefixed), "/api/v1%s", path);
+        router_match m;
+        suggest = router_match_request(x->server->router, x->req.method, prefixed, &m) !=
+                  ROUTER_NOT_FOUND;
+        router_match_free(&m);
+    }
+    err_set(err, ERR_ROUTE_NOT_FOUND,
+            "no route %s %s%s%s; the routes are listed at GET /openapi.json", x->req.method, path,
+            suggest ? "; did you mean " : "", suggest ? prefixed : "");
+}
+
+/* Route and run the handler; leaves the answer in x->resp and the Allow
+ * methods (for a 405) in allow. */
+static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, char *allow,
+                              size_t allow_size)
+{
+    gb_err err = GB_ERR_INIT;
+    if (x->too_large) {
+        err_set(&err, ERR_BODY_TOO_LARGE,
+                "request body is %zu bytes, over the limit of %zu bytes (1 MiB)", x->received,
+                x->server->cfg.body_limit);
+        http_response_error(&x->resp, &err);
+        return;
+    }
+    router_match m;
+    switch (router_match_request(x->server->router, x->req.method, x->req.path, &m)) {
+    case ROUTER_NOT_FOUND:
+        exchange_not_found(x, &err);
+        break;
+    case ROUTER_METHOD_NOT_ALLOWED:
+        snprintf(allow, allow_size, "%s", m.allow);
+        err_set(&err, ERR_METHOD_NOT_ALLOWED, "method %s is not allowed on %s; allowed: %s",
+                x->req.method, x->req.path, m.allow);
+        break;
+    case ROUTER_FOUND:
+        x->req.params = m.params;
+        x->req.nparams = m.nparams;
+        x->req.body = x->body ? x->body : "";
+        x->req.body_len = x->body_len;
+        if (exchange_collect_kv(x, conn) < 0)
+            err_set(&err, ERR_INTERNAL, "out of memory reading the request headers");
+        else if (m.route->handler(&x->req, &x->resp, &err) == 0)
+            err_clear(&err);
+        else if (err.code == ERR_OK)
+            err_set(&err, ERR_INTERNAL, "handler for %s %s failed without saying why",
+                    m.route->method, m.route->pattern);
+        x->req.params = NULL; /* they point into m, which goes away here */
+        x->req.nparams = 0;
+        break;
+    }
+    router_match_free(&m);
+    if (err.code != ERR_OK)
+        http_response_error(&x->resp, &err);
+}
+
+static enum MHD_Result exchange_answer(http_exchange *x, struct MHD_Connection *conn)
+{
+    http_server *s = x->server;
+    char allow[96] = "";
+    log_set_request_id(x->req.id);
+    exchange_dispatch(x, conn, allow, sizeof(allow));
+    log_set_request_id(NULL);
+
+    http_response *resp = &x->resp;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
+    if (!r)
+        return MHD_NO;
+    resp->body = NULL; /* libmicrohttpd frees it now */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            resp->content_type ? resp->content_type : "application/json");
+    MHD_add_response_header(r, "X-Request-Id", x->req.id);
+    if (allow[0])
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (atomic_load(&s->stopping))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (resp->envelope && s->cfg.compat_http_200)
+        resp->status = 200;
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp->status, r);
+    MHD_destroy_response(r);
+    x->answered = true;
+    return ret;
+}
+
+static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                     const char *method, const char *version,
+                                     const char *upload_data, size_t *upload_data_size,
+                                     void **con_cls)
+{
+    (void)version;
+    http_server *s = cls;
+    http_exchange *x = *con_cls;
+    if (!x) {
+        if (!(x = exchange_new(s, method, url)))
+            return MHD_NO;
+        *con_cls = x;
+        /* Refuse an oversized body before reading it (and before sending
+         * "100 Continue"): answering now is allowed only on this first call. */
+        const char *cl =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->cfg.body_limit) {
+            x->too_large = true;
+            x->received = strtoull(cl, NULL, 10);
+            return exchange_answer(x, conn);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (x->answered)
+            return MHD_YES;
+        return exchange_receive(x, upload_data, n) ? MHD_YES : MHD_NO;
+    }
+    if (x->answered)
+        return MHD_YES;
+    return exchange_answer(x, conn);
+}
+
+static void server_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                             enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    http_server *s = cls;
+    http_exchange *x = *con_cls;
+    if (!x)
+        return;
+    *con_cls = NULL;
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    double ms = (double)(end.tv_sec - x->start.tv_sec) * 1e3 +
+                (double)(end.tv_nsec - x->start.tv_nsec) / 1e6;
+    log_set_request_id(x->req.id);
+    if (x->answered && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        log_info("%s %s %d code=%d %.3fms", x->req.method, x->req.path, x->resp.status,
+                 x->resp.code, ms);
+    else
+        log_info("%s %s aborted (%s) after %.3fms", x->req.method, x->req.path,
+                 toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED   ? "timeout"
+                 : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "shutdown"
+                 : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT    ? "client closed"
+                                                                 : "connection error",
+                 ms);
+    log_set_request_id(NULL);
+    exchange_free(x);
+    atomic_fetch_sub(&s->in_flight, 1);
+}
+
+static void server_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    size_t len = strlen(line);
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        line[--len] = '\0';
+    log_warn("http: %s", line);
+}
+
+static int server_resolve(const char *host, uint16_t port, struct sockaddr_storage *addr,
+                          gb_err *err)
+{
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc != 0 || !res)
+        return err_set(err, ERR_INVALID_PARAMS, "cannot resolve listen address '%s': %s", host,
+                       gai_strerror(rc));
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    if (addr->ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)addr)->sin6_port = htons(port);
+    else
+        ((struct sockaddr_in *)addr)->sin_port = htons(port);
+    return 0;
+}
+
+http_server *http_server_start(const http_server_config *cfg, const http_router *router, void *ctx,
+                               gb_err *err)
+{
+    struct sockaddr_storage addr = {0};
+    if (server_resolve(cfg->host, cfg->port, &addr, err) < 0)
+        return NULL;
+    _cleanup_free_ http_server *s = calloc(1, sizeof(*s));
+    if (!s) {
+        err_set(err, ERR_INTERNAL, "out of memory starting the HTTP server");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->cfg.host = NULL; /* not kept: only needed to bind */
+    if (!s->cfg.body_limit)
+        s->cfg.body_limit = HTTP_BODY_LIMIT_DEFAULT;
+    s->router = router;
+    s->ctx = ctx;
+    uint32_t rnd = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+    if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+        rnd ^= (uint32_t)clock();
+    snprintf(s->id_prefix, sizeof(s->id_prefix), "%08" PRIx32, rnd);
+    atomic_init(&s->next_id, 1);
+
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    s->mhd = MHD_start_daemon(
+        flags, cfg->port, NULL, NULL, server_access, s, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, cfg->connection_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+        server_completed, s, MHD_OPTION_EXTERNAL_LOGGER, server_mhd_log, NULL, MHD_OPTION_END);
+    if (!s->mhd) {
+        err_set(err, ERR_INVALID_PARAMS,
+                "cannot listen on %s:%u (address in use, not local, or not permitted); "
+                "choose another --listen",
+                cfg->host, cfg->port);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : cfg->port;
+    return steal_ptr(&s);
+}
+
+uint16_t http_server_port(const http_server *s)
+{
+    return s->port;
+}
+
+void http_server_stop(http_server *s)
+{
+    if (!s)
+        return;
+    atomic_store(&s->stopping, true);
+    MHD_socket listen_fd = MHD_quiesce_daemon(s->mhd);
+    /* Requests already being served finish; idle keep-alive connections are
+     * simply closed by MHD_stop_daemon below. */
+    unsigned waited_ms = 0, limit_ms = s->cfg.shutdown_timeout_s * 1000;
+    while (atomic_load(&s->in_flight) > 0 && waited_ms < limit_ms) {
+        struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+        waited_ms += 10;
+    }
+    int left = atomic_load(&s->in_flight);
+    if (left > 0)
+        log_warn("http: %d request(s) still running after %us; closing their connections", left,
+                 s->cfg.shutdown_timeout_s);
+    MHD_stop_daemon(s->mhd);
+    if (listen_fd != MHD_INVALID_SOCKET)
+        close(listen_fd);
+    free(s);
+}

@@ -1,0 +1,50 @@
+/*
+ * server.h - the HTTP server: libmicrohttpd with one thread per connection,
+ * feeding requests through the router to handlers.
+ *
+ * For each request the server assigns an id (returned in X-Request-Id and
+ * set as the thread's log request id while the handler runs), reads the body
+ * up to a limit (413 beyond it, checked on Content-Length up front and
+ * counted for chunked bodies, never buffering more than the limit), routes
+ * (404 / 405 with Allow), runs the handler, sends the JSON response and
+ * writes one access log line: method, path, status, code, duration.
+ *
+ * Stopping is graceful: the listening socket is closed first, requests in
+ * flight get up to shutdown_timeout_s to finish, then every connection is
+ * closed.
+ */
+#ifndef GPUBOX_HTTP_SERVER_H
+#define GPUBOX_HTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/router.h"
+#include "util/err.h"
+
+#define HTTP_BODY_LIMIT_DEFAULT (1024 * 1024)
+
+typedef struct http_server_config {
+    const char *host;              /* numeric or resolvable address, "127.0.0.1" */
+    uint16_t port;                 /* 0: any free port (see http_server_port) */
+    unsigned connection_limit;     /* simultaneous connections */
+    unsigned connection_timeout_s; /* idle connections are closed after this */
+    size_t body_limit;             /* bytes; 0 = HTTP_BODY_LIMIT_DEFAULT */
+    unsigned shutdown_timeout_s;   /* how long stop waits for requests in flight */
+    bool compat_http_200;          /* every envelope goes out as HTTP 200 */
+} http_server_config;
+
+typedef struct http_server http_server;
+
+/* Start listening and serving; ctx is handed to handlers as req->ctx. The
+ * router must outlive the server. */
+http_server *http_server_start(const http_server_config *cfg, const http_router *router, void *ctx,
+                               gb_err *err);
+/* The port actually bound (useful with port 0). */
+uint16_t http_server_port(const http_server *s);
+/* Stop accepting, let requests in flight finish (bounded), close all
+ * connections and free the server. */
+void http_server_stop(http_server *s);
+
+#endif
