@@ -28,6 +28,8 @@
 
 #define HTTP_REQUEST_ID_MAX 32
 
+struct http_router;
+
 typedef struct http_kv {
     const char *key;
     const char *value;
@@ -48,7 +50,8 @@ typedef struct http_request {
     const char *body; /* NUL-terminated for convenience; may contain NULs */
     size_t body_len;
 
-    void *ctx; /* the application context handed to the server */
+    void *ctx;                        /* the application context handed to the server */
+    const struct http_router *router; /* the router that matched this request */
 
     json_t *json; /* parsed body, once asked for */
     bool json_tried;

@@ -66,6 +66,7 @@ static http_exchange *exchange_new(http_server *s, const char *method, const cha
     x->req.method = method;
     x->req.path = url;
     x->req.ctx = s->ctx;
+    x->req.router = s->router;
     uint64_t n = atomic_fetch_add(&s->next_id, 1);
     snprintf(x->req.id, sizeof(x->req.id), "%s-%" PRIx64, s->id_prefix, n);
     clock_gettime(CLOCK_MONOTONIC, &x->start);
@@ -167,8 +168,8 @@ static void exchange_not_found(http_exchange *x, gb_err *err)
         router_match_free(&m);
     }
     err_set(err, ERR_ROUTE_NOT_FOUND,
-            "no route %s %s%s%s; the routes are listed at GET /openapi.json", x->req.method, path,
-            suggest ? "; did you mean " : "", suggest ? prefixed : "");
+            "no route %s %s%s%s%s; the routes are listed at GET /openapi.json", x->req.method, path,
+            suggest ? " (did you mean " : "", suggest ? prefixed : "", suggest ? "?)" : "");
 }
 
 /* Route and run the handler; leaves the answer in x->resp and the Allow
@@ -365,11 +366,13 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
                      MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    /* The logger option goes first so even errors about later options
+     * reach gpubox's log. */
     s->mhd = MHD_start_daemon(
-        flags, cfg->port, NULL, NULL, server_access, s, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, cfg->connection_limit,
-        MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-        server_completed, s, MHD_OPTION_EXTERNAL_LOGGER, server_mhd_log, NULL, MHD_OPTION_END);
+        flags, cfg->port, NULL, NULL, server_access, s, MHD_OPTION_EXTERNAL_LOGGER, server_mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
+        cfg->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, server_completed, s, MHD_OPTION_END);
     if (!s->mhd) {
         err_set(err, ERR_INVALID_PARAMS,
                 "cannot listen on %s:%u (address in use, not local, or not permitted); "

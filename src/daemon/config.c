@@ -1,0 +1,533 @@
+/*
+ * config.c - gpuboxd's settings table and its three readers: defaults, the
+ * `key = value` file, and the flags.
+ *
+ * Each entry of config_options is one setting. Its kind says how a value is
+ * applied: a string stored at an offset, an unsigned number in a range, a
+ * boolean switch, one of a list of words, or a function for values that
+ * need parsing (listen address, port range, GPU source, log level). Values
+ * from the file are applied first (origin CONFIG_FROM_FILE), then flags
+ * (CONFIG_FROM_FLAG); the origin only matters where two settings interact
+ * (--simulate-gpus implies --gpu-source simulated).
+ */
+#include "daemon/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+enum config_kind { OPT_STRING, OPT_UINT, OPT_SWITCH, OPT_CHOICE, OPT_FUNC, OPT_CLI_ONLY };
+
+typedef struct config_option {
+    const char *name; /* flag without "--", and file key */
+    enum config_kind kind;
+    const char *arg; /* argument name for --help; NULL for switches */
+    const char *def; /* default, as --help shows it */
+    const char *help;
+    size_t offset;       /* OPT_STRING / OPT_UINT / OPT_SWITCH / OPT_CHOICE field */
+    unsigned min, max;   /* OPT_UINT */
+    const char *choices; /* OPT_CHOICE: "a|b|c" */
+    int (*apply)(daemon_config *cfg, const char *value, gb_err *err); /* OPT_FUNC */
+} config_option;
+
+static int apply_listen(daemon_config *cfg, const char *value, gb_err *err)
+{
+    char *host = NULL;
+    uint16_t port;
+    if (config_parse_listen(value, &host, &port, err) < 0)
+        return -1;
+    char *copy = strdup(value);
+    if (!copy) {
+        free(host);
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    }
+    free(cfg->listen);
+    free(cfg->listen_host);
+    cfg->listen = copy;
+    cfg->listen_host = host;
+    cfg->listen_port = port;
+    return 0;
+}
+
+static int apply_port_range(daemon_config *cfg, const char *value, gb_err *err)
+{
+    return ports_range_parse(value, &cfg->app.port_start, &cfg->app.port_end, err);
+}
+
+static int apply_gpu_source(daemon_config *cfg, const char *value, gb_err *err)
+{
+    int kind = gpu_source_parse(value);
+    if (kind < 0)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "'%s' is not a GPU source; use auto, nvml, nvidia-smi or simulated", value);
+    cfg->app.gpu_source = (enum gpu_source_kind)kind;
+    cfg->origin_gpu_source = cfg->origin_now;
+    return 0;
+}
+
+static int apply_simulate_gpus(daemon_config *cfg, const char *value, gb_err *err)
+{
+    char *copy = strdup(value);
+    if (!copy)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    free(cfg->simulate_gpus);
+    cfg->simulate_gpus = copy;
+    cfg->origin_simulate = cfg->origin_now;
+    return 0;
+}
+
+static int apply_log_level(daemon_config *cfg, const char *value, gb_err *err)
+{
+    int level = log_level_parse(value);
+    if (level < 0)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "'%s' is not a log level; use debug, info, warn or error", value);
+    cfg->log_level = (enum log_level)level;
+    return 0;
+}
+
+/* One line per kind, so the table below reads as a list of settings. */
+#define FIELD(f) offsetof(daemon_config, f)
+#define OPT_STR(n, a, d, h, f)                                                                     \
+    {                                                                                              \
+        .name = n, .kind = OPT_STRING, .arg = a, .def = d, .help = h, .offset = FIELD(f)           \
+    }
+#define OPT_NUM(n, a, d, h, f, lo, hi)                                                             \
+    {                                                                                              \
+        .name = n, .kind = OPT_UINT, .arg = a, .def = d, .help = h, .offset = FIELD(f), .min = lo, \
+        .max = hi                                                                                  \
+    }
+#define OPT_BOOL(n, d, h, f)                                                                       \
+    {                                                                                              \
+        .name = n, .kind = OPT_SWITCH, .def = d, .help = h, .offset = FIELD(f)                     \
+    }
+#define OPT_ONE_OF(n, c, d, h, f)                                                                  \
+    {                                                                                              \
+        .name = n, .kind = OPT_CHOICE, .arg = c, .def = d, .help = h, .offset = FIELD(f),          \
+        .choices = c                                                                               \
+    }
+#define OPT_FN(n, a, d, h, fn)                                                                     \
+    {                                                                                              \
+        .name = n, .kind = OPT_FUNC, .arg = a, .def = d, .help = h, .apply = fn                    \
+    }
+#define OPT_CLI(n, a, d, h, f)                                                                     \
+    {                                                                                              \
+        .name = n, .kind = OPT_CLI_ONLY, .arg = a, .def = d, .help = h, .offset = FIELD(f)         \
+    }
+
+static const config_option config_options[] = {
+    OPT_FN("listen", "ADDR:PORT", CONFIG_LISTEN_DEFAULT,
+           "address and port to serve the API on; port 0 picks a free port", apply_listen),
+    OPT_STR("data-dir", "DIR", CONFIG_DATA_DIR_DEFAULT, "state directory (created if missing)",
+            data_dir),
+    OPT_STR("store", "URL", "sqlite://<data-dir>/state.db", "state store: sqlite:///path/state.db",
+            store_url),
+    OPT_STR("docker-host", "URL", "$DOCKER_HOST or " CONFIG_DOCKER_HOST_DEFAULT,
+            "Docker Engine API: unix:///path or tcp://host:port", docker_host),
+    OPT_NUM("docker-wait", "SECONDS", "5",
+            "how long start-up waits for Docker to answer before giving up", app.docker_wait_s, 0,
+            3600),
+    OPT_FN("port-range", "A-B", CONFIG_PORT_RANGE_DEFAULT, "host ports handed out to containers",
+           apply_port_range),
+    OPT_FN("gpu-source", "auto|nvml|nvidia-smi|simulated", "auto",
+           "where the GPU inventory comes from; auto tries NVML, then nvidia-smi",
+           apply_gpu_source),
+    OPT_FN("simulate-gpus", "SPEC", "none",
+           "simulated GPUs, e.g. 8xA100-80GB or 2xT4-16GB,1xH100-80GB (implies --gpu-source "
+           "simulated)",
+           apply_simulate_gpus),
+    OPT_STR("nvml-library", "PATH", "libnvidia-ml.so.1", "NVML library to dlopen", nvml_library),
+    OPT_STR("nvidia-smi", "PATH", "nvidia-smi (on PATH)", "nvidia-smi program to run", nvidia_smi),
+    OPT_ONE_OF("gpu-attach", "nvidia|cdi|runtime", "nvidia",
+               "how containers get their GPUs: Docker device requests, CDI names, or the nvidia "
+               "runtime",
+               gpu_attach),
+    OPT_ONE_OF("volume-backend", "loop|xfsquota|plain", "loop",
+               "how sized volumes are made (recorded; volumes come later)", volume_backend),
+    OPT_FN("log-level", "debug|info|warn|error", "info", "least severe log lines written to stderr",
+           apply_log_level),
+    OPT_BOOL("compat-http-200", "off",
+             "answer every API response with HTTP 200, as gpu-docker-api does (the envelope code "
+             "still tells the error)",
+             compat_http_200),
+    OPT_NUM("max-connections", "N", "1024", "simultaneous HTTP connections", max_connections, 1,
+            1000000),
+    OPT_NUM("connection-timeout", "SECONDS", "60",
+            "idle HTTP connections are closed after this (0: never)", connection_timeout_s, 0,
+            86400),
+    OPT_NUM("shutdown-timeout", "SECONDS", "10",
+            "on SIGTERM, how long requests in flight may run before connections are closed",
+            shutdown_timeout_s, 0, 3600),
+    OPT_CLI("config", "FILE", "none",
+            "read settings from FILE (`key = value` lines; keys are these flag names); flags "
+            "override it",
+            config_file),
+    OPT_CLI("help", NULL, NULL, "show this help and exit", show_help),
+    OPT_CLI("version", NULL, NULL, "show the version and exit", show_version),
+};
+
+static const config_option *config_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(config_options); i++)
+        if (strlen(config_options[i].name) == len &&
+            strncmp(config_options[i].name, name, len) == 0)
+            return &config_options[i];
+    return NULL;
+}
+
+static int parse_bool(const char *value, bool *out)
+{
+    static const char *yes[] = {"true", "yes", "on", "1"}, *no[] = {"false", "no", "off", "0"};
+    for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+        if (strcasecmp(value, yes[i]) == 0)
+            return *out = true, 0;
+        if (strcasecmp(value, no[i]) == 0)
+            return *out = false, 0;
+    }
+    return -1;
+}
+
+static bool choice_ok(const char *choices, const char *value)
+{
+    size_t len = strlen(value);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (n == len && strncmp(p, value, n) == 0)
+            return true;
+        p += n + (bar ? 1 : 0);
+    }
+    return false;
+}
+
+static int set_string(char **field, const char *value, gb_err *err)
+{
+    char *copy = strdup(value);
+    if (!copy)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    free(*field);
+    *field = copy;
+    return 0;
+}
+
+/* Apply one value; the message says what is wrong with it, the caller adds
+ * where it came from. */
+static int config_apply(daemon_config *cfg, const config_option *o, const char *value, gb_err *err)
+{
+    void *field = (char *)cfg + o->offset;
+    if (!value || (!value[0] && o->kind != OPT_SWITCH))
+        return err_set(err, ERR_INVALID_PARAMS, "needs a value (%s)", o->arg ? o->arg : "");
+    switch (o->kind) {
+    case OPT_STRING:
+        return set_string(field, value, err);
+    case OPT_CHOICE:
+        if (!choice_ok(o->choices, value))
+            return err_set(err, ERR_INVALID_PARAMS, "'%s' is not one of %s", value, o->choices);
+        return set_string(field, value, err);
+    case OPT_SWITCH:
+        if (parse_bool(value[0] ? value : "true", field) < 0)
+            return err_set(err, ERR_INVALID_PARAMS, "'%s' is not a boolean; use true or false",
+                           value);
+        return 0;
+    case OPT_UINT: {
+        char *end = NULL;
+        errno = 0;
+        unsigned long n = strtoul(value, &end, 10);
+        if (!isdigit((unsigned char)value[0]) || *end || errno || n < o->min || n > o->max)
+            return err_set(err, ERR_INVALID_PARAMS, "'%s' is not a whole number from %u to %u",
+                           value, o->min, o->max);
+        *(unsigned *)field = (unsigned)n;
+        return 0;
+    }
+    case OPT_FUNC:
+        return o->apply(cfg, value, err);
+    case OPT_CLI_ONLY:
+        break;
+    }
+    return err_set(err, ERR_INTERNAL, "unhandled option kind");
+}
+
+int config_set(daemon_config *cfg, const char *key, const char *value, gb_err *err)
+{
+    const config_option *o = config_find(key, strlen(key));
+    if (!o || o->kind == OPT_CLI_ONLY)
+        return err_set(err, ERR_INVALID_PARAMS, "unknown setting '%s'", key);
+    if (config_apply(cfg, o, value, err) < 0)
+        return err_prefix(err, "%s", key);
+    return 0;
+}
+
+int config_parse_listen(const char *s, char **host, uint16_t *port, gb_err *err)
+{
+    const char *colon = s ? strrchr(s, ':') : NULL;
+    const char *h = s, *h_end = colon;
+    if (s && s[0] == '[') { /* [v6]:port */
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':')
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "'%s' is not ADDR:PORT; write IPv6 addresses as [::1]:2378", s);
+        h = s + 1, h_end = close, colon = close + 1;
+    }
+    if (!colon || h_end == h)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "'%s' is not ADDR:PORT (e.g. 127.0.0.1:2378, 0.0.0.0:2378)", s ? s : "");
+    char *end = NULL;
+    errno = 0;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (!isdigit((unsigned char)colon[1]) || *end || errno || p > 65535)
+        return err_set(err, ERR_INVALID_PARAMS, "'%s': port must be a number from 0 to 65535", s);
+    if (!(*host = strndup(h, (size_t)(h_end - h))))
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    *port = (uint16_t)p;
+    return 0;
+}
+
+int config_init(daemon_config *cfg, gb_err *err)
+{
+    *cfg = (daemon_config){
+        .log_level = LOG_INFO,
+        .max_connections = 1024,
+        .connection_timeout_s = 60,
+        .shutdown_timeout_s = 10,
+        .app = {.gpu_source = GPU_SOURCE_AUTO, .docker_wait_s = 5},
+    };
+    const char *docker_host = getenv("DOCKER_HOST");
+    if (apply_listen(cfg, CONFIG_LISTEN_DEFAULT, err) < 0 ||
+        set_string(&cfg->data_dir, CONFIG_DATA_DIR_DEFAULT, err) < 0 ||
+        set_string(&cfg->docker_host,
+                   docker_host && docker_host[0] ? docker_host : CONFIG_DOCKER_HOST_DEFAULT,
+                   err) < 0 ||
+        set_string(&cfg->gpu_attach, "nvidia", err) < 0 ||
+        set_string(&cfg->volume_backend, "loop", err) < 0 ||
+        apply_port_range(cfg, CONFIG_PORT_RANGE_DEFAULT, err) < 0) {
+        config_free(cfg);
+        return -1;
+    }
+    cfg->origin_now = CONFIG_FROM_FLAG; /* config_set and flags, unless a file is being read */
+    return 0;
+}
+
+void config_free(daemon_config *cfg)
+{
+    char **owned[] = {&cfg->listen,      &cfg->listen_host,    &cfg->data_dir,     &cfg->store_url,
+                      &cfg->docker_host, &cfg->simulate_gpus,  &cfg->nvml_library, &cfg->nvidia_smi,
+                      &cfg->gpu_attach,  &cfg->volume_backend, &cfg->config_file};
+    for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
+        free(*owned[i]);
+        *owned[i] = NULL;
+    }
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+int config_parse_text(daemon_config *cfg, const char *text, const char *origin_name, gb_err *err)
+{
+    _cleanup_free_ char *copy = strdup(text);
+    if (!copy)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    cfg->origin_now = CONFIG_FROM_FILE;
+    int lineno = 0;
+    for (char *rest = copy, *line; (line = strsep(&rest, "\n"));) {
+        lineno++;
+        line = trim(line);
+        if (!line[0] || line[0] == '#')
+            continue;
+        char *eq = strchr(line, '=');
+        if (!eq)
+            return err_set(err, ERR_INVALID_PARAMS, "%s:%d: expected 'key = value', got '%s'",
+                           origin_name, lineno, line);
+        *eq = '\0';
+        char *key = trim(line), *value = trim(eq + 1);
+        for (char *p = key; *p; p++)
+            if (*p == '_')
+                *p = '-';
+        size_t vlen = strlen(value);
+        if (vlen >= 2 && (value[0] == '"' || value[0] == '\'') && value[vlen - 1] == value[0]) {
+            value[vlen - 1] = '\0';
+            value++;
+        }
+        const config_option *o = config_find(key, strlen(key));
+        if (!o)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "%s:%d: unknown key '%s'; keys are the flag names without '--' "
+                           "(gpuboxd --help lists them)",
+                           origin_name, lineno, key);
+        if (o->kind == OPT_CLI_ONLY)
+            return err_set(err, ERR_INVALID_PARAMS, "%s:%d: '%s' can only be given as a flag",
+                           origin_name, lineno, key);
+        if (config_apply(cfg, o, value, err) < 0)
+            return err_prefix(err, "%s:%d: %s", origin_name, lineno, key);
+    }
+    cfg->origin_now = CONFIG_FROM_FLAG;
+    return 0;
+}
+
+int config_parse_file(daemon_config *cfg, const char *path, gb_err *err)
+{
+    _cleanup_fclose_ FILE *f = fopen(path, "r");
+    if (!f)
+        return err_set(err, ERR_INVALID_PARAMS, "cannot read config file %s: %s", path,
+                       strerror(errno));
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem)
+        return err_set(err, ERR_INTERNAL, "out of memory reading %s", path);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        fwrite(buf, 1, n, mem);
+    bool failed = ferror(f);
+    fclose(mem);
+    if (failed || !text)
+        return err_set(err, ERR_INVALID_PARAMS, "cannot read config file %s", path);
+    return config_parse_text(cfg, text, path, err);
+}
+
+/* Split argv[*i] into option and value, consuming the next argument as the
+ * value when the option takes one and no "=value" was given. */
+static int config_next_flag(int argc, char **argv, int *i, const config_option **opt,
+                            const char **value, gb_err *err)
+{
+    const char *arg = argv[*i];
+    if (strcmp(arg, "-h") == 0)
+        arg = "--help";
+    if (strncmp(arg, "--", 2) != 0 || !arg[2])
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "unexpected argument '%s'; gpuboxd takes only "
+                       "flags",
+                       arg);
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    *opt = config_find(name, eq ? (size_t)(eq - name) : strlen(name));
+    if (!*opt)
+        return err_set(err, ERR_INVALID_PARAMS, "unknown flag '%.*s'",
+                       (int)(eq ? (size_t)(eq - arg) : strlen(arg)), arg);
+    if (eq) {
+        *value = eq + 1;
+    } else if (!(*opt)->arg) {
+        *value = "";
+    } else if (*i + 1 < argc) {
+        *value = argv[++*i];
+    } else {
+        return err_set(err, ERR_INVALID_PARAMS, "--%s needs a value (%s)", (*opt)->name,
+                       (*opt)->arg);
+    }
+    return 0;
+}
+
+int config_load(daemon_config *cfg, int argc, char **argv, gb_err *err)
+{
+    if (config_init(cfg, err) < 0)
+        return -1;
+    /* Pass 1: check every flag's syntax and find --config, --help and
+     * --version, so the file can be read before the flags that override it. */
+    for (int i = 1; i < argc; i++) {
+        const config_option *o;
+        const char *value;
+        if (config_next_flag(argc, argv, &i, &o, &value, err) < 0)
+            return -1;
+        if (strcmp(o->name, "help") == 0)
+            cfg->show_help = true;
+        else if (strcmp(o->name, "version") == 0)
+            cfg->show_version = true;
+        else if (strcmp(o->name, "config") == 0 && set_string(&cfg->config_file, value, err) < 0)
+            return -1;
+    }
+    if (cfg->show_help || cfg->show_version)
+        return 0;
+    if (cfg->config_file && config_parse_file(cfg, cfg->config_file, err) < 0)
+        return -1;
+    /* Pass 2: apply the flags over the file's values. */
+    for (int i = 1; i < argc; i++) {
+        const config_option *o;
+        const char *value;
+        config_next_flag(argc, argv, &i, &o, &value, err);
+        if (o->kind != OPT_CLI_ONLY && config_apply(cfg, o, value, err) < 0)
+            return err_prefix(err, "--%s", o->name);
+    }
+    return config_finalize(cfg, err);
+}
+
+/* Settings that depend on others, and the defaults derived from them. */
+int config_finalize(daemon_config *cfg, gb_err *err)
+{
+    if (cfg->data_dir[0] != '/') {
+        char cwd[PATH_MAX];
+        _cleanup_free_ char *abs = NULL;
+        if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, cfg->data_dir) < 0)
+            return err_set(err, ERR_INTERNAL, "cannot make --data-dir '%s' absolute",
+                           cfg->data_dir);
+        free(cfg->data_dir);
+        cfg->data_dir = steal_ptr(&abs);
+    }
+    if (!cfg->store_url && asprintf(&cfg->store_url, "sqlite://%s/state.db", cfg->data_dir) < 0) {
+        cfg->store_url = NULL;
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    }
+
+    /* --simulate-gpus implies --gpu-source simulated; an explicit other
+     * source given at the same level (both flags, or both in the file) is a
+     * contradiction, while a flag overrides what the file said. */
+    if (cfg->simulate_gpus) {
+        if (cfg->origin_gpu_source == cfg->origin_simulate &&
+            cfg->app.gpu_source != GPU_SOURCE_SIMULATED)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "--simulate-gpus implies --gpu-source simulated, but another "
+                           "--gpu-source was given; drop one of them");
+        if (cfg->origin_gpu_source <= cfg->origin_simulate)
+            cfg->app.gpu_source = GPU_SOURCE_SIMULATED;
+    }
+    if (cfg->app.gpu_source == GPU_SOURCE_SIMULATED) {
+        if (!cfg->simulate_gpus)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "--gpu-source simulated needs --simulate-gpus SPEC (e.g. 8xA100-80GB)");
+        gpu_inventory probe = {0};
+        if (gpu_sim_load(cfg->simulate_gpus, &probe, err) < 0)
+            return err_prefix(err, "--simulate-gpus");
+        gpu_inventory_free(&probe);
+    }
+
+    cfg->app.data_dir = cfg->data_dir;
+    cfg->app.store_url = cfg->store_url;
+    cfg->app.docker_host = cfg->docker_host;
+    cfg->app.simulate_gpus = cfg->simulate_gpus;
+    cfg->app.nvml_library = cfg->nvml_library;
+    cfg->app.nvidia_smi = cfg->nvidia_smi;
+    cfg->app.gpu_attach = cfg->gpu_attach;
+    cfg->app.volume_backend = cfg->volume_backend;
+    return 0;
+}
+
+void config_usage(FILE *out)
+{
+    fprintf(out, "Usage: gpuboxd [FLAGS]\n\n"
+                 "gpuboxd serves gpubox's HTTP API: containers with whole or shared GPUs,\n"
+                 "sized volumes and host ports on this machine's Docker.\n\n"
+                 "Flags (each except config, help and version can also be a `name = value`\n"
+                 "line in the --config file; flags override the file):\n");
+    for (size_t i = 0; i < ARRAY_SIZE(config_options); i++) {
+        const config_option *o = &config_options[i];
+        char left[64];
+        snprintf(left, sizeof(left), "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        fprintf(out, "  %-28s %s", left, o->help);
+        if (o->def)
+            fprintf(out, " (default: %s)", o->def);
+        fputc('\n', out);
+    }
+    fprintf(out, "\nSIGTERM or SIGINT stops gpuboxd gracefully. See docs/daemon.md.\n");
+}

@@ -1,0 +1,73 @@
+/*
+ * config.h - gpuboxd's settings: defaults, an optional config file of
+ * `key = value` lines, and command-line flags, in that order of precedence
+ * (flags override the file, the file overrides defaults).
+ *
+ * One table in config.c describes every setting (flag name = file key,
+ * argument, default, help, how to apply it), so --help, the flag parser and
+ * the file parser can never disagree. Values are checked as they are
+ * applied; settings that depend on each other are checked last
+ * (config_finalize). Every error names the flag or the file and line.
+ */
+#ifndef GPUBOX_DAEMON_CONFIG_H
+#define GPUBOX_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "service/app.h"
+#include "util/err.h"
+#include "util/log.h"
+
+#define CONFIG_LISTEN_DEFAULT "127.0.0.1:2378"
+#define CONFIG_DATA_DIR_DEFAULT "/var/lib/gpubox"
+#define CONFIG_DOCKER_HOST_DEFAULT "unix:///var/run/docker.sock"
+#define CONFIG_PORT_RANGE_DEFAULT "40000-65535"
+
+typedef struct daemon_config {
+    /* owned strings; app's pointers below point at them */
+    char *listen;      /* as given, "127.0.0.1:2378" */
+    char *listen_host; /* parsed: "127.0.0.1", "::1" */
+    uint16_t listen_port;
+    char *data_dir, *store_url, *docker_host, *simulate_gpus, *nvml_library, *nvidia_smi;
+    char *gpu_attach, *volume_backend, *config_file;
+
+    app_config app; /* filled by config_finalize */
+    enum log_level log_level;
+    bool compat_http_200;
+    unsigned max_connections;
+    unsigned connection_timeout_s;
+    unsigned shutdown_timeout_s;
+
+    bool show_help, show_version;
+
+    /* Where settings came from while reading (enum config_origin); only the
+     * two GPU settings that interact remember theirs. */
+    int origin_now, origin_gpu_source, origin_simulate;
+} daemon_config;
+
+enum config_origin { CONFIG_FROM_DEFAULT, CONFIG_FROM_FILE, CONFIG_FROM_FLAG };
+
+/* Defaults (reads $DOCKER_HOST). */
+int config_init(daemon_config *cfg, gb_err *err);
+void config_free(daemon_config *cfg);
+
+/* The whole sequence gpuboxd runs: defaults, then the --config file if any,
+ * then the flags, then config_finalize. With --help or --version it stops
+ * early with show_help / show_version set. */
+int config_load(daemon_config *cfg, int argc, char **argv, gb_err *err);
+
+/* The pieces, for tests. */
+int config_parse_file(daemon_config *cfg, const char *path, gb_err *err);
+int config_parse_text(daemon_config *cfg, const char *text, const char *origin, gb_err *err);
+int config_set(daemon_config *cfg, const char *key, const char *value, gb_err *err);
+int config_finalize(daemon_config *cfg, gb_err *err);
+
+/* "ADDR:PORT" or "[v6]:PORT" -> host (malloc'd) and port. */
+int config_parse_listen(const char *s, char **host, uint16_t *port, gb_err *err);
+
+/* Every flag with its argument, default and meaning. */
+void config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * main.c - gpuboxd: read the settings, open the app (store, Docker, GPUs,
+ * pools), serve the API until SIGTERM or SIGINT, then stop gracefully.
+ *
+ * Exit status: 0 after a clean stop (or --help / --version), 2 when a
+ * setting is wrong (bad flag, value or config file; an address that cannot
+ * be bound), 1 when something gpuboxd depends on failed (Docker does not
+ * answer, the store cannot be opened).
+ *
+ * Signals: SIGTERM and SIGINT are blocked in every thread (the mask is set
+ * before any thread starts, and threads inherit it) and taken by sigwait()
+ * in the main thread, so no handler runs in the middle of a request.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "daemon/config.h"
+#include "http/server.h"
+#include "service/app.h"
+#include "util/log.h"
+
+static int exit_code_for(const gb_err *err)
+{
+    return err->code == ERR_INVALID_PARAMS ? 2 : 1;
+}
+
+static int serve(daemon_config *cfg, const sigset_t *stop_signals)
+{
+    gb_err err = GB_ERR_INIT;
+    log_info("gpuboxd %s starting (pid %d)", GPUBOX_VERSION, (int)getpid());
+    app *a = NULL;
+    if (app_open(&cfg->app, &a, &err) < 0) {
+        log_error("start-up failed: %s", err.msg);
+        return exit_code_for(&err);
+    }
+    http_router *router = api_router_new(&err);
+    http_server *server = NULL;
+    if (router) {
+        http_server_config hc = {
+            .host = cfg->listen_host,
+            .port = cfg->listen_port,
+            .connection_limit = cfg->max_connections,
+            .connection_timeout_s = cfg->connection_timeout_s,
+            .shutdown_timeout_s = cfg->shutdown_timeout_s,
+            .compat_http_200 = cfg->compat_http_200,
+        };
+        server = http_server_start(&hc, router, a, &err);
+    }
+    if (!server) {
+        log_error("start-up failed: %s", err.msg);
+        router_free(router);
+        app_close(a);
+        return exit_code_for(&err);
+    }
+
+    bool v6 = strchr(cfg->listen_host, ':') != NULL;
+    char url[300];
+    snprintf(url, sizeof(url), "http://%s%s%s:%u", v6 ? "[" : "", cfg->listen_host, v6 ? "]" : "",
+             http_server_port(server));
+    log_info("listening on %s%s", url,
+             cfg->compat_http_200 ? " (--compat-http-200: every response is HTTP 200)" : "");
+    printf("gpuboxd ready on %s\n", url);
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(stop_signals, &sig);
+    log_info("received %s: stopping; requests in flight get up to %us", strsignal(sig),
+             cfg->shutdown_timeout_s);
+    http_server_stop(server);
+    router_free(router);
+    app_close(a);
+    log_info("gpuboxd stopped");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    daemon_config cfg;
+    gb_err err = GB_ERR_INIT;
+    if (config_load(&cfg, argc, argv, &err) < 0) {
+        fprintf(stderr, "gpuboxd: %s\nTry 'gpuboxd --help' for the list of flags.\n", err.msg);
+        config_free(&cfg);
+        return 2;
+    }
+    int rc = 0;
+    if (cfg.show_help) {
+        config_usage(stdout);
+    } else if (cfg.show_version) {
+        printf("gpuboxd %s (API %s)\n", GPUBOX_VERSION, APP_API_VERSION);
+    } else {
+        log_set_level(cfg.log_level);
+        sigset_t stop_signals;
+        sigemptyset(&stop_signals);
+        sigaddset(&stop_signals, SIGTERM);
+        sigaddset(&stop_signals, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+        signal(SIGPIPE, SIG_IGN); /* a client that hangs up must not kill the daemon */
+        rc = serve(&cfg, &stop_signals);
+    }
+    config_free(&cfg);
+    return rc;
+}

@@ -1,0 +1,85 @@
+/*
+ * allocations.c - derive the in-memory pools from the store at start-up.
+ *
+ * The store is the one source of truth for who holds which GPU and port:
+ * each replica-set record (keys.h) lists what it holds, and the pools are
+ * rebuilt from those lists whenever gpuboxd starts. Nothing about the pools
+ * is ever saved on its own.
+ *
+ * A record that cannot be parsed stops start-up: guessing would risk handing
+ * one card to two replica sets. A record naming a GPU this host no longer
+ * has (a card was removed) or a port another record also claims is logged
+ * and left for the replica-set reconciliation to settle.
+ */
+#include "service/service.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/gpus.h"
+#include "service/keys.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+/* "ports" entries may be bare numbers or {"hostPort": n, ...} objects. */
+static int allocations_port(json_t *entry, uint16_t *port)
+{
+    json_t *v = json_is_object(entry) ? json_object_get(entry, "hostPort") : entry;
+    json_int_t n = json_is_integer(v) ? json_integer_value(v) : -1;
+    if (n < 1 || n > 65535)
+        return -1;
+    *port = (uint16_t)n;
+    return 0;
+}
+
+static int allocations_mark(app *a, const char *name, json_t *record, gb_err *err)
+{
+    json_t *gpus = json_object_get(record, "gpus"), *ports = json_object_get(record, "ports");
+    size_t ngpus = json_array_size(gpus), nports = json_array_size(ports);
+    _cleanup_free_ const char **uuids = calloc(ngpus + 1, sizeof(*uuids));
+    _cleanup_free_ uint16_t *held = calloc(nports + 1, sizeof(*held));
+    if (!uuids || !held)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < ngpus; i++)
+        if (!(uuids[i] = json_string_value(json_array_get(gpus, i))))
+            return err_set(err, ERR_INTERNAL, "replica set %s: gpus[%zu] is not a UUID", name, i);
+    for (size_t i = 0; i < nports; i++)
+        if (allocations_port(json_array_get(ports, i), &held[i]) < 0)
+            return err_set(err, ERR_INTERNAL, "replica set %s: ports[%zu] is not a port", name, i);
+
+    gb_err take = GB_ERR_INIT;
+    if (ngpus && gpus_pool_take(a->gpu_pool, uuids, ngpus, name, &take) < 0)
+        log_warn("allocations: replica set %s holds GPUs that cannot be marked: %s", name,
+                 take.msg);
+    if (nports && ports_pool_take(a->ports, held, nports, false, &take) < 0)
+        log_warn("allocations: replica set %s holds ports that cannot be marked: %s", name,
+                 take.msg);
+    return 0;
+}
+
+int allocations_derive(app *a, gb_err *err)
+{
+    _cleanup_(store_kvs_free) store_kvs kvs = {0};
+    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
+        return err_prefix(err, "reading replica sets to rebuild the GPU and port pools");
+    size_t records = 0;
+    for (size_t i = 0; i < kvs.n; i++) {
+        const char *key = kvs.items[i].key;
+        if (!keys_is_replicaset_record(key))
+            continue;
+        const char *name = key + strlen(KEYS_REPLICASETS);
+        json_error_t jerr;
+        _cleanup_json_ json_t *record = json_loads(kvs.items[i].value, 0, &jerr);
+        if (!json_is_object(record))
+            return err_set(err, ERR_INTERNAL,
+                           "store record %s is not a JSON object (%s); refusing to guess which "
+                           "GPUs and ports it holds",
+                           key, record ? "wrong type" : jerr.text);
+        if (allocations_mark(a, name, record, err) < 0)
+            return -1;
+        records++;
+    }
+    log_info("allocations: %zu replica set(s) in the store; %zu of %zu GPU(s) free", records,
+             gpus_pool_free_count(a->gpu_pool), gpus_pool_size(a->gpu_pool));
+    return 0;
+}

@@ -1,0 +1,185 @@
+/*
+ * app.c - start-up and shutdown of the application context.
+ *
+ * Start-up is a fixed sequence (app.h), each step logging one clean line so
+ * an operator reading the first screen of the log knows what gpuboxd found:
+ * which store, which Docker, which GPUs and from where. Simulated GPUs get a
+ * banner nobody can miss: everything else about the host is real.
+ */
+#include "service/app.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "sched/gpus.h"
+#include "service/service.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+/* mkdir -p, one component at a time. */
+static int app_make_dir(const char *dir, gb_err *err)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path))
+        return err_set(err, ERR_INVALID_PARAMS, "data dir path is too long: %s", dir);
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "cannot create data dir %s: %s (choose "
+                           "another --data-dir)",
+                           path, strerror(errno));
+        *p = saved;
+        if (!saved)
+            break;
+    }
+    struct stat st;
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return err_set(err, ERR_INVALID_PARAMS, "data dir %s is not a directory", dir);
+    return 0;
+}
+
+static int app_open_store(app *a, gb_err *err)
+{
+    if (store_open(a->cfg.store_url, &a->store, err) < 0)
+        return err_prefix(err, "opening the store");
+    int64_t rev = 0;
+    if (store_revision(a->store, &rev, err) < 0)
+        return err_prefix(err, "reading the store");
+    const char *where = strstr(a->cfg.store_url, "://");
+    log_info("store: %s at %s (revision %lld)", store_backend_name(a->store),
+             where ? where + 3 : a->cfg.store_url, (long long)rev);
+    return 0;
+}
+
+static void copy_json_string(char *dst, size_t size, json_t *obj, const char *key)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    snprintf(dst, size, "%s", s ? s : "unknown");
+}
+
+/* Docker may still be starting (both started by the same boot): retry the
+ * ping for docker_wait_s before giving up with a message that says where. */
+static int app_connect_docker(app *a, gb_err *err)
+{
+    if (!(a->docker = docker_client_new(a->cfg.docker_host, err)))
+        return err_prefix(err, "--docker-host %s", a->cfg.docker_host);
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (unsigned attempt = 0;; attempt++) {
+        gb_err ping = GB_ERR_INIT;
+        if (docker_ping(a->docker, &ping) == 0)
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec >= (time_t)a->cfg.docker_wait_s)
+            return err_set(err, ERR_DOCKER_UNAVAILABLE,
+                           "Docker at %s did not answer within %us: %s. Is dockerd running? "
+                           "Point --docker-host (or $DOCKER_HOST) at it",
+                           a->cfg.docker_host, a->cfg.docker_wait_s, ping.msg);
+        if (attempt == 0)
+            log_warn("docker: waiting for Docker at %s (%s)", a->cfg.docker_host, ping.msg);
+        struct timespec pause = {.tv_nsec = 250 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    _cleanup_json_ json_t *version = NULL;
+    _cleanup_json_ json_t *info = NULL;
+    if (docker_version(a->docker, &version, err) < 0 || docker_info(a->docker, &info, err) < 0)
+        return err_prefix(err, "asking Docker at %s what it is", a->cfg.docker_host);
+    copy_json_string(a->docker_version, sizeof(a->docker_version), version, "Version");
+    copy_json_string(a->docker_api_version, sizeof(a->docker_api_version), version, "ApiVersion");
+    copy_json_string(a->docker_storage_driver, sizeof(a->docker_storage_driver), info, "Driver");
+    log_info("docker: Docker %s (API %s) at %s, storage driver %s", a->docker_version,
+             a->docker_api_version, a->cfg.docker_host, a->docker_storage_driver);
+    if (strcmp(a->docker_storage_driver, "overlay2") != 0)
+        log_warn("docker: storage driver %s is not overlay2; carrying a container's system disk "
+                 "to a new version will use the slower portable path",
+                 a->docker_storage_driver);
+    return 0;
+}
+
+static void app_log_simulated_banner(const app *a)
+{
+    log_warn("****************************************************************");
+    log_warn("* SIMULATED GPUs (--simulate-gpus %s): %zu device(s).", a->cfg.simulate_gpus,
+             a->gpus.n);
+    log_warn("* These cards do not exist. Containers run for real but get no GPU;");
+    log_warn("* the API marks every GPU answer \"simulated\": true.");
+    log_warn("****************************************************************");
+}
+
+static int app_load_gpus(app *a, gb_err *err)
+{
+    gpu_config gc = {
+        .source = a->cfg.gpu_source,
+        .simulate_spec = a->cfg.simulate_gpus,
+        .nvml_library = a->cfg.nvml_library,
+        .nvidia_smi = a->cfg.nvidia_smi,
+    };
+    if (gpu_inventory_load(&gc, &a->gpus, err) < 0)
+        return err_prefix(err, "loading the GPU inventory");
+    if (a->gpus.simulated)
+        app_log_simulated_banner(a);
+    if (strcmp(a->gpus.source, "none") == 0 || a->gpus.n == 0) {
+        log_warn("gpus: no GPU found (tried NVML and nvidia-smi); GPU requests will fail. Use "
+                 "--simulate-gpus 8xA100-80GB to try gpubox without GPUs");
+        return 0;
+    }
+    log_info("gpus: %zu device(s) from %s%s%s%s", a->gpus.n, a->gpus.source,
+             a->gpus.driver_version[0] ? " (driver " : "", a->gpus.driver_version,
+             a->gpus.driver_version[0] ? ")" : "");
+    for (size_t i = 0; i < a->gpus.n; i++) {
+        const gpu_device *d = &a->gpus.devices[i];
+        log_info("gpu %d: %s %s, %llu MiB%s%s", d->index, d->uuid, d->model,
+                 (unsigned long long)d->memory_mib, d->is_mig ? ", MIG instance" : "",
+                 d->healthy ? "" : ", UNHEALTHY");
+    }
+    return 0;
+}
+
+int app_open(const app_config *cfg, app **out, gb_err *err)
+{
+    app *a = calloc(1, sizeof(*a));
+    if (!a)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    a->cfg = *cfg;
+    if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
+        app_connect_docker(a, err) < 0 || app_load_gpus(a, err) < 0)
+        goto fail;
+    a->ports = ports_pool_new(cfg->port_start, cfg->port_end);
+    a->gpu_pool = gpus_pool_new(&a->gpus);
+    if (!a->ports || !a->gpu_pool) {
+        err_set(err, ERR_INTERNAL, "out of memory creating the GPU and port pools");
+        goto fail;
+    }
+    if (allocations_derive(a, err) < 0)
+        goto fail;
+    log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
+             cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
+    *out = a;
+    return 0;
+fail:
+    app_close(a);
+    return -1;
+}
+
+void app_close(app *a)
+{
+    if (!a)
+        return;
+    gpus_pool_free(a->gpu_pool);
+    ports_pool_free(a->ports);
+    gpu_inventory_free(&a->gpus);
+    docker_client_free(a->docker);
+    if (a->store) {
+        store_close(a->store);
+        log_info("store: closed");
+    }
+    free(a);
+}

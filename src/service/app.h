@@ -1,0 +1,60 @@
+/*
+ * app.h - the application context: everything a service function needs,
+ * created once at start-up and handed to every handler (req->ctx).
+ *
+ * It holds the store, the Docker client, the GPU inventory read at start-up,
+ * and the in-memory allocation pools (GPUs, host ports). The pools are
+ * derived from the store's replica-set records when the app opens (the store
+ * is the one source of truth; see keys.h for where those records live) and
+ * change only through the sched/ functions afterwards.
+ */
+#ifndef GPUBOX_SERVICE_APP_H
+#define GPUBOX_SERVICE_APP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "docker/docker.h"
+#include "gpu/gpu.h"
+#include "sched/ports.h"
+#include "store/store.h"
+#include "util/err.h"
+
+#define APP_API_VERSION "v1"
+
+/* The settings the services use; strings are borrowed from whoever built
+ * the config (the daemon's config) and must outlive the app. */
+typedef struct app_config {
+    const char *data_dir;  /* absolute */
+    const char *store_url; /* "sqlite:///var/lib/gpubox/state.db" */
+    const char *docker_host;
+    uint16_t port_start, port_end;
+    enum gpu_source_kind gpu_source;
+    const char *simulate_gpus;  /* spec, for GPU_SOURCE_SIMULATED */
+    const char *nvml_library;   /* NULL: libnvidia-ml.so.1 */
+    const char *nvidia_smi;     /* NULL: nvidia-smi on PATH */
+    const char *gpu_attach;     /* "nvidia" | "cdi" | "runtime" */
+    const char *volume_backend; /* "loop" | "xfsquota" | "plain" (recorded for now) */
+    unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */
+} app_config;
+
+typedef struct app {
+    app_config cfg;
+    store *store;
+    docker_client *docker;
+    gpu_inventory gpus;
+    struct gpus_pool *gpu_pool;
+    ports_pool *ports;
+    /* What Docker said at start-up, for /version and the start-up log. */
+    char docker_version[64];
+    char docker_api_version[16];
+    char docker_storage_driver[32];
+} app;
+
+/* Start-up, in order, logging a line for each: create the data dir, open the
+ * store, connect to Docker (retrying up to docker_wait_s), load the GPU
+ * inventory, build the pools and derive them from the store. */
+int app_open(const app_config *cfg, app **out, gb_err *err);
+void app_close(app *a);
+
+#endif

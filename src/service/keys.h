@@ -1,0 +1,38 @@
+/*
+ * keys.h - where gpubox's records live in the store: the one place that
+ * knows the key layout (the store itself treats keys as opaque strings).
+ *
+ *   /gpubox/replicasets/<name>               current record of replica set <name>
+ *   /gpubox/replicasets/<name>/history/<N>   spec of version N (kept across compaction)
+ *   /gpubox/volumes/<name>                   current record of volume <name>
+ *   /gpubox/operations/<id>                  journal of a multi-step operation
+ *
+ * A replica-set record holds its allocations as fields of its JSON value
+ * (the store is the one source of truth for who holds what):
+ *   "gpus":  ["GPU-uuid", ...]              whole cards held
+ *   "ports": [{"hostPort": 40001, ...}, ...] host ports held
+ * The pools are derived from those fields at start-up (service/allocations.c).
+ */
+#ifndef GPUBOX_SERVICE_KEYS_H
+#define GPUBOX_SERVICE_KEYS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define KEYS_ROOT "/gpubox/"
+#define KEYS_REPLICASETS KEYS_ROOT "replicasets/"
+#define KEYS_VOLUMES KEYS_ROOT "volumes/"
+#define KEYS_OPERATIONS KEYS_ROOT "operations/"
+#define KEYS_HISTORY_SEGMENT "/history/"
+
+/* Build a key into buf; returns buf, or NULL when it does not fit. */
+char *keys_replicaset(char *buf, size_t size, const char *name);
+char *keys_replicaset_history(char *buf, size_t size, const char *name, long version);
+char *keys_volume(char *buf, size_t size, const char *name);
+char *keys_operation(char *buf, size_t size, const char *id);
+
+/* True when key is a replica set's current record (not one of its history
+ * entries or any other key under the prefix). */
+bool keys_is_replicaset_record(const char *key);
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * service.h - the service functions the API handlers call: one call per
+ * request, each answering with a JSON value (data of the envelope) or an
+ * error value. Handlers never reach past these into the store, Docker or
+ * the pools.
+ */
+#ifndef GPUBOX_SERVICE_SERVICE_H
+#define GPUBOX_SERVICE_SERVICE_H
+
+#include <jansson.h>
+
+#include "service/app.h"
+#include "util/err.h"
+
+/* GET /api/v1/resources/gpus: {gpus:{uuid:0|1}, devices:[...], simulated, source}.
+ * Answered from memory (inventory + pool), no store or Docker call. */
+int resources_gpus(app *a, json_t **out, gb_err *err);
+/* GET /api/v1/gpus (gpu-docker-api's older route): {gpuStatus:{uuid:0|1}}. */
+int resources_gpu_status(app *a, json_t **out, gb_err *err);
+/* GET /api/v1/resources/ports: {ports:{startPort, endPort, availableCount, usedPorts}}. */
+int resources_ports(app *a, json_t **out, gb_err *err);
+
+/* GET /healthz: {status, store:{ok,...}, docker:{ok,...}, gpus:{...}}. When the
+ * store or Docker cannot be reached, returns -1 with that error AND *out
+ * filled, so the answer still shows which part is down. */
+int system_health(app *a, json_t **out, gb_err *err);
+/* GET /version: gpubox's version, its API version, Docker's version. */
+int system_version(app *a, json_t **out, gb_err *err);
+
+/* Start-up: mark in the pools what the store's replica-set records hold
+ * (keys.h), so the pools never disagree with the store. */
+int allocations_derive(app *a, gb_err *err);
+
+#endif
