@@ -122,7 +122,7 @@ static int field_wrong_type(const json_t *v, const char *where, const char *fiel
 int json_field_string(const json_t *obj, const char *where, const char *field, const char **out,
                       bool required, gb_err *err)
 {
-    json_t *v;
+    json_t *v = NULL;
     int found = field_lookup(obj, where, field, "a string", required, &v, err);
     if (found <= 0)
         return found;
@@ -135,7 +135,7 @@ int json_field_string(const json_t *obj, const char *where, const char *field, c
 int json_field_int(const json_t *obj, const char *where, const char *field, long long *out,
                    bool required, gb_err *err)
 {
-    json_t *v;
+    json_t *v = NULL;
     int found = field_lookup(obj, where, field, "an integer", required, &v, err);
     if (found <= 0)
         return found;
@@ -148,7 +148,7 @@ int json_field_int(const json_t *obj, const char *where, const char *field, long
 int json_field_bool(const json_t *obj, const char *where, const char *field, bool *out,
                     bool required, gb_err *err)
 {
-    json_t *v;
+    json_t *v = NULL;
     int found = field_lookup(obj, where, field, "a boolean", required, &v, err);
     if (found <= 0)
         return found;
@@ -161,7 +161,7 @@ int json_field_bool(const json_t *obj, const char *where, const char *field, boo
 int json_field_object(const json_t *obj, const char *where, const char *field, json_t **out,
                       bool required, gb_err *err)
 {
-    json_t *v;
+    json_t *v = NULL;
     int found = field_lookup(obj, where, field, "an object", required, &v, err);
     if (found <= 0)
         return found;
@@ -174,7 +174,7 @@ int json_field_object(const json_t *obj, const char *where, const char *field, j
 int json_field_string_array(const json_t *obj, const char *where, const char *field,
                             const char ***out, size_t *n, bool required, gb_err *err)
 {
-    json_t *v;
+    json_t *v = NULL;
     int found = field_lookup(obj, where, field, "an array of strings", required, &v, err);
     if (found <= 0)
         return found;

@@ -53,6 +53,27 @@ int http_response_data(http_response *resp, json_t *data, gb_err *err)
     return http_response_envelope(resp, ERR_OK, HTTP_SUCCESS_MSG, data, err);
 }
 
+int http_response_data_text(http_response *resp, const char *data, size_t len, gb_err *err)
+{
+    static const char head[] = "{\"code\":200,\"msg\":\"" HTTP_SUCCESS_MSG "\",\"data\":";
+    size_t total = sizeof(head) - 1 + len + 1;
+    char *body = malloc(total + 1);
+    if (!body)
+        return err_set(err, ERR_INTERNAL, "out of memory building the response");
+    memcpy(body, head, sizeof(head) - 1);
+    memcpy(body + sizeof(head) - 1, data, len);
+    body[total - 1] = '}';
+    body[total] = '\0';
+    http_response_clear(resp);
+    resp->status = 200;
+    resp->code = ERR_OK;
+    resp->envelope = true;
+    resp->content_type = HTTP_JSON;
+    resp->body = body;
+    resp->body_len = total;
+    return 0;
+}
+
 void http_response_error(http_response *resp, const gb_err *e)
 {
     int code = e && e->code != ERR_OK ? e->code : ERR_INTERNAL;

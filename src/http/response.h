@@ -42,6 +42,10 @@ int http_status_for(int code, bool compat_http_200);
  * sent as null). Returns 0, or -1 with *err set if serialization failed. */
 int http_response_data(http_response *resp, json_t *data, gb_err *err);
 
+/* Success with data that is already serialized JSON (a cached answer):
+ * the envelope is put around the text without parsing it again. */
+int http_response_data_text(http_response *resp, const char *data, size_t len, gb_err *err);
+
 /* Any envelope, e.g. an error that still carries data (healthz). Steals data. */
 int http_response_envelope(http_response *resp, int code, const char *msg, json_t *data,
                            gb_err *err);

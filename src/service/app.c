@@ -154,7 +154,8 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
         goto fail;
     a->ports = ports_pool_new(cfg->port_start, cfg->port_end);
     a->gpu_pool = gpus_pool_new(&a->gpus);
-    if (!a->ports || !a->gpu_pool) {
+    a->gpus_cache = resources_cache_new();
+    if (!a->ports || !a->gpu_pool || !a->gpus_cache) {
         err_set(err, ERR_INTERNAL, "out of memory creating the GPU and port pools");
         goto fail;
     }
@@ -173,6 +174,7 @@ void app_close(app *a)
 {
     if (!a)
         return;
+    resources_cache_free(a->gpus_cache);
     gpus_pool_free(a->gpu_pool);
     ports_pool_free(a->ports);
     gpu_inventory_free(&a->gpus);

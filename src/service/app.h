@@ -38,6 +38,8 @@ typedef struct app_config {
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */
 } app_config;
 
+typedef struct resources_cache resources_cache;
+
 typedef struct app {
     app_config cfg;
     store *store;
@@ -45,6 +47,7 @@ typedef struct app {
     gpu_inventory gpus;
     struct gpus_pool *gpu_pool;
     ports_pool *ports;
+    resources_cache *gpus_cache; /* serialized GET /resources/gpus (resources.c) */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];
     char docker_api_version[16];

@@ -15,6 +15,11 @@
 /* GET /api/v1/resources/gpus: {gpus:{uuid:0|1}, devices:[...], simulated, source}.
  * Answered from memory (inventory + pool), no store or Docker call. */
 int resources_gpus(app *a, json_t **out, gb_err *err);
+/* The same data already serialized (malloc'd, *len bytes), served from a
+ * cache that is rebuilt only when the pool has changed: the hot path. */
+int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err);
+resources_cache *resources_cache_new(void);
+void resources_cache_free(resources_cache *c);
 /* GET /api/v1/gpus (gpu-docker-api's older route): {gpuStatus:{uuid:0|1}}. */
 int resources_gpu_status(app *a, json_t **out, gb_err *err);
 /* GET /api/v1/resources/ports: {ports:{startPort, endPort, availableCount, usedPorts}}. */

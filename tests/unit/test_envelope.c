@@ -126,6 +126,22 @@ static void test_status_mapping(void **state)
     }
 }
 
+static void test_preserialized_data(void **state)
+{
+    (void)state;
+    http_response resp = {0};
+    const char *data = "{\"gpus\":{\"GPU-1\":0},\"simulated\":true}";
+    assert_int_equal(http_response_data_text(&resp, data, strlen(data), NULL), 0);
+    assert_int_equal(resp.status, 200);
+    assert_true(resp.envelope);
+    assert_int_equal(resp.body_len, strlen(resp.body));
+    _cleanup_json_ json_t *v = parse(resp.body, resp.body_len);
+    assert_int_equal(json_integer_value(json_object_get(v, "code")), 200);
+    assert_string_equal(json_string_value(json_object_get(v, "msg")), "success");
+    assert_true(json_is_true(json_object_get(json_object_get(v, "data"), "simulated")));
+    http_response_clear(&resp);
+}
+
 static void test_raw_body_is_not_an_envelope(void **state)
 {
     (void)state;
@@ -149,6 +165,7 @@ int main(void)
         cmocka_unit_test(test_error_without_code_is_internal),
         cmocka_unit_test(test_envelope_with_data_and_error_code),
         cmocka_unit_test(test_status_mapping),
+        cmocka_unit_test(test_preserialized_data),
         cmocka_unit_test(test_raw_body_is_not_an_envelope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
