@@ -522,12 +522,10 @@ void config_usage(FILE *out)
                  "line in the --config file; flags override the file):\n");
     for (size_t i = 0; i < ARRAY_SIZE(config_options); i++) {
         const config_option *o = &config_options[i];
-        char left[64];
-        snprintf(left, sizeof(left), "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        fprintf(out, "  %-28s %s", left, o->help);
+        fprintf(out, "  --%s%s%s\n        %s\n", o->name, o->arg ? " " : "", o->arg ? o->arg : "",
+                o->help);
         if (o->def)
-            fprintf(out, " (default: %s)", o->def);
-        fputc('\n', out);
+            fprintf(out, "        (default: %s)\n", o->def);
     }
     fprintf(out, "\nSIGTERM or SIGINT stops gpuboxd gracefully. See docs/daemon.md.\n");
 }

@@ -396,6 +396,11 @@ void http_server_stop(http_server *s)
         return;
     atomic_store(&s->stopping, true);
     MHD_socket listen_fd = MHD_quiesce_daemon(s->mhd);
+    /* Quiescing only stops accept(); the kernel would still complete
+     * handshakes into the backlog. Shutting the socket down makes new
+     * clients get a refusal at once instead of hanging. */
+    if (listen_fd != MHD_INVALID_SOCKET)
+        shutdown(listen_fd, SHUT_RDWR);
     /* Requests already being served finish; idle keep-alive connections are
      * simply closed by MHD_stop_daemon below. */
     unsigned waited_ms = 0, limit_ms = s->cfg.shutdown_timeout_s * 1000;

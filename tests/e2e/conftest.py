@@ -1,0 +1,213 @@
+"""Shared fixtures for gpubox's end-to-end tests.
+
+Each test drives a real gpuboxd (the sanitizer build, path from $GPUBOXD,
+default build/test/gpuboxd) over HTTP against the real dockerd and a real
+SQLite file in a temporary data dir. The daemon listens on 127.0.0.1:0 and
+the fixture reads the port it picked from its ready line on stdout; stderr
+(the log) goes to a file the tests can read. Stopping sends SIGTERM and
+requires a clean exit 0 with no sanitizer report in the log.
+
+GPUs come from --simulate-gpus or from the NVIDIA fakes: the fake NVML
+library (build/test/fakes/libnvidia-ml.so.1) and the fake nvidia-smi
+(tests/fakes/nvidia-smi), both answering from the description file named
+by $GPUBOX_FAKE_GPUS.
+"""
+import http.client
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+SOURCE_DIR = Path(os.environ.get("GPUBOX_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BUILD_DIR = Path(os.environ.get("GPUBOX_BUILD_DIR", SOURCE_DIR / "build" / "test"))
+GPUBOXD = Path(os.environ.get("GPUBOXD", BUILD_DIR / "gpuboxd"))
+FAKE_NVML = BUILD_DIR / "fakes" / "libnvidia-ml.so.1"
+FAKE_SMI = SOURCE_DIR / "tests" / "fakes" / "nvidia-smi"
+
+SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
+                     "runtime error:")
+READY_TIMEOUT = 30
+STOP_TIMEOUT = 30
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.json = json.loads(body) if body else None
+
+    @property
+    def code(self):
+        return self.json["code"]
+
+    @property
+    def data(self):
+        return self.json["data"]
+
+    @property
+    def msg(self):
+        return self.json["msg"]
+
+
+def request(conn, method, path, body=None, headers=None):
+    """One request on an http.client connection; keeps the connection open."""
+    conn.request(method, path, body=body, headers=headers or {})
+    r = conn.getresponse()
+    return Response(r.status, r.headers, r.read())
+
+
+class Daemon:
+    """A running gpuboxd and its log."""
+
+    def __init__(self, args, data_dir, log_path, env=None):
+        self.args = [str(GPUBOXD), *args]
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.env = env
+        self.url = None
+        self.host = None
+        self.port = None
+        self.proc = None
+
+    def start(self):
+        self.log_file = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self.log_file,
+                                     env=self.env)
+        line = read_line(self.proc, READY_TIMEOUT)
+        if not line.startswith("gpuboxd ready on http://"):
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"gpuboxd did not get ready (stdout {line!r}); log:\n{self.log()}")
+        self.url = line.split("ready on ", 1)[1]
+        self.host, port = self.url[len("http://"):].rsplit(":", 1)
+        self.port = int(port)
+        return self
+
+    def log(self):
+        return Path(self.log_path).read_text(errors="replace")
+
+    def connection(self, timeout=30):
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None):
+        conn = self.connection()
+        try:
+            return request(conn, method, path, body, headers)
+        finally:
+            conn.close()
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def stop(self, sig=signal.SIGTERM):
+        """Signal the daemon and require a clean, sanitizer-quiet exit 0."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"gpuboxd did not stop within {STOP_TIMEOUT}s; log:\n{self.log()}")
+        finally:
+            self.proc.stdout.close()
+            self.log_file.close()
+        log = self.log()
+        for marker in SANITIZER_MARKERS:
+            assert marker not in log, f"sanitizer report in gpuboxd's log:\n{log}"
+        assert rc == 0, f"gpuboxd exited {rc}; log:\n{log}"
+        return rc
+
+
+def read_line(proc, timeout):
+    """The first line the process writes on stdout, or '' at EOF/timeout."""
+    deadline = time.monotonic() + timeout
+    buf = b""
+    fd = proc.stdout.fileno()
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf.split(b"\n", 1)[0].decode(errors="replace")
+
+
+def run_gpuboxd(args, timeout=60, env=None):
+    """Run gpuboxd to completion (for flags that exit): (rc, stdout, stderr)."""
+    p = subprocess.run([str(GPUBOXD), *args], capture_output=True, text=True, timeout=timeout,
+                       env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+def fake_gpu_env(desc_path):
+    env = dict(os.environ)
+    env["GPUBOX_FAKE_GPUS"] = str(desc_path)
+    return env
+
+
+@pytest.fixture
+def start_daemon(tmp_path):
+    """Start gpuboxd with extra flags; every daemon started is stopped (and
+    checked) at the end of the test unless the test stopped it already."""
+    started = []
+
+    def start(*args, env=None, listen="127.0.0.1:0", data_dir=None):
+        n = len(started)
+        data = data_dir or tmp_path / f"data{n}"
+        flags = ["--data-dir", str(data)]
+        if listen:
+            flags += ["--listen", listen]
+        d = Daemon([*flags, *args], data, tmp_path / f"gpuboxd{n}.log", env=env)
+        started.append(d)
+        return d.start()
+
+    yield start
+    for d in started:
+        d.stop()
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    """One daemon with simulated GPUs shared by a module's read-only tests."""
+    tmp = tmp_path_factory.mktemp("simulated")
+    d = Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(tmp / "data"), "--simulate-gpus",
+                "2xA100-80GB,1xT4-16GB", "--port-range", "41000-41009"],
+               tmp / "data", tmp / "gpuboxd.log").start()
+    yield d
+    d.stop()
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a unix socket, to ask dockerd directly."""
+
+    def __init__(self, path):
+        super().__init__("localhost", timeout=30)
+        self.socket_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.socket_path)
+        self.sock = s
+
+
+def docker_get(path):
+    conn = UnixHTTPConnection("/var/run/docker.sock")
+    try:
+        return request(conn, "GET", path).json
+    finally:
+        conn.close()
