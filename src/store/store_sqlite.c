@@ -97,9 +97,11 @@ static int sqlite_store_err_code(int rc)
 
 /* Fill err with what we were doing, SQLite's own words and the file. Call it
  * before anything else runs on db, which would replace sqlite3_errmsg. */
-__attribute__((format(printf, 5, 6))) static int sqlite_store_fail(const struct sqlite_store *ss,
-                                                                   sqlite3 *db, int rc, gb_err *err,
-                                                                   const char *fmt, ...)
+static int sqlite_store_fail(const struct sqlite_store *ss, sqlite3 *db, int rc, gb_err *err,
+                             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int sqlite_store_fail(const struct sqlite_store *ss, sqlite3 *db, int rc, gb_err *err,
+                             const char *fmt, ...)
 {
     char what[256];
     va_list ap;
@@ -109,11 +111,15 @@ __attribute__((format(printf, 5, 6))) static int sqlite_store_fail(const struct 
     const char *detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     if ((rc & 0xff) == SQLITE_BUSY)
         return err_set(err, ERR_STORE_UNAVAILABLE,
-                       "SQLite store %s: %s: %s (gave up after %d ms waiting for another "
-                       "connection or process to release the database)",
+                       "SQLite store %s: %s: %s (another connection or process held it past "
+                       "the %d ms busy timeout)",
                        ss->path, what, detail, ss->busy_timeout_ms);
-    return err_set(err, sqlite_store_err_code(rc), "SQLite store %s: %s: %s", ss->path, what,
-                   detail);
+    const char *hint = (rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT
+                           ? " (the file is not an intact SQLite database; restore it from a "
+                             "backup or point --store elsewhere)"
+                           : "";
+    return err_set(err, sqlite_store_err_code(rc), "SQLite store %s: %s: %s%s", ss->path, what,
+                   detail, hint);
 }
 
 static int sqlite_store_prepare(const struct sqlite_store *ss, sqlite3 *db, const char *sql,
