@@ -35,7 +35,9 @@ int err_prefix(gb_err *e, const char *fmt, ...)
     va_end(ap);
     char old[sizeof(e->msg)];
     memcpy(old, e->msg, sizeof(old));
-    snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+    /* A message too long for the buffer is cut, which is the best we can do. */
+    int n = snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+    (void)n;
     return -1;
 }
 
