@@ -29,11 +29,14 @@ static inline void freep(void *p)
     free(*(void **)p);
 }
 
+/* jansson >= 2.11 defines json_decrefp itself (with json_auto_t). */
+#ifndef json_auto_t
 static inline void json_decrefp(json_t **p)
 {
     if (*p)
         json_decref(*p);
 }
+#endif
 
 static inline void fclosep(FILE **p)
 {
