@@ -80,11 +80,17 @@ static int nvml_api_open(struct nvml_api *api, const char *library, gb_err *err)
 {
     memset(api, 0, sizeof(*api));
     api->lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-    if (!api->lib)
+    if (!api->lib) {
+        /* dlerror() repeats the path ("PATH: cannot open ..."); say it once. */
+        const char *why = dlerror();
+        size_t len = strlen(library);
+        if (why && strncmp(why, library, len) == 0 && strncmp(why + len, ": ", 2) == 0)
+            why += len + 2;
         return err_set(err, ERR_INTERNAL,
                        "cannot load %s: %s; is the NVIDIA driver installed? Use --gpu-source "
                        "simulated to run without GPUs",
-                       library, dlerror());
+                       library, why ? why : "unknown error");
+    }
     const struct {
         void **slot;
         const char *name, *fallback;

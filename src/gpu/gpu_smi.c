@@ -163,8 +163,8 @@ static int smi_parse_line(struct smi_span line, int line_no, gpu_device *d, gb_e
     d->index = (int)index;
     d->healthy = true;
     if (smi_unavailable(f[1])) {
-        log_warn("nvidia-smi: GPU %d left out: its UUID reads %.*s", d->index, (int)f[1].len,
-                 f[1].p);
+        log_warn("nvidia-smi: GPU %d left out: its UUID reads %s", d->index,
+                 smi_quote(f[1], q, sizeof(q)));
         return 0;
     }
     if (!smi_valid_uuid(f[1]))
@@ -187,9 +187,11 @@ static int smi_parse_line(struct smi_span line, int line_no, gpu_device *d, gb_e
         return err_set(err, ERR_INTERNAL,
                        "nvidia-smi output line %d: memory.total '%s' is not a number of MiB",
                        line_no, smi_quote(f[3], q, sizeof(q)));
-    if (!d->healthy)
-        log_warn("nvidia-smi: GPU %s is unhealthy: name '%.*s', memory '%.*s'", d->uuid,
-                 (int)f[2].len, f[2].p, (int)f[3].len, f[3].p);
+    if (!d->healthy) {
+        char q2[72];
+        log_warn("nvidia-smi: GPU %s is unhealthy: name '%s', memory '%s'", d->uuid,
+                 smi_quote(f[2], q, sizeof(q)), smi_quote(f[3], q2, sizeof(q2)));
+    }
     return 1;
 }
 
@@ -440,6 +442,8 @@ static const char *smi_first_line(const struct smi_result *r, char *buf, size_t 
             const char *nl = strchr(p, '\n');
             struct smi_span line =
                 smi_trim((struct smi_span){p, nl ? (size_t)(nl - p) : strlen(p)});
+            while (line.len > 0 && line.p[line.len - 1] == '.')
+                line.len--; /* the caller's sentence goes on after it */
             if (line.len > 0) {
                 size_t n = line.len < len - 1 ? line.len : len - 1;
                 for (size_t k = 0; k < n; k++)
