@@ -140,7 +140,7 @@ static int gpu_sim_parse(const char *spec, gpu_inventory *inv, gb_err *err)
             p++, len--;
         while (len > 0 && isspace((unsigned char)p[len - 1]))
             len--;
-        struct gpu_sim_item item;
+        struct gpu_sim_item item = {0};
         if (gpu_sim_parse_item(p, len, &item, err) < 0)
             return -1;
         total += item.count;

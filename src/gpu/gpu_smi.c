@@ -228,7 +228,7 @@ static int smi_parse_lines(const char *csv, gpu_inventory *out, gb_err *err)
         first = false;
         if (header)
             continue;
-        gpu_device d;
+        gpu_device d = {0};
         int r = smi_parse_line(line, line_no, &d, err);
         if (r < 0)
             return -1;

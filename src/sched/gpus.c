@@ -153,15 +153,13 @@ static int gpus_not_enough(gpus_pool *p, size_t asked, size_t nfree, gb_err *err
 {
     char list[320] = "";
     size_t used = 0;
-    bool cut = false;
-    for (size_t i = 0; i < p->n && !cut; i++) {
+    for (size_t i = 0; i < p->n; i++) {
         const struct gpus_slot *s = &p->slots[i];
         if (!gpus_slot_free(s) || !gpus_slot_schedulable(s))
             continue;
         size_t need = strlen(s->dev.uuid) + (used ? 2 : 0);
         if (used + need + 5 >= sizeof(list)) {
             strcpy(list + used, ", ...");
-            cut = true;
             break;
         }
         used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "",
