@@ -2,7 +2,7 @@
  * ports.h - the host-port allocator: which host port a replica set gets.
  *
  * The pool covers a range (default 40000-65535). Which ports are held is
- * derived from the store's replica-set records at start-up (ports_pool_mark)
+ * derived from the store's replica-set records at start-up (ports_pool_take)
  * and changes only through ports_pool_alloc / ports_pool_release, so the
  * pool never disagrees with the store. Allocation picks the lowest free
  * ports, is all-or-nothing for several ports, and skips any port that

@@ -1,6 +1,8 @@
 /*
  * store.c - the backend-independent face of the store: picks a backend by
- * URL scheme and forwards each call through its function table.
+ * URL scheme, checks every argument once for all backends (key and value
+ * limits, transactions etcd would refuse), then forwards each call through
+ * the backend's function table. Backends may therefore assume valid input.
  */
 #include "store/store.h"
 
@@ -10,6 +12,117 @@
 static const struct store_backend *const store_backends[] = {
     &store_backend_sqlite,
 };
+
+/* Keys are non-empty NUL-terminated strings of at most STORE_KEY_MAX bytes. */
+static int store_check_key(const char *key, gb_err *err)
+{
+    if (!key || !*key)
+        return err_set(err, ERR_INVALID_PARAMS, "store key is empty");
+    size_t len = strlen(key);
+    if (len > STORE_KEY_MAX)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "store key '%.64s...' is %zu bytes long; keys may be at most %d bytes", key,
+                       len, STORE_KEY_MAX);
+    return 0;
+}
+
+static int store_check_value(const char *key, const char *value, gb_err *err)
+{
+    if (!value)
+        return err_set(err, ERR_INVALID_PARAMS, "store value for key '%s' is missing", key);
+    size_t len = strlen(value);
+    if (len > STORE_VALUE_MAX)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "store value for key '%s' is %zu bytes long; values may be at most %d bytes",
+                       key, len, STORE_VALUE_MAX);
+    return 0;
+}
+
+static int store_check_cmp(const store_cmp *c, gb_err *err)
+{
+    if (store_check_key(c->key, err) < 0)
+        return err_prefix(err, "comparison");
+    switch (c->kind) {
+    case STORE_CMP_ABSENT:
+    case STORE_CMP_EXISTS:
+        return 0;
+    case STORE_CMP_MOD_REVISION:
+        if (c->mod_revision < 0)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "comparison on key '%s': mod_revision %lld is negative", c->key,
+                           (long long)c->mod_revision);
+        return 0;
+    case STORE_CMP_VALUE:
+        return store_check_value(c->key, c->value, err);
+    }
+    return err_set(err, ERR_INVALID_PARAMS, "comparison on key '%s': unknown kind %d", c->key,
+                   (int)c->kind);
+}
+
+static int store_check_op(const store_op *op, gb_err *err)
+{
+    switch (op->kind) {
+    case STORE_OP_PUT:
+        if (store_check_key(op->key, err) < 0)
+            return err_prefix(err, "put");
+        return store_check_value(op->key, op->value, err);
+    case STORE_OP_DELETE:
+        if (store_check_key(op->key, err) < 0)
+            return err_prefix(err, "delete");
+        return 0;
+    case STORE_OP_DELETE_PREFIX:
+        /* An empty prefix would wipe the whole store; no caller means that. */
+        if (op->key && !*op->key)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "delete-prefix with an empty prefix would delete every key; refused");
+        if (store_check_key(op->key, err) < 0)
+            return err_prefix(err, "delete-prefix");
+        return 0;
+    }
+    return err_set(err, ERR_INVALID_PARAMS, "transaction op on key '%s': unknown kind %d",
+                   op->key ? op->key : "", (int)op->kind);
+}
+
+/* etcd refuses a transaction that puts one key twice, or puts a key that one
+ * of its deletes also covers (the outcome would depend on op order). The
+ * SQLite backend refuses the same, so callers cannot come to rely on
+ * something only one backend accepts. */
+static int store_check_op_overlap(const store_op *ops, size_t nops, gb_err *err)
+{
+    for (size_t i = 0; i < nops; i++) {
+        if (ops[i].kind != STORE_OP_PUT)
+            continue;
+        for (size_t j = 0; j < nops; j++) {
+            if (j == i)
+                continue;
+            const store_op *o = &ops[j];
+            bool overlap = (o->kind == STORE_OP_PUT || o->kind == STORE_OP_DELETE)
+                               ? strcmp(o->key, ops[i].key) == 0
+                               : strncmp(o->key, ops[i].key, strlen(o->key)) == 0;
+            if (overlap)
+                return err_set(err, ERR_INVALID_PARAMS,
+                               "transaction writes key '%s' in more than one op; "
+                               "a key may be put or deleted once per transaction",
+                               ops[i].key);
+        }
+    }
+    return 0;
+}
+
+static int store_check_txn(const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
+                           bool *succeeded, gb_err *err)
+{
+    if ((ncmps && !cmps) || (nops && !ops) || !succeeded)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "store transaction: missing comparison list, op list or result flag");
+    for (size_t i = 0; i < ncmps; i++)
+        if (store_check_cmp(&cmps[i], err) < 0)
+            return -1;
+    for (size_t i = 0; i < nops; i++)
+        if (store_check_op(&ops[i], err) < 0)
+            return -1;
+    return store_check_op_overlap(ops, nops, err);
+}
 
 int store_open(const char *url, store **out, gb_err *err)
 {
@@ -41,6 +154,8 @@ const char *store_backend_name(const store *s)
 
 int store_get(store *s, const char *key, store_kv *out, gb_err *err)
 {
+    if (store_check_key(key, err) < 0)
+        return -1;
     return s->backend->get(s, key, out, err);
 }
 
@@ -48,24 +163,33 @@ int store_put(store *s, const char *key, const char *value, int64_t *revision, g
 {
     store_op op = {.kind = STORE_OP_PUT, .key = key, .value = value};
     bool ok = false;
-    return s->backend->txn(s, NULL, 0, &op, 1, &ok, revision, err);
+    return store_txn(s, NULL, 0, &op, 1, &ok, revision, err);
 }
 
 int store_delete(store *s, const char *key, gb_err *err)
 {
     store_op op = {.kind = STORE_OP_DELETE, .key = key};
     bool ok = false;
-    return s->backend->txn(s, NULL, 0, &op, 1, &ok, NULL, err);
+    return store_txn(s, NULL, 0, &op, 1, &ok, NULL, err);
 }
 
 int store_range(store *s, const char *prefix, store_kvs *out, gb_err *err)
 {
+    if (!prefix)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "store range: prefix is missing (use \"\" for all)");
+    if (strlen(prefix) > STORE_KEY_MAX)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "store range prefix '%.64s...' is longer than the key limit of %d bytes",
+                       prefix, STORE_KEY_MAX);
     return s->backend->range(s, prefix, out, err);
 }
 
 int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
               bool *succeeded, int64_t *revision, gb_err *err)
 {
+    if (store_check_txn(cmps, ncmps, ops, nops, succeeded, err) < 0)
+        return -1;
     return s->backend->txn(s, cmps, ncmps, ops, nops, succeeded, revision, err);
 }
 

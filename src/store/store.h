@@ -77,7 +77,7 @@ typedef struct store_op {
  * filled (ERR_STORE_UNAVAILABLE when the backend cannot be reached,
  * ERR_INTERNAL otherwise). get returns 1 when found, 0 when absent. */
 struct store_backend {
-    const char *name; /* "sqlite", "etcd" */
+    const char *name;   /* "sqlite", "etcd" */
     const char *scheme; /* URL scheme it serves: "sqlite", "etcd" */
     int (*open)(const char *url, store **out, gb_err *err);
     void (*close)(store *s);
@@ -109,8 +109,11 @@ int store_delete(store *s, const char *key, gb_err *err);
 /* Every key beginning with prefix ("" = all), sorted by key. */
 int store_range(store *s, const char *prefix, store_kvs *out, gb_err *err);
 /* Atomic compare-and-swap; *succeeded says whether the comparisons held and
- * the ops were applied. revision (may be NULL) gets the store's revision
- * after the transaction. */
+ * the ops were applied (comparisons failing is not an error: 0 is returned).
+ * revision (may be NULL) gets the store's revision after the transaction.
+ * As in etcd, one transaction may put or delete a given key only once (a put
+ * may not also fall under a delete or delete-prefix), and a delete-prefix
+ * needs a non-empty prefix; otherwise ERR_INVALID_PARAMS and nothing done. */
 int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
               bool *succeeded, int64_t *revision, gb_err *err);
 int store_revision(store *s, int64_t *revision, gb_err *err);

@@ -1,0 +1,309 @@
+/*
+ * docker_containers.c - the container calls: create, start, stop, inspect,
+ * remove, list, wait, logs.
+ *
+ * The calls that a retried operation journal step repeats are idempotent
+ * here: starting a running container, stopping a stopped one and removing
+ * an absent one all succeed.
+ *
+ * Logs of a container without a TTY come as Docker's multiplexed stream:
+ * frames of an 8-byte header (stream type 0/1/2 = stdin/stdout/stderr, three
+ * zero bytes, payload length as big-endian uint32) followed by the payload.
+ * docker_demux_sink splits them into two capped buffers as bytes arrive, so
+ * no frame boundary in a network read can confuse it.
+ */
+#include "docker/docker_internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/cleanup.h"
+#include "util/log.h"
+
+/* Docker's own grace for a stop is the container's; a stop waits that long
+ * and then for the kill to land. */
+#define DOCKER_STOP_MARGIN_S 30L
+
+/* "/containers/<escaped id><rest>"; NULL when id is empty or memory runs out
+ * (err says which). */
+static char *docker_container_path(const char *id, const char *rest, gb_err *err)
+{
+    if (!id || !*id) {
+        err_set(err, ERR_INVALID_PARAMS, "container name or id is empty");
+        return NULL;
+    }
+    _cleanup_free_ char *esc = docker_escape(id, NULL);
+    char *path = NULL;
+    if (!esc || asprintf(&path, "/containers/%s%s", esc, rest) < 0) {
+        err_set(err, ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    return path;
+}
+
+int docker_container_create(docker_client *c, const char *name, json_t *config, char **id_out,
+                            gb_err *err)
+{
+    *id_out = NULL;
+    if (!json_is_object(config))
+        return err_set(err, ERR_INVALID_PARAMS, "container config must be a JSON object");
+    _cleanup_free_ char *esc = docker_escape(name ? name : "", NULL);
+    _cleanup_free_ char *path = NULL;
+    if (!esc || asprintf(&path, "/containers/create%s%s", *esc ? "?name=" : "", esc) < 0) {
+        path = NULL;
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    }
+    long status = 0;
+    _cleanup_json_ json_t *resp = NULL;
+    if (docker_call(c, "POST", path, config, DOCKER_TIMEOUT_S, &status, &resp, err) < 0)
+        return err_prefix(err, "creating container '%s'", name ? name : "");
+
+    const char *image = json_string_value(json_object_get(config, "Image"));
+    if (status == 404 && strstr(docker_message(resp), "No such image"))
+        return err_set(err, ERR_IMAGE_NOT_FOUND,
+                       "creating container '%s': image '%s' is not present locally; pull or "
+                       "import it first (docker pull %s)",
+                       name ? name : "", image ? image : "", image ? image : "");
+    if (status != 201)
+        return docker_status_err(status, resp, err, "creating container '%s'", name ? name : "");
+    const char *id = json_string_value(json_object_get(resp, "Id"));
+    if (!id)
+        return err_set(err, ERR_INTERNAL, "creating container '%s': Docker's answer has no Id",
+                       name ? name : "");
+    size_t i;
+    json_t *warning;
+    json_array_foreach(json_object_get(resp, "Warnings"), i, warning)
+        log_warn("creating container '%s': Docker warns: %s", name ? name : "",
+                 json_string_value(warning) ? json_string_value(warning) : "?");
+    *id_out = strdup(id);
+    return *id_out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+}
+
+/* POST with no body, for start and stop: 204 done, 304 nothing to do. */
+static int docker_container_post(docker_client *c, const char *id, const char *rest, long timeout_s,
+                                 const char *what, gb_err *err)
+{
+    _cleanup_free_ char *path = docker_container_path(id, rest, err);
+    if (!path)
+        return -1;
+    long status = 0;
+    _cleanup_json_ json_t *resp = NULL;
+    if (docker_call(c, "POST", path, NULL, timeout_s, &status, &resp, err) < 0)
+        return err_prefix(err, "%s container '%s'", what, id);
+    if (status == 204 || status == 304)
+        return 0;
+    return docker_status_err(status, resp, err, "%s container '%s'", what, id);
+}
+
+int docker_container_start(docker_client *c, const char *id_or_name, gb_err *err)
+{
+    return docker_container_post(c, id_or_name, "/start", DOCKER_TIMEOUT_S, "starting", err);
+}
+
+int docker_container_stop(docker_client *c, const char *id_or_name, int timeout_s, gb_err *err)
+{
+    char rest[32] = "/stop";
+    if (timeout_s >= 0)
+        snprintf(rest, sizeof(rest), "/stop?t=%d", timeout_s);
+    long total = (timeout_s > 0 ? timeout_s : 10) + DOCKER_STOP_MARGIN_S;
+    return docker_container_post(c, id_or_name, rest, total, "stopping", err);
+}
+
+int docker_container_inspect(docker_client *c, const char *id_or_name, json_t **out, gb_err *err)
+{
+    *out = NULL;
+    _cleanup_free_ char *path = docker_container_path(id_or_name, "/json", err);
+    if (!path)
+        return -1;
+    return docker_get(c, path, out, err, "inspecting container '%s'", id_or_name);
+}
+
+int docker_container_remove(docker_client *c, const char *id_or_name, bool force, gb_err *err)
+{
+    _cleanup_free_ char *path =
+        docker_container_path(id_or_name, force ? "?force=1&v=0" : "?force=0&v=0", err);
+    if (!path)
+        return -1;
+    long status = 0;
+    _cleanup_json_ json_t *resp = NULL;
+    if (docker_call(c, "DELETE", path, NULL, DOCKER_TIMEOUT_S, &status, &resp, err) < 0)
+        return err_prefix(err, "removing container '%s'", id_or_name);
+    if (status == 204 || status == 404)
+        return 0;
+    return docker_status_err(status, resp, err, "removing container '%s'", id_or_name);
+}
+
+int docker_container_list(docker_client *c, const char *label, json_t **out, gb_err *err)
+{
+    *out = NULL;
+    _cleanup_free_ char *path = NULL;
+    if (label && *label) {
+        _cleanup_json_ json_t *filters = json_pack("{s:[s]}", "label", label);
+        _cleanup_free_ char *text = filters ? json_dumps(filters, JSON_COMPACT) : NULL;
+        _cleanup_free_ char *esc = text ? docker_escape(text, NULL) : NULL;
+        if (!esc || asprintf(&path, "/containers/json?all=1&filters=%s", esc) < 0)
+            path = NULL;
+    } else {
+        path = strdup("/containers/json?all=1");
+    }
+    if (!path)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (docker_get(c, path, out, err, "listing containers labelled '%s'", label ? label : "") < 0)
+        return -1;
+    if (!json_is_array(*out)) {
+        json_decref(steal_ptr(out));
+        return err_set(err, ERR_INTERNAL, "listing containers: Docker's answer is not a list");
+    }
+    return 0;
+}
+
+int docker_container_wait_timeout(docker_client *c, const char *id_or_name, long timeout_s,
+                                  long *exit_code, gb_err *err)
+{
+    *exit_code = -1;
+    /* not-running returns at once for a container that already exited, so a
+     * wait right after start cannot miss a quick exit. */
+    _cleanup_free_ char *path =
+        docker_container_path(id_or_name, "/wait?condition=not-running", err);
+    if (!path)
+        return -1;
+    long status = 0;
+    _cleanup_json_ json_t *resp = NULL;
+    time_t started = time(NULL);
+    if (docker_call(c, "POST", path, NULL, timeout_s, &status, &resp, err) < 0) {
+        /* Running out the clock is the container's doing, not Docker's. */
+        if (timeout_s > 0 && time(NULL) - started >= timeout_s)
+            return err_set(err, ERR_INTERNAL, "container '%s' did not exit within %ld s",
+                           id_or_name, timeout_s);
+        return err_prefix(err, "waiting for container '%s'", id_or_name);
+    }
+    if (status != 200)
+        return docker_status_err(status, resp, err, "waiting for container '%s'", id_or_name);
+    const char *wait_error =
+        json_string_value(json_object_get(json_object_get(resp, "Error"), "Message"));
+    if (wait_error && *wait_error)
+        return err_set(err, ERR_INTERNAL, "waiting for container '%s': %s", id_or_name, wait_error);
+    json_t *code = json_object_get(resp, "StatusCode");
+    if (!json_is_integer(code))
+        return err_set(err, ERR_INTERNAL,
+                       "waiting for container '%s': Docker's answer has no StatusCode", id_or_name);
+    *exit_code = (long)json_integer_value(code);
+    return 0;
+}
+
+int docker_container_wait(docker_client *c, const char *id_or_name, long *exit_code, gb_err *err)
+{
+    return docker_container_wait_timeout(c, id_or_name, 0, exit_code, err);
+}
+
+/* The state of one demultiplexed log stream, fed by docker_demux_sink. */
+struct docker_demux {
+    bool tty;                 /* a TTY container's log is unframed: all stdout */
+    unsigned char header[8];  /* the frame header being gathered */
+    size_t header_len;        /* its bytes gathered so far */
+    uint32_t frame_left;      /* payload bytes still due in the current frame */
+    unsigned char stream;     /* the current frame's stream type */
+    bool malformed;           /* a header made no sense; the rest is ignored */
+    struct docker_buf out[2]; /* stdout (and stdin echoes), stderr */
+    struct docker_buf head;   /* the first bytes as sent: an error body if any */
+};
+
+static size_t docker_demux_sink(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    struct docker_demux *d = userdata;
+    size_t n = size * nmemb;
+    size_t room = d->head.limit - d->head.len;
+    if (room > 0 && !docker_buf_append(&d->head, data, n < room ? n : room))
+        return 0;
+    if (d->tty)
+        return docker_buf_append(&d->out[0], data, n) ? n : 0;
+
+    size_t i = 0;
+    while (i < n && !d->malformed) {
+        if (d->frame_left == 0) {
+            size_t take = sizeof(d->header) - d->header_len;
+            take = take < n - i ? take : n - i;
+            memcpy(d->header + d->header_len, data + i, take);
+            d->header_len += take;
+            i += take;
+            if (d->header_len < sizeof(d->header))
+                break;
+            d->header_len = 0;
+            d->stream = d->header[0];
+            d->malformed = d->stream > 2 || d->header[1] || d->header[2] || d->header[3];
+            d->frame_left = (uint32_t)d->header[4] << 24 | (uint32_t)d->header[5] << 16 |
+                            (uint32_t)d->header[6] << 8 | d->header[7];
+            continue;
+        }
+        size_t take = d->frame_left < n - i ? d->frame_left : n - i;
+        if (!docker_buf_append(&d->out[d->stream == 2 ? 1 : 0], data + i, take))
+            return 0;
+        d->frame_left -= (uint32_t)take;
+        i += take;
+    }
+    return n;
+}
+
+static bool docker_container_has_tty(docker_client *c, const char *id, bool *tty, gb_err *err)
+{
+    _cleanup_json_ json_t *info = NULL;
+    if (docker_container_inspect(c, id, &info, err) < 0)
+        return false;
+    *tty = json_is_true(json_object_get(json_object_get(info, "Config"), "Tty"));
+    return true;
+}
+
+/* Hand a demultiplexed buffer out as a string ("" when nothing came). */
+static char *docker_buf_take(struct docker_buf *b)
+{
+    char *s = b->data ? b->data : strdup("");
+    b->data = NULL;
+    return s;
+}
+
+int docker_container_logs(docker_client *c, const char *id_or_name, char **out_stdout,
+                          char **out_stderr, size_t cap, gb_err *err)
+{
+    *out_stdout = *out_stderr = NULL;
+    if (cap == 0)
+        cap = DOCKER_MAX_RESPONSE;
+    struct docker_demux d = {.out = {{.limit = cap}, {.limit = cap}}, .head = {.limit = 4096}};
+    if (!docker_container_has_tty(c, id_or_name, &d.tty, err))
+        return -1;
+    _cleanup_free_ char *path = docker_container_path(id_or_name, "/logs?stdout=1&stderr=1", err);
+    if (!path)
+        return -1;
+    long status = 0;
+    int rc = docker_call_raw(c, "GET", path, NULL, DOCKER_TIMEOUT_S, docker_demux_sink, &d, &status,
+                             err);
+    if (rc < 0 && (d.out[0].overflow || d.out[1].overflow))
+        err_set(err, ERR_INTERNAL, "logs of container '%s' exceed %zu bytes on %s", id_or_name, cap,
+                d.out[0].overflow ? "stdout" : "stderr");
+    else if (rc < 0)
+        err_prefix(err, "reading logs of container '%s'", id_or_name);
+    else if (status != 200) {
+        _cleanup_json_ json_t *resp =
+            json_loadb(d.head.data ? d.head.data : "", d.head.len, 0, NULL);
+        rc = docker_status_err(status, resp, err, "reading logs of container '%s'", id_or_name);
+    } else if (d.malformed || d.header_len || d.frame_left)
+        rc = err_set(err, ERR_INTERNAL,
+                     "reading logs of container '%s': Docker's log stream is not in the "
+                     "multiplexed format",
+                     id_or_name);
+    if (rc == 0) {
+        *out_stdout = docker_buf_take(&d.out[0]);
+        *out_stderr = docker_buf_take(&d.out[1]);
+        if (!*out_stdout || !*out_stderr) {
+            free(steal_ptr(out_stdout));
+            free(steal_ptr(out_stderr));
+            rc = err_set(err, ERR_INTERNAL, "out of memory");
+        }
+    }
+    free(d.out[0].data);
+    free(d.out[1].data);
+    free(d.head.data);
+    return rc;
+}

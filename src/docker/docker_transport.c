@@ -1,0 +1,403 @@
+/*
+ * docker_transport.c - the client object, its pool of curl handles, sending
+ * one request, and mapping Docker's answers to gb_err.
+ *
+ * A docker_client holds the host as the user gave it, how to reach it (a
+ * unix socket path, or an http://host:port base URL for tcp://) and a stack
+ * of idle curl easy handles guarded by a mutex.
+ *
+ * Why a pool of handles rather than one CURLSH sharing a connection cache: a
+ * curl easy handle may be used by one thread at a time, and it keeps its
+ * open connection across curl_easy_reset. So a call borrows a handle (taking
+ * the most recently used, whose connection is warm), runs with no lock held,
+ * and gives it back; the next call on that handle reuses the connection. A
+ * share object would get the same reuse only through lock callbacks around
+ * curl's internals. In a burst more handles are made than the pool keeps;
+ * the extras are closed when given back, so at most DOCKER_POOL_MAX idle
+ * connections stay open.
+ */
+#include "docker/docker_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define DOCKER_DEFAULT_HOST "unix:///var/run/docker.sock"
+#define DOCKER_POOL_MAX 8
+
+struct docker_client {
+    char *host;        /* as configured: unix:///path or tcp://host:port */
+    char *socket_path; /* the unix socket; NULL for tcp */
+    char *base_url;    /* "http://localhost" (unix) or "http://host:port" */
+    pthread_mutex_t lock;
+    CURL *idle[DOCKER_POOL_MAX]; /* a stack: the top is the warmest handle */
+    size_t nidle;
+    atomic_ulong connects; /* connections opened over the client's life */
+};
+
+/* curl_global_init must run once before any handle exists, whatever thread
+ * makes the first client. */
+static pthread_once_t docker_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode docker_curl_init_rc;
+
+static void docker_curl_init(void)
+{
+    docker_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int docker_parse_host(docker_client *c, const char *host, gb_err *err)
+{
+    if (strncmp(host, "unix://", 7) == 0) {
+        const char *path = host + 7;
+        if (path[0] != '/')
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "Docker host '%s': the socket path must be absolute, as in %s", host,
+                           DOCKER_DEFAULT_HOST);
+        if (strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "Docker host '%s': a unix socket path must be shorter than %zu bytes",
+                           host, sizeof(((struct sockaddr_un *)NULL)->sun_path));
+        c->socket_path = strdup(path);
+        c->base_url = strdup("http://localhost");
+    } else if (strncmp(host, "tcp://", 6) == 0) {
+        const char *addr = host + 6;
+        size_t n = strcspn(addr, "/");
+        if (n == 0 || (addr[n] != '\0' && strcmp(addr + n, "/") != 0))
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "Docker host '%s': expected tcp://host:port with nothing after the port",
+                           host);
+        if (asprintf(&c->base_url, "http://%.*s", (int)n, addr) < 0)
+            c->base_url = NULL;
+    } else {
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "Docker host '%s' is not supported; use unix:///path/to/docker.sock or "
+                       "tcp://host:port (ssh:// and TLS are not supported)",
+                       host);
+    }
+    if (!c->base_url || (strncmp(host, "unix://", 7) == 0 && !c->socket_path))
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return 0;
+}
+
+docker_client *docker_client_new(const char *host, gb_err *err)
+{
+    pthread_once(&docker_curl_once, docker_curl_init);
+    if (docker_curl_init_rc != CURLE_OK) {
+        err_set(err, ERR_INTERNAL, "cannot initialize libcurl: %s",
+                curl_easy_strerror(docker_curl_init_rc));
+        return NULL;
+    }
+    if (!host || !*host) {
+        const char *env = getenv("DOCKER_HOST");
+        host = env && *env ? env : DOCKER_DEFAULT_HOST;
+    }
+    docker_client *c = calloc(1, sizeof(*c));
+    if (!c) {
+        err_set(err, ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    c->host = strdup(host);
+    if (!c->host) {
+        err_set(err, ERR_INTERNAL, "out of memory");
+        docker_client_free(c);
+        return NULL;
+    }
+    if (docker_parse_host(c, host, err) < 0) {
+        docker_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void docker_client_free(docker_client *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nidle; i++)
+        curl_easy_cleanup(c->idle[i]);
+    pthread_mutex_destroy(&c->lock);
+    free(c->host);
+    free(c->socket_path);
+    free(c->base_url);
+    free(c);
+}
+
+const char *docker_client_host(const docker_client *c)
+{
+    return c->host;
+}
+
+unsigned long docker_client_connects(const docker_client *c)
+{
+    return atomic_load(&c->connects);
+}
+
+static CURL *docker_borrow(docker_client *c)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->nidle > 0)
+        h = c->idle[--c->nidle];
+    pthread_mutex_unlock(&c->lock);
+    return h ? h : curl_easy_init();
+}
+
+static void docker_give_back(docker_client *c, CURL *h)
+{
+    curl_easy_reset(h); /* forget this call's options; the connection stays open */
+    pthread_mutex_lock(&c->lock);
+    if (c->nidle < DOCKER_POOL_MAX) {
+        c->idle[c->nidle++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (h)
+        curl_easy_cleanup(h);
+}
+
+/* Options that depend on the method: GET, POST (always with a body, empty if
+ * none, so curl does not wait for one on stdin), HEAD, or any other verb
+ * (DELETE, PUT) sent as a custom request. */
+static void docker_set_method(CURL *h, const char *method, const char *payload)
+{
+    if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        return;
+    }
+    if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+        return;
+    }
+    if (payload || strcmp(method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload ? payload : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, payload ? (long)strlen(payload) : 0L);
+    }
+    if (strcmp(method, "POST") != 0)
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+}
+
+/* curl words a failed unix socket connect as "Failed to connect to localhost
+ * port 80", which sends a reader the wrong way; connecting once more here
+ * gives the errno that names the real cause (no such file, permission). */
+static const char *docker_unix_reason(const char *socket_path, char *buf, size_t size)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return NULL;
+    int rc = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+    int saved = errno;
+    close(fd);
+    if (rc == 0)
+        return NULL; /* it answers now: curl's own words are all we have */
+    snprintf(buf, size, "connecting to %s: %s", socket_path, strerror(saved));
+    return buf;
+}
+
+static int docker_transfer_err(docker_client *c, CURLcode rc, const char *errbuf,
+                               const char *method, const char *path, long timeout_s, gb_err *err)
+{
+    const char *why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    char unix_why[256];
+    if (rc == CURLE_COULDNT_CONNECT && c->socket_path) {
+        const char *reason = docker_unix_reason(c->socket_path, unix_why, sizeof(unix_why));
+        why = reason ? reason : why;
+    }
+    switch (rc) {
+    case CURLE_WRITE_ERROR:
+        return err_set(err, ERR_INTERNAL, "reading Docker's answer to %s %s failed: %s", method,
+                       path, why);
+    case CURLE_OUT_OF_MEMORY:
+        return err_set(err, ERR_INTERNAL, "%s %s: out of memory", method, path);
+    case CURLE_OPERATION_TIMEDOUT:
+        return err_set(err, ERR_DOCKER_UNAVAILABLE,
+                       "Docker at %s did not answer %s %s within %ld s (%s); is dockerd hung?",
+                       c->host, method, path, timeout_s, why);
+    default:
+        return err_set(err, ERR_DOCKER_UNAVAILABLE,
+                       "cannot reach Docker at %s: %s; is dockerd running?", c->host, why);
+    }
+}
+
+int docker_call_raw(docker_client *c, const char *method, const char *path, json_t *body,
+                    long timeout_s, size_t (*sink)(char *, size_t, size_t, void *), void *sink_ctx,
+                    long *status, gb_err *err)
+{
+    *status = 0;
+    _cleanup_free_ char *url = NULL;
+    _cleanup_free_ char *payload = NULL;
+    if (asprintf(&url, "%s/%s%s", c->base_url, DOCKER_API_VERSION, path) < 0) {
+        url = NULL;
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    }
+    if (body && !(payload = json_dumps(body, JSON_COMPACT)))
+        return err_set(err, ERR_INTERNAL, "%s %s: cannot serialize the request body", method, path);
+
+    /* "Expect:" stops curl from pausing for a 100-continue on larger bodies. */
+    struct curl_slist *headers = curl_slist_append(NULL, "Expect:");
+    struct curl_slist *with_type =
+        headers && payload ? curl_slist_append(headers, "Content-Type: application/json") : headers;
+    CURL *h = with_type ? docker_borrow(c) : NULL;
+    if (!h) {
+        curl_slist_free_all(headers);
+        return err_set(err, ERR_INTERNAL, "%s %s: out of memory", method, path);
+    }
+
+    char errbuf[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    if (c->socket_path)
+        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->socket_path);
+    curl_easy_setopt(h, CURLOPT_PROXY, ""); /* http_proxy must never see Docker calls */
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, DOCKER_CONNECT_TIMEOUT_S);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, sink_ctx);
+    docker_set_method(h, method, payload);
+
+    CURLcode rc = curl_easy_perform(h);
+    long connects = 0;
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects);
+    atomic_fetch_add(&c->connects, (unsigned long)connects);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    docker_give_back(c, h);
+    curl_slist_free_all(headers);
+
+    if (rc != CURLE_OK)
+        return docker_transfer_err(c, rc, errbuf, method, path, timeout_s, err);
+    log_debug("docker %s %s -> %ld", method, path, *status);
+    return 0;
+}
+
+bool docker_buf_append(struct docker_buf *b, const char *data, size_t n)
+{
+    if (n > b->limit - b->len) {
+        b->overflow = true;
+        return false;
+    }
+    if (b->len + n + 1 > b->alloc) {
+        size_t want = b->alloc ? b->alloc : 4096;
+        while (want < b->len + n + 1)
+            want *= 2;
+        char *grown = realloc(b->data, want);
+        if (!grown)
+            return false;
+        b->data = grown;
+        b->alloc = want;
+    }
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return true;
+}
+
+size_t docker_buf_sink(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    return docker_buf_append(userdata, data, size * nmemb) ? size * nmemb : 0;
+}
+
+int docker_call(docker_client *c, const char *method, const char *path, json_t *body,
+                long timeout_s, long *status, json_t **resp, gb_err *err)
+{
+    *resp = NULL;
+    struct docker_buf buf = {.limit = DOCKER_MAX_RESPONSE};
+    int rc = docker_call_raw(c, method, path, body, timeout_s, docker_buf_sink, &buf, status, err);
+    if (rc < 0 && buf.overflow)
+        err_set(err, ERR_INTERNAL,
+                "Docker's answer to %s %s is larger than %u MiB; refusing to hold it in memory",
+                method, path, DOCKER_MAX_RESPONSE >> 20);
+    if (rc == 0 && buf.len > 0)
+        *resp = json_loadb(buf.data, buf.len, 0, NULL);
+    free(buf.data);
+    return rc;
+}
+
+int docker_request_timeout(docker_client *c, const char *method, const char *path, json_t *body,
+                           long timeout_s, long *status, json_t **resp, gb_err *err)
+{
+    return docker_call(c, method, path, body, timeout_s, status, resp, err);
+}
+
+int docker_request(docker_client *c, const char *method, const char *path, json_t *body,
+                   long *status, json_t **resp, gb_err *err)
+{
+    return docker_call(c, method, path, body, DOCKER_LONG_TIMEOUT_S, status, resp, err);
+}
+
+int docker_get(docker_client *c, const char *path, json_t **out, gb_err *err, const char *what_fmt,
+               ...)
+{
+    *out = NULL;
+    long status = 0;
+    _cleanup_json_ json_t *resp = NULL;
+    if (docker_call(c, "GET", path, NULL, DOCKER_TIMEOUT_S, &status, &resp, err) < 0)
+        return -1;
+    char what[256];
+    va_list ap;
+    va_start(ap, what_fmt);
+    vsnprintf(what, sizeof(what), what_fmt, ap);
+    va_end(ap);
+    if (status != 200)
+        return docker_status_err(status, resp, err, "%s", what);
+    if (!resp)
+        return err_set(err, ERR_INTERNAL, "%s: Docker's answer is not JSON", what);
+    *out = steal_ptr(&resp);
+    return 0;
+}
+
+const char *docker_message(json_t *resp)
+{
+    const char *msg = json_string_value(json_object_get(resp, "message"));
+    return msg ? msg : "";
+}
+
+int docker_status_err(long status, json_t *resp, gb_err *err, const char *what_fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, what_fmt);
+    vsnprintf(what, sizeof(what), what_fmt, ap);
+    va_end(ap);
+    int code = status == 404 ? ERR_NOT_FOUND : status == 409 ? ERR_CONFLICT : ERR_INTERNAL;
+    const char *msg = docker_message(resp);
+    return err_set(err, code, "%s: %s (Docker answered HTTP %ld)", what,
+                   *msg ? msg : "no message given", status);
+}
+
+char *docker_escape(const char *s, const char *keep)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = malloc(3 * strlen(s) + 1);
+    if (!out)
+        return NULL;
+    char *o = out;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || strchr("-._~", *p) || (keep && strchr(keep, *p));
+        if (plain) {
+            *o++ = (char)*p;
+        } else {
+            *o++ = '%';
+            *o++ = hex[*p >> 4];
+            *o++ = hex[*p & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
