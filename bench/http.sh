@@ -17,6 +17,7 @@ threads=${THREADS:-2}
 path=/api/v1/resources/gpus
 
 work=$(mktemp -d)
+chmod 755 "$work" # nginx's workers (user nobody) must read the files served
 nginx_pid=""
 cleanup() {
     gpuboxd_stop

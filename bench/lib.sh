@@ -11,8 +11,9 @@ gpuboxd_start() {
     GPUBOXD_PID=$!
     GPUBOXD_URL=""
     for _ in $(seq 1 100); do
+        # No match yet is normal: under pipefail grep's status 1 must not end the script.
         GPUBOXD_URL=$(grep -ho 'ready on http://[0-9.:]*' "$work/gpuboxd.out" "$work/gpuboxd.log" \
-            2>/dev/null | head -n1 | sed 's/^ready on //')
+            2>/dev/null | head -n1 | sed 's/^ready on //' || true)
         [ -n "$GPUBOXD_URL" ] && return 0
         kill -0 "$GPUBOXD_PID" 2>/dev/null || break
         sleep 0.1
