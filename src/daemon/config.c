@@ -40,7 +40,7 @@ typedef struct config_option {
 static int apply_listen(daemon_config *cfg, const char *value, gb_err *err)
 {
     char *host = NULL;
-    uint16_t port;
+    uint16_t port = 0;
     if (config_parse_listen(value, &host, &port, err) < 0)
         return -1;
     char *copy = strdup(value);
@@ -222,8 +222,10 @@ static int set_string(char **field, const char *value, gb_err *err)
 static int config_apply(daemon_config *cfg, const config_option *o, const char *value, gb_err *err)
 {
     void *field = (char *)cfg + o->offset;
-    if (!value || (!value[0] && o->kind != OPT_SWITCH))
-        return err_set(err, ERR_INVALID_PARAMS, "needs a value (%s)", o->arg ? o->arg : "");
+    if (!value || (!value[0] && o->kind != OPT_SWITCH)) {
+        err_set(err, ERR_INVALID_PARAMS, "needs a value (%s)", o->arg ? o->arg : "");
+        return -1;
+    }
     switch (o->kind) {
     case OPT_STRING:
         return set_string(field, value, err);
@@ -409,9 +411,7 @@ static int config_next_flag(int argc, char **argv, int *i, const config_option *
         arg = "--help";
     if (strncmp(arg, "--", 2) != 0 || !arg[2])
         return err_set(err, ERR_INVALID_PARAMS,
-                       "unexpected argument '%s'; gpuboxd takes only "
-                       "flags",
-                       arg);
+                       "unexpected argument '%s'; gpuboxd takes only flags", arg);
     const char *name = arg + 2, *eq = strchr(name, '=');
     *opt = config_find(name, eq ? (size_t)(eq - name) : strlen(name));
     if (!*opt)
@@ -437,9 +437,9 @@ int config_load(daemon_config *cfg, int argc, char **argv, gb_err *err)
     /* Pass 1: check every flag's syntax and find --config, --help and
      * --version, so the file can be read before the flags that override it. */
     for (int i = 1; i < argc; i++) {
-        const config_option *o;
-        const char *value;
-        if (config_next_flag(argc, argv, &i, &o, &value, err) < 0)
+        const config_option *o = NULL;
+        const char *value = NULL;
+        if (config_next_flag(argc, argv, &i, &o, &value, err) < 0 || !o || !value)
             return -1;
         if (strcmp(o->name, "help") == 0)
             cfg->show_help = true;
@@ -454,9 +454,10 @@ int config_load(daemon_config *cfg, int argc, char **argv, gb_err *err)
         return -1;
     /* Pass 2: apply the flags over the file's values. */
     for (int i = 1; i < argc; i++) {
-        const config_option *o;
-        const char *value;
-        config_next_flag(argc, argv, &i, &o, &value, err);
+        const config_option *o = NULL;
+        const char *value = NULL;
+        if (config_next_flag(argc, argv, &i, &o, &value, err) < 0 || !o || !value)
+            return -1; /* cannot happen: pass 1 checked the same flags */
         if (o->kind != OPT_CLI_ONLY && config_apply(cfg, o, value, err) < 0)
             return err_prefix(err, "--%s", o->name);
     }

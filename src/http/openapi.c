@@ -45,7 +45,7 @@ json_t *openapi_document(const http_router *r, const char *title, const char *ve
         }
         char method[16];
         size_t n = 0;
-        for (; route->method[n] && n < sizeof(method) - 1; n++)
+        for (; n < sizeof(method) - 1 && route->method[n]; n++)
             method[n] = (char)tolower((unsigned char)route->method[n]);
         method[n] = '\0';
         json_object_set_new(item, method,

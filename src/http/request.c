@@ -47,6 +47,8 @@ const char *http_request_header(const http_request *req, const char *name)
 
 const char *json_type_name(const json_t *v)
 {
+    if (!v)
+        return "nothing";
     switch (json_typeof(v)) {
     case JSON_OBJECT:
         return "an object";

@@ -59,19 +59,23 @@ static int router_split(char *s, const char **seg)
 static int router_entry_init(router_entry *e, const http_route *route, gb_err *err)
 {
     const char *p = route->pattern;
-    if (!p || p[0] != '/' || !route->method || !route->handler)
-        return err_set(err, ERR_INTERNAL,
-                       "route '%s': pattern must start with '/' and have a "
-                       "method and handler",
-                       p ? p : "(null)");
-    *e = (router_entry){.route = *route, .copy = strdup(p)};
-    if (!e->copy)
-        return err_set(err, ERR_INTERNAL, "out of memory adding route %s", p);
+    *e = (router_entry){.route = *route};
+    if (!p || p[0] != '/' || !route->method || !route->handler) {
+        err_set(err, ERR_INTERNAL,
+                "route '%s': pattern must start with '/' and have a method "
+                "and handler",
+                p ? p : "(null)");
+        return -1;
+    }
+    if (!(e->copy = strdup(p))) {
+        err_set(err, ERR_INTERNAL, "out of memory adding route %s", p);
+        return -1;
+    }
     int n = router_split(e->copy, e->seg);
     if (n < 0) {
+        err_set(err, ERR_INTERNAL, "route %s has more than %d segments", p, ROUTER_MAX_SEGMENTS);
         free(e->copy);
-        return err_set(err, ERR_INTERNAL, "route %s has more than %d segments", p,
-                       ROUTER_MAX_SEGMENTS);
+        return -1;
     }
     e->nseg = (size_t)n;
     size_t nparams = 0;
@@ -106,7 +110,7 @@ static bool router_same_pattern(const router_entry *a, const router_entry *b)
 
 int router_add(http_router *r, const http_route *route, gb_err *err)
 {
-    router_entry e;
+    router_entry e = {0};
     if (router_entry_init(&e, route, err) < 0)
         return -1;
     for (size_t i = 0; i < r->n; i++) {
