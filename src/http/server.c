@@ -202,8 +202,11 @@ static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, cha
         x->req.body_len = x->body_len;
         if (exchange_collect_kv(x, conn) < 0)
             err_set(&err, ERR_INTERNAL, "out of memory reading the request headers");
-        else if (m.route->handler(&x->req, &x->resp, &err) == 0)
+        else if (m.route->handler(&x->req, &x->resp, &err) == 0 && x->resp.status)
             err_clear(&err);
+        else if (x->resp.status == 0 && err.code == ERR_OK)
+            err_set(&err, ERR_INTERNAL, "handler for %s %s answered nothing", m.route->method,
+                    m.route->pattern);
         else if (err.code == ERR_OK)
             err_set(&err, ERR_INTERNAL, "handler for %s %s failed without saying why",
                     m.route->method, m.route->pattern);
