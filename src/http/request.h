@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "util/err.h"
+#include "util/json.h"
 
 #define HTTP_REQUEST_ID_MAX 32
 
@@ -80,22 +81,5 @@ int req_json_bool(http_request *req, const char *field, bool *out, bool required
 int req_json_string_array(http_request *req, const char *field, const char ***out, size_t *n,
                           bool required, gb_err *err);
 int req_json_object(http_request *req, const char *field, json_t **out, bool required, gb_err *err);
-
-/* The same checks on any JSON object, for nested fields: `where` names the
- * enclosing object in messages ("gpuPatch" -> "gpuPatch.gpuCount"), NULL
- * for the body itself. */
-int json_field_string(const json_t *obj, const char *where, const char *field, const char **out,
-                      bool required, gb_err *err);
-int json_field_int(const json_t *obj, const char *where, const char *field, long long *out,
-                   bool required, gb_err *err);
-int json_field_bool(const json_t *obj, const char *where, const char *field, bool *out,
-                    bool required, gb_err *err);
-int json_field_string_array(const json_t *obj, const char *where, const char *field,
-                            const char ***out, size_t *n, bool required, gb_err *err);
-int json_field_object(const json_t *obj, const char *where, const char *field, json_t **out,
-                      bool required, gb_err *err);
-
-/* "string", "number", "object", ... - the JSON type name of a value. */
-const char *json_type_name(const json_t *v);
 
 #endif

@@ -1,0 +1,38 @@
+/*
+ * json.h - typed fields of JSON objects, for request bodies and stored
+ * records alike.
+ *
+ * Each helper turns a bad value into the error a client can act on: a field
+ * of the wrong JSON type is ERR_WRONG_TYPE naming the field and the expected
+ * type; a required field that is missing is ERR_INVALID_PARAMS naming it.
+ * They return 1 when the field was present (and *out is set), 0 when it was
+ * absent or null and not required (*out untouched), -1 on error.
+ */
+#ifndef GPUBOX_UTIL_JSON_H
+#define GPUBOX_UTIL_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "util/err.h"
+
+/* The same checks on any JSON object, for nested fields: `where` names the
+ * enclosing object in messages ("gpuPatch" -> "gpuPatch.gpuCount"), NULL
+ * for the body itself. */
+int json_field_string(const json_t *obj, const char *where, const char *field, const char **out,
+                      bool required, gb_err *err);
+int json_field_int(const json_t *obj, const char *where, const char *field, long long *out,
+                   bool required, gb_err *err);
+int json_field_bool(const json_t *obj, const char *where, const char *field, bool *out,
+                    bool required, gb_err *err);
+int json_field_string_array(const json_t *obj, const char *where, const char *field,
+                            const char ***out, size_t *n, bool required, gb_err *err);
+int json_field_object(const json_t *obj, const char *where, const char *field, json_t **out,
+                      bool required, gb_err *err);
+
+/* "string", "number", "object", ... - the JSON type name of a value. */
+const char *json_type_name(const json_t *v);
+
+#endif
