@@ -149,6 +149,10 @@ static const config_option config_options[] = {
                "how containers get their GPUs: Docker device requests, CDI names, or the nvidia "
                "runtime",
                gpu_attach),
+    OPT_STR("bind-prefixes", "DIR[,DIR...]", "none",
+            "host directories under which replica sets may bind-mount host paths; none allows "
+            "only gpubox volumes",
+            bind_prefixes),
     OPT_ONE_OF("volume-backend", "loop|xfsquota|plain", "loop",
                "how sized volumes are made (recorded; volumes come later)", volume_backend),
     OPT_FN("log-level", "debug|info|warn|error", "info", "least severe log lines written to stderr",
@@ -318,9 +322,10 @@ int config_init(daemon_config *cfg, gb_err *err)
 
 void config_free(daemon_config *cfg)
 {
-    char **owned[] = {&cfg->listen,      &cfg->listen_host,    &cfg->data_dir,     &cfg->store_url,
-                      &cfg->docker_host, &cfg->simulate_gpus,  &cfg->nvml_library, &cfg->nvidia_smi,
-                      &cfg->gpu_attach,  &cfg->volume_backend, &cfg->config_file};
+    char **owned[] = {&cfg->listen,         &cfg->listen_host, &cfg->data_dir,
+                      &cfg->store_url,      &cfg->docker_host, &cfg->simulate_gpus,
+                      &cfg->nvml_library,   &cfg->nvidia_smi,  &cfg->gpu_attach,
+                      &cfg->volume_backend, &cfg->config_file, &cfg->bind_prefixes};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -511,6 +516,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.nvidia_smi = cfg->nvidia_smi;
     cfg->app.gpu_attach = cfg->gpu_attach;
     cfg->app.volume_backend = cfg->volume_backend;
+    cfg->app.bind_prefixes = cfg->bind_prefixes;
     return 0;
 }
 

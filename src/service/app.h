@@ -36,6 +36,7 @@ typedef struct app_config {
     const char *gpu_attach;     /* "nvidia" | "cdi" | "runtime" */
     const char *volume_backend; /* "loop" | "xfsquota" | "plain" (recorded for now) */
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */
+    const char *bind_prefixes;  /* comma-separated host dirs binds may use; NULL: none */
 } app_config;
 
 typedef struct resources_cache resources_cache;

@@ -18,9 +18,12 @@ char *keys_replicaset(char *buf, size_t size, const char *name)
 
 char *keys_replicaset_history(char *buf, size_t size, const char *name, long version)
 {
-    return keys_format(
-        buf, size,
-        snprintf(buf, size, KEYS_REPLICASETS "%s" KEYS_HISTORY_SEGMENT "%ld", name, version));
+    return keys_format(buf, size, snprintf(buf, size, KEYS_HISTORY "%s/%010ld", name, version));
+}
+
+char *keys_replicaset_history_prefix(char *buf, size_t size, const char *name)
+{
+    return keys_format(buf, size, snprintf(buf, size, KEYS_HISTORY "%s/", name));
 }
 
 char *keys_volume(char *buf, size_t size, const char *name)

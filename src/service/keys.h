@@ -3,7 +3,9 @@
  * knows the key layout (the store itself treats keys as opaque strings).
  *
  *   /gpubox/replicasets/<name>               current record of replica set <name>
- *   /gpubox/replicasets/<name>/history/<N>   spec of version N (kept across compaction)
+ *   /gpubox/history/<name>/<N>               spec of version N, N zero-padded to 10
+ *                                            digits so keys sort by version; kept as
+ *                                            explicit keys so they survive compaction
  *   /gpubox/volumes/<name>                   current record of volume <name>
  *   /gpubox/operations/<id>                  journal of a multi-step operation
  *
@@ -23,11 +25,13 @@
 #define KEYS_REPLICASETS KEYS_ROOT "replicasets/"
 #define KEYS_VOLUMES KEYS_ROOT "volumes/"
 #define KEYS_OPERATIONS KEYS_ROOT "operations/"
-#define KEYS_HISTORY_SEGMENT "/history/"
+#define KEYS_HISTORY KEYS_ROOT "history/"
 
 /* Build a key into buf; returns buf, or NULL when it does not fit. */
 char *keys_replicaset(char *buf, size_t size, const char *name);
 char *keys_replicaset_history(char *buf, size_t size, const char *name, long version);
+/* "/gpubox/history/<name>/": the prefix of every version of <name>. */
+char *keys_replicaset_history_prefix(char *buf, size_t size, const char *name);
 char *keys_volume(char *buf, size_t size, const char *name);
 char *keys_operation(char *buf, size_t size, const char *id);
 

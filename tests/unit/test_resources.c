@@ -209,7 +209,7 @@ static void test_keys(void **state)
     char buf[64];
     assert_string_equal(keys_replicaset(buf, sizeof(buf), "foo"), "/gpubox/replicasets/foo");
     assert_string_equal(keys_replicaset_history(buf, sizeof(buf), "foo", 12),
-                        "/gpubox/replicasets/foo/history/12");
+                        "/gpubox/history/foo/0000000012");
     assert_string_equal(keys_volume(buf, sizeof(buf), "v"), "/gpubox/volumes/v");
     assert_string_equal(keys_operation(buf, sizeof(buf), "7"), "/gpubox/operations/7");
     char tiny[8];
