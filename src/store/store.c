@@ -11,7 +11,10 @@
 
 static const struct store_backend *const store_backends[] = {
     &store_backend_sqlite,
+    &store_backend_etcd,
 };
+
+#define STORE_URL_FORMS "sqlite:///path/state.db or etcd://host:port[,host:port...][/key/prefix]"
 
 /* Keys are non-empty NUL-terminated strings of at most STORE_KEY_MAX bytes. */
 static int store_check_key(const char *key, gb_err *err)
@@ -129,7 +132,7 @@ int store_open(const char *url, store **out, gb_err *err)
     const char *sep = url ? strstr(url, "://") : NULL;
     if (!sep)
         return err_set(err, ERR_INVALID_PARAMS,
-                       "store URL '%s' has no scheme; use sqlite:///path/state.db", url ? url : "");
+                       "store URL '%s' has no scheme; use " STORE_URL_FORMS, url ? url : "");
     size_t scheme_len = (size_t)(sep - url);
     for (size_t i = 0; i < sizeof(store_backends) / sizeof(store_backends[0]); i++) {
         const struct store_backend *b = store_backends[i];
@@ -137,7 +140,7 @@ int store_open(const char *url, store **out, gb_err *err)
             return b->open(url, out, err);
     }
     return err_set(err, ERR_INVALID_PARAMS,
-                   "store URL '%s': unknown scheme '%.*s'; known: sqlite:///path/state.db", url,
+                   "store URL '%s': unknown scheme '%.*s'; known: " STORE_URL_FORMS, url,
                    (int)scheme_len, url);
 }
 

@@ -94,7 +94,8 @@ struct store {
     const struct store_backend *backend;
 };
 
-/* Open by URL: "sqlite:///abs/path/state.db" (later "etcd://h:p[,h:p]").
+/* Open by URL: "sqlite:///abs/path/state.db" or
+ * "etcd://host:port[,host:port...][/key/prefix][?options]" (docs/store.md).
  * Unknown schemes give ERR_INVALID_PARAMS naming the schemes known. */
 int store_open(const char *url, store **out, gb_err *err);
 void store_close(store *s);
@@ -123,5 +124,6 @@ void store_kvs_free(store_kvs *kvs);
 
 /* Backends, for store.c's table. */
 extern const struct store_backend store_backend_sqlite;
+extern const struct store_backend store_backend_etcd;
 
 #endif

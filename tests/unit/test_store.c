@@ -3,8 +3,9 @@
  * functions only, run once per backend in store_test_backends.
  *
  * A backend supplies make_url(tmpdir): the URL of an empty store that lives
- * as long as tmpdir does (sqlite: a file in it; etcd: a server whose data dir
- * is in it). Adding a backend is one line in that table; every test in
+ * as long as tmpdir does (sqlite: a file in it; etcd: a key prefix of its
+ * own on the one etcd server its group setup started for this binary).
+ * Adding a backend is one line in that table; every test in
  * store_backend_tests then runs against it as a cmocka group of its own.
  * What only one backend does (SQLite's file, schema and lock timeout) is
  * tested in test_store_sqlite.c.
@@ -28,11 +29,15 @@
 #include "store/store.h"
 #include "util/cleanup.h"
 
+#include "etcd_test_util.h"
 #include "store_test_util.h"
 
 struct store_test_backend {
     const char *name;
     char *(*make_url)(const char *tmpdir);
+    /* Around the backend's whole group (may be NULL). */
+    int (*group_setup)(void **state);
+    int (*group_teardown)(void **state);
 };
 
 static char *sqlite_url(const char *tmpdir)
@@ -41,8 +46,38 @@ static char *sqlite_url(const char *tmpdir)
     return asprintf(&url, "sqlite://%s/state.db", tmpdir) < 0 ? NULL : url;
 }
 
+/* One etcd for the whole etcd group; each test gets a key prefix of its
+ * own, so it starts from an empty store as the sqlite tests do. */
+static struct etcd_test store_test_etcd;
+
+static int etcd_group_setup(void **state)
+{
+    (void)state;
+    if (etcd_test_start(&store_test_etcd) < 0) {
+        etcd_test_stop(&store_test_etcd);
+        return -1;
+    }
+    return 0;
+}
+
+static int etcd_group_teardown(void **state)
+{
+    (void)state;
+    etcd_test_stop(&store_test_etcd);
+    return 0;
+}
+
+static char *etcd_url(const char *tmpdir)
+{
+    static int tests;
+    (void)tmpdir;
+    char *url = NULL;
+    return asprintf(&url, "etcd://%s/test-%d", store_test_etcd.endpoint, ++tests) < 0 ? NULL : url;
+}
+
 static const struct store_test_backend store_test_backends[] = {
-    {"sqlite", sqlite_url},
+    {"sqlite", sqlite_url, NULL, NULL},
+    {"etcd", etcd_url, etcd_group_setup, etcd_group_teardown},
 };
 
 /* ---- fixture and helpers ------------------------------------------------- */
@@ -936,7 +971,8 @@ int main(void)
         for (size_t i = 0; i < ARRAY_SIZE(tests); i++)
             tests[i].initial_state = (void *)&store_test_backends[b];
         failed += _cmocka_run_group_tests(store_test_backends[b].name, tests, ARRAY_SIZE(tests),
-                                          NULL, NULL);
+                                          store_test_backends[b].group_setup,
+                                          store_test_backends[b].group_teardown);
     }
     return failed;
 }
