@@ -144,6 +144,49 @@ int store_open(const char *url, store **out, gb_err *err)
                    (int)scheme_len, url);
 }
 
+char *store_url_redact(const char *url)
+{
+    static const char secret[] = "password=";
+    const char *query = strchr(url, '?');
+    /* Each password value shrinks to "***"; the result is never longer
+     * than the URL plus three bytes per option. */
+    char *out = malloc(strlen(url) * 2 + 4), *o = out;
+    if (!out)
+        return NULL;
+    size_t head = query ? (size_t)(query - url) + 1 : strlen(url);
+    /* user:password@host, which no backend accepts but a user may type. */
+    const char *auth = strstr(url, "://");
+    auth = auth ? auth + 3 : url;
+    const char *at = memchr(auth, '@', strcspn(auth, "/?"));
+    if (at) {
+        memcpy(o, url, (size_t)(auth - url));
+        o += auth - url;
+        memcpy(o, "***", 3);
+        o += 3;
+        memcpy(o, at, head - (size_t)(at - url));
+        o += head - (size_t)(at - url);
+    } else {
+        memcpy(o, url, head);
+        o += head;
+    }
+    for (const char *p = query ? query + 1 : url + head; *p;) {
+        size_t len = strcspn(p, "&");
+        if (len >= strlen(secret) && strncmp(p, secret, strlen(secret)) == 0) {
+            memcpy(o, secret, strlen(secret));
+            memcpy(o + strlen(secret), "***", 3);
+            o += strlen(secret) + 3;
+        } else {
+            memcpy(o, p, len);
+            o += len;
+        }
+        p += len;
+        if (*p == '&')
+            *o++ = *p++;
+    }
+    *o = '\0';
+    return out;
+}
+
 void store_close(store *s)
 {
     if (s)

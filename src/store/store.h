@@ -99,6 +99,10 @@ struct store {
  * Unknown schemes give ERR_INVALID_PARAMS naming the schemes known. */
 int store_open(const char *url, store **out, gb_err *err);
 void store_close(store *s);
+/* url with the value of every password= option, and any user:password@
+ * before the host, replaced by "***", to show in messages and logs; free
+ * it. NULL only when out of memory. */
+char *store_url_redact(const char *url);
 const char *store_backend_name(const store *s);
 
 /* 1 found (out filled, free with store_kv_free), 0 absent, -1 error. */

@@ -37,6 +37,7 @@
 
 #include <curl/curl.h>
 
+#include "store/store.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -131,7 +132,7 @@ static int etcd_parse_ms(const char *v, long *ms)
 }
 
 /* One name=value option of the query string. */
-static int etcd_parse_option(etcd_client *c, const char *url, const char *opt, size_t len,
+static int etcd_parse_option(etcd_client *c, const char *shown, const char *opt, size_t len,
                              gb_err *err)
 {
     const char *eq = memchr(opt, '=', len);
@@ -141,7 +142,7 @@ static int etcd_parse_option(etcd_client *c, const char *url, const char *opt, s
         return err_set(err, ERR_INVALID_PARAMS,
                        "store URL '%s': option '%.*s' needs a value as name=value, "
                        "%%-encoded where needed (no %%00)",
-                       url, (int)len, opt);
+                       shown, (int)name_len, opt);
     struct {
         const char *name;
         char **slot;
@@ -164,34 +165,34 @@ static int etcd_parse_option(etcd_client *c, const char *url, const char *opt, s
             return err_set(err, ERR_INVALID_PARAMS,
                            "store URL '%s': %.*s must be a whole number of milliseconds "
                            "between 1 and 3600000",
-                           url, (int)name_len, opt);
+                           shown, (int)name_len, opt);
         return 0;
     }
     return err_set(err, ERR_INVALID_PARAMS,
                    "store URL '%s': unknown option '%.*s'; known: user, password, cacert, cert, "
                    "key, timeout_ms, connect_timeout_ms",
-                   url, (int)name_len, opt);
+                   shown, (int)name_len, opt);
 }
 
-static int etcd_parse_query(etcd_client *c, const char *url, const char *query, gb_err *err)
+static int etcd_parse_query(etcd_client *c, const char *shown, const char *query, gb_err *err)
 {
     for (const char *p = query; *p;) {
         size_t len = strcspn(p, "&");
-        if (len > 0 && etcd_parse_option(c, url, p, len, err) < 0)
+        if (len > 0 && etcd_parse_option(c, shown, p, len, err) < 0)
             return -1;
         p += len + (p[len] == '&');
     }
     if (!c->user != !c->password)
         return err_set(err, ERR_INVALID_PARAMS,
-                       "store URL '%s': give both user and password, or neither", url);
+                       "store URL '%s': give both user and password, or neither", shown);
     if (c->key && !c->cert)
         return err_set(err, ERR_INVALID_PARAMS,
-                       "store URL '%s': key (a client key) needs cert (its certificate)", url);
+                       "store URL '%s': key (a client key) needs cert (its certificate)", shown);
     return 0;
 }
 
 /* "host:port,host:port" -> endpoints[] and base_urls[]. */
-static int etcd_parse_endpoints(etcd_client *c, const char *url, const char *hosts, size_t len,
+static int etcd_parse_endpoints(etcd_client *c, const char *shown, const char *hosts, size_t len,
                                 gb_err *err)
 {
     size_t n = 1;
@@ -211,11 +212,16 @@ static int etcd_parse_endpoints(etcd_client *c, const char *url, const char *hos
         const char *colon = memrchr(p, ':', l);
         bool bracketed = l > 0 && p[0] == '[';
         bool has_port = colon && (!bracketed || colon > (const char *)memchr(p, ']', l));
-        if (l == 0 || memchr(p, '@', l) || (has_port && colon == p + l - 1))
+        if (memchr(p, '@', l))
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "store URL '%s': give credentials as ?user=NAME&password=SECRET, "
+                           "not before the host",
+                           shown);
+        if (l == 0 || (has_port && colon == p + l - 1))
             return err_set(err, ERR_INVALID_PARAMS,
                            "store URL '%s': endpoint %zu is empty or malformed; write host:port, "
                            "as in %s",
-                           url, i + 1, ETCD_URL_EXAMPLE);
+                           shown, i + 1, ETCD_URL_EXAMPLE);
         int r = has_port ? asprintf(&c->endpoints[i], "%.*s", (int)l, p)
                          : asprintf(&c->endpoints[i], "%.*s:%d", (int)l, p, ETCD_DEFAULT_PORT);
         if (r < 0 || asprintf(&c->base_urls[i], "%s://%s", scheme, c->endpoints[i]) < 0) {
@@ -245,9 +251,13 @@ static int etcd_parse_prefix(etcd_client *c, const char *path, size_t len, gb_er
 static int etcd_parse_url(etcd_client *c, const char *url, gb_err *err)
 {
     static const char scheme[] = "etcd://";
+    /* Messages show the URL without its password: they end up in logs. */
+    _cleanup_free_ char *shown = store_url_redact(url);
+    if (!shown)
+        return etcd_oom(err);
     if (strncmp(url, scheme, strlen(scheme)) != 0)
         return err_set(err, ERR_INVALID_PARAMS, "store URL '%s' is not an etcd:// URL, as in %s",
-                       url, ETCD_URL_EXAMPLE);
+                       shown, ETCD_URL_EXAMPLE);
     const char *hosts = url + strlen(scheme);
     size_t hosts_len = strcspn(hosts, "/?");
     const char *path = hosts + hosts_len;
@@ -255,10 +265,10 @@ static int etcd_parse_url(etcd_client *c, const char *url, gb_err *err)
     const char *query = path + path_len;
     if (hosts_len == 0)
         return err_set(err, ERR_INVALID_PARAMS, "store URL '%s' names no etcd endpoint, as in %s",
-                       url, ETCD_URL_EXAMPLE);
+                       shown, ETCD_URL_EXAMPLE);
     /* The query first: it decides http or https for the endpoints. */
-    if ((*query == '?' && etcd_parse_query(c, url, query + 1, err) < 0) ||
-        etcd_parse_endpoints(c, url, hosts, hosts_len, err) < 0 ||
+    if ((*query == '?' && etcd_parse_query(c, shown, query + 1, err) < 0) ||
+        etcd_parse_endpoints(c, shown, hosts, hosts_len, err) < 0 ||
         etcd_parse_prefix(c, path, path_len, err) < 0)
         return -1;
     return 0;
@@ -450,8 +460,7 @@ static int etcd_send(etcd_client *c, const char *path, const char *payload, cons
         if (rc == CURLE_OK) {
             if (i != start) {
                 atomic_store(&c->current, i);
-                log_warn("etcd store: endpoint %s failed (%s); now using %s", c->endpoints[start],
-                         reasons, c->endpoints[i]);
+                log_warn("etcd store: cannot reach %s; now using %s", reasons, c->endpoints[i]);
             }
             *used = i;
             r = 0;

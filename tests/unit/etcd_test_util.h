@@ -245,9 +245,11 @@ static inline int etcd_test_restart(struct etcd_test *e)
     return 0;
 }
 
-/* Start a new server. extra: more etcd arguments (NULL-terminated, may be
- * NULL), kept for restarts; they must outlive e. */
-static inline int etcd_test_start_args(struct etcd_test *e, const char *const *extra)
+/* Start a new server on client_port (0: any free port). extra: more etcd
+ * arguments (NULL-terminated, may be NULL), kept for restarts; they must
+ * outlive e. After a failure, etcd_test_stop still removes the directory. */
+static inline int etcd_test_start_args(struct etcd_test *e, int client_port,
+                                       const char *const *extra)
 {
     memset(e, 0, sizeof(*e));
     e->scheme = "http";
@@ -261,7 +263,7 @@ static inline int etcd_test_start_args(struct etcd_test *e, const char *const *e
         return -1;
     /* A port found free can be taken before etcd binds it: try again. */
     for (int attempt = 0; attempt < 3; attempt++) {
-        e->client_port = etcd_test_free_port();
+        e->client_port = client_port > 0 ? client_port : etcd_test_free_port();
         e->peer_port = etcd_test_free_port();
         if (e->client_port <= 0 || e->peer_port <= 0 || e->client_port == e->peer_port)
             continue;
@@ -275,7 +277,7 @@ static inline int etcd_test_start_args(struct etcd_test *e, const char *const *e
 
 static inline int etcd_test_start(struct etcd_test *e)
 {
-    return etcd_test_start_args(e, NULL);
+    return etcd_test_start_args(e, 0, NULL);
 }
 
 /* Stop the server and remove its directory. */
