@@ -123,6 +123,15 @@ int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops
               bool *succeeded, int64_t *revision, gb_err *err);
 int store_revision(store *s, int64_t *revision, gb_err *err);
 
+/* Copy every key of from into to (store_copy.c), for moving gpubox's state
+ * between backends. A target that holds keys is refused with ERR_EXISTS
+ * unless overwrite is set; then it is made an exact copy (its keys that
+ * from lacks are deleted). Values are copied exactly; revisions are the
+ * target's own. Writes go in batches, so a copy that fails half-way leaves
+ * the target partly written: run it again with overwrite. *copied (may be
+ * NULL) gets the number of keys written. */
+int store_copy(store *from, store *to, bool overwrite, size_t *copied, gb_err *err);
+
 void store_kv_free(store_kv *kv);
 void store_kvs_free(store_kvs *kvs);
 
