@@ -112,6 +112,31 @@ static int store_check_op_overlap(const store_op *ops, size_t nops, gb_err *err)
     return 0;
 }
 
+/* etcd with its default settings refuses larger transactions; SQLite is
+ * held to the same limits so that what works on one works on both. Call
+ * after the comparisons and ops were checked one by one. */
+static int store_check_txn_size(const store_cmp *cmps, size_t ncmps, const store_op *ops,
+                                size_t nops, gb_err *err)
+{
+    if (ncmps > STORE_TXN_OPS_MAX || nops > STORE_TXN_OPS_MAX)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "store transaction has %zu comparisons and %zu ops; at most %d of each "
+                       "(split it)",
+                       ncmps, nops, STORE_TXN_OPS_MAX);
+    size_t bytes = 0;
+    for (size_t i = 0; i < ncmps; i++)
+        bytes +=
+            strlen(cmps[i].key) + (cmps[i].kind == STORE_CMP_VALUE ? strlen(cmps[i].value) : 0);
+    for (size_t i = 0; i < nops; i++)
+        bytes += strlen(ops[i].key) + (ops[i].kind == STORE_OP_PUT ? strlen(ops[i].value) : 0);
+    if (bytes > STORE_TXN_BYTES_MAX)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "store transaction carries %zu bytes of keys and values; at most %d "
+                       "(split it)",
+                       bytes, STORE_TXN_BYTES_MAX);
+    return 0;
+}
+
 static int store_check_txn(const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
                            bool *succeeded, gb_err *err)
 {
@@ -124,6 +149,8 @@ static int store_check_txn(const store_cmp *cmps, size_t ncmps, const store_op *
     for (size_t i = 0; i < nops; i++)
         if (store_check_op(&ops[i], err) < 0)
             return -1;
+    if (store_check_txn_size(cmps, ncmps, ops, nops, err) < 0)
+        return -1;
     return store_check_op_overlap(ops, nops, err);
 }
 

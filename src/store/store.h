@@ -32,6 +32,12 @@
 
 #define STORE_KEY_MAX 1024
 #define STORE_VALUE_MAX (1024 * 1024)
+/* A transaction has at most this many comparisons, and this many ops, and
+ * its keys and values together are at most STORE_TXN_BYTES_MAX bytes: the
+ * limits of an etcd with default settings (--max-txn-ops 128,
+ * --max-request-bytes 1.5 MiB, less room for the request's framing). */
+#define STORE_TXN_OPS_MAX 128
+#define STORE_TXN_BYTES_MAX (1536 * 1024 - 8 * 1024)
 
 typedef struct store store;
 
@@ -117,8 +123,9 @@ int store_range(store *s, const char *prefix, store_kvs *out, gb_err *err);
  * the ops were applied (comparisons failing is not an error: 0 is returned).
  * revision (may be NULL) gets the store's revision after the transaction.
  * As in etcd, one transaction may put or delete a given key only once (a put
- * may not also fall under a delete or delete-prefix), and a delete-prefix
- * needs a non-empty prefix; otherwise ERR_INVALID_PARAMS and nothing done. */
+ * may not also fall under a delete or delete-prefix), a delete-prefix needs
+ * a non-empty prefix, and the sizes stay within STORE_TXN_OPS_MAX and
+ * STORE_TXN_BYTES_MAX; otherwise ERR_INVALID_PARAMS and nothing done. */
 int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
               bool *succeeded, int64_t *revision, gb_err *err);
 int store_revision(store *s, int64_t *revision, gb_err *err);

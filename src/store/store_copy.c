@@ -6,8 +6,8 @@
  * The source is read with one store_range, which both backends serve as a
  * single snapshot. The target is then written with transactions of at most
  * STORE_COPY_BATCH_OPS ops and about STORE_COPY_BATCH_BYTES of keys and
- * values, which keeps every transaction inside etcd's default limits
- * (128 ops, 1.5 MiB per request once values are in base64). With
+ * values (one key and a value of the largest size also fit), inside the
+ * limits store_txn sets (STORE_TXN_OPS_MAX, STORE_TXN_BYTES_MAX). With
  * overwrite, the target's keys that the source lacks are deleted first, so
  * the result is the source exactly.
  */
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STORE_COPY_BATCH_OPS 100
+#define STORE_COPY_BATCH_OPS 100 /* below STORE_TXN_OPS_MAX */
 #define STORE_COPY_BATCH_BYTES (768 * 1024)
 
 /* Apply ops[0..n) in batches; *written counts the ops applied. */

@@ -639,6 +639,24 @@ static void test_key_and_value_limits(void **state)
         {.kind = STORE_OP_PUT, .key = "dup", .value = "1"},
     };
     expect_invalid(store_txn(f->s, NULL, 0, put_under_prefix, 2, &ok, NULL, &e), &e, "dup");
+    /* Transactions larger than a default etcd takes, on every backend. */
+    store_op many[STORE_TXN_OPS_MAX + 1];
+    store_cmp many_cmps[STORE_TXN_OPS_MAX + 1];
+    char many_keys[STORE_TXN_OPS_MAX + 1][16];
+    for (size_t i = 0; i < ARRAY_SIZE(many); i++) {
+        snprintf(many_keys[i], sizeof(many_keys[i]), "many/%zu", i);
+        many[i] = (store_op){.kind = STORE_OP_PUT, .key = many_keys[i], .value = "v"};
+        many_cmps[i] = (store_cmp){.kind = STORE_CMP_ABSENT, .key = many_keys[i]};
+    }
+    expect_invalid(store_txn(f->s, NULL, 0, many, ARRAY_SIZE(many), &ok, NULL, &e), &e, "128");
+    expect_invalid(store_txn(f->s, many_cmps, ARRAY_SIZE(many_cmps), NULL, 0, &ok, NULL, &e), &e,
+                   "128");
+    _cleanup_free_ char *value_big = filled(STORE_TXN_BYTES_MAX / 2, 'b');
+    store_op too_big[] = {
+        {.kind = STORE_OP_PUT, .key = "big/1", .value = value_big},
+        {.kind = STORE_OP_PUT, .key = "big/2", .value = value_big},
+    };
+    expect_invalid(store_txn(f->s, NULL, 0, too_big, 2, &ok, NULL, &e), &e, "bytes");
     assert_int_equal(count_all(f->s), 0);
     assert_int_equal(revision_ok(f->s), before);
 
@@ -651,6 +669,18 @@ static void test_key_and_value_limits(void **state)
     store_kv_free(&kv);
     store_cmp same = {.kind = STORE_CMP_VALUE, .key = key_max, .value = value_max};
     assert_true(txn_ok(f->s, &same, 1, NULL, 0, NULL));
+    /* As are the most comparisons and ops a transaction may have. */
+    assert_true(txn_ok(f->s, many_cmps, STORE_TXN_OPS_MAX, many, STORE_TXN_OPS_MAX, NULL));
+    assert_int_equal(count_all(f->s), 1 + STORE_TXN_OPS_MAX);
+    /* And a transaction of exactly STORE_TXN_BYTES_MAX bytes (the keys
+     * big/1 and big/2 are 5 bytes each). */
+    _cleanup_free_ char *value_half = filled((STORE_TXN_BYTES_MAX - 10) / 2, 'h');
+    store_op at_limit[] = {
+        {.kind = STORE_OP_PUT, .key = "big/1", .value = value_half},
+        {.kind = STORE_OP_PUT, .key = "big/2", .value = value_half},
+    };
+    assert_true(txn_ok(f->s, NULL, 0, at_limit, 2, NULL));
+    assert_value(f->s, "big/2", value_half);
 }
 
 /* ---- persistence and several handles -------------------------------------- */
