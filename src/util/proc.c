@@ -52,15 +52,15 @@ static bool proc_search(const char *name, const char *dirs, char *path, size_t l
 {
     if (!dirs)
         return false;
-    _cleanup_free_ char *copy = strdup(dirs);
-    char *save = NULL;
-    for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir;
+    char *copy = strdup(dirs), *save = NULL;
+    bool found = false;
+    for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
          dir = strtok_r(NULL, ":", &save)) {
         snprintf(path, len, "%s/%s", *dir ? dir : ".", name);
-        if (proc_is_executable(path))
-            return true;
+        found = proc_is_executable(path);
     }
-    return false;
+    free(copy);
+    return found;
 }
 
 int proc_resolve(const char *name, const char *extra_dirs, char *path, size_t len, gb_err *err)

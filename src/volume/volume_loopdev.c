@@ -98,7 +98,7 @@ int volume_loopdev_open(int index, int flags, gb_err *err)
     int fd = open(path, flags | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
         /* A /dev without devtmpfs (some containers) lacks new nodes. */
-        dev_t dev;
+        dev_t dev = 0;
         if (volume_loopdev_devnum(index, &dev, err) < 0)
             return -1;
         if (mknod(path, S_IFBLK | 0660, dev) < 0 && errno != EEXIST)

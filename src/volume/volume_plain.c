@@ -107,7 +107,8 @@ static int plain_du(const char *name, const char *dir, uint64_t *used, gb_err *e
         return err_set(err, saved == ENOENT ? ERR_NOT_FOUND : ERR_INTERNAL,
                        "cannot measure volume '%s' (%s): %s", name, dir, strerror(saved));
     }
-    qsort(w.linked, w.nlinked, sizeof(*w.linked), plain_inode_cmp);
+    if (w.nlinked > 1)
+        qsort(w.linked, w.nlinked, sizeof(*w.linked), plain_inode_cmp);
     for (size_t i = 0; i < w.nlinked; i++)
         if (i == 0 || plain_inode_cmp(&w.linked[i], &w.linked[i - 1]) != 0)
             w.bytes += w.linked[i].bytes;

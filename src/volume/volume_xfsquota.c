@@ -63,7 +63,8 @@ static int xfsq_device(const volume_env *env, char *node, size_t len, gb_err *er
     if (stat(env->docker_root, &root) < 0)
         return err_set(err, ERR_INTERNAL, "cannot read the Docker root %s: %s", env->docker_root,
                        strerror(errno));
-    snprintf(node, len, "%s/.xfsquota-dev", env->volumes_dir);
+    if (snprintf(node, len, "%s/.xfsquota-dev", env->volumes_dir) >= (int)len)
+        return err_set(err, ERR_INTERNAL, "%s: path too long", env->volumes_dir);
     if (lstat(node, &have) == 0 && S_ISBLK(have.st_mode) && have.st_rdev == root.st_dev)
         return 0;
     unlink(node);

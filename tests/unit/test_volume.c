@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -41,14 +42,16 @@
 
 static char data_dir[64];
 static volume_env loop_env, plain_env;
-static const char *const loop_names[] = {"enf", "grow", "shr", "rst", "busy", "odd", "crash"};
+static const char *const loop_names[] = {"enf", "grow",  "shr",  "rst",  "busy",
+                                         "odd", "crash", "par0", "par1", "par2"};
 static char bind_dirs[2][VOLUME_PATH_MAX]; /* extra mounts a test made */
 
 /* ---- helpers: the kernel's view ------------------------------------------ */
 
 static void vol_path(const char *name, const char *suffix, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/%s%s", loop_env.volumes_dir, name, suffix);
+    int n = snprintf(buf, len, "%s/%s%s", loop_env.volumes_dir, name, suffix);
+    assert_true(n > 0 && (size_t)n < len);
 }
 
 /* How many mounts /proc/self/mountinfo lists at dir. */
@@ -571,6 +574,47 @@ static void test_loop_resize_resumes(void **state)
     assert_int_equal(volume_destroy(&loop_env, "crash", &e), 0);
 }
 
+struct par_job {
+    const char *name;
+    int rc;
+    gb_err err;
+};
+
+static void *par_create(void *arg)
+{
+    struct par_job *job = arg;
+    volume_docker_opts opts;
+    job->rc = volume_create(&loop_env, job->name, 32 * MiB, &opts, &job->err);
+    return NULL;
+}
+
+/* Volumes made at the same moment race for the same free loop device;
+ * each still ends up on its own. */
+static void test_loop_parallel_creates(void **state)
+{
+    (void)state;
+    struct par_job jobs[3] = {{.name = "par0"}, {.name = "par1"}, {.name = "par2"}};
+    pthread_t threads[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&threads[i], NULL, par_create, &jobs[i]), 0);
+    for (int i = 0; i < 3; i++)
+        pthread_join(threads[i], NULL);
+    int devices[3];
+    for (int i = 0; i < 3; i++) {
+        if (jobs[i].rc < 0)
+            fail_msg("create %s: %s", jobs[i].name, jobs[i].err.msg);
+        char image[VOLUME_PATH_MAX], mnt[VOLUME_PATH_MAX];
+        vol_path(jobs[i].name, ".img", image, sizeof(image));
+        vol_path(jobs[i].name, "", mnt, sizeof(mnt));
+        assert_int_equal(loops_on(image, &devices[i]), 1);
+        assert_int_equal(mount_count(mnt), 1);
+    }
+    assert_true(devices[0] != devices[1] && devices[1] != devices[2] && devices[0] != devices[2]);
+    gb_err e = GB_ERR_INIT;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(volume_destroy(&loop_env, jobs[i].name, &e), 0);
+}
+
 static void test_sizes_and_names(void **state)
 {
     (void)state;
@@ -711,6 +755,7 @@ int main(void)
         cmocka_unit_test(test_loop_restart_and_destroy),
         cmocka_unit_test(test_loop_busy_device),
         cmocka_unit_test(test_loop_resize_resumes),
+        cmocka_unit_test(test_loop_parallel_creates),
         cmocka_unit_test(test_sizes_and_names),
         cmocka_unit_test(test_plain_backend),
         cmocka_unit_test(test_xfsquota_refuses_here),
