@@ -7,8 +7,11 @@
 #include "volume/volume_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -55,6 +58,22 @@ int volume_mounted_at(const char *dir, dev_t *dev, gb_err *err)
     if (dev)
         *dev = here.st_dev;
     return here.st_dev != parent.st_dev;
+}
+
+int volume_dir_immutable(const char *dir, bool on, gb_err *err)
+{
+    _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT
+                   ? 0
+                   : err_set(err, ERR_INTERNAL, "cannot open %s: %s", dir, strerror(errno));
+    int flags = 0;
+    if (ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0)
+        return 0; /* a filesystem without inode flags: no safety net there */
+    int want = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+    if (want == flags || ioctl(fd, FS_IOC_SETFLAGS, &want) == 0 || on)
+        return 0;
+    return err_set(err, ERR_INTERNAL, "cannot make %s writable again: %s", dir, strerror(errno));
 }
 
 int volume_run_tool(char *const argv[], int timeout_ms, proc_result *r, int code, gb_err *err)

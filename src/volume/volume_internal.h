@@ -28,6 +28,12 @@ void volume_opts_bind(volume_docker_opts *opts, const char *dir);
  * directory's; *dev gets it), 0 when not, -1 when dir cannot be read. */
 int volume_mounted_at(const char *dir, dev_t *dev, gb_err *err);
 
+/* Set (best effort) or clear the immutable flag of a directory with
+ * nothing mounted on it. A mountpoint is kept immutable so that, should a
+ * container ever bind it while the volume is not mounted, its writes fail
+ * instead of filling the host's disk. */
+int volume_dir_immutable(const char *dir, bool on, gb_err *err);
+
 /* Run an e2fsprogs tool: argv[0] is a bare name looked up on PATH and in
  * VOLUME_TOOL_DIRS, the environment is PATH and LC_ALL=C only (its output
  * is parsed). 0 once it ran (whatever its exit status), *r filled. */

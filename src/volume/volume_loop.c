@@ -12,7 +12,9 @@
  *   <name>.img.tmp  an image being made; renamed to <name>.img once mkfs
  *                   succeeded, so a crash never leaves a half-made image
  *                   under the real name
- *   <name>/         the mountpoint (mounted nosuid,nodev)
+ *   <name>/         the mountpoint (mounted nosuid,nodev); the directory
+ *                   itself is immutable, so nothing can be written into
+ *                   it while the volume is not mounted there
  * Nothing else is kept: the loop device is found again through sysfs
  * (volume_loopdev.c), and "mounted" is read from the mountpoint itself.
  *
@@ -77,6 +79,8 @@ static int loop_mount(const struct loop_paths *p, int index, gb_err *err)
     snprintf(dev, sizeof(dev), "/dev/loop%d", index);
     if (mkdir(p->mnt, 0755) < 0 && errno != EEXIST)
         return err_set(err, ERR_INTERNAL, "cannot create %s: %s", p->mnt, strerror(errno));
+    if (volume_dir_immutable(p->mnt, true, err) < 0)
+        return -1;
     if (mount(dev, p->mnt, "ext4", MS_NOSUID | MS_NODEV, "") == 0)
         return 0;
     if (errno == EBUSY)
@@ -224,6 +228,7 @@ static int loop_create(const volume_env *env, const char *name, uint64_t size,
         gb_err ignored = GB_ERR_INIT;
         volume_loop_detach_paths(&p, &ignored);
         unlink(p.image);
+        volume_dir_immutable(p.mnt, false, &ignored);
         rmdir(p.mnt);
         return -1;
     }
@@ -270,6 +275,8 @@ static int loop_destroy(const volume_env *env, const char *name, gb_err *err)
     for (size_t i = 0; i < ARRAY_SIZE(files); i++)
         if (unlink(files[i]) < 0 && errno != ENOENT)
             return err_set(err, ERR_INTERNAL, "cannot remove %s: %s", files[i], strerror(errno));
+    if (volume_dir_immutable(p.mnt, false, err) < 0)
+        return -1;
     if (rmdir(p.mnt) < 0 && errno != ENOENT)
         return err_set(err, ERR_INTERNAL, "cannot remove %s: %s", p.mnt, strerror(errno));
     return 0;

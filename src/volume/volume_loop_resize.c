@@ -24,8 +24,8 @@
  *   shrink's checks), and refuses to grow one in use (ERR_STATE_CONFLICT).
  *
  * Shrink - ext4 cannot shrink while mounted, so only detached:
- *   0. refuse while in use, or when the data would not fit (statvfs, with a
- *      margin): nothing changed;
+ *   0. refuse when the data would not fit (statvfs, with a margin), or
+ *      while in use: nothing changed;
  *   1. unmount and unbind; if the filesystem is still mounted elsewhere (a
  *      container's mount namespace), mount ours back and refuse;
  *   2. bind the image to a loop device held open through steps 3-5: if the
@@ -224,16 +224,11 @@ static int loop_grow(const volume_env *env, const struct loop_paths *p, const st
     return loop_resize2fs(p, index, 0, err);
 }
 
+/* The data first (a shrink that can never fit is refused whatever the
+ * state, so the caller need not detach the volume to hear it), then the
+ * use. */
 static int loop_shrink(const struct loop_paths *p, uint64_t new_size, bool in_use, gb_err *err)
 {
-    char asked[32];
-    size_format(new_size, asked, sizeof(asked));
-    if (in_use)
-        return err_set(err, ERR_STATE_CONFLICT,
-                       "volume '%s' cannot shrink to %s while a running container uses it: "
-                       "ext4 shrinks only unmounted, so the volume must be detached first "
-                       "(growing works while in use)",
-                       p->name, asked);
     struct statvfs vfs;
     if (statvfs(p->mnt, &vfs) < 0)
         return err_set(err, ERR_INTERNAL, "cannot read the usage of %s: %s", p->mnt,
@@ -247,6 +242,14 @@ static int loop_shrink(const struct loop_paths *p, uint64_t new_size, bool in_us
                                  (double)fs_bytes);
     if (volume_check_fits(p->name, used, usable, new_size, err) < 0)
         return -1;
+    char asked[32];
+    size_format(new_size, asked, sizeof(asked));
+    if (in_use)
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "volume '%s' cannot shrink to %s while a running container uses it: "
+                       "ext4 shrinks only unmounted, so the volume must be detached first "
+                       "(growing works while in use)",
+                       p->name, asked);
     return loop_resize_offline(p, new_size, true, err);
 }
 

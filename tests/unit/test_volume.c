@@ -463,6 +463,12 @@ static void test_loop_restart_and_destroy(void **state)
     /* A daemon restart after a reboot: nothing mounted, no device. */
     assert_int_equal(umount2(mnt, 0), 0);
     assert_true(loops_gone(image)); /* autoclear: the unmount freed it */
+    /* Until it is attached, nothing can land in the bare mountpoint (a
+     * container binding it now would otherwise fill the host's disk). */
+    char stray[VOLUME_PATH_MAX + 16];
+    snprintf(stray, sizeof(stray), "%s/stray", mnt);
+    assert_int_equal(open(stray, O_WRONLY | O_CREAT, 0644), -1);
+    assert_int_equal(errno, EPERM);
     uint64_t used = 0, size = 0;
     assert_int_equal(volume_usage(&loop_env, "rst", NULL, &used, &size, &e), -1);
     assert_int_equal(e.code, ERR_VOLUME_INFO_FAILED);
