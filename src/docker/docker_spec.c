@@ -53,10 +53,19 @@ static int docker_spec_env(json_t *cfg, const docker_run_spec *spec, gb_err *err
 {
     if (docker_spec_strings(cfg, "Env", spec->env, spec->nenv, "env", err) < 0)
         return -1;
-    for (size_t i = 0; i < spec->nenv; i++)
-        if (spec->env[i][0] == '\0' || spec->env[i][0] == '=')
+    for (size_t i = 0; i < spec->nenv; i++) {
+        const char *var = spec->env[i];
+        if (var[0] == '\0' || var[0] == '=')
             return err_set(err, ERR_INVALID_PARAMS,
-                           "run spec: env entry '%s' has no name; write NAME=value", spec->env[i]);
+                           "run spec: env entry '%s' has no name; write NAME=value", var);
+        /* Which GPUs a container sees is gpubox's call, never the user's. */
+        size_t name_len = strcspn(var, "=");
+        if (name_len == strlen("NVIDIA_VISIBLE_DEVICES") &&
+            strncmp(var, "NVIDIA_VISIBLE_DEVICES", name_len) == 0)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "run spec: env may not set NVIDIA_VISIBLE_DEVICES; gpubox sets it from "
+                           "the GPUs it allocates");
+    }
     return 0;
 }
 
@@ -147,15 +156,20 @@ static int docker_spec_ports(json_t *cfg, json_t *host, const docker_run_spec *s
  * NVIDIA_VISIBLE_DEVICES=void: CUDA images set it to "all", and on a host
  * whose default runtime is nvidia (a common setup) the container would
  * otherwise see every card. */
-static int docker_spec_gpus(json_t *cfg, json_t *host, const docker_run_spec *spec, gb_err *err)
+static void docker_spec_add_env(json_t *cfg, const char *var)
 {
     json_t *env = json_object_get(cfg, "Env");
     if (!env) {
         env = json_array();
         json_object_set_new(cfg, "Env", env);
     }
+    json_array_append_new(env, json_string(var));
+}
+
+static int docker_spec_gpus(json_t *cfg, json_t *host, const docker_run_spec *spec, gb_err *err)
+{
     if (spec->ngpus == 0) {
-        json_array_append_new(env, json_string("NVIDIA_VISIBLE_DEVICES=void"));
+        docker_spec_add_env(cfg, "NVIDIA_VISIBLE_DEVICES=void");
         return 0;
     }
     if (!spec->gpu_uuids)
@@ -202,7 +216,7 @@ static int docker_spec_gpus(json_t *cfg, json_t *host, const docker_run_spec *sp
             if (i + 1 < spec->ngpus)
                 strcat(var, ",");
         }
-        json_array_append_new(env, json_string(var));
+        docker_spec_add_env(cfg, var);
         json_object_set_new(host, "Runtime", json_string("nvidia"));
         return 0;
     }

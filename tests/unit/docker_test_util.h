@@ -5,10 +5,12 @@
  *
  * A suite calls dtu_setup("exec") from its group setup. Its containers are
  * then named "gbtest-dk-exec-<pid>-<suffix>" and labelled
- * gbtest.dk.exec=<pid> (dtu_labels), as are its volumes and images;
- * dtu_cleanup, run as the teardown of every test, force-removes every
- * container, volume and image with that label, so a failing test leaves
- * nothing behind. Include after cmocka.h; every function is static.
+ * gbtest.dk.exec=<pid> (dtu_labels), as are its volumes and images, and its
+ * host directories are /tmp/gbtest-dk-exec-<pid>-*; dtu_cleanup, run as the
+ * teardown of every test, force-removes every container, volume and image
+ * with that label and those directories, so a failing test leaves nothing
+ * behind. Include after cmocka.h; the functions are static inline, so
+ * a suite that needs only some of them compiles without warnings.
  */
 #ifndef GPUBOX_TESTS_DOCKER_TEST_UTIL_H
 #define GPUBOX_TESTS_DOCKER_TEST_UTIL_H
@@ -29,12 +31,12 @@ static char dtu_suite[32];
 static char dtu_label_key[64]; /* gbtest.dk.<suite> */
 static char dtu_label[96];     /* gbtest.dk.<suite>=<pid> */
 
-static void dtu_name(char *buf, size_t size, const char *suffix)
+static inline void dtu_name(char *buf, size_t size, const char *suffix)
 {
     snprintf(buf, size, "gbtest-dk-%s-%s-%s", dtu_suite, dtu_pid, suffix);
 }
 
-static double dtu_now(void)
+static inline double dtu_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -42,7 +44,7 @@ static double dtu_now(void)
 }
 
 /* {"gbtest.dk.<suite>": "<pid>"}: the label that marks what a suite made. */
-static json_t *dtu_labels(void)
+static inline json_t *dtu_labels(void)
 {
     json_t *labels = json_pack("{s:s}", dtu_label_key, dtu_pid);
     assert_non_null(labels);
@@ -51,7 +53,7 @@ static json_t *dtu_labels(void)
 
 /* A ContainerConfig for the test image, labelled for cleanup. cmd is
  * stolen (NULL: the image's default). */
-static json_t *dtu_config(json_t *cmd)
+static inline json_t *dtu_config(json_t *cmd)
 {
     json_t *cfg = json_pack("{s:s, s:o}", "Image", dtu_image, "Labels", dtu_labels());
     assert_non_null(cfg);
@@ -61,7 +63,7 @@ static json_t *dtu_config(json_t *cmd)
 }
 
 /* Create a container named by suffix from cfg (consumed) and return its id. */
-static char *dtu_create(const char *suffix, json_t *cfg)
+static inline char *dtu_create(const char *suffix, json_t *cfg)
 {
     char name[160];
     dtu_name(name, sizeof(name), suffix);
@@ -76,7 +78,7 @@ static char *dtu_create(const char *suffix, json_t *cfg)
 }
 
 /* Create and start a container running `sh -c script`. */
-static char *dtu_start_sh(const char *suffix, const char *script)
+static inline char *dtu_start_sh(const char *suffix, const char *script)
 {
     char *id = dtu_create(suffix, dtu_config(json_pack("[s,s,s]", "sh", "-c", script)));
     gb_err e = GB_ERR_INIT;
@@ -87,7 +89,7 @@ static char *dtu_start_sh(const char *suffix, const char *script)
 
 /* Run `sh -c script` in container id; fail the test unless it exits 0.
  * Returns its stdout (malloc'd). */
-static char *dtu_exec_sh(const char *id, const char *script)
+static inline char *dtu_exec_sh(const char *id, const char *script)
 {
     const char *cmd[] = {"sh", "-c", script};
     docker_exec_result r;
@@ -101,10 +103,22 @@ static char *dtu_exec_sh(const char *id, const char *script)
     return out;
 }
 
+/* A new directory "/tmp/gbtest-dk-<suite>-<pid>-<what>-XXXXXX" (malloc'd);
+ * dtu_cleanup removes it. */
+static inline char *dtu_temp_dir(const char *what)
+{
+    char tmpl[128];
+    snprintf(tmpl, sizeof(tmpl), "/tmp/gbtest-dk-%s-%s-%s-XXXXXX", dtu_suite, dtu_pid, what);
+    assert_non_null(mkdtemp(tmpl));
+    char *dir = strdup(tmpl);
+    assert_non_null(dir);
+    return dir;
+}
+
 /* GET path (a list filtered by our label) and remove each item with rm. */
-static void dtu_remove_listed(const char *what, const char *path, const char *array_key,
-                              const char *id_key,
-                              int (*rm)(docker_client *, const char *, bool, gb_err *))
+static inline void dtu_remove_listed(const char *what, const char *path, const char *array_key,
+                                     const char *id_key,
+                                     int (*rm)(docker_client *, const char *, bool, gb_err *))
 {
     long status = 0;
     gb_err e = GB_ERR_INIT;
@@ -125,7 +139,7 @@ static void dtu_remove_listed(const char *what, const char *path, const char *ar
 }
 
 /* Teardown of every test: containers first (they hold volumes and images). */
-static int dtu_cleanup(void **state)
+static inline int dtu_cleanup(void **state)
 {
     (void)state;
     char filters[160], path[256];
@@ -137,10 +151,14 @@ static int dtu_cleanup(void **state)
     dtu_remove_listed("volume", path, "Volumes", "Name", docker_volume_remove);
     snprintf(path, sizeof(path), "/images/json?filters=%s", filters);
     dtu_remove_listed("image", path, NULL, "Id", docker_image_remove);
+    char rm[160];
+    snprintf(rm, sizeof(rm), "rm -rf /tmp/gbtest-dk-%s-%s-*", dtu_suite, dtu_pid);
+    if (system(rm) != 0)
+        fprintf(stderr, "cleanup: %s failed\n", rm);
     return 0;
 }
 
-static int dtu_setup(const char *suite)
+static inline int dtu_setup(const char *suite)
 {
     dtu_image = getenv("GPUBOX_TEST_IMAGE");
     if (!dtu_image || !*dtu_image)
@@ -158,7 +176,7 @@ static int dtu_setup(const char *suite)
     return dtu_cleanup(NULL);
 }
 
-static int dtu_teardown(void **state)
+static inline int dtu_teardown(void **state)
 {
     dtu_cleanup(state);
     docker_client_free(dtu_client);
