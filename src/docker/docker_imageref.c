@@ -13,13 +13,16 @@
  *   separator      := "." | "_" | "__" | "-"+
  *   tag            := [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
  *
- * with the name at most 255 characters. As the docker CLI does, the first
+ * with the name at most 255 characters as Docker counts it: normalized,
+ * so "app" is "docker.io/library/app" (18 more) and "team/app" is
+ * "docker.io/team/app" (10 more). As the docker CLI does, the first
  * component is a registry host only when there is a '/' after it and it
  * holds a '.' or ':', is "localhost", or has an upper-case letter; so
- * "team/app" is a path on Docker Hub and "registry:5000/app" a host. The
- * tag separator is the last ':' after the last '/', which keeps a port
- * apart from a tag. A bare 64-digit hex name is refused: Docker reads it as
- * an image id.
+ * "team/app" is a path on Docker Hub and "registry:5000/app" a host (but
+ * one that looks like a host and is not one, "a_b.c/d", is read as a path,
+ * as Docker's grammar reads it). The tag separator is the last ':' after
+ * the last '/', which keeps a port apart from a tag. A bare 64-digit hex
+ * name is refused: Docker reads it as an image id.
  *
  * The code is a hand-written scanner over (pointer, length) slices of the
  * input: no allocation, no regex, and so cheap to fuzz.
@@ -114,6 +117,21 @@ static bool ref_tag(const char *s)
     return true;
 }
 
+/* The length of name s[0..n) as Docker counts it, normalized: the registry
+ * (s[0..start-1), or docker.io when start is 0; index.docker.io is
+ * docker.io too), '/', "library/" for a one-component Docker Hub name, and
+ * the path. */
+static size_t ref_normalized_len(const char *s, size_t n, size_t start)
+{
+    size_t domain_len = start ? start - 1 : strlen("docker.io");
+    bool hub = start == 0 || (domain_len == 9 && memcmp(s, "docker.io", 9) == 0) ||
+               (domain_len == 15 && memcmp(s, "index.docker.io", 15) == 0);
+    if (hub)
+        domain_len = strlen("docker.io");
+    bool one_component = memchr(s + start, '/', n - start) == NULL;
+    return domain_len + 1 + (hub && one_component ? strlen("library/") : 0) + (n - start);
+}
+
 /* Check the name s[0..n); on failure write the reason to why. */
 static bool ref_name(const char *s, size_t n, char *why, size_t why_size)
 {
@@ -121,22 +139,23 @@ static bool ref_name(const char *s, size_t n, char *why, size_t why_size)
         snprintf(why, why_size, "the repository name is empty");
         return false;
     }
-    if (n > DOCKER_NAME_MAX) {
-        snprintf(why, why_size, "the repository name is longer than %d characters",
+    const char *slash = memchr(s, '/', n);
+    size_t first_len = slash ? (size_t)(slash - s) : n;
+    bool domain_like = slash && ref_is_domain(s, first_len);
+    /* As given too: index.docker.io/x is shorter normalized, but gpubox
+     * keeps names as given. */
+    if (n > DOCKER_NAME_MAX ||
+        ref_normalized_len(s, n, domain_like ? first_len + 1 : 0) > DOCKER_NAME_MAX) {
+        snprintf(why, why_size,
+                 "the repository name is longer than %d characters (Docker counts a Docker Hub "
+                 "name with its docker.io/ or docker.io/library/ prefix)",
                  DOCKER_NAME_MAX);
         return false;
     }
-    size_t start = 0;
-    const char *slash = memchr(s, '/', n);
-    if (slash && ref_is_domain(s, (size_t)(slash - s))) {
-        start = (size_t)(slash - s) + 1;
-        if (!ref_domain(s, start - 1)) {
-            snprintf(why, why_size, "registry '%.*s' is not a host name with an optional :port",
-                     (int)(start - 1), s);
-            return false;
-        }
-    }
-    if (n - start == 64 && strspn(s + start, "0123456789abcdef") >= 64 && start == 0) {
+    /* A first component that looks like a host but is not one is read as
+     * a path component, as Docker's grammar reads it ("a_b.c/d" is a path). */
+    size_t start = domain_like && ref_domain(s, first_len) ? first_len + 1 : 0;
+    if (start == 0 && n == 64 && strspn(s, "0123456789abcdef") >= 64) {
         snprintf(why, why_size, "a 64-character hexadecimal name is taken for an image id");
         return false;
     }
@@ -147,7 +166,10 @@ static bool ref_name(const char *s, size_t n, char *why, size_t why_size)
             bool upper = false;
             for (size_t i = start; i < end; i++)
                 upper = upper || (s[i] >= 'A' && s[i] <= 'Z');
-            if (upper)
+            if (domain_like && start == 0)
+                snprintf(why, why_size, "registry '%.*s' is not a host name with an optional :port",
+                         (int)first_len, s);
+            else if (upper)
                 snprintf(why, why_size, "the repository name must be lowercase");
             else
                 snprintf(why, why_size,

@@ -283,15 +283,16 @@ int docker_send(docker_client *c, struct docker_req *req, gb_err *err)
     }
     if (req->body && !(payload = json_dumps(req->body, JSON_COMPACT)))
         return err_set(err, ERR_INTERNAL, "%s %s: cannot serialize the request body", method, path);
-    char content_type[128] = "";
+    /* With no body, "Content-Type:" stops curl from sending its default
+     * form type on a POST, which calls such as /commit refuse. */
+    char content_type[128] = "Content-Type:";
     if (payload || req->content_type)
         snprintf(content_type, sizeof(content_type), "Content-Type: %s",
                  payload ? "application/json" : req->content_type);
 
     /* "Expect:" stops curl from pausing for a 100-continue on larger bodies. */
     struct curl_slist *headers = curl_slist_append(NULL, "Expect:");
-    struct curl_slist *with_type =
-        headers && content_type[0] ? curl_slist_append(headers, content_type) : headers;
+    struct curl_slist *with_type = headers ? curl_slist_append(headers, content_type) : NULL;
     CURL *h = with_type ? docker_borrow(c) : NULL;
     if (!h) {
         curl_slist_free_all(headers);
