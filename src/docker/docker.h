@@ -129,7 +129,8 @@ int docker_image_inspect(docker_client *c, const char *image, json_t **out, gb_e
 /* Check an image reference "repo[:tag]" by Docker's rules and split it:
  * *repo gets the repository ("registry:5000/team/app"), *tag the tag
  * ("latest" when none is given). Digest references ("@sha256:...") are
- * refused: gpubox only writes tags. ERR_INVALID_PARAMS says what is wrong. */
+ * refused: gpubox only writes tags. ERR_INVALID_PARAMS says what is wrong
+ * (ERR_IMAGE_EMPTY for NULL or ""); ERR_INTERNAL when a buffer is too small. */
 int docker_image_ref_check(const char *ref, char *repo, size_t repo_size, char *tag,
                            size_t tag_size, gb_err *err);
 
@@ -251,7 +252,8 @@ int docker_container_changes(docker_client *c, const char *id_or_name, json_t **
  * named by its base name inside the tar) written to fd as it arrives, never
  * held in memory. A missing path gives ERR_NOT_FOUND. On error, part of a
  * tar may have been written. No total time limit; a stream that stalls for
- * 60 s is an error. */
+ * 60 s is an error. With fd a pipe, SIGPIPE must be ignored (gpuboxd does):
+ * a reader that went away is then an error, not the end of the process. */
 int docker_container_archive_get(docker_client *c, const char *id_or_name, const char *path, int fd,
                                  gb_err *err);
 /* PUT /containers/{id}/archive?path=dir: extract the tar read from fd (to
