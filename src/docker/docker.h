@@ -4,21 +4,23 @@
  *
  * Talks HTTP over the unix socket (default /var/run/docker.sock, or
  * DOCKER_HOST / --docker-host as "unix:///path" or "tcp://host:port") with
- * libcurl, keeping connections alive; bodies are JSON (jansson). The API
+ * libcurl, keeping connections alive; bodies are JSON (jansson), or tar
+ * streams for the archive calls. The API
  * version is pinned (DOCKER_API_VERSION) so requests mean the same on any
  * daemon that supports it (Docker 20.10 speaks 1.41).
  *
  * Thread-safe: each call borrows a curl handle from a small pool and gives
  * it back, so connections are reused across calls and threads
- * (docs/docker.md). Every call has a total timeout; response bodies are
- * capped at 64 MiB.
+ * (docs/docker.md). Every call has a total timeout, except those that
+ * stream (wait, exec without a limit, archives), which have their own
+ * bounds; buffered response bodies are capped at 64 MiB.
  *
  * Errors: ERR_DOCKER_UNAVAILABLE when the daemon cannot be reached or does
  * not answer in time, ERR_NOT_FOUND for 404s (no such container),
  * ERR_IMAGE_NOT_FOUND for an absent image, ERR_CONFLICT for 409s (name in
  * use, container running), ERR_INVALID_PARAMS for bad arguments and for
- * Docker's 400s (a parameter it refused),
- * ERR_INTERNAL otherwise; messages carry Docker's own "message".
+ * Docker's 400s (a parameter it refused), ERR_INTERNAL otherwise; messages
+ * carry Docker's own "message".
  */
 #ifndef GPUBOX_DOCKER_DOCKER_H
 #define GPUBOX_DOCKER_DOCKER_H
