@@ -248,7 +248,8 @@ enum docker_change_kind {
 };
 
 /* GET /containers/{id}/changes: *out is an array of {"Path", "Kind"} against
- * the image (Kind per enum docker_change_kind), empty when nothing changed. */
+ * the image (Kind per enum docker_change_kind), sorted by path so that a
+ * directory comes before what is in it; empty when nothing changed. */
 int docker_container_changes(docker_client *c, const char *id_or_name, json_t **out, gb_err *err);
 /* GET /containers/{id}/archive?path=: a tar of path (a file or a directory,
  * named by its base name inside the tar) written to fd as it arrives, never
