@@ -78,18 +78,20 @@ static int docker_exec_create(docker_client *c, const char *id, const char *cons
     return *exec_id ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
 
-int docker_exec_state(docker_client *c, const char *eid, bool *running, long *pid, long *exit_code,
-                      gb_err *err)
+int docker_exec_inspect(docker_client *c, const char *eid, struct docker_exec_state *st,
+                        gb_err *err)
 {
     char path[160];
     snprintf(path, sizeof(path), "/exec/%s/json", eid);
     _cleanup_json_ json_t *info = NULL;
     if (docker_get(c, path, &info, err, "inspecting exec %.12s", eid) < 0)
         return -1;
-    *running = json_is_true(json_object_get(info, "Running"));
-    *pid = (long)json_integer_value(json_object_get(info, "Pid"));
+    st->running = json_is_true(json_object_get(info, "Running"));
+    st->pid = (long)json_integer_value(json_object_get(info, "Pid"));
     json_t *code = json_object_get(info, "ExitCode");
-    *exit_code = json_is_integer(code) ? (long)json_integer_value(code) : -1;
+    st->exit_code = json_is_integer(code) ? (long)json_integer_value(code) : -1;
+    const char *cid = json_string_value(json_object_get(info, "ContainerID"));
+    snprintf(st->container_id, sizeof(st->container_id), "%s", cid ? cid : "");
     return 0;
 }
 
@@ -99,14 +101,13 @@ static int docker_exec_wait_exit(docker_client *c, const char *eid, long *pid, l
 {
     long until = docker_exec_now_ms() + DOCKER_EXEC_EXIT_WAIT_MS;
     for (;;) {
-        bool running = false;
-        if (docker_exec_state(c, eid, &running, pid, exit_code, err) < 0)
+        struct docker_exec_state st;
+        if (docker_exec_inspect(c, eid, &st, err) < 0)
             return -1;
-        if (!running || docker_exec_now_ms() >= until) {
-            if (running)
-                *exit_code = -1;
+        *pid = st.pid;
+        *exit_code = st.running ? -1 : st.exit_code;
+        if (!st.running || docker_exec_now_ms() >= until)
             return 0;
-        }
         nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
     }
 }

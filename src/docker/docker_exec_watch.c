@@ -24,7 +24,10 @@
  *   2. kill: SIGKILL every stopped pid (SIGKILL ends a stopped process too).
  *
  * The root is signalled through a pidfd, opened and then checked against
- * Docker once more, so a pid reused after the exec ended is never hit. A
+ * Docker once more, so a pid reused after the exec ended is never hit; and
+ * nothing is signalled unless the pid's cgroup names the exec's container,
+ * so a Docker whose pids mean something else (another host, another PID
+ * namespace) makes the kill fail with an error rather than hit a stranger. A
  * process that left the tree (daemonized, reparented to the container's
  * init) is not found; it dies with the container.
  *
@@ -183,6 +186,23 @@ static int docker_exec_open_pidfd(pid_t pid)
     return fd >= 0 ? fd : errno == ESRCH ? -2 : -1;
 }
 
+/* Whether host process pid is in the container: its cgroup path names the
+ * container's id (/docker/<id>, or docker-<id>.scope under systemd). A
+ * Docker on another host, or in another PID namespace, reports pids that
+ * mean nothing here; this keeps the watchdog from stopping whatever local
+ * process has that number. */
+static bool docker_proc_in_container(pid_t pid, const char *container_id)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    if (!f || strlen(container_id) < 12)
+        return false;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    return strstr(buf, container_id) != NULL;
+}
+
 /* Kill the exec's tree if it still runs. The pid is pinned with a pidfd,
  * then checked against Docker once more: if the exec ended between the two
  * looks, its pid may already belong to someone else, and nothing is
@@ -191,24 +211,30 @@ static int docker_exec_open_pidfd(pid_t pid)
 static void docker_exec_watch_kill(struct docker_exec_watch *w)
 {
     for (;;) {
-        bool running = false;
-        long pid = 0, exit_code = -1;
-        if (docker_exec_state(w->c, w->eid, &running, &pid, &exit_code, &w->err) < 0)
+        struct docker_exec_state st;
+        if (docker_exec_inspect(w->c, w->eid, &st, &w->err) < 0)
             break;
-        if (running && pid > 0) {
-            _cleanup_close_ int pidfd = docker_exec_open_pidfd((pid_t)pid);
-            long pid_again = pid;
-            if (pidfd >= 0 &&
-                docker_exec_state(w->c, w->eid, &running, &pid_again, &exit_code, &w->err) < 0)
+        if (st.running && st.pid > 0) {
+            pid_t pid = (pid_t)st.pid;
+            _cleanup_close_ int pidfd = docker_exec_open_pidfd(pid);
+            if (pidfd >= 0 && docker_exec_inspect(w->c, w->eid, &st, &w->err) < 0)
                 break;
-            if (pidfd == -2 || !running || pid_again != pid)
+            if (pidfd == -2 || !st.running || st.pid != pid)
                 return; /* it ended meanwhile */
-            if (docker_exec_kill_process_tree((pid_t)pid, pidfd, &w->err) < 0)
+            if (!docker_proc_in_container(pid, st.container_id)) {
+                err_set(&w->err, ERR_INTERNAL,
+                        "cannot kill it: process %d, which Docker names, is not in container "
+                        "%.12s on this host (is Docker on another host or in another PID "
+                        "namespace?), so the command keeps running",
+                        (int)pid, st.container_id);
+                break;
+            }
+            if (docker_exec_kill_process_tree(pid, pidfd, &w->err) < 0)
                 break;
             w->killed = true;
             return;
         }
-        if (!running && exit_code >= 0)
+        if (!st.running && st.exit_code >= 0)
             return; /* it ended by itself */
         pthread_mutex_lock(&w->lock);
         if (!w->done)

@@ -148,10 +148,15 @@ char *docker_buf_take(struct docker_buf *b);
 
 /* What docker_exec.c shares with its watchdog (docker_exec_watch.c). */
 long docker_exec_now_ms(void); /* CLOCK_MONOTONIC, in ms */
-/* GET /exec/{eid}/json: whether it runs, its host pid (0 = never started)
- * and its exit code (-1 while it runs or before it starts). */
-int docker_exec_state(docker_client *c, const char *eid, bool *running, long *pid, long *exit_code,
-                      gb_err *err);
+/* What GET /exec/{eid}/json says of an exec. */
+struct docker_exec_state {
+    bool running;
+    long pid;              /* on Docker's host; 0 = never started */
+    long exit_code;        /* -1 while it runs or before it starts */
+    char container_id[80]; /* the full id of its container */
+};
+int docker_exec_inspect(docker_client *c, const char *eid, struct docker_exec_state *st,
+                        gb_err *err);
 
 /* A thread that kills exec eid's process tree at deadline_ms (of
  * docker_exec_now_ms; 0 = never) or when fired, whichever comes first. */
