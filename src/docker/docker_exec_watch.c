@@ -109,10 +109,10 @@ static bool docker_pidset_add(struct docker_pidset *s, pid_t pid)
 /* The parent of pid from /proc/<pid>/stat ("pid (comm) state ppid ..."; comm
  * may hold spaces and parentheses, so parse after the last ')'); 0 when the
  * process is gone. */
-static pid_t docker_proc_parent(const char *pid_text)
+static pid_t docker_proc_parent(long pid)
 {
     char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%s/stat", pid_text);
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
     _cleanup_fclose_ FILE *f = fopen(path, "re");
     if (!f)
         return 0;
@@ -139,7 +139,7 @@ static int docker_stop_children(struct docker_pidset *s)
         long pid = strtol(ent->d_name, &end, 10);
         if (pid <= 0 || *end || docker_pidset_has(s, (pid_t)pid))
             continue;
-        pid_t parent = docker_proc_parent(ent->d_name);
+        pid_t parent = docker_proc_parent(pid);
         if (parent <= 0 || !docker_pidset_has(s, parent))
             continue;
         if (kill((pid_t)pid, SIGSTOP) == 0 && docker_pidset_add(s, (pid_t)pid))
