@@ -140,7 +140,8 @@ struct gpus_slot *gpus_find(gpus_pool *p, const char *uuid)
 {
     if (!uuid || p->n == 0)
         return NULL;
-    struct gpus_slot **hit = bsearch(uuid, p->by_uuid, p->n, sizeof(*hit), gpus_uuid_key_cmp);
+    struct gpus_slot **hit =
+        bsearch(uuid, p->by_uuid, p->n, sizeof(struct gpus_slot *), gpus_uuid_key_cmp);
     return hit ? *hit : NULL;
 }
 
@@ -189,7 +190,7 @@ gpus_pool *gpus_pool_new_with(const gpu_inventory *inv, const gpus_settings *set
     size_t n = inv ? inv->n : 0;
     if (p) {
         p->slots = calloc(n ? n : 1, sizeof(*p->slots));
-        p->by_uuid = calloc(n ? n : 1, sizeof(*p->by_uuid));
+        p->by_uuid = calloc(n ? n : 1, sizeof(struct gpus_slot *));
         p->devices = calloc(n ? n : 1, sizeof(*p->devices));
     }
     if (!p || !p->slots || !p->by_uuid || !p->devices) {
@@ -218,7 +219,7 @@ gpus_pool *gpus_pool_new_with(const gpu_inventory *inv, const gpus_settings *set
         p->by_uuid[i] = slot;
         p->n++;
     }
-    qsort(p->by_uuid, p->n, sizeof(*p->by_uuid), gpus_uuid_cmp);
+    qsort(p->by_uuid, p->n, sizeof(struct gpus_slot *), gpus_uuid_cmp);
     return p;
 }
 
