@@ -58,7 +58,8 @@ int api_replicaset_list(http_request *req, http_response *resp, gb_err *err)
     if (api_query_flag(req, "all", &all, err) < 0)
         return -1;
     json_t *data = NULL;
-    return answer(replicaset_list(req->ctx, all, &data, err), data, resp, err);
+    int rc = replicaset_list(req->ctx, all, &data, err);
+    return answer(rc, data, resp, err);
 }
 
 int api_replicaset_info(http_request *req, http_response *resp, gb_err *err)
@@ -67,7 +68,8 @@ int api_replicaset_info(http_request *req, http_response *resp, gb_err *err)
     if (api_path_name(req, &name, err) < 0)
         return -1;
     json_t *data = NULL;
-    return answer(replicaset_info(req->ctx, name, &data, err), data, resp, err);
+    int rc = replicaset_info(req->ctx, name, &data, err);
+    return answer(rc, data, resp, err);
 }
 
 int api_replicaset_history(http_request *req, http_response *resp, gb_err *err)
@@ -76,7 +78,8 @@ int api_replicaset_history(http_request *req, http_response *resp, gb_err *err)
     if (api_path_name(req, &name, err) < 0)
         return -1;
     json_t *data = NULL;
-    return answer(replicaset_history(req->ctx, name, &data, err), data, resp, err);
+    int rc = replicaset_history(req->ctx, name, &data, err);
+    return answer(rc, data, resp, err);
 }
 
 typedef int (*lifecycle_fn)(app *a, const char *name, json_t **out, gb_err *err);
@@ -90,7 +93,8 @@ static int lifecycle(http_request *req, lifecycle_fn fn, http_response *resp, gb
     if (api_path_name(req, &name, err) < 0 || api_body(req, no_fields, false, &body, err) < 0)
         return -1;
     json_t *data = NULL;
-    return answer(fn(req->ctx, name, &data, err), data, resp, err);
+    int rc = fn(req->ctx, name, &data, err);
+    return answer(rc, data, resp, err);
 }
 
 int api_replicaset_stop(http_request *req, http_response *resp, gb_err *err)
@@ -174,7 +178,8 @@ int api_execute_from(http_request *req, const char *name, const json_t *body, ht
                        timeout, RS_EXEC_MAX_TIMEOUT_S);
     rs_exec_request exec = {.cmd = argv, .ncmd = n, .workdir = workdir, .timeout_s = (int)timeout};
     json_t *data = NULL;
-    return answer(replicaset_execute(req->ctx, name, &exec, &data, err), data, resp, err);
+    int rc = replicaset_execute(req->ctx, name, &exec, &data, err);
+    return answer(rc, data, resp, err);
 }
 
 int api_replicaset_execute(http_request *req, http_response *resp, gb_err *err)
@@ -197,7 +202,8 @@ int api_commit_from(http_request *req, const char *name, const json_t *body, htt
         api_check_image_ref("newImageName", image, err) < 0)
         return -1;
     json_t *data = NULL;
-    return answer(replicaset_commit(req->ctx, name, image, overwrite, &data, err), data, resp, err);
+    int rc = replicaset_commit(req->ctx, name, image, overwrite, &data, err);
+    return answer(rc, data, resp, err);
 }
 
 int api_replicaset_commit(http_request *req, http_response *resp, gb_err *err)
@@ -220,5 +226,6 @@ int api_replicaset_delete(http_request *req, http_response *resp, gb_err *err)
         api_body(req, no_fields, false, &body, err) < 0)
         return -1;
     json_t *data = NULL;
-    return answer(replicaset_delete(req->ctx, name, purge, &data, err), data, resp, err);
+    int rc = replicaset_delete(req->ctx, name, purge, &data, err);
+    return answer(rc, data, resp, err);
 }
