@@ -143,8 +143,12 @@ def image(name):
 
 
 def env_of(d, name):
-    """The environment the container's processes see, through execute."""
-    out = execute_ok(d, name, ["env"])
+    """The environment of the container's main process, read through the
+    execute API. Docker's nvidia device driver puts NVIDIA_VISIBLE_DEVICES
+    into the environment of the container's process (as the real
+    nvidia-container-runtime does), not into the config that exec'd
+    commands inherit, so a plain `env` through execute would not show it."""
+    out = execute_ok(d, name, ["sh", "-c", "tr '\\0' '\\n' < /proc/1/environ"])
     assert out["exitCode"] == 0, out
     return dict(line.split("=", 1) for line in out["stdout"].splitlines() if "=" in line)
 
