@@ -61,10 +61,11 @@ def direct_body(inspect, name):
     labels = dict(cfg.get("Labels") or {})
     labels["gpubox.replicaset"] = name
     cfg["Labels"] = labels
-    host = inspect["HostConfig"]
-    keep = ("Binds", "DeviceRequests", "PortBindings", "NanoCpus", "Memory", "ShmSize",
-            "RestartPolicy", "Runtime", "Mounts", "NetworkMode")
-    cfg["HostConfig"] = {k: host[k] for k in keep if host.get(k) is not None}
+    # The whole HostConfig as Docker recorded it (DeviceRequests, Init,
+    # SecurityOpt, IpcMode, port bindings, ...); Docker takes back what it
+    # shows, without the empty values.
+    cfg["HostConfig"] = {k: v for k, v in inspect["HostConfig"].items()
+                         if v not in (None, "", [], {})}
     return cfg
 
 

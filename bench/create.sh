@@ -26,5 +26,5 @@ cleanup() {
 trap cleanup EXIT
 
 testimage_ensure "$image"
-gpuboxd_start "$build" "$work" --simulate-gpus 8xA100-80GB --port-range 44000-44099
+gpuboxd_start "$build" "$work" --simulate-gpus 8xA100-80GB --port-range 61200-61299
 /usr/bin/python3 "$here/create.py" "$GPUBOXD_URL" "$image" "$rounds"

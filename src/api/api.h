@@ -64,8 +64,5 @@ int api_body(http_request *req, const char *const *allowed, bool required, json_
 int api_query_flag(const http_request *req, const char *name, bool *out, gb_err *err);
 /* The {name} path parameter, checked as a replica-set name (util/names.h). */
 int api_path_name(const http_request *req, const char **out, gb_err *err);
-/* An image reference Docker accepts for a new image: [host[:port]/]path[:tag],
- * no digest. `field` names it in messages. */
-int api_check_image_ref(const char *field, const char *ref, gb_err *err);
 
 #endif

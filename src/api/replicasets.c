@@ -198,9 +198,8 @@ int api_commit_from(http_request *req, const char *name, const json_t *body, htt
     const char *image = NULL;
     bool overwrite = false;
     if (json_field_string(body, NULL, "newImageName", &image, true, err) < 0 ||
-        json_field_bool(body, NULL, "overwrite", &overwrite, false, err) < 0 ||
-        api_check_image_ref("newImageName", image, err) < 0)
-        return -1;
+        json_field_bool(body, NULL, "overwrite", &overwrite, false, err) < 0)
+        return -1; /* the service checks the name by Docker's rules */
     json_t *data = NULL;
     int rc = replicaset_commit(req->ctx, name, image, overwrite, &data, err);
     return answer(rc, data, resp, err);

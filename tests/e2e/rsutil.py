@@ -5,7 +5,9 @@ module's name prefix), even when a test failed half-way.
 
 Each test module names its replica sets with its own prefix and gives its
 daemon its own --port-range window, so modules never see each other's
-containers or ports.
+containers or ports. The windows lie above Linux's ephemeral port range
+(32768-60999 by default): a host port that is also the local port of some
+outgoing connection cannot be published, and gpubox rightly refuses it.
 """
 import json
 import os

@@ -13,7 +13,7 @@ from rsutil import (IMAGE, LONG_RUNNING, call, container, containers_with_prefix
                     ports_state, remove_image, start_module_daemon, used_ports, wipe)
 
 PREFIX = "e2lg"
-PORT_START, PORT_END = 42100, 42149
+PORT_START, PORT_END = 61100, 61149
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,13 @@ against what Docker itself shows: the container <name>-N with its labels,
 its state, the GPUs it sees (NVIDIA_VISIBLE_DEVICES, put there by the fake
 nvidia hook), its published ports and its binds.
 
-One daemon (8 simulated A100s, ports 42000-42049, binds allowed under one
+One daemon (8 simulated A100s, ports 61000-61049, binds allowed under one
 temporary directory) serves the module; after each test every replica set is
 deleted with purge and every container under the module's prefix removed.
 """
 import json
 import re
+import socket
 import time
 import urllib.request
 
@@ -20,10 +21,10 @@ from rsutil import (IMAGE, LABEL_SET, LABEL_VERSION, LONG_RUNNING, call, contain
                     containers_with_prefix, create, create_ok, delete, env_of, execute,
                     execute_ok, gpu_devices, gpu_map, held_gpus, history, image, info, info_ok,
                     lifecycle, list_sets, ports_state, remove_image, rs_path, start_module_daemon,
-                    used_ports, wipe)
+                    used_ports, wait_until, wipe)
 
 PREFIX = "e2rs"
-PORT_START, PORT_END = 42000, 42049
+PORT_START, PORT_END = 61000, 61049
 MIB = 1024 * 1024
 
 
@@ -232,19 +233,69 @@ def test_missing_image_is_422_naming_it(d):
     assert_nothing_held(d)
 
 
-def test_failed_start_gives_everything_back(d):
-    """Docker creates the container but cannot start it (its cmd does not
-    exist): GPUs and ports are free again, no container is left, and the name
-    can be used at once."""
-    name = f"{PREFIX}_badcmd"
-    r = create(d, name, gpus=2, containerPorts=["22", "80"], cmd=["/no/such/program"])
-    assert r.status == 500 and r.code == 1004, r.json
-    assert "/no/such/program" in r.msg
+def test_host_port_taken_outside_gpubox_is_1014(d):
+    """A host port some other program listens on is refused before Docker is
+    asked, naming the port."""
+    busy = PORT_START + 20
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("0.0.0.0", busy))
+        squatter.listen()
+        r = create(d, f"{PREFIX}_squat", gpus=2, containerPorts=["80"],
+                   ports=[{"hostPort": busy, "containerPort": 22}])
+    assert r.status == 409 and r.code == 1014, r.json
+    assert str(busy) in r.msg
+    assert_nothing_held(d)
+
+
+def assert_create_gave_everything_back(d, name):
     assert_nothing_held(d)
     assert info(d, name).status == 404
-    assert [s for s in list_sets(d) if s["name"] == name] == []
-    data = create_ok(d, name, gpus=2)
+    assert [s for s in list_sets(d, all_=True) if s["name"] == name] == []
+    assert history(d, name).status == 404
+    data = create_ok(d, name, gpus=2, containerPorts=["22"])
     assert data["containerName"] == f"{name}-1"
+
+
+def test_failed_docker_start_gives_everything_back(d, bind_root):
+    """Docker creates the container but cannot start it (a directory bound
+    onto a file of the image): GPUs and ports are free again, no container is
+    left, and the name can be used at once, from version 1."""
+    name = f"{PREFIX}_badstart"
+    r = create(d, name, gpus=2, containerPorts=["22", "80"],
+               binds=[{"src": str(bind_root / "data"), "dest": "/bin/busybox"}])
+    assert r.status == 500 and r.code == 1004, r.json
+    assert f"{name}-1" in r.msg
+    assert container(f"{name}-1") is None
+    assert_create_gave_everything_back(d, name)
+
+
+def test_failed_docker_create_gives_everything_back(d):
+    """Docker refuses to create the container (more CPUs than the host
+    has): the same, nothing is left."""
+    name = f"{PREFIX}_badcreate"
+    r = create(d, name, gpus=2, containerPorts=["22"], cpus=1000)
+    assert r.status == 500 and r.code == 1004, r.json
+    assert "CPU" in r.msg
+    assert_create_gave_everything_back(d, name)
+
+
+def test_missing_program_leaves_an_exited_container(d):
+    """The container's init starts, then cannot run the command: the set
+    exists and Docker's status says the container exited."""
+    name = f"{PREFIX}_badcmd"
+    create_ok(d, name, gpus=1, cmd=["/no/such/program"])
+    assert wait_until(lambda: info_ok(d, name)["status"] == "exited")
+    assert info_ok(d, name)["state"] == "running"
+
+
+def test_bind_of_a_missing_host_dir_is_refused(d, bind_root):
+    r = create(d, f"{PREFIX}_nodir", gpus=1, binds=[{"src": str(bind_root / "nope"),
+                                                     "dest": "/mnt/x"}])
+    assert r.status == 400 and r.code == 1000, r.json
+    assert "does not exist" in r.msg
+    assert not (bind_root / "nope").exists(), "the host directory was created"
+    assert_nothing_held(d)
 
 
 # --- inspect, list, history ----------------------------------------------------------------
@@ -416,11 +467,8 @@ def test_execute_string_runs_in_a_shell_with_workdir(d, running):
 
 def test_execute_missing_program(d, running):
     r = execute(d, running, ["/no/such/program"])
-    if r.status == 200:
-        assert r.data["exitCode"] != 0
-    else:
-        assert r.code == 1006, r.json
-        assert "/no/such/program" in r.msg
+    assert r.status == 400 and r.code == 1000, r.json
+    assert "/no/such/program" in r.msg
 
 
 def test_execute_timeout(d, running):
@@ -498,7 +546,7 @@ def test_commit_refuses_an_existing_tag_unless_overwrite(d, images):
 
     execute_ok(d, name, ["sh", "-c", "echo changed > /root/changed.txt"])
     r = call(d, "POST", rs_path(name, "/commit"), {"newImageName": target})
-    assert r.status == 409, r.json
+    assert r.status == 409 and r.code == 1008, r.json
     assert "overwrite" in r.msg
     assert image(target)["Id"] == first.data["imageId"]
 
@@ -517,7 +565,8 @@ def test_commit_never_overwrites_a_foreign_tag(d, images):
     assert r.status == 201, r.json
     original = image(foreign)["Id"]
     r = call(d, "POST", rs_path(name, "/commit"), {"newImageName": foreign, "overwrite": True})
-    assert r.status == 409, r.json
+    assert r.status == 403 and r.code == 1109, r.json
+    assert "not created by gpubox" in r.msg
     assert image(foreign)["Id"] == original
     assert image(IMAGE)["Id"] == original
 

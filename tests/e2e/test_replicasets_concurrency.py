@@ -15,7 +15,7 @@ from rsutil import (call, container, containers_with_prefix, create, create_ok, 
                     used_ports, wipe)
 
 PREFIX = "e2cc"
-PORT_START, PORT_END = 42050, 42099
+PORT_START, PORT_END = 61050, 61099
 
 
 @pytest.fixture(scope="module")

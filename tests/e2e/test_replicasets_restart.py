@@ -13,7 +13,7 @@ from rsutil import (container, containers_with_prefix, create, create_ok, delete
                     used_ports, wipe)
 
 PREFIX = "e2rt"
-PORT_RANGE = "42150-42199"
+PORT_RANGE = "61150-61199"
 ARGS = ("--simulate-gpus", "8xA100-80GB", "--port-range", PORT_RANGE)
 
 
@@ -35,7 +35,7 @@ def populate(d):
     """Sets in every state: running (2 GPUs, allocated + explicit ports),
     paused, stopped, and deleted with history kept."""
     create_ok(d, f"{PREFIX}_run", gpus=2, containerPorts=["22"],
-              ports=[{"hostPort": 42199, "containerPort": 80}])
+              ports=[{"hostPort": 61199, "containerPort": 80}])
     create_ok(d, f"{PREFIX}_paused", gpus=1, containerPorts=["22"])
     assert lifecycle(d, f"{PREFIX}_paused", "pause").status == 200
     create_ok(d, f"{PREFIX}_stopped", gpus=3)

@@ -1,7 +1,7 @@
 /*
  * test_api_input.c - the checks the API handlers share (api/input.c):
- * bodies with only known fields, optional bodies, boolean query flags, the
- * {name} path parameter and image references for commit.
+ * bodies with only known fields, optional bodies, boolean query flags and
+ * the {name} path parameter.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -110,36 +110,6 @@ static void test_path_name(void **state)
     assert_int_equal(err.code, ERR_INVALID_NAME);
 }
 
-static void test_image_refs(void **state)
-{
-    (void)state;
-    static const char *const good[] = {
-        "myimage",       "myimage:v1",        "team/my-image:1.0",   "a__b.c_d--e:TAG_x",
-        "localhost/x:1", "registry:5000/a/b", "reg.example.com/a:b", "registry:5000/a:b-1",
-    };
-    static const char *const bad[] = {
-        "",     "MyImage", "my image", "x:",         ":tag",  "a//b",           "a/",    "-a", "a-",
-        "a..b", "a___b",   "x:-tag",   "x@sha256:0", "a/B:1", "reg:99999999/a", "x:t/y",
-    };
-    gb_err err = GB_ERR_INIT;
-    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-        if (api_check_image_ref("newImageName", good[i], &err) != 0)
-            fail_msg("'%s' refused: %s", good[i], err.msg);
-    }
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        err_clear(&err);
-        if (api_check_image_ref("newImageName", bad[i], &err) != -1)
-            fail_msg("'%s' accepted", bad[i]);
-        assert_int_equal(err.code, ERR_INVALID_PARAMS);
-        assert_non_null(strstr(err.msg, "newImageName"));
-    }
-    char longname[300];
-    memset(longname, 'a', sizeof(longname) - 1);
-    longname[sizeof(longname) - 1] = '\0';
-    assert_int_equal(api_check_image_ref("newImageName", longname, &err), -1);
-    assert_non_null(strstr(err.msg, "at most 255"));
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,7 +117,6 @@ int main(void)
         cmocka_unit_test(test_optional_body),
         cmocka_unit_test(test_query_flags),
         cmocka_unit_test(test_path_name),
-        cmocka_unit_test(test_image_refs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
