@@ -117,6 +117,21 @@ def test_stop_execute_commit_delete_by_either_name(d, name):
     assert history(d, rs).status == 200, "a delete without delEtcdInfoAndVersionRecord keeps it"
 
 
+def test_a_version_that_is_not_the_current_container_is_404(d):
+    """foo-7 names a container that does not exist while foo runs as foo-1:
+    acting on foo-1 instead (deleting it!) is not what the caller asked."""
+    name = f"{PREFIX}_stale"
+    assert legacy_create(d, name, gpuCount=2).status == 200
+    for method, tail, body in (("DELETE", "", None), ("PATCH", "/stop", None),
+                               ("POST", "/execute", {"cmd": ["true"]})):
+        r = call(d, method, path(f"{name}-7", tail), body)
+        assert r.status == 404 and r.code == 1100, (method, tail, r.json)
+        assert f"{name}-7" in r.msg
+    assert info_ok(d, name)["state"] == "running"
+    assert container(f"{name}-1")["State"]["Running"] is True
+    assert len(held_gpus(d)) == 2
+
+
 def test_delete_with_del_etcd_info_purges(d):
     name = f"{PREFIX}_purge"
     assert legacy_create(d, name, gpuCount=2).status == 200

@@ -4,13 +4,15 @@ set with the same state, GPUs and ports, keeps handing out only what is
 free, and reports a container removed by hand in Docker as "missing".
 """
 import signal
+import threading
+import time
 
 import pytest
 
 from conftest import docker_request
 from rsutil import (container, containers_with_prefix, create, create_ok, delete, gpu_map,
-                    held_gpus, history, info_ok, lifecycle, list_sets, ports_state, remove_containers,
-                    used_ports, wipe)
+                    held_gpus, history, info, info_ok, lifecycle, list_sets, ports_state,
+                    remove_containers, used_ports, wipe)
 
 PREFIX = "e2rt"
 PORT_RANGE = "61150-61199"
@@ -94,6 +96,63 @@ def test_sets_survive_a_restart(start_daemon, data_dir, how):
     assert lifecycle(d2, f"{PREFIX}_paused", "continue").status == 200
     assert container(f"{PREFIX}_paused-1")["State"]["Running"] is True
     wipe(d2, PREFIX)
+
+
+def test_running_set_stopped_while_the_daemon_was_down_runs_again(start_daemon, data_dir):
+    d = start_daemon(*ARGS, data_dir=data_dir)
+    created = create_ok(d, f"{PREFIX}_reboot", gpus=1, containerPorts=["22"])
+    d.stop(signal.SIGTERM)
+    r = docker_request("POST", f"/containers/{created['containerId']}/stop?t=1")
+    assert r.status == 204, r.json
+    d2 = start_daemon(*ARGS, data_dir=data_dir)
+    c = container(f"{PREFIX}_reboot-1")
+    assert c["State"]["Running"] is True
+    assert c["Id"] == created["containerId"]
+    i = info_ok(d2, f"{PREFIX}_reboot")
+    assert i["state"] == "running" and i["status"] == "running"
+    assert i["gpus"] == created["gpus"] and i["ports"] == created["ports"]
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.3])
+def test_kill_9_during_creates_leaves_no_leak(start_daemon, data_dir, delay):
+    """kill -9 while creates are in flight, at a few moments: after a new
+    start each set either exists, runs and holds its GPUs, or has left
+    nothing behind (no record, no container, no GPU, no port)."""
+    d = start_daemon(*ARGS, data_dir=data_dir)
+    names = [f"{PREFIX}_k{i}" for i in range(4)]
+    threads = [threading.Thread(target=lambda n=n: _create_quietly(d, n)) for n in names]
+    for t in threads:
+        t.start()
+    time.sleep(delay)
+    kill_9(d)
+    for t in threads:
+        t.join(60)
+
+    d2 = start_daemon(*ARGS, data_dir=data_dir)
+    held = {}
+    for n in names:
+        r = info(d2, n)
+        c = container(f"{n}-1")
+        if r.status == 404:
+            assert c is None, f"{n}: a container without a replica set"
+            continue
+        i = r.data["info"]
+        assert i["state"] == "running", i
+        assert c is not None and c["State"]["Running"] is True, n
+        assert len(i["gpus"]) == 2 and len(i["ports"]) == 1
+        held[n] = i
+    assert held_gpus(d2) == {u for i in held.values() for u in i["gpus"]}
+    assert sorted(used_ports(d2)) == sorted(i["ports"][0]["hostPort"] for i in held.values())
+    assert {c["Labels"]["gpubox.replicaset"] for c in containers_with_prefix(PREFIX)} == set(held)
+    wipe(d2, PREFIX)
+    assert held_gpus(d2) == set()
+
+
+def _create_quietly(d, name):
+    try:
+        create(d, name, gpus=2, containerPorts=["22"])
+    except OSError:
+        pass  # the daemon died under the request
 
 
 def test_container_removed_by_hand_is_reported_missing(start_daemon, data_dir):
