@@ -473,9 +473,13 @@ def test_execute_missing_program(d, running):
 
 def test_execute_timeout(d, running):
     t0 = time.monotonic()
-    out = execute_ok(d, running, ["sleep", "30"], timeoutSeconds=1)
+    out = execute_ok(d, running, ["sleep", "29"], timeoutSeconds=1)
     assert time.monotonic() - t0 < 10
     assert out["timedOut"] is True
+    assert out["exitCode"] != 0
+    # The command does not live on in the container.
+    ps = wait_until(lambda: "sleep 29" not in execute_ok(d, running, ["ps"])["stdout"], 5)
+    assert ps, execute_ok(d, running, ["ps"])["stdout"]
 
 
 def test_execute_output_is_capped(d, running):
@@ -534,6 +538,20 @@ def test_commit_creates_an_image_that_keeps_the_files(d, images):
     clone = f"{PREFIX}_clone"
     create_ok(d, clone, imageName=target)
     assert execute_ok(d, clone, ["cat", "/root/inside.txt"])["stdout"] == "committed\n"
+
+
+def test_commit_of_a_stopped_set_keeps_what_was_written(d, images):
+    name = f"{PREFIX}_commitstop"
+    create_ok(d, name, gpus=1)
+    execute_ok(d, name, ["sh", "-c", "echo before-stop > /root/kept.txt"])
+    assert lifecycle(d, name, "stop").status == 200
+    target = "gpubox-e2e-rs-commit:stopped"
+    images.append(target)
+    r = call(d, "POST", rs_path(name, "/commit"), {"newImageName": target})
+    assert r.status == 200, r.json
+    clone = f"{PREFIX}_clone2"
+    create_ok(d, clone, imageName=target, cmd=LONG_RUNNING)
+    assert execute_ok(d, clone, ["cat", "/root/kept.txt"])["stdout"] == "before-stop\n"
 
 
 def test_commit_refuses_an_existing_tag_unless_overwrite(d, images):
