@@ -78,4 +78,14 @@ int rs_spec_copy(const rs_spec *src, rs_spec *dst);
 /* Number of ports with host_port 0 (to be allocated). */
 size_t rs_spec_ports_to_allocate(const rs_spec *spec);
 
+/* rs_patch.c: the fields a patch body may carry (NULL-terminated). */
+extern const char *const rs_patch_fields[];
+/* The spec patch asks for: cur with the patch's changes (gpuPatch,
+ * volumePatch, envPatch, containerPorts/ports, cpus, memory, shmSize,
+ * restartPolicy; docs/api.md) applied and validated as a create's spec.
+ * *changed is false when the result is the same spec. Errors name the
+ * field ("volumePatch.oldBind ..."). */
+int rs_spec_patch(const rs_spec *cur, const json_t *patch, rs_spec *out, bool *changed,
+                  gb_err *err);
+
 #endif
