@@ -36,6 +36,11 @@ int api_replicaset_continue(http_request *req, http_response *resp, gb_err *err)
 int api_replicaset_execute(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_commit(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_delete(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_patch(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err);
+/* GET /api/v1/operations/{id} */
+int api_operation(http_request *req, http_response *resp, gb_err *err);
 /* The bodies both route families share: a create body (replicaSetName plus
  * spec fields), and the execute and commit bodies for set `name`. */
 int api_replicaset_create_from(http_request *req, const json_t *body, http_response *resp,
@@ -44,6 +49,10 @@ int api_execute_from(http_request *req, const char *name, const json_t *body, ht
                      gb_err *err);
 int api_commit_from(http_request *req, const char *name, const json_t *body, http_response *resp,
                     gb_err *err);
+/* A patch body (rs_patch_fields) for set `name`; "nothing changed" says so
+ * in msg. */
+int api_patch_from(http_request *req, const char *name, const json_t *body, http_response *resp,
+                   gb_err *err);
 
 /* legacy.c: gpu-docker-api's /api/v1/containers... */
 int api_container_create(http_request *req, http_response *resp, gb_err *err);
@@ -51,6 +60,9 @@ int api_container_stop(http_request *req, http_response *resp, gb_err *err);
 int api_container_delete(http_request *req, http_response *resp, gb_err *err);
 int api_container_commit(http_request *req, http_response *resp, gb_err *err);
 int api_container_execute(http_request *req, http_response *resp, gb_err *err);
+int api_container_gpu(http_request *req, http_response *resp, gb_err *err);
+int api_container_volume(http_request *req, http_response *resp, gb_err *err);
+int api_container_restart(http_request *req, http_response *resp, gb_err *err);
 
 /* input.c: checks every handler shares. */
 /* Every field of obj is in allowed (NULL-terminated), else ERR_INVALID_PARAMS

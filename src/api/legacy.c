@@ -8,6 +8,8 @@
  * hostPort and containerPort given as numbers or as strings of digits);
  * it is rewritten into a replica-set spec and then goes the same way as
  * POST /replicaSet, so both families accept and refuse the same things.
+ * The gpu and volume patches become a replica-set patch body (gpuPatch,
+ * volumePatch) the same way.
  */
 #include "api/api.h"
 
@@ -16,6 +18,7 @@
 
 #include "service/replicaset.h"
 #include "util/cleanup.h"
+#include "util/json.h"
 #include "util/names.h"
 
 /* {name} of an older route: "foo" or "foo-N", resolved to the set's name. */
@@ -184,4 +187,80 @@ int api_container_execute(http_request *req, http_response *resp, gb_err *err)
     if (api_body(req, fields, true, &body, err) < 0 || legacy_name(req, name, err) < 0)
         return -1;
     return api_execute_from(req, name, body, resp, err);
+}
+
+/* {gpuCount} -> a patch's gpuPatch. */
+int api_container_gpu(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"gpuCount", NULL};
+    char name[NAME_MAX_LEN + 1];
+    json_t *body = NULL;
+    long long count = 0;
+    if (api_body(req, fields, true, &body, err) < 0 ||
+        json_field_int(body, NULL, "gpuCount", &count, true, err) < 0 ||
+        legacy_name(req, name, err) < 0)
+        return -1;
+    _cleanup_json_ json_t *patch =
+        json_pack("{s:{s:O}}", "gpuPatch", "gpuCount", json_object_get(body, "gpuCount"));
+    if (!patch)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return api_patch_from(req, name, patch, resp, err);
+}
+
+/* {type, oldBind, newBind} -> a patch's volumePatch. type "volume" says the
+ * binds name gpubox volumes, "bind" host paths; it is checked against
+ * them, then dropped. */
+static int legacy_bind_type(const json_t *bind, const char *type, const char *what, gb_err *err)
+{
+    const char *src = json_is_object(bind) ? json_string_value(json_object_get(bind, "src"))
+                                           : json_string_value(bind);
+    if (!type || !src || !*src)
+        return 0;
+    bool path = src[0] == '/';
+    if (strcmp(type, "volume") == 0 && path)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s.src is the host path %.64s, but type is \"volume\"; use \"bind\"", what,
+                       src);
+    if (strcmp(type, "bind") == 0 && !path)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s.src %.64s is a volume name, but type is \"bind\"; use \"volume\"", what,
+                       src);
+    return 0;
+}
+
+int api_container_volume(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"type", "oldBind", "newBind", NULL};
+    char name[NAME_MAX_LEN + 1];
+    json_t *body = NULL;
+    const char *type = NULL;
+    if (api_body(req, fields, true, &body, err) < 0 ||
+        json_field_string(body, NULL, "type", &type, false, err) < 0)
+        return -1;
+    if (type && strcmp(type, "volume") != 0 && strcmp(type, "bind") != 0)
+        return err_set(err, ERR_INVALID_PARAMS, "type is '%.32s'; use \"volume\" or \"bind\"",
+                       type);
+    json_t *old_bind = json_object_get(body, "oldBind"),
+           *new_bind = json_object_get(body, "newBind");
+    if (legacy_bind_type(old_bind, type, "oldBind", err) < 0 ||
+        legacy_bind_type(new_bind, type, "newBind", err) < 0 || legacy_name(req, name, err) < 0)
+        return -1;
+    _cleanup_json_ json_t *patch =
+        json_pack("{s:{s:O?, s:O?}}", "volumePatch", "oldBind", old_bind, "newBind", new_bind);
+    if (!patch)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return api_patch_from(req, name, patch, resp, err);
+}
+
+int api_container_restart(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const no_fields[] = {NULL};
+    char name[NAME_MAX_LEN + 1];
+    json_t *body = NULL;
+    if (api_body(req, no_fields, false, &body, err) < 0 || legacy_name(req, name, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    if (replicaset_restart(req->ctx, name, &data, err) < 0)
+        return -1;
+    return http_response_data(resp, data, err);
 }

@@ -5,16 +5,19 @@
  * Each handler checks what the request carries (body fields, their types
  * and ranges, the {name} in the path, query flags) and calls one function
  * of the replica-set service (service/replicaset.h), whose data it answers
- * as it is. The create, execute and commit bodies are parsed by helpers
- * that legacy.c shares, so both route families accept the same input.
+ * as it is. The create, execute, commit and patch bodies are parsed by
+ * helpers that legacy.c shares, so both route families accept the same
+ * input. Also here: patch, rollback, restart, and GET /operations/{id}.
  */
 #include "api/api.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "service/replicaset.h"
 #include "util/cleanup.h"
+#include "util/json.h"
 #include "util/names.h"
 
 /* Answer the data a service call produced, or pass its error on. */
@@ -226,5 +229,58 @@ int api_replicaset_delete(http_request *req, http_response *resp, gb_err *err)
         return -1;
     json_t *data = NULL;
     int rc = replicaset_delete(req->ctx, name, purge, &data, err);
+    return answer(rc, data, resp, err);
+}
+
+int api_patch_from(http_request *req, const char *name, const json_t *body, http_response *resp,
+                   gb_err *err)
+{
+    json_t *data = NULL;
+    if (replicaset_patch(req->ctx, name, body, &data, err) < 0)
+        return -1;
+    if (json_is_false(json_object_get(data, "changed"))) {
+        char msg[200];
+        snprintf(msg, sizeof(msg),
+                 "nothing changed: replica set '%s' already has what the patch asks for; no new "
+                 "version was made",
+                 name);
+        return http_response_envelope(resp, ERR_OK, msg, data, err);
+    }
+    return http_response_data(resp, data, err);
+}
+
+int api_replicaset_patch(http_request *req, http_response *resp, gb_err *err)
+{
+    const char *name = NULL;
+    json_t *body = NULL;
+    if (api_path_name(req, &name, err) < 0 || api_body(req, rs_patch_fields, false, &body, err) < 0)
+        return -1;
+    _cleanup_json_ json_t *empty = json_object();
+    return api_patch_from(req, name, body ? body : empty, resp, err);
+}
+
+int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"version", NULL};
+    const char *name = NULL;
+    json_t *body = NULL;
+    long long version = 0;
+    if (api_path_name(req, &name, err) < 0 || api_body(req, fields, true, &body, err) < 0 ||
+        json_field_int(body, NULL, "version", &version, true, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    int rc = replicaset_rollback(req->ctx, name, version, &data, err);
+    return answer(rc, data, resp, err);
+}
+
+int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
+{
+    return lifecycle(req, replicaset_restart, resp, err);
+}
+
+int api_operation(http_request *req, http_response *resp, gb_err *err)
+{
+    json_t *data = NULL;
+    int rc = replicaset_operation(req->ctx, http_request_param(req, "id"), &data, err);
     return answer(rc, data, resp, err);
 }

@@ -39,6 +39,16 @@ static const http_route api_routes[] = {
      "Commit the container to a new image"},
     {"DELETE", "/api/v1/replicaSet/{name}", api_replicaset_delete,
      "Remove the container and free everything (?purge=true also forgets the history)"},
+    {"PATCH", "/api/v1/replicaSet/{name}", api_replicaset_patch,
+     "Change GPUs, binds, env, ports or limits: a new version keeping the system disk"},
+    {"PATCH", "/api/v1/replicaSet/{name}/rollback", api_replicaset_rollback,
+     "A new version with version {version}'s spec, keeping the system disk"},
+    {"PATCH", "/api/v1/replicaSet/{name}/restart", api_replicaset_restart,
+     "Run a stopped set again: the same cards if free, else a new version on others"},
+
+    /* operations */
+    {"GET", "/api/v1/operations/{id}", api_operation,
+     "An operation's kind, state and steps (patch, restart, rollback, create, stop, delete)"},
 
     /* gpu-docker-api's older route family */
     {"GET", "/api/v1/gpus", api_gpus_legacy, "GPU status map {gpuStatus:{uuid:0|1}}"},
@@ -52,6 +62,12 @@ static const http_route api_routes[] = {
      "Commit replica set {name}'s container to a new image"},
     {"POST", "/api/v1/containers/{name}/execute", api_container_execute,
      "Run a command in replica set {name}'s container"},
+    {"PATCH", "/api/v1/containers/{name}/gpu", api_container_gpu,
+     "Change replica set {name}'s GPU count: a new version keeping the system disk"},
+    {"PATCH", "/api/v1/containers/{name}/volume", api_container_volume,
+     "Replace one of replica set {name}'s binds: a new version keeping the system disk"},
+    {"PATCH", "/api/v1/containers/{name}/restart", api_container_restart,
+     "Restart stopped replica set {name}"},
 };
 
 http_router *api_router_new(gb_err *err)

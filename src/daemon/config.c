@@ -149,6 +149,11 @@ static const config_option config_options[] = {
                "how containers get their GPUs: Docker device requests, CDI names, or the nvidia "
                "runtime",
                gpu_attach),
+    OPT_ONE_OF("carry-method", "auto|overlay|portable", "auto",
+               "how a new version gets the old one's system disk: overlay moves the overlay2 upper "
+               "directory (constant time), portable copies through Docker's changes and archive "
+               "APIs; auto takes overlay where it can",
+               carry_method),
     OPT_STR("bind-prefixes", "DIR[,DIR...]", "none",
             "host directories under which replica sets may bind-mount host paths; none allows "
             "only gpubox volumes",
@@ -311,6 +316,7 @@ int config_init(daemon_config *cfg, gb_err *err)
                    docker_host && docker_host[0] ? docker_host : CONFIG_DOCKER_HOST_DEFAULT,
                    err) < 0 ||
         set_string(&cfg->gpu_attach, "nvidia", err) < 0 ||
+        set_string(&cfg->carry_method, "auto", err) < 0 ||
         set_string(&cfg->volume_backend, "loop", err) < 0 ||
         apply_port_range(cfg, CONFIG_PORT_RANGE_DEFAULT, err) < 0) {
         config_free(cfg);
@@ -325,7 +331,8 @@ void config_free(daemon_config *cfg)
     char **owned[] = {&cfg->listen,         &cfg->listen_host, &cfg->data_dir,
                       &cfg->store_url,      &cfg->docker_host, &cfg->simulate_gpus,
                       &cfg->nvml_library,   &cfg->nvidia_smi,  &cfg->gpu_attach,
-                      &cfg->volume_backend, &cfg->config_file, &cfg->bind_prefixes};
+                      &cfg->volume_backend, &cfg->config_file, &cfg->bind_prefixes,
+                      &cfg->carry_method};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -515,6 +522,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.nvml_library = cfg->nvml_library;
     cfg->app.nvidia_smi = cfg->nvidia_smi;
     cfg->app.gpu_attach = cfg->gpu_attach;
+    cfg->app.carry_method = cfg->carry_method;
     cfg->app.volume_backend = cfg->volume_backend;
     cfg->app.bind_prefixes = cfg->bind_prefixes;
     return 0;

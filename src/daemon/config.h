@@ -31,7 +31,7 @@ typedef struct daemon_config {
     char *listen_host; /* parsed: "127.0.0.1", "::1" */
     uint16_t listen_port;
     char *data_dir, *store_url, *docker_host, *simulate_gpus, *nvml_library, *nvidia_smi;
-    char *gpu_attach, *volume_backend, *config_file, *bind_prefixes;
+    char *gpu_attach, *volume_backend, *config_file, *bind_prefixes, *carry_method;
 
     app_config app; /* filled by config_finalize */
     enum log_level log_level;

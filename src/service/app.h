@@ -34,6 +34,7 @@ typedef struct app_config {
     const char *nvml_library;   /* NULL: libnvidia-ml.so.1 */
     const char *nvidia_smi;     /* NULL: nvidia-smi on PATH */
     const char *gpu_attach;     /* "nvidia" | "cdi" | "runtime" */
+    const char *carry_method;   /* "auto" | "overlay" | "portable" (carry/carry.h) */
     const char *volume_backend; /* "loop" | "xfsquota" | "plain" (recorded for now) */
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */
     const char *bind_prefixes;  /* comma-separated host dirs binds may use; NULL: none */

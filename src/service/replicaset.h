@@ -16,6 +16,14 @@
  *                                  history kept unless purge, and a later
  *                                  create of the same name continues the
  *                                  version numbers (after purge: from 1)
+ *   patch    running|paused        new version N+1 with the patched spec,
+ *                                  the system disk carried into it
+ *   rollback running|paused        new version whose spec is version k's
+ *   restart  stopped -> running    the same container on the same cards if
+ *                                  they are free, else a new version
+ * Create, patch, rollback, restart, stop and delete go through the
+ * operation journal (journal.h), so a crash at any step is finished or
+ * undone at the next start (replicaset_recover).
  * Operations on one name run one at a time (namelock.h); on different names
  * in parallel.
  *
@@ -61,6 +69,26 @@ int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err);
 /* data: {name, purged, released:{gpus, ports}}. */
 int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err *err);
 
+/* Patch (rs_spec_patch says what a patch may carry): a new version with the
+ * new spec and the system disk carried, or, when the patch changes
+ * nothing, no new version. data: {name, replicaSetName, containerName,
+ * containerId, version, state, gpus, ports, changed, operationId (when
+ * changed), carry}. */
+int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out, gb_err *err);
+/* A new version whose spec is version `version`'s, carrying the current
+ * system disk. ERR_VERSION_NEGATIVE below 0, ERR_INVALID_PARAMS for 0,
+ * ERR_NO_NEED_ROLLBACK for the current version, ERR_NOT_FOUND for one the
+ * history lacks. data as patch's. */
+int replicaset_rollback(app *a, const char *name, long long version, json_t **out, gb_err *err);
+/* Stopped: the same container again when the cards and ports it gave back
+ * are all free (data: {..., version unchanged, sameContainer: true}), else
+ * a new version on other cards with the system disk carried. Paused: as
+ * continue. Running: the container is restarted. */
+int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err);
+
+/* GET /api/v1/operations/{id}: the operation record (journal.h). */
+int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err);
+
 #define RS_EXEC_DEFAULT_TIMEOUT_S 60
 #define RS_EXEC_MAX_TIMEOUT_S 3600
 #define RS_EXEC_OUTPUT_CAP (1024 * 1024) /* bytes kept per stream */
@@ -87,8 +115,13 @@ int replicaset_commit(app *a, const char *name, const char *image, bool overwrit
  * "foo-N": write the replica-set name into base (NAME_MAX_LEN + 1 bytes). */
 int replicaset_resolve_name(app *a, const char *name_or_container, char *base, gb_err *err);
 
-/* Start-up, after the pools are derived: settle records caught mid-create by
- * a crash, and log sets whose containers Docker no longer has. */
+/* Start-up, after the pools are derived: finish or undo every operation the
+ * journal holds unfinished (replicaset_recover), then settle records caught
+ * mid-create by a crash, start containers of running sets that stopped
+ * while gpuboxd was down, and log sets whose containers Docker no longer
+ * has. */
 int replicaset_reconcile(app *a, gb_err *err);
+/* The first part alone. */
+int replicaset_recover(app *a, gb_err *err);
 
 #endif

@@ -11,8 +11,14 @@
  *   4. Docker: create and start <name>-<version>;
  *   5. the record says "running".
  * If 4 fails, the container is removed, the record goes back to what it was
- * and the pools get their GPUs and ports back. A crash between 3 and 5
- * leaves a "creating" record that replicaset_reconcile settles at start-up.
+ * and the pools get their GPUs and ports back.
+ *
+ * The operation journal (journal.h) follows it: the operation is written
+ * with the record in step 3 (step "record"), then "container-created", then
+ * "started" with the record saying running. A crash in between leaves a
+ * "creating" record and an unfinished operation; at the next start the
+ * create is finished if its container exists (started, running) and undone
+ * otherwise (rs_create_resume).
  */
 #include "service/replicaset.h"
 
@@ -36,8 +42,9 @@ static enum docker_gpu_attach rs_gpu_attach(const app *a)
     return DOCKER_GPU_NVIDIA;
 }
 
-int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, char **id,
-                     gb_err *err)
+/* Create r's container, and start it when asked (rs_internal.h). */
+static int rs_container_make(app *a, const rs_record *r, const binds_resolved *binds, bool start,
+                             char **id, gb_err *err)
 {
     const rs_spec *s = &r->spec;
     _cleanup_free_ const char **uuids = calloc(r->ngpus + 1, sizeof(*uuids));
@@ -83,7 +90,7 @@ int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, ch
     _cleanup_free_ char *cid = NULL;
     if (docker_container_create(a->docker, r->container_name, config, &cid, err) < 0)
         return err_prefix(err, "creating container %s", r->container_name);
-    if (docker_container_start(a->docker, cid, err) < 0) {
+    if (start && docker_container_start(a->docker, cid, err) < 0) {
         gb_err rm = GB_ERR_INIT;
         if (docker_container_remove(a->docker, cid, true, &rm) < 0)
             log_warn("replica set %s: removing container %s after a failed start: %s", r->name,
@@ -94,32 +101,78 @@ int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, ch
     return 0;
 }
 
-/* Put the store back as it was before step 3: no record (first life), or
- * the deleted record of an earlier life; the new history entry goes. */
-static void rs_create_undo(app *a, const rs_record *r, const char *previous_json)
+int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, char **id,
+                     gb_err *err)
 {
-    char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX];
-    keys_replicaset(key, sizeof(key), r->name);
-    keys_replicaset_history(hkey, sizeof(hkey), r->name, r->version);
-    store_op ops[2] = {{.kind = STORE_OP_DELETE, .key = hkey}};
-    ops[1] = previous_json ? (store_op){.kind = STORE_OP_PUT, .key = key, .value = previous_json}
-                           : (store_op){.kind = STORE_OP_DELETE, .key = key};
-    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
-    bool ok = false;
-    gb_err e = GB_ERR_INIT;
-    if (store_txn(a->store, &cmp, 1, ops, 2, &ok, NULL, &e) < 0 || !ok)
-        log_error("replica set %s: could not undo the record of a failed create (%s); start-up "
-                  "reconciliation will",
-                  r->name, ok ? "changed meanwhile" : e.msg);
-    rs_alloc_give_back(a, r);
+    return rs_container_make(a, r, binds, true, id, err);
 }
 
-static json_t *rs_create_answer(const rs_record *r)
+int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
+                        gb_err *err)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:o}", "name", r->container_name,
+    return rs_container_make(a, r, binds, false, id, err);
+}
+
+static const char *const rs_create_steps[] = {"record", "container-created", "started"};
+
+/* Put the store back as it was before step 3: the deleted record of an
+ * earlier life (previous_json) or no record; the new history entry goes,
+ * and op (may be NULL) is written undone with why. Then the pools get r's
+ * GPUs and ports back. */
+static int rs_create_undo(app *a, const rs_record *r, const char *previous_json, journal_op *op,
+                          const char *why, gb_err *err)
+{
+    char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX], okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    keys_replicaset(key, sizeof(key), r->name);
+    keys_replicaset_history(hkey, sizeof(hkey), r->name, r->version);
+    store_op ops[3] = {{.kind = STORE_OP_DELETE, .key = hkey}};
+    ops[1] = previous_json ? (store_op){.kind = STORE_OP_PUT, .key = key, .value = previous_json}
+                           : (store_op){.kind = STORE_OP_DELETE, .key = key};
+    size_t nops = 2;
+    if (op) {
+        journal_finish(op, JOURNAL_UNDONE, why);
+        if (journal_txn_op(op, okey, &oval, &ops[nops++], err) < 0)
+            return -1;
+    }
+    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
+    bool ok = false;
+    if (store_txn(a->store, &cmp, 1, ops, nops, &ok, NULL, err) < 0)
+        return -1;
+    if (!ok)
+        return err_set(err, ERR_CONFLICT, "replica set %s changed meanwhile", r->name);
+    rs_alloc_give_back(a, r);
+    return 0;
+}
+
+/* The record says running, and the operation (may be NULL) is done. */
+static int rs_create_finish(app *a, rs_record *r, journal_op *op, gb_err *err)
+{
+    char okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    store_op put;
+    r->state = RS_STATE_RUNNING;
+    r->operation[0] = '\0';
+    if (op) {
+        journal_mark(op, "container-created");
+        journal_mark(op, "started");
+        journal_finish(op, JOURNAL_DONE, NULL);
+        if (journal_txn_op(op, okey, &oval, &put, err) < 0)
+            return -1;
+    }
+    if (rs_record_save(a->store, r, op ? &put : NULL, op ? 1 : 0, err) < 0)
+        return -1;
+    if (op)
+        journal_fault("create", "started");
+    return 0;
+}
+
+static json_t *rs_create_answer(const rs_record *r, const char *op_id)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:s}", "name", r->container_name,
                      "replicaSetName", r->name, "containerName", r->container_name, "containerId",
                      r->container_id, "version", r->version, "gpus", rs_record_gpus_json(r),
-                     "ports", rs_record_ports_json(r));
+                     "ports", rs_record_ports_json(r), "operationId", op_id);
 }
 
 /* Step 1: what must hold before anything is taken. *previous gets the JSON
@@ -154,6 +207,54 @@ static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **pre
     return 0;
 }
 
+/* Step 3: record (state creating), history entry and operation, in one
+ * transaction, only if the name is still as step 1 saw it. */
+static int rs_create_record(app *a, rs_record *r, journal_op *op, gb_err *err)
+{
+    r->state = RS_STATE_CREATING;
+    rs_time_now(r->update_time);
+    memcpy(r->create_time, r->update_time, sizeof(r->create_time));
+    snprintf(r->operation, sizeof(r->operation), "%s", op->id);
+    journal_mark(op, "record");
+    char hkey[STORE_KEY_MAX], okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    keys_replicaset_history(hkey, sizeof(hkey), r->name, r->version);
+    _cleanup_json_ json_t *hist = rs_record_history_entry(r, "create");
+    _cleanup_free_ char *hist_text = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
+    store_op ops[2] = {{.kind = STORE_OP_PUT, .key = hkey, .value = hist_text}};
+    if (!hist_text)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (journal_txn_op(op, okey, &oval, &ops[1], err) < 0)
+        return -1;
+    if (rs_record_save(a->store, r, ops, 2, err) < 0) {
+        if (err && err->code == ERR_CONFLICT)
+            err_set(err, ERR_EXISTS, "replica set '%s' was just created by another request",
+                    r->name);
+        return -1;
+    }
+    journal_fault("create", "record");
+    return 0;
+}
+
+/* Step 4: create, record, start. On failure the container is removed. */
+static int rs_create_container(app *a, rs_record *r, journal_op *op, const binds_resolved *binds,
+                               gb_err *err)
+{
+    _cleanup_free_ char *id = NULL;
+    if (rs_container_create(a, r, binds, &id, err) < 0)
+        return -1;
+    snprintf(r->container_id, sizeof(r->container_id), "%s", id);
+    if (journal_record_step(a->store, op, "container-created", err) < 0 ||
+        docker_container_start(a->docker, id, err) < 0) {
+        gb_err rm = GB_ERR_INIT;
+        if (docker_container_remove(a->docker, id, true, &rm) < 0)
+            log_warn("replica set %s: removing container %s after a failed start: %s", r->name,
+                     r->container_name, rm.msg);
+        return err_prefix(err, "starting container %s", r->container_name);
+    }
+    return 0;
+}
+
 int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **out, gb_err *err)
 {
     if (name_check_replicaset(name, err) < 0)
@@ -171,43 +272,108 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
         return -1;
     snprintf(r.container_name, sizeof(r.container_name), "%s-%d", name, r.version);
 
-    /* 2 and 3: allocate, then commit record and history in one transaction. */
-    if (rs_alloc_take(a, &r, err) < 0)
+    /* 2 and 3: allocate, then commit record, history and operation. */
+    journal_op op = {0};
+    if (journal_op_init(&op, JOURNAL_CREATE, name, rs_create_steps, ARRAY_SIZE(rs_create_steps),
+                        json_pack("{s:s?}", "previous", previous), err) < 0)
         return -1;
-    r.state = RS_STATE_CREATING;
-    rs_time_now(r.update_time);
-    memcpy(r.create_time, r.update_time, sizeof(r.create_time));
-    char hkey[STORE_KEY_MAX];
-    keys_replicaset_history(hkey, sizeof(hkey), name, r.version);
-    _cleanup_json_ json_t *hist = rs_record_history_entry(&r);
-    _cleanup_free_ char *hist_text = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
-    store_op hist_op = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
-    if (!hist_text || rs_record_save(a->store, &r, &hist_op, 1, err) < 0) {
-        if (!hist_text)
-            err_set(err, ERR_INTERNAL, "out of memory");
-        else if (err && err->code == ERR_CONFLICT)
-            err_set(err, ERR_EXISTS, "replica set '%s' was just created by another request", name);
+    if (rs_alloc_take(a, &r, err) < 0) {
+        journal_op_free(&op);
+        return -1;
+    }
+    if (rs_create_record(a, &r, &op, err) < 0) {
         rs_alloc_give_back(a, &r);
+        journal_op_free(&op);
         return -1;
     }
 
     /* 4 and 5 */
-    _cleanup_free_ char *id = NULL;
-    if (rs_container_run(a, &r, &binds, &id, err) < 0) {
-        rs_create_undo(a, &r, previous);
+    int rc = -1;
+    if (rs_create_container(a, &r, &op, &binds, err) < 0) {
+        gb_err undo = GB_ERR_INIT;
+        if (rs_create_undo(a, &r, previous, &op, err->msg, &undo) < 0)
+            log_error("replica set %s: could not undo a failed create (%s); it is settled at the "
+                      "next start",
+                      name, undo.msg);
         if (err && err->code != ERR_IMAGE_NOT_FOUND)
             err->code = ERR_RUN_FAILED;
-        return -1;
-    }
-    snprintf(r.container_id, sizeof(r.container_id), "%s", id);
-    r.state = RS_STATE_RUNNING;
-    if (rs_record_save(a->store, &r, NULL, 0, err) < 0) {
+    } else if (rs_create_finish(a, &r, &op, err) < 0) {
         /* The container runs and the store holds its allocations as
-         * "creating": start-up reconciliation finishes it. Say so. */
-        return err_prefix(err, "container %s runs, but recording it failed", r.container_name);
+         * "creating": the journal finishes it. Say so. */
+        err_prefix(err, "container %s runs, but recording it failed", r.container_name);
+    } else {
+        log_info("replica set %s: created version %d (%s), %zu GPU(s), %zu port(s)", name,
+                 r.version, r.container_name, r.ngpus, r.nports);
+        *out = rs_create_answer(&r, op.id);
+        rc = 0;
     }
-    log_info("replica set %s: created version %d (%s), %zu GPU(s), %zu port(s)", name, r.version,
-             r.container_name, r.ngpus, r.nports);
-    *out = rs_create_answer(&r);
+    journal_op_free(&op);
+    return rc;
+}
+
+/* 1 exists (*running set), 0 absent, -1 Docker did not answer. */
+static int rs_docker_state(app *a, const char *name, bool *running, gb_err *err)
+{
+    _cleanup_json_ json_t *info = NULL;
+    if (docker_container_inspect(a->docker, name, &info, err) < 0)
+        return err->code == ERR_NOT_FOUND ? 0 : -1;
+    *running = json_is_true(json_object_get(json_object_get(info, "State"), "Running"));
+    return 1;
+}
+
+/* Finish the create if its container exists (starting it), else undo it. */
+static int rs_create_settle(app *a, rs_record *r, journal_op *op, const char *previous, gb_err *err)
+{
+    bool running = false;
+    int exists = rs_docker_state(a, r->container_name, &running, err);
+    if (exists < 0)
+        return err_prefix(err, "asking Docker about %s", r->container_name);
+    gb_err start = GB_ERR_INIT;
+    if (exists && (running || docker_container_start(a->docker, r->container_name, &start) == 0)) {
+        if (rs_create_finish(a, r, op, err) < 0)
+            return -1;
+        log_info("recover: %s: finished the create interrupted before %s ran", r->name,
+                 r->container_name);
+        return 0;
+    }
+    if (exists && docker_container_remove(a->docker, r->container_name, true, err) < 0)
+        return -1;
+    if (rs_create_undo(a, r, previous, op,
+                       exists ? start.msg : "gpuboxd stopped before the container was created",
+                       err) < 0)
+        return -1;
+    log_info("recover: %s: undid a create interrupted before its container ran", r->name);
     return 0;
+}
+
+int rs_create_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+{
+    _cleanup_(rs_record_free) rs_record cur = {0};
+    if (rs_record_copy(r, &cur) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    const char *previous = json_string_value(json_object_get(op->data, "previous"));
+    return rs_create_settle(a, &cur, op, previous, err);
+}
+
+void rs_create_settle_legacy(app *a, rs_record *r)
+{
+    /* No operation to say what was there before: the versions before this
+     * one, if any, stay as a deleted set. */
+    _cleanup_free_ char *previous = NULL;
+    if (r->version > 1) {
+        _cleanup_(rs_record_free) rs_record prev = {0};
+        if (rs_record_copy(r, &prev) < 0)
+            return;
+        prev.state = RS_STATE_DELETED;
+        prev.version--;
+        snprintf(prev.container_name, sizeof(prev.container_name), "%s-%d", r->name, prev.version);
+        rs_record_clear_holdings(&prev);
+        _cleanup_json_ json_t *j = rs_record_to_json(&prev);
+        previous = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        if (!previous)
+            return;
+    }
+    gb_err err = GB_ERR_INIT;
+    if (rs_create_settle(a, r, NULL, previous, &err) < 0)
+        log_warn("reconcile: %s: could not settle an interrupted create: %s", r->name, err.msg);
 }

@@ -7,6 +7,15 @@
  * longer holds it, so a card is never free in memory while the store still
  * gives it to someone, and is given back exactly once: the record that
  * listed it is replaced by one that does not.
+ *
+ * Stop and delete go through the operation journal (journal.h), steps:
+ *   stop:   begin (the record names the operation), container-stopped,
+ *           committed (record stopped, holdings moved to lastGpus/lastPorts)
+ *   delete: begin, container-removed, committed (record deleted or purged)
+ * A crash part way is finished at the next start (rs_stop_resume,
+ * rs_delete_resume): the user asked for the set to stop or go, and both
+ * Docker steps are safe to repeat. A Docker failure at the first step
+ * undoes the operation (nothing changed) and is answered as before.
  */
 #include "service/replicaset.h"
 
@@ -19,17 +28,8 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
-static int rs_load_existing(app *a, const char *name, rs_record *r, gb_err *err)
-{
-    if (name_check_replicaset(name, err) < 0)
-        return -1;
-    int found = rs_record_load(a->store, name, r, err);
-    if (found < 0)
-        return -1;
-    if (!found)
-        return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
-    return 0;
-}
+static const char *const rs_stop_steps[] = {"begin", "container-stopped", "committed"};
+static const char *const rs_delete_steps[] = {"begin", "container-removed", "committed"};
 
 static json_t *rs_state_answer(const rs_record *r)
 {
@@ -38,39 +38,117 @@ static json_t *rs_state_answer(const rs_record *r)
                      r->version, "gpus", rs_record_gpus_json(r), "ports", rs_record_ports_json(r));
 }
 
+/* begin: the record names op, written together with op. */
+static int rs_op_begin(app *a, rs_record *r, journal_op *op, gb_err *err)
+{
+    char okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    store_op put;
+    snprintf(r->operation, sizeof(r->operation), "%s", op->id);
+    journal_mark(op, "begin");
+    if (journal_txn_op(op, okey, &oval, &put, err) < 0 ||
+        rs_record_save(a->store, r, &put, 1, err) < 0)
+        return -1;
+    journal_fault(journal_kind_name(op->kind), "begin");
+    return 0;
+}
+
+/* The first Docker step failed: the record names no operation again, and
+ * the operation is undone; nothing else changed. */
+static void rs_op_abandon(app *a, rs_record *r, journal_op *op, const char *why)
+{
+    char okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    store_op put;
+    gb_err e = GB_ERR_INIT;
+    r->operation[0] = '\0';
+    journal_finish(op, JOURNAL_UNDONE, why);
+    if (journal_txn_op(op, okey, &oval, &put, &e) < 0 ||
+        rs_record_save(a->store, r, &put, 1, &e) < 0)
+        log_warn("replica set %s: could not record that %s was undone: %s", r->name,
+                 journal_kind_name(op->kind), e.msg);
+}
+
+/* The last transaction: r as it is now (naming no operation) with op done. */
+static int rs_op_commit(app *a, rs_record *r, journal_op *op, gb_err *err)
+{
+    char okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    store_op put;
+    r->operation[0] = '\0';
+    journal_mark(op, "committed");
+    journal_finish(op, JOURNAL_DONE, NULL);
+    if (journal_txn_op(op, okey, &oval, &put, err) < 0 ||
+        rs_record_save(a->store, r, &put, 1, err) < 0) {
+        op->state = JOURNAL_RUNNING;
+        return -1;
+    }
+    journal_fault(journal_kind_name(op->kind), "committed");
+    return 0;
+}
+
+/* Stop from wherever op got to; r is the record naming op. */
+static int rs_stop_settle(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
+{
+    if (!journal_step_done(op, "container-stopped")) {
+        if (docker_container_stop(a->docker, r->container_name, RS_STOP_TIMEOUT_S, err) < 0 &&
+            err->code != ERR_NOT_FOUND) {
+            err->code = ERR_STOP_FAILED;
+            rs_op_abandon(a, r, op, err->msg);
+            return err_prefix(err, "stopping %s", r->container_name);
+        }
+        if (journal_record_step(a->store, op, "container-stopped", err) < 0)
+            return -1;
+    }
+    /* The record to save holds nothing and remembers what it held, for a
+     * restart on the same cards; `held` keeps the list to give back. */
+    _cleanup_(rs_record_free) rs_record held = {0};
+    if (rs_record_copy(r, &held) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    r->state = RS_STATE_STOPPED;
+    rs_record_remember_holdings(r);
+    if (rs_op_commit(a, r, op, err) < 0)
+        return err_prefix(err, "stopping %s", r->name);
+    rs_alloc_give_back(a, &held);
+    log_info("replica set %s: stopped; gave back %zu GPU(s) and %zu port(s)", r->name, held.ngpus,
+             held.nports);
+    if (out) {
+        *out = rs_state_answer(r);
+        json_object_set_new(*out, "released",
+                            json_pack("{s:o, s:o}", "gpus", rs_record_gpus_json(&held), "ports",
+                                      rs_record_ports_json(&held)));
+    }
+    return 0;
+}
+
 int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
 {
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
-    if (rs_load_existing(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_STOP, &r, err) < 0)
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_STOP, &r, err) < 0)
         return -1;
-    if (docker_container_stop(a->docker, r.container_name, RS_STOP_TIMEOUT_S, err) < 0 &&
-        err->code != ERR_NOT_FOUND) {
-        err->code = ERR_STOP_FAILED;
-        return err_prefix(err, "stopping %s", r.container_name);
-    }
-    /* The record to save holds nothing; `held` keeps the list to give back. */
-    rs_record held = r;
-    _cleanup_json_ json_t *released_gpus = rs_record_gpus_json(&r);
-    _cleanup_json_ json_t *released_ports = rs_record_ports_json(&r);
-    r.state = RS_STATE_STOPPED;
-    rs_record_clear_holdings(&r);
-    if (rs_record_save(a->store, &r, NULL, 0, err) < 0)
-        return err_prefix(err, "stopping %s", name);
-    rs_alloc_give_back(a, &held);
-    log_info("replica set %s: stopped; gave back %zu GPU(s) and %zu port(s)", name, held.ngpus,
-             held.nports);
-    *out = rs_state_answer(&r);
-    json_object_set_new(*out, "released",
-                        json_pack("{s:O, s:O}", "gpus", released_gpus, "ports", released_ports));
-    return 0;
+    journal_op op = {0};
+    if (journal_op_init(&op, JOURNAL_STOP, name, rs_stop_steps, ARRAY_SIZE(rs_stop_steps), NULL,
+                        err) < 0)
+        return -1;
+    int rc = rs_op_begin(a, &r, &op, err) < 0 ? -1 : rs_stop_settle(a, &op, &r, out, err);
+    journal_op_free(&op);
+    return rc;
+}
+
+int rs_stop_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+{
+    _cleanup_(rs_record_free) rs_record cur = {0};
+    if (rs_record_copy(r, &cur) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return rs_stop_settle(a, op, &cur, NULL, err);
 }
 
 int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
 {
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
-    if (rs_load_existing(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_PAUSE, &r, err) < 0)
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_PAUSE, &r, err) < 0)
         return -1;
     if (docker_container_stop(a->docker, r.container_name, RS_STOP_TIMEOUT_S, err) < 0) {
         err->code = ERR_PAUSE_FAILED;
@@ -84,44 +162,96 @@ int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
     return 0;
 }
 
-int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err)
+int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err)
 {
-    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
-    _cleanup_(rs_record_free) rs_record r = {0};
-    if (rs_load_existing(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_CONTINUE, &r, err) < 0)
-        return -1;
-    if (docker_container_start(a->docker, r.container_name, err) < 0) {
+    if (docker_container_start(a->docker, r->container_name, err) < 0) {
         if (err->code == ERR_NOT_FOUND)
             err_set(err, ERR_CONTINUE_FAILED,
                     "container %s is missing from Docker (removed by hand?); delete the set or "
                     "stop and restart it",
-                    r.container_name);
+                    r->container_name);
         else
             err->code = ERR_CONTINUE_FAILED;
-        return err_prefix(err, "continuing %s", name);
+        return err_prefix(err, "continuing %s", r->name);
     }
-    r.state = RS_STATE_RUNNING;
-    if (rs_record_save(a->store, &r, NULL, 0, err) < 0)
-        return err_prefix(err, "continuing %s", name);
-    log_info("replica set %s: continued", name);
-    *out = rs_state_answer(&r);
+    r->state = RS_STATE_RUNNING;
+    if (rs_record_save(a->store, r, NULL, 0, err) < 0)
+        return err_prefix(err, "continuing %s", r->name);
+    log_info("replica set %s: continued", r->name);
+    *out = rs_state_answer(r);
     return 0;
 }
 
-/* Purge: the record and every history entry go, so the name starts afresh. */
-static int rs_purge(app *a, rs_record *r, gb_err *err)
+int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err)
 {
-    char key[STORE_KEY_MAX], prefix[STORE_KEY_MAX];
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_CONTINUE, &r, err) < 0)
+        return -1;
+    return rs_continue_locked(a, &r, out, err);
+}
+
+/* The record and every history entry go, with op done, in one transaction,
+ * so the name starts afresh. */
+static int rs_purge(app *a, rs_record *r, journal_op *op, gb_err *err)
+{
+    char key[STORE_KEY_MAX], prefix[STORE_KEY_MAX], okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
     keys_replicaset(key, sizeof(key), r->name);
     keys_replicaset_history_prefix(prefix, sizeof(prefix), r->name);
-    store_op ops[] = {{.kind = STORE_OP_DELETE, .key = key},
-                      {.kind = STORE_OP_DELETE_PREFIX, .key = prefix}};
+    store_op ops[3] = {{.kind = STORE_OP_DELETE, .key = key},
+                       {.kind = STORE_OP_DELETE_PREFIX, .key = prefix}};
+    size_t nops = 2;
+    if (op) {
+        journal_mark(op, "committed");
+        journal_finish(op, JOURNAL_DONE, NULL);
+        if (journal_txn_op(op, okey, &oval, &ops[nops++], err) < 0)
+            return -1;
+    }
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
     bool ok = false;
-    if (store_txn(a->store, &cmp, 1, ops, ARRAY_SIZE(ops), &ok, NULL, err) < 0)
+    if (store_txn(a->store, &cmp, 1, ops, nops, &ok, NULL, err) < 0)
         return -1;
     if (!ok)
         return err_set(err, ERR_CONFLICT, "replica set %s changed meanwhile; try again", r->name);
+    if (op)
+        journal_fault("delete", "committed");
+    return 0;
+}
+
+/* Delete from wherever op got to; r is the record naming op. */
+static int rs_delete_settle(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
+{
+    bool purge = json_is_true(json_object_get(op->data, "purge"));
+    if (!journal_step_done(op, "container-removed")) {
+        if (docker_container_remove(a->docker, r->container_name, true, err) < 0) {
+            err->code = ERR_DELETE_FAILED;
+            rs_op_abandon(a, r, op, err->msg);
+            return err_prefix(err, "removing container %s", r->container_name);
+        }
+        if (journal_record_step(a->store, op, "container-removed", err) < 0)
+            return -1;
+    }
+    _cleanup_(rs_record_free) rs_record held = {0};
+    if (rs_record_copy(r, &held) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    int rc;
+    if (purge) {
+        rc = rs_purge(a, r, op, err);
+    } else {
+        r->state = RS_STATE_DELETED;
+        rs_record_clear_holdings(r);
+        rs_record_forget_last(r);
+        rc = rs_op_commit(a, r, op, err);
+    }
+    if (rc < 0)
+        return err_prefix(err, "deleting %s", r->name);
+    rs_alloc_give_back(a, &held);
+    log_info("replica set %s: deleted%s; gave back %zu GPU(s) and %zu port(s)", r->name,
+             purge ? " and purged its history" : "", held.ngpus, held.nports);
+    if (out)
+        *out = json_pack("{s:s, s:b, s:{s:o, s:o}}", "name", r->name, "purged", purge, "released",
+                         "gpus", rs_record_gpus_json(&held), "ports", rs_record_ports_json(&held));
     return 0;
 }
 
@@ -129,32 +259,33 @@ int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err
 {
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
-    if (rs_load_existing(a, name, &r, err) < 0)
+    if (rs_load_settled(a, name, &r, err) < 0)
         return -1;
-    /* A deleted set can still be purged; deleting it again is "not found". */
-    if (!(purge && r.state == RS_STATE_DELETED) && rs_lifecycle_check(RS_OP_DELETE, &r, err) < 0)
+    if (purge && r.state == RS_STATE_DELETED) {
+        /* A deleted set holds nothing and has no container: one transaction. */
+        if (rs_purge(a, &r, NULL, err) < 0)
+            return err_prefix(err, "deleting %s", name);
+        log_info("replica set %s: purged its history", name);
+        *out = json_pack("{s:s, s:b, s:{s:[], s:[]}}", "name", name, "purged", true, "released",
+                         "gpus", "ports");
+        return 0;
+    }
+    /* Deleting a deleted set again is "not found". */
+    if (rs_lifecycle_check(RS_OP_DELETE, &r, err) < 0)
         return -1;
-    if (r.state != RS_STATE_DELETED &&
-        docker_container_remove(a->docker, r.container_name, true, err) < 0) {
-        err->code = ERR_DELETE_FAILED;
-        return err_prefix(err, "removing container %s", r.container_name);
-    }
-    rs_record held = r;
-    _cleanup_json_ json_t *released_gpus = rs_record_gpus_json(&r);
-    _cleanup_json_ json_t *released_ports = rs_record_ports_json(&r);
-    if (purge) {
-        if (rs_purge(a, &r, err) < 0)
-            return err_prefix(err, "deleting %s", name);
-    } else {
-        r.state = RS_STATE_DELETED;
-        rs_record_clear_holdings(&r);
-        if (rs_record_save(a->store, &r, NULL, 0, err) < 0)
-            return err_prefix(err, "deleting %s", name);
-    }
-    rs_alloc_give_back(a, &held);
-    log_info("replica set %s: deleted%s; gave back %zu GPU(s) and %zu port(s)", name,
-             purge ? " and purged its history" : "", held.ngpus, held.nports);
-    *out = json_pack("{s:s, s:b, s:{s:O, s:O}}", "name", name, "purged", purge, "released", "gpus",
-                     released_gpus, "ports", released_ports);
-    return 0;
+    journal_op op = {0};
+    if (journal_op_init(&op, JOURNAL_DELETE, name, rs_delete_steps, ARRAY_SIZE(rs_delete_steps),
+                        json_pack("{s:b}", "purge", purge), err) < 0)
+        return -1;
+    int rc = rs_op_begin(a, &r, &op, err) < 0 ? -1 : rs_delete_settle(a, &op, &r, out, err);
+    journal_op_free(&op);
+    return rc;
+}
+
+int rs_delete_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+{
+    _cleanup_(rs_record_free) rs_record cur = {0};
+    if (rs_record_copy(r, &cur) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return rs_delete_settle(a, op, &cur, NULL, err);
 }

@@ -4,9 +4,11 @@
  * removing a container by hand).
  *
  * Runs after the pools were derived from the store, before the API serves:
- *   - "creating" records (a crash mid-create): if the container exists, the
- *     create finishes (started, recorded running); if not, it is undone
- *     (allocations given back, the record back to before the create);
+ *   - first, every operation the journal holds unfinished is finished or
+ *     undone (replicaset_recover.c); a set whose operation could not be
+ *     settled is left alone below;
+ *   - "creating" records left by a gpuboxd from before the journal: if the
+ *     container exists, the create finishes; if not, it is undone;
  *   - running records whose container is not running (a host reboot) get
  *     their container started again: they still hold their GPUs and ports;
  *   - records whose container Docker no longer has are logged; the API
@@ -35,55 +37,17 @@ static int rs_docker_state(app *a, const char *name, bool *running, gb_err *err)
     return 1;
 }
 
-static void rs_finish_or_undo_create(app *a, rs_record *r)
-{
-    gb_err err = GB_ERR_INIT;
-    bool running = false;
-    int exists = rs_docker_state(a, r->container_name, &running, &err);
-    if (exists < 0) {
-        log_warn("reconcile: %s: cannot ask Docker about %s: %s", r->name, r->container_name,
-                 err.msg);
-        return;
-    }
-    if (exists && (running || docker_container_start(a->docker, r->container_name, &err) == 0)) {
-        r->state = RS_STATE_RUNNING;
-        if (rs_record_save(a->store, r, NULL, 0, &err) == 0)
-            log_info("reconcile: %s: finished the create interrupted at start-up of %s", r->name,
-                     r->container_name);
-        return;
-    }
-    if (exists)
-        docker_container_remove(a->docker, r->container_name, true, &err);
-    /* Undo: the versions before this one, if any, stay as a deleted set. */
-    char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX];
-    keys_replicaset(key, sizeof(key), r->name);
-    keys_replicaset_history(hkey, sizeof(hkey), r->name, r->version);
-    rs_record held = *r;
-    store_op hist_del = {.kind = STORE_OP_DELETE, .key = hkey};
-    int rc;
-    if (r->version > 1) {
-        r->state = RS_STATE_DELETED;
-        r->version--;
-        snprintf(r->container_name, sizeof(r->container_name), "%s-%d", r->name, r->version);
-        rs_record_clear_holdings(r);
-        rc = rs_record_save(a->store, r, &hist_del, 1, &err);
-    } else {
-        store_op ops[] = {{.kind = STORE_OP_DELETE, .key = key}, hist_del};
-        bool ok = false;
-        rc = store_txn(a->store, NULL, 0, ops, 2, &ok, NULL, &err);
-    }
-    if (rc < 0) {
-        log_warn("reconcile: %s: could not undo an interrupted create: %s", r->name, err.msg);
-        return;
-    }
-    rs_alloc_give_back(a, &held);
-    log_info("reconcile: %s: undid a create interrupted before its container started", r->name);
-}
-
 static void rs_reconcile_one(app *a, rs_record *r)
 {
+    if (r->operation[0]) {
+        /* Recovery could not settle it: leave the containers as they are
+         * until it can (the next call on the set tries again). */
+        log_warn("reconcile: %s: operation %s is still unfinished; see GET /api/v1/operations/%s",
+                 r->name, r->operation, r->operation);
+        return;
+    }
     if (r->state == RS_STATE_CREATING) {
-        rs_finish_or_undo_create(a, r);
+        rs_create_settle_legacy(a, r);
         return;
     }
     if (r->state == RS_STATE_DELETED)
@@ -131,6 +95,8 @@ static void rs_report_orphans(app *a, json_t *known)
 
 int replicaset_reconcile(app *a, gb_err *err)
 {
+    if (replicaset_recover(a, err) < 0)
+        return err_prefix(err, "recovering unfinished operations");
     _cleanup_(store_kvs_free) store_kvs kvs = {0};
     if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
         return err_prefix(err, "reconciling replica sets");

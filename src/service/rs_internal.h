@@ -8,6 +8,7 @@
 
 #include "service/app.h"
 #include "service/binds.h"
+#include "service/journal.h"
 #include "service/rs_record.h"
 #include "util/err.h"
 
@@ -18,16 +19,74 @@ int rs_alloc_take(app *a, rs_record *r, gb_err *err);
  * committed to the store that r no longer holds them). */
 void rs_alloc_give_back(app *a, const rs_record *r);
 
+/* What a new version needs (to->spec), starting from what `held` holds:
+ * its GPUs are kept (growing adds cards, shrinking keeps the first ones)
+ * and so are its ports that to->spec still asks for; only the difference
+ * is taken from the pools, all or nothing. to gets the full list; nothing
+ * is given back here (the caller does, once the new version runs). */
+int rs_alloc_next(app *a, const rs_record *held, rs_record *to, gb_err *err);
+/* out's holdings become x's and y's together (each once). */
+int rs_alloc_union(const rs_record *x, const rs_record *y, rs_record *out, gb_err *err);
+/* Give back what held lists and keep does not. */
+void rs_alloc_give_back_except(app *a, const rs_record *held, const rs_record *keep);
+/* A stopped set's restart on the same cards: take exactly r's lastGpus and
+ * lastPorts into its holdings, all or nothing (ERR_GPU_NOT_ENOUGH or
+ * ERR_PORT_NOT_ENOUGH when one is no longer free). */
+int rs_alloc_retake_last(app *a, rs_record *r, gb_err *err);
+/* A stopped set's restart on other cards: GPUs and ports for r->spec,
+ * keeping those of its last host ports that are still free. */
+int rs_alloc_take_preferring_last(app *a, rs_record *r, gb_err *err);
+
 /* Create and start r's container (r->container_name) from r->spec and its
  * holdings; *id gets its id (malloc'd). On failure nothing is left behind:
  * a container that was created is removed. */
 int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, char **id,
                      gb_err *err);
+/* The same, without starting it (a new version, before its system disk
+ * is carried in). */
+int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
+                        gb_err *err);
 
 /* Docker's live status of r's container: "running", "exited", ...,
  * "missing" when Docker has no such container, "unknown" when Docker did not
  * answer. */
 const char *rs_container_status(app *a, const rs_record *r, char *buf, size_t size);
+
+/* replicaset_version.c: make version N+1 (`to`: new spec, full holdings,
+ * state) from `from` (the record as loaded, under the name lock), carrying
+ * the system disk, through the journal as an operation of `kind`. What
+ * `to` took beyond `from` (rs_alloc_next) is owned by the change from here:
+ * given back if it fails, and what only `from` held is given back once
+ * version N+1 runs. reason goes into the history ("patch", "rollback to
+ * 2"). data: {name, replicaSetName, containerName, containerId, version,
+ * state, gpus, ports, changed: true, operationId, carry}. */
+int rs_version_change(app *a, enum journal_kind kind, const rs_record *from, rs_record *to,
+                      const char *reason, json_t **out, gb_err *err);
+/* Start-up or a later call: finish or undo an unfinished change; cur is
+ * the set's record (it names op). */
+int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err);
+
+/* Resume or undo one unfinished operation of any kind (start-up, or a call
+ * on a set whose record names one). r is its target's record (NULL when
+ * the store has none). */
+int rs_recover_op(app *a, journal_op *op, const rs_record *r, gb_err *err);
+/* Load name's record for a change: 404 when absent; an operation the
+ * record names that is still unfinished is finished or undone first (and
+ * the record loaded again). */
+int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err);
+
+/* The kind-specific resumes (each file owns its kind's steps). */
+int rs_create_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
+int rs_stop_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
+int rs_delete_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
+int rs_restart_same_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
+/* The "creating" record of a create that left no operation (a data dir of
+ * a gpuboxd before the journal): finished if its container exists, else
+ * undone. */
+void rs_create_settle_legacy(app *a, rs_record *r);
+
+/* replicaset_lifecycle.c: continue, with the name lock held and r loaded. */
+int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err);
 
 /* The replica-set label gpubox puts on every container it makes. */
 #define RS_LABEL_NAME "gpubox.replicaset"

@@ -19,8 +19,9 @@ static const char *const rs_state_names[] = {
 };
 
 static const char *const rs_op_names[] = {
-    [RS_OP_STOP] = "stop",       [RS_OP_PAUSE] = "pause",   [RS_OP_CONTINUE] = "continue",
-    [RS_OP_EXECUTE] = "execute", [RS_OP_COMMIT] = "commit", [RS_OP_DELETE] = "delete",
+    [RS_OP_STOP] = "stop",       [RS_OP_PAUSE] = "pause",        [RS_OP_CONTINUE] = "continue",
+    [RS_OP_EXECUTE] = "execute", [RS_OP_COMMIT] = "commit",      [RS_OP_DELETE] = "delete",
+    [RS_OP_PATCH] = "patch",     [RS_OP_ROLLBACK] = "roll back", [RS_OP_RESTART] = "restart",
 };
 
 /* allowed[op] is a bit set of states (rs_record.h has the table). */
@@ -32,6 +33,9 @@ static const unsigned rs_allowed[] = {
     [RS_OP_EXECUTE] = S(RUNNING),
     [RS_OP_COMMIT] = S(RUNNING) | S(PAUSED) | S(STOPPED),
     [RS_OP_DELETE] = S(CREATING) | S(RUNNING) | S(PAUSED) | S(STOPPED),
+    [RS_OP_PATCH] = S(RUNNING) | S(PAUSED),
+    [RS_OP_ROLLBACK] = S(RUNNING) | S(PAUSED),
+    [RS_OP_RESTART] = S(RUNNING) | S(PAUSED) | S(STOPPED),
 };
 #undef S
 
@@ -70,6 +74,12 @@ int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err)
     case RS_OP_EXECUTE:
         hint = "; commands run only in a running set";
         break;
+    case RS_OP_PATCH:
+    case RS_OP_ROLLBACK:
+        hint = r->state == RS_STATE_STOPPED ? "; a stopped set holds no GPUs or ports: restart it "
+                                              "first, then change it"
+                                            : "";
+        break;
     default:
         break;
     }
@@ -85,38 +95,58 @@ void rs_time_now(char buf[RS_TIME_MAX])
     strftime(buf, RS_TIME_MAX, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-json_t *rs_record_gpus_json(const rs_record *r)
+static json_t *rs_gpu_list_json(char (*gpus)[GPU_UUID_MAX], size_t n)
 {
     json_t *a = json_array();
-    for (size_t i = 0; i < r->ngpus; i++)
-        json_array_append_new(a, json_string(r->gpus[i]));
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(gpus[i]));
     return a;
+}
+
+static json_t *rs_port_list_json(const rs_held_port *ports, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:i, s:i, s:s}", "hostPort", ports[i].host_port,
+                                           "containerPort", ports[i].container_port, "protocol",
+                                           ports[i].protocol));
+    return a;
+}
+
+json_t *rs_record_gpus_json(const rs_record *r)
+{
+    return rs_gpu_list_json(r->gpus, r->ngpus);
 }
 
 json_t *rs_record_ports_json(const rs_record *r)
 {
-    json_t *a = json_array();
-    for (size_t i = 0; i < r->nports; i++)
-        json_array_append_new(a, json_pack("{s:i, s:i, s:s}", "hostPort", r->ports[i].host_port,
-                                           "containerPort", r->ports[i].container_port, "protocol",
-                                           r->ports[i].protocol));
-    return a;
+    return rs_port_list_json(r->ports, r->nports);
 }
 
 json_t *rs_record_to_json(const rs_record *r)
 {
-    return json_pack("{s:s, s:i, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s}", "name", r->name,
-                     "version", r->version, "state", rs_state_name(r->state), "spec",
-                     rs_spec_to_json(&r->spec), "containerName", r->container_name, "containerId",
-                     r->container_id, "gpus", rs_record_gpus_json(r), "ports",
-                     rs_record_ports_json(r), "createTime", r->create_time, "updateTime",
-                     r->update_time);
+    json_t *j =
+        json_pack("{s:s, s:i, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s}", "name", r->name, "version",
+                  r->version, "state", rs_state_name(r->state), "spec", rs_spec_to_json(&r->spec),
+                  "containerName", r->container_name, "containerId", r->container_id, "gpus",
+                  rs_record_gpus_json(r), "ports", rs_record_ports_json(r), "createTime",
+                  r->create_time, "updateTime", r->update_time);
+    /* Optional fields appear only when set, so records stay as they were
+     * for sets that never used them. */
+    if (j && r->operation[0])
+        json_object_set_new(j, "operation", json_string(r->operation));
+    if (j && (r->nlast_gpus || r->nlast_ports)) {
+        json_object_set_new(j, "lastGpus", rs_gpu_list_json(r->last_gpus, r->nlast_gpus));
+        json_object_set_new(j, "lastPorts", rs_port_list_json(r->last_ports, r->nlast_ports));
+    }
+    return j;
 }
 
-json_t *rs_record_history_entry(const rs_record *r)
+json_t *rs_record_history_entry(const rs_record *r, const char *reason)
 {
-    return json_pack("{s:i, s:s, s:s, s:o}", "version", r->version, "createTime", r->update_time,
-                     "containerName", r->container_name, "spec", rs_spec_to_json(&r->spec));
+    return json_pack("{s:i, s:s, s:s, s:o, s:s}", "version", r->version, "createTime",
+                     r->update_time, "containerName", r->container_name, "spec",
+                     rs_spec_to_json(&r->spec), "reason", reason);
 }
 
 static int copy_field(const json_t *j, const char *field, char *dst, size_t size, gb_err *err)
@@ -130,33 +160,50 @@ static int copy_field(const json_t *j, const char *field, char *dst, size_t size
     return 0;
 }
 
-static int rs_record_holdings_from_json(const json_t *j, rs_record *r, gb_err *err)
+/* A list of GPU UUIDs and a list of held ports, under the given field
+ * names ("gpus"/"ports", or "lastGpus"/"lastPorts"). */
+static int rs_holdings_from_json(const json_t *j, const char *name, const char *gfield,
+                                 const char *pfield, char (**gpus_out)[GPU_UUID_MAX],
+                                 size_t *ng_out, rs_held_port **ports_out, size_t *np_out,
+                                 gb_err *err)
 {
-    json_t *gpus = json_object_get(j, "gpus"), *ports = json_object_get(j, "ports");
+    json_t *gpus = json_object_get(j, gfield), *ports = json_object_get(j, pfield);
     size_t ng = json_array_size(gpus), np = json_array_size(ports);
-    r->gpus = calloc(ng + 1, sizeof(*r->gpus));
-    r->ports = calloc(np + 1, sizeof(*r->ports));
-    if (!r->gpus || !r->ports)
+    char(*g)[GPU_UUID_MAX] = *gpus_out = calloc(ng + 1, sizeof(*g));
+    rs_held_port *p = *ports_out = calloc(np + 1, sizeof(*p));
+    if (!g || !p)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < ng; i++) {
         const char *u = json_string_value(json_array_get(gpus, i));
         if (!u || strlen(u) >= GPU_UUID_MAX)
-            return err_set(err, ERR_INTERNAL, "record of %s: gpus[%zu] is not a UUID", r->name, i);
-        strcpy(r->gpus[i], u);
+            return err_set(err, ERR_INTERNAL, "record of %s: %s[%zu] is not a UUID", name, gfield,
+                           i);
+        strcpy(g[i], u);
     }
-    r->ngpus = ng;
+    *ng_out = ng;
     for (size_t i = 0; i < np; i++) {
-        json_t *p = json_array_get(ports, i);
-        json_int_t host = json_integer_value(json_object_get(p, "hostPort"));
-        json_int_t cont = json_integer_value(json_object_get(p, "containerPort"));
-        const char *proto = json_string_value(json_object_get(p, "protocol"));
+        json_t *e = json_array_get(ports, i);
+        json_int_t host = json_integer_value(json_object_get(e, "hostPort"));
+        json_int_t cont = json_integer_value(json_object_get(e, "containerPort"));
+        const char *proto = json_string_value(json_object_get(e, "protocol"));
         if (host < 1 || host > 65535 || cont < 1 || cont > 65535 || !proto || strlen(proto) > 3)
-            return err_set(err, ERR_INTERNAL, "record of %s: ports[%zu] is malformed", r->name, i);
-        r->ports[i] = (rs_held_port){.host_port = (uint16_t)host, .container_port = (uint16_t)cont};
-        strcpy(r->ports[i].protocol, proto);
+            return err_set(err, ERR_INTERNAL, "record of %s: %s[%zu] is malformed", name, pfield,
+                           i);
+        p[i] = (rs_held_port){.host_port = (uint16_t)host, .container_port = (uint16_t)cont};
+        strcpy(p[i].protocol, proto);
     }
-    r->nports = np;
+    *np_out = np;
     return 0;
+}
+
+static int rs_record_holdings_from_json(const json_t *j, rs_record *r, gb_err *err)
+{
+    return rs_holdings_from_json(j, r->name, "gpus", "ports", &r->gpus, &r->ngpus, &r->ports,
+                                 &r->nports, err) < 0 ||
+                   rs_holdings_from_json(j, r->name, "lastGpus", "lastPorts", &r->last_gpus,
+                                         &r->nlast_gpus, &r->last_ports, &r->nlast_ports, err) < 0
+               ? -1
+               : 0;
 }
 
 int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
@@ -172,7 +219,8 @@ int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
         copy_field(j, "containerName", out->container_name, sizeof(out->container_name), err) < 0 ||
         copy_field(j, "containerId", out->container_id, sizeof(out->container_id), err) < 0 ||
         copy_field(j, "createTime", out->create_time, sizeof(out->create_time), err) < 0 ||
-        copy_field(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0)
+        copy_field(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0 ||
+        copy_field(j, "operation", out->operation, sizeof(out->operation), err) < 0)
         goto fail;
     int s = rs_state_parse(state);
     if (s < 0 || version < 0 || version > 1000000000) {
@@ -218,6 +266,51 @@ void rs_record_clear_holdings(rs_record *r)
     r->nports = 0;
 }
 
+void rs_record_forget_last(rs_record *r)
+{
+    free(r->last_gpus);
+    free(r->last_ports);
+    r->last_gpus = NULL;
+    r->last_ports = NULL;
+    r->nlast_gpus = r->nlast_ports = 0;
+}
+
+void rs_record_remember_holdings(rs_record *r)
+{
+    rs_record_forget_last(r);
+    r->last_gpus = r->gpus;
+    r->nlast_gpus = r->ngpus;
+    r->last_ports = r->ports;
+    r->nlast_ports = r->nports;
+    r->gpus = calloc(1, sizeof(*r->gpus));
+    r->ports = calloc(1, sizeof(*r->ports));
+    r->ngpus = r->nports = 0;
+}
+
+static void *rs_dup(const void *p, size_t n, size_t size)
+{
+    void *d = calloc(n + 1, size);
+    if (d && n)
+        memcpy(d, p, n * size);
+    return d;
+}
+
+int rs_record_copy(const rs_record *src, rs_record *dst)
+{
+    *dst = *src;
+    dst->gpus = rs_dup(src->gpus, src->ngpus, sizeof(*src->gpus));
+    dst->ports = rs_dup(src->ports, src->nports, sizeof(*src->ports));
+    dst->last_gpus = rs_dup(src->last_gpus, src->nlast_gpus, sizeof(*src->last_gpus));
+    dst->last_ports = rs_dup(src->last_ports, src->nlast_ports, sizeof(*src->last_ports));
+    memset(&dst->spec, 0, sizeof(dst->spec));
+    if (!dst->gpus || !dst->ports || !dst->last_gpus || !dst->last_ports ||
+        rs_spec_copy(&src->spec, &dst->spec) < 0) {
+        rs_record_free(dst);
+        return -1;
+    }
+    return 0;
+}
+
 void rs_record_free(rs_record *r)
 {
     if (!r)
@@ -228,6 +321,7 @@ void rs_record_free(rs_record *r)
     r->gpus = NULL;
     r->ports = NULL;
     r->ngpus = r->nports = 0;
+    rs_record_forget_last(r);
 }
 
 int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra, gb_err *err)

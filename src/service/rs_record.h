@@ -7,13 +7,18 @@
  *    "containerName": "foo-3", "containerId": "ab12...",
  *    "gpus": ["GPU-..."],                                 whole cards held
  *    "ports": [{"hostPort": 40001, "containerPort": 22, "protocol": "tcp"}],
- *    "createTime": "...Z", "updateTime": "...Z"}
+ *    "createTime": "...Z", "updateTime": "...Z",
+ *    "operation": "2026...-a1b2c3d4",                   only while one is in flight
+ *    "lastGpus": [...], "lastPorts": [...]}             only when stopped
  * `gpus` and `ports` list exactly what the set holds now: empty once it is
- * stopped or deleted. The pools are rebuilt from them at start-up
- * (allocations.c).
+ * stopped or deleted; while an operation that makes a new version runs,
+ * what the old and the new version hold together. The pools are rebuilt
+ * from them at start-up (allocations.c). A stopped set remembers in
+ * lastGpus and lastPorts what it gave back, so a restart can take the same
+ * cards and ports again if they are still free.
  *
  * Each version's spec is also kept under keys_replicaset_history as
- * {"version", "createTime", "containerName", "spec"}.
+ * {"version", "createTime", "containerName", "spec", "reason"}.
  *
  * States and what each operation may do from them (rs_lifecycle_check):
  *
@@ -24,6 +29,9 @@
  *   execute       -        yes      -       -        -
  *   commit        -        yes     yes     yes       -
  *   delete       yes       yes     yes     yes       -
+ *   patch         -        yes     yes      -        -
+ *   rollback      -        yes     yes      -        -
+ *   restart       -        yes     yes     yes       -
  *
  * "creating" is only seen between the allocation's commit and the
  * container's start, or after a crash there (replicaset_reconcile settles it).
@@ -51,7 +59,17 @@ enum rs_state {
     RS_STATE_DELETED,
 };
 
-enum rs_op { RS_OP_STOP, RS_OP_PAUSE, RS_OP_CONTINUE, RS_OP_EXECUTE, RS_OP_COMMIT, RS_OP_DELETE };
+enum rs_op {
+    RS_OP_STOP,
+    RS_OP_PAUSE,
+    RS_OP_CONTINUE,
+    RS_OP_EXECUTE,
+    RS_OP_COMMIT,
+    RS_OP_DELETE,
+    RS_OP_PATCH,
+    RS_OP_ROLLBACK,
+    RS_OP_RESTART,
+};
 
 typedef struct rs_held_port {
     uint16_t host_port;
@@ -61,6 +79,7 @@ typedef struct rs_held_port {
 
 #define RS_CONTAINER_NAME_MAX (NAME_MAX_LEN + 16)
 #define RS_TIME_MAX 32
+#define RS_OPERATION_MAX 40 /* JOURNAL_ID_MAX */
 
 typedef struct rs_record {
     char name[NAME_MAX_LEN + 1];
@@ -75,6 +94,11 @@ typedef struct rs_record {
     size_t nports;
     char create_time[RS_TIME_MAX];
     char update_time[RS_TIME_MAX];
+    char operation[RS_OPERATION_MAX]; /* id of the operation in flight; "" when none */
+    char (*last_gpus)[GPU_UUID_MAX];  /* stopped: what it gave back */
+    size_t nlast_gpus;
+    rs_held_port *last_ports;
+    size_t nlast_ports;
     int64_t mod_revision; /* of the store key when loaded; 0 for a new record */
 } rs_record;
 
@@ -92,12 +116,19 @@ void rs_record_free(rs_record *r);
 
 /* Drop what the record holds (gpus, ports). */
 void rs_record_clear_holdings(rs_record *r);
+/* Move what it holds into lastGpus/lastPorts (stop), holding nothing. */
+void rs_record_remember_holdings(rs_record *r);
+/* Forget lastGpus/lastPorts. */
+void rs_record_forget_last(rs_record *r);
+/* Deep copy (spec, holdings, last holdings); 0, or -1 out of memory. */
+int rs_record_copy(const rs_record *src, rs_record *dst);
 /* The JSON lists of what it holds, for answers. */
 json_t *rs_record_gpus_json(const rs_record *r);
 json_t *rs_record_ports_json(const rs_record *r);
 
-/* The history entry for r's current version. */
-json_t *rs_record_history_entry(const rs_record *r);
+/* The history entry for r's current version; reason says what made it
+ * ("create", "patch", "restart", "rollback to 2"). */
+json_t *rs_record_history_entry(const rs_record *r, const char *reason);
 
 /* Write r back if nobody changed it since it was loaded (compare-and-swap on
  * mod_revision; 0 = must not exist). extra ops (may be NULL/0) go in the

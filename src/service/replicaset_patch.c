@@ -1,0 +1,297 @@
+/*
+ * replicaset_patch.c - the operations that give a replica set a new
+ * version, keeping its system disk: patch, rollback, and restart of a
+ * stopped set (which needs a new version only when its cards or ports were
+ * taken meanwhile).
+ *
+ * Each checks what it can before anything is taken (the state, the new
+ * spec, the binds, that the old container exists to carry from), lets
+ * rs_alloc_next take only the difference from the pools, and hands the rest
+ * to rs_version_change (replicaset_version.c), which runs it through the
+ * journal.
+ *
+ * A restart on the same cards is its own short operation, steps:
+ *   begin      the record holds lastGpus/lastPorts again and names the
+ *              operation (taken from the pools just before)
+ *   started    the same container started
+ *   committed  the record says running, no lastGpus/lastPorts
+ * A crash part way is finished at the next start (the set was asked to
+ * run); a failed start undoes it (the record stopped again, holding
+ * nothing, the cards back in the pools).
+ */
+#include "service/replicaset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/namelock.h"
+#include "service/rs_internal.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+#include "util/log.h"
+
+static const char *const rs_restart_same_steps[] = {"begin", "started", "committed"};
+
+/* The old container must exist: its system disk is what a new version
+ * carries. code is the kind's envelope code. */
+static int rs_check_container(app *a, const rs_record *r, int code, gb_err *err)
+{
+    _cleanup_json_ json_t *info = NULL;
+    gb_err e = GB_ERR_INIT;
+    if (docker_container_inspect(a->docker, r->container_name, &info, &e) == 0)
+        return 0;
+    if (e.code != ERR_NOT_FOUND) {
+        *err = e;
+        return -1;
+    }
+    return err_set(err, code,
+                   "container %s of replica set '%s' is missing from Docker (removed by hand?), "
+                   "so there is no system disk to carry; delete the set and create it again",
+                   r->container_name, r->name);
+}
+
+/* Version N+1 of from, with spec (copied), in the state from's is heading
+ * for: a paused set stays paused, anything else runs. */
+static int rs_next_version(const rs_record *from, const rs_spec *spec, rs_record *to, gb_err *err)
+{
+    if (rs_record_copy(from, to) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_spec_free(&to->spec);
+    if (rs_spec_copy(spec, &to->spec) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    to->version = from->version + 1;
+    snprintf(to->container_name, sizeof(to->container_name), "%s-%d", from->name, to->version);
+    to->container_id[0] = '\0';
+    to->operation[0] = '\0';
+    to->state = from->state == RS_STATE_PAUSED ? RS_STATE_PAUSED : RS_STATE_RUNNING;
+    return 0;
+}
+
+/* The common tail of patch and rollback: binds checked, the difference
+ * taken, the change run. */
+static int rs_change_to_spec(app *a, enum journal_kind kind, const rs_record *r,
+                             const rs_spec *spec, const char *reason, json_t **out, gb_err *err)
+{
+    int code = kind == JOURNAL_ROLLBACK ? ERR_ROLLBACK_FAILED : ERR_PATCH_FAILED;
+    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
+    _cleanup_(rs_record_free) rs_record to = {0};
+    if (rs_check_container(a, r, code, err) < 0 || binds_resolve(a, spec, &binds, err) < 0 ||
+        rs_next_version(r, spec, &to, err) < 0 || rs_alloc_next(a, r, &to, err) < 0)
+        return -1;
+    return rs_version_change(a, kind, r, &to, reason, out, err);
+}
+
+int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out, gb_err *err)
+{
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    _cleanup_(rs_spec_free) rs_spec spec = {0};
+    bool changed = false;
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_PATCH, &r, err) < 0 ||
+        rs_spec_patch(&r.spec, patch, &spec, &changed, err) < 0)
+        return -1;
+    if (!changed) {
+        *out =
+            json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b}", "name", r.container_name,
+                      "replicaSetName", name, "containerName", r.container_name, "containerId",
+                      r.container_id, "version", r.version, "state", rs_state_name(r.state), "gpus",
+                      rs_record_gpus_json(&r), "ports", rs_record_ports_json(&r), "changed", 0);
+        return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+    }
+    return rs_change_to_spec(a, JOURNAL_PATCH, &r, &spec, "patch", out, err);
+}
+
+/* Version k's spec from the history: 1 found, 0 absent, -1 error. */
+static int rs_history_spec(app *a, const char *name, long long k, rs_spec *out, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    keys_replicaset_history(key, sizeof(key), name, (long)k);
+    _cleanup_(store_kv_free) store_kv kv = {0};
+    int found = store_get(a->store, key, &kv, err);
+    if (found <= 0)
+        return found;
+    _cleanup_json_ json_t *entry = json_loads(kv.value, 0, NULL);
+    if (rs_spec_from_json(json_object_get(entry, "spec"), NULL, out, err) < 0) {
+        err->code = ERR_INTERNAL;
+        return err_prefix(err, "history entry %lld of %s", k, name);
+    }
+    return 1;
+}
+
+int replicaset_rollback(app *a, const char *name, long long version, json_t **out, gb_err *err)
+{
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    if (version < 0)
+        return err_set(err, ERR_VERSION_NEGATIVE, "version is %lld; versions start at 1", version);
+    if (version == 0)
+        return err_set(err, ERR_INVALID_PARAMS, "version is 0; versions start at 1");
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    _cleanup_(rs_spec_free) rs_spec spec = {0};
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_ROLLBACK, &r, err) < 0)
+        return -1;
+    if (version == r.version)
+        return err_set(err, ERR_NO_NEED_ROLLBACK,
+                       "replica set '%s' already runs version %lld (%s); no need to roll back",
+                       name, version, r.container_name);
+    int found = version > r.version ? 0 : rs_history_spec(a, name, version, &spec, err);
+    if (found < 0)
+        return -1;
+    if (!found)
+        return err_set(err, ERR_NOT_FOUND,
+                       "replica set '%s' has no version %lld (its versions are 1 to %d; GET "
+                       "its history)",
+                       name, version, r.version);
+    /* A system disk records changes against one image. */
+    if (strcmp(spec.image, r.spec.image) != 0)
+        return err_set(err, ERR_ROLLBACK_FAILED,
+                       "version %lld ran image %s, version %d runs %s; the system disk can only "
+                       "be carried between containers of one image",
+                       version, spec.image, r.version, r.spec.image);
+    char reason[48];
+    snprintf(reason, sizeof(reason), "rollback to %lld", version);
+    return rs_change_to_spec(a, JOURNAL_ROLLBACK, &r, &spec, reason, out, err);
+}
+
+static json_t *rs_restart_answer(const rs_record *r, bool same, const char *op_id)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b, s:s?}", "name",
+                     r->container_name, "replicaSetName", r->name, "containerName",
+                     r->container_name, "containerId", r->container_id, "version", r->version,
+                     "state", rs_state_name(r->state), "gpus", rs_record_gpus_json(r), "ports",
+                     rs_record_ports_json(r), "sameContainer", same, "operationId", op_id);
+}
+
+/* The record, naming no operation, written with op in its final state. */
+static int rs_restart_close(app *a, rs_record *r, journal_op *op, gb_err *err)
+{
+    char okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    store_op put;
+    r->operation[0] = '\0';
+    if (journal_txn_op(op, okey, &oval, &put, err) < 0 ||
+        rs_record_save(a->store, r, &put, 1, err) < 0) {
+        op->state = JOURNAL_RUNNING;
+        return -1;
+    }
+    return 0;
+}
+
+/* Same cards, from wherever op got to; r names op and holds the cards. */
+static int rs_restart_same_settle(app *a, journal_op *op, rs_record *r, gb_err *err)
+{
+    if (!journal_step_done(op, "started")) {
+        if (docker_container_start(a->docker, r->container_name, err) < 0) {
+            gb_err e = *err;
+            _cleanup_(rs_record_free) rs_record held = {0};
+            if (rs_record_copy(r, &held) < 0)
+                return err_set(err, ERR_INTERNAL, "out of memory");
+            rs_record_clear_holdings(r);
+            journal_finish(op, JOURNAL_UNDONE, e.msg);
+            if (rs_restart_close(a, r, op, err) < 0)
+                return -1;
+            rs_alloc_give_back(a, &held);
+            *err = e;
+            err->code = ERR_RESTART_FAILED;
+            return err_prefix(err, "starting %s", r->container_name);
+        }
+        if (journal_record_step(a->store, op, "started", err) < 0)
+            return -1;
+    }
+    r->state = RS_STATE_RUNNING;
+    rs_record_forget_last(r);
+    journal_mark(op, "committed");
+    journal_finish(op, JOURNAL_DONE, NULL);
+    if (rs_restart_close(a, r, op, err) < 0)
+        return -1;
+    journal_fault("restart", "committed");
+    log_info("replica set %s: restarted %s on the same %zu GPU(s) and %zu port(s)", r->name,
+             r->container_name, r->ngpus, r->nports);
+    return 0;
+}
+
+int rs_restart_same_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+{
+    _cleanup_(rs_record_free) rs_record cur = {0};
+    if (rs_record_copy(r, &cur) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return rs_restart_same_settle(a, op, &cur, err);
+}
+
+/* r (stopped) now holds its last cards and ports: run the same container. */
+static int rs_restart_same(app *a, rs_record *r, json_t **out, gb_err *err)
+{
+    journal_op op = {0};
+    if (journal_op_init(&op, JOURNAL_RESTART, r->name, rs_restart_same_steps,
+                        ARRAY_SIZE(rs_restart_same_steps), json_pack("{s:s}", "mode", "same"),
+                        err) < 0) {
+        rs_alloc_give_back(a, r);
+        return -1;
+    }
+    char okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    store_op put;
+    snprintf(r->operation, sizeof(r->operation), "%s", op.id);
+    journal_mark(&op, "begin");
+    int rc = -1;
+    if (journal_txn_op(&op, okey, &oval, &put, err) < 0 ||
+        rs_record_save(a->store, r, &put, 1, err) < 0) {
+        rs_alloc_give_back(a, r);
+    } else {
+        journal_fault("restart", "begin");
+        rc = rs_restart_same_settle(a, &op, r, err);
+    }
+    if (rc == 0)
+        *out = rs_restart_answer(r, true, op.id);
+    journal_op_free(&op);
+    return rc;
+}
+
+/* A running set: its container restarted in place. */
+static int rs_restart_running(app *a, rs_record *r, json_t **out, gb_err *err)
+{
+    if (docker_container_stop(a->docker, r->container_name, RS_STOP_TIMEOUT_S, err) < 0 ||
+        docker_container_start(a->docker, r->container_name, err) < 0) {
+        err->code = err->code == ERR_NOT_FOUND ? ERR_NOT_FOUND : ERR_RESTART_FAILED;
+        return err_prefix(err, "restarting %s", r->container_name);
+    }
+    log_info("replica set %s: restarted %s", r->name, r->container_name);
+    *out = rs_restart_answer(r, true, NULL);
+    return 0;
+}
+
+int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
+{
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_RESTART, &r, err) < 0)
+        return -1;
+    if (r.state == RS_STATE_PAUSED)
+        return rs_continue_locked(a, &r, out, err);
+    if (r.state == RS_STATE_RUNNING)
+        return rs_restart_running(a, &r, out, err);
+    if (rs_check_container(a, &r, ERR_RESTART_FAILED, err) < 0)
+        return -1;
+    gb_err busy = GB_ERR_INIT;
+    if (rs_alloc_retake_last(a, &r, &busy) == 0)
+        return rs_restart_same(a, &r, out, err);
+    log_info("replica set %s: its cards or ports were taken meanwhile (%s); restarting as a new "
+             "version",
+             name, busy.msg);
+    _cleanup_(rs_record_free) rs_record to = {0};
+    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
+    if (binds_resolve(a, &r.spec, &binds, err) < 0 || rs_next_version(&r, &r.spec, &to, err) < 0 ||
+        rs_alloc_take_preferring_last(a, &to, err) < 0)
+        return -1;
+    if (rs_version_change(a, JOURNAL_RESTART, &r, &to, "restart", out, err) < 0)
+        return -1;
+    json_object_set_new(*out, "sameContainer", json_false());
+    return 0;
+}

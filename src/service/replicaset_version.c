@@ -1,0 +1,395 @@
+/*
+ * replicaset_version.c - making version N+1 of a replica set while keeping
+ * its system disk: what patch, rollback and a restart on other cards share.
+ *
+ * The caller has taken from the pools what the new version needs beyond
+ * what the set holds (rs_alloc_next), and describes the change as two
+ * records: `from` (version N as it is) and `to` (version N+1: new spec, the
+ * full holdings it will have, its state). The steps, each recorded in the
+ * operation journal (journal.h) before the next begins:
+ *
+ *   begin              one transaction: the set's record holds what from
+ *                      and to hold together (so nothing can be given to
+ *                      anyone else meanwhile) and names the operation; the
+ *                      operation record, with from and to, is written
+ *   container-created  <name>-(N+1) created, not started
+ *   old-stopped        <name>-N stopped
+ *   carry-begin        the point of no return: from here the change goes
+ *                      forward, never back
+ *   carried            the system disk moved from <name>-N into <name>-(N+1)
+ *                      (carry_system_disk, idempotent)
+ *   new-started        <name>-(N+1) started (a paused set stays stopped)
+ *   old-removed        <name>-N removed
+ *   committed          one transaction: the record at version N+1 holding
+ *                      only what to holds, the history entry N+1, the
+ *                      operation done
+ * and then the pools get back what only from held (a shrinking patch gives
+ * its cards back only now, after the new container runs).
+ *
+ * Undo (a failure, or a crash, before carry-begin): <name>-(N+1) removed,
+ * <name>-N started again if it ran, the record back to from, the operation
+ * "undone", and the pools get back what only to held. A failure after
+ * carry-begin but before the new container runs is undone too, with the
+ * disk carried back first; after it runs, only forward. A change that can
+ * go neither way stays "running" in the journal, and the set's record keeps
+ * naming it: the next call on the set, or the next start of gpuboxd, tries
+ * again (rs_version_resume).
+ */
+#include "service/replicaset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "carry/carry.h"
+#include "service/journal.h"
+#include "service/keys.h"
+#include "service/rs_internal.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+static const char *const rs_version_steps[] = {
+    "begin",   "container-created", "old-stopped", "carry-begin",
+    "carried", "new-started",       "old-removed", "committed",
+};
+
+/* Everything one change works with. */
+typedef struct rs_change {
+    app *a;
+    journal_op *op;
+    rs_record from; /* version N as it was */
+    rs_record to;   /* version N+1 as it will be */
+    rs_record cur;  /* the record in the store now: from and to's holdings */
+    int fail_code;  /* the kind's envelope code for Docker or carry failures */
+} rs_change;
+
+static void rs_change_free(rs_change *c)
+{
+    rs_record_free(&c->from);
+    rs_record_free(&c->to);
+    rs_record_free(&c->cur);
+}
+
+static int rs_kind_fail_code(enum journal_kind k)
+{
+    switch (k) {
+    case JOURNAL_ROLLBACK:
+        return ERR_ROLLBACK_FAILED;
+    case JOURNAL_RESTART:
+        return ERR_RESTART_FAILED;
+    default:
+        return ERR_PATCH_FAILED;
+    }
+}
+
+static const char *rs_change_kind(const rs_change *c)
+{
+    return journal_kind_name(c->op->kind);
+}
+
+/* Keep the operation's copy of `to` current (its container id, once known). */
+static void rs_change_note_to(rs_change *c)
+{
+    json_object_set_new(c->op->data, "to", rs_record_to_json(&c->to));
+}
+
+static int rs_step(rs_change *c, const char *step, gb_err *err)
+{
+    return journal_record_step(c->a->store, c->op, step, err);
+}
+
+/* 1 exists (running set), 0 absent, -1 Docker did not answer. */
+static int rs_inspect_running(app *a, const char *name, bool *running, gb_err *err)
+{
+    _cleanup_json_ json_t *info = NULL;
+    gb_err e = GB_ERR_INIT;
+    if (docker_container_inspect(a->docker, name, &info, &e) < 0) {
+        if (e.code == ERR_NOT_FOUND)
+            return 0;
+        *err = e;
+        return -1;
+    }
+    *running = json_is_true(json_object_get(json_object_get(info, "State"), "Running"));
+    return 1;
+}
+
+static enum carry_method rs_carry_method(const app *a)
+{
+    int m = carry_method_parse(a->cfg.carry_method ? a->cfg.carry_method : "auto");
+    return m < 0 ? CARRY_AUTO : (enum carry_method)m;
+}
+
+static int rs_step_create(rs_change *c, gb_err *err)
+{
+    app *a = c->a;
+    /* A container of this name is a leftover of this very step (created,
+     * not recorded) or of an undo that could not remove it: nothing has
+     * been carried into it yet, so make it afresh from `to`. */
+    if (docker_container_remove(a->docker, c->to.container_name, true, err) < 0)
+        return -1;
+    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
+    _cleanup_free_ char *id = NULL;
+    if (binds_resolve(a, &c->to.spec, &binds, err) < 0 ||
+        rs_container_create(a, &c->to, &binds, &id, err) < 0)
+        return -1;
+    snprintf(c->to.container_id, sizeof(c->to.container_id), "%s", id);
+    rs_change_note_to(c);
+    return rs_step(c, "container-created", err);
+}
+
+static int rs_step_carry(rs_change *c, gb_err *err)
+{
+    app *a = c->a;
+    bool running = false, old_running = false;
+    int new_exists = rs_inspect_running(a, c->to.container_name, &running, err);
+    int old_exists = rs_inspect_running(a, c->from.container_name, &old_running, err);
+    if (new_exists < 0 || old_exists < 0)
+        return -1;
+    if (!new_exists)
+        return err_set(err, ERR_INTERNAL,
+                       "container %s disappeared before the system disk was "
+                       "carried into it",
+                       c->to.container_name);
+    if (running || !old_exists) {
+        /* Started already (the carry ran before it), or the old container
+         * is gone (removed after the start): nothing left to carry. */
+        if (!old_exists && !running)
+            log_error("%s %s: container %s is gone; its system disk could not be carried",
+                      rs_change_kind(c), c->to.name, c->from.container_name);
+        return rs_step(c, "carried", err);
+    }
+    carry_stats st = {0};
+    if (carry_system_disk(a->docker, c->from.container_name, c->to.container_name,
+                          rs_carry_method(a), &st, err) < 0)
+        return err_prefix(err, "carrying the system disk of %s into %s", c->from.container_name,
+                          c->to.container_name);
+    json_object_set_new(c->op->data, "carry",
+                        json_pack("{s:s, s:I, s:I, s:f, s:I, s:s}", "method",
+                                  carry_method_name(st.used), "entries", (json_int_t)st.entries,
+                                  "bytes", (json_int_t)st.bytes, "seconds", st.seconds, "unapplied",
+                                  (json_int_t)st.unapplied, "note", st.note));
+    return rs_step(c, "carried", err);
+}
+
+/* Every step after begin that is not done yet, in order. */
+static int rs_change_forward(rs_change *c, gb_err *err)
+{
+    app *a = c->a;
+    if (!journal_step_done(c->op, "container-created") && rs_step_create(c, err) < 0)
+        return -1;
+    if (!journal_step_done(c->op, "old-stopped")) {
+        if (docker_container_stop(a->docker, c->from.container_name, RS_STOP_TIMEOUT_S, err) < 0 &&
+            err->code != ERR_NOT_FOUND)
+            return err_prefix(err, "stopping %s", c->from.container_name);
+        if (rs_step(c, "old-stopped", err) < 0)
+            return -1;
+    }
+    if (!journal_step_done(c->op, "carry-begin") && rs_step(c, "carry-begin", err) < 0)
+        return -1;
+    if (!journal_step_done(c->op, "carried") && rs_step_carry(c, err) < 0)
+        return -1;
+    if (!journal_step_done(c->op, "new-started")) {
+        if (c->to.state == RS_STATE_RUNNING &&
+            docker_container_start(a->docker, c->to.container_name, err) < 0)
+            return err_prefix(err, "starting %s", c->to.container_name);
+        if (rs_step(c, "new-started", err) < 0)
+            return -1;
+    }
+    if (!journal_step_done(c->op, "old-removed")) {
+        if (docker_container_remove(a->docker, c->from.container_name, true, err) < 0)
+            return err_prefix(err, "removing %s", c->from.container_name);
+        if (rs_step(c, "old-removed", err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The last transaction of either way: the record as `final` (with no
+ * operation), the operation in its final state, plus extra (may be NULL:
+ * the history entry going forward); then the pools get back what only cur held. */
+static int rs_change_close(rs_change *c, rs_record *final, const store_op *extra, gb_err *err)
+{
+    char okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    store_op ops[2];
+    if (journal_txn_op(c->op, okey, &oval, &ops[0], err) < 0)
+        return -1;
+    if (extra)
+        ops[1] = *extra;
+    final->operation[0] = '\0';
+    final->mod_revision = c->cur.mod_revision;
+    if (rs_record_save(c->a->store, final, ops, extra ? 2 : 1, err) < 0)
+        return -1;
+    rs_alloc_give_back_except(c->a, &c->cur, final);
+    return 0;
+}
+
+static int rs_change_commit(rs_change *c, gb_err *err)
+{
+    char hkey[STORE_KEY_MAX];
+    keys_replicaset_history(hkey, sizeof(hkey), c->to.name, c->to.version);
+    const char *reason = json_string_value(json_object_get(c->op->data, "reason"));
+    rs_time_now(c->to.update_time);
+    _cleanup_json_ json_t *hist = rs_record_history_entry(&c->to, reason ? reason : "patch");
+    _cleanup_free_ char *htext = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
+    if (!htext)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    store_op hop = {.kind = STORE_OP_PUT, .key = hkey, .value = htext};
+    journal_mark(c->op, "committed");
+    journal_finish(c->op, JOURNAL_DONE, NULL);
+    rs_record_forget_last(&c->to);
+    if (rs_change_close(c, &c->to, &hop, err) < 0) {
+        c->op->state = JOURNAL_RUNNING;
+        return err_prefix(err, "recording version %d of %s", c->to.version, c->to.name);
+    }
+    journal_fault(rs_change_kind(c), "committed");
+    log_info("%s %s: version %d (%s) runs%s, %zu GPU(s), %zu port(s)", rs_change_kind(c),
+             c->to.name, c->to.version, c->to.container_name,
+             c->to.state == RS_STATE_PAUSED ? " (paused)" : "", c->to.ngpus, c->to.nports);
+    return 0;
+}
+
+/* Back to version N (see the file comment): carried back first when the
+ * carry may have begun. */
+static int rs_change_undo(rs_change *c, const char *why, gb_err *err)
+{
+    app *a = c->a;
+    bool new_running = false, old_running = false;
+    int new_exists = rs_inspect_running(a, c->to.container_name, &new_running, err);
+    int old_exists = rs_inspect_running(a, c->from.container_name, &old_running, err);
+    if (new_exists < 0 || old_exists < 0)
+        return -1;
+    if (journal_step_done(c->op, "carry-begin") && new_exists) {
+        if (!old_exists)
+            return err_set(err, ERR_INTERNAL,
+                           "container %s is gone; version %d can only go forward",
+                           c->from.container_name, c->to.version);
+        if (new_running &&
+            docker_container_stop(a->docker, c->to.container_name, RS_STOP_TIMEOUT_S, err) < 0)
+            return -1;
+        if (carry_system_disk(a->docker, c->to.container_name, c->from.container_name,
+                              rs_carry_method(a), NULL, err) < 0)
+            return err_prefix(err, "carrying the system disk back into %s", c->from.container_name);
+    }
+    if (docker_container_remove(a->docker, c->to.container_name, true, err) < 0)
+        return -1;
+    gb_err start = GB_ERR_INIT;
+    if (c->from.state == RS_STATE_RUNNING && old_exists &&
+        docker_container_start(a->docker, c->from.container_name, &start) < 0)
+        log_warn("%s %s: could not start %s again: %s", rs_change_kind(c), c->from.name,
+                 c->from.container_name, start.msg);
+    journal_finish(c->op, JOURNAL_UNDONE, why);
+    if (rs_change_close(c, &c->from, NULL, err) < 0) {
+        c->op->state = JOURNAL_RUNNING;
+        return -1;
+    }
+    log_info("%s %s: undone, back at version %d: %s", rs_change_kind(c), c->from.name,
+             c->from.version, why);
+    return 0;
+}
+
+/* Forward, and when that fails, back while back is still possible. The
+ * caller's error says what failed; when neither way worked the operation
+ * stays pending and the message says so. */
+static int rs_change_settle(rs_change *c, bool try_forward, gb_err *err)
+{
+    gb_err fwd = GB_ERR_INIT;
+    if (try_forward && rs_change_forward(c, &fwd) == 0 && rs_change_commit(c, &fwd) == 0)
+        return 0;
+    if (!try_forward)
+        snprintf(fwd.msg, sizeof(fwd.msg), "gpuboxd stopped before the system disk was carried");
+    gb_err back = GB_ERR_INIT;
+    if (!journal_step_done(c->op, "new-started") && rs_change_undo(c, fwd.msg, &back) == 0) {
+        if (!try_forward)
+            return 0;
+        /* Errors that tell the user what to change keep their code; the
+         * rest are the kind's "failed". */
+        *err = fwd;
+        if (fwd.code != ERR_INVALID_PARAMS && fwd.code != ERR_FORBIDDEN &&
+            fwd.code != ERR_IMAGE_NOT_FOUND)
+            err->code = c->fail_code;
+        return err_prefix(err, "%s of %s undone", rs_change_kind(c), c->from.name);
+    }
+    /* Neither way: leave it pending, saying why, for the next attempt. */
+    snprintf(c->op->error, sizeof(c->op->error), "%.250s%s%.250s", fwd.msg,
+             back.msg[0] ? "; undo: " : "", back.msg);
+    gb_err ignored = GB_ERR_INIT;
+    journal_save(c->a->store, c->op, &ignored);
+    return err_set(err, c->fail_code,
+                   "%s of %s stopped part way (%s); operation %s will be finished by the next call "
+                   "on the set or the next start of gpuboxd",
+                   rs_change_kind(c), c->from.name, c->op->error, c->op->id);
+}
+
+static json_t *rs_change_answer(const rs_change *c)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b, s:s, s:O*}", "name",
+                     c->to.container_name, "replicaSetName", c->to.name, "containerName",
+                     c->to.container_name, "containerId", c->to.container_id, "version",
+                     c->to.version, "state", rs_state_name(c->to.state), "gpus",
+                     rs_record_gpus_json(&c->to), "ports", rs_record_ports_json(&c->to), "changed",
+                     1, "operationId", c->op->id, "carry", json_object_get(c->op->data, "carry"));
+}
+
+/* begin: the record holds from and to together, and the operation is
+ * written, in one transaction (compare-and-swap on the record as loaded). */
+static int rs_change_begin(rs_change *c, gb_err *err)
+{
+    if (rs_record_copy(&c->from, &c->cur) < 0 || rs_alloc_union(&c->from, &c->to, &c->cur, err) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    snprintf(c->cur.operation, sizeof(c->cur.operation), "%s", c->op->id);
+    journal_mark(c->op, "begin");
+    char okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    store_op put;
+    if (journal_txn_op(c->op, okey, &oval, &put, err) < 0 ||
+        rs_record_save(c->a->store, &c->cur, &put, 1, err) < 0)
+        return -1;
+    journal_fault(rs_change_kind(c), "begin");
+    return 0;
+}
+
+int rs_version_change(app *a, enum journal_kind kind, const rs_record *from, rs_record *to,
+                      const char *reason, json_t **out, gb_err *err)
+{
+    _cleanup_(rs_change_free) rs_change c = {.a = a, .fail_code = rs_kind_fail_code(kind)};
+    journal_op op = {0};
+    _cleanup_json_ json_t *data = json_pack("{s:o, s:o, s:s}", "from", rs_record_to_json(from),
+                                            "to", rs_record_to_json(to), "reason", reason);
+    int rc = -1;
+    if (rs_record_copy(from, &c.from) < 0 || rs_record_copy(to, &c.to) < 0 || !data) {
+        err_set(err, ERR_INTERNAL, "out of memory");
+        goto give_back;
+    }
+    c.from.operation[0] = '\0';
+    if (journal_op_init(&op, kind, from->name, rs_version_steps, ARRAY_SIZE(rs_version_steps),
+                        json_incref(data), err) < 0)
+        goto give_back;
+    c.op = &op;
+    if (rs_change_begin(&c, err) < 0) {
+        journal_op_free(&op);
+        goto give_back;
+    }
+    rc = rs_change_settle(&c, true, err);
+    if (rc == 0)
+        *out = rs_change_answer(&c);
+    journal_op_free(&op);
+    return rc;
+give_back:
+    /* Nothing was recorded: what was taken for `to` goes straight back. */
+    rs_alloc_give_back_except(a, to, from);
+    return -1;
+}
+
+int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err)
+{
+    _cleanup_(rs_change_free)
+        rs_change c = {.a = a, .op = op, .fail_code = rs_kind_fail_code(op->kind)};
+    json_t *from = json_object_get(op->data, "from"), *to = json_object_get(op->data, "to");
+    if (rs_record_from_json(from, &c.from, err) < 0 || rs_record_from_json(to, &c.to, err) < 0)
+        return err_prefix(err, "operation %s", op->id);
+    if (rs_record_copy(cur, &c.cur) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    /* Before the carry began, back; from there on, forward. */
+    return rs_change_settle(&c, journal_step_done(op, "carry-begin"), err);
+}
