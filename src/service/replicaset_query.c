@@ -101,6 +101,8 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     json_t *info = rs_summary(&r, rs_container_status(a, &r, buf, sizeof(buf)));
     json_object_set_new(info, "containerId", json_string(r.container_id));
     json_object_set_new(info, "spec", rs_spec_to_json(&r.spec));
+    if (r.operation[0])
+        json_object_set_new(info, "operation", json_string(r.operation));
     *out = json_pack("{s:o}", "info", info);
     return 0;
 }

@@ -173,3 +173,93 @@ def wait_until(check, timeout=10.0, interval=0.1):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(interval)
+
+
+# --- new versions: patch, rollback, restart, operations ------------------------------------
+
+
+def patch(d, name, body):
+    return call(d, "PATCH", rs_path(name), body)
+
+
+def patch_ok(d, name, body):
+    r = patch(d, name, body)
+    assert r.status == 200 and r.code == 200, (r.status, r.json)
+    return r.data
+
+
+def rollback(d, name, version):
+    return call(d, "PATCH", rs_path(name, "/rollback"), {"version": version})
+
+
+def operation(d, op_id):
+    return d.get(f"/api/v1/operations/{urllib.parse.quote(op_id, safe='')}")
+
+
+def containers_of(name):
+    """Every container (running or not) whose gpubox.replicaset label is name."""
+    filters = urllib.parse.quote(json.dumps({"label": [f"{LABEL_SET}={name}"]}))
+    r = docker_request("GET", f"/containers/json?all=1&filters={filters}")
+    assert r.status == 200, r.json
+    return r.json
+
+
+def device_uuids(c):
+    """The GPU UUIDs Docker was asked to give container c (inspect)."""
+    reqs = c["HostConfig"].get("DeviceRequests") or []
+    return {u for req in reqs for u in (req.get("DeviceIDs") or [])}
+
+
+def host_ports(c):
+    """The host ports container c publishes (inspect), as ints."""
+    bindings = c["HostConfig"].get("PortBindings") or {}
+    return {int(b["HostPort"]) for bs in bindings.values() for b in (bs or [])}
+
+
+# The system disk: what a user does to a container's own filesystem. Each
+# kind of change the carry must keep: files and directories created, an
+# image file replaced, image files deleted (they must stay deleted),
+# dotfiles at the root and in /root, a symlink, a hard link, modes and
+# owners, a file of some size.
+SYSTEM_DISK_WRITE = " && ".join([
+    "mkdir -p /opt/app/sub /opt/empty",
+    "echo data > /opt/app/sub/file.txt",
+    "echo dot > /.rootdot",
+    "echo hidden > /root/.bashrc",
+    "ln -s /opt/app/sub/file.txt /opt/link",
+    "ln /opt/app/sub/file.txt /opt/hard",
+    "chmod 751 /opt/app",
+    "chown 1000:1001 /opt/app/sub/file.txt",
+    "chmod 4640 /opt/app/sub/file.txt",
+    "chmod 1777 /tmp",
+    "rm /bin/arping",
+    "rm /bin/ascii && echo replaced > /bin/ascii",
+    "dd if=/dev/urandom of=/root/blob bs=1024 count=512 2>/dev/null",
+])
+
+SYSTEM_DISK_MANIFEST = " ; ".join([
+    "cd /",
+    "for p in opt opt/app opt/app/sub opt/app/sub/file.txt opt/empty opt/hard .rootdot "
+    "root/.bashrc root/blob bin/ascii tmp; do stat -c '%n %a %u:%g %h %F %s' $p; done",
+    "md5sum opt/app/sub/file.txt root/blob bin/ascii .rootdot root/.bashrc",
+    "readlink opt/link",
+    "[ opt/hard -ef opt/app/sub/file.txt ] && echo hardlinked",
+    "ls bin/arping 2>&1 || true",
+    "ls bin | wc -l",
+])
+
+
+def write_system_disk(d, name):
+    out = execute_ok(d, name, ["sh", "-c", SYSTEM_DISK_WRITE])
+    assert out["exitCode"] == 0, out
+    return system_disk(d, name)
+
+
+def system_disk(d, name):
+    out = execute_ok(d, name, ["sh", "-c", SYSTEM_DISK_MANIFEST])
+    assert out["exitCode"] == 0, out
+    text = out["stdout"]
+    # The manifest must describe the changes, not an error.
+    assert "hardlinked" in text and "/opt/app/sub/file.txt" in text, text
+    assert "No such file" in text, text  # /bin/arping stays deleted
+    return text

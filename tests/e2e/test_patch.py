@@ -1,0 +1,357 @@
+"""Patching replica sets end to end (issue 4, points 1 and 5): PATCH
+/replicaSet/{name} with gpuPatch (up, down, to 0, from 0), volumePatch,
+envPatch, ports and limits makes version N+1 in a new container <name>-(N+1)
+that keeps everything written to the old container's own filesystem, and
+the GPUs and ports gpubox records always match what Docker gives the
+containers. A patch that changes nothing makes no version. The older
+/containers/{name}/gpu and /volume routes do the same.
+
+One daemon (8 simulated A100s, ports 63000-63049, binds allowed under one
+temporary directory) serves the module; every test leaves no set and no
+container behind.
+"""
+import pytest
+
+from conftest import docker_request
+from rsutil import (call, container, containers_of, containers_with_prefix, create, create_ok,
+                    device_uuids, env_of, execute_ok, held_gpus, history, host_ports, info_ok,
+                    lifecycle, operation, patch, patch_ok, start_module_daemon, system_disk,
+                    used_ports, wipe, write_system_disk)
+
+PREFIX = "e2pt"
+PORT_START, PORT_END = 63000, 63049
+
+
+@pytest.fixture(scope="module")
+def bind_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("binds")
+    for sub, text in (("a", "from a\n"), ("b", "from b\n")):
+        (root / sub).mkdir()
+        (root / sub / "which.txt").write_text(text)
+    return root
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory, bind_root):
+    d = start_module_daemon(tmp_path_factory.mktemp("pt"), f"{PORT_START}-{PORT_END}",
+                            "--bind-prefixes", str(bind_root))
+    yield d
+    try:
+        wipe(d, PREFIX)
+    finally:
+        d.stop()
+
+
+@pytest.fixture
+def d(daemon):
+    yield daemon
+    wipe(daemon, PREFIX)
+
+
+def assert_store_matches_docker(d, name):
+    """The one container of the set is the record's, and the GPUs and ports
+    the record holds are exactly what Docker gives it and what the pools
+    count as held."""
+    i = info_ok(d, name)
+    cs = containers_of(name)
+    assert [c["Names"][0].lstrip("/") for c in cs] == [i["containerName"]], cs
+    c = container(i["containerName"])
+    assert device_uuids(c) == set(i["gpus"])
+    assert host_ports(c) == {p["hostPort"] for p in i["ports"]}
+    assert held_gpus(d) == set(i["gpus"])
+    assert sorted(used_ports(d)) == sorted(p["hostPort"] for p in i["ports"])
+    assert "operation" not in i
+    return i, c
+
+
+def visible_gpus(d, name):
+    """The cards the container's main process sees; "void" and "none" (or
+    nothing) mean none."""
+    value = env_of(d, name).get("NVIDIA_VISIBLE_DEVICES", "")
+    return set(value.split(",")) if value not in ("", "void", "none") else set()
+
+
+# --- GPUs ----------------------------------------------------------------------------------
+
+
+def test_gpus_up_keeps_the_cards_the_port_and_the_system_disk(d):
+    name = f"{PREFIX}_up"
+    created = create_ok(d, name, gpus=2, containerPorts=["22"])
+    disk = write_system_disk(d, name)
+
+    data = patch_ok(d, name, {"gpuPatch": {"gpuCount": 4}})
+    assert data["changed"] is True
+    assert data["containerName"] == f"{name}-2" and data["version"] == 2
+    assert data["state"] == "running"
+    assert set(created["gpus"]) < set(data["gpus"]) and len(data["gpus"]) == 4
+    assert data["ports"] == created["ports"]  # the user's ssh port stays
+    assert container(f"{name}-1") is None
+    i, c = assert_store_matches_docker(d, name)
+    assert c["State"]["Running"] is True
+    assert c["Config"]["Labels"]["gpubox.version"] == "2"
+    assert i["spec"]["gpuCount"] == 4
+    assert visible_gpus(d, name) == set(data["gpus"])
+    assert system_disk(d, name) == disk
+
+    op = operation(d, data["operationId"])
+    assert op.status == 200, op.json
+    assert op.data["kind"] == "patch" and op.data["state"] == "done"
+    assert op.data["target"] == name
+    assert [s["name"] for s in op.data["steps"]] == [
+        "begin", "container-created", "old-stopped", "carry-begin", "carried", "new-started",
+        "old-removed", "committed"]
+    assert all(s["done"] and s["time"] for s in op.data["steps"])
+    assert op.data["data"]["carry"]["method"] in ("overlay", "portable")
+
+    hist = history(d, name).data["history"]
+    assert [h["version"] for h in hist] == [2, 1]
+    assert [h["spec"]["gpuCount"] for h in hist] == [4, 2]
+    assert [h["reason"] for h in hist] == ["patch", "create"]
+
+
+def test_gpus_down_to_zero_and_back_from_zero(d):
+    name = f"{PREFIX}_down"
+    created = create_ok(d, name, gpus=3)
+    disk = write_system_disk(d, name)
+
+    down = patch_ok(d, name, {"gpuPatch": {"gpuCount": 1}})
+    assert down["gpus"] == created["gpus"][:1]  # shrinking keeps the first card
+    assert_store_matches_docker(d, name)
+    assert visible_gpus(d, name) == set(down["gpus"])
+
+    zero = patch_ok(d, name, {"gpuPatch": {"gpuCount": 0}})
+    assert zero["gpus"] == [] and zero["version"] == 3
+    _, c = assert_store_matches_docker(d, name)
+    assert not c["HostConfig"].get("DeviceRequests")
+    assert visible_gpus(d, name) == set()
+    assert held_gpus(d) == set()
+
+    back = patch_ok(d, name, {"gpuPatch": {"gpuCount": 2}})
+    assert len(back["gpus"]) == 2 and back["version"] == 4
+    assert_store_matches_docker(d, name)
+    assert visible_gpus(d, name) == set(back["gpus"])
+    assert system_disk(d, name) == disk
+    assert [h["version"] for h in history(d, name).data["history"]] == [4, 3, 2, 1]
+
+
+def test_gpus_the_host_lacks_change_nothing(d):
+    name, other = f"{PREFIX}_short", f"{PREFIX}_hog"
+    create_ok(d, other, gpus=5)
+    created = create_ok(d, name, gpus=2, containerPorts=["22"])
+    before = info_ok(d, name)
+    r = patch(d, name, {"gpuPatch": {"gpuCount": 4}})
+    assert r.status == 409 and r.code == 1013, r.json
+    assert "GPU not enough" in r.msg
+    after = info_ok(d, name)
+    assert after == before
+    assert container(f"{name}-1")["Id"] == created["containerId"]
+    assert container(f"{name}-2") is None
+    assert len(held_gpus(d)) == 7
+
+
+def test_patch_of_a_paused_set_stays_paused(d):
+    name = f"{PREFIX}_paused"
+    create_ok(d, name, gpus=1)
+    disk = write_system_disk(d, name)
+    assert lifecycle(d, name, "pause").status == 200
+    data = patch_ok(d, name, {"gpuPatch": {"gpuCount": 2}})
+    assert data["state"] == "paused" and data["containerName"] == f"{name}-2"
+    c = container(f"{name}-2")
+    assert c["State"]["Running"] is False
+    assert device_uuids(c) == set(data["gpus"])
+    assert held_gpus(d) == set(data["gpus"])  # paused keeps what it holds
+    assert lifecycle(d, name, "continue").status == 200
+    assert system_disk(d, name) == disk
+    assert visible_gpus(d, name) == set(data["gpus"])
+
+
+# --- volumes, env, ports, limits -----------------------------------------------------------
+
+
+def test_volume_patch_swaps_a_bind(d, bind_root):
+    name = f"{PREFIX}_vol"
+    a, b = str(bind_root / "a"), str(bind_root / "b")
+    create_ok(d, name, binds=[{"src": a, "dest": "/data"}])
+    disk = write_system_disk(d, name)
+    assert execute_ok(d, name, ["cat", "/data/which.txt"])["stdout"] == "from a\n"
+
+    data = patch_ok(d, name, {"volumePatch": {"oldBind": {"src": a, "dest": "/data"},
+                                              "newBind": {"src": b, "dest": "/data"}}})
+    assert data["version"] == 2
+    assert execute_ok(d, name, ["cat", "/data/which.txt"])["stdout"] == "from b\n"
+    assert system_disk(d, name) == disk
+    c = container(f"{name}-2")
+    assert [m["Source"] for m in c["Mounts"] if m["Destination"] == "/data"] == [b]
+
+    # gpu-docker-api's string form; only oldBind removes, only newBind adds.
+    patch_ok(d, name, {"volumePatch": {"oldBind": f"{b}:/data"}})
+    assert info_ok(d, name)["spec"]["binds"] == []
+    patch_ok(d, name, {"volumePatch": {"newBind": f"{a}:/more:ro"}})
+    out = execute_ok(d, name, ["sh", "-c", "cat /more/which.txt; touch /more/x"])
+    assert out["stdout"] == "from a\n" and out["exitCode"] != 0  # read-only
+    assert system_disk(d, name) == disk
+
+    r = patch(d, name, {"volumePatch": {"oldBind": "/nowhere:/data", "newBind": f"{b}:/data"}})
+    assert r.status == 400 and r.code == 1000 and "/nowhere:/data" in r.msg, r.json
+    r = patch(d, name, {"volumePatch": {"newBind": "/etc:/hostetc"}})
+    assert r.status == 403, r.json
+    assert info_ok(d, name)["version"] == 4
+
+
+def test_env_patch(d):
+    name = f"{PREFIX}_env"
+    create_ok(d, name, env=["KEEP=1", "DROP=2", "CHANGE=old"])
+    patch_ok(d, name, {"envPatch": {"set": ["CHANGE=new", "ADD=3"], "unset": ["DROP"]}})
+    env = env_of(d, name)
+    assert env["KEEP"] == "1" and env["CHANGE"] == "new" and env["ADD"] == "3"
+    assert "DROP" not in env
+    patch_ok(d, name, {"envPatch": ["ONLY=yes"]})
+    env = env_of(d, name)
+    assert env["ONLY"] == "yes" and "KEEP" not in env
+    assert info_ok(d, name)["spec"]["env"] == ["ONLY=yes"]
+
+
+def test_ports_patch_keeps_the_ports_asked_again(d):
+    name = f"{PREFIX}_ports"
+    created = create_ok(d, name, containerPorts=["22"])
+    ssh = created["ports"][0]["hostPort"]
+
+    data = patch_ok(d, name, {"containerPorts": ["22", "8888"]})
+    by_cport = {p["containerPort"]: p["hostPort"] for p in data["ports"]}
+    assert by_cport[22] == ssh and by_cport[8888] != ssh
+    assert PORT_START <= by_cport[8888] <= PORT_END
+    assert_store_matches_docker(d, name)
+
+    # Dropping 22 gives its host port back once the new version runs.
+    data = patch_ok(d, name, {"containerPorts": ["8888"]})
+    assert [p["hostPort"] for p in data["ports"]] == [by_cport[8888]]
+    assert ssh not in used_ports(d)
+    assert_store_matches_docker(d, name)
+
+    # An explicit host port.
+    data = patch_ok(d, name, {"ports": [{"hostPort": PORT_END, "containerPort": 80}]})
+    assert data["ports"] == [{"hostPort": PORT_END, "containerPort": 80, "protocol": "tcp"}]
+    assert_store_matches_docker(d, name)
+
+
+def test_limits_patch(d):
+    name = f"{PREFIX}_limits"
+    create_ok(d, name)
+    disk = write_system_disk(d, name)
+    patch_ok(d, name, {"cpus": 1.5, "memory": "256MB", "shmSize": "32MB"})
+    hc = container(f"{name}-2")["HostConfig"]
+    assert hc["NanoCpus"] == 1_500_000_000
+    assert hc["Memory"] == 256 * 1024 * 1024
+    assert hc["ShmSize"] == 32 * 1024 * 1024
+    patch_ok(d, name, {"cpus": None, "memory": 0})
+    hc = container(f"{name}-3")["HostConfig"]
+    assert hc["NanoCpus"] == 0 and hc["Memory"] == 0
+    assert system_disk(d, name) == disk
+
+
+# --- nothing to change, bad input ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [None, {}, {"gpuPatch": {"gpuCount": 1}},
+                                  {"envPatch": {"unset": ["NOT_THERE"]}},
+                                  {"containerPorts": ["22/tcp"]}])
+def test_a_patch_that_changes_nothing_makes_no_version(d, body):
+    name = f"{PREFIX}_noop"
+    created = create_ok(d, name, gpus=1, containerPorts=["22"])
+    r = call(d, "PATCH", f"/api/v1/replicaSet/{name}", body)
+    assert r.status == 200 and r.code == 200, r.json
+    assert "nothing changed" in r.msg
+    assert r.data["changed"] is False and r.data["version"] == 1
+    assert r.data["containerName"] == f"{name}-1" and "operationId" not in r.data
+    assert container(f"{name}-1")["Id"] == created["containerId"]
+    assert len(history(d, name).data["history"]) == 1
+
+
+@pytest.mark.parametrize("body,status,code", [
+    ({"gpuPatch": {"gpuCount": -1}}, 400, 1012),
+    ({"gpuPatch": {"gpuCount": "2"}}, 400, 1105),
+    ({"gpuPatch": 2}, 400, 1105),
+    ({"imageName": "other"}, 400, 1000),
+    ({"envPatch": {"set": ["NOEQUALS"]}}, 400, 1000),
+    ({"containerPorts": ["99999"]}, 400, 1000),
+    ({"memory": "1KB"}, 400, 1000),
+])
+def test_bad_patches_change_nothing(d, body, status, code):
+    name = f"{PREFIX}_bad"
+    created = create_ok(d, name, gpus=1)
+    r = patch(d, name, body)
+    assert r.status == status and r.code == code, r.json
+    assert info_ok(d, name)["version"] == 1
+    assert container(f"{name}-1")["Id"] == created["containerId"]
+    assert held_gpus(d) == set(created["gpus"])
+
+
+def test_patch_of_missing_stopped_and_deleted_sets(d):
+    r = patch(d, f"{PREFIX}_nope", {"gpuPatch": {"gpuCount": 1}})
+    assert r.status == 404 and r.code == 1100
+    name = f"{PREFIX}_stopped"
+    create_ok(d, name, gpus=1)
+    assert lifecycle(d, name, "stop").status == 200
+    r = patch(d, name, {"gpuPatch": {"gpuCount": 2}})
+    assert r.status == 409 and r.code == 1107 and "restart it first" in r.msg, r.json
+    assert held_gpus(d) == set()
+
+
+def test_operations_route(d):
+    r = operation(d, "20200101T000000000-00000000")
+    assert r.status == 404 and r.code == 1100
+    r = d.get("/api/v1/operations/not%20an%20id")
+    assert r.status == 400 and r.code == 1000
+    name = f"{PREFIX}_ops"
+    created = create_ok(d, name)
+    op = operation(d, created["operationId"]).data
+    assert op["kind"] == "create" and op["state"] == "done"
+    assert [s["name"] for s in op["steps"]] == ["record", "container-created", "started"]
+
+
+# --- the older routes ----------------------------------------------------------------------
+
+
+def test_older_gpu_and_volume_routes(d, bind_root):
+    name = f"{PREFIX}_old"
+    a, b = str(bind_root / "a"), str(bind_root / "b")
+    create_ok(d, name, gpus=1, binds=[{"src": a, "dest": "/data"}])
+    disk = write_system_disk(d, name)
+
+    r = call(d, "PATCH", f"/api/v1/containers/{name}-1/gpu", {"gpuCount": 2})
+    assert r.status == 200, r.json
+    assert r.data["containerName"] == f"{name}-2" and len(r.data["gpus"]) == 2
+    # foo-1 is gone now: only the current version names the set.
+    r = call(d, "PATCH", f"/api/v1/containers/{name}-1/gpu", {"gpuCount": 3})
+    assert r.status == 404, r.json
+
+    r = call(d, "PATCH", f"/api/v1/containers/{name}-2/volume",
+             {"type": "bind", "oldBind": {"src": a, "dest": "/data"},
+              "newBind": {"src": b, "dest": "/data"}})
+    assert r.status == 200, r.json
+    assert r.data["containerName"] == f"{name}-3"
+    assert execute_ok(d, name, ["cat", "/data/which.txt"])["stdout"] == "from b\n"
+    r = call(d, "PATCH", f"/api/v1/containers/{name}/volume",
+             {"type": "volume", "oldBind": f"{b}:/data", "newBind": f"{a}:/data"})
+    assert r.status == 400 and "type" in r.msg, r.json
+    r = call(d, "PATCH", f"/api/v1/containers/{name}/gpu", {"gpuCount": 2})
+    assert r.status == 200 and r.data["changed"] is False
+    r = call(d, "PATCH", f"/api/v1/containers/{name}/gpu", {})
+    assert r.status == 400 and r.code == 1000
+    assert system_disk(d, name) == disk
+    assert_store_matches_docker(d, name)
+    assert containers_with_prefix(name) == containers_of(name)
+
+
+def test_stale_container_port_bindings_do_not_leak(d):
+    """After a chain of patches only the last container exists, and no host
+    port or card is held that the last version does not hold."""
+    name = f"{PREFIX}_chain"
+    create_ok(d, name, gpus=1, containerPorts=["22", "80"])
+    for body in ({"gpuPatch": {"gpuCount": 3}}, {"containerPorts": ["22"]},
+                 {"gpuPatch": {"gpuCount": 0}}, {"containerPorts": ["22", "443"]}):
+        patch_ok(d, name, body)
+    i, _ = assert_store_matches_docker(d, name)
+    assert i["version"] == 5 and len(containers_of(name)) == 1
+    r = docker_request("GET", f"/containers/{name}-4/json")
+    assert r.status == 404
