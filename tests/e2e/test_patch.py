@@ -355,3 +355,19 @@ def test_stale_container_port_bindings_do_not_leak(d):
     assert i["version"] == 5 and len(containers_of(name)) == 1
     r = docker_request("GET", f"/containers/{name}-4/json")
     assert r.status == 404
+
+
+@pytest.mark.parametrize("method", ["portable", "overlay"])
+def test_carry_method_flag(start_daemon, tmp_path, method):
+    """--carry-method forces either way of carrying; both keep the disk."""
+    d = start_daemon("--simulate-gpus", "2xA100-80GB", "--port-range", "63190-63199",
+                     "--carry-method", method)
+    name = f"{PREFIX}_{method}"
+    try:
+        create_ok(d, name, gpus=1)
+        disk = write_system_disk(d, name)
+        data = patch_ok(d, name, {"gpuPatch": {"gpuCount": 2}})
+        assert data["carry"]["method"] == method
+        assert system_disk(d, name) == disk
+    finally:
+        wipe(d, name)
