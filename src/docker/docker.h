@@ -16,7 +16,8 @@
  * Errors: ERR_DOCKER_UNAVAILABLE when the daemon cannot be reached or does
  * not answer in time, ERR_NOT_FOUND for 404s (no such container),
  * ERR_IMAGE_NOT_FOUND for an absent image, ERR_CONFLICT for 409s (name in
- * use, container running), ERR_INVALID_PARAMS for bad arguments,
+ * use, container running), ERR_INVALID_PARAMS for bad arguments and for
+ * Docker's 400s (a parameter it refused),
  * ERR_INTERNAL otherwise; messages carry Docker's own "message".
  */
 #ifndef GPUBOX_DOCKER_DOCKER_H
@@ -24,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -60,8 +62,90 @@ int docker_ping(docker_client *c, gb_err *err);
 int docker_version(docker_client *c, json_t **out, gb_err *err);
 int docker_info(docker_client *c, json_t **out, gb_err *err);
 
+/* ---- The run spec (docker_spec.c): a container as gpubox's services
+ * describe it; only docker/ turns it into Engine API JSON. ---- */
+
+typedef struct docker_bind {
+    const char *src;  /* an absolute host path, or a Docker volume name */
+    const char *dest; /* an absolute path in the container */
+    bool read_only;
+} docker_bind;
+
+typedef struct docker_port {
+    uint16_t container_port; /* 1-65535 */
+    uint16_t host_port;      /* 1-65535: gpubox allocates host ports, Docker never picks */
+    const char *protocol;    /* "tcp" (NULL means tcp) or "udp" */
+} docker_port;
+
+/* How GPUs reach a container (docs/docker.md, "GPU attach modes"). */
+enum docker_gpu_attach {
+    DOCKER_GPU_NVIDIA,  /* DeviceRequests driver "nvidia", as `docker run --gpus` */
+    DOCKER_GPU_CDI,     /* DeviceRequests driver "cdi", "nvidia.com/gpu=<uuid>" (Docker >= 25) */
+    DOCKER_GPU_RUNTIME, /* Runtime "nvidia" + NVIDIA_VISIBLE_DEVICES */
+};
+
+/* PidsLimit when the spec says 0: a fork bomb stops there, while threaded
+ * training jobs (threads count against the limit) stay well below it. */
+#define DOCKER_DEFAULT_PIDS_LIMIT 16384
+
+typedef struct docker_run_spec {
+    const char *image;      /* required */
+    const char *const *cmd; /* ncmd == 0: the image's CMD */
+    size_t ncmd;
+    const char *const *env; /* "KEY=VALUE" */
+    size_t nenv;
+    json_t *labels; /* object of strings; may be NULL */
+    const docker_bind *binds;
+    size_t nbinds;
+    const docker_port *ports;
+    size_t nports;
+    enum docker_gpu_attach gpu_attach;
+    const char *const *gpu_uuids; /* ngpus == 0: no GPU (see docs/docker.md) */
+    size_t ngpus;
+    double cpus;                /* 0 = no limit */
+    int64_t memory_bytes;       /* 0 = no limit */
+    int64_t shm_bytes;          /* 0 = Docker's default (64 MiB) */
+    const char *restart_policy; /* NULL/"no", "always", "unless-stopped", "on-failure" */
+    int64_t pids_limit;         /* 0 = DOCKER_DEFAULT_PIDS_LIMIT, < 0 = no limit */
+    bool tty;                   /* Tty + OpenStdin: a shell CMD stays up */
+    const char *hostname;       /* NULL: Docker's (the short id) */
+} docker_run_spec;
+
+/* The ContainerConfig (HostConfig inside) for spec, with gpubox's safety
+ * defaults always on: not privileged, no-new-privileges, a pids limit, an
+ * init process, private IPC, Docker's default capabilities, no host
+ * namespaces. A bad spec gives ERR_INVALID_PARAMS naming the field. */
+int docker_run_spec_to_json(const docker_run_spec *spec, json_t **config, gb_err *err);
+
+/* ---- Images (docker_images.c, docker_imageref.c) ---- */
+
 /* GET /images/{name}/json. ERR_IMAGE_NOT_FOUND (naming the image) when absent. */
 int docker_image_inspect(docker_client *c, const char *image, json_t **out, gb_err *err);
+
+/* Buffer sizes that hold any repository and tag docker_image_ref_check accepts. */
+#define DOCKER_REPO_MAX 256 /* 255 characters and the NUL */
+#define DOCKER_TAG_MAX 129  /* 128 characters and the NUL */
+
+/* Check an image reference "repo[:tag]" by Docker's rules and split it:
+ * *repo gets the repository ("registry:5000/team/app"), *tag the tag
+ * ("latest" when none is given). Digest references ("@sha256:...") are
+ * refused: gpubox only writes tags. ERR_INVALID_PARAMS says what is wrong. */
+int docker_image_ref_check(const char *ref, char *repo, size_t repo_size, char *tag,
+                           size_t tag_size, gb_err *err);
+
+/* POST /commit: the container's filesystem and config as image repo:tag
+ * (repo checked by docker_image_ref_check; tag NULL or "" = "latest").
+ * labels (an object of strings, may be NULL) are added to the image's, so
+ * gpubox can mark images it made. The container is paused while its
+ * filesystem is read. *image_id (may be NULL) gets "sha256:...", malloc'd.
+ * An existing tag is moved to the new image: check first if that matters. */
+int docker_container_commit(docker_client *c, const char *id_or_name, const char *repo,
+                            const char *tag, const char *comment, json_t *labels, char **image_id,
+                            gb_err *err);
+/* DELETE /images/{name}. An absent image is success; an image a container
+ * uses gives ERR_CONFLICT unless force. Only the tag goes when other tags
+ * share the image. */
+int docker_image_remove(docker_client *c, const char *name, bool force, gb_err *err);
 
 /* POST /containers/create?name=... (name NULL: Docker picks one); config is
  * the Engine API ContainerConfig with HostConfig inside. *id_out is malloc'd.
@@ -90,10 +174,90 @@ int docker_container_wait(docker_client *c, const char *id_or_name, long *exit_c
 int docker_container_wait_timeout(docker_client *c, const char *id_or_name, long timeout_s,
                                   long *exit_code, gb_err *err);
 
+/* POST /containers/{id}/rename. A taken name gives ERR_CONFLICT; a name
+ * Docker cannot accept gives ERR_INVALID_PARAMS. */
+int docker_container_rename(docker_client *c, const char *id_or_name, const char *new_name,
+                            gb_err *err);
+
 /* GET /containers/{id}/logs?stdout=1&stderr=1: everything the container
  * wrote so far, split into two malloc'd strings (a TTY container's output is
  * all stdout). cap bounds each (0 = 64 MiB); more is ERR_INTERNAL. */
 int docker_container_logs(docker_client *c, const char *id_or_name, char **out_stdout,
                           char **out_stderr, size_t cap, gb_err *err);
+
+/* ---- Exec (docker_exec.c) ---- */
+
+typedef struct docker_exec_result {
+    char *out_stdout; /* malloc'd, NUL-terminated; at most cap bytes */
+    char *out_stderr;
+    long exit_code; /* -1 when unknown (the process would not die in time) */
+    bool stdout_truncated, stderr_truncated;
+    bool timed_out; /* the time ran out; the process and its children were killed */
+} docker_exec_result;
+
+/* The default output cap per stream (cap_bytes 0). */
+#define DOCKER_EXEC_DEFAULT_CAP (1024u * 1024)
+/* Output read in total (both streams) before the process is killed: past
+ * the cap it is only drained so the process does not block on a full pipe. */
+#define DOCKER_EXEC_DRAIN_MAX (256u * 1024 * 1024)
+
+/* Run cmd in the running container id, as `docker exec` without a TTY:
+ * stdout and stderr apart, at most cap_bytes of each kept (0 =
+ * DOCKER_EXEC_DEFAULT_CAP; the rest is read and dropped, and the truncated
+ * flag set), in workdir (NULL: the image's). After timeout_s (<= 0: no
+ * limit; services should always pass one) the process and its descendants
+ * are killed and timed_out is set, with what output came so far. Returns 0
+ * whenever the command ran, whatever its exit code. Errors: the container
+ * absent (ERR_NOT_FOUND) or not running (ERR_CONFLICT, Docker's words); a
+ * command or workdir that cannot be used (ERR_INVALID_PARAMS, Docker's
+ * words). On error *out is zeroed. Free *out with docker_exec_result_free. */
+int docker_exec_run(docker_client *c, const char *id, const char *const *cmd, size_t ncmd,
+                    const char *workdir, int timeout_s, size_t cap_bytes, docker_exec_result *out,
+                    gb_err *err);
+void docker_exec_result_free(docker_exec_result *r);
+
+/* ---- Volumes (docker_volumes.c) ---- */
+
+/* POST /volumes/create. driver NULL = "local"; driver_opts and labels are
+ * objects of strings (may be NULL). *out (may be NULL) gets the volume as
+ * Docker describes it. A volume of that name that already exists is
+ * returned as it is (Docker's rule: create is idempotent), whatever its
+ * options: inspect first if that matters. */
+int docker_volume_create(docker_client *c, const char *name, const char *driver,
+                         json_t *driver_opts, json_t *labels, json_t **out, gb_err *err);
+/* GET /volumes/{name}: ERR_NOT_FOUND when absent. */
+int docker_volume_inspect(docker_client *c, const char *name, json_t **out, gb_err *err);
+/* DELETE /volumes/{name}. Absent is success; in use by any container
+ * (running or not) gives ERR_CONFLICT with Docker's message, even with force:
+ * force only lets a volume whose driver is gone be forgotten. */
+int docker_volume_remove(docker_client *c, const char *name, bool force, gb_err *err);
+/* GET /volumes?filters={"label":[label]}; label "k" or "k=v", NULL = all.
+ * *out is the array of volumes (empty when none). */
+int docker_volume_list(docker_client *c, const char *label, json_t **out, gb_err *err);
+
+/* ---- A container's filesystem (docker_archive.c): what the portable way
+ * of carrying a system disk uses. ---- */
+
+enum docker_change_kind {
+    DOCKER_CHANGE_MODIFIED = 0,
+    DOCKER_CHANGE_ADDED = 1,
+    DOCKER_CHANGE_DELETED = 2
+};
+
+/* GET /containers/{id}/changes: *out is an array of {"Path", "Kind"} against
+ * the image (Kind per enum docker_change_kind), empty when nothing changed. */
+int docker_container_changes(docker_client *c, const char *id_or_name, json_t **out, gb_err *err);
+/* GET /containers/{id}/archive?path=: a tar of path (a file or a directory,
+ * named by its base name inside the tar) written to fd as it arrives, never
+ * held in memory. A missing path gives ERR_NOT_FOUND. On error, part of a
+ * tar may have been written. No total time limit; a stream that stalls for
+ * 60 s is an error. */
+int docker_container_archive_get(docker_client *c, const char *id_or_name, const char *path, int fd,
+                                 gb_err *err);
+/* PUT /containers/{id}/archive?path=dir: extract the tar read from fd (to
+ * its end) into dir, which must exist in the container. Works on a created,
+ * not started container. Owners and modes come from the tar. */
+int docker_container_archive_put(docker_client *c, const char *id_or_name, const char *dir, int fd,
+                                 gb_err *err);
 
 #endif

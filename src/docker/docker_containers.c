@@ -1,16 +1,13 @@
 /*
  * docker_containers.c - the container calls: create, start, stop, inspect,
- * remove, list, wait, logs.
+ * remove, list, wait, logs, rename.
  *
  * The calls that a retried operation journal step repeats are idempotent
  * here: starting a running container, stopping a stopped one and removing
  * an absent one all succeed.
  *
- * Logs of a container without a TTY come as Docker's multiplexed stream:
- * frames of an 8-byte header (stream type 0/1/2 = stdin/stdout/stderr, three
- * zero bytes, payload length as big-endian uint32) followed by the payload.
- * docker_demux_sink splits them into two capped buffers as bytes arrive, so
- * no frame boundary in a network read can confuse it.
+ * Logs of a container without a TTY come as Docker's multiplexed stream,
+ * which the demultiplexer of docker_stream.c splits into stdout and stderr.
  */
 #include "docker/docker_internal.h"
 
@@ -27,9 +24,7 @@
  * and then for the kill to land. */
 #define DOCKER_STOP_MARGIN_S 30L
 
-/* "/containers/<escaped id><rest>"; NULL when id is empty or memory runs out
- * (err says which). */
-static char *docker_container_path(const char *id, const char *rest, gb_err *err)
+char *docker_container_path(const char *id, const char *rest, gb_err *err)
 {
     if (!id || !*id) {
         err_set(err, ERR_INVALID_PARAMS, "container name or id is empty");
@@ -199,54 +194,6 @@ int docker_container_wait(docker_client *c, const char *id_or_name, long *exit_c
     return docker_container_wait_timeout(c, id_or_name, 0, exit_code, err);
 }
 
-/* The state of one demultiplexed log stream, fed by docker_demux_sink. */
-struct docker_demux {
-    bool tty;                 /* a TTY container's log is unframed: all stdout */
-    unsigned char header[8];  /* the frame header being gathered */
-    size_t header_len;        /* its bytes gathered so far */
-    uint32_t frame_left;      /* payload bytes still due in the current frame */
-    unsigned char stream;     /* the current frame's stream type */
-    bool malformed;           /* a header made no sense; the rest is ignored */
-    struct docker_buf out[2]; /* stdout (and stdin echoes), stderr */
-    struct docker_buf head;   /* the first bytes as sent: an error body if any */
-};
-
-static size_t docker_demux_sink(char *data, size_t size, size_t nmemb, void *userdata)
-{
-    struct docker_demux *d = userdata;
-    size_t n = size * nmemb;
-    size_t room = d->head.limit - d->head.len;
-    if (room > 0 && !docker_buf_append(&d->head, data, n < room ? n : room))
-        return 0;
-    if (d->tty)
-        return docker_buf_append(&d->out[0], data, n) ? n : 0;
-
-    size_t i = 0;
-    while (i < n && !d->malformed) {
-        if (d->frame_left == 0) {
-            size_t take = sizeof(d->header) - d->header_len;
-            take = take < n - i ? take : n - i;
-            memcpy(d->header + d->header_len, data + i, take);
-            d->header_len += take;
-            i += take;
-            if (d->header_len < sizeof(d->header))
-                break;
-            d->header_len = 0;
-            d->stream = d->header[0];
-            d->malformed = d->stream > 2 || d->header[1] || d->header[2] || d->header[3];
-            d->frame_left = (uint32_t)d->header[4] << 24 | (uint32_t)d->header[5] << 16 |
-                            (uint32_t)d->header[6] << 8 | d->header[7];
-            continue;
-        }
-        size_t take = d->frame_left < n - i ? d->frame_left : n - i;
-        if (!docker_buf_append(&d->out[d->stream == 2 ? 1 : 0], data + i, take))
-            return 0;
-        d->frame_left -= (uint32_t)take;
-        i += take;
-    }
-    return n;
-}
-
 static bool docker_container_has_tty(docker_client *c, const char *id, bool *tty, gb_err *err)
 {
     _cleanup_json_ json_t *info = NULL;
@@ -256,21 +203,12 @@ static bool docker_container_has_tty(docker_client *c, const char *id, bool *tty
     return true;
 }
 
-/* Hand a demultiplexed buffer out as a string ("" when nothing came). */
-static char *docker_buf_take(struct docker_buf *b)
-{
-    char *s = b->data ? b->data : strdup("");
-    b->data = NULL;
-    return s;
-}
-
 int docker_container_logs(docker_client *c, const char *id_or_name, char **out_stdout,
                           char **out_stderr, size_t cap, gb_err *err)
 {
     *out_stdout = *out_stderr = NULL;
-    if (cap == 0)
-        cap = DOCKER_MAX_RESPONSE;
-    struct docker_demux d = {.out = {{.limit = cap}, {.limit = cap}}, .head = {.limit = 4096}};
+    struct docker_demux d;
+    docker_demux_init(&d, cap ? cap : DOCKER_MAX_RESPONSE, false);
     if (!docker_container_has_tty(c, id_or_name, &d.tty, err))
         return -1;
     _cleanup_free_ char *path = docker_container_path(id_or_name, "/logs?stdout=1&stderr=1", err);
@@ -280,15 +218,14 @@ int docker_container_logs(docker_client *c, const char *id_or_name, char **out_s
     int rc = docker_call_raw(c, "GET", path, NULL, DOCKER_TIMEOUT_S, docker_demux_sink, &d, &status,
                              err);
     if (rc < 0 && (d.out[0].overflow || d.out[1].overflow))
-        err_set(err, ERR_INTERNAL, "logs of container '%s' exceed %zu bytes on %s", id_or_name, cap,
-                d.out[0].overflow ? "stdout" : "stderr");
+        err_set(err, ERR_INTERNAL, "logs of container '%s' exceed %zu bytes on %s", id_or_name,
+                d.out[0].limit, d.out[0].overflow ? "stdout" : "stderr");
     else if (rc < 0)
         err_prefix(err, "reading logs of container '%s'", id_or_name);
     else if (status != 200) {
-        _cleanup_json_ json_t *resp =
-            json_loadb(d.head.data ? d.head.data : "", d.head.len, 0, NULL);
+        _cleanup_json_ json_t *resp = docker_demux_error_body(&d);
         rc = docker_status_err(status, resp, err, "reading logs of container '%s'", id_or_name);
-    } else if (d.malformed || d.header_len || d.frame_left)
+    } else if (docker_demux_broken(&d))
         rc = err_set(err, ERR_INTERNAL,
                      "reading logs of container '%s': Docker's log stream is not in the "
                      "multiplexed format",
@@ -302,8 +239,33 @@ int docker_container_logs(docker_client *c, const char *id_or_name, char **out_s
             rc = err_set(err, ERR_INTERNAL, "out of memory");
         }
     }
-    free(d.out[0].data);
-    free(d.out[1].data);
-    free(d.head.data);
+    docker_demux_free(&d);
     return rc;
+}
+
+int docker_container_rename(docker_client *c, const char *id_or_name, const char *new_name,
+                            gb_err *err)
+{
+    if (!new_name || !*new_name)
+        return err_set(err, ERR_INVALID_PARAMS, "renaming container '%s': the new name is empty",
+                       id_or_name ? id_or_name : "");
+    _cleanup_free_ char *esc = docker_escape(new_name, NULL);
+    _cleanup_free_ char *rest = NULL;
+    if (!esc || asprintf(&rest, "/rename?name=%s", esc) < 0) {
+        rest = NULL;
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    }
+    _cleanup_free_ char *path = docker_container_path(id_or_name, rest, err);
+    if (!path)
+        return -1;
+    long status = 0;
+    _cleanup_json_ json_t *resp = NULL;
+    if (docker_call(c, "POST", path, NULL, DOCKER_TIMEOUT_S, &status, &resp, err) < 0)
+        return err_prefix(err, "renaming container '%s' to '%s'", id_or_name, new_name);
+    if (status == 204)
+        return 0;
+    /* 409 for a taken name; 400 for one Docker cannot accept (bad
+     * characters, or the container's own name). */
+    return docker_status_err(status, resp, err, "renaming container '%s' to '%s'", id_or_name,
+                             new_name);
 }

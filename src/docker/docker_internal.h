@@ -2,18 +2,24 @@
  * docker_internal.h - what the files of src/docker/ share and nobody else
  * sees: the transport (docker_transport.c) offers one way to send a request
  * and map its answer to a gb_err; the call files (docker_system.c,
- * docker_containers.c) build Engine API paths and bodies on top of it.
+ * docker_containers.c, docker_exec.c, ...) build Engine API paths and bodies
+ * on top of it.
  *
  * A response body goes to a "sink", a curl write callback plus its context:
- * by default a capped growable buffer that is then parsed as JSON; the
- * container logs call plugs in a demultiplexer instead, so log bytes are
- * split into stdout and stderr as they arrive and never buffered twice.
+ * by default a capped growable buffer that is then parsed as JSON; logs and
+ * exec plug in the demultiplexer of docker_stream.c instead, so output is
+ * split into stdout and stderr as it arrives and never buffered twice; the
+ * archive download plugs in a sink that writes to a file descriptor. A
+ * request body is either JSON or, for the archive upload, a "source": a
+ * curl read callback that streams it.
  */
 #ifndef GPUBOX_DOCKER_INTERNAL_H
 #define GPUBOX_DOCKER_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -47,6 +53,29 @@ bool docker_buf_append(struct docker_buf *b, const char *data, size_t n);
 /* curl write callback whose userdata is a struct docker_buf. */
 size_t docker_buf_sink(char *data, size_t size, size_t nmemb, void *userdata);
 
+/* One request as a call file describes it to docker_send. Fields left zero
+ * take the defaults: no body, no time limit, no stall guard. */
+struct docker_req {
+    const char *method; /* "GET", "POST", "PUT", "DELETE", "HEAD" */
+    const char *path;   /* "/containers/x/json": the version prefix is added */
+    json_t *body;       /* sent as application/json; or else */
+    size_t (*source)(char *, size_t, size_t, void *); /* a streamed body (chunked) */
+    void *source_ctx;
+    const char *content_type; /* of the streamed body */
+    long timeout_ms;          /* the whole exchange; 0 = no limit */
+    long stall_s;             /* give up when under 1 byte/s moves for this long; 0 = never */
+    size_t (*sink)(char *, size_t, size_t, void *);
+    void *sink_ctx;
+    long status;    /* out: the HTTP status, known as soon as the headers are */
+    bool timed_out; /* out: timeout_ms (or the stall guard) ran out */
+};
+
+/* Send req. Returns 0 on any HTTP answer with req->status set; -1 when the
+ * daemon could not be reached, the time ran out (req->timed_out), the sink
+ * refused the body or the source failed (the caller knows its sink and
+ * source, so it replaces the message with the reason). */
+int docker_send(docker_client *c, struct docker_req *req, gb_err *err);
+
 /* Send one request. body (may be NULL) is sent as JSON; the response body is
  * fed to sink(sink_ctx); timeout_s bounds the whole exchange (0 = none).
  * Returns 0 on any HTTP answer with *status set; -1 when the daemon could not
@@ -67,14 +96,62 @@ int docker_call(docker_client *c, const char *method, const char *path, json_t *
 int docker_get(docker_client *c, const char *path, json_t **out, gb_err *err, const char *what_fmt,
                ...) __attribute__((format(printf, 5, 6)));
 
-/* Turn a non-2xx answer into an error: 404 -> ERR_NOT_FOUND, 409 ->
- * ERR_CONFLICT, else ERR_INTERNAL. The message is "<what>: <Docker's message>
+/* Turn a non-2xx answer into an error: 400 -> ERR_INVALID_PARAMS (Docker
+ * refused a parameter), 404 -> ERR_NOT_FOUND, 409 -> ERR_CONFLICT, else
+ * ERR_INTERNAL. The message is "<what>: <Docker's message>
  * (HTTP <status>)", what being printf-formatted. Always returns -1. */
 int docker_status_err(long status, json_t *resp, gb_err *err, const char *what_fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Docker's own "message" field of an error body, or "" when there is none. */
 const char *docker_message(json_t *resp);
+
+/* "/containers/<escaped id><rest>"; NULL when id is empty (ERR_INVALID_PARAMS)
+ * or memory runs out. */
+char *docker_container_path(const char *id, const char *rest, gb_err *err);
+
+/* The multiplexed output of a container or exec without a TTY: frames of an
+ * 8-byte header (stream type 0/1/2 = stdin/stdout/stderr, three zero bytes,
+ * payload length as big-endian uint32) followed by the payload.
+ * docker_demux_sink splits it into two capped buffers as bytes arrive, so no
+ * frame boundary in a network read can confuse it (docker_stream.c). */
+struct docker_demux {
+    bool tty;           /* a TTY's output is unframed: all of it is stdout */
+    bool truncate;      /* past a buffer's limit: drop the rest and set overflow,
+                           rather than refuse the body */
+    size_t drain_limit; /* with truncate: past this many bytes in all, drop
+                           everything and set drain_exceeded (0 = never) */
+    size_t total;       /* bytes received so far */
+    bool drain_exceeded;
+    unsigned char header[8];  /* the frame header being gathered */
+    size_t header_len;        /* its bytes gathered so far */
+    uint32_t frame_left;      /* payload bytes still due in the current frame */
+    unsigned char stream;     /* the current frame's stream type */
+    bool malformed;           /* a header made no sense; the rest is ignored */
+    struct docker_buf out[2]; /* stdout (and stdin echoes), stderr */
+    struct docker_buf head;   /* the first bytes as sent: an error body if any */
+};
+
+/* Set up d with each stream capped at cap bytes; the first 4 KiB are also
+ * kept raw in d->head. */
+void docker_demux_init(struct docker_demux *d, size_t cap, bool truncate);
+size_t docker_demux_sink(char *data, size_t size, size_t nmemb, void *userdata);
+/* The stream ended in the middle of a frame or was not framed at all. */
+bool docker_demux_broken(const struct docker_demux *d);
+/* Docker's JSON error body among the first bytes (for a non-2xx answer). */
+json_t *docker_demux_error_body(const struct docker_demux *d);
+void docker_demux_free(struct docker_demux *d);
+
+/* Hand a buffer's bytes out as a malloc'd string ("" when empty); NULL when
+ * memory runs out. The buffer no longer owns them. */
+char *docker_buf_take(struct docker_buf *b);
+
+/* A pidfd pinning host process pid (docker_exec_kill.c): -2 when it has
+ * ended, -1 when the kernel has no pidfds (before Linux 5.3). */
+int docker_exec_open_pidfd(pid_t pid);
+/* SIGKILL process pid and every descendant; pidfd (or -1) pins pid. A
+ * process that already ended is success. */
+int docker_exec_kill_process_tree(pid_t pid, int pidfd, gb_err *err);
 
 /* Percent-encode s for a URL; characters in keep (besides the unreserved
  * ones) stay as they are, so "/" can be kept in image references. NULL when

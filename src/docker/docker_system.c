@@ -1,7 +1,7 @@
 /*
- * docker_system.c - calls about the daemon and its images: ping, version,
- * info, image inspect. Each builds one Engine API path and lets the
- * transport (docker_transport.c) send it and map the answer.
+ * docker_system.c - calls about the daemon: ping, version, info. Each
+ * builds one Engine API path and lets the transport (docker_transport.c)
+ * send it and map the answer.
  */
 #include "docker/docker_internal.h"
 
@@ -34,28 +34,4 @@ int docker_info(docker_client *c, json_t **out, gb_err *err)
 {
     return docker_get(c, "/info", out, err, "asking Docker at %s for its configuration",
                       docker_client_host(c));
-}
-
-int docker_image_inspect(docker_client *c, const char *image, json_t **out, gb_err *err)
-{
-    *out = NULL;
-    if (!image || !*image)
-        return err_set(err, ERR_IMAGE_EMPTY, "image name is empty");
-    /* A reference keeps its '/' (registry/repo) and ':'/'@' (tag, digest) as
-     * the docker CLI sends them; anything else is escaped. */
-    _cleanup_free_ char *ref = docker_escape(image, "/:@");
-    _cleanup_free_ char *path = NULL;
-    if (!ref || asprintf(&path, "/images/%s/json", ref) < 0) {
-        path = NULL;
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
-    gb_err inner = GB_ERR_INIT;
-    if (docker_get(c, path, out, &inner, "inspecting image '%s'", image) == 0)
-        return 0;
-    if (inner.code == ERR_NOT_FOUND)
-        return err_set(err, ERR_IMAGE_NOT_FOUND,
-                       "image '%s' is not present locally; pull or import it first "
-                       "(docker pull %s)",
-                       image, image);
-    return err_set(err, inner.code, "%s", inner.msg);
 }

@@ -209,7 +209,7 @@ static const char *docker_unix_reason(const char *socket_path, char *buf, size_t
 }
 
 static int docker_transfer_err(docker_client *c, CURLcode rc, const char *errbuf,
-                               const char *method, const char *path, long timeout_s, gb_err *err)
+                               const char *method, const char *path, long timeout_ms, gb_err *err)
 {
     const char *why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
     char unix_why[256];
@@ -221,36 +221,78 @@ static int docker_transfer_err(docker_client *c, CURLcode rc, const char *errbuf
     case CURLE_WRITE_ERROR:
         return err_set(err, ERR_INTERNAL, "reading Docker's answer to %s %s failed: %s", method,
                        path, why);
+    case CURLE_READ_ERROR:
+    case CURLE_ABORTED_BY_CALLBACK:
+        return err_set(err, ERR_INTERNAL, "sending the body of %s %s failed: %s", method, path,
+                       why);
     case CURLE_OUT_OF_MEMORY:
         return err_set(err, ERR_INTERNAL, "%s %s: out of memory", method, path);
     case CURLE_OPERATION_TIMEDOUT:
+        if (timeout_ms == 0) /* no total limit: the stall guard fired */
+            return err_set(err, ERR_DOCKER_UNAVAILABLE,
+                           "Docker at %s stopped moving data for %s %s (%s); is dockerd hung?",
+                           c->host, method, path, why);
         return err_set(err, ERR_DOCKER_UNAVAILABLE,
                        "Docker at %s did not answer %s %s within %ld s (%s); is dockerd hung?",
-                       c->host, method, path, timeout_s, why);
+                       c->host, method, path, (timeout_ms + 999) / 1000, why);
     default:
         return err_set(err, ERR_DOCKER_UNAVAILABLE,
                        "cannot reach Docker at %s: %s; is dockerd running?", c->host, why);
     }
 }
 
-int docker_call_raw(docker_client *c, const char *method, const char *path, json_t *body,
-                    long timeout_s, size_t (*sink)(char *, size_t, size_t, void *), void *sink_ctx,
-                    long *status, gb_err *err)
+/* curl header callback: remember the status of the last status line, so a
+ * sink can tell an error body from the stream it asked for while the body is
+ * still arriving. */
+static size_t docker_header_sink(char *data, size_t size, size_t nmemb, void *userdata)
 {
-    *status = 0;
+    struct docker_req *req = userdata;
+    size_t n = size * nmemb;
+    char line[64];
+    if (n > 5 && strncmp(data, "HTTP/", 5) == 0) {
+        snprintf(line, sizeof(line), "%.*s", (int)(n < sizeof(line) - 1 ? n : sizeof(line) - 1),
+                 data);
+        long code = 0;
+        if (sscanf(line, "HTTP/%*s %ld", &code) == 1)
+            req->status = code;
+    }
+    return n;
+}
+
+/* Options for a streamed upload: curl pulls the body from the source
+ * callback and sends it chunked, as its length is not known up front. */
+static void docker_set_upload(CURL *h, const struct docker_req *req)
+{
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, req->source);
+    curl_easy_setopt(h, CURLOPT_READDATA, req->source_ctx);
+    if (strcmp(req->method, "PUT") != 0)
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
+}
+
+int docker_send(docker_client *c, struct docker_req *req, gb_err *err)
+{
+    req->status = 0;
+    req->timed_out = false;
+    const char *method = req->method, *path = req->path;
     _cleanup_free_ char *url = NULL;
     _cleanup_free_ char *payload = NULL;
     if (asprintf(&url, "%s/%s%s", c->base_url, DOCKER_API_VERSION, path) < 0) {
         url = NULL;
         return err_set(err, ERR_INTERNAL, "out of memory");
     }
-    if (body && !(payload = json_dumps(body, JSON_COMPACT)))
+    if (req->body && !(payload = json_dumps(req->body, JSON_COMPACT)))
         return err_set(err, ERR_INTERNAL, "%s %s: cannot serialize the request body", method, path);
+    /* With no body, "Content-Type:" stops curl from sending its default
+     * form type on a POST, which calls such as /commit refuse. */
+    char content_type[128] = "Content-Type:";
+    if (payload || req->content_type)
+        snprintf(content_type, sizeof(content_type), "Content-Type: %s",
+                 payload ? "application/json" : req->content_type);
 
     /* "Expect:" stops curl from pausing for a 100-continue on larger bodies. */
     struct curl_slist *headers = curl_slist_append(NULL, "Expect:");
-    struct curl_slist *with_type =
-        headers && payload ? curl_slist_append(headers, "Content-Type: application/json") : headers;
+    struct curl_slist *with_type = headers ? curl_slist_append(headers, content_type) : NULL;
     CURL *h = with_type ? docker_borrow(c) : NULL;
     if (!h) {
         curl_slist_free_all(headers);
@@ -264,25 +306,51 @@ int docker_call_raw(docker_client *c, const char *method, const char *path, json
     curl_easy_setopt(h, CURLOPT_PROXY, ""); /* http_proxy must never see Docker calls */
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, DOCKER_CONNECT_TIMEOUT_S);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, req->timeout_ms);
+    if (req->stall_s > 0) {
+        curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, req->stall_s);
+    }
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, sink_ctx);
-    docker_set_method(h, method, payload);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, docker_header_sink);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, req);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, req->sink);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, req->sink_ctx);
+    if (req->source)
+        docker_set_upload(h, req);
+    else
+        docker_set_method(h, method, payload);
 
     CURLcode rc = curl_easy_perform(h);
     long connects = 0;
     curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects);
     atomic_fetch_add(&c->connects, (unsigned long)connects);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &req->status);
     docker_give_back(c, h);
     curl_slist_free_all(headers);
 
-    if (rc != CURLE_OK)
-        return docker_transfer_err(c, rc, errbuf, method, path, timeout_s, err);
-    log_debug("docker %s %s -> %ld", method, path, *status);
+    if (rc != CURLE_OK) {
+        req->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
+        return docker_transfer_err(c, rc, errbuf, method, path, req->timeout_ms, err);
+    }
+    log_debug("docker %s %s -> %ld", method, path, req->status);
     return 0;
+}
+
+int docker_call_raw(docker_client *c, const char *method, const char *path, json_t *body,
+                    long timeout_s, size_t (*sink)(char *, size_t, size_t, void *), void *sink_ctx,
+                    long *status, gb_err *err)
+{
+    struct docker_req req = {.method = method,
+                             .path = path,
+                             .body = body,
+                             .timeout_ms = timeout_s * 1000,
+                             .sink = sink,
+                             .sink_ctx = sink_ctx};
+    int rc = docker_send(c, &req, err);
+    *status = req.status;
+    return rc;
 }
 
 bool docker_buf_append(struct docker_buf *b, const char *data, size_t n)
@@ -374,7 +442,10 @@ int docker_status_err(long status, json_t *resp, gb_err *err, const char *what_f
     va_start(ap, what_fmt);
     vsnprintf(what, sizeof(what), what_fmt, ap);
     va_end(ap);
-    int code = status == 404 ? ERR_NOT_FOUND : status == 409 ? ERR_CONFLICT : ERR_INTERNAL;
+    int code = status == 400   ? ERR_INVALID_PARAMS
+               : status == 404 ? ERR_NOT_FOUND
+               : status == 409 ? ERR_CONFLICT
+                               : ERR_INTERNAL;
     const char *msg = docker_message(resp);
     return err_set(err, code, "%s: %s (Docker answered HTTP %ld)", what,
                    *msg ? msg : "no message given", status);

@@ -2,9 +2,9 @@
  * gpu_smi.c - the inventory from `nvidia-smi --query-gpu=... --format=csv`,
  * for hosts where NVML cannot be loaded into the daemon but the tool works.
  *
- * nvidia-smi runs as a child process (fork/exec, no shell) with stdout and
- * stderr on pipes, stdin on /dev/null, a time limit after which its whole
- * process group is killed, and a cap on how much output is read. Its CSV
+ * nvidia-smi runs as a child process through util/proc (fork/exec, no
+ * shell, output captured up to a cap, a time limit after which its whole
+ * process group is killed). Its CSV
  * (one card per line: index, uuid, name, memory.total) goes through
  * gpu_smi_parse_csv, which takes the output apart defensively: the text
  * comes from another program and may be anything.
@@ -17,23 +17,15 @@
 #include "gpu/gpu_source.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "util/cleanup.h"
 #include "util/log.h"
+#include "util/proc.h"
 
-#define SMI_OUTPUT_MAX (1024 * 1024)
 #define SMI_HINT "is the NVIDIA driver installed? Use --gpu-source simulated to run without GPUs"
 
 /* ---- parsing ------------------------------------------------------------ */
@@ -256,240 +248,43 @@ int gpu_smi_parse_csv(const char *csv, gpu_inventory *out, gb_err *err)
 
 /* ---- running nvidia-smi ------------------------------------------------- */
 
-struct smi_pipe {
-    int fd;
-    char *buf;
-    size_t len;
-};
-
-struct smi_result {
-    struct smi_pipe out, err;
-    int status; /* as from waitpid */
-};
-
-static void smi_result_free(struct smi_result *r)
+/* Every failure to run the tool ends with what the operator can do about it. */
+static int smi_hint(gb_err *err)
 {
-    free(r->out.buf);
-    free(r->err.buf);
-}
-
-static int64_t smi_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Find the program: a name with '/' is taken as is, a bare name on PATH. */
-static int smi_resolve(const char *name, char *path, size_t len, gb_err *err)
-{
-    struct stat st;
-    if (strchr(name, '/')) {
-        if (stat(name, &st) < 0 || access(name, X_OK) < 0)
-            return err_set(err, ERR_INTERNAL, "cannot run %s: %s; " SMI_HINT, name,
-                           strerror(errno));
-        if (!S_ISREG(st.st_mode))
-            return err_set(err, ERR_INTERNAL, "cannot run %s: not a file; " SMI_HINT, name);
-        snprintf(path, len, "%s", name);
-        return 0;
-    }
-    const char *env = getenv("PATH");
-    _cleanup_free_ char *dirs = strdup(env && *env ? env : "/usr/local/bin:/usr/bin:/bin");
-    if (!dirs)
-        return err_set(err, ERR_INTERNAL, "out of memory looking for %s", name);
-    char *save = NULL;
-    for (char *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-        snprintf(path, len, "%s/%s", *dir ? dir : ".", name);
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0)
-            return 0;
-    }
-    return err_set(err, ERR_INTERNAL, "%s not found on PATH; " SMI_HINT, name);
-}
-
-/* Read what is there on one pipe; closes it at end of file. -1 past the cap. */
-static int smi_drain(struct smi_pipe *pp)
-{
-    char chunk[4096];
-    ssize_t n = read(pp->fd, chunk, sizeof(chunk));
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        return 0;
-    if (n <= 0) {
-        close(pp->fd);
-        pp->fd = -1;
-        return 0;
-    }
-    if (pp->len + (size_t)n > SMI_OUTPUT_MAX)
-        return -1;
-    char *grown = realloc(pp->buf, pp->len + (size_t)n + 1);
-    if (!grown)
-        return -1;
-    memcpy(grown + pp->len, chunk, (size_t)n);
-    pp->buf = grown;
-    pp->len += (size_t)n;
-    pp->buf[pp->len] = '\0';
-    return 0;
-}
-
-/* Collect both pipes until they close, then the exit status, all before the
- * deadline. -1 with *why set when the child must be killed; *why is NULL
- * when it ran out of time. */
-static int smi_collect(pid_t pid, struct smi_result *r, int64_t deadline, const char **why)
-{
-    while (r->out.fd >= 0 || r->err.fd >= 0) {
-        int64_t left = deadline - smi_now_ms();
-        if (left <= 0)
-            return *why = NULL, -1;
-        struct pollfd pfd[2] = {{.fd = r->out.fd, .events = POLLIN},
-                                {.fd = r->err.fd, .events = POLLIN}};
-        int n = poll(pfd, 2, (int)left);
-        if (n < 0 && errno != EINTR)
-            return *why = "could not be watched (poll failed)", -1;
-        for (int i = 0; n > 0 && i < 2; i++) {
-            struct smi_pipe *pp = i == 0 ? &r->out : &r->err;
-            if (pfd[i].revents && smi_drain(pp) < 0)
-                return *why = "printed more than 1 MiB", -1;
-        }
-    }
-    /* Pipes closed; the process may still be exiting (or lingering). */
-    for (;;) {
-        pid_t w = waitpid(pid, &r->status, WNOHANG);
-        if (w == pid)
-            return 0;
-        if (w < 0 && errno != EINTR)
-            return *why = "vanished (waitpid failed)", -1;
-        if (smi_now_ms() >= deadline)
-            return *why = NULL, -1;
-        usleep(5000);
-    }
-}
-
-static void smi_child(const char *path, char *const argv[], int devnull, int out, int errfd)
-{
-    /* Only async-signal-safe calls between fork and exec. The daemon's
-     * blocked signals and ignored SIGPIPE must not leak into the tool. */
-    sigset_t none;
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    sigaction(SIGPIPE, &dfl, NULL);
-    setpgid(0, 0);
-    if (dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0)
-        _exit(127);
-    execv(path, argv);
-    _exit(127);
-}
-
-static int smi_run(const char *path, char *const argv[], int timeout_ms, struct smi_result *r,
-                   gb_err *err)
-{
-    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
-    _cleanup_close_ int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    memset(r, 0, sizeof(*r));
-    r->out.fd = r->err.fd = -1;
-    if (devnull < 0 || pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
-        int saved = errno;
-        for (int i = 0; i < 2; i++) {
-            if (outp[i] >= 0)
-                close(outp[i]);
-            if (errp[i] >= 0)
-                close(errp[i]);
-        }
-        return err_set(err, ERR_INTERNAL, "cannot run %s: %s", path, strerror(saved));
-    }
-    int64_t deadline = smi_now_ms() + timeout_ms;
-    pid_t pid = fork();
-    if (pid == 0)
-        smi_child(path, argv, devnull, outp[1], errp[1]);
-    close(outp[1]);
-    close(errp[1]);
-    r->out.fd = outp[0];
-    r->err.fd = errp[0];
-    if (pid < 0) {
-        int saved = errno;
-        close(r->out.fd);
-        close(r->err.fd);
-        return err_set(err, ERR_INTERNAL, "cannot run %s: fork: %s", path, strerror(saved));
-    }
-    setpgid(pid, pid); /* also in the child: whichever runs first makes the group */
-    const char *why = NULL;
-    int rc = smi_collect(pid, r, deadline, &why);
-    if (r->out.fd >= 0)
-        close(r->out.fd);
-    if (r->err.fd >= 0)
-        close(r->err.fd);
-    if (rc < 0) {
-        kill(-pid, SIGKILL);
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &r->status, 0) < 0 && errno == EINTR)
-            ;
-        smi_result_free(r);
-        memset(r, 0, sizeof(*r));
-        if (!why)
-            return err_set(err, ERR_INTERNAL, "%s did not finish within %d ms; killed it", path,
-                           timeout_ms);
-        return err_set(err, ERR_INTERNAL, "%s %s; killed it", path, why);
-    }
-    return 0;
-}
-
-/* The first non-empty line of what the program said, for an error message. */
-static const char *smi_first_line(const struct smi_result *r, char *buf, size_t len)
-{
-    const char *texts[] = {r->out.buf, r->err.buf};
-    for (size_t i = 0; i < 2; i++) {
-        const char *p = texts[i];
-        while (p && *p) {
-            const char *nl = strchr(p, '\n');
-            struct smi_span line =
-                smi_trim((struct smi_span){p, nl ? (size_t)(nl - p) : strlen(p)});
-            while (line.len > 0 && line.p[line.len - 1] == '.')
-                line.len--; /* the caller's sentence goes on after it */
-            if (line.len > 0) {
-                size_t n = line.len < len - 1 ? line.len : len - 1;
-                for (size_t k = 0; k < n; k++)
-                    buf[k] = isprint((unsigned char)line.p[k]) ? line.p[k] : '?';
-                buf[n] = '\0';
-                return buf;
-            }
-            p = nl ? nl + 1 : NULL;
-        }
-    }
-    return "(no output)";
+    char msg[sizeof(err->msg)];
+    snprintf(msg, sizeof(msg), "%s", err->msg);
+    return err_set(err, err->code, "%s; " SMI_HINT, msg);
 }
 
 /* Run one query; on success *r holds its output (NUL-terminated, no NUL inside). */
-static int smi_query(const char *path, const char *fields, int timeout_ms, struct smi_result *r,
+static int smi_query(const char *path, const char *fields, int timeout_ms, proc_result *r,
                      gb_err *err)
 {
     char query[128];
     snprintf(query, sizeof(query), "--query-gpu=%s", fields);
     char *const argv[] = {(char *)path, query, (char *)"--format=csv,noheader,nounits", NULL};
-    if (smi_run(path, argv, timeout_ms, r, err) < 0)
+    if (proc_run(argv, NULL, timeout_ms, r, err) < 0)
         return -1;
-    char said[200];
     int rc = 0;
-    if (WIFSIGNALED(r->status))
-        rc = err_set(err, ERR_INTERNAL, "%s was killed by signal %d", path, WTERMSIG(r->status));
-    else if (WEXITSTATUS(r->status) != 0)
-        rc = err_set(err, ERR_INTERNAL, "%s exited with status %d: %s; " SMI_HINT, path,
-                     WEXITSTATUS(r->status), smi_first_line(r, said, sizeof(said)));
-    else if (r->out.len > 0 && memchr(r->out.buf, '\0', r->out.len))
+    if (proc_check_exit(path, r, ERR_INTERNAL, err) < 0)
+        rc = WIFSIGNALED(r->status) ? -1 : smi_hint(err);
+    else if (r->out_len > 0 && memchr(r->out, '\0', r->out_len))
         rc = err_set(err, ERR_INTERNAL, "%s printed binary data, not CSV", path);
     if (rc < 0)
-        smi_result_free(r);
+        proc_result_free(r);
     return rc;
 }
 
 /* The optional second query: driver version and MIG mode per card. */
 static void smi_read_extras(const char *path, int timeout_ms, gpu_inventory *inv)
 {
-    struct smi_result r;
+    proc_result r;
     gb_err e = GB_ERR_INIT;
     if (smi_query(path, "uuid,driver_version,mig.mode.current", timeout_ms, &r, &e) < 0) {
         log_debug("nvidia-smi: no driver version or MIG mode: %s", e.msg);
         return;
     }
-    for (const char *p = r.out.buf; p && *p;) {
+    for (const char *p = r.out; p && *p;) {
         const char *nl = strchr(p, '\n');
         struct smi_span line = {p, nl ? (size_t)(nl - p) : strlen(p)};
         p = nl ? nl + 1 : NULL;
@@ -509,22 +304,22 @@ static void smi_read_extras(const char *path, int timeout_ms, gpu_inventory *inv
             }
         }
     }
-    smi_result_free(&r);
+    proc_result_free(&r);
 }
 
 int gpu_smi_load_timeout(const char *nvidia_smi, int timeout_ms, gpu_inventory *out, gb_err *err)
 {
     char path[4096];
-    struct smi_result r;
+    proc_result r;
     memset(out, 0, sizeof(*out));
     if (!nvidia_smi || !*nvidia_smi)
         nvidia_smi = "nvidia-smi";
-    if (smi_resolve(nvidia_smi, path, sizeof(path), err) < 0)
-        return -1;
+    if (proc_resolve(nvidia_smi, NULL, path, sizeof(path), err) < 0)
+        return smi_hint(err);
     if (smi_query(path, "index,uuid,name,memory.total", timeout_ms, &r, err) < 0)
         return -1;
-    int rc = gpu_smi_parse_csv(r.out.buf ? r.out.buf : "", out, err);
-    smi_result_free(&r);
+    int rc = gpu_smi_parse_csv(r.out, out, err);
+    proc_result_free(&r);
     if (rc < 0)
         return -1;
     if (out->n > 0)

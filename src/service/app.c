@@ -17,6 +17,8 @@
 
 #include "sched/gpus.h"
 #include "service/service.h"
+#include "service/namelock.h"
+#include "service/replicaset.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -155,11 +157,12 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     a->ports = ports_pool_new(cfg->port_start, cfg->port_end);
     a->gpu_pool = gpus_pool_new(&a->gpus);
     a->gpus_cache = resources_cache_new();
-    if (!a->ports || !a->gpu_pool || !a->gpus_cache) {
+    a->locks = namelock_table_new();
+    if (!a->ports || !a->gpu_pool || !a->gpus_cache || !a->locks) {
         err_set(err, ERR_INTERNAL, "out of memory creating the GPU and port pools");
         goto fail;
     }
-    if (allocations_derive(a, err) < 0)
+    if (allocations_derive(a, err) < 0 || replicaset_reconcile(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
@@ -175,6 +178,7 @@ void app_close(app *a)
     if (!a)
         return;
     resources_cache_free(a->gpus_cache);
+    namelock_table_free(a->locks);
     gpus_pool_free(a->gpu_pool);
     ports_pool_free(a->ports);
     gpu_inventory_free(&a->gpus);

@@ -48,7 +48,8 @@ typedef struct app {
     gpu_inventory gpus;
     struct gpus_pool *gpu_pool;
     ports_pool *ports;
-    resources_cache *gpus_cache; /* serialized GET /resources/gpus (resources.c) */
+    resources_cache *gpus_cache;  /* serialized GET /resources/gpus (resources.c) */
+    struct namelock_table *locks; /* per-name serialization (namelock.h) */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];
     char docker_api_version[16];

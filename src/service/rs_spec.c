@@ -16,8 +16,8 @@
 #include "util/size.h"
 
 static const char *const rs_spec_fields[] = {
-    "imageName", "gpuCount", "binds",         "env",    "cmd", "containerPorts",
-    "ports",     "cpus",     "memory",        "shmSize", "restartPolicy", "labels",
+    "imageName", "gpuCount", "binds",  "env",     "cmd",           "containerPorts",
+    "ports",     "cpus",     "memory", "shmSize", "restartPolicy", "labels",
 };
 
 static const char *const rs_restart_policies[] = {"no", "always", "unless-stopped", "on-failure"};
@@ -43,8 +43,9 @@ static int parse_image(const json_t *obj, rs_spec *out, gb_err *err)
     if (json_field_string(obj, NULL, "imageName", &image, false, err) < 0)
         return -1;
     if (!image || !*image)
-        return err_set(err, ERR_IMAGE_EMPTY, "imageName is empty; name a local image such as "
-                                             "\"ubuntu:22.04\"");
+        return err_set(err, ERR_IMAGE_EMPTY,
+                       "imageName is empty; name a local image such as "
+                       "\"ubuntu:22.04\"");
     if (check_text("imageName", image, RS_MAX_IMAGE, err) < 0)
         return -1;
     if (strpbrk(image, " \t"))
@@ -67,8 +68,8 @@ static int parse_gpu_count(const json_t *obj, rs_spec *out, gb_err *err)
 }
 
 /* A list of strings, each checked by check_text; env entries must be K=V. */
-static int parse_strings(const json_t *obj, const char *field, bool is_env, char ***out,
-                         size_t *n, gb_err *err)
+static int parse_strings(const json_t *obj, const char *field, bool is_env, char ***out, size_t *n,
+                         gb_err *err)
 {
     _cleanup_free_ const char **items = NULL;
     size_t count = 0;
@@ -159,13 +160,14 @@ static int parse_binds(const json_t *obj, rs_spec *out, gb_err *err)
             if (check_container_path(what, src, err) < 0)
                 return -1;
         } else if (name_check_volume(src, err) < 0) {
-            return err_prefix(err, "%s is neither an absolute host path nor a volume name",
-                              what);
+            return err_prefix(err, "%s is neither an absolute host path nor a volume name", what);
         }
         for (size_t j = 0; j < i; j++)
             if (strcmp(out->binds[j].dest, dest) == 0)
-                return err_set(err, ERR_INVALID_PARAMS, "binds[%zu] and binds[%zu] both mount "
-                               "on '%.64s'", j, i, dest);
+                return err_set(err, ERR_INVALID_PARAMS,
+                               "binds[%zu] and binds[%zu] both mount "
+                               "on '%.64s'",
+                               j, i, dest);
         out->binds[i].src = strdup(src);
         out->binds[i].dest = strdup(dest);
         out->binds[i].read_only = ro;
@@ -189,8 +191,7 @@ static int protocol_parse(const char *what, const char *s, char proto[4], gb_err
     else if (strcmp(s, "udp") == 0)
         strcpy(proto, "udp");
     else
-        return err_set(err, ERR_INVALID_PARAMS, "%s is '%.16s'; use \"tcp\" or \"udp\"", what,
-                       s);
+        return err_set(err, ERR_INVALID_PARAMS, "%s is '%.16s'; use \"tcp\" or \"udp\"", what, s);
     return 0;
 }
 
@@ -205,14 +206,18 @@ static int parse_container_port(const json_t *v, size_t i, rs_port *p, gb_err *e
         return protocol_parse(what, NULL, p->protocol, err);
     }
     if (!json_is_string(v))
-        return err_set(err, ERR_WRONG_TYPE, "%s must be a string such as \"22\" or \"53/udp\", "
-                       "not %s", what, json_type_name(v));
+        return err_set(err, ERR_WRONG_TYPE,
+                       "%s must be a string such as \"22\" or \"53/udp\", "
+                       "not %s",
+                       what, json_type_name(v));
     const char *s = json_string_value(v);
     char *end = NULL;
     long long n = strtoll(s, &end, 10);
     if (end == s || (*end && *end != '/') || s[0] == '+' || s[0] == '-' || s[0] == ' ')
-        return err_set(err, ERR_INVALID_PARAMS, "%s is '%.32s'; give a port such as \"22\" or "
-                       "\"53/udp\"", what, s);
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s is '%.32s'; give a port such as \"22\" or "
+                       "\"53/udp\"",
+                       what, s);
     if (port_number(what, n, false, &p->container_port, err) < 0)
         return -1;
     return protocol_parse(what, *end == '/' ? end + 1 : NULL, p->protocol, err);
@@ -223,8 +228,10 @@ static int parse_explicit_port(const json_t *v, size_t i, rs_port *p, gb_err *er
     char where[32];
     snprintf(where, sizeof(where), "ports[%zu]", i);
     if (!json_is_object(v))
-        return err_set(err, ERR_WRONG_TYPE, "%s must be an object {hostPort, containerPort, "
-                       "protocol}, not %s", where, json_type_name(v));
+        return err_set(err, ERR_WRONG_TYPE,
+                       "%s must be an object {hostPort, containerPort, "
+                       "protocol}, not %s",
+                       where, json_type_name(v));
     long long host = 0, container = 0;
     const char *proto = NULL;
     if (json_field_int(v, where, "containerPort", &container, true, err) < 0 ||
@@ -295,19 +302,23 @@ static int parse_size_field(const json_t *obj, const char *field, int64_t min, i
     uint64_t bytes = 0;
     if (json_is_integer(v)) {
         if (json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > SIZE_MAX_BYTES)
-            return err_set(err, ERR_INVALID_PARAMS, "%s is %lld bytes; it must be 0 to 1PB",
-                           field, (long long)json_integer_value(v));
+            return err_set(err, ERR_INVALID_PARAMS, "%s is %lld bytes; it must be 0 to 1PB", field,
+                           (long long)json_integer_value(v));
         bytes = (uint64_t)json_integer_value(v);
     } else if (json_is_string(v)) {
         if (size_parse(json_string_value(v), &bytes, err) < 0)
             return err_prefix(err, "%s", field);
     } else {
-        return err_set(err, ERR_WRONG_TYPE, "%s must be a size such as \"8GB\" or a number of "
-                       "bytes, not %s", field, json_type_name(v));
+        return err_set(err, ERR_WRONG_TYPE,
+                       "%s must be a size such as \"8GB\" or a number of "
+                       "bytes, not %s",
+                       field, json_type_name(v));
     }
     if (bytes != 0 && (int64_t)bytes < min)
-        return err_set(err, ERR_INVALID_PARAMS, "%s is %llu bytes; at least %lld (or 0 for no "
-                       "limit)", field, (unsigned long long)bytes, (long long)min);
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s is %llu bytes; at least %lld (or 0 for no "
+                       "limit)",
+                       field, (unsigned long long)bytes, (long long)min);
     *out = (int64_t)bytes;
     return 0;
 }
@@ -321,8 +332,10 @@ static int parse_limits(const json_t *obj, rs_spec *out, gb_err *err)
                            json_type_name(cpus));
         double c = json_number_value(cpus);
         if (!isfinite(c) || c < 0 || c > 1024 || (c > 0 && c < 0.01))
-            return err_set(err, ERR_INVALID_PARAMS, "cpus is %g; give 0.01 to 1024 (0 = no "
-                           "limit)", c);
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "cpus is %g; give 0.01 to 1024 (0 = no "
+                           "limit)",
+                           c);
         out->cpus = c;
     }
     /* Docker refuses memory limits under 6 MB. */
@@ -337,8 +350,10 @@ static int parse_limits(const json_t *obj, rs_spec *out, gb_err *err)
         for (size_t i = 0; i < ARRAY_SIZE(rs_restart_policies); i++)
             known |= strcmp(policy, rs_restart_policies[i]) == 0;
         if (!known)
-            return err_set(err, ERR_INVALID_PARAMS, "restartPolicy '%.32s' is unknown; use no, "
-                           "always, unless-stopped or on-failure", policy);
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "restartPolicy '%.32s' is unknown; use no, "
+                           "always, unless-stopped or on-failure",
+                           policy);
         out->restart_policy = strdup(policy);
     }
     return 0;
@@ -358,13 +373,16 @@ static int parse_labels(const json_t *obj, rs_spec *out, gb_err *err)
                        json_object_size(labels), RS_MAX_LABELS);
     const char *k;
     json_t *v;
-    json_object_foreach(labels, k, v) {
+    json_object_foreach(labels, k, v)
+    {
         if (!json_is_string(v))
             return err_set(err, ERR_WRONG_TYPE, "labels.%.64s must be a string, not %s", k,
                            json_type_name(v));
         if (!*k || strncmp(k, "gpubox.", 7) == 0)
-            return err_set(err, ERR_INVALID_PARAMS, "label '%.64s' is not allowed; names "
-                           "starting with 'gpubox.' are gpubox's own", k);
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "label '%.64s' is not allowed; names "
+                           "starting with 'gpubox.' are gpubox's own",
+                           k);
         if (check_text("label name", k, 255, err) < 0 ||
             check_text("label value", json_string_value(v), RS_MAX_STRING, err) < 0)
             return -1;
@@ -384,8 +402,7 @@ static bool field_known(const char *key, const char *const *also_allowed)
     return false;
 }
 
-int rs_spec_from_json(const json_t *obj, const char *const *also_allowed, rs_spec *out,
-                      gb_err *err)
+int rs_spec_from_json(const json_t *obj, const char *const *also_allowed, rs_spec *out, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
     if (!json_is_object(obj))
@@ -393,10 +410,13 @@ int rs_spec_from_json(const json_t *obj, const char *const *also_allowed, rs_spe
                        json_type_name(obj));
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         if (!field_known(key, also_allowed)) {
-            err_set(err, ERR_INVALID_PARAMS, "unknown field '%.64s'; see docs/api.md for the "
-                    "fields of a replica set", key);
+            err_set(err, ERR_INVALID_PARAMS,
+                    "unknown field '%.64s'; see docs/api.md for the "
+                    "fields of a replica set",
+                    key);
             goto fail;
         }
     }
@@ -424,9 +444,9 @@ json_t *rs_spec_to_json(const rs_spec *s)
 {
     json_t *binds = json_array();
     for (size_t i = 0; i < s->nbinds; i++)
-        json_array_append_new(binds, json_pack("{s:s, s:s, s:b}", "src", s->binds[i].src, "dest",
-                                               s->binds[i].dest, "readOnly",
-                                               s->binds[i].read_only));
+        json_array_append_new(binds,
+                              json_pack("{s:s, s:s, s:b}", "src", s->binds[i].src, "dest",
+                                        s->binds[i].dest, "readOnly", s->binds[i].read_only));
     json_t *cports = json_array(), *ports = json_array();
     for (size_t i = 0; i < s->nports; i++) {
         const rs_port *p = &s->ports[i];
@@ -436,8 +456,8 @@ json_t *rs_spec_to_json(const rs_spec *s)
             json_array_append_new(cports, json_string(text));
         } else {
             json_array_append_new(ports, json_pack("{s:i, s:i, s:s}", "hostPort", p->host_port,
-                                                   "containerPort", p->container_port,
-                                                   "protocol", p->protocol));
+                                                   "containerPort", p->container_port, "protocol",
+                                                   p->protocol));
         }
     }
     return json_pack("{s:s, s:i, s:o, s:o, s:o, s:o, s:o, s:f, s:I, s:I, s:s, s:o}", "imageName",

@@ -28,11 +28,11 @@
 #include "util/err.h"
 
 #define RS_MAX_GPUS 1024
-#define RS_MAX_LIST 256      /* env entries, cmd args */
+#define RS_MAX_LIST 256 /* env entries, cmd args */
 #define RS_MAX_BINDS 64
 #define RS_MAX_PORTS 64
 #define RS_MAX_LABELS 64
-#define RS_MAX_STRING 4096   /* one env entry, arg, path, label */
+#define RS_MAX_STRING 4096 /* one env entry, arg, path, label */
 #define RS_MAX_IMAGE 255
 
 typedef struct rs_bind {

@@ -11,7 +11,10 @@
 
 static const struct store_backend *const store_backends[] = {
     &store_backend_sqlite,
+    &store_backend_etcd,
 };
+
+#define STORE_URL_FORMS "sqlite:///path/state.db or etcd://host:port[,host:port...][/key/prefix]"
 
 /* Keys are non-empty NUL-terminated strings of at most STORE_KEY_MAX bytes. */
 static int store_check_key(const char *key, gb_err *err)
@@ -109,6 +112,31 @@ static int store_check_op_overlap(const store_op *ops, size_t nops, gb_err *err)
     return 0;
 }
 
+/* etcd with its default settings refuses larger transactions; SQLite is
+ * held to the same limits so that what works on one works on both. Call
+ * after the comparisons and ops were checked one by one. */
+static int store_check_txn_size(const store_cmp *cmps, size_t ncmps, const store_op *ops,
+                                size_t nops, gb_err *err)
+{
+    if (ncmps > STORE_TXN_OPS_MAX || nops > STORE_TXN_OPS_MAX)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "store transaction has %zu comparisons and %zu ops; at most %d of each "
+                       "(split it)",
+                       ncmps, nops, STORE_TXN_OPS_MAX);
+    size_t bytes = 0;
+    for (size_t i = 0; i < ncmps; i++)
+        bytes +=
+            strlen(cmps[i].key) + (cmps[i].kind == STORE_CMP_VALUE ? strlen(cmps[i].value) : 0);
+    for (size_t i = 0; i < nops; i++)
+        bytes += strlen(ops[i].key) + (ops[i].kind == STORE_OP_PUT ? strlen(ops[i].value) : 0);
+    if (bytes > STORE_TXN_BYTES_MAX)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "store transaction carries %zu bytes of keys and values; at most %d "
+                       "(split it)",
+                       bytes, STORE_TXN_BYTES_MAX);
+    return 0;
+}
+
 static int store_check_txn(const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
                            bool *succeeded, gb_err *err)
 {
@@ -121,6 +149,8 @@ static int store_check_txn(const store_cmp *cmps, size_t ncmps, const store_op *
     for (size_t i = 0; i < nops; i++)
         if (store_check_op(&ops[i], err) < 0)
             return -1;
+    if (store_check_txn_size(cmps, ncmps, ops, nops, err) < 0)
+        return -1;
     return store_check_op_overlap(ops, nops, err);
 }
 
@@ -129,7 +159,7 @@ int store_open(const char *url, store **out, gb_err *err)
     const char *sep = url ? strstr(url, "://") : NULL;
     if (!sep)
         return err_set(err, ERR_INVALID_PARAMS,
-                       "store URL '%s' has no scheme; use sqlite:///path/state.db", url ? url : "");
+                       "store URL '%s' has no scheme; use " STORE_URL_FORMS, url ? url : "");
     size_t scheme_len = (size_t)(sep - url);
     for (size_t i = 0; i < sizeof(store_backends) / sizeof(store_backends[0]); i++) {
         const struct store_backend *b = store_backends[i];
@@ -137,8 +167,51 @@ int store_open(const char *url, store **out, gb_err *err)
             return b->open(url, out, err);
     }
     return err_set(err, ERR_INVALID_PARAMS,
-                   "store URL '%s': unknown scheme '%.*s'; known: sqlite:///path/state.db", url,
+                   "store URL '%s': unknown scheme '%.*s'; known: " STORE_URL_FORMS, url,
                    (int)scheme_len, url);
+}
+
+char *store_url_redact(const char *url)
+{
+    static const char secret[] = "password=";
+    const char *query = strchr(url, '?');
+    /* Each password value shrinks to "***"; the result is never longer
+     * than the URL plus three bytes per option. */
+    char *out = malloc(strlen(url) * 2 + 4), *o = out;
+    if (!out)
+        return NULL;
+    size_t head = query ? (size_t)(query - url) + 1 : strlen(url);
+    /* user:password@host, which no backend accepts but a user may type. */
+    const char *auth = strstr(url, "://");
+    auth = auth ? auth + 3 : url;
+    const char *at = memchr(auth, '@', strcspn(auth, "/?"));
+    if (at) {
+        memcpy(o, url, (size_t)(auth - url));
+        o += auth - url;
+        memcpy(o, "***", 3);
+        o += 3;
+        memcpy(o, at, head - (size_t)(at - url));
+        o += head - (size_t)(at - url);
+    } else {
+        memcpy(o, url, head);
+        o += head;
+    }
+    for (const char *p = query ? query + 1 : url + head; *p;) {
+        size_t len = strcspn(p, "&");
+        if (len >= strlen(secret) && strncmp(p, secret, strlen(secret)) == 0) {
+            memcpy(o, secret, strlen(secret));
+            memcpy(o + strlen(secret), "***", 3);
+            o += strlen(secret) + 3;
+        } else {
+            memcpy(o, p, len);
+            o += len;
+        }
+        p += len;
+        if (*p == '&')
+            *o++ = *p++;
+    }
+    *o = '\0';
+    return out;
 }
 
 void store_close(store *s)

@@ -32,6 +32,12 @@
 
 #define STORE_KEY_MAX 1024
 #define STORE_VALUE_MAX (1024 * 1024)
+/* A transaction has at most this many comparisons, and this many ops, and
+ * its keys and values together are at most STORE_TXN_BYTES_MAX bytes: the
+ * limits of an etcd with default settings (--max-txn-ops 128,
+ * --max-request-bytes 1.5 MiB, less room for the request's framing). */
+#define STORE_TXN_OPS_MAX 128
+#define STORE_TXN_BYTES_MAX (1536 * 1024 - 8 * 1024)
 
 typedef struct store store;
 
@@ -94,10 +100,15 @@ struct store {
     const struct store_backend *backend;
 };
 
-/* Open by URL: "sqlite:///abs/path/state.db" (later "etcd://h:p[,h:p]").
+/* Open by URL: "sqlite:///abs/path/state.db" or
+ * "etcd://host:port[,host:port...][/key/prefix][?options]" (docs/store.md).
  * Unknown schemes give ERR_INVALID_PARAMS naming the schemes known. */
 int store_open(const char *url, store **out, gb_err *err);
 void store_close(store *s);
+/* url with the value of every password= option, and any user:password@
+ * before the host, replaced by "***", to show in messages and logs; free
+ * it. NULL only when out of memory. */
+char *store_url_redact(const char *url);
 const char *store_backend_name(const store *s);
 
 /* 1 found (out filled, free with store_kv_free), 0 absent, -1 error. */
@@ -112,16 +123,27 @@ int store_range(store *s, const char *prefix, store_kvs *out, gb_err *err);
  * the ops were applied (comparisons failing is not an error: 0 is returned).
  * revision (may be NULL) gets the store's revision after the transaction.
  * As in etcd, one transaction may put or delete a given key only once (a put
- * may not also fall under a delete or delete-prefix), and a delete-prefix
- * needs a non-empty prefix; otherwise ERR_INVALID_PARAMS and nothing done. */
+ * may not also fall under a delete or delete-prefix), a delete-prefix needs
+ * a non-empty prefix, and the sizes stay within STORE_TXN_OPS_MAX and
+ * STORE_TXN_BYTES_MAX; otherwise ERR_INVALID_PARAMS and nothing done. */
 int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
               bool *succeeded, int64_t *revision, gb_err *err);
 int store_revision(store *s, int64_t *revision, gb_err *err);
+
+/* Copy every key of from into to (store_copy.c), for moving gpubox's state
+ * between backends. A target that holds keys is refused with ERR_EXISTS
+ * unless overwrite is set; then it is made an exact copy (its keys that
+ * from lacks are deleted). Values are copied exactly; revisions are the
+ * target's own. Writes go in batches, so a copy that fails half-way leaves
+ * the target partly written: run it again with overwrite. *copied (may be
+ * NULL) gets the number of keys written. */
+int store_copy(store *from, store *to, bool overwrite, size_t *copied, gb_err *err);
 
 void store_kv_free(store_kv *kv);
 void store_kvs_free(store_kvs *kvs);
 
 /* Backends, for store.c's table. */
 extern const struct store_backend store_backend_sqlite;
+extern const struct store_backend store_backend_etcd;
 
 #endif

@@ -5,6 +5,7 @@
 #include "util/json.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/cleanup.h"
 
@@ -133,3 +134,58 @@ int json_field_string_array(const json_t *obj, const char *where, const char *fi
     return 1;
 }
 
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 if it is not one. */
+static size_t utf8_sequence(const unsigned char *s, size_t left)
+{
+    unsigned char c = s[0];
+    size_t len;
+    unsigned min;
+    unsigned cp;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xe0) == 0xc0)
+        len = 2, min = 0x80, cp = c & 0x1f;
+    else if ((c & 0xf0) == 0xe0)
+        len = 3, min = 0x800, cp = c & 0x0f;
+    else if ((c & 0xf8) == 0xf0)
+        len = 4, min = 0x10000, cp = c & 0x07;
+    else
+        return 0;
+    if (len > left)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+json_t *json_string_lossy(const char *s, size_t len)
+{
+    char *buf = malloc(len * 3 + 1);
+    if (!buf)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_sequence((const unsigned char *)s + i, len - i);
+        if (n == 0 || (n == 1 && s[i] == '\0')) {
+            if (s[i] == '\0') {
+                buf[o++] = '?';
+            } else {
+                memcpy(buf + o, "\xef\xbf\xbd", 3); /* U+FFFD */
+                o += 3;
+            }
+            i++;
+            continue;
+        }
+        memcpy(buf + o, s + i, n);
+        o += n;
+        i += n;
+    }
+    json_t *j = json_stringn(buf, o);
+    free(buf);
+    return j;
+}

@@ -3,8 +3,9 @@
  * functions only, run once per backend in store_test_backends.
  *
  * A backend supplies make_url(tmpdir): the URL of an empty store that lives
- * as long as tmpdir does (sqlite: a file in it; etcd: a server whose data dir
- * is in it). Adding a backend is one line in that table; every test in
+ * as long as tmpdir does (sqlite: a file in it; etcd: a key prefix of its
+ * own on the one etcd server its group setup started for this binary).
+ * Adding a backend is one line in that table; every test in
  * store_backend_tests then runs against it as a cmocka group of its own.
  * What only one backend does (SQLite's file, schema and lock timeout) is
  * tested in test_store_sqlite.c.
@@ -28,11 +29,15 @@
 #include "store/store.h"
 #include "util/cleanup.h"
 
+#include "etcd_test_util.h"
 #include "store_test_util.h"
 
 struct store_test_backend {
     const char *name;
     char *(*make_url)(const char *tmpdir);
+    /* Around the backend's whole group (may be NULL). */
+    int (*group_setup)(void **state);
+    int (*group_teardown)(void **state);
 };
 
 static char *sqlite_url(const char *tmpdir)
@@ -41,8 +46,38 @@ static char *sqlite_url(const char *tmpdir)
     return asprintf(&url, "sqlite://%s/state.db", tmpdir) < 0 ? NULL : url;
 }
 
+/* One etcd for the whole etcd group; each test gets a key prefix of its
+ * own, so it starts from an empty store as the sqlite tests do. */
+static struct etcd_test store_test_etcd;
+
+static int etcd_group_setup(void **state)
+{
+    (void)state;
+    if (etcd_test_start(&store_test_etcd) < 0) {
+        etcd_test_stop(&store_test_etcd);
+        return -1;
+    }
+    return 0;
+}
+
+static int etcd_group_teardown(void **state)
+{
+    (void)state;
+    etcd_test_stop(&store_test_etcd);
+    return 0;
+}
+
+static char *etcd_url(const char *tmpdir)
+{
+    static int tests;
+    (void)tmpdir;
+    char *url = NULL;
+    return asprintf(&url, "etcd://%s/test-%d", store_test_etcd.endpoint, ++tests) < 0 ? NULL : url;
+}
+
 static const struct store_test_backend store_test_backends[] = {
-    {"sqlite", sqlite_url},
+    {"sqlite", sqlite_url, NULL, NULL},
+    {"etcd", etcd_url, etcd_group_setup, etcd_group_teardown},
 };
 
 /* ---- fixture and helpers ------------------------------------------------- */
@@ -604,6 +639,24 @@ static void test_key_and_value_limits(void **state)
         {.kind = STORE_OP_PUT, .key = "dup", .value = "1"},
     };
     expect_invalid(store_txn(f->s, NULL, 0, put_under_prefix, 2, &ok, NULL, &e), &e, "dup");
+    /* Transactions larger than a default etcd takes, on every backend. */
+    store_op many[STORE_TXN_OPS_MAX + 1];
+    store_cmp many_cmps[STORE_TXN_OPS_MAX + 1];
+    char many_keys[STORE_TXN_OPS_MAX + 1][16];
+    for (size_t i = 0; i < ARRAY_SIZE(many); i++) {
+        snprintf(many_keys[i], sizeof(many_keys[i]), "many/%zu", i);
+        many[i] = (store_op){.kind = STORE_OP_PUT, .key = many_keys[i], .value = "v"};
+        many_cmps[i] = (store_cmp){.kind = STORE_CMP_ABSENT, .key = many_keys[i]};
+    }
+    expect_invalid(store_txn(f->s, NULL, 0, many, ARRAY_SIZE(many), &ok, NULL, &e), &e, "128");
+    expect_invalid(store_txn(f->s, many_cmps, ARRAY_SIZE(many_cmps), NULL, 0, &ok, NULL, &e), &e,
+                   "128");
+    _cleanup_free_ char *value_big = filled(STORE_TXN_BYTES_MAX / 2, 'b');
+    store_op too_big[] = {
+        {.kind = STORE_OP_PUT, .key = "big/1", .value = value_big},
+        {.kind = STORE_OP_PUT, .key = "big/2", .value = value_big},
+    };
+    expect_invalid(store_txn(f->s, NULL, 0, too_big, 2, &ok, NULL, &e), &e, "bytes");
     assert_int_equal(count_all(f->s), 0);
     assert_int_equal(revision_ok(f->s), before);
 
@@ -616,6 +669,18 @@ static void test_key_and_value_limits(void **state)
     store_kv_free(&kv);
     store_cmp same = {.kind = STORE_CMP_VALUE, .key = key_max, .value = value_max};
     assert_true(txn_ok(f->s, &same, 1, NULL, 0, NULL));
+    /* As are the most comparisons and ops a transaction may have. */
+    assert_true(txn_ok(f->s, many_cmps, STORE_TXN_OPS_MAX, many, STORE_TXN_OPS_MAX, NULL));
+    assert_int_equal(count_all(f->s), 1 + STORE_TXN_OPS_MAX);
+    /* And a transaction of exactly STORE_TXN_BYTES_MAX bytes (the keys
+     * big/1 and big/2 are 5 bytes each). */
+    _cleanup_free_ char *value_half = filled((STORE_TXN_BYTES_MAX - 10) / 2, 'h');
+    store_op at_limit[] = {
+        {.kind = STORE_OP_PUT, .key = "big/1", .value = value_half},
+        {.kind = STORE_OP_PUT, .key = "big/2", .value = value_half},
+    };
+    assert_true(txn_ok(f->s, NULL, 0, at_limit, 2, NULL));
+    assert_value(f->s, "big/2", value_half);
 }
 
 /* ---- persistence and several handles -------------------------------------- */
@@ -936,7 +1001,8 @@ int main(void)
         for (size_t i = 0; i < ARRAY_SIZE(tests); i++)
             tests[i].initial_state = (void *)&store_test_backends[b];
         failed += _cmocka_run_group_tests(store_test_backends[b].name, tests, ARRAY_SIZE(tests),
-                                          NULL, NULL);
+                                          store_test_backends[b].group_setup,
+                                          store_test_backends[b].group_teardown);
     }
     return failed;
 }

@@ -1,0 +1,213 @@
+/*
+ * replicaset_create.c - creating a replica set, and making a version's
+ * container (shared with the operations that make new versions).
+ *
+ * Order, so that a failure at any step gives everything back:
+ *   1. checks that change nothing: name, existing record, image, binds;
+ *   2. GPUs and ports from the pools (all or nothing);
+ *   3. one store transaction: the record (state "creating") and the history
+ *      entry, only if the name is still free; from here the store says who
+ *      holds what, before any container exists;
+ *   4. Docker: create and start <name>-<version>;
+ *   5. the record says "running".
+ * If 4 fails, the container is removed, the record goes back to what it was
+ * and the pools get their GPUs and ports back. A crash between 3 and 5
+ * leaves a "creating" record that replicaset_reconcile settles at start-up.
+ */
+#include "service/replicaset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/namelock.h"
+#include "service/rs_internal.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+static enum docker_gpu_attach rs_gpu_attach(const app *a)
+{
+    const char *mode = a->cfg.gpu_attach ? a->cfg.gpu_attach : "nvidia";
+    if (strcmp(mode, "cdi") == 0)
+        return DOCKER_GPU_CDI;
+    if (strcmp(mode, "runtime") == 0)
+        return DOCKER_GPU_RUNTIME;
+    return DOCKER_GPU_NVIDIA;
+}
+
+int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, char **id,
+                     gb_err *err)
+{
+    const rs_spec *s = &r->spec;
+    _cleanup_free_ const char **uuids = calloc(r->ngpus + 1, sizeof(*uuids));
+    _cleanup_free_ docker_port *ports = calloc(r->nports + 1, sizeof(*ports));
+    _cleanup_json_ json_t *labels = json_deep_copy(s->labels);
+    if (!uuids || !ports || !labels)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < r->ngpus; i++)
+        uuids[i] = r->gpus[i];
+    for (size_t i = 0; i < r->nports; i++)
+        ports[i] = (docker_port){.container_port = r->ports[i].container_port,
+                                 .host_port = r->ports[i].host_port,
+                                 .protocol = r->ports[i].protocol};
+    char version[16];
+    snprintf(version, sizeof(version), "%d", r->version);
+    json_object_set_new(labels, RS_LABEL_NAME, json_string(r->name));
+    json_object_set_new(labels, RS_LABEL_VERSION, json_string(version));
+
+    docker_run_spec ds = {
+        .image = s->image,
+        .cmd = (const char *const *)s->cmd,
+        .ncmd = s->ncmd,
+        .env = (const char *const *)s->env,
+        .nenv = s->nenv,
+        .labels = labels,
+        .binds = binds->binds,
+        .nbinds = binds->n,
+        .ports = ports,
+        .nports = r->nports,
+        .gpu_attach = rs_gpu_attach(a),
+        .gpu_uuids = uuids,
+        .ngpus = r->ngpus,
+        .cpus = s->cpus,
+        .memory_bytes = s->memory_bytes,
+        .shm_bytes = s->shm_bytes,
+        .restart_policy = s->restart_policy,
+        .tty = true,
+        .hostname = r->name,
+    };
+    _cleanup_json_ json_t *config = NULL;
+    if (docker_run_spec_to_json(&ds, &config, err) < 0)
+        return -1;
+    _cleanup_free_ char *cid = NULL;
+    if (docker_container_create(a->docker, r->container_name, config, &cid, err) < 0)
+        return err_prefix(err, "creating container %s", r->container_name);
+    if (docker_container_start(a->docker, cid, err) < 0) {
+        gb_err rm = GB_ERR_INIT;
+        if (docker_container_remove(a->docker, cid, true, &rm) < 0)
+            log_warn("replica set %s: removing container %s after a failed start: %s", r->name,
+                     r->container_name, rm.msg);
+        return err_prefix(err, "starting container %s", r->container_name);
+    }
+    *id = steal_ptr(&cid);
+    return 0;
+}
+
+/* Put the store back as it was before step 3: no record (first life), or
+ * the deleted record of an earlier life; the new history entry goes. */
+static void rs_create_undo(app *a, const rs_record *r, const char *previous_json)
+{
+    char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX];
+    keys_replicaset(key, sizeof(key), r->name);
+    keys_replicaset_history(hkey, sizeof(hkey), r->name, r->version);
+    store_op ops[2] = {{.kind = STORE_OP_DELETE, .key = hkey}};
+    ops[1] = previous_json ? (store_op){.kind = STORE_OP_PUT, .key = key, .value = previous_json}
+                           : (store_op){.kind = STORE_OP_DELETE, .key = key};
+    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
+    bool ok = false;
+    gb_err e = GB_ERR_INIT;
+    if (store_txn(a->store, &cmp, 1, ops, 2, &ok, NULL, &e) < 0 || !ok)
+        log_error("replica set %s: could not undo the record of a failed create (%s); start-up "
+                  "reconciliation will",
+                  r->name, ok ? "changed meanwhile" : e.msg);
+    rs_alloc_give_back(a, r);
+}
+
+static json_t *rs_create_answer(const rs_record *r)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:o}", "name", r->container_name,
+                     "replicaSetName", r->name, "containerName", r->container_name, "containerId",
+                     r->container_id, "version", r->version, "gpus", rs_record_gpus_json(r),
+                     "ports", rs_record_ports_json(r));
+}
+
+/* Step 1: what must hold before anything is taken. *previous gets the JSON
+ * of a deleted earlier life (NULL if none), whose versions r continues. */
+static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **previous, gb_err *err)
+{
+    rs_record old = {0};
+    int found = rs_record_load(a->store, r->name, &old, err);
+    if (found < 0)
+        return -1;
+    if (found && old.state != RS_STATE_DELETED) {
+        err_set(err, ERR_EXISTS,
+                "replica set '%s' already exists (%s, container %s); pick another name or "
+                "delete it first",
+                r->name, rs_state_name(old.state), old.container_name);
+        rs_record_free(&old);
+        return -1;
+    }
+    if (found) {
+        json_t *j = rs_record_to_json(&old);
+        *previous = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        r->version = old.version + 1;
+        r->mod_revision = old.mod_revision;
+        rs_record_free(&old);
+    } else {
+        r->version = 1;
+    }
+    _cleanup_json_ json_t *image = NULL;
+    if (docker_image_inspect(a->docker, spec->image, &image, err) < 0)
+        return -1;
+    return 0;
+}
+
+int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **out, gb_err *err)
+{
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    _cleanup_free_ char *previous = NULL;
+    snprintf(r.name, sizeof(r.name), "%s", name);
+    if (rs_spec_copy(spec, &r.spec) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (rs_create_check(a, &r, spec, &previous, err) < 0)
+        return -1;
+    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
+    if (binds_resolve(a, spec, &binds, err) < 0)
+        return -1;
+    snprintf(r.container_name, sizeof(r.container_name), "%s-%d", name, r.version);
+
+    /* 2 and 3: allocate, then commit record and history in one transaction. */
+    if (rs_alloc_take(a, &r, err) < 0)
+        return -1;
+    r.state = RS_STATE_CREATING;
+    rs_time_now(r.update_time);
+    memcpy(r.create_time, r.update_time, sizeof(r.create_time));
+    char hkey[STORE_KEY_MAX];
+    keys_replicaset_history(hkey, sizeof(hkey), name, r.version);
+    _cleanup_json_ json_t *hist = rs_record_history_entry(&r);
+    _cleanup_free_ char *hist_text = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
+    store_op hist_op = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
+    if (!hist_text || rs_record_save(a->store, &r, &hist_op, 1, err) < 0) {
+        if (!hist_text)
+            err_set(err, ERR_INTERNAL, "out of memory");
+        else if (err && err->code == ERR_CONFLICT)
+            err_set(err, ERR_EXISTS, "replica set '%s' was just created by another request", name);
+        rs_alloc_give_back(a, &r);
+        return -1;
+    }
+
+    /* 4 and 5 */
+    _cleanup_free_ char *id = NULL;
+    if (rs_container_run(a, &r, &binds, &id, err) < 0) {
+        rs_create_undo(a, &r, previous);
+        if (err && err->code != ERR_IMAGE_NOT_FOUND)
+            err->code = ERR_RUN_FAILED;
+        return -1;
+    }
+    snprintf(r.container_id, sizeof(r.container_id), "%s", id);
+    r.state = RS_STATE_RUNNING;
+    if (rs_record_save(a->store, &r, NULL, 0, err) < 0) {
+        /* The container runs and the store holds its allocations as
+         * "creating": start-up reconciliation finishes it. Say so. */
+        return err_prefix(err, "container %s runs, but recording it failed", r.container_name);
+    }
+    log_info("replica set %s: created version %d (%s), %zu GPU(s), %zu port(s)", name, r.version,
+             r.container_name, r.ngpus, r.nports);
+    *out = rs_create_answer(&r);
+    return 0;
+}

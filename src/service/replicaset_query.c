@@ -1,0 +1,147 @@
+/*
+ * replicaset_query.c - reading replica sets: list, info, history, and
+ * resolving the older routes' "foo-N" names. Nothing here changes state, so
+ * nothing takes the name lock; each answer is one consistent read of the
+ * store plus Docker's live view.
+ */
+#include "service/replicaset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/rs_internal.h"
+#include "util/cleanup.h"
+
+const char *rs_container_status(app *a, const rs_record *r, char *buf, size_t size)
+{
+    if (r->state == RS_STATE_DELETED)
+        return "deleted";
+    _cleanup_json_ json_t *info = NULL;
+    gb_err e = GB_ERR_INIT;
+    if (docker_container_inspect(a->docker, r->container_name, &info, &e) < 0)
+        return e.code == ERR_NOT_FOUND ? "missing" : "unknown";
+    const char *status =
+        json_string_value(json_object_get(json_object_get(info, "State"), "Status"));
+    snprintf(buf, size, "%s", status ? status : "unknown");
+    return buf;
+}
+
+static json_t *rs_summary(const rs_record *r, const char *status)
+{
+    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s}", "name", r->name, "version",
+                     r->version, "state", rs_state_name(r->state), "status", status,
+                     "containerName", r->container_name, "gpus", rs_record_gpus_json(r), "ports",
+                     rs_record_ports_json(r), "createTime", r->create_time, "updateTime",
+                     r->update_time);
+}
+
+/* Docker's status of every gpubox container, by container name. */
+static json_t *rs_docker_states(app *a, bool *docker_ok)
+{
+    _cleanup_json_ json_t *list = NULL;
+    gb_err e = GB_ERR_INIT;
+    json_t *states = json_object();
+    *docker_ok = docker_container_list(a->docker, RS_LABEL_NAME, &list, &e) == 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c)
+    {
+        const char *state = json_string_value(json_object_get(c, "State"));
+        json_t *names = json_object_get(c, "Names");
+        for (size_t k = 0; k < json_array_size(names); k++) {
+            const char *n = json_string_value(json_array_get(names, k));
+            if (n && state)
+                json_object_set_new(states, n[0] == '/' ? n + 1 : n, json_string(state));
+        }
+    }
+    return states;
+}
+
+int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err)
+{
+    _cleanup_(store_kvs_free) store_kvs kvs = {0};
+    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
+        return err_prefix(err, "listing replica sets");
+    bool docker_ok = false;
+    _cleanup_json_ json_t *states = rs_docker_states(a, &docker_ok);
+    _cleanup_json_ json_t *list = json_array();
+    for (size_t i = 0; i < kvs.n; i++) {
+        if (!keys_is_replicaset_record(kvs.items[i].key))
+            continue;
+        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
+        _cleanup_(rs_record_free) rs_record r = {0};
+        if (rs_record_from_json(j, &r, err) < 0)
+            return err_prefix(err, "listing replica sets");
+        if (r.state == RS_STATE_DELETED && !include_deleted)
+            continue;
+        const char *status = json_string_value(json_object_get(states, r.container_name));
+        if (r.state == RS_STATE_DELETED)
+            status = "deleted";
+        else if (!status)
+            status = docker_ok ? "missing" : "unknown";
+        json_array_append_new(list, rs_summary(&r, status));
+    }
+    *out = json_pack("{s:O}", "replicaSets", list);
+    return 0;
+}
+
+int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
+{
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    _cleanup_(rs_record_free) rs_record r = {0};
+    int found = rs_record_load(a->store, name, &r, err);
+    if (found < 0)
+        return -1;
+    if (!found)
+        return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+    char buf[32];
+    json_t *info = rs_summary(&r, rs_container_status(a, &r, buf, sizeof(buf)));
+    json_object_set_new(info, "containerId", json_string(r.container_id));
+    json_object_set_new(info, "spec", rs_spec_to_json(&r.spec));
+    *out = json_pack("{s:o}", "info", info);
+    return 0;
+}
+
+int replicaset_history(app *a, const char *name, json_t **out, gb_err *err)
+{
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    char prefix[STORE_KEY_MAX];
+    keys_replicaset_history_prefix(prefix, sizeof(prefix), name);
+    _cleanup_(store_kvs_free) store_kvs kvs = {0};
+    if (store_range(a->store, prefix, &kvs, err) < 0)
+        return err_prefix(err, "reading the history of %s", name);
+    if (kvs.n == 0)
+        return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+    json_t *history = json_array();
+    /* Keys sort by zero-padded version: walk backwards for newest first. */
+    for (size_t i = kvs.n; i-- > 0;) {
+        json_t *entry = json_loads(kvs.items[i].value, 0, NULL);
+        if (entry)
+            json_array_append_new(history, entry);
+    }
+    *out = json_pack("{s:o}", "history", history);
+    return 0;
+}
+
+int replicaset_resolve_name(app *a, const char *name_or_container, char *base, gb_err *err)
+{
+    if (name_check_replicaset(name_or_container, NULL) == 0) {
+        snprintf(base, NAME_MAX_LEN + 1, "%s", name_or_container);
+        return 0;
+    }
+    int version = 0;
+    if (name_split_versioned(name_or_container, base, &version) == 0) {
+        _cleanup_(rs_record_free) rs_record r = {0};
+        int found = rs_record_load(a->store, base, &r, err);
+        if (found < 0)
+            return -1;
+        if (found)
+            return 0;
+    }
+    return err_set(err, ERR_NOT_FOUND, "no replica set or container named '%.80s'",
+                   name_or_container);
+}

@@ -1,0 +1,259 @@
+/*
+ * rs_record.c - replica-set records: JSON form, store load/save, and the
+ * lifecycle table (see rs_record.h).
+ */
+#include "service/rs_record.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "service/keys.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+
+static const char *const rs_state_names[] = {
+    [RS_STATE_CREATING] = "creating", [RS_STATE_RUNNING] = "running", [RS_STATE_PAUSED] = "paused",
+    [RS_STATE_STOPPED] = "stopped",   [RS_STATE_DELETED] = "deleted",
+};
+
+static const char *const rs_op_names[] = {
+    [RS_OP_STOP] = "stop",       [RS_OP_PAUSE] = "pause",   [RS_OP_CONTINUE] = "continue",
+    [RS_OP_EXECUTE] = "execute", [RS_OP_COMMIT] = "commit", [RS_OP_DELETE] = "delete",
+};
+
+/* allowed[op] is a bit set of states (rs_record.h has the table). */
+#define S(x) (1u << RS_STATE_##x)
+static const unsigned rs_allowed[] = {
+    [RS_OP_STOP] = S(RUNNING) | S(PAUSED),
+    [RS_OP_PAUSE] = S(RUNNING),
+    [RS_OP_CONTINUE] = S(PAUSED),
+    [RS_OP_EXECUTE] = S(RUNNING),
+    [RS_OP_COMMIT] = S(RUNNING) | S(PAUSED) | S(STOPPED),
+    [RS_OP_DELETE] = S(CREATING) | S(RUNNING) | S(PAUSED) | S(STOPPED),
+};
+#undef S
+
+const char *rs_state_name(enum rs_state s)
+{
+    return s <= RS_STATE_DELETED ? rs_state_names[s] : "unknown";
+}
+
+static int rs_state_parse(const char *s)
+{
+    for (size_t i = 0; s && i < ARRAY_SIZE(rs_state_names); i++)
+        if (strcmp(s, rs_state_names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err)
+{
+    if (rs_allowed[op] & (1u << r->state))
+        return 0;
+    if (r->state == RS_STATE_DELETED)
+        return err_set(err, ERR_NOT_FOUND, "replica set '%s' was deleted", r->name);
+    const char *hint = "";
+    switch (op) {
+    case RS_OP_CONTINUE:
+        hint = r->state == RS_STATE_STOPPED ? "; a stopped set gave back its GPUs and ports: "
+                                              "restart it instead"
+                                            : "; only a paused set can continue";
+        break;
+    case RS_OP_STOP:
+        hint = "; it is already stopped";
+        break;
+    case RS_OP_PAUSE:
+        hint = "; only a running set can be paused";
+        break;
+    case RS_OP_EXECUTE:
+        hint = "; commands run only in a running set";
+        break;
+    default:
+        break;
+    }
+    return err_set(err, ERR_STATE_CONFLICT, "cannot %s replica set '%s': it is %s%s",
+                   rs_op_names[op], r->name, rs_state_name(r->state), hint);
+}
+
+void rs_time_now(char buf[RS_TIME_MAX])
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(buf, RS_TIME_MAX, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+json_t *rs_record_gpus_json(const rs_record *r)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < r->ngpus; i++)
+        json_array_append_new(a, json_string(r->gpus[i]));
+    return a;
+}
+
+json_t *rs_record_ports_json(const rs_record *r)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < r->nports; i++)
+        json_array_append_new(a, json_pack("{s:i, s:i, s:s}", "hostPort", r->ports[i].host_port,
+                                           "containerPort", r->ports[i].container_port, "protocol",
+                                           r->ports[i].protocol));
+    return a;
+}
+
+json_t *rs_record_to_json(const rs_record *r)
+{
+    return json_pack("{s:s, s:i, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s}", "name", r->name,
+                     "version", r->version, "state", rs_state_name(r->state), "spec",
+                     rs_spec_to_json(&r->spec), "containerName", r->container_name, "containerId",
+                     r->container_id, "gpus", rs_record_gpus_json(r), "ports",
+                     rs_record_ports_json(r), "createTime", r->create_time, "updateTime",
+                     r->update_time);
+}
+
+json_t *rs_record_history_entry(const rs_record *r)
+{
+    return json_pack("{s:i, s:s, s:s, s:o}", "version", r->version, "createTime", r->update_time,
+                     "containerName", r->container_name, "spec", rs_spec_to_json(&r->spec));
+}
+
+static int copy_field(const json_t *j, const char *field, char *dst, size_t size, gb_err *err)
+{
+    const char *v = "";
+    if (json_field_string(j, "record", field, &v, false, err) < 0)
+        return -1;
+    if (strlen(v) >= size)
+        return err_set(err, ERR_INTERNAL, "record field %s is too long", field);
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+static int rs_record_holdings_from_json(const json_t *j, rs_record *r, gb_err *err)
+{
+    json_t *gpus = json_object_get(j, "gpus"), *ports = json_object_get(j, "ports");
+    size_t ng = json_array_size(gpus), np = json_array_size(ports);
+    r->gpus = calloc(ng + 1, sizeof(*r->gpus));
+    r->ports = calloc(np + 1, sizeof(*r->ports));
+    if (!r->gpus || !r->ports)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < ng; i++) {
+        const char *u = json_string_value(json_array_get(gpus, i));
+        if (!u || strlen(u) >= GPU_UUID_MAX)
+            return err_set(err, ERR_INTERNAL, "record of %s: gpus[%zu] is not a UUID", r->name, i);
+        strcpy(r->gpus[i], u);
+    }
+    r->ngpus = ng;
+    for (size_t i = 0; i < np; i++) {
+        json_t *p = json_array_get(ports, i);
+        json_int_t host = json_integer_value(json_object_get(p, "hostPort"));
+        json_int_t cont = json_integer_value(json_object_get(p, "containerPort"));
+        const char *proto = json_string_value(json_object_get(p, "protocol"));
+        if (host < 1 || host > 65535 || cont < 1 || cont > 65535 || !proto || strlen(proto) > 3)
+            return err_set(err, ERR_INTERNAL, "record of %s: ports[%zu] is malformed", r->name, i);
+        r->ports[i] = (rs_held_port){.host_port = (uint16_t)host, .container_port = (uint16_t)cont};
+        strcpy(r->ports[i].protocol, proto);
+    }
+    r->nports = np;
+    return 0;
+}
+
+int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    const char *state = NULL;
+    long long version = 0;
+    json_t *spec = NULL;
+    if (!json_is_object(j) || copy_field(j, "name", out->name, sizeof(out->name), err) < 0 ||
+        json_field_int(j, "record", "version", &version, true, err) < 0 ||
+        json_field_string(j, "record", "state", &state, true, err) < 0 ||
+        json_field_object(j, "record", "spec", &spec, true, err) < 0 ||
+        copy_field(j, "containerName", out->container_name, sizeof(out->container_name), err) < 0 ||
+        copy_field(j, "containerId", out->container_id, sizeof(out->container_id), err) < 0 ||
+        copy_field(j, "createTime", out->create_time, sizeof(out->create_time), err) < 0 ||
+        copy_field(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0)
+        goto fail;
+    int s = rs_state_parse(state);
+    if (s < 0 || version < 0 || version > 1000000000) {
+        err_set(err, ERR_INTERNAL, "record of %s has state '%s', version %lld", out->name, state,
+                version);
+        goto fail;
+    }
+    out->state = (enum rs_state)s;
+    out->version = (int)version;
+    if (rs_spec_from_json(spec, NULL, &out->spec, err) < 0 ||
+        rs_record_holdings_from_json(j, out, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    if (err)
+        err->code = ERR_INTERNAL;
+    rs_record_free(out);
+    return -1;
+}
+
+int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    if (!keys_replicaset(key, sizeof(key), name))
+        return err_set(err, ERR_INVALID_NAME, "replica set name is too long");
+    _cleanup_(store_kv_free) store_kv kv = {0};
+    int found = store_get(s, key, &kv, err);
+    if (found <= 0)
+        return found;
+    json_error_t jerr;
+    _cleanup_json_ json_t *j = json_loads(kv.value, 0, &jerr);
+    if (!j)
+        return err_set(err, ERR_INTERNAL, "record of %s is not JSON: %s", name, jerr.text);
+    if (rs_record_from_json(j, out, err) < 0)
+        return err_prefix(err, "reading replica set %s from the store", name);
+    out->mod_revision = kv.mod_revision;
+    return 1;
+}
+
+void rs_record_clear_holdings(rs_record *r)
+{
+    r->ngpus = 0;
+    r->nports = 0;
+}
+
+void rs_record_free(rs_record *r)
+{
+    if (!r)
+        return;
+    rs_spec_free(&r->spec);
+    free(r->gpus);
+    free(r->ports);
+    r->gpus = NULL;
+    r->ports = NULL;
+    r->ngpus = r->nports = 0;
+}
+
+int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    if (!keys_replicaset(key, sizeof(key), r->name))
+        return err_set(err, ERR_INVALID_NAME, "replica set name is too long");
+    rs_time_now(r->update_time);
+    if (!r->create_time[0])
+        memcpy(r->create_time, r->update_time, sizeof(r->create_time));
+    _cleanup_json_ json_t *j = rs_record_to_json(r);
+    _cleanup_free_ char *value = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    _cleanup_free_ store_op *ops = calloc(nextra + 1, sizeof(*ops));
+    if (!value || !ops)
+        return err_set(err, ERR_INTERNAL, "out of memory saving replica set %s", r->name);
+    ops[0] = (store_op){.kind = STORE_OP_PUT, .key = key, .value = value};
+    for (size_t i = 0; i < nextra; i++)
+        ops[i + 1] = extra[i];
+    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
+    bool ok = false;
+    int64_t rev = 0;
+    if (store_txn(s, &cmp, 1, ops, nextra + 1, &ok, &rev, err) < 0)
+        return err_prefix(err, "saving replica set %s", r->name);
+    if (!ok)
+        return err_set(err, ERR_CONFLICT,
+                       "replica set %s was changed by someone else meanwhile; try again", r->name);
+    r->mod_revision = rev;
+    return 0;
+}

@@ -1,0 +1,111 @@
+/*
+ * rs_record.h - a replica set's record in the store, and its lifecycle.
+ *
+ * The record (key: keys_replicaset) is the one source of truth for the set:
+ *   {"name": "foo", "version": 3, "state": "running",
+ *    "spec": {...rs_spec...},
+ *    "containerName": "foo-3", "containerId": "ab12...",
+ *    "gpus": ["GPU-..."],                                 whole cards held
+ *    "ports": [{"hostPort": 40001, "containerPort": 22, "protocol": "tcp"}],
+ *    "createTime": "...Z", "updateTime": "...Z"}
+ * `gpus` and `ports` list exactly what the set holds now: empty once it is
+ * stopped or deleted. The pools are rebuilt from them at start-up
+ * (allocations.c).
+ *
+ * Each version's spec is also kept under keys_replicaset_history as
+ * {"version", "createTime", "containerName", "spec"}.
+ *
+ * States and what each operation may do from them (rs_lifecycle_check):
+ *
+ *              creating  running  paused  stopped  deleted
+ *   stop          -        yes     yes      -        -
+ *   pause         -        yes      -       -        -
+ *   continue      -         -      yes      -        -
+ *   execute       -        yes      -       -        -
+ *   commit        -        yes     yes     yes       -
+ *   delete       yes       yes     yes     yes       -
+ *
+ * "creating" is only seen between the allocation's commit and the
+ * container's start, or after a crash there (replicaset_reconcile settles it).
+ */
+#ifndef GPUBOX_SERVICE_RS_RECORD_H
+#define GPUBOX_SERVICE_RS_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "gpu/gpu.h"
+#include "service/rs_spec.h"
+#include "store/store.h"
+#include "util/err.h"
+#include "util/names.h"
+
+enum rs_state {
+    RS_STATE_CREATING,
+    RS_STATE_RUNNING,
+    RS_STATE_PAUSED,
+    RS_STATE_STOPPED,
+    RS_STATE_DELETED,
+};
+
+enum rs_op { RS_OP_STOP, RS_OP_PAUSE, RS_OP_CONTINUE, RS_OP_EXECUTE, RS_OP_COMMIT, RS_OP_DELETE };
+
+typedef struct rs_held_port {
+    uint16_t host_port;
+    uint16_t container_port;
+    char protocol[4];
+} rs_held_port;
+
+#define RS_CONTAINER_NAME_MAX (NAME_MAX_LEN + 16)
+#define RS_TIME_MAX 32
+
+typedef struct rs_record {
+    char name[NAME_MAX_LEN + 1];
+    int version;
+    enum rs_state state;
+    rs_spec spec;
+    char container_name[RS_CONTAINER_NAME_MAX];
+    char container_id[80];
+    char (*gpus)[GPU_UUID_MAX];
+    size_t ngpus;
+    rs_held_port *ports;
+    size_t nports;
+    char create_time[RS_TIME_MAX];
+    char update_time[RS_TIME_MAX];
+    int64_t mod_revision; /* of the store key when loaded; 0 for a new record */
+} rs_record;
+
+const char *rs_state_name(enum rs_state s);
+
+/* 0 when op is allowed in r's state; otherwise ERR_STATE_CONFLICT (or
+ * ERR_NOT_FOUND for a deleted set) saying why and what to do instead. */
+int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err);
+
+/* Load name's record: 1 found, 0 absent, -1 error. */
+int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err);
+int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err);
+json_t *rs_record_to_json(const rs_record *r);
+void rs_record_free(rs_record *r);
+
+/* Drop what the record holds (gpus, ports). */
+void rs_record_clear_holdings(rs_record *r);
+/* The JSON lists of what it holds, for answers. */
+json_t *rs_record_gpus_json(const rs_record *r);
+json_t *rs_record_ports_json(const rs_record *r);
+
+/* The history entry for r's current version. */
+json_t *rs_record_history_entry(const rs_record *r);
+
+/* Write r back if nobody changed it since it was loaded (compare-and-swap on
+ * mod_revision; 0 = must not exist). extra ops (may be NULL/0) go in the
+ * same transaction. ERR_CONFLICT when the record changed underneath. On
+ * success r->mod_revision is the new revision. */
+int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra, gb_err *err);
+
+/* UTC time as "2026-11-22T01:28:28Z". */
+void rs_time_now(char buf[RS_TIME_MAX]);
+
+#endif

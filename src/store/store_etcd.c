@@ -1,0 +1,431 @@
+/*
+ * store_etcd.c - the etcd store backend: gpubox's keys in an etcd v3
+ * cluster, reached over its JSON gateway (store_etcd_client.c sends the
+ * requests; this file maps the store model onto them).
+ *
+ * Layout: gpubox's key K is etcd's key <prefix>K, where the prefix comes
+ * from the URL path ("" by default, "/gpubox/" for etcd://h:p/gpubox), so
+ * several gpubox servers - or other programs - can share one etcd. Values
+ * are stored as they are. The gateway carries keys and values as base64
+ * and int64 numbers as JSON strings.
+ *
+ * The store model is etcd's own, so the mapping is direct:
+ *   get       range of one key
+ *   range     range [prefix, successor(prefix)), read in pages of
+ *             ETCD_RANGE_PAGE keys, every page at the revision of the first
+ *             so the result is one consistent snapshot
+ *   txn       txn: ABSENT is create_revision == 0, EXISTS create_revision
+ *             > 0, MOD_REVISION mod_revision == n, VALUE value == v (etcd
+ *             compares an absent key as all-zero, and never equal in value)
+ *   revision  header.revision of a one-key range
+ * Revisions are etcd's: one counter for the whole cluster, raised by any
+ * client's write, including writes outside the prefix.
+ */
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store_etcd_internal.h"
+#include "util/base64.h"
+#include "util/cleanup.h"
+
+/* Keys per range request. Several pages are read when a range is larger. */
+#define ETCD_RANGE_PAGE 128
+/* A page read at a pinned revision fails once etcd compacts past it; the
+ * range then starts again at the new revision, this many times at most. */
+#define ETCD_RANGE_RESTARTS 3
+
+struct etcd_store {
+    store base;
+    etcd_client *client;
+    const char *prefix; /* owned by client */
+    size_t prefix_len;
+};
+
+static int etcd_store_oom(gb_err *err)
+{
+    return err_set(err, ERR_INTERNAL, "etcd store: out of memory");
+}
+
+/* ---- JSON pieces ----------------------------------------------------------- */
+
+/* Bytes as a base64 JSON string. */
+static json_t *etcd_json_bytes(const char *data, size_t n)
+{
+    _cleanup_free_ char *b64 = base64_encode(data, n);
+    return b64 ? json_string(b64) : NULL;
+}
+
+static json_t *etcd_json_int64(int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%lld", (long long)v);
+    return json_string(buf);
+}
+
+/* An int64 field of an answer: a JSON string of digits, or absent (zero),
+ * as protobuf's JSON mapping writes them. */
+static int64_t etcd_json_get_int64(json_t *obj, const char *name)
+{
+    json_t *v = json_object_get(obj, name);
+    if (json_is_integer(v))
+        return json_integer_value(v);
+    const char *s = json_string_value(v);
+    return s ? strtoll(s, NULL, 10) : 0;
+}
+
+/* prefix + key: the etcd key of a gpubox key. */
+static char *etcd_store_full_key(const struct etcd_store *es, const char *key, size_t *len)
+{
+    size_t klen = strlen(key);
+    char *full = malloc(es->prefix_len + klen + 1);
+    if (!full)
+        return NULL;
+    memcpy(full, es->prefix, es->prefix_len);
+    memcpy(full + es->prefix_len, key, klen + 1);
+    *len = es->prefix_len + klen;
+    return full;
+}
+
+static json_t *etcd_store_json_key(const struct etcd_store *es, const char *key)
+{
+    size_t len = 0;
+    _cleanup_free_ char *full = etcd_store_full_key(es, key, &len);
+    return full ? etcd_json_bytes(full, len) : NULL;
+}
+
+/* range_end for "every key starting with key[0..len)": drop trailing 0xff
+ * bytes and add one to the last byte. With nothing left (all 0xff, or no
+ * bytes at all) it is "\0", etcd's "to the end of the keyspace". */
+static json_t *etcd_json_range_end(const char *key, size_t len)
+{
+    while (len > 0 && (unsigned char)key[len - 1] == 0xff)
+        len--;
+    if (len == 0)
+        return etcd_json_bytes("", 1);
+    _cleanup_free_ char *end = malloc(len);
+    if (!end)
+        return NULL;
+    memcpy(end, key, len);
+    end[len - 1] = (char)((unsigned char)end[len - 1] + 1);
+    return etcd_json_bytes(end, len);
+}
+
+/* Decode a base64 field that holds text gpubox wrote: no NUL bytes inside. */
+static int etcd_store_decode(json_t *obj, const char *name, const char *key_for_msg, char **out,
+                             size_t *len, gb_err *err)
+{
+    const char *b64 = json_string_value(json_object_get(obj, name));
+    if (!b64)
+        b64 = ""; /* protobuf's JSON leaves out empty fields */
+    if (base64_decode(b64, strlen(b64), out, len) < 0)
+        return errno == ENOMEM
+                   ? etcd_store_oom(err)
+                   : err_set(err, ERR_INTERNAL, "etcd store: etcd sent a %s that is not base64%s%s",
+                             name, key_for_msg ? " for key " : "", key_for_msg ? key_for_msg : "");
+    if (memchr(*out, '\0', *len)) {
+        err_set(err, ERR_INTERNAL,
+                "etcd store: the %s%s%s holds a NUL byte; gpubox never writes those - "
+                "does another program write under the same key prefix?",
+                name, key_for_msg ? " of key " : "", key_for_msg ? key_for_msg : "");
+        free(steal_ptr(out));
+        return -1;
+    }
+    return 0;
+}
+
+/* One entry of a range answer's "kvs" as a store_kv without the prefix;
+ * *full gets the etcd key (for paging). */
+static int etcd_store_kv_from_json(const struct etcd_store *es, json_t *j, store_kv *kv,
+                                   char **full, size_t *full_len, gb_err *err)
+{
+    *kv = (store_kv){0};
+    size_t value_len = 0;
+    if (etcd_store_decode(j, "key", NULL, full, full_len, err) < 0)
+        return -1;
+    if (*full_len <= es->prefix_len || memcmp(*full, es->prefix, es->prefix_len) != 0) {
+        err_set(err, ERR_INTERNAL,
+                "etcd store: etcd returned key '%s', which is not under the prefix '%s'", *full,
+                es->prefix);
+        free(steal_ptr(full));
+        return -1;
+    }
+    kv->key = strdup(*full + es->prefix_len);
+    if (!kv->key || etcd_store_decode(j, "value", kv->key, &kv->value, &value_len, err) < 0) {
+        if (!kv->key)
+            etcd_store_oom(err);
+        store_kv_free(kv);
+        free(steal_ptr(full));
+        return -1;
+    }
+    kv->create_revision = etcd_json_get_int64(j, "create_revision");
+    kv->mod_revision = etcd_json_get_int64(j, "mod_revision");
+    return 0;
+}
+
+/* ---- reads ------------------------------------------------------------------ */
+
+static int etcd_store_get(store *s, const char *key, store_kv *out, gb_err *err)
+{
+    struct etcd_store *es = (struct etcd_store *)s;
+    _cleanup_json_ json_t *body = json_object();
+    _cleanup_json_ json_t *reply = NULL;
+    if (!body || json_object_set_new(body, "key", etcd_store_json_key(es, key)) < 0)
+        return etcd_store_oom(err);
+    if (etcd_client_call(es->client, "/v3/kv/range", body, false, &reply, NULL, err) < 0)
+        return err_prefix(err, "reading key '%s'", key);
+    json_t *kvs = json_object_get(reply, "kvs");
+    if (json_array_size(kvs) == 0)
+        return 0;
+    _cleanup_free_ char *full = NULL;
+    size_t full_len = 0;
+    return etcd_store_kv_from_json(es, json_array_get(kvs, 0), out, &full, &full_len, err) < 0 ? -1
+                                                                                               : 1;
+}
+
+static int etcd_store_kvs_grow(store_kvs *kvs, size_t *cap, size_t more)
+{
+    if (kvs->n + more <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < kvs->n + more)
+        ncap *= 2;
+    store_kv *items = realloc(kvs->items, ncap * sizeof(*items));
+    if (!items)
+        return -1;
+    kvs->items = items;
+    *cap = ncap;
+    return 0;
+}
+
+/* One page of a range: keys from start up to range_end, at revision rev
+ * (0 = now). Appends to kvs; *last gets the etcd key of the last entry. */
+static int etcd_store_range_page(struct etcd_store *es, json_t *start, json_t *range_end,
+                                 int64_t *rev, store_kvs *kvs, size_t *cap, char **last,
+                                 size_t *last_len, bool *more, int *grpc_code, gb_err *err)
+{
+    _cleanup_json_ json_t *body = json_pack("{s:O, s:O, s:o}", "key", start, "range_end", range_end,
+                                            "limit", etcd_json_int64(ETCD_RANGE_PAGE));
+    _cleanup_json_ json_t *reply = NULL;
+    if (!body || (*rev > 0 && json_object_set_new(body, "revision", etcd_json_int64(*rev)) < 0))
+        return etcd_store_oom(err);
+    if (etcd_client_call(es->client, "/v3/kv/range", body, false, &reply, grpc_code, err) < 0)
+        return -1;
+    json_t *page = json_object_get(reply, "kvs");
+    if (etcd_store_kvs_grow(kvs, cap, json_array_size(page)) < 0)
+        return etcd_store_oom(err);
+    for (size_t i = 0; i < json_array_size(page); i++) {
+        free(steal_ptr(last));
+        if (etcd_store_kv_from_json(es, json_array_get(page, i), &kvs->items[kvs->n], last,
+                                    last_len, err) < 0)
+            return -1;
+        kvs->n++;
+    }
+    *rev = etcd_json_get_int64(json_object_get(reply, "header"), "revision");
+    *more = json_is_true(json_object_get(reply, "more")) && *last;
+    return 0;
+}
+
+/* Every key under prefix, page by page at one revision. */
+static int etcd_store_range_once(struct etcd_store *es, const char *prefix, store_kvs *out,
+                                 int *grpc_code, gb_err *err)
+{
+    size_t full_len = 0;
+    _cleanup_free_ char *full = etcd_store_full_key(es, prefix, &full_len);
+    if (!full)
+        return etcd_store_oom(err);
+    /* etcd has no empty key; "\0" is the lowest key there is. */
+    _cleanup_json_ json_t *start = etcd_json_bytes(full, full_len ? full_len : 1);
+    _cleanup_json_ json_t *range_end = etcd_json_range_end(full, full_len);
+    if (!start || !range_end)
+        return etcd_store_oom(err);
+
+    store_kvs kvs = {0};
+    size_t cap = 0;
+    int64_t rev = 0;
+    bool more = true;
+    while (more) {
+        _cleanup_free_ char *last = NULL;
+        size_t last_len = 0;
+        if (etcd_store_range_page(es, start, range_end, &rev, &kvs, &cap, &last, &last_len, &more,
+                                  grpc_code, err) < 0) {
+            store_kvs_free(&kvs);
+            return -1;
+        }
+        if (more) {
+            /* The next page starts just after the last key: last + "\0". */
+            _cleanup_free_ char *next = realloc(last, last_len + 1);
+            if (next) {
+                last = NULL; /* moved into next */
+                next[last_len] = '\0';
+            }
+            json_decref(start);
+            start = next ? etcd_json_bytes(next, last_len + 1) : NULL;
+            if (!start) {
+                store_kvs_free(&kvs);
+                return etcd_store_oom(err);
+            }
+        }
+    }
+    *out = kvs;
+    return 0;
+}
+
+static int etcd_store_range(store *s, const char *prefix, store_kvs *out, gb_err *err)
+{
+    struct etcd_store *es = (struct etcd_store *)s;
+    for (int restarts = 0;; restarts++) {
+        int grpc_code = 0;
+        if (etcd_store_range_once(es, prefix, out, &grpc_code, err) == 0)
+            return 0;
+        if (grpc_code != ETCD_GRPC_OUT_OF_RANGE || restarts == ETCD_RANGE_RESTARTS)
+            return err_prefix(err, "listing keys under '%s'", prefix);
+    }
+}
+
+/* A one-key range: the cheapest request that carries the revision. */
+static int etcd_store_revision(store *s, int64_t *revision, gb_err *err)
+{
+    struct etcd_store *es = (struct etcd_store *)s;
+    _cleanup_json_ json_t *body = json_pack(
+        "{s:o, s:b}", "key", etcd_json_bytes(es->prefix_len ? es->prefix : "", es->prefix_len ?: 1),
+        "count_only", 1);
+    _cleanup_json_ json_t *reply = NULL;
+    if (!body)
+        return etcd_store_oom(err);
+    if (etcd_client_call(es->client, "/v3/kv/range", body, false, &reply, NULL, err) < 0)
+        return err_prefix(err, "reading the revision");
+    *revision = etcd_json_get_int64(json_object_get(reply, "header"), "revision");
+    if (*revision <= 0)
+        return err_set(err, ERR_INTERNAL, "etcd at %s sent no revision in its answer",
+                       etcd_client_endpoints(es->client));
+    return 0;
+}
+
+/* ---- transactions --------------------------------------------------------- */
+
+static json_t *etcd_store_json_cmp(const struct etcd_store *es, const store_cmp *c)
+{
+    json_t *key = etcd_store_json_key(es, c->key);
+    switch (c->kind) {
+    case STORE_CMP_ABSENT:
+        return json_pack("{s:o, s:s, s:s, s:s}", "key", key, "target", "CREATE", "result", "EQUAL",
+                         "create_revision", "0");
+    case STORE_CMP_EXISTS:
+        return json_pack("{s:o, s:s, s:s, s:s}", "key", key, "target", "CREATE", "result",
+                         "GREATER", "create_revision", "0");
+    case STORE_CMP_MOD_REVISION:
+        return json_pack("{s:o, s:s, s:s, s:o}", "key", key, "target", "MOD", "result", "EQUAL",
+                         "mod_revision", etcd_json_int64(c->mod_revision));
+    case STORE_CMP_VALUE:
+        return json_pack("{s:o, s:s, s:s, s:o}", "key", key, "target", "VALUE", "result", "EQUAL",
+                         "value", etcd_json_bytes(c->value, strlen(c->value)));
+    }
+    json_decref(key);
+    return NULL;
+}
+
+static json_t *etcd_store_json_op(const struct etcd_store *es, const store_op *op)
+{
+    switch (op->kind) {
+    case STORE_OP_PUT:
+        return json_pack("{s:{s:o, s:o}}", "request_put", "key", etcd_store_json_key(es, op->key),
+                         "value", etcd_json_bytes(op->value, strlen(op->value)));
+    case STORE_OP_DELETE:
+        return json_pack("{s:{s:o}}", "request_delete_range", "key",
+                         etcd_store_json_key(es, op->key));
+    case STORE_OP_DELETE_PREFIX: {
+        size_t len = 0;
+        _cleanup_free_ char *full = etcd_store_full_key(es, op->key, &len);
+        if (!full)
+            return NULL;
+        return json_pack("{s:{s:o, s:o}}", "request_delete_range", "key",
+                         etcd_json_bytes(full, len), "range_end", etcd_json_range_end(full, len));
+    }
+    }
+    return NULL;
+}
+
+/* The request body: {"compare": [...], "success": [...]}. json_pack with
+ * "o" takes a NULL from a failed allocation as failure, so one check does. */
+static json_t *etcd_store_json_txn(const struct etcd_store *es, const store_cmp *cmps, size_t ncmps,
+                                   const store_op *ops, size_t nops)
+{
+    _cleanup_json_ json_t *compare = json_array();
+    _cleanup_json_ json_t *success = json_array();
+    if (!compare || !success)
+        return NULL;
+    for (size_t i = 0; i < ncmps; i++)
+        if (json_array_append_new(compare, etcd_store_json_cmp(es, &cmps[i])) < 0)
+            return NULL;
+    for (size_t i = 0; i < nops; i++)
+        if (json_array_append_new(success, etcd_store_json_op(es, &ops[i])) < 0)
+            return NULL;
+    return json_pack("{s:O, s:O}", "compare", compare, "success", success);
+}
+
+static int etcd_store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops,
+                          size_t nops, bool *succeeded, int64_t *revision, gb_err *err)
+{
+    struct etcd_store *es = (struct etcd_store *)s;
+    *succeeded = false;
+    _cleanup_json_ json_t *body = etcd_store_json_txn(es, cmps, ncmps, ops, nops);
+    _cleanup_json_ json_t *reply = NULL;
+    if (!body)
+        return etcd_store_oom(err);
+    /* With no ops the transaction only reads, and may be sent again. */
+    if (etcd_client_call(es->client, "/v3/kv/txn", body, nops > 0, &reply, NULL, err) < 0)
+        return err_prefix(err, "store transaction");
+    *succeeded = json_is_true(json_object_get(reply, "succeeded"));
+    if (revision)
+        *revision = etcd_json_get_int64(json_object_get(reply, "header"), "revision");
+    return 0;
+}
+
+/* ---- opening --------------------------------------------------------------- */
+
+static void etcd_store_close(store *s)
+{
+    struct etcd_store *es = (struct etcd_store *)s;
+    if (!es)
+        return;
+    etcd_client_free(es->client);
+    free(es);
+}
+
+/* Opening asks etcd for the revision once, so that a wrong address, a
+ * refused certificate or bad credentials show at start-up, not at the
+ * first request. */
+static int etcd_store_open(const char *url, store **out, gb_err *err)
+{
+    struct etcd_store *es = calloc(1, sizeof(*es));
+    if (!es)
+        return etcd_store_oom(err);
+    es->base.backend = &store_backend_etcd;
+    int64_t rev = 0;
+    if (etcd_client_new(url, &es->client, err) < 0) {
+        free(es);
+        return -1;
+    }
+    es->prefix = etcd_client_prefix(es->client, &es->prefix_len);
+    if (etcd_store_revision(&es->base, &rev, err) < 0) {
+        etcd_store_close(&es->base);
+        return -1;
+    }
+    *out = &es->base;
+    return 0;
+}
+
+const struct store_backend store_backend_etcd = {
+    .name = "etcd",
+    .scheme = "etcd",
+    .open = etcd_store_open,
+    .close = etcd_store_close,
+    .get = etcd_store_get,
+    .range = etcd_store_range,
+    .txn = etcd_store_txn,
+    .revision = etcd_store_revision,
+};

@@ -1,0 +1,49 @@
+/*
+ * store_etcd_internal.h - what the etcd backend's two files share: the
+ * client (store_etcd_client.c: the URL, endpoints and failover, a pool of
+ * curl handles, authentication, and turning etcd's answers into gb_err) and
+ * the store mapping on top of it (store_etcd.c).
+ */
+#ifndef GPUBOX_STORE_STORE_ETCD_INTERNAL_H
+#define GPUBOX_STORE_STORE_ETCD_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "util/err.h"
+
+/* gRPC status codes etcd puts in the "code" field of an error answer. */
+enum etcd_grpc_code {
+    ETCD_GRPC_OK = 0,
+    ETCD_GRPC_INVALID_ARGUMENT = 3,
+    ETCD_GRPC_DEADLINE_EXCEEDED = 4,
+    ETCD_GRPC_PERMISSION_DENIED = 7,
+    ETCD_GRPC_RESOURCE_EXHAUSTED = 8,
+    ETCD_GRPC_OUT_OF_RANGE = 11, /* "required revision has been compacted" */
+    ETCD_GRPC_UNAVAILABLE = 14,
+    ETCD_GRPC_UNAUTHENTICATED = 16,
+};
+
+typedef struct etcd_client etcd_client;
+
+/* Parse an etcd:// URL (see docs/store.md) into a client. Nothing is sent. */
+int etcd_client_new(const char *url, etcd_client **out, gb_err *err);
+void etcd_client_free(etcd_client *c);
+
+/* The key prefix every gpubox key is stored under ("" when none). */
+const char *etcd_client_prefix(const etcd_client *c, size_t *len);
+/* "host:port[,host:port...]" for messages. */
+const char *etcd_client_endpoints(const etcd_client *c);
+
+/* POST body (JSON) to one of etcd's gateway paths ("/v3/kv/range") and put
+ * the JSON answer of a 200 in *reply. Connection failures move on to the
+ * next endpoint. writes says the request changes state: such a request is
+ * never sent twice, so one that got no answer fails with a message saying
+ * it may or may not have been applied. When etcd answered with an error,
+ * *grpc_code (may be NULL) gets etcd's code, else 0. */
+int etcd_client_call(etcd_client *c, const char *path, json_t *body, bool writes, json_t **reply,
+                     int *grpc_code, gb_err *err);
+
+#endif

@@ -1,0 +1,216 @@
+/*
+ * test_rs_spec.c - replica-set specs: every field's validation, the
+ * normalized JSON form, and that printing then parsing gives the same spec.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "service/rs_record.h"
+#include "service/rs_spec.h"
+#include "util/cleanup.h"
+
+static const char *const create_extra[] = {"replicaSetName", NULL};
+
+/* Parse text; returns the error code (ERR_OK on success) and frees the spec. */
+static int parse_code(const char *text, char *msg, size_t msg_size)
+{
+    json_error_t jerr;
+    _cleanup_json_ json_t *j = json_loads(text, 0, &jerr);
+    assert_non_null(j);
+    rs_spec s;
+    gb_err e = GB_ERR_INIT;
+    int rc = rs_spec_from_json(j, create_extra, &s, &e);
+    if (msg)
+        snprintf(msg, msg_size, "%s", e.msg);
+    if (rc == 0) {
+        rs_spec_free(&s);
+        return ERR_OK;
+    }
+    return e.code;
+}
+
+static void test_full_spec_roundtrip(void **state)
+{
+    (void)state;
+    const char *text =
+        "{\"replicaSetName\":\"foo\",\"imageName\":\"ubuntu:22.04\",\"gpuCount\":2,"
+        "\"binds\":[{\"src\":\"data\",\"dest\":\"/root/data\"},{\"src\":\"/srv/x\","
+        "\"dest\":\"/x\",\"readOnly\":true}],\"env\":[\"A=1\",\"B=\"],\"cmd\":[\"sleep\","
+        "\"10\"],\"containerPorts\":[\"22\",\"53/udp\",8888],\"ports\":[{\"hostPort\":41000,"
+        "\"containerPort\":80}],\"cpus\":1.5,\"memory\":\"2GB\",\"shmSize\":\"64MB\","
+        "\"restartPolicy\":\"always\",\"labels\":{\"team\":\"vision\"}}";
+    _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
+    rs_spec s;
+    gb_err e = GB_ERR_INIT;
+    assert_int_equal(rs_spec_from_json(j, create_extra, &s, &e), 0);
+    assert_string_equal(s.image, "ubuntu:22.04");
+    assert_int_equal(s.gpu_count, 2);
+    assert_int_equal(s.nbinds, 2);
+    assert_true(s.binds[1].read_only);
+    assert_int_equal(s.nenv, 2);
+    assert_int_equal(s.ncmd, 2);
+    assert_int_equal(s.nports, 4);
+    assert_int_equal(s.ports[1].container_port, 53);
+    assert_string_equal(s.ports[1].protocol, "udp");
+    assert_int_equal(s.ports[3].host_port, 41000);
+    assert_int_equal(rs_spec_ports_to_allocate(&s), 3);
+    assert_int_equal(s.memory_bytes, 2LL << 30);
+    assert_int_equal(s.shm_bytes, 64LL << 20);
+    assert_true(s.cpus > 1.49 && s.cpus < 1.51);
+
+    /* print, parse again, print again: the same JSON */
+    _cleanup_json_ json_t *printed = rs_spec_to_json(&s);
+    rs_spec again;
+    assert_int_equal(rs_spec_from_json(printed, NULL, &again, &e), 0);
+    _cleanup_json_ json_t *printed2 = rs_spec_to_json(&again);
+    assert_true(json_equal(printed, printed2));
+    _cleanup_free_ char *dump = json_dumps(printed, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_non_null(strstr(dump, "\"containerPorts\":[\"22/tcp\",\"53/udp\",\"8888/tcp\"]"));
+    assert_non_null(strstr(dump, "\"memory\":2147483648"));
+
+    rs_spec copy;
+    assert_int_equal(rs_spec_copy(&s, &copy), 0);
+    assert_string_equal(copy.binds[0].src, "data");
+    rs_spec_free(&copy);
+    rs_spec_free(&again);
+    rs_spec_free(&s);
+}
+
+static void test_spec_errors(void **state)
+{
+    (void)state;
+    char msg[512];
+    struct {
+        const char *body;
+        int code;
+        const char *in_msg;
+    } cases[] = {
+        {"{}", ERR_IMAGE_EMPTY, "imageName"},
+        {"{\"imageName\":\"\"}", ERR_IMAGE_EMPTY, "imageName"},
+        {"{\"imageName\":5}", ERR_WRONG_TYPE, "imageName"},
+        {"{\"imageName\":\"a b\"}", ERR_INVALID_PARAMS, "whitespace"},
+        {"{\"imageName\":\"x\",\"gpuCount\":-1}", ERR_GPU_COUNT_NEGATIVE, "gpuCount"},
+        {"{\"imageName\":\"x\",\"gpuCount\":\"2\"}", ERR_WRONG_TYPE, "gpuCount"},
+        {"{\"imageName\":\"x\",\"gpuCount\":100000}", ERR_INVALID_PARAMS, "at most"},
+        {"{\"imageName\":\"x\",\"bogus\":1}", ERR_INVALID_PARAMS, "unknown field 'bogus'"},
+        {"{\"imageName\":\"x\",\"env\":[\"NOEQUALS\"]}", ERR_INVALID_PARAMS, "NAME=value"},
+        {"{\"imageName\":\"x\",\"env\":[\"=v\"]}", ERR_INVALID_PARAMS, "NAME=value"},
+        {"{\"imageName\":\"x\",\"env\":\"A=1\"}", ERR_WRONG_TYPE, "env"},
+        {"{\"imageName\":\"x\",\"cmd\":[1]}", ERR_WRONG_TYPE, "cmd"},
+        {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"v\"}]}", ERR_INVALID_PARAMS, "dest"},
+        {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"v\",\"dest\":\"rel\"}]}", ERR_INVALID_PARAMS,
+         "absolute"},
+        {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"v\",\"dest\":\"/\"}]}", ERR_INVALID_PARAMS,
+         "'/'"},
+        {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"/a/../b\",\"dest\":\"/d\"}]}",
+         ERR_INVALID_PARAMS, ".."},
+        {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"a-b\",\"dest\":\"/d\"}]}",
+         ERR_VOLUME_NAME_HAS_DASH, "'-'"},
+        {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"v\",\"dest\":\"/d\"},{\"src\":\"w\","
+         "\"dest\":\"/d\"}]}",
+         ERR_INVALID_PARAMS, "both mount"},
+        {"{\"imageName\":\"x\",\"binds\":[\"v:/d\"]}", ERR_WRONG_TYPE, "binds[0]"},
+        {"{\"imageName\":\"x\",\"containerPorts\":[\"0\"]}", ERR_INVALID_PARAMS, "1-65535"},
+        {"{\"imageName\":\"x\",\"containerPorts\":[\"70000\"]}", ERR_INVALID_PARAMS, "1-65535"},
+        {"{\"imageName\":\"x\",\"containerPorts\":[\"22/sctp\"]}", ERR_INVALID_PARAMS, "udp"},
+        {"{\"imageName\":\"x\",\"containerPorts\":[\"ssh\"]}", ERR_INVALID_PARAMS, "port"},
+        {"{\"imageName\":\"x\",\"containerPorts\":[\"22\",22]}", ERR_INVALID_PARAMS, "twice"},
+        {"{\"imageName\":\"x\",\"ports\":[{\"hostPort\":1,\"containerPort\":1},{\"hostPort\":1,"
+         "\"containerPort\":2}]}",
+         ERR_INVALID_PARAMS, "host port 1/tcp is asked twice"},
+        {"{\"imageName\":\"x\",\"ports\":[{\"hostPort\":-1,\"containerPort\":1}]}",
+         ERR_INVALID_PARAMS, "hostPort"},
+        {"{\"imageName\":\"x\",\"cpus\":-1}", ERR_INVALID_PARAMS, "cpus"},
+        {"{\"imageName\":\"x\",\"cpus\":\"2\"}", ERR_WRONG_TYPE, "cpus"},
+        {"{\"imageName\":\"x\",\"memory\":\"1KB\"}", ERR_INVALID_PARAMS, "at least"},
+        {"{\"imageName\":\"x\",\"memory\":\"2XB\"}", ERR_VOLUME_SIZE_UNIT, "XB"},
+        {"{\"imageName\":\"x\",\"memory\":-5}", ERR_INVALID_PARAMS, "memory"},
+        {"{\"imageName\":\"x\",\"restartPolicy\":\"sometimes\"}", ERR_INVALID_PARAMS,
+         "restartPolicy"},
+        {"{\"imageName\":\"x\",\"labels\":{\"gpubox.replicaset\":\"y\"}}", ERR_INVALID_PARAMS,
+         "gpubox."},
+        {"{\"imageName\":\"x\",\"labels\":{\"a\":1}}", ERR_WRONG_TYPE, "labels.a"},
+        {"{\"imageName\":\"x\",\"env\":[\"A=\\u0001\"]}", ERR_INVALID_PARAMS, "control"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        int code = parse_code(cases[i].body, msg, sizeof(msg));
+        if (code != cases[i].code || !strstr(msg, cases[i].in_msg))
+            fail_msg("%s: got code %d msg '%s', want %d with '%s'", cases[i].body, code, msg,
+                     cases[i].code, cases[i].in_msg);
+    }
+    assert_int_equal(parse_code("{\"imageName\":\"x\",\"gpuCount\":0,\"env\":null}", NULL, 0),
+                     ERR_OK);
+}
+
+static void test_lifecycle_table(void **state)
+{
+    (void)state;
+    rs_record r = {.name = "foo"};
+    gb_err e = GB_ERR_INIT;
+    r.state = RS_STATE_RUNNING;
+    assert_int_equal(rs_lifecycle_check(RS_OP_STOP, &r, &e), 0);
+    assert_int_equal(rs_lifecycle_check(RS_OP_PAUSE, &r, &e), 0);
+    assert_int_equal(rs_lifecycle_check(RS_OP_CONTINUE, &r, &e), -1);
+    assert_int_equal(e.code, ERR_STATE_CONFLICT);
+    assert_non_null(strstr(e.msg, "running"));
+    r.state = RS_STATE_STOPPED;
+    assert_int_equal(rs_lifecycle_check(RS_OP_STOP, &r, &e), -1);
+    assert_non_null(strstr(e.msg, "already stopped"));
+    assert_int_equal(rs_lifecycle_check(RS_OP_PAUSE, &r, &e), -1);
+    assert_int_equal(rs_lifecycle_check(RS_OP_CONTINUE, &r, &e), -1);
+    assert_non_null(strstr(e.msg, "restart"));
+    assert_int_equal(rs_lifecycle_check(RS_OP_EXECUTE, &r, &e), -1);
+    assert_int_equal(rs_lifecycle_check(RS_OP_DELETE, &r, &e), 0);
+    r.state = RS_STATE_PAUSED;
+    assert_int_equal(rs_lifecycle_check(RS_OP_CONTINUE, &r, &e), 0);
+    assert_int_equal(rs_lifecycle_check(RS_OP_STOP, &r, &e), 0);
+    assert_int_equal(rs_lifecycle_check(RS_OP_PAUSE, &r, &e), -1);
+    r.state = RS_STATE_DELETED;
+    assert_int_equal(rs_lifecycle_check(RS_OP_DELETE, &r, &e), -1);
+    assert_int_equal(e.code, ERR_NOT_FOUND);
+}
+
+static void test_record_roundtrip(void **state)
+{
+    (void)state;
+    const char *text =
+        "{\"name\":\"foo\",\"version\":3,\"state\":\"paused\",\"spec\":{\"imageName\":\"x\","
+        "\"gpuCount\":1},\"containerName\":\"foo-3\",\"containerId\":\"abc\",\"gpus\":[\"GPU-1\"],"
+        "\"ports\":[{\"hostPort\":40001,\"containerPort\":22,\"protocol\":\"tcp\"}],"
+        "\"createTime\":\"t1\",\"updateTime\":\"t2\"}";
+    _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
+    rs_record r;
+    gb_err e = GB_ERR_INIT;
+    assert_int_equal(rs_record_from_json(j, &r, &e), 0);
+    assert_int_equal(r.version, 3);
+    assert_int_equal(r.state, RS_STATE_PAUSED);
+    assert_int_equal(r.ngpus, 1);
+    assert_string_equal(r.gpus[0], "GPU-1");
+    assert_int_equal(r.ports[0].host_port, 40001);
+    _cleanup_json_ json_t *back = rs_record_to_json(&r);
+    assert_string_equal(json_string_value(json_object_get(back, "state")), "paused");
+    assert_int_equal(json_array_size(json_object_get(back, "gpus")), 1);
+    rs_record_free(&r);
+
+    _cleanup_json_ json_t *bad = json_loads("{\"name\":\"foo\",\"version\":1,\"state\":\"odd\","
+                                            "\"spec\":{\"imageName\":\"x\"}}",
+                                            0, NULL);
+    assert_int_equal(rs_record_from_json(bad, &r, &e), -1);
+    assert_int_equal(e.code, ERR_INTERNAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_spec_roundtrip),
+        cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_lifecycle_table),
+        cmocka_unit_test(test_record_roundtrip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
