@@ -38,7 +38,7 @@ const char *carry_method_name(enum carry_method m)
 struct side {
     const char *role; /* "old" or "new", for messages */
     const char *ref;  /* as the caller named it */
-    json_t *inspect;
+    json_t *inspect;  /* borrowed */
     const char *id, *image, *status, *driver, *upper;
     bool network_files; /* Docker made its hosts/hostname/resolv.conf (it ran) */
 };
@@ -53,12 +53,14 @@ static const char *str_at(json_t *obj, const char *a, const char *b, const char 
     return json_string_value(v);
 }
 
+/* *inspect gets Docker's answer, which the caller frees; s points into it. */
 static int side_load(docker_client *c, const char *role, const char *ref, struct side *s,
-                     gb_err *err)
+                     json_t **inspect, gb_err *err)
 {
     *s = (struct side){.role = role, .ref = ref};
-    if (docker_container_inspect(c, ref, &s->inspect, err) < 0)
+    if (docker_container_inspect(c, ref, inspect, err) < 0)
         return err_prefix(err, "carrying the system disk: the %s container", role);
+    s->inspect = *inspect;
     s->id = str_at(s->inspect, "Id", NULL, NULL);
     s->image = str_at(s->inspect, "Image", NULL, NULL);
     s->status = str_at(s->inspect, "State", "Status", NULL);
@@ -216,13 +218,9 @@ static int carry_run(docker_client *c, const char *from_ref, const char *to_ref,
                      enum carry_method method, carry_stats *st, gb_err *err)
 {
     struct side from, to;
-    int rc = side_load(c, "old", from_ref, &from, err);
-    _cleanup_json_ json_t *from_json = from.inspect;
-    if (rc < 0)
-        return -1;
-    rc = side_load(c, "new", to_ref, &to, err);
-    _cleanup_json_ json_t *to_json = to.inspect;
-    if (rc < 0 || check_pair(&from, &to, err) < 0)
+    _cleanup_json_ json_t *from_json = NULL, *to_json = NULL;
+    if (side_load(c, "old", from_ref, &from, &from_json, err) < 0 ||
+        side_load(c, "new", to_ref, &to, &to_json, err) < 0 || check_pair(&from, &to, err) < 0)
         return -1;
 
     bool busy;
@@ -246,7 +244,7 @@ static int carry_run(docker_client *c, const char *from_ref, const char *to_ref,
 int carry_system_disk(docker_client *c, const char *from, const char *to, enum carry_method method,
                       carry_stats *stats, gb_err *err)
 {
-    carry_stats local;
+    carry_stats local = {0};
     carry_stats *st = stats ? stats : &local;
     *st = (carry_stats){.used = CARRY_PORTABLE};
     if (!c || !from || !from[0] || !to || !to[0])
