@@ -11,8 +11,11 @@
 #include "carry/carry_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -124,6 +127,20 @@ static int add_docker_files(carry_paths *set)
 
 /* ---- The choice ---- */
 
+/* Whether rename(2) may move entries from a to b as far as project quotas
+ * go: the kernel refuses (EXDEV) when b inherits a project id that differs
+ * from a's. Filesystems without project ids are one project. */
+static bool same_quota_project(const char *a, const char *b)
+{
+    struct fsxattr fa, fb;
+    _cleanup_close_ int fda = open(a, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int fdb = open(b, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fda < 0 || fdb < 0 || ioctl(fda, FS_IOC_FSGETXATTR, &fa) < 0 ||
+        ioctl(fdb, FS_IOC_FSGETXATTR, &fb) < 0)
+        return true;
+    return !(fb.fsx_xflags & FS_XFLAG_PROJINHERIT) || fa.fsx_projid == fb.fsx_projid;
+}
+
 /* Whether the overlay way can be used; why not in why. A mounted upper
  * directory sets *busy: then nothing may touch it. */
 static bool overlay_usable(const struct side *from, const struct side *to, bool *busy, char *why,
@@ -160,6 +177,13 @@ static bool overlay_usable(const struct side *from, const struct side *to, bool 
     }
     if (st[0].st_dev != st[1].st_dev) {
         snprintf(why, why_size, "the upper directories are on different filesystems (%s, %s)",
+                 from->upper, to->upper);
+        return false;
+    }
+    if (!same_quota_project(from->upper, to->upper)) {
+        /* overlay2.size puts each layer in its own project quota; rename(2)
+         * between them fails with EXDEV. */
+        snprintf(why, why_size, "the upper directories are in different project quotas (%s, %s)",
                  from->upper, to->upper);
         return false;
     }

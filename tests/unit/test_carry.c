@@ -499,6 +499,13 @@ static void carry_scenario(enum carry_method method, const char *tag)
     assert_true(before.n > 5000);
     assert_true(listing_has(&before, "/opt/big.bin"));
     assert_true(listing_has(&before, "/opt/many/f4999"));
+    if (opts.xattrs) {
+        bool seen = false;
+        for (size_t i = 0; i < before.n && !seen; i++)
+            seen = strstr(before.v[i], "/opt/app/hello.txt f ") == before.v[i] &&
+                   strstr(before.v[i], " x:user.color=blue");
+        assert_true(seen);
+    }
     stop(old);
 
     snprintf(suffix, sizeof(suffix), "%s-new", tag);
