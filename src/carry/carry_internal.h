@@ -118,7 +118,8 @@ void carry_tar_reader_free(carry_tar_reader *r);
 /* 1 and *e filled (free with carry_tar_entry_clear), 0 at the archive's end
  * (end blocks or end of input), -1 on a malformed or short archive. */
 int carry_tar_next(carry_tar_reader *r, carry_tar_entry *e, gb_err *err);
-/* The entry's data: written to out_fd (< 0: skipped), padding dropped. */
+/* The entry's data: written to out_fd (< 0: skipped), padding dropped.
+ * -1 when the archive fails, -2 when writing to out_fd fails. */
 int carry_tar_data(carry_tar_reader *r, const carry_tar_entry *e, int out_fd, gb_err *err);
 void carry_tar_entry_clear(carry_tar_entry *e);
 

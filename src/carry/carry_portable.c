@@ -155,11 +155,9 @@ static int feeder_copy_entry(struct feeder *f, carry_tar_reader *r, const carry_
         f->out_broken = true;
         return -1;
     }
-    gb_err data_err = GB_ERR_INIT;
-    if (carry_tar_data(r, e, f->out_fd, &data_err) < 0) {
-        /* Reading and writing fail with different words; either ends the stream. */
-        f->out_broken = strstr(data_err.msg, "writing the stream") != NULL;
-        *err = data_err;
+    int rc = carry_tar_data(r, e, f->out_fd, err);
+    if (rc < 0) {
+        f->out_broken = rc == -2;
         return -1;
     }
     if (carry_tar_pad(f->out_fd, e->size, err) < 0) {
@@ -321,14 +319,19 @@ static int resolve_probes(docker_client *c, const carry_portable_input *in, carr
         bool exists;
         if (probe_exists(c, in->from, path, &exists, err) < 0)
             return -1;
-        if (exists && !carry_paths_any_within(in->guard, path)) {
+        bool guarded = carry_paths_any_within(in->guard, path);
+        if (exists && !guarded) { /* emptied and made again: replace it whole */
             if (carry_plan_add(plan, CARRY_OP_REPLACE, path) < 0)
                 return err_set(err, ERR_INTERNAL, "out of memory");
             continue;
         }
-        log_warn("carry: cannot delete '%s' in the new container: the portable way deletes by "
-                 "replacing the parent directory, and '/' cannot be replaced (docs/carry.md)",
-                 path);
+        if (exists)
+            log_warn("carry: cannot empty '%s' in the new container: it holds a mount point", path);
+        else
+            log_warn("carry: cannot delete '%s' in the new container: the portable way deletes "
+                     "by replacing the parent directory, and '/' cannot be replaced "
+                     "(docs/carry.md)",
+                     path);
         if (carry_paths_add(&plan->unapplied, path) < 0)
             return err_set(err, ERR_INTERNAL, "out of memory");
     }

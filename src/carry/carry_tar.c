@@ -367,9 +367,11 @@ int carry_tar_data(carry_tar_reader *r, const carry_tar_entry *e, int out_fd, gb
     while (left > 0) {
         size_t chunk = left > (1u << 30) ? (1u << 30) : (size_t)left;
         int rc = reader_take(r, NULL, chunk, out_fd);
-        if (rc == -2)
-            return err_set(err, ERR_INTERNAL, "carrying the system disk: writing the stream: %s",
-                           strerror(errno));
+        if (rc == -2) {
+            err_set(err, ERR_INTERNAL, "carrying the system disk: writing the stream: %s",
+                    strerror(errno));
+            return -2;
+        }
         if (rc < 0)
             return err_set(err, ERR_INTERNAL,
                            "carrying the system disk: the archive ends inside '%s'", e->name);

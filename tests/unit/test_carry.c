@@ -723,6 +723,30 @@ static void test_portable_reports_top_level_deletion(void **state)
     assert_int_equal(access(path, F_OK), 0);
 }
 
+/* When Docker refuses the stream part way (a read-only root filesystem),
+ * the carry ends with Docker's reason instead of hanging on a full pipe. */
+static void test_portable_reports_a_refused_stream(void **state)
+{
+    (void)state;
+    char old[128], fresh[128];
+    small_old(old, sizeof(old), "refused-old",
+              "dd if=/dev/urandom of=/root/big bs=1048576 count=50 2>/dev/null",
+              (struct listing_opts){0}, NULL);
+    name_of(fresh, sizeof(fresh), "refused-new");
+    json_t *cfg =
+        json_pack("{s:s, s:[s, s], s:{s:s}, s:{s:b}}", "Image", image, "Cmd", "sleep", "3600",
+                  "Labels", "gbtest.carry", pid_text, "HostConfig", "ReadonlyRootfs", 1);
+    gb_err e = GB_ERR_INIT;
+    _cleanup_free_ char *id = NULL;
+    int rc = docker_container_create(client, fresh, cfg, &id, &e);
+    json_decref(cfg);
+    if (rc != 0)
+        fail_msg("creating %s: %s", fresh, e.msg);
+    e = (gb_err)GB_ERR_INIT;
+    assert_int_equal(carry_system_disk(client, old, fresh, CARRY_PORTABLE, NULL, &e), -1);
+    assert_non_null(strstr(e.msg, "read-only"));
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -769,6 +793,7 @@ int main(void)
         cmocka_unit_test_teardown(test_auto_picks_overlay_here, remove_test_containers),
         cmocka_unit_test_teardown(test_refuses_running_and_wrong_pairs, remove_test_containers),
         cmocka_unit_test_teardown(test_overlay_resumes_after_partial_move, remove_test_containers),
+        cmocka_unit_test_teardown(test_portable_reports_a_refused_stream, remove_test_containers),
         cmocka_unit_test_teardown(test_portable_reports_top_level_deletion, remove_test_containers),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
