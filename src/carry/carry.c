@@ -223,7 +223,8 @@ static int run_portable(docker_client *c, const struct side *from, const struct 
         (to->network_files && add_docker_files(&guard) < 0))
         rc = err_set(err, ERR_INTERNAL, "out of memory");
     if (rc == 0) {
-        carry_portable_input in = {.from = from->id, .to = to->id, .skip = &skip, .guard = &guard};
+        carry_portable_input in = {
+            .from = from->id, .to = to->id, .to_name = to->ref, .skip = &skip, .guard = &guard};
         rc = carry_portable(c, &in, stats, err);
     }
     carry_paths_free(&skip);

@@ -140,6 +140,7 @@ int carry_write_all(int fd, const void *buf, size_t n);
 
 typedef struct carry_portable_input {
     const char *from, *to;   /* container ids */
+    const char *to_name;     /* as the caller named it, for messages */
     const carry_paths *skip; /* see carry_plan_input */
     const carry_paths *guard;
 } carry_portable_input;

@@ -367,7 +367,7 @@ static int run_plan(docker_client *c, const carry_portable_input *in, const carr
     }
     if (put_rc < 0) {
         *err = put_err;
-        return err_prefix(err, "carrying the system disk into '%s'", in->to);
+        return err_prefix(err, "carrying the system disk into '%s'", in->to_name);
     }
     if (f->rc < 0) {
         *err = f->err;
