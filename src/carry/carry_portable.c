@@ -233,15 +233,14 @@ static int feeder_run_op(struct feeder *f, const carry_op *op, gb_err *err)
             break;
         }
     }
-    /* After the end blocks Docker may still be sending: read it all, or the
-     * GET would fail on a pipe closed too early. */
-    if (rc == 0 && !stopped_early)
+    /* Read what is left (after the end blocks, or after a stream that broke
+     * off) so the GET ends on its own and says why it failed, if it did;
+     * not when the PUT is gone, which ends everything. */
+    if (!stopped_early && !f->out_broken)
         drain(read_fd);
     carry_tar_reader_free(r);
     get_finish(&job, &read_fd);
-    if (rc < 0)
-        return rc;
-    if (job.rc < 0 && !stopped_early) {
+    if (job.rc < 0 && !stopped_early && !f->out_broken) {
         *err = job.err;
         if (err->code == ERR_NOT_FOUND)
             return err_set(err, ERR_INTERNAL,
@@ -249,6 +248,8 @@ static int feeder_run_op(struct feeder *f, const carry_op *op, gb_err *err)
                            op->path, job.err.msg);
         return -1;
     }
+    if (rc < 0)
+        return rc;
     if (first)
         return err_set(err, ERR_INTERNAL,
                        "carrying the system disk: Docker's archive of '%s' is empty", op->path);
