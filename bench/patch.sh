@@ -84,7 +84,7 @@ api() {
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['data']$1)"; }
 
 testimage_ensure "$image"
-gpuboxd_start "$build" "$work" --simulate-gpus 2xA100-80GB --port-range 61400-61409 \
+gpuboxd_start "$build" "$work" --simulate-gpus 2xA100-80GB --port-range 64400-64409 \
     --carry-method "${CARRY_METHOD:-auto}"
 
 declare -A patch_s copy_s method

@@ -30,7 +30,7 @@ from rsutil import (container, containers_of, create, create_ok, delete, device_
                     remove_containers, rollback, system_disk, used_ports, write_system_disk)
 
 PREFIX = "e2ft"
-PORT_RANGE = "63100-63149"
+PORT_RANGE = "64100-64149"
 ARGS = ("--simulate-gpus", "8xA100-80GB", "--port-range", PORT_RANGE)
 NAME = f"{PREFIX}_set"
 THIEF = f"{PREFIX}_thief"

@@ -6,7 +6,7 @@ the GPUs and ports gpubox records always match what Docker gives the
 containers. A patch that changes nothing makes no version. The older
 /containers/{name}/gpu and /volume routes do the same.
 
-One daemon (8 simulated A100s, ports 63000-63049, binds allowed under one
+One daemon (8 simulated A100s, ports 64000-64049, binds allowed under one
 temporary directory) serves the module; every test leaves no set and no
 container behind.
 """
@@ -19,7 +19,7 @@ from rsutil import (call, container, containers_of, containers_with_prefix, crea
                     used_ports, wipe, write_system_disk)
 
 PREFIX = "e2pt"
-PORT_START, PORT_END = 63000, 63049
+PORT_START, PORT_END = 64000, 64049
 
 
 @pytest.fixture(scope="module")
@@ -360,7 +360,7 @@ def test_stale_container_port_bindings_do_not_leak(d):
 @pytest.mark.parametrize("method", ["portable", "overlay"])
 def test_carry_method_flag(start_daemon, tmp_path, method):
     """--carry-method forces either way of carrying; both keep the disk."""
-    d = start_daemon("--simulate-gpus", "2xA100-80GB", "--port-range", "63190-63199",
+    d = start_daemon("--simulate-gpus", "2xA100-80GB", "--port-range", "64190-64199",
                      "--carry-method", method)
     name = f"{PREFIX}_{method}"
     try:

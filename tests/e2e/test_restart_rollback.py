@@ -7,7 +7,7 @@ carrying the system disk. Rollback makes a new version whose spec is
 version k's, carrying the current system disk; history lists every
 version newest first.
 
-One daemon (8 simulated A100s, ports 63050-63099) serves the module.
+One daemon (8 simulated A100s, ports 64050-64099) serves the module.
 """
 import pytest
 
@@ -17,7 +17,7 @@ from rsutil import (call, container, containers_of, create, create_ok, device_uu
                     write_system_disk)
 
 PREFIX = "e2rr"
-PORT_START, PORT_END = 63050, 63099
+PORT_START, PORT_END = 64050, 64099
 
 
 @pytest.fixture(scope="module")
