@@ -56,7 +56,8 @@ static bool rs_hami_core_in(const json_t *inspect)
     json_t *env = json_object_get(json_object_get(inspect, "Config"), "Env");
     for (size_t i = 0; i < json_array_size(env); i++) {
         const char *e = json_string_value(json_array_get(env, i));
-        preload = e && strncmp(e, "LD_PRELOAD=", 11) == 0 && strcmp(e + 11, RS_HAMI_CORE_PATH) == 0;
+        if (e && strncmp(e, "LD_PRELOAD=", 11) == 0) /* the last one is what counts */
+            preload = strcmp(e + 11, RS_HAMI_CORE_PATH) == 0;
     }
     json_t *mounts = json_object_get(inspect, "Mounts");
     for (size_t i = 0; i < json_array_size(mounts); i++) {
