@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_NVML, Daemon, fake_gpu_env
+from conftest import FAKE_NVML, Daemon, fake_gpu_env, run_gpuboxd
 from rsutil import (IMAGE, LONG_RUNNING, call, container, create, create_ok, delete, env_of,
                     execute, execute_ok, gpu_devices, gpu_map, info_ok, list_sets,
                     remove_containers, wipe)
@@ -34,7 +34,7 @@ T4, A100, H100 = 16384, 40960, 81920
 # they lie above the ephemeral range); 62000-62099 is this module's.
 WINDOWS = {"main": "62000-62009", "timeslice": "62010-62019", "hami": "62020-62029",
            "nvml": "62030-62039", "race": "62040-62049", "storm": "62050-62059",
-           "restart": "62060-62069"}
+           "restart": "62060-62069", "settings": "62070-62079"}
 SLOW = 180  # seconds a create may take while many containers start at once
 
 
@@ -507,3 +507,69 @@ def test_kill_9_keeps_every_grant(tmp_path):
             stop_clean(d)
         finally:
             remove_containers(PREFIX)
+
+
+def test_host_settings_steer_placement(tmp_path):
+    """--gpu-exclude keeps the H100 out of everything, --gpu-exclude-sharing
+    keeps the T4s whole, 1.5x oversubscription lets the A100 promise 60 GB,
+    and at most 2 tenants go on a card."""
+    d = start(tmp_path, "settings", "--simulate-gpus", MIXED, "--gpu-exclude", "3",
+              "--gpu-exclude-sharing", "0,1", "--gpu-max-tenants", "2",
+              "--gpu-memory-oversubscription", "1.5")
+    try:
+        devs = devices(d)
+        assert [devs[i]["excluded"] for i in range(4)] == [False, False, False, True]
+        assert [devs[i]["shareable"] for i in range(4)] == [False, False, True, False]
+        assert devs[2]["capacityMiB"] == A100 * 3 // 2 and devs[2]["maxTenants"] == 2
+        assert devs[2]["replicas"]["total"] == 2  # 4 replicas, capped by the tenant limit
+        big = share_ok(d, "big", "50GB")  # more than the A100 has, less than it may promise
+        assert big["gpus"] == [uuid_of(d, 2)]
+        share_ok(d, "small", "1GB")
+        r = share(d, "third", "1GB")
+        assert r.code == 1013 and "at the limit of 2 tenants" in r.msg, r.json
+        r = share(d, "onh100", "1GB", gpuUUIDs=[uuid_of(d, 3)])
+        assert r.code == 1013 and "excluded from scheduling" in r.msg, r.json
+        r = share(d, "ont4", "1GB", gpuUUIDs=[uuid_of(d, 0)])
+        assert r.code == 1013 and "excluded from sharing" in r.msg, r.json
+        assert create_ok(d, f"{PREFIX}_whole", gpus=2)["gpus"] == [uuid_of(d, 0), uuid_of(d, 1)]
+        assert create(d, f"{PREFIX}_more", gpus=1).code == 1013
+        log = d.log()
+        assert "4 time-slice replica(s) per card, tenant limit 2, memory x1.50" in log
+        assert "scheduled but NOT enforced" in log
+    finally:
+        stop_clean(d)
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["--timeslice-replicas", "0"], "--timeslice-replicas: '0' is not a whole number from 1"),
+    (["--gpu-max-tenants", "lots"], "--gpu-max-tenants"),
+    (["--gpu-memory-oversubscription", "8"], "not a factor from 1.0 (no oversubscription) to 4.0"),
+    (["--gpu-exclude", "GPU-a,,GPU-b"], "--gpu-exclude"),
+    (["--gpu-exclude-sharing", "2;3"], "--gpu-exclude-sharing"),
+    (["--hami-core", "/nonexistent/libvgpu.so"], "--hami-core /nonexistent/libvgpu.so"),
+    (["--simulate-gpus", "2xT4-16GB", "--gpu-exclude", "GPU-nope"],
+     "'GPU-nope' is neither the UUID nor the index of a GPU on this host"),
+    (["--simulate-gpus", "2xT4-16GB", "--gpu-exclude-sharing", "5"],
+     "'5' is neither the UUID nor the index"),
+])
+def test_bad_sharing_settings_exit_2(tmp_path, args, expect):
+    rc, _, err = run_gpuboxd(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
+                              "--port-range", WINDOWS["settings"], *args])
+    assert rc == 2, (rc, err)
+    assert expect in err, err
+
+
+def test_help_lists_the_sharing_settings():
+    rc, out, _ = run_gpuboxd(["--help"])
+    assert rc == 0
+    lines = out.splitlines()
+    for flag, default in [("--timeslice-replicas N", "4"),
+                          ("--gpu-max-tenants N", "0 (no limit)"),
+                          ("--gpu-memory-oversubscription FACTOR", "1.0 (none)"),
+                          ("--gpu-exclude-sharing GPU[,GPU...]", "none"),
+                          ("--gpu-exclude GPU[,GPU...]", "none"),
+                          ("--hami-core PATH",
+                           "none (share limits are scheduled but not enforced)")]:
+        at = next((i for i, l in enumerate(lines) if l.strip() == flag), None)
+        assert at is not None, f"--help lacks {flag}:\n{out}"
+        assert f"(default: {default})" in " ".join(lines[at + 1:at + 3]), flag
