@@ -131,6 +131,33 @@ static int rs_gpu_env_lines(const app *a, const rs_record *r, rs_gpu_env *out, g
     return 0;
 }
 
+/* The lines into <data-dir>/gpu-env/<container>.env; out->file its path. */
+static int rs_gpu_env_write_file(const app *a, const rs_record *r, rs_gpu_env *out, gb_err *err)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < out->nenv; i++)
+        fprintf(f, "%s\n", out->env[i]);
+    if (fclose(f) != 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    char dir[PATH_MAX], path[PATH_MAX];
+    if (snprintf(dir, sizeof(dir), "%s/" RS_GPU_ENV_DIR, a->cfg.data_dir) >= (int)sizeof(dir) ||
+        rs_gpu_env_path(a, r->container_name, path, sizeof(path)) < 0)
+        return err_set(err, ERR_INTERNAL, "data dir path is too long for the GPU env files");
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return err_set(err, ERR_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
+    if (rs_gpu_env_write(path, text, err) < 0)
+        return -1;
+    if (!(out->file = strdup(path))) {
+        unlink(path);
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    }
+    return 0;
+}
+
 int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, rs_gpu_env *out,
                        gb_err *err)
 {
@@ -144,45 +171,13 @@ int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, 
                            "a bind mounts on %s, where gpubox puts the GPU limits; pick another "
                            "dest",
                            binds->binds[i].dest);
-    if (rs_gpu_env_lines(a, r, out, err) < 0)
-        goto fail;
-    /* The file: the same lines, one per line. */
-    _cleanup_free_ char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        goto fail;
-    }
-    for (size_t i = 0; i < out->nenv; i++)
-        fprintf(f, "%s\n", out->env[i]);
-    if (fclose(f) != 0) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        goto fail;
-    }
-    char dir[PATH_MAX], path[PATH_MAX];
-    if (snprintf(dir, sizeof(dir), "%s/" RS_GPU_ENV_DIR, a->cfg.data_dir) >= (int)sizeof(dir) ||
-        rs_gpu_env_path(a, r->container_name, path, sizeof(path)) < 0) {
-        err_set(err, ERR_INTERNAL, "data dir path is too long for the GPU env files");
-        goto fail;
-    }
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-        err_set(err, ERR_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
-        goto fail;
-    }
-    if (rs_gpu_env_write(path, text, err) < 0)
-        goto fail;
-    if (!(out->file = strdup(path))) {
-        unlink(path);
-        err_set(err, ERR_INTERNAL, "out of memory");
-        goto fail;
+    if (rs_gpu_env_lines(a, r, out, err) < 0 || rs_gpu_env_write_file(a, r, out, err) < 0) {
+        rs_gpu_env_free(out);
+        return -1;
     }
     out->mounts[out->nmounts++] =
         (docker_bind){.src = out->file, .dest = GPUS_ENV_FILE_PATH, .read_only = true};
     return 0;
-fail:
-    rs_gpu_env_free(out);
-    return -1;
 }
 
 void rs_gpu_env_free(rs_gpu_env *e)
