@@ -164,6 +164,7 @@ int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, 
     memset(out, 0, sizeof(*out));
     if (r->ngpus == 0 || r->grant.n != r->ngpus)
         return 0;
+    /* rs_spec refuses binds there; a spec made before that rule is caught here */
     for (size_t i = 0; i < binds->n; i++)
         if (strcmp(binds->binds[i].dest, GPUS_ENV_FILE_PATH) == 0 ||
             strcmp(binds->binds[i].dest, RS_HAMI_CORE_PATH) == 0)

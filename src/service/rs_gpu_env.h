@@ -18,9 +18,6 @@
 #include "service/rs_record.h"
 #include "util/err.h"
 
-/* Where --hami-core's library appears in a container with a share. */
-#define RS_HAMI_CORE_PATH "/usr/local/gpubox/libvgpu.so"
-
 typedef struct rs_gpu_env {
     char **env; /* "KEY=VALUE" to add after the spec's env */
     size_t nenv;

@@ -109,6 +109,22 @@ static int check_container_path(const char *what, const char *path, gb_err *err)
     return 0;
 }
 
+/* The directories gpubox mounts its own files in (the GPU limits, HAMi-core):
+ * a user bind there would hide them or collide with them. */
+static int check_not_gpubox_path(const char *what, const char *dest, gb_err *err)
+{
+    static const char *const reserved[] = {RS_GPUBOX_ETC_DIR, RS_GPUBOX_LIB_DIR};
+    for (size_t i = 0; i < ARRAY_SIZE(reserved); i++) {
+        size_t n = strlen(reserved[i]);
+        if (strncmp(dest, reserved[i], n) == 0 && (dest[n] == '\0' || dest[n] == '/'))
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "%s '%.64s' is under %s, where gpubox mounts its own files; pick "
+                           "another path",
+                           what, dest, reserved[i]);
+    }
+    return 0;
+}
+
 static int parse_binds(const json_t *obj, rs_spec *out, gb_err *err)
 {
     json_t *binds = json_object_get(obj, "binds");
@@ -141,7 +157,7 @@ static int parse_binds(const json_t *obj, rs_spec *out, gb_err *err)
             return -1;
         char what[48];
         snprintf(what, sizeof(what), "%s.dest", where);
-        if (check_container_path(what, dest, err) < 0)
+        if (check_container_path(what, dest, err) < 0 || check_not_gpubox_path(what, dest, err) < 0)
             return -1;
         snprintf(what, sizeof(what), "%s.src", where);
         if (src[0] == '/') {

@@ -43,6 +43,12 @@
 #define RS_MAX_GPU_MEMORY_MIB (16ULL * 1024 * 1024) /* 16 TiB: beyond any card, a typo */
 #define RS_MAX_GPU_MODEL 128
 
+/* Where gpubox mounts its own files in a container: the GPU limits
+ * (GPUS_ENV_FILE_PATH) and HAMi-core. No bind may mount there. */
+#define RS_GPUBOX_ETC_DIR "/etc/gpubox"
+#define RS_GPUBOX_LIB_DIR "/usr/local/gpubox"
+#define RS_HAMI_CORE_PATH RS_GPUBOX_LIB_DIR "/libvgpu.so"
+
 typedef struct rs_bind {
     char *src; /* absolute host path, or a gpubox volume name */
     char *dest;

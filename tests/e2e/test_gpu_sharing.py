@@ -281,6 +281,12 @@ def test_the_limits_file_is_read_only_and_goes_with_the_container(d, daemon):
     i = info_ok(d, name)
     assert i["gpuShares"] == created["gpuShares"]
     assert i["gpuLimits"] == {"mode": "memory", "enforced": False, "enforcedBy": None}
+    # gpubox's paths are its own: a bind there is refused before anything is taken
+    before = gpu_map(d)
+    r = share(d, "clash", "1GB", binds=[{"src": "data", "dest": "/etc/gpubox/gpu.env"}])
+    assert r.status == 400 and r.code == 1000, r.json
+    assert "where gpubox mounts its own files" in r.msg, r.msg
+    assert gpu_map(d) == before
     assert delete(d, name).status == 200
     assert not host_file.exists()
 
