@@ -23,4 +23,12 @@ int api_resources_gpus(http_request *req, http_response *resp, gb_err *err);
 int api_resources_ports(http_request *req, http_response *resp, gb_err *err);
 int api_gpus_legacy(http_request *req, http_response *resp, gb_err *err);
 
+/* volumes.c */
+int api_volume_create(http_request *req, http_response *resp, gb_err *err);
+int api_volume_list(http_request *req, http_response *resp, gb_err *err);
+int api_volume_info(http_request *req, http_response *resp, gb_err *err);
+int api_volume_history(http_request *req, http_response *resp, gb_err *err);
+int api_volume_resize(http_request *req, http_response *resp, gb_err *err);
+int api_volume_delete(http_request *req, http_response *resp, gb_err *err);
+
 #endif
