@@ -246,6 +246,18 @@ def started(box):
     return box.start()
 
 
+def allocated_bytes(top):
+    """What a directory tree takes on disk, as du counts it."""
+    total = 0
+    for root, dirs, files in os.walk(top):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
 def md5_of(box, rs_name, path):
     return box.sh_ok(rs_name, f"md5sum {path}").split()[0]
 
@@ -431,3 +443,253 @@ def test_plain_backend_records_size_without_enforcing_it(box):
     box.start("--volume-backend", "plain")
     assert box.delete("vtplain").status == 200
     assert not box.mountpoint("vtplain").exists()
+
+
+# ---- volumes in replica sets ------------------------------------------------------------
+
+
+def test_size_is_enforced_inside_the_container_and_nothing_else_fills(started):
+    box = started
+    box.create_ok("vtcap", "64MB")
+    box.rs_create_ok("vtcapset", "vtcap")
+    size_kib, _ = df_kib(box, "vtcapset")
+    assert_df_near(size_kib, 64 * MB)
+    host = os.statvfs(box.data_dir)
+    host_free = host.f_bavail * host.f_frsize
+    keep = write_random(box, "vtcapset", "/data/keep", 8)
+
+    code, out, err = box.sh("vtcapset", "dd if=/dev/zero of=/data/big bs=1048576 count=200; sync")
+    assert code != 0
+    assert "No space left on device" in out + err
+    _, used_kib = df_kib(box, "vtcapset")
+    assert used_kib <= size_kib
+    # The image never takes more than the volume's size on the host ...
+    assert box.image("vtcap").stat().st_blocks * 512 <= 64 * MB
+    host = os.statvfs(box.data_dir)
+    assert host_free - host.f_bavail * host.f_frsize < 80 * MB
+    # ... and the container's own disk (its overlay upper dir) got nothing.
+    c = docker("GET", "/containers/vtcapset-1/json").json
+    assert allocated_bytes(c["GraphDriver"]["Data"]["UpperDir"]) < 1 * MB
+    assert md5_of(box, "vtcapset", "/data/keep") == keep
+    box.sh_ok("vtcapset", "rm /data/big")
+    info = box.info_ok("vtcap")
+    assert info["inUse"] is True
+    assert info["usedBy"] == [{"name": "vtcapset", "state": "running"}]
+    assert [m["replicaSet"] for m in info["mountedBy"]] == ["vtcapset"]
+
+
+def test_resize_in_use_refused_then_works_after_pause_or_stop(started):
+    box = started
+    box.create_ok("vtgrow", "64MB")
+    box.rs_create_ok("vtgrowset", "vtgrow")
+    digest = write_random(box, "vtgrowset", "/data/payload", 20)
+
+    # In use: this host cannot grow a mounted ext4 (no CAP_SYS_RESOURCE),
+    # and nothing shrinks mounted. The answer says what to do.
+    for size in ("128MB", "48MB"):
+        r = box.resize("vtgrow", size)
+        assert (r.status, r.code) == (409, 1107), r.json
+        assert "vtgrowset" in r.msg and "PATCH /api/v1/replicaSet/vtgrowset/stop" in r.msg, r.msg
+        assert "in use" in r.msg
+    assert "CAP_SYS_RESOURCE" in box.resize("vtgrow", "128MB").msg
+    # A shrink that can never fit says so first, whatever the use.
+    r = box.resize("vtgrow", "16MB")
+    assert (r.status, r.code) == (409, 1030), r.json
+    r = box.delete("vtgrow")
+    assert (r.status, r.code) == (409, 1107) and "vtgrowset (running)" in r.msg
+    assert box.info_ok("vtgrow")["version"] == 1
+    assert df_kib(box, "vtgrowset")[0] <= 64 * 1024
+
+    # Paused (the container stopped, GPUs and ports kept): grow, continue.
+    box.rs("vtgrowset", "pause")
+    assert box.info_ok("vtgrow")["inUse"] is False
+    data = box.resize_ok("vtgrow", "128MB")
+    assert (data["version"], data["online"]) == (2, False)
+    box.rs("vtgrowset", "continue")
+    assert_df_near(df_kib(box, "vtgrowset")[0], 128 * MB)
+    assert md5_of(box, "vtgrowset", "/data/payload") == digest
+
+    # Stopped: grow again; a new set on the same volume sees the new size.
+    box.rs("vtgrowset", "stop")
+    r = box.delete("vtgrow")
+    assert (r.status, r.code) == (409, 1107) and "vtgrowset (stopped)" in r.msg
+    box.resize_ok("vtgrow", "0.1875GB")
+    box.rs_delete("vtgrowset")
+    box.rs_create_ok("vtgrowset", "vtgrow")
+    assert_df_near(df_kib(box, "vtgrowset")[0], 192 * MB)
+    assert md5_of(box, "vtgrowset", "/data/payload") == digest
+
+    # Shrink with the data fitting: stop, shrink, a new set sees it all.
+    box.rs("vtgrowset", "stop")
+    data = box.resize_ok("vtgrow", "96MB")
+    assert (data["size"], data["version"]) == (96 * MB, 4)
+    r = box.resize("vtgrow", "20MB")
+    assert (r.status, r.code) == (409, 1030)
+    box.rs_delete("vtgrowset")
+    box.rs_create_ok("vtgrowset", "vtgrow")
+    assert_df_near(df_kib(box, "vtgrowset")[0], 96 * MB)
+    assert md5_of(box, "vtgrowset", "/data/payload") == digest
+    assert [(h["version"], h["sizeText"]) for h in box.history("vtgrow").data["history"]] == \
+        [(4, "96MB"), (3, "192MB"), (2, "128MB"), (1, "64MB")]
+
+    # Deleted sets (history kept) no longer hold the volume.
+    box.rs_delete("vtgrowset")
+    assert box.info_ok("vtgrow")["usedBy"] == []
+    assert box.delete("vtgrow").status == 200
+    assert docker_volume("gpubox_vtgrow") is None
+
+
+def test_a_volume_is_bound_only_when_it_exists(started):
+    box = started
+    r = box.rs_create("vtnobind", "vtmissing")
+    assert r.status == 400 and "not a gpubox volume" in r.msg, r.json
+    assert docker_volume("vtmissing") is None and docker_volume("gpubox_vtmissing") is None
+
+
+@pytest.mark.parametrize("how", ["sigterm", "kill9"])
+def test_daemon_restart_keeps_volumes_attached_and_data_intact(box, how):
+    box.start()
+    box.create_ok("vtkeep", "64MB")
+    box.rs_create_ok("vtkeepset", "vtkeep")
+    digest = write_random(box, "vtkeepset", "/data/payload", 16)
+    if how == "sigterm":
+        box.stop()
+    else:
+        box.kill9()
+    assert str(box.mountpoint("vtkeep")) in mounts_under(box.data_dir)
+    box.start()
+    assert "volumes: 1 attached" in box.log()
+    info = box.info_ok("vtkeep")
+    assert info["attached"] is True and info["inUse"] is True
+    assert md5_of(box, "vtkeepset", "/data/payload") == digest
+    assert mounts_under(box.data_dir / "volumes") == [str(box.mountpoint("vtkeep"))]
+    assert len(loops_backed_by(box.data_dir)) == 1
+
+
+def simulate_reboot(box, container):
+    """What a host reboot leaves: gpuboxd gone, the container stopped, the
+    volume unmounted and its loop device gone."""
+    box.stop()
+    assert docker("POST", f"/containers/{container}/stop?t=1").status in (204, 304)
+    subprocess.run(["umount", str(box.mountpoint("vtboot"))], check=True)
+    for dev in loops_backed_by(box.data_dir):
+        subprocess.run(["losetup", "-d", dev], check=False)
+    assert not mounts_under(box.data_dir / "volumes") and not loops_backed_by(box.data_dir)
+
+
+def test_after_a_reboot_volumes_attach_before_containers_start(box):
+    box.start()
+    box.create_ok("vtboot", "64MB")
+    container = box.rs_create_ok("vtbootset", "vtboot")["containerName"]
+    digest = write_random(box, "vtbootset", "/data/payload", 16)
+    simulate_reboot(box, container)
+
+    box.start()
+    log = box.log()
+    attached = log.index("volumes: 1 attached")
+    started_again = log.index(f"started {container} again")
+    assert attached < started_again, log
+    assert md5_of(box, "vtbootset", "/data/payload") == digest
+    assert_df_near(df_kib(box, "vtbootset")[0], 64 * MB)
+
+    # Docker may start a container before gpuboxd (a restart policy at
+    # boot): it saw the bare mountpoint, so gpuboxd restarts it once the
+    # volume is attached.
+    simulate_reboot(box, container)
+    assert docker("POST", f"/containers/{container}/start").status == 204
+    box.start()
+    assert f"container {container} started before the volume was attached" in box.log()
+    assert md5_of(box, "vtbootset", "/data/payload") == digest
+
+
+def test_a_volume_that_cannot_attach_keeps_its_sets_stopped(box):
+    box.start()
+    box.create_ok("vtbroken", "64MB")
+    container = box.rs_create_ok("vtbrokenset", "vtbroken")["containerName"]
+    box.stop()
+    assert docker("POST", f"/containers/{container}/stop?t=1").status in (204, 304)
+    subprocess.run(["umount", str(box.mountpoint("vtbroken"))], check=True)
+    image = box.image("vtbroken")
+    hidden = image.with_suffix(".hidden")
+    image.rename(hidden)
+    try:
+        box.start()
+        log = box.log()
+        assert "volume vtbroken: NOT ATTACHED" in log
+        assert f"not starting {container}" in log
+        c = docker("GET", f"/containers/{container}/json").json
+        assert c["State"]["Running"] is False
+        info = box.info_ok("vtbroken")
+        assert info["attached"] is False and "vtbroken" in info["problem"]
+        r = box.rs_create("vtbrokenset2", "vtbroken")
+        assert (r.status, r.code) == (409, 1107) and "not attached" in r.msg
+        box.stop()
+    finally:
+        hidden.rename(image)
+    box.start()
+    assert "volumes: 1 attached" in box.log()
+    assert docker("GET", f"/containers/{container}/json").json["State"]["Running"] is True
+
+
+# ---- a crash at each step ----------------------------------------------------------------
+
+
+def crash_at(box, step, method, path, body):
+    """Restart gpuboxd with GPUBOX_FAULT=step, send the request, and see the
+    daemon exit at that step; then start it again without the fault."""
+    box.stop()
+    env = dict(os.environ, GPUBOX_FAULT=step)
+    box.start(env=env)
+    try:
+        box.call(method, path, body)
+    except (ConnectionError, OSError):
+        pass  # the daemon died mid-request
+    assert box.wait_exit() == 86
+    assert f"GPUBOX_FAULT={step}" in box.log()
+    box.start()
+
+
+@pytest.mark.parametrize("step", ["volume.create.recorded", "volume.create.storage",
+                                  "volume.create.docker"])
+def test_a_crash_mid_create_is_undone(box, step):
+    box.start()
+    crash_at(box, step, "POST", "/api/v1/volumes", {"name": "vtcrash", "size": "64MB"})
+    assert box.volumes() == []
+    assert docker_volume("gpubox_vtcrash") is None
+    assert not box.image("vtcrash").exists() and not mounts_under(box.data_dir / "volumes")
+    assert not loops_backed_by(box.data_dir)
+    box.create_ok("vtcrash", "64MB")
+
+
+@pytest.mark.parametrize("step, size", [("volume.resize.marked", "128MB"),
+                                        ("volume.resize.storage", "128MB"),
+                                        ("volume.resize.marked", "48MB"),
+                                        ("volume.resize.storage", "48MB")])
+def test_a_crash_mid_resize_is_finished_at_startup(box, step, size):
+    box.start()
+    box.create_ok("vtcrash", "64MB")
+    payload = os.urandom(20 * MB)
+    (box.mountpoint("vtcrash") / "payload").write_bytes(payload)
+    os.sync()
+    crash_at(box, step, "PATCH", "/api/v1/volumes/vtcrash/size", {"size": size})
+    assert "volume vtcrash: finished a resize" in box.log()
+    want = 128 * MB if size == "128MB" else 48 * MB
+    info = box.info_ok("vtcrash")
+    assert (info["size"], info["version"], info["attached"]) == (want, 2, True)
+    assert "resizingTo" not in info
+    assert 0.85 * want <= info["filesystemSize"] <= want
+    assert box.image("vtcrash").stat().st_size == want
+    got = (box.mountpoint("vtcrash") / "payload").read_bytes()
+    assert hashlib.md5(got).hexdigest() == hashlib.md5(payload).hexdigest()
+    assert [h["version"] for h in box.history("vtcrash").data["history"]] == [2, 1]
+
+
+@pytest.mark.parametrize("step", ["volume.delete.marked", "volume.delete.docker"])
+def test_a_crash_mid_delete_is_finished_at_startup(box, step):
+    box.start()
+    box.create_ok("vtcrash", "64MB")
+    crash_at(box, step, "DELETE", "/api/v1/volumes/vtcrash", None)
+    assert "volume vtcrash: finished a delete" in box.log()
+    assert box.volumes() == [] and box.info("vtcrash").status == 404
+    assert docker_volume("gpubox_vtcrash") is None and not box.image("vtcrash").exists()
+    assert not loops_backed_by(box.data_dir)
