@@ -458,7 +458,8 @@ def test_size_is_enforced_inside_the_container_and_nothing_else_fills(started):
     host_free = host.f_bavail * host.f_frsize
     keep = write_random(box, "vtcapset", "/data/keep", 8)
 
-    code, out, err = box.sh("vtcapset", "dd if=/dev/zero of=/data/big bs=1048576 count=200; sync")
+    code, out, err = box.sh("vtcapset",
+                            "dd if=/dev/zero of=/data/big bs=1048576 count=200; rc=$?; sync; exit $rc")
     assert code != 0
     assert "No space left on device" in out + err
     _, used_kib = df_kib(box, "vtcapset")
