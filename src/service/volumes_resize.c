@@ -7,17 +7,17 @@
  *   1. checks that change nothing: the size (1029, 1028 when unchanged),
  *      the volume ready and of this backend;
  *   2. who mounts it now (Docker's live view: running, frozen or
- *      restarting containers). Mounted, only a grow on a backend that grows
- *      online goes ahead; a shrink is first asked of the storage layer with
- *      in_use set, so a shrink below the data answers 1030 (used too large)
- *      rather than "in use"; otherwise 409 naming the replica sets to pause
- *      or stop first;
+ *      restarting containers): the storage layer's in_use;
  *   3. the record is marked "resizing" (no set can bind it meanwhile, and
  *      a crash from here is finished at start-up: the storage layer's
  *      resize can be run again with the same size and completes whatever
  *      the crashed one left);
- *   4. volume_resize: online, or offline (unmount, e2fsck, resize2fs,
- *      mount) when nothing mounts the volume;
+ *   4. volume_resize: offline (unmount, e2fsck, resize2fs, mount) when
+ *      nothing mounts the volume; while mounted, whatever the backend can
+ *      do in use (loop: grow, given CAP_SYS_RESOURCE). The layer refuses
+ *      the rest (1107) after checking the data, so a shrink below the data
+ *      answers 1030 whatever the use, and changes nothing; the refusal is
+ *      reworded to name the replica sets to stop or pause first;
  *   5. one transaction: the new size, version + 1, the history entry, the
  *      mark cleared. On a failure at 4 the mark is cleared and the volume
  *      keeps its size (the layer guarantees it).
@@ -54,7 +54,9 @@ int vol_commit_resize(app *a, vol_record *r, uint64_t new_size, gb_err *err)
     return vol_record_save(a->store, r, &hist_op, 1, err);
 }
 
-/* The 409 of step 2, saying who mounts it and what to do. */
+/* The layer's in-use refusal of step 4 (a shrink, or a grow where the
+ * backend cannot grow a mounted volume), saying who mounts it and what to
+ * do. */
 static int vol_refuse_in_use(const vol_record *r, uint64_t new_size, bool grow,
                              const json_t *mounted, gb_err *err)
 {
@@ -79,32 +81,6 @@ static int vol_refuse_in_use(const vol_record *r, uint64_t new_size, bool grow,
                    "Stop the replica set first (PATCH /api/v1/replicaSet/%s/stop; or /pause, "
                    "then /continue after the resize), then resize again",
                    r->name, r->size_text, asked, who, why, first);
-}
-
-/* Step 2: *in_use says whether the resize runs with the volume mounted;
- * -1 when it must not run now. */
-static int vol_resize_check_use(app *a, const vol_record *r, uint64_t new_size, bool *in_use,
-                                gb_err *err)
-{
-    _cleanup_json_ json_t *mounted = NULL;
-    if (vol_mounted_by(a, r->docker_volume, &mounted, err) < 0)
-        return -1;
-    *in_use = json_array_size(mounted) > 0;
-    bool grow = new_size > r->size;
-    if (!*in_use || (grow && volume_grows_online(&a->volumes->env)))
-        return 0;
-    if (!grow) {
-        /* The storage layer checks the data before the use and changes
-         * nothing either way: a shrink that can never fit says so. */
-        gb_err probe = GB_ERR_INIT;
-        if (volume_resize(&a->volumes->env, r->name, r->docker_mountpoint, new_size, true, &probe) <
-                0 &&
-            probe.code != ERR_STATE_CONFLICT) {
-            *err = probe;
-            return -1;
-        }
-    }
-    return vol_refuse_in_use(r, new_size, grow, mounted, err);
 }
 
 static int vol_resize_code(gb_err *err)
@@ -136,11 +112,12 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
         return -1;
     _cleanup_(vol_locks_release) vol_locks locks = {0};
     _cleanup_(vol_record_free) vol_record r = {0};
-    bool in_use = false;
+    _cleanup_json_ json_t *mounted = NULL;
     if (vol_lock_with_users(a, name, &locks, NULL, err) < 0 ||
         vol_load_existing(a, name, &r, err) < 0 || vol_resize_checks(a, &r, new_size, err) < 0 ||
-        vol_resize_check_use(a, &r, new_size, &in_use, err) < 0)
+        vol_mounted_by(a, r.docker_volume, &mounted, err) < 0)
         return -1;
+    bool in_use = json_array_size(mounted) > 0;
     uint64_t old_size = r.size;
     char old_text[VOL_SIZE_TEXT_MAX];
     snprintf(old_text, sizeof(old_text), "%s", r.size_text);
@@ -156,6 +133,12 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
         r.resizing_text[0] = '\0';
         if (vol_record_save(a->store, &r, NULL, 0, &e) < 0)
             log_error("volume %s: clearing the resize mark after a failed resize: %s", name, e.msg);
+        /* The layer refuses what it cannot do mounted, changing nothing:
+         * say who mounts it and what to do. */
+        bool grow = new_size > old_size;
+        if (in_use && err->code == ERR_STATE_CONFLICT &&
+            !(grow && volume_grows_online(&a->volumes->env)))
+            return vol_refuse_in_use(&r, new_size, grow, mounted, err);
         return vol_resize_code(err);
     }
     fault_point("volume.resize.storage");
