@@ -573,8 +573,12 @@ def simulate_reboot(box, container):
     box.stop()
     assert docker("POST", f"/containers/{container}/stop?t=1").status in (204, 304)
     subprocess.run(["umount", str(box.mountpoint("vtboot"))], check=True)
-    for dev in loops_backed_by(box.data_dir):
-        subprocess.run(["losetup", "-d", dev], check=False)
+    # The kernel frees an autoclear loop device a moment after the unmount.
+    deadline = time.monotonic() + 10
+    while loops_backed_by(box.data_dir) and time.monotonic() < deadline:
+        for dev in loops_backed_by(box.data_dir):
+            subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
+        time.sleep(0.1)
     assert not mounts_under(box.data_dir / "volumes") and not loops_backed_by(box.data_dir)
 
 
