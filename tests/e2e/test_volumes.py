@@ -356,6 +356,7 @@ def test_every_refusal_has_its_code_and_changes_nothing(started):
         ({"name": "vterr2"}, 400, 1000, "size"),
         ({"name": "vterr2", "size": 1024}, 400, 1105, "size"),
         ({"name": "vt err", "size": "1GB"}, 400, 1106, "' '"),
+        ({"name": "vterr2", "size": "1GB", "sise": "2GB"}, 400, 1000, "sise"),
     ]
     for body, status, code, words in cases:
         r = box.call("POST", "/api/v1/volumes", body)
@@ -372,6 +373,10 @@ def test_every_refusal_has_its_code_and_changes_nothing(started):
     assert (r.status, r.code) == (400, 1029)
     r = box.call("PATCH", "/api/v1/volumes/vterr/size", {})
     assert (r.status, r.code) == (400, 1000)
+    r = box.call("PATCH", "/api/v1/volumes/vterr/size", {"size": "1GB", "force": True})
+    assert (r.status, r.code) == (400, 1000) and "force" in r.msg
+    r = box.call("PATCH", "/api/v1/volumes/vterr/size", {"size": 1073741824})
+    assert (r.status, r.code) == (400, 1105)
     for r in (box.info("vt-err"), box.resize("vt-err", "1GB"), box.delete("vt-err")):
         assert r.code == 1031, r.json
     r = box.info("nosuchvolume")
