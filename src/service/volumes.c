@@ -149,11 +149,14 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
 int vol_finish_delete(app *a, vol_record *r, gb_err *err)
 {
     if (vol_docker_remove(a, r, err) < 0) {
-        if (err->code == ERR_CONFLICT)
+        if (err->code == ERR_CONFLICT) {
+            char docker_says[sizeof(err->msg)];
+            memcpy(docker_says, err->msg, sizeof(docker_says));
             err_set(err, ERR_STATE_CONFLICT,
-                    "volume '%s' is still used by a container (Docker: %.200s); remove that "
+                    "volume '%s' is still used by a container (Docker: %.300s); remove that "
                     "container first",
-                    r->name, err->msg);
+                    r->name, docker_says);
+        }
         goto restore;
     }
     fault_point("volume.delete.docker");
@@ -171,11 +174,15 @@ int vol_finish_delete(app *a, vol_record *r, gb_err *err)
     vol_set_unavailable(a, r->name, NULL);
     return 0;
 restore:;
+    /* A "creating" leftover stays one; a volume being deleted is whole
+     * again. */
     gb_err e = GB_ERR_INIT;
-    r->state = VOL_STATE_READY;
-    if (vol_record_save(a->store, r, NULL, 0, &e) < 0)
-        log_error("volume %s: putting the record back to ready after a failed delete: %s", r->name,
-                  e.msg);
+    if (r->state == VOL_STATE_DELETING) {
+        r->state = VOL_STATE_READY;
+        if (vol_record_save(a->store, r, NULL, 0, &e) < 0)
+            log_error("volume %s: putting the record back to ready after a failed delete: %s",
+                      r->name, e.msg);
+    }
     if (err->code == ERR_INTERNAL || err->code == ERR_CONFLICT)
         err->code = ERR_VOLUME_DELETE_FAILED;
     return -1;

@@ -703,3 +703,36 @@ def test_a_crash_mid_delete_is_finished_at_startup(box, step):
     assert box.volumes() == [] and box.info("vtcrash").status == 404
     assert docker_volume("gpubox_vtcrash") is None and not box.image("vtcrash").exists()
     assert not loops_backed_by(box.data_dir)
+
+
+def test_containers_gpubox_did_not_make_count_too(started):
+    box = started
+    box.create_ok("vtforeign", "64MB")
+    (box.mountpoint("vtforeign") / "kept").write_bytes(b"still here")
+    name = "vtforeign_by_hand"
+    r = docker("POST", f"/containers/create?name={name}",
+               {"Image": IMAGE, "Cmd": ["sleep", "3600"],
+                "HostConfig": {"Binds": ["gpubox_vtforeign:/data"]}})
+    assert r.status == 201, r.json
+    try:
+        # Created, not started: nothing has it mounted, but Docker refuses
+        # to remove a volume a container references; the volume stays whole.
+        assert box.info_ok("vtforeign")["inUse"] is False
+        r = box.delete("vtforeign")
+        assert (r.status, r.code) == (409, 1107) and "still used by a container" in r.msg, r.json
+        info = box.info_ok("vtforeign")
+        assert (info["state"], info["attached"]) == ("ready", True)
+        assert docker_volume("gpubox_vtforeign") is not None
+
+        assert docker("POST", f"/containers/{name}/start").status == 204
+        info = box.info_ok("vtforeign")
+        assert info["inUse"] is True and info["usedBy"] == []
+        assert info["mountedBy"] == [{"container": name, "replicaSet": None, "state": "running"}]
+        r = box.resize("vtforeign", "128MB")
+        assert (r.status, r.code) == (409, 1107)
+        assert f"container {name} (running, not gpubox's)" in r.msg, r.msg
+    finally:
+        docker("DELETE", f"/containers/{name}?force=1")
+    assert box.resize_ok("vtforeign", "128MB")["version"] == 2
+    assert (box.mountpoint("vtforeign") / "kept").read_bytes() == b"still here"
+    assert box.delete("vtforeign").status == 200
