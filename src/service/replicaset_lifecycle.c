@@ -24,6 +24,7 @@
 
 #include "service/keys.h"
 #include "service/namelock.h"
+#include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -229,6 +230,7 @@ static int rs_delete_settle(app *a, journal_op *op, rs_record *r, json_t **out, 
             rs_op_abandon(a, r, op, err->msg);
             return err_prefix(err, "removing container %s", r->container_name);
         }
+        rs_gpu_env_remove(a, r->container_name);
         if (journal_record_step(a->store, op, "container-removed", err) < 0)
             return -1;
     }

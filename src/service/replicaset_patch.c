@@ -77,10 +77,11 @@ static int rs_change_to_spec(app *a, enum journal_kind kind, const rs_record *r,
     int code = kind == JOURNAL_ROLLBACK ? ERR_ROLLBACK_FAILED : ERR_PATCH_FAILED;
     _cleanup_(binds_resolved_free) binds_resolved binds = {0};
     _cleanup_(rs_record_free) rs_record to = {0};
+    bool swapped = false;
     if (rs_check_container(a, r, code, err) < 0 || binds_resolve(a, spec, &binds, err) < 0 ||
-        rs_next_version(r, spec, &to, err) < 0 || rs_alloc_next(a, r, &to, err) < 0)
+        rs_next_version(r, spec, &to, err) < 0 || rs_alloc_next(a, r, &to, &swapped, err) < 0)
         return -1;
-    return rs_version_change(a, kind, r, &to, reason, out, err);
+    return rs_version_change(a, kind, r, &to, swapped, reason, out, err);
 }
 
 int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out, gb_err *err)
@@ -290,7 +291,7 @@ int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
     if (binds_resolve(a, &r.spec, &binds, err) < 0 || rs_next_version(&r, &r.spec, &to, err) < 0 ||
         rs_alloc_take_preferring_last(a, &to, err) < 0)
         return -1;
-    if (rs_version_change(a, JOURNAL_RESTART, &r, &to, "restart", out, err) < 0)
+    if (rs_version_change(a, JOURNAL_RESTART, &r, &to, false, "restart", out, err) < 0)
         return -1;
     json_object_set_new(*out, "sameContainer", json_false());
     return 0;

@@ -44,6 +44,7 @@
 #include "carry/carry.h"
 #include "service/journal.h"
 #include "service/keys.h"
+#include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -60,6 +61,7 @@ typedef struct rs_change {
     rs_record from; /* version N as it was */
     rs_record to;   /* version N+1 as it will be */
     rs_record cur;  /* the record in the store now: from and to's holdings */
+    bool swapped;   /* the pool exchanged from's GPUs for to's (shares) */
     int fail_code;  /* the kind's envelope code for Docker or carry failures */
 } rs_change;
 
@@ -127,6 +129,7 @@ static int rs_step_create(rs_change *c, gb_err *err)
      * been carried into it yet, so make it afresh from `to`. */
     if (docker_container_remove(a->docker, c->to.container_name, true, err) < 0)
         return -1;
+    rs_gpu_env_remove(a, c->to.container_name);
     _cleanup_(binds_resolved_free) binds_resolved binds = {0};
     _cleanup_free_ char *id = NULL;
     if (binds_resolve(a, &c->to.spec, &binds, err) < 0 ||
@@ -198,6 +201,7 @@ static int rs_change_forward(rs_change *c, gb_err *err)
     if (!journal_step_done(c->op, "old-removed")) {
         if (docker_container_remove(a->docker, c->from.container_name, true, err) < 0)
             return err_prefix(err, "removing %s", c->from.container_name);
+        rs_gpu_env_remove(a, c->from.container_name);
         if (rs_step(c, "old-removed", err) < 0)
             return -1;
     }
@@ -206,7 +210,8 @@ static int rs_change_forward(rs_change *c, gb_err *err)
 
 /* The last transaction of either way: the record as `final` (with no
  * operation), the operation in its final state, plus extra (may be NULL:
- * the history entry going forward); then the pools get back what only cur held. */
+ * the history entry going forward); then the pools get back what only cur
+ * held (or, undoing a swap, hold from's GPUs again). */
 static int rs_change_close(rs_change *c, rs_record *final, const store_op *extra, gb_err *err)
 {
     char okey[STORE_KEY_MAX];
@@ -220,7 +225,10 @@ static int rs_change_close(rs_change *c, rs_record *final, const store_op *extra
     final->mod_revision = c->cur.mod_revision;
     if (rs_record_save(c->a->store, final, ops, extra ? 2 : 1, err) < 0)
         return -1;
-    rs_alloc_give_back_except(c->a, &c->cur, final);
+    if (c->swapped && final == &c->from)
+        rs_alloc_swap_back(c->a, &c->cur, &c->from);
+    else
+        rs_alloc_give_back_except(c->a, &c->cur, final);
     return 0;
 }
 
@@ -273,6 +281,7 @@ static int rs_change_undo(rs_change *c, const char *why, gb_err *err)
     }
     if (docker_container_remove(a->docker, c->to.container_name, true, err) < 0)
         return -1;
+    rs_gpu_env_remove(a, c->to.container_name);
     gb_err start = GB_ERR_INIT;
     if (c->from.state == RS_STATE_RUNNING && old_exists &&
         docker_container_start(a->docker, c->from.container_name, &start) < 0)
@@ -323,19 +332,21 @@ static int rs_change_settle(rs_change *c, bool try_forward, gb_err *err)
 
 static json_t *rs_change_answer(const rs_change *c)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b, s:s, s:O*}", "name",
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:o, s:b, s:s, s:O*}", "name",
                      c->to.container_name, "replicaSetName", c->to.name, "containerName",
                      c->to.container_name, "containerId", c->to.container_id, "version",
                      c->to.version, "state", rs_state_name(c->to.state), "gpus",
-                     rs_record_gpus_json(&c->to), "ports", rs_record_ports_json(&c->to), "changed",
-                     1, "operationId", c->op->id, "carry", json_object_get(c->op->data, "carry"));
+                     rs_record_gpus_json(&c->to), "gpuShares", rs_record_gpu_shares_json(&c->to),
+                     "ports", rs_record_ports_json(&c->to), "changed", 1, "operationId", c->op->id,
+                     "carry", json_object_get(c->op->data, "carry"));
 }
 
 /* begin: the record holds from and to together, and the operation is
  * written, in one transaction (compare-and-swap on the record as loaded). */
 static int rs_change_begin(rs_change *c, gb_err *err)
 {
-    if (rs_record_copy(&c->from, &c->cur) < 0 || rs_alloc_union(&c->from, &c->to, &c->cur, err) < 0)
+    if (rs_record_copy(&c->from, &c->cur) < 0 ||
+        rs_alloc_union(&c->from, &c->to, c->swapped, &c->cur, err) < 0)
         return err_set(err, ERR_INTERNAL, "out of memory");
     snprintf(c->cur.operation, sizeof(c->cur.operation), "%s", c->op->id);
     journal_mark(c->op, "begin");
@@ -350,12 +361,14 @@ static int rs_change_begin(rs_change *c, gb_err *err)
 }
 
 int rs_version_change(app *a, enum journal_kind kind, const rs_record *from, rs_record *to,
-                      const char *reason, json_t **out, gb_err *err)
+                      bool swapped, const char *reason, json_t **out, gb_err *err)
 {
-    _cleanup_(rs_change_free) rs_change c = {.a = a, .fail_code = rs_kind_fail_code(kind)};
+    _cleanup_(rs_change_free)
+        rs_change c = {.a = a, .swapped = swapped, .fail_code = rs_kind_fail_code(kind)};
     journal_op op = {0};
-    _cleanup_json_ json_t *data = json_pack("{s:o, s:o, s:s}", "from", rs_record_to_json(from),
-                                            "to", rs_record_to_json(to), "reason", reason);
+    _cleanup_json_ json_t *data =
+        json_pack("{s:o, s:o, s:s, s:b}", "from", rs_record_to_json(from), "to",
+                  rs_record_to_json(to), "reason", reason, "gpuSwap", swapped);
     int rc = -1;
     if (rs_record_copy(from, &c.from) < 0 || rs_record_copy(to, &c.to) < 0 || !data) {
         err_set(err, ERR_INTERNAL, "out of memory");
@@ -377,14 +390,20 @@ int rs_version_change(app *a, enum journal_kind kind, const rs_record *from, rs_
     return rc;
 give_back:
     /* Nothing was recorded: what was taken for `to` goes straight back. */
-    rs_alloc_give_back_except(a, to, from);
+    if (swapped)
+        rs_alloc_swap_back(a, to, from);
+    else
+        rs_alloc_give_back_except(a, to, from);
     return -1;
 }
 
 int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err)
 {
     _cleanup_(rs_change_free)
-        rs_change c = {.a = a, .op = op, .fail_code = rs_kind_fail_code(op->kind)};
+        rs_change c = {.a = a,
+                       .op = op,
+                       .swapped = json_is_true(json_object_get(op->data, "gpuSwap")),
+                       .fail_code = rs_kind_fail_code(op->kind)};
     json_t *from = json_object_get(op->data, "from"), *to = json_object_get(op->data, "to");
     if (rs_record_from_json(from, &c.from, err) < 0 || rs_record_from_json(to, &c.to, err) < 0)
         return err_prefix(err, "operation %s", op->id);

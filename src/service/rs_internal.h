@@ -19,18 +19,26 @@ int rs_alloc_take(app *a, rs_record *r, gb_err *err);
  * committed to the store that r no longer holds them). */
 void rs_alloc_give_back(app *a, const rs_record *r);
 
-/* What a new version needs (to->spec), starting from what `held` holds:
- * its GPUs are kept (growing adds cards, shrinking keeps the first ones)
- * and so are its ports that to->spec still asks for; only the difference
- * is taken from the pools, all or nothing. to gets the full list; nothing
- * is given back here (the caller does, once the new version runs). */
-int rs_alloc_next(app *a, const rs_record *held, rs_record *to, gb_err *err);
-/* out's holdings become x's and y's together (each once). */
-int rs_alloc_union(const rs_record *x, const rs_record *y, rs_record *out, gb_err *err);
-/* Give back what held lists and keep does not. */
+/* What a new version needs (to->spec), starting from what `held` holds,
+ * taking only the difference from the pools, all or nothing; to gets the
+ * full holdings. Whole cards: held's that the spec still allows are kept
+ * (growing adds cards, shrinking keeps the first ones) and new ones held
+ * alongside; nothing is given back here. Shares (or a change between
+ * shares and whole cards): the pool exchanges held's grant for the new one
+ * at once, *swapped true. A GPU request that did not change keeps held's
+ * grant. Ports the new spec still asks for keep their host port. */
+int rs_alloc_next(app *a, const rs_record *held, rs_record *to, bool *swapped, gb_err *err);
+/* out's holdings become x's and y's together, each once (only y's GPUs
+ * when swapped: the pool holds nothing else). */
+int rs_alloc_union(const rs_record *x, const rs_record *y, bool swapped, rs_record *out,
+                   gb_err *err);
+/* Give back what held lists and keep does not (tenancies by card, ports). */
 void rs_alloc_give_back_except(app *a, const rs_record *held, const rs_record *keep);
-/* A stopped set's restart on the same cards: take exactly r's lastGpus and
- * lastPorts into its holdings, all or nothing (ERR_GPU_NOT_ENOUGH or
+/* Undo a swap: the pool holds from's grant again instead of to's, and the
+ * ports only to took go back. */
+void rs_alloc_swap_back(app *a, const rs_record *to, const rs_record *from);
+/* A stopped set's restart on the same cards: the spec's GPUs pinned to
+ * lastGpus and exactly lastPorts, all or nothing (ERR_GPU_NOT_ENOUGH or
  * ERR_PORT_NOT_ENOUGH when one is no longer free). */
 int rs_alloc_retake_last(app *a, rs_record *r, gb_err *err);
 /* A stopped set's restart on other cards: GPUs and ports for r->spec,
@@ -55,13 +63,14 @@ const char *rs_container_status(app *a, const rs_record *r, char *buf, size_t si
 /* replicaset_version.c: make version N+1 (`to`: new spec, full holdings,
  * state) from `from` (the record as loaded, under the name lock), carrying
  * the system disk, through the journal as an operation of `kind`. What
- * `to` took beyond `from` (rs_alloc_next) is owned by the change from here:
+ * `to` took beyond `from` (rs_alloc_next; swapped as it said) is owned by
+ * the change from here:
  * given back if it fails, and what only `from` held is given back once
  * version N+1 runs. reason goes into the history ("patch", "rollback to
  * 2"). data: {name, replicaSetName, containerName, containerId, version,
  * state, gpus, ports, changed: true, operationId, carry}. */
 int rs_version_change(app *a, enum journal_kind kind, const rs_record *from, rs_record *to,
-                      const char *reason, json_t **out, gb_err *err);
+                      bool swapped, const char *reason, json_t **out, gb_err *err);
 /* Start-up or a later call: finish or undo an unfinished change; cur is
  * the set's record (it names op). */
 int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err);
@@ -87,6 +96,10 @@ void rs_create_settle_legacy(app *a, rs_record *r);
 
 /* replicaset_lifecycle.c: continue, with the name lock held and r loaded. */
 int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err);
+
+/* replicaset_reconcile.c: whether every volume r binds can be mounted now
+ * (logs why not). */
+bool rs_volumes_ready(app *a, const rs_record *r);
 
 /* The replica-set label gpubox puts on every container it makes. */
 #define RS_LABEL_NAME "gpubox.replicaset"

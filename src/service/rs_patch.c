@@ -6,7 +6,9 @@
  * and the result parsed again with rs_spec_from_json, so a patch can never
  * produce a spec a create would refuse, and "nothing changed" is simply the
  * two normalized forms being equal. The fields (docs/api.md):
- *   gpuPatch    {gpuCount}                    fields copied onto the spec
+ *   gpuPatch    {gpuCount, gpuMemory,         the GPU fields, read by the rules of
+ *                gpuShared, gpuPolicy,         rs_spec_gpu_from_json for a patch
+ *                gpuUUIDs, gpuModel}           (absent ones keep their values)
  *   volumePatch {oldBind, newBind}            replace a bind; only oldBind:
  *                                             remove it; only newBind: add it.
  *                                             A bind is {src, dest, readOnly?}
@@ -30,8 +32,9 @@ const char *const rs_patch_fields[] = {
     "cpus",     "memory",      "shmSize",  "restartPolicy",  NULL,
 };
 
-/* gpuPatch's fields, copied onto the spec as they are. */
-static const char *const rs_patch_gpu_fields[] = {"gpuCount", NULL};
+/* gpuPatch's fields (rs_spec_gpu.c reads them). */
+static const char *const rs_patch_gpu_fields[] = {"gpuCount", "gpuMemory", "gpuShared", "gpuPolicy",
+                                                  "gpuUUIDs", "gpuModel",  NULL};
 
 static bool rs_patch_listed(const char *const *list, const char *key)
 {
@@ -60,22 +63,20 @@ static int rs_patch_check_fields(const json_t *obj, const char *where, const cha
     return 0;
 }
 
-static int rs_patch_gpu(json_t *spec, const json_t *gp, gb_err *err)
+/* gpuPatch onto the parsed spec: absent fields keep their values. Errors
+ * name the field under gpuPatch. */
+static int rs_patch_gpu(rs_spec *spec, const json_t *gp, gb_err *err)
 {
     if (!json_is_object(gp))
-        return err_set(err, ERR_WRONG_TYPE, "gpuPatch must be an object {gpuCount}, not %s",
+        return err_set(err, ERR_WRONG_TYPE,
+                       "gpuPatch must be an object {gpuCount, gpuMemory, ...}, not %s",
                        json_type_name(gp));
     long long count = 0;
     if (rs_patch_check_fields(gp, "gpuPatch", rs_patch_gpu_fields, err) < 0 ||
         json_field_int(gp, "gpuPatch", "gpuCount", &count, false, err) < 0)
         return -1;
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)gp, key, v)
-    {
-        if (!json_is_null(v))
-            json_object_set(spec, key, v);
-    }
+    if (rs_spec_gpu_from_json(gp, true, spec, err) < 0)
+        return err_prefix(err, "gpuPatch");
     return 0;
 }
 
@@ -248,9 +249,6 @@ static int rs_patch_env(json_t *spec, const json_t *ep, gb_err *err)
 static int rs_patch_apply(json_t *spec, const json_t *patch, gb_err *err)
 {
     json_t *v;
-    if ((v = json_object_get(patch, "gpuPatch")) && !json_is_null(v) &&
-        rs_patch_gpu(spec, v, err) < 0)
-        return -1;
     if ((v = json_object_get(patch, "volumePatch")) && !json_is_null(v) &&
         rs_patch_volume(spec, v, err) < 0)
         return -1;
@@ -282,8 +280,13 @@ int rs_spec_patch(const rs_spec *cur, const json_t *patch, rs_spec *out, bool *c
     _cleanup_json_ json_t *spec = json_deep_copy(before);
     if (!before || !spec)
         return err_set(err, ERR_INTERNAL, "out of memory");
+    json_t *gp = json_object_get(patch, "gpuPatch");
     if (rs_patch_apply(spec, patch, err) < 0 || rs_spec_from_json(spec, NULL, out, err) < 0)
         return -1;
+    if (gp && !json_is_null(gp) && rs_patch_gpu(out, gp, err) < 0) {
+        rs_spec_free(out);
+        return -1;
+    }
     _cleanup_json_ json_t *after = rs_spec_to_json(out);
     if (!after) {
         rs_spec_free(out);

@@ -118,6 +118,40 @@ json_t *rs_record_gpus_json(const rs_record *r)
     return rs_gpu_list_json(r->gpus, r->ngpus);
 }
 
+const char *rs_record_gpu_mode(const rs_record *r)
+{
+    if (r->ngpus == 0)
+        return "none";
+    if (r->grant.n != r->ngpus)
+        return "whole";
+    return gpus_mode_name(r->grant.cards[0].mode);
+}
+
+json_t *rs_record_gpu_shares_json(const rs_record *r)
+{
+    _cleanup_json_ json_t *tmp = json_object();
+    if (!tmp || r->grant.n != r->ngpus || gpus_grant_to_json(&r->grant, tmp, NULL) < 0)
+        return json_array();
+    json_t *shares = json_object_get(tmp, "gpuShares");
+    return shares ? json_incref(shares) : json_array();
+}
+
+int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err)
+{
+    char(*gpus)[GPU_UUID_MAX] = calloc(g->n + 1, sizeof(*gpus));
+    if (!gpus)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < g->n; i++)
+        memcpy(gpus[i], g->cards[i].uuid, GPU_UUID_MAX);
+    free(r->gpus);
+    gpus_grant_free(&r->grant);
+    r->gpus = gpus;
+    r->ngpus = g->n;
+    r->grant = *g;
+    *g = (gpus_grant){0};
+    return 0;
+}
+
 json_t *rs_record_ports_json(const rs_record *r)
 {
     return rs_port_list_json(r->ports, r->nports);
@@ -131,6 +165,12 @@ json_t *rs_record_to_json(const rs_record *r)
                   "containerName", r->container_name, "containerId", r->container_id, "gpus",
                   rs_record_gpus_json(r), "ports", rs_record_ports_json(r), "createTime",
                   r->create_time, "updateTime", r->update_time);
+    /* The grant adds gpuShares; a record whose gpus were set without one
+     * holds whole cards, which "gpus" alone already says. */
+    if (j && r->ngpus && r->grant.n == r->ngpus && gpus_grant_to_json(&r->grant, j, NULL) < 0) {
+        json_decref(j);
+        return NULL;
+    }
     /* Optional fields appear only when set, so records stay as they were
      * for sets that never used them. */
     if (j && r->operation[0])
@@ -160,50 +200,57 @@ static int copy_field(const json_t *j, const char *field, char *dst, size_t size
     return 0;
 }
 
-/* A list of GPU UUIDs and a list of held ports, under the given field
- * names ("gpus"/"ports", or "lastGpus"/"lastPorts"). */
-static int rs_holdings_from_json(const json_t *j, const char *name, const char *gfield,
-                                 const char *pfield, char (**gpus_out)[GPU_UUID_MAX],
-                                 size_t *ng_out, rs_held_port **ports_out, size_t *np_out,
-                                 gb_err *err)
+/* A list of held ports under `field` ("ports" or "lastPorts"). */
+static int rs_ports_from_json(const json_t *j, const char *name, const char *field,
+                              rs_held_port **out, size_t *n, gb_err *err)
 {
-    json_t *gpus = json_object_get(j, gfield), *ports = json_object_get(j, pfield);
-    size_t ng = json_array_size(gpus), np = json_array_size(ports);
-    char(*g)[GPU_UUID_MAX] = *gpus_out = calloc(ng + 1, sizeof(*g));
-    rs_held_port *p = *ports_out = calloc(np + 1, sizeof(*p));
-    if (!g || !p)
+    json_t *ports = json_object_get(j, field);
+    size_t np = json_array_size(ports);
+    rs_held_port *p = *out = calloc(np + 1, sizeof(*p));
+    if (!p)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    for (size_t i = 0; i < ng; i++) {
-        const char *u = json_string_value(json_array_get(gpus, i));
-        if (!u || strlen(u) >= GPU_UUID_MAX)
-            return err_set(err, ERR_INTERNAL, "record of %s: %s[%zu] is not a UUID", name, gfield,
-                           i);
-        strcpy(g[i], u);
-    }
-    *ng_out = ng;
     for (size_t i = 0; i < np; i++) {
         json_t *e = json_array_get(ports, i);
         json_int_t host = json_integer_value(json_object_get(e, "hostPort"));
         json_int_t cont = json_integer_value(json_object_get(e, "containerPort"));
         const char *proto = json_string_value(json_object_get(e, "protocol"));
         if (host < 1 || host > 65535 || cont < 1 || cont > 65535 || !proto || strlen(proto) > 3)
-            return err_set(err, ERR_INTERNAL, "record of %s: %s[%zu] is malformed", name, pfield,
-                           i);
+            return err_set(err, ERR_INTERNAL, "record of %s: %s[%zu] is malformed", name, field, i);
         p[i] = (rs_held_port){.host_port = (uint16_t)host, .container_port = (uint16_t)cont};
         strcpy(p[i].protocol, proto);
     }
-    *np_out = np;
+    *n = np;
+    return 0;
+}
+
+static int rs_last_gpus_from_json(const json_t *j, rs_record *r, gb_err *err)
+{
+    json_t *gpus = json_object_get(j, "lastGpus");
+    size_t n = json_array_size(gpus);
+    r->last_gpus = calloc(n + 1, sizeof(*r->last_gpus));
+    if (!r->last_gpus)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *u = json_string_value(json_array_get(gpus, i));
+        if (!u || strlen(u) >= GPU_UUID_MAX)
+            return err_set(err, ERR_INTERNAL, "record of %s: lastGpus[%zu] is not a UUID", r->name,
+                           i);
+        strcpy(r->last_gpus[i], u);
+    }
+    r->nlast_gpus = n;
     return 0;
 }
 
 static int rs_record_holdings_from_json(const json_t *j, rs_record *r, gb_err *err)
 {
-    return rs_holdings_from_json(j, r->name, "gpus", "ports", &r->gpus, &r->ngpus, &r->ports,
-                                 &r->nports, err) < 0 ||
-                   rs_holdings_from_json(j, r->name, "lastGpus", "lastPorts", &r->last_gpus,
-                                         &r->nlast_gpus, &r->last_ports, &r->nlast_ports, err) < 0
-               ? -1
-               : 0;
+    _cleanup_(gpus_grant_free) gpus_grant grant = {0};
+    if (gpus_grant_from_json(j, &grant, err) < 0)
+        return err_prefix(err, "record of %s", r->name);
+    if (rs_record_set_grant(r, &grant, err) < 0 ||
+        rs_ports_from_json(j, r->name, "ports", &r->ports, &r->nports, err) < 0 ||
+        rs_ports_from_json(j, r->name, "lastPorts", &r->last_ports, &r->nlast_ports, err) < 0)
+        return -1;
+    return rs_last_gpus_from_json(j, r, err);
 }
 
 int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
@@ -263,6 +310,7 @@ int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err)
 void rs_record_clear_holdings(rs_record *r)
 {
     r->ngpus = 0;
+    r->grant.n = 0;
     r->nports = 0;
 }
 
@@ -285,6 +333,7 @@ void rs_record_remember_holdings(rs_record *r)
     r->gpus = calloc(1, sizeof(*r->gpus));
     r->ports = calloc(1, sizeof(*r->ports));
     r->ngpus = r->nports = 0;
+    gpus_grant_free(&r->grant);
 }
 
 static void *rs_dup(const void *p, size_t n, size_t size)
@@ -299,11 +348,12 @@ int rs_record_copy(const rs_record *src, rs_record *dst)
 {
     *dst = *src;
     dst->gpus = rs_dup(src->gpus, src->ngpus, sizeof(*src->gpus));
+    dst->grant.cards = rs_dup(src->grant.cards, src->grant.n, sizeof(*src->grant.cards));
     dst->ports = rs_dup(src->ports, src->nports, sizeof(*src->ports));
     dst->last_gpus = rs_dup(src->last_gpus, src->nlast_gpus, sizeof(*src->last_gpus));
     dst->last_ports = rs_dup(src->last_ports, src->nlast_ports, sizeof(*src->last_ports));
     memset(&dst->spec, 0, sizeof(dst->spec));
-    if (!dst->gpus || !dst->ports || !dst->last_gpus || !dst->last_ports ||
+    if (!dst->gpus || !dst->grant.cards || !dst->ports || !dst->last_gpus || !dst->last_ports ||
         rs_spec_copy(&src->spec, &dst->spec) < 0) {
         rs_record_free(dst);
         return -1;
@@ -316,6 +366,7 @@ void rs_record_free(rs_record *r)
     if (!r)
         return;
     rs_spec_free(&r->spec);
+    gpus_grant_free(&r->grant);
     free(r->gpus);
     free(r->ports);
     r->gpus = NULL;

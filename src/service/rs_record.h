@@ -5,17 +5,20 @@
  *   {"name": "foo", "version": 3, "state": "running",
  *    "spec": {...rs_spec...},
  *    "containerName": "foo-3", "containerId": "ab12...",
- *    "gpus": ["GPU-..."],                                 whole cards held
+ *    "gpus": ["GPU-..."],                                 every card held
+ *    "gpuShares": [{"uuid", "memoryMiB", "mode", "replica"}], shares only
  *    "ports": [{"hostPort": 40001, "containerPort": 22, "protocol": "tcp"}],
  *    "createTime": "...Z", "updateTime": "...Z",
  *    "operation": "2026...-a1b2c3d4",                   only while one is in flight
  *    "lastGpus": [...], "lastPorts": [...]}             only when stopped
- * `gpus` and `ports` list exactly what the set holds now: empty once it is
- * stopped or deleted; while an operation that makes a new version runs,
- * what the old and the new version hold together. The pools are rebuilt
- * from them at start-up (allocations.c). A stopped set remembers in
- * lastGpus and lastPorts what it gave back, so a restart can take the same
- * cards and ports again if they are still free.
+ * `gpus`, `gpuShares` and `ports` list exactly what the set holds now:
+ * empty once it is stopped or deleted; while an operation that makes a new
+ * version runs, what the old and the new version hold together. `gpus` +
+ * `gpuShares` are sched/'s grant JSON (gpus_grant_to_json; a record with
+ * `gpus` only holds whole cards, the form records had before sharing). The
+ * pools are rebuilt from them at start-up (allocations.c). A stopped set
+ * remembers in lastGpus and lastPorts which cards and ports it gave back,
+ * so a restart can take the same ones again if they are still free.
  *
  * Each version's spec is also kept under keys_replicaset_history as
  * {"version", "createTime", "containerName", "spec", "reason"}.
@@ -46,6 +49,7 @@
 #include <jansson.h>
 
 #include "gpu/gpu.h"
+#include "sched/gpus.h"
 #include "service/rs_spec.h"
 #include "store/store.h"
 #include "util/err.h"
@@ -88,14 +92,15 @@ typedef struct rs_record {
     rs_spec spec;
     char container_name[RS_CONTAINER_NAME_MAX];
     char container_id[80];
-    char (*gpus)[GPU_UUID_MAX];
+    char (*gpus)[GPU_UUID_MAX]; /* every card held, in container order: grant's UUIDs */
     size_t ngpus;
+    gpus_grant grant; /* how each card is held; grant.n == ngpus (rs_record_set_grant) */
     rs_held_port *ports;
     size_t nports;
     char create_time[RS_TIME_MAX];
     char update_time[RS_TIME_MAX];
     char operation[RS_OPERATION_MAX]; /* id of the operation in flight; "" when none */
-    char (*last_gpus)[GPU_UUID_MAX];  /* stopped: what it gave back */
+    char (*last_gpus)[GPU_UUID_MAX];  /* stopped: the cards it gave back */
     size_t nlast_gpus;
     rs_held_port *last_ports;
     size_t nlast_ports;
@@ -114,16 +119,24 @@ int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err);
 json_t *rs_record_to_json(const rs_record *r);
 void rs_record_free(rs_record *r);
 
-/* Drop what the record holds (gpus, ports). */
+/* Drop what the record holds (gpus, ports). Nothing is freed: a shallow
+ * copy made before may still list it, to give back to the pools. */
 void rs_record_clear_holdings(rs_record *r);
-/* Move what it holds into lastGpus/lastPorts (stop), holding nothing. */
+/* Make g (moved in: *g is left empty) what r holds, gpus included. */
+int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err);
+/* Move the cards and ports it holds into lastGpus/lastPorts (stop),
+ * holding nothing. */
 void rs_record_remember_holdings(rs_record *r);
 /* Forget lastGpus/lastPorts. */
 void rs_record_forget_last(rs_record *r);
-/* Deep copy (spec, holdings, last holdings); 0, or -1 out of memory. */
+/* Deep copy (spec, grant, holdings, last holdings); 0, or -1 out of memory. */
 int rs_record_copy(const rs_record *src, rs_record *dst);
 /* The JSON lists of what it holds, for answers. */
 json_t *rs_record_gpus_json(const rs_record *r);
+/* [{uuid, memoryMiB, mode, replica?}] for a share grant, [] otherwise. */
+json_t *rs_record_gpu_shares_json(const rs_record *r);
+/* "none" | "whole" | "memory" | "timeslice": how r holds its cards. */
+const char *rs_record_gpu_mode(const rs_record *r);
 json_t *rs_record_ports_json(const rs_record *r);
 
 /* The history entry for r's current version; reason says what made it

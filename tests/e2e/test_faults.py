@@ -1,7 +1,7 @@
 """The fault matrix (issue 4, point 6): gpuboxd dies at every step of
-create, patch, rollback, restart (same cards and other cards), stop and
-delete, and a new gpuboxd on the same data dir finishes or undoes what was
-in flight.
+create, patch (whole cards, and a memory share exchanged in the pool),
+rollback, restart (same cards and other cards), stop and delete, and a new
+gpuboxd on the same data dir finishes or undoes what was in flight.
 
 Each case starts gpuboxd with GPUBOX_FAULT=<kind>:<step> (it exits 99 right
 after recording that step, or with <kind>:before:<step> right before),
@@ -25,9 +25,10 @@ import sqlite3
 
 import pytest
 
-from rsutil import (container, containers_of, create, create_ok, delete, device_uuids,
-                    held_gpus, history, host_ports, info, lifecycle, list_sets, patch, patch_ok,
-                    remove_containers, rollback, system_disk, used_ports, write_system_disk)
+from rsutil import (IMAGE, LONG_RUNNING, call, container, containers_of, create, create_ok,
+                    delete, device_uuids, gpu_devices, held_gpus, history, host_ports, info,
+                    lifecycle, list_sets, patch, patch_ok, remove_containers, rollback,
+                    system_disk, used_ports, write_system_disk)
 
 PREFIX = "e2ft"
 PORT_RANGE = "64100-64149"
@@ -48,6 +49,7 @@ def cases():
     out = [("create", s) for s in ("record", "before:container-created", "container-created",
                                    "started")]
     out += [("patch", s) for s in VERSION_STEPS + [f"before:{s}" for s in DOCKER_STEPS]]
+    out += [("patch-share", s) for s in VERSION_STEPS]
     out += [("rollback", s) for s in VERSION_STEPS]
     out += [("restart-new", s) for s in VERSION_STEPS]
     out += [("restart-same", s) for s in ("begin", "before:started", "started", "committed")]
@@ -111,6 +113,12 @@ def prepare(d, kind):
         patch_ok(d, NAME, {"gpuPatch": {"gpuCount": 2}, "envPatch": {"set": ["MODE=two"]},
                            "containerPorts": ["22", "8888"]})
         return disk
+    if kind == "patch-share":
+        r = call(d, "POST", "/api/v1/replicaSet",
+                 {"imageName": IMAGE, "replicaSetName": NAME, "cmd": LONG_RUNNING,
+                  "gpuMemory": "8GB", "containerPorts": ["22"]})
+        assert r.status == 200, r.json
+        return write_system_disk(d, NAME)
     created = create_ok(d, NAME, gpus=2, containerPorts=["22"])
     disk = write_system_disk(d, NAME)
     if kind.startswith("restart"):
@@ -126,6 +134,8 @@ def run(d, kind):
         return create(d, NAME, gpus=2, containerPorts=["22"])
     if kind == "patch":
         return patch(d, NAME, {"gpuPatch": {"gpuCount": 3}, "containerPorts": ["22", "8888"]})
+    if kind == "patch-share":
+        return patch(d, NAME, {"gpuPatch": {"gpuMemory": "16GB"}})
     if kind == "rollback":
         return rollback(d, NAME, 1)
     if kind.startswith("restart"):
@@ -146,7 +156,7 @@ def expected(kind, step):
     """(state, version) the set must have after recovery; state None: absent."""
     if kind == "create":
         return (None, None) if step == "record" else ("running", 1)
-    if kind == "patch":
+    if kind in ("patch", "patch-share"):
         return ("running", 1) if step in UNDONE else ("running", 2)
     if kind == "rollback":
         return ("running", 2) if step in UNDONE else ("running", 3)
@@ -186,6 +196,11 @@ def assert_dead_store_is_consistent(data_dir, kind, step):
     if op_kind in ("patch", "rollback") or kind == "restart-new":
         if op["state"] == "running":
             frm, to = op["data"]["from"], op["data"]["to"]
+            # Shares are exchanged in the pool at once: the record holds
+            # the new share only (one tenancy per card and set).
+            assert op["data"]["gpuSwap"] is (kind == "patch-share")
+            if kind == "patch-share":
+                assert rec["gpuShares"] == to["gpuShares"], (rec, to)
             # Both versions' cards and ports are held until the change ends.
             assert set(rec["gpus"]) == set(frm["gpus"]) | set(to["gpus"]), (rec, op["data"])
             assert {p["hostPort"] for p in rec["ports"]} == \
@@ -218,6 +233,15 @@ def assert_recovered(d, kind, step, disk):
     assert len(gpus) == len(set(gpus)) and len(ports) == len(set(ports))
     assert held_gpus(d) == set(gpus)
     assert sorted(used_ports(d)) == sorted(ports)
+    # Memory shares are counted once, as the records say.
+    shares = {}
+    for s in sets:
+        for sh in s.get("gpuShares", []):
+            if sh["mode"] == "memory":
+                shares[sh["uuid"]] = shares.get(sh["uuid"], 0) + sh["memoryMiB"]
+    for dev in gpu_devices(d):
+        if dev["mode"] == "memory":
+            assert dev["allocatedMemoryMiB"] == shares.get(dev["uuid"]), (dev, shares)
     for s in sets:
         if s["state"] in ("running", "paused"):
             c = container(s["containerName"])

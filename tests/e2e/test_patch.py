@@ -13,7 +13,7 @@ container behind.
 import pytest
 
 from conftest import docker_request
-from rsutil import (call, container, containers_of, containers_with_prefix, create, create_ok,
+from rsutil import (IMAGE as IMAGE_NAME, call, container, containers_of, containers_with_prefix, create, create_ok,
                     device_uuids, env_of, execute_ok, held_gpus, history, host_ports, info_ok,
                     lifecycle, operation, patch, patch_ok, start_module_daemon, system_disk,
                     used_ports, wipe, write_system_disk)
@@ -369,5 +369,54 @@ def test_carry_method_flag(start_daemon, tmp_path, method):
         data = patch_ok(d, name, {"gpuPatch": {"gpuCount": 2}})
         assert data["carry"]["method"] == method
         assert system_disk(d, name) == disk
+    finally:
+        wipe(d, name)
+
+
+def card_memory(d, uuid):
+    dev = next(x for x in d.get("/api/v1/resources/gpus").data["devices"] if x["uuid"] == uuid)
+    return dev["allocatedMemoryMiB"], dev["mode"]
+
+
+def test_share_patches(start_daemon):
+    """A memory share grows on its card (counted once, not twice), becomes
+    whole cards and a time-slice replica; an env patch keeps the share as
+    it is; the system disk stays through all of it."""
+    d = start_daemon("--simulate-gpus", "2xT4-16GB,1xA100-40GB", "--port-range", "64150-64159")
+    name = f"{PREFIX}_share"
+    try:
+        r = call(d, "POST", "/api/v1/replicaSet",
+                 {"imageName": IMAGE_NAME, "replicaSetName": name, "cmd": ["sleep", "3600"],
+                  "gpuMemory": "8GB"})
+        assert r.status == 200, r.json
+        card = r.data["gpus"][0]
+        disk = write_system_disk(d, name)
+        assert card_memory(d, card) == (8192, "memory")
+
+        data = patch_ok(d, name, {"gpuPatch": {"gpuMemory": "12GB"}})
+        assert data["gpus"] == [card]  # binpack: it still fits the same card
+        assert data["gpuShares"][0]["memoryMiB"] == 12288
+        assert card_memory(d, card) == (12288, "memory")
+        env = env_of(d, name)
+        assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "12288m"
+        assert execute_ok(d, name, ["cat", "/etc/gpubox/gpu.env"])["stdout"].startswith(
+            "CUDA_DEVICE_MEMORY_LIMIT_0=12288m")
+        assert system_disk(d, name) == disk
+
+        same = patch_ok(d, name, {"envPatch": {"set": ["X=1"]}})
+        assert same["gpus"] == [card] and same["gpuShares"] == data["gpuShares"]
+        assert card_memory(d, card) == (12288, "memory")
+
+        whole = patch_ok(d, name, {"gpuPatch": {"gpuMemory": 0, "gpuCount": 2}})
+        assert len(whole["gpus"]) == 2 and whole["gpuShares"] == []
+        assert all(card_memory(d, u)[1] == "whole" for u in whole["gpus"])
+        assert held_gpus(d) == set(whole["gpus"])
+
+        ts = patch_ok(d, name, {"gpuPatch": {"gpuShared": True, "gpuCount": 1}})
+        assert ts["gpuShares"][0]["mode"] == "timeslice"
+        assert held_gpus(d) == set(ts["gpus"])
+        assert env_of(d, name)["GPUBOX_GPU_SHARE"] == "timeslice"
+        assert system_disk(d, name) == disk
+        assert len(containers_of(name)) == 1
     finally:
         wipe(d, name)
