@@ -346,6 +346,15 @@ void rs_alloc_swap_back(app *a, const rs_record *to, const rs_record *from)
 
 int rs_alloc_retake_last(app *a, rs_record *r, gb_err *err)
 {
+    /* The same container runs again only with what it was made with: a
+     * record that does not say (stopped by a gpuboxd before lastGpus) goes
+     * the way of other cards. */
+    size_t want = r->spec.ngpu_uuids ? r->spec.ngpu_uuids : (size_t)r->spec.gpu_count;
+    if (r->nlast_gpus != want || r->nlast_ports != r->spec.nports)
+        return err_set(err, ERR_CONFLICT,
+                       "the cards and ports %s held before it stopped are not "
+                       "all recorded",
+                       r->name);
     _cleanup_free_ const char **pins = calloc(r->nlast_gpus + 1, sizeof(*pins));
     _cleanup_free_ uint16_t *ports = calloc(r->nlast_ports + 1, sizeof(*ports));
     _cleanup_free_ rs_held_port *held = calloc(r->nlast_ports + 1, sizeof(*held));

@@ -9,6 +9,9 @@ version newest first.
 
 One daemon (8 simulated A100s, ports 64050-64099) serves the module.
 """
+import json
+import sqlite3
+
 import pytest
 
 from rsutil import (call, container, containers_of, create, create_ok, device_uuids, env_of,
@@ -214,3 +217,35 @@ def test_history_survives_delete_and_continues(d):
     assert r.status == 200 and r.data["version"] == 4, r.json
     assert env_of(d, name)["A"] == "1"
     assert [h["version"] for h in history(d, name).data["history"]] == [4, 3, 2, 1]
+
+
+def test_restart_of_a_set_stopped_before_last_gpus_were_kept(start_daemon, tmp_path):
+    """A stopped record without lastGpus/lastPorts (written by a gpuboxd
+    from before them) restarts as a new version: the old container's
+    device requests name cards nobody vouches for any more."""
+    args = ("--simulate-gpus", "2xA100-80GB", "--port-range", "64160-64169")
+    data = tmp_path / "data"
+    d = start_daemon(*args, data_dir=data)
+    name = f"{PREFIX}_oldrec"
+    try:
+        create_ok(d, name, gpus=1, containerPorts=["22"])
+        disk = write_system_disk(d, name)
+        assert lifecycle(d, name, "stop").status == 200
+        d.stop()
+        db = sqlite3.connect(str(data / "state.db"))
+        key = f"/gpubox/replicasets/{name}"
+        record = json.loads(db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()[0])
+        assert record["lastGpus"] and record["lastPorts"]
+        del record["lastGpus"], record["lastPorts"]
+        db.execute("UPDATE kv SET value = ? WHERE key = ?", (json.dumps(record), key))
+        db.commit()
+        db.close()
+
+        d = start_daemon(*args, data_dir=data)
+        r = lifecycle(d, name, "restart")
+        assert r.status == 200 and r.data["sameContainer"] is False, r.json
+        assert r.data["version"] == 2 and len(r.data["gpus"]) == 1
+        assert system_disk(d, name) == disk
+        assert_matches_docker(d, name)
+    finally:
+        wipe(d, name)
