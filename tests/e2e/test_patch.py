@@ -340,7 +340,8 @@ def test_older_gpu_and_volume_routes(d, bind_root):
     assert r.status == 400 and r.code == 1000
     assert system_disk(d, name) == disk
     assert_store_matches_docker(d, name)
-    assert containers_with_prefix(name) == containers_of(name)
+    assert [c["Id"] for c in containers_with_prefix(name)] == \
+        [c["Id"] for c in containers_of(name)]
 
 
 def test_stale_container_port_bindings_do_not_leak(d):
