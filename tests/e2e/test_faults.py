@@ -25,12 +25,12 @@ import sqlite3
 
 import pytest
 
-from rsutil import (IMAGE, LONG_RUNNING, call, container, containers_of, create, create_ok,
-                    delete, device_uuids, gpu_devices, held_gpus, history, host_ports, info,
-                    lifecycle, list_sets, patch, patch_ok, remove_containers, rollback,
+from rsutil import (IMAGE, LONG_RUNNING, RUN_TAG, call, container, containers_of, create,
+                    create_ok, delete, device_uuids, gpu_devices, held_gpus, history, host_ports,
+                    info, lifecycle, list_sets, patch, patch_ok, remove_containers, rollback,
                     system_disk, used_ports, write_system_disk)
 
-PREFIX = "e2ft"
+PREFIX = f"e2ft{RUN_TAG}"
 PORT_RANGE = "64100-64149"
 ARGS = ("--simulate-gpus", "8xA100-80GB", "--port-range", PORT_RANGE)
 NAME = f"{PREFIX}_set"

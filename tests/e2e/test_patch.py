@@ -13,12 +13,12 @@ container behind.
 import pytest
 
 from conftest import docker_request
-from rsutil import (IMAGE as IMAGE_NAME, call, container, containers_of, containers_with_prefix, create, create_ok,
-                    device_uuids, env_of, execute_ok, held_gpus, history, host_ports, info_ok,
-                    lifecycle, operation, patch, patch_ok, start_module_daemon, system_disk,
-                    used_ports, wipe, write_system_disk)
+from rsutil import (IMAGE as IMAGE_NAME, RUN_TAG, call, container, containers_of,
+                    containers_with_prefix, create, create_ok, device_uuids, env_of, execute_ok,
+                    held_gpus, history, host_ports, info_ok, lifecycle, operation, patch, patch_ok,
+                    start_module_daemon, system_disk, used_ports, wipe, write_system_disk)
 
-PREFIX = "e2pt"
+PREFIX = f"e2pt{RUN_TAG}"
 PORT_START, PORT_END = 64000, 64049
 
 

@@ -14,12 +14,12 @@ import sqlite3
 
 import pytest
 
-from rsutil import (call, container, containers_of, create, create_ok, device_uuids, env_of,
-                    held_gpus, history, host_ports, info_ok, lifecycle, operation, patch_ok,
-                    rollback, start_module_daemon, system_disk, used_ports, wipe,
+from rsutil import (RUN_TAG, call, container, containers_of, create, create_ok, device_uuids,
+                    env_of, held_gpus, history, host_ports, info_ok, lifecycle, operation,
+                    patch_ok, rollback, start_module_daemon, system_disk, used_ports, wipe,
                     write_system_disk)
 
-PREFIX = "e2rr"
+PREFIX = f"e2rr{RUN_TAG}"
 PORT_START, PORT_END = 64050, 64099
 
 
