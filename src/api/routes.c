@@ -1,6 +1,11 @@
 /*
  * routes.c - every route of gpubox's HTTP API, one line each. Adding an
  * endpoint is one line here plus its handler.
+ *
+ * Access (with --token-file, http/auth.h): a GET route needs a viewer
+ * token, any other method an admin token; the routes in api_open_routes
+ * answer without a token, because probes and version checks must reach
+ * them.
  */
 #include "api/api.h"
 
@@ -22,6 +27,8 @@ static const http_route api_routes[] = {
     {"GET", "/api/v1/gpus", api_gpus_legacy, "GPU status map {gpuStatus:{uuid:0|1}}"},
 };
 
+static const char *const api_open_routes[] = {"/healthz", "/version"};
+
 http_router *api_router_new(gb_err *err)
 {
     http_router *r = router_new();
@@ -31,6 +38,12 @@ http_router *api_router_new(gb_err *err)
     }
     for (size_t i = 0; i < ARRAY_SIZE(api_routes); i++) {
         if (router_add(r, &api_routes[i], err) < 0) {
+            router_free(r);
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(api_open_routes); i++) {
+        if (router_set_access(r, "GET", api_open_routes[i], HTTP_ACCESS_OPEN, err) < 0) {
             router_free(r);
             return NULL;
         }

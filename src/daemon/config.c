@@ -15,6 +15,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,12 +165,31 @@ static const config_option config_options[] = {
              compat_http_200),
     OPT_NUM("max-connections", "N", "1024", "simultaneous HTTP connections", max_connections, 1,
             1000000),
+    OPT_NUM("max-connections-per-ip", "N", "64",
+            "simultaneous HTTP connections from one client address (0: no limit)",
+            max_connections_per_ip, 0, 1000000),
     OPT_NUM("connection-timeout", "SECONDS", "60",
             "idle HTTP connections are closed after this (0: never)", connection_timeout_s, 0,
             86400),
     OPT_NUM("shutdown-timeout", "SECONDS", "10",
             "on SIGTERM, how long requests in flight may run before connections are closed",
             shutdown_timeout_s, 0, 3600),
+    OPT_STR("token-file", "PATH", "none",
+            "bearer tokens, one `name:role:token` line each (role admin or viewer); the file "
+            "must not be readable by other users. Without it the API has no authentication and "
+            "may only listen on loopback",
+            token_file),
+    OPT_BOOL("insecure-no-auth", "off",
+             "allow listening beyond loopback without --token-file: anyone who reaches the port "
+             "can run containers on this host",
+             insecure_no_auth),
+    OPT_STR("tls-cert", "PATH", "none",
+            "PEM certificate (chain) to serve HTTPS with; needs --tls-key", tls_cert),
+    OPT_STR("tls-key", "PATH", "none",
+            "PEM private key of --tls-cert; must not be readable by other users", tls_key),
+    OPT_STR("cors-origins", "ORIGIN[,ORIGIN...]", "none (CORS off)",
+            "web origins (scheme://host[:port]) whose pages may call the API from a browser",
+            cors_origins),
     OPT_CLI("config", "FILE", "none",
             "read settings from FILE (`key = value` lines; keys are these flag names); flags "
             "override it",
@@ -300,6 +321,7 @@ int config_init(daemon_config *cfg, gb_err *err)
     *cfg = (daemon_config){
         .log_level = LOG_INFO,
         .max_connections = 1024,
+        .max_connections_per_ip = 64,
         .connection_timeout_s = 60,
         .shutdown_timeout_s = 10,
         .app = {.gpu_source = GPU_SOURCE_AUTO, .docker_wait_s = 5},
@@ -322,10 +344,11 @@ int config_init(daemon_config *cfg, gb_err *err)
 
 void config_free(daemon_config *cfg)
 {
-    char **owned[] = {&cfg->listen,         &cfg->listen_host, &cfg->data_dir,
-                      &cfg->store_url,      &cfg->docker_host, &cfg->simulate_gpus,
-                      &cfg->nvml_library,   &cfg->nvidia_smi,  &cfg->gpu_attach,
-                      &cfg->volume_backend, &cfg->config_file, &cfg->bind_prefixes};
+    char **owned[] = {
+        &cfg->listen,      &cfg->listen_host,    &cfg->data_dir,     &cfg->store_url,
+        &cfg->docker_host, &cfg->simulate_gpus,  &cfg->nvml_library, &cfg->nvidia_smi,
+        &cfg->gpu_attach,  &cfg->volume_backend, &cfg->config_file,  &cfg->bind_prefixes,
+        &cfg->token_file,  &cfg->tls_cert,       &cfg->tls_key,      &cfg->cors_origins};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -469,9 +492,57 @@ int config_load(daemon_config *cfg, int argc, char **argv, gb_err *err)
     return config_finalize(cfg, err);
 }
 
+bool config_host_is_loopback(const char *host)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    if (!host || !host[0] || getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
+        return false;
+    bool loopback = true;
+    for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        if (ai->ai_family == AF_INET) {
+            const struct sockaddr_in *in = (const struct sockaddr_in *)ai->ai_addr;
+            loopback &= (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+        } else if (ai->ai_family == AF_INET6) {
+            const struct in6_addr *a6 = &((const struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+            loopback &=
+                IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127);
+        } else {
+            loopback = false;
+        }
+    }
+    freeaddrinfo(res);
+    return loopback;
+}
+
+/* Safe by default: without tokens the API is as powerful as root on this
+ * host, so it may only be reached from this host unless the operator says
+ * in so many words that something else guards the port. */
+static int config_check_exposure(const daemon_config *cfg, gb_err *err)
+{
+    if (cfg->token_file && cfg->insecure_no_auth)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "--insecure-no-auth contradicts --token-file; drop one of them");
+    if (!cfg->tls_cert != !cfg->tls_key)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "HTTPS needs both --tls-cert and --tls-key; %s is missing",
+                       cfg->tls_cert ? "--tls-key" : "--tls-cert");
+    if (!cfg->token_file && !cfg->insecure_no_auth && !config_host_is_loopback(cfg->listen_host))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "--listen %s is reachable from other machines, but no --token-file is "
+                       "given, so anyone who reaches it could run containers on this host; give "
+                       "--token-file (docs/security.md), listen on 127.0.0.1, or pass "
+                       "--insecure-no-auth if a firewall or an authenticating proxy guards the "
+                       "port",
+                       cfg->listen);
+    return 0;
+}
+
 /* Settings that depend on others, and the defaults derived from them. */
 int config_finalize(daemon_config *cfg, gb_err *err)
 {
+    if (config_check_exposure(cfg, err) < 0)
+        return -1;
     if (cfg->data_dir[0] != '/') {
         char cwd[PATH_MAX];
         _cleanup_free_ char *abs = NULL;
