@@ -8,6 +8,8 @@
 #ifndef GPUBOX_API_API_H
 #define GPUBOX_API_API_H
 
+#include <stdbool.h>
+
 #include "http/router.h"
 
 /* A router holding every route of routes.c. */
@@ -22,5 +24,45 @@ int api_openapi(http_request *req, http_response *resp, gb_err *err);
 int api_resources_gpus(http_request *req, http_response *resp, gb_err *err);
 int api_resources_ports(http_request *req, http_response *resp, gb_err *err);
 int api_gpus_legacy(http_request *req, http_response *resp, gb_err *err);
+
+/* replicasets.c: /api/v1/replicaSet... */
+int api_replicaset_create(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_list(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_info(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_history(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_stop(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_pause(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_continue(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_execute(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_commit(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_delete(http_request *req, http_response *resp, gb_err *err);
+/* The bodies both route families share: a create body (replicaSetName plus
+ * spec fields), and the execute and commit bodies for set `name`. */
+int api_replicaset_create_from(http_request *req, const json_t *body, http_response *resp,
+                               gb_err *err);
+int api_execute_from(http_request *req, const char *name, const json_t *body, http_response *resp,
+                     gb_err *err);
+int api_commit_from(http_request *req, const char *name, const json_t *body, http_response *resp,
+                    gb_err *err);
+
+/* legacy.c: gpu-docker-api's /api/v1/containers... */
+int api_container_create(http_request *req, http_response *resp, gb_err *err);
+int api_container_stop(http_request *req, http_response *resp, gb_err *err);
+int api_container_delete(http_request *req, http_response *resp, gb_err *err);
+int api_container_commit(http_request *req, http_response *resp, gb_err *err);
+int api_container_execute(http_request *req, http_response *resp, gb_err *err);
+
+/* input.c: checks every handler shares. */
+/* Every field of obj is in allowed (NULL-terminated), else ERR_INVALID_PARAMS
+ * naming the field and the fields allowed. */
+int api_check_fields(const json_t *obj, const char *const *allowed, gb_err *err);
+/* The body as an object whose fields are all in allowed (borrowed from req).
+ * Not required: an empty or blank body gives *out NULL and 0. */
+int api_body(http_request *req, const char *const *allowed, bool required, json_t **out,
+             gb_err *err);
+/* ?name=true|1|false|0; absent is false; anything else ERR_INVALID_PARAMS. */
+int api_query_flag(const http_request *req, const char *name, bool *out, gb_err *err);
+/* The {name} path parameter, checked as a replica-set name (util/names.h). */
+int api_path_name(const http_request *req, const char **out, gb_err *err);
 
 #endif

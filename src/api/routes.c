@@ -23,8 +23,40 @@ static const http_route api_routes[] = {
     {"GET", "/api/v1/resources/ports", api_resources_ports,
      "Host port range, free count and ports in use"},
 
+    /* replica sets */
+    {"POST", "/api/v1/replicaSet", api_replicaset_create,
+     "Create a replica set: allocate GPUs and ports, run container <name>-1"},
+    {"GET", "/api/v1/replicaSet", api_replicaset_list,
+     "Replica sets with live status (?all=true includes deleted ones)"},
+    {"GET", "/api/v1/replicaSet/{name}", api_replicaset_info,
+     "One replica set: spec, version, container, status, GPUs, ports"},
+    {"GET", "/api/v1/replicaSet/{name}/history", api_replicaset_history,
+     "Every version's spec, newest first"},
+    {"PATCH", "/api/v1/replicaSet/{name}/stop", api_replicaset_stop,
+     "Stop the container and release its GPUs and ports"},
+    {"PATCH", "/api/v1/replicaSet/{name}/pause", api_replicaset_pause,
+     "Stop the container, keeping its GPUs and ports"},
+    {"PATCH", "/api/v1/replicaSet/{name}/continue", api_replicaset_continue,
+     "Start a paused replica set's container again"},
+    {"POST", "/api/v1/replicaSet/{name}/execute", api_replicaset_execute,
+     "Run a command in the container: stdout, stderr, exit code"},
+    {"POST", "/api/v1/replicaSet/{name}/commit", api_replicaset_commit,
+     "Commit the container to a new image"},
+    {"DELETE", "/api/v1/replicaSet/{name}", api_replicaset_delete,
+     "Remove the container and free everything (?purge=true also forgets the history)"},
+
     /* gpu-docker-api's older route family */
     {"GET", "/api/v1/gpus", api_gpus_legacy, "GPU status map {gpuStatus:{uuid:0|1}}"},
+    {"POST", "/api/v1/containers", api_container_create,
+     "Create a replica set from containerName, gpuCount, binds, env, cmd, Ports"},
+    {"PATCH", "/api/v1/containers/{name}/stop", api_container_stop,
+     "Stop replica set {name} (foo or foo-N), releasing GPUs and ports"},
+    {"DELETE", "/api/v1/containers/{name}", api_container_delete,
+     "Delete replica set {name}; {delEtcdInfoAndVersionRecord:true} purges its history"},
+    {"POST", "/api/v1/containers/{name}/commit", api_container_commit,
+     "Commit replica set {name}'s container to a new image"},
+    {"POST", "/api/v1/containers/{name}/execute", api_container_execute,
+     "Run a command in replica set {name}'s container"},
 };
 
 static const char *const api_open_routes[] = {"/healthz", "/version"};

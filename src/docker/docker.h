@@ -4,21 +4,23 @@
  *
  * Talks HTTP over the unix socket (default /var/run/docker.sock, or
  * DOCKER_HOST / --docker-host as "unix:///path" or "tcp://host:port") with
- * libcurl, keeping connections alive; bodies are JSON (jansson). The API
+ * libcurl, keeping connections alive; bodies are JSON (jansson), or tar
+ * streams for the archive calls. The API
  * version is pinned (DOCKER_API_VERSION) so requests mean the same on any
  * daemon that supports it (Docker 20.10 speaks 1.41).
  *
  * Thread-safe: each call borrows a curl handle from a small pool and gives
  * it back, so connections are reused across calls and threads
- * (docs/docker.md). Every call has a total timeout; response bodies are
- * capped at 64 MiB.
+ * (docs/docker.md). Every call has a total timeout, except those that
+ * stream (wait, exec without a limit, archives), which have their own
+ * bounds; buffered response bodies are capped at 64 MiB.
  *
  * Errors: ERR_DOCKER_UNAVAILABLE when the daemon cannot be reached or does
  * not answer in time, ERR_NOT_FOUND for 404s (no such container),
  * ERR_IMAGE_NOT_FOUND for an absent image, ERR_CONFLICT for 409s (name in
  * use, container running), ERR_INVALID_PARAMS for bad arguments and for
- * Docker's 400s (a parameter it refused),
- * ERR_INTERNAL otherwise; messages carry Docker's own "message".
+ * Docker's 400s (a parameter it refused), ERR_INTERNAL otherwise; messages
+ * carry Docker's own "message".
  */
 #ifndef GPUBOX_DOCKER_DOCKER_H
 #define GPUBOX_DOCKER_DOCKER_H
@@ -129,7 +131,8 @@ int docker_image_inspect(docker_client *c, const char *image, json_t **out, gb_e
 /* Check an image reference "repo[:tag]" by Docker's rules and split it:
  * *repo gets the repository ("registry:5000/team/app"), *tag the tag
  * ("latest" when none is given). Digest references ("@sha256:...") are
- * refused: gpubox only writes tags. ERR_INVALID_PARAMS says what is wrong. */
+ * refused: gpubox only writes tags. ERR_INVALID_PARAMS says what is wrong
+ * (ERR_IMAGE_EMPTY for NULL or ""); ERR_INTERNAL when a buffer is too small. */
 int docker_image_ref_check(const char *ref, char *repo, size_t repo_size, char *tag,
                            size_t tag_size, gb_err *err);
 
@@ -245,13 +248,15 @@ enum docker_change_kind {
 };
 
 /* GET /containers/{id}/changes: *out is an array of {"Path", "Kind"} against
- * the image (Kind per enum docker_change_kind), empty when nothing changed. */
+ * the image (Kind per enum docker_change_kind), sorted by path so that a
+ * directory comes before what is in it; empty when nothing changed. */
 int docker_container_changes(docker_client *c, const char *id_or_name, json_t **out, gb_err *err);
 /* GET /containers/{id}/archive?path=: a tar of path (a file or a directory,
  * named by its base name inside the tar) written to fd as it arrives, never
  * held in memory. A missing path gives ERR_NOT_FOUND. On error, part of a
  * tar may have been written. No total time limit; a stream that stalls for
- * 60 s is an error. */
+ * 60 s is an error. With fd a pipe, SIGPIPE must be ignored (gpuboxd does):
+ * a reader that went away is then an error, not the end of the process. */
 int docker_container_archive_get(docker_client *c, const char *id_or_name, const char *path, int fd,
                                  gb_err *err);
 /* PUT /containers/{id}/archive?path=dir: extract the tar read from fd (to

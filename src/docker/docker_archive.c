@@ -30,6 +30,33 @@
 /* The most of an error answer kept for its message. */
 #define DOCKER_ARCHIVE_ERROR_BODY 4096
 
+static int docker_change_cmp(const void *a, const void *b)
+{
+    const char *pa = json_string_value(json_object_get(*(json_t *const *)a, "Path"));
+    const char *pb = json_string_value(json_object_get(*(json_t *const *)b, "Path"));
+    return strcmp(pa ? pa : "", pb ? pb : "");
+}
+
+/* Docker lists changes in the order it walks the layer, which varies.
+ * Sorted by path, a directory comes before everything in it (a prefix
+ * sorts first), which is the order a copy must create them in. */
+static json_t *docker_changes_sorted(json_t *changes)
+{
+    size_t n = json_array_size(changes);
+    _cleanup_free_ json_t **items = calloc(n ? n : 1, sizeof(*items));
+    json_t *sorted = json_array();
+    if (!items || !sorted) {
+        json_decref(sorted);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        items[i] = json_array_get(changes, i);
+    qsort(items, n, sizeof(*items), docker_change_cmp);
+    for (size_t i = 0; i < n; i++)
+        json_array_append(sorted, items[i]);
+    return sorted;
+}
+
 int docker_container_changes(docker_client *c, const char *id_or_name, json_t **out, gb_err *err)
 {
     *out = NULL;
@@ -47,7 +74,7 @@ int docker_container_changes(docker_client *c, const char *id_or_name, json_t **
     if (json_is_null(resp) || !resp) /* Docker says null when nothing changed */
         *out = json_array();
     else if (json_is_array(resp))
-        *out = steal_ptr(&resp);
+        *out = docker_changes_sorted(resp);
     else
         return err_set(err, ERR_INTERNAL,
                        "listing changes of container '%s': Docker's answer is not a list",

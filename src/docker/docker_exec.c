@@ -8,8 +8,8 @@
  * until the process ends (read by the demultiplexer of docker_stream.c, in
  * truncate mode), and GET /exec/{eid}/json gives the exit code.
  *
- * Two things end an exec early, and both kill the process tree
- * (docker_exec_kill.c), since Docker has no call to end an exec:
+ * Two things end an exec early, and both kill the process tree (the
+ * watchdog of docker_exec_watch.c), since Docker has no call to end an exec:
  *   - the deadline, timeout_s after docker_exec_run began;
  *   - the drain limit: past cap_bytes output is read and dropped so the
  *     process never blocks on a full pipe, but after DOCKER_EXEC_DRAIN_MAX
@@ -26,7 +26,6 @@
  */
 #include "docker/docker_internal.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +41,7 @@
  * after the process exits, should a stray process hold the pipes). */
 #define DOCKER_EXEC_KILL_GRACE_MS 15000
 
-static long docker_exec_now_ms(void)
+long docker_exec_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -79,20 +78,20 @@ static int docker_exec_create(docker_client *c, const char *id, const char *cons
     return *exec_id ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
 
-/* GET /exec/{eid}/json: whether it runs, its host pid (0 = never started)
- * and its exit code (-1 while it runs). */
-static int docker_exec_state(docker_client *c, const char *eid, bool *running, long *pid,
-                             long *exit_code, gb_err *err)
+int docker_exec_inspect(docker_client *c, const char *eid, struct docker_exec_state *st,
+                        gb_err *err)
 {
     char path[160];
     snprintf(path, sizeof(path), "/exec/%s/json", eid);
     _cleanup_json_ json_t *info = NULL;
     if (docker_get(c, path, &info, err, "inspecting exec %.12s", eid) < 0)
         return -1;
-    *running = json_is_true(json_object_get(info, "Running"));
-    *pid = (long)json_integer_value(json_object_get(info, "Pid"));
+    st->running = json_is_true(json_object_get(info, "Running"));
+    st->pid = (long)json_integer_value(json_object_get(info, "Pid"));
     json_t *code = json_object_get(info, "ExitCode");
-    *exit_code = json_is_integer(code) ? (long)json_integer_value(code) : -1;
+    st->exit_code = json_is_integer(code) ? (long)json_integer_value(code) : -1;
+    const char *cid = json_string_value(json_object_get(info, "ContainerID"));
+    snprintf(st->container_id, sizeof(st->container_id), "%s", cid ? cid : "");
     return 0;
 }
 
@@ -102,99 +101,15 @@ static int docker_exec_wait_exit(docker_client *c, const char *eid, long *pid, l
 {
     long until = docker_exec_now_ms() + DOCKER_EXEC_EXIT_WAIT_MS;
     for (;;) {
-        bool running = false;
-        if (docker_exec_state(c, eid, &running, pid, exit_code, err) < 0)
+        struct docker_exec_state st;
+        if (docker_exec_inspect(c, eid, &st, err) < 0)
             return -1;
-        if (!running || docker_exec_now_ms() >= until) {
-            if (running)
-                *exit_code = -1;
+        *pid = st.pid;
+        *exit_code = st.running ? -1 : st.exit_code;
+        if (!st.running || docker_exec_now_ms() >= until)
             return 0;
-        }
         nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
     }
-}
-
-/* The watchdog: a thread that sleeps until the deadline (or until the
- * reader says the drain limit passed) and then kills the exec's process
- * tree, while the reader goes on reading the stream, which ends as the
- * processes die. Killing while the stream is still attached matters: when
- * a client goes away, Docker marks the exec ended with code 126 the next
- * time it has output to pass on, yet leaves the process running. */
-struct docker_exec_watch {
-    docker_client *c;
-    const char *eid;
-    long deadline_ms; /* 0 = none */
-    pthread_mutex_t lock;
-    pthread_cond_t cond; /* on CLOCK_MONOTONIC, like deadline_ms */
-    bool done;           /* reader: the stream ended, stand down */
-    bool kill_now;       /* reader: the drain limit passed */
-    bool killed;         /* watchdog: it killed the tree */
-    bool by_deadline;    /* ... because the time ran out */
-    int rc;              /* watchdog: -1 when killing failed (err says why) */
-    gb_err err;
-};
-
-/* Wait (lock held) for a signal, or until until_ms (0 = no limit). */
-static void docker_exec_watch_sleep(struct docker_exec_watch *w, long until_ms)
-{
-    if (until_ms == 0) {
-        pthread_cond_wait(&w->cond, &w->lock);
-        return;
-    }
-    struct timespec ts = {.tv_sec = until_ms / 1000, .tv_nsec = until_ms % 1000 * 1000000};
-    pthread_cond_timedwait(&w->cond, &w->lock, &ts);
-}
-
-/* Kill the exec's tree if it still runs. The pid is pinned with a pidfd,
- * then checked against Docker once more: if the exec ended between the two
- * looks, its pid may already belong to someone else, and nothing is
- * killed. Before the process has started (Running false, no exit code yet)
- * it tries again until the reader stands it down. */
-static void docker_exec_watch_kill(struct docker_exec_watch *w)
-{
-    for (;;) {
-        bool running = false;
-        long pid = 0, exit_code = -1;
-        if (docker_exec_state(w->c, w->eid, &running, &pid, &exit_code, &w->err) < 0)
-            break;
-        if (running && pid > 0) {
-            _cleanup_close_ int pidfd = docker_exec_open_pidfd((pid_t)pid);
-            long pid_again = pid;
-            if (pidfd >= 0 &&
-                docker_exec_state(w->c, w->eid, &running, &pid_again, &exit_code, &w->err) < 0)
-                break;
-            if (pidfd == -2 || !running || pid_again != pid)
-                return; /* it ended meanwhile */
-            if (docker_exec_kill_process_tree((pid_t)pid, pidfd, &w->err) < 0)
-                break;
-            w->killed = true;
-            return;
-        }
-        if (!running && exit_code >= 0)
-            return; /* it ended by itself */
-        pthread_mutex_lock(&w->lock);
-        if (!w->done)
-            docker_exec_watch_sleep(w, docker_exec_now_ms() + 20);
-        bool stop = w->done;
-        pthread_mutex_unlock(&w->lock);
-        if (stop)
-            return;
-    }
-    w->rc = -1;
-}
-
-static void *docker_exec_watchdog(void *arg)
-{
-    struct docker_exec_watch *w = arg;
-    pthread_mutex_lock(&w->lock);
-    while (!w->done && !w->kill_now && !(w->deadline_ms && docker_exec_now_ms() >= w->deadline_ms))
-        docker_exec_watch_sleep(w, w->deadline_ms);
-    bool stand_down = w->done;
-    w->by_deadline = !w->kill_now;
-    pthread_mutex_unlock(&w->lock);
-    if (!stand_down)
-        docker_exec_watch_kill(w);
-    return NULL;
 }
 
 /* The reader's sink: the demultiplexer, and a word to the watchdog when
@@ -209,12 +124,8 @@ static size_t docker_exec_sink(char *data, size_t size, size_t nmemb, void *user
     struct docker_exec_reader *r = userdata;
     bool was_exceeded = r->demux->drain_exceeded;
     size_t n = docker_demux_sink(data, size, nmemb, r->demux);
-    if (r->demux->drain_exceeded && !was_exceeded) {
-        pthread_mutex_lock(&r->watch->lock);
-        r->watch->kill_now = true;
-        pthread_cond_signal(&r->watch->cond);
-        pthread_mutex_unlock(&r->watch->lock);
-    }
+    if (r->demux->drain_exceeded && !was_exceeded)
+        docker_exec_watch_fire(r->watch);
     return n;
 }
 
@@ -246,8 +157,9 @@ static int docker_exec_results(struct docker_demux *d, docker_exec_result *out, 
 
 /* POST /exec/{eid}/start and read the stream while the watchdog w (already
  * running) keeps the time. */
-static int docker_exec_read(docker_client *c, const char *eid, struct docker_exec_watch *w,
-                            struct docker_demux *d, struct docker_req *req, gb_err *err)
+static int docker_exec_read(docker_client *c, const char *eid, long deadline_ms,
+                            struct docker_exec_watch *w, struct docker_demux *d,
+                            struct docker_req *req, gb_err *err)
 {
     char path[160];
     snprintf(path, sizeof(path), "/exec/%s/start", eid);
@@ -259,8 +171,8 @@ static int docker_exec_read(docker_client *c, const char *eid, struct docker_exe
                                .sink = docker_exec_sink,
                                .sink_ctx = &reader};
     /* A backstop only: the watchdog ends the stream at the deadline. */
-    if (w->deadline_ms)
-        req->timeout_ms = w->deadline_ms - docker_exec_now_ms() + DOCKER_EXEC_KILL_GRACE_MS;
+    if (deadline_ms)
+        req->timeout_ms = deadline_ms - docker_exec_now_ms() + DOCKER_EXEC_KILL_GRACE_MS;
     int rc = docker_send(c, req, err);
     req->path = NULL; /* both die with this frame */
     req->body = NULL;
@@ -272,35 +184,16 @@ static int docker_exec_start(docker_client *c, const char *id, const char *cmd0,
                              long deadline_ms, struct docker_demux *d, docker_exec_result *out,
                              gb_err *err)
 {
-    struct docker_exec_watch w = {.c = c,
-                                  .eid = eid,
-                                  .deadline_ms = deadline_ms,
-                                  .lock = PTHREAD_MUTEX_INITIALIZER,
-                                  .err = GB_ERR_INIT};
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&w.cond, &attr);
-    pthread_condattr_destroy(&attr);
-    pthread_t watchdog;
-    int thread_rc = pthread_create(&watchdog, NULL, docker_exec_watchdog, &w);
-    if (thread_rc != 0) {
-        pthread_cond_destroy(&w.cond);
-        return err_set(err, ERR_INTERNAL,
-                       "running '%s' in container '%s': cannot start a thread: %s", cmd0, id,
-                       strerror(thread_rc));
-    }
+    struct docker_exec_watch *w = docker_exec_watch_start(c, eid, deadline_ms, err);
+    if (!w)
+        return err_prefix(err, "running '%s' in container '%s'", cmd0, id);
     struct docker_req req;
-    int rc = docker_exec_read(c, eid, &w, d, &req, err);
-    pthread_mutex_lock(&w.lock);
-    w.done = true;
-    pthread_cond_signal(&w.cond);
-    pthread_mutex_unlock(&w.lock);
-    pthread_join(watchdog, NULL);
-    pthread_cond_destroy(&w.cond);
-
-    if (w.rc < 0)
-        return err_set(err, w.err.code, "stopping '%s' in container '%s': %s", cmd0, id, w.err.msg);
+    int rc = docker_exec_read(c, eid, deadline_ms, w, d, &req, err);
+    bool killed = false, by_deadline = false;
+    gb_err watch_err = GB_ERR_INIT;
+    if (docker_exec_watch_finish(w, &killed, &by_deadline, &watch_err) < 0)
+        return err_set(err, watch_err.code, "stopping '%s' in container '%s': %s", cmd0, id,
+                       watch_err.msg);
     if (rc < 0)
         return err_prefix(err, "running '%s' in container '%s'", cmd0, id);
     if (req.status != 200) {
@@ -316,12 +209,12 @@ static int docker_exec_start(docker_client *c, const char *id, const char *cmd0,
         return err_set(err, ERR_INVALID_PARAMS, "cannot run '%s' in container '%s': %s", cmd0, id,
                        why);
     }
-    if (docker_demux_broken(d) && !w.killed)
+    if (docker_demux_broken(d) && !killed)
         return err_set(err, ERR_INTERNAL,
                        "running '%s' in container '%s': Docker's output stream is not in the "
                        "multiplexed format",
                        cmd0, id);
-    out->timed_out = w.killed && w.by_deadline;
+    out->timed_out = killed && by_deadline;
     return docker_exec_results(d, out, err);
 }
 

@@ -146,12 +146,30 @@ void docker_demux_free(struct docker_demux *d);
  * memory runs out. The buffer no longer owns them. */
 char *docker_buf_take(struct docker_buf *b);
 
-/* A pidfd pinning host process pid (docker_exec_kill.c): -2 when it has
- * ended, -1 when the kernel has no pidfds (before Linux 5.3). */
-int docker_exec_open_pidfd(pid_t pid);
-/* SIGKILL process pid and every descendant; pidfd (or -1) pins pid. A
- * process that already ended is success. */
-int docker_exec_kill_process_tree(pid_t pid, int pidfd, gb_err *err);
+/* What docker_exec.c shares with its watchdog (docker_exec_watch.c). */
+long docker_exec_now_ms(void); /* CLOCK_MONOTONIC, in ms */
+/* What GET /exec/{eid}/json says of an exec. */
+struct docker_exec_state {
+    bool running;
+    long pid;              /* on Docker's host; 0 = never started */
+    long exit_code;        /* -1 while it runs or before it starts */
+    char container_id[80]; /* the full id of its container */
+};
+int docker_exec_inspect(docker_client *c, const char *eid, struct docker_exec_state *st,
+                        gb_err *err);
+
+/* A thread that kills exec eid's process tree at deadline_ms (of
+ * docker_exec_now_ms; 0 = never) or when fired, whichever comes first. */
+struct docker_exec_watch;
+struct docker_exec_watch *docker_exec_watch_start(docker_client *c, const char *eid,
+                                                  long deadline_ms, gb_err *err);
+/* The output passed the drain limit: kill now. */
+void docker_exec_watch_fire(struct docker_exec_watch *w);
+/* The stream ended: stand the watchdog down, wait for it and free it.
+ * *killed says whether it killed the tree, *by_deadline whether the time
+ * ran out (rather than a fire). -1 when killing failed (err says why). */
+int docker_exec_watch_finish(struct docker_exec_watch *w, bool *killed, bool *by_deadline,
+                             gb_err *err);
 
 /* Percent-encode s for a URL; characters in keep (besides the unreserved
  * ones) stay as they are, so "/" can be kept in image references. NULL when

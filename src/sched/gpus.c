@@ -1,34 +1,18 @@
 /*
- * gpus.c - the GPU allocator (see gpus.h).
- *
- * The pool is an array of slots in inventory order (sorted by index, MIG
- * instances after their card), so "lowest index first" is a front-to-back
- * scan. Each slot has a copy of its device, a mode and a tenant array; the
- * array is allocated with room for one tenant when the pool is made, so
- * whole-card allocation never has to allocate memory halfway through an
- * all-or-nothing change. Sharing modes will grow it.
+ * gpus.c - the GPU pool (see gpus.h): slots, release, status, and the
+ * helpers the other allocator files share (gpus_internal.h). Choosing cards
+ * is gpus_alloc.c, start-up re-marking gpus_take.c, the host settings
+ * gpus_settings.c, and a grant's JSON and environment gpus_grant.c.
  */
-#include "sched/gpus.h"
+#include "sched/gpus_internal.h"
 
-#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "util/log.h"
-
-struct gpus_slot {
-    gpu_device dev;
-    enum gpus_mode mode;
-    gpus_tenant *tenants;
-    size_t ntenants, cap;
-};
-
-struct gpus_pool {
-    pthread_mutex_t lock;
-    struct gpus_slot *slots;
-    size_t n;
-};
 
 const char *gpus_mode_name(enum gpus_mode mode)
 {
@@ -37,33 +21,205 @@ const char *gpus_mode_name(enum gpus_mode mode)
         return "free";
     case GPUS_MODE_WHOLE:
         return "whole";
+    case GPUS_MODE_MEMORY:
+        return "memory";
+    case GPUS_MODE_TIMESLICE:
+        return "timeslice";
     }
     return "unknown";
 }
 
+int gpus_policy_parse(const char *s)
+{
+    if (!s || !*s || strcasecmp(s, "binpack") == 0)
+        return GPUS_POLICY_BINPACK;
+    if (strcasecmp(s, "spread") == 0)
+        return GPUS_POLICY_SPREAD;
+    return -1;
+}
+
+const char *gpus_policy_name(enum gpus_policy policy)
+{
+    return policy == GPUS_POLICY_SPREAD ? "spread" : "binpack";
+}
+
+bool gpus_slot_schedulable(const struct gpus_slot *s)
+{
+    return s->schedulable;
+}
+
+bool gpus_slot_shareable(const struct gpus_slot *s)
+{
+    return gpus_slot_schedulable(s) && !s->no_sharing;
+}
+
+unsigned gpus_slot_replicas(const gpus_pool *p, const struct gpus_slot *s)
+{
+    if (!gpus_slot_shareable(s))
+        return 0;
+    if (p->max_tenants && p->max_tenants < p->replicas)
+        return p->max_tenants;
+    return p->replicas;
+}
+
+uint64_t gpus_owner_bit(const char *owner)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)owner; *c; c++)
+        h = (h ^ *c) * 16777619u;
+    return UINT64_C(1) << (h & 63);
+}
+
+gpus_tenant *gpus_slot_tenant(struct gpus_slot *s, const char *owner, uint64_t bit)
+{
+    if (!(s->owner_bits & bit))
+        return NULL;
+    for (size_t t = 0; t < s->ntenants; t++)
+        if (strcmp(s->tenants[t].owner, owner) == 0)
+            return &s->tenants[t];
+    return NULL;
+}
+
+int gpus_slot_reserve(struct gpus_slot *s)
+{
+    if (s->ntenants < s->cap)
+        return 0;
+    size_t cap = s->cap ? s->cap * 2 : 4;
+    gpus_tenant *grown = realloc(s->tenants, cap * sizeof(*grown));
+    if (!grown)
+        return -1;
+    s->tenants = grown;
+    s->cap = cap;
+    return 0;
+}
+
+void gpus_slot_add(struct gpus_slot *s, const char *owner, uint64_t memory_mib, enum gpus_mode mode,
+                   int replica)
+{
+    gpus_tenant *t = &s->tenants[s->ntenants++];
+    snprintf(t->owner, sizeof(t->owner), "%s", owner);
+    t->memory_mib = memory_mib;
+    t->replica = mode == GPUS_MODE_TIMESLICE ? replica : -1;
+    s->held_mib += memory_mib;
+    s->owner_bits |= gpus_owner_bit(owner);
+    s->mode = mode;
+}
+
+bool gpus_slot_remove(struct gpus_slot *s, const char *owner, gpus_tenant *removed)
+{
+    gpus_tenant *t = gpus_slot_tenant(s, owner, gpus_owner_bit(owner));
+    if (!t)
+        return false;
+    if (removed)
+        *removed = *t;
+    s->held_mib -= t->memory_mib < s->held_mib ? t->memory_mib : s->held_mib;
+    size_t at = (size_t)(t - s->tenants);
+    memmove(t, t + 1, (s->ntenants - at - 1) * sizeof(*t));
+    if (--s->ntenants == 0) {
+        s->mode = GPUS_MODE_FREE;
+        s->held_mib = 0;
+    }
+    s->owner_bits = 0;
+    for (size_t i = 0; i < s->ntenants; i++)
+        s->owner_bits |= gpus_owner_bit(s->tenants[i].owner);
+    return true;
+}
+
+static int gpus_uuid_key_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, (*(struct gpus_slot *const *)elem)->dev->uuid);
+}
+
+static int gpus_uuid_cmp(const void *a, const void *b)
+{
+    return strcmp((*(struct gpus_slot *const *)a)->dev->uuid,
+                  (*(struct gpus_slot *const *)b)->dev->uuid);
+}
+
+struct gpus_slot *gpus_find(gpus_pool *p, const char *uuid)
+{
+    if (!uuid || p->n == 0)
+        return NULL;
+    struct gpus_slot **hit =
+        bsearch(uuid, p->by_uuid, p->n, sizeof(struct gpus_slot *), gpus_uuid_key_cmp);
+    return hit ? *hit : NULL;
+}
+
+int gpus_check_owner(const char *owner, gb_err *err)
+{
+    if (!owner || !*owner)
+        return err_set(err, ERR_INVALID_PARAMS, "a GPU needs an owner (the replica set's name)");
+    if (strlen(owner) >= GPUS_OWNER_MAX)
+        return err_set(err, ERR_INVALID_PARAMS, "GPU owner '%.40s...' is longer than %d characters",
+                       owner, GPUS_OWNER_MAX - 1);
+    return 0;
+}
+
+void gpus_list_add(struct gpus_list *l, const char *fmt, ...)
+{
+    if (l->cut)
+        return;
+    char entry[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(entry, sizeof(entry), fmt, ap);
+    va_end(ap);
+    const char *sep = l->used ? (l->sep ? l->sep : ", ") : "";
+    size_t need = strlen(sep) + strlen(entry);
+    if (l->used + need + 6 >= sizeof(l->buf)) {
+        snprintf(l->buf + l->used, sizeof(l->buf) - l->used, "%s...", sep);
+        l->cut = true;
+        return;
+    }
+    l->used += (size_t)snprintf(l->buf + l->used, sizeof(l->buf) - l->used, "%s%s", sep, entry);
+}
+
 gpus_pool *gpus_pool_new(const gpu_inventory *inv)
 {
-    gpus_pool *p = calloc(1, sizeof(*p));
-    if (!p)
+    return gpus_pool_new_with(inv, NULL, NULL);
+}
+
+gpus_pool *gpus_pool_new_with(const gpu_inventory *inv, const gpus_settings *settings, gb_err *err)
+{
+    gpus_settings defaults;
+    gpus_settings_defaults(&defaults);
+    const gpus_settings *s = settings ? settings : &defaults;
+    if (gpus_settings_validate(s, inv, err) < 0)
         return NULL;
-    pthread_mutex_init(&p->lock, NULL);
+    gpus_pool *p = calloc(1, sizeof(*p));
     size_t n = inv ? inv->n : 0;
-    p->slots = calloc(n ? n : 1, sizeof(*p->slots));
-    if (!p->slots) {
-        gpus_pool_free(p);
+    if (p) {
+        p->slots = calloc(n ? n : 1, sizeof(*p->slots));
+        p->by_uuid = calloc(n ? n : 1, sizeof(struct gpus_slot *));
+        p->devices = calloc(n ? n : 1, sizeof(*p->devices));
+    }
+    if (!p || !p->slots || !p->by_uuid || !p->devices) {
+        if (p) {
+            free(p->slots);
+            free(p->by_uuid);
+            free(p->devices);
+        }
+        free(p);
+        err_set(err, ERR_INTERNAL, "out of memory making the GPU pool");
         return NULL;
     }
+    pthread_mutex_init(&p->lock, NULL);
+    p->replicas = s->timeslice_replicas;
+    p->max_tenants = s->max_tenants_per_card;
     for (size_t i = 0; i < n; i++) {
-        struct gpus_slot *s = &p->slots[i];
-        s->dev = inv->devices[i];
-        s->tenants = calloc(1, sizeof(*s->tenants));
-        if (!s->tenants) {
-            gpus_pool_free(p);
-            return NULL;
-        }
-        s->cap = 1;
+        struct gpus_slot *slot = &p->slots[i];
+        p->devices[i] = inv->devices[i];
+        slot->dev = &p->devices[i];
+        slot->excluded = gpus_settings_matches(s->exclude_all, s->nexclude_all, slot->dev);
+        slot->no_sharing =
+            gpus_settings_matches(s->exclude_sharing, s->nexclude_sharing, slot->dev);
+        slot->schedulable = slot->dev->healthy && !slot->dev->mig_enabled && !slot->excluded;
+        slot->capacity_mib = (uint64_t)((double)slot->dev->memory_mib * s->memory_oversubscription);
+        slot->reservation_mib = slot->dev->memory_mib / s->timeslice_replicas;
+        p->by_uuid[i] = slot;
         p->n++;
     }
+    qsort(p->by_uuid, p->n, sizeof(struct gpus_slot *), gpus_uuid_cmp);
     return p;
 }
 
@@ -74,162 +230,49 @@ void gpus_pool_free(gpus_pool *p)
     for (size_t i = 0; i < p->n; i++)
         free(p->slots[i].tenants);
     free(p->slots);
+    free(p->by_uuid);
+    free(p->devices);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
 
-static bool gpus_slot_schedulable(const struct gpus_slot *s)
+/* Drop owner from each named slot; returns how many it left. Called locked. */
+static size_t gpus_release_locked(gpus_pool *p, const char *const *uuids, size_t n,
+                                  const char *owner)
 {
-    return s->dev.healthy && !s->dev.mig_enabled;
-}
-
-static bool gpus_slot_free(const struct gpus_slot *s)
-{
-    return s->ntenants == 0;
-}
-
-static struct gpus_slot *gpus_find(gpus_pool *p, const char *uuid)
-{
-    for (size_t i = 0; uuid && i < p->n; i++)
-        if (strcmp(p->slots[i].dev.uuid, uuid) == 0)
-            return &p->slots[i];
-    return NULL;
-}
-
-static void gpus_hold_whole(struct gpus_slot *s, const char *owner)
-{
-    snprintf(s->tenants[0].owner, sizeof(s->tenants[0].owner), "%s", owner);
-    s->tenants[0].memory_mib = s->dev.memory_mib;
-    s->ntenants = 1;
-    s->mode = GPUS_MODE_WHOLE;
-}
-
-static int gpus_check_owner(const char *owner, gb_err *err)
-{
-    if (!owner || !*owner)
-        return err_set(err, ERR_INVALID_PARAMS, "a GPU needs an owner (the replica set's name)");
-    if (strlen(owner) >= GPUS_OWNER_MAX)
-        return err_set(err, ERR_INVALID_PARAMS, "GPU owner '%.40s...' is longer than %d characters",
-                       owner, GPUS_OWNER_MAX - 1);
-    return 0;
-}
-
-/* Why these devices cannot be taken, or 0. Called locked. */
-static int gpus_check_take(gpus_pool *p, const char *const *uuids, size_t n, gb_err *err)
-{
+    size_t released = 0;
     for (size_t i = 0; i < n; i++) {
         struct gpus_slot *s = gpus_find(p, uuids[i]);
         if (!s)
-            return err_set(err, ERR_INVALID_PARAMS, "no GPU %.96s on this host",
-                           uuids[i] ? uuids[i] : "(null)");
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(uuids[j], uuids[i]) == 0)
-                return err_set(err, ERR_INVALID_PARAMS, "GPU %s is asked for twice", uuids[i]);
-        if (s->dev.mig_enabled)
-            return err_set(err, ERR_GPU_NOT_ENOUGH,
-                           "GPU %s is in MIG mode; ask for one of its MIG instances", uuids[i]);
-        if (!gpus_slot_free(s))
-            return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU %s is held by %s", uuids[i],
-                           s->tenants[0].owner);
-    }
-    return 0;
-}
-
-int gpus_pool_take(gpus_pool *p, const char *const *uuids, size_t n, const char *owner, gb_err *err)
-{
-    if (gpus_check_owner(owner, err) < 0)
-        return -1;
-    pthread_mutex_lock(&p->lock);
-    int rc = gpus_check_take(p, uuids, n, err);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        gpus_hold_whole(gpus_find(p, uuids[i]), owner);
-    pthread_mutex_unlock(&p->lock);
-    return rc;
-}
-
-/* "GPU not enough: asked N, M free (uuid, uuid, ...)", the list cut short
- * so the message fits. Called locked. */
-static int gpus_not_enough(gpus_pool *p, size_t asked, size_t nfree, gb_err *err)
-{
-    char list[320] = "";
-    size_t used = 0;
-    for (size_t i = 0; i < p->n; i++) {
-        const struct gpus_slot *s = &p->slots[i];
-        if (!gpus_slot_free(s) || !gpus_slot_schedulable(s))
             continue;
-        size_t need = strlen(s->dev.uuid) + (used ? 2 : 0);
-        if (used + need + 5 >= sizeof(list)) {
-            strcpy(list + used, ", ...");
-            break;
-        }
-        used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "",
-                                 s->dev.uuid);
+        if (gpus_slot_remove(s, owner, NULL))
+            released++;
+        else if (s->ntenants)
+            log_warn("GPU %s not released for %s: it is held by %s%s", s->dev->uuid, owner,
+                     s->tenants[0].owner, s->ntenants > 1 ? " and others" : "");
     }
-    if (nfree == 0)
-        return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %zu, 0 free", asked);
-    return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %zu, %zu free (%s)", asked,
-                   nfree, list);
-}
-
-int gpus_pool_alloc_whole(gpus_pool *p, size_t n, const char *owner, char (*out)[GPU_UUID_MAX],
-                          gb_err *err)
-{
-    if (gpus_check_owner(owner, err) < 0)
-        return -1;
-    if (n == 0)
-        return 0;
-    pthread_mutex_lock(&p->lock);
-    size_t nfree = 0;
-    for (size_t i = 0; i < p->n; i++)
-        if (gpus_slot_free(&p->slots[i]) && gpus_slot_schedulable(&p->slots[i]))
-            nfree++;
-    if (nfree < n) {
-        int rc = gpus_not_enough(p, n, nfree, err);
-        pthread_mutex_unlock(&p->lock);
-        return rc;
-    }
-    size_t got = 0;
-    for (size_t i = 0; i < p->n && got < n; i++) {
-        struct gpus_slot *s = &p->slots[i];
-        if (!gpus_slot_free(s) || !gpus_slot_schedulable(s))
-            continue;
-        gpus_hold_whole(s, owner);
-        memcpy(out[got++], s->dev.uuid, GPU_UUID_MAX);
-    }
-    pthread_mutex_unlock(&p->lock);
-    return 0;
-}
-
-/* Drop owner from the slot's tenants; true if it was one. Called locked. */
-static bool gpus_slot_release(struct gpus_slot *s, const char *owner)
-{
-    for (size_t t = 0; t < s->ntenants; t++) {
-        if (strcmp(s->tenants[t].owner, owner) != 0)
-            continue;
-        memmove(&s->tenants[t], &s->tenants[t + 1], (s->ntenants - t - 1) * sizeof(s->tenants[0]));
-        s->ntenants--;
-        if (s->ntenants == 0)
-            s->mode = GPUS_MODE_FREE;
-        return true;
-    }
-    return false;
+    return released;
 }
 
 size_t gpus_pool_release(gpus_pool *p, const char *const *uuids, size_t n, const char *owner)
 {
-    size_t released = 0;
     if (!owner)
         return 0;
     pthread_mutex_lock(&p->lock);
-    for (size_t i = 0; i < n; i++) {
-        struct gpus_slot *s = gpus_find(p, uuids[i]);
-        if (!s)
-            continue;
-        if (gpus_slot_release(s, owner))
-            released++;
-        else if (!gpus_slot_free(s))
-            log_warn("GPU %s not released for %s: it is held by %s", s->dev.uuid, owner,
-                     s->tenants[0].owner);
+    size_t released = gpus_release_locked(p, uuids, n, owner);
+    pthread_mutex_unlock(&p->lock);
+    return released;
+}
+
+size_t gpus_pool_release_grant(gpus_pool *p, const gpus_grant *g, const char *owner)
+{
+    if (!owner || !g)
+        return 0;
+    size_t released = 0;
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < g->n; i++) {
+        const char *uuid = g->cards[i].uuid;
+        released += gpus_release_locked(p, &uuid, 1, owner);
     }
     pthread_mutex_unlock(&p->lock);
     return released;
@@ -242,7 +285,7 @@ size_t gpus_pool_release_owner(gpus_pool *p, const char *owner)
         return 0;
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < p->n; i++)
-        if (gpus_slot_release(&p->slots[i], owner))
+        if (gpus_slot_remove(&p->slots[i], owner, NULL))
             released++;
     pthread_mutex_unlock(&p->lock);
     return released;
@@ -253,7 +296,7 @@ size_t gpus_pool_free_count(gpus_pool *p)
     size_t nfree = 0;
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < p->n; i++)
-        if (gpus_slot_free(&p->slots[i]) && gpus_slot_schedulable(&p->slots[i]))
+        if (p->slots[i].ntenants == 0 && gpus_slot_schedulable(&p->slots[i]))
             nfree++;
     pthread_mutex_unlock(&p->lock);
     return nfree;
@@ -264,6 +307,35 @@ size_t gpus_pool_size(gpus_pool *p)
     return p->n; /* fixed when the pool is made */
 }
 
+/* The largest memory share the slot takes now; 0 if it takes none. */
+static uint64_t gpus_slot_free_share(const gpus_pool *p, const struct gpus_slot *s)
+{
+    if (!gpus_slot_shareable(s) || (s->mode != GPUS_MODE_FREE && s->mode != GPUS_MODE_MEMORY))
+        return 0;
+    if (p->max_tenants && s->ntenants >= p->max_tenants)
+        return 0;
+    return s->capacity_mib > s->held_mib ? s->capacity_mib - s->held_mib : 0;
+}
+
+static void gpus_status_fill(const gpus_pool *p, const struct gpus_slot *s, gpus_device_status *d)
+{
+    d->device = *s->dev;
+    d->schedulable = gpus_slot_schedulable(s);
+    d->mode = s->mode;
+    d->excluded = s->excluded;
+    d->shareable = gpus_slot_shareable(s);
+    d->capacity_mib = s->capacity_mib;
+    d->free_memory_mib = gpus_slot_free_share(p, s);
+    d->replicas_total = gpus_slot_replicas(p, s);
+    d->replicas_used = s->mode == GPUS_MODE_TIMESLICE ? (unsigned)s->ntenants : 0;
+    d->max_tenants = p->max_tenants;
+    for (size_t t = 0; t < s->ntenants; t++) {
+        d->tenants[t] = s->tenants[t];
+        d->allocated_memory_mib += s->tenants[t].memory_mib;
+    }
+    d->ntenants = s->ntenants;
+}
+
 int gpus_pool_status(gpus_pool *p, gpus_status *out, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
@@ -272,18 +344,11 @@ int gpus_pool_status(gpus_pool *p, gpus_status *out, gb_err *err)
     for (size_t i = 0; out->devices && i < p->n; i++) {
         const struct gpus_slot *s = &p->slots[i];
         gpus_device_status *d = &out->devices[i];
-        d->device = s->dev;
-        d->schedulable = gpus_slot_schedulable(s);
-        d->mode = s->mode;
         d->tenants = calloc(s->ntenants ? s->ntenants : 1, sizeof(*d->tenants));
         if (!d->tenants)
             break;
         out->n++;
-        for (size_t t = 0; t < s->ntenants; t++) {
-            d->tenants[t] = s->tenants[t];
-            d->allocated_memory_mib += s->tenants[t].memory_mib;
-        }
-        d->ntenants = s->ntenants;
+        gpus_status_fill(p, s, d);
     }
     bool complete = out->devices && out->n == p->n;
     pthread_mutex_unlock(&p->lock);
@@ -298,8 +363,16 @@ void gpus_status_free(gpus_status *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; s->devices && i < s->n; i++)
         free(s->devices[i].tenants);
     free(s->devices);
     memset(s, 0, sizeof(*s));
+}
+
+void gpus_grant_free(gpus_grant *g)
+{
+    if (!g)
+        return;
+    free(g->cards);
+    memset(g, 0, sizeof(*g));
 }

@@ -135,12 +135,18 @@ int replicaset_resolve_name(app *a, const char *name_or_container, char *base, g
     }
     int version = 0;
     if (name_split_versioned(name_or_container, base, &version) == 0) {
+        /* "foo-N" names a container: only the current version's exists. */
         _cleanup_(rs_record_free) rs_record r = {0};
         int found = rs_record_load(a->store, base, &r, err);
         if (found < 0)
             return -1;
-        if (found)
+        if (found && r.version == version && r.state != RS_STATE_DELETED)
             return 0;
+        if (found)
+            return err_set(err, ERR_NOT_FOUND,
+                           "no container named '%.80s'; replica set '%s' is %s at version %d (%s)",
+                           name_or_container, base, rs_state_name(r.state), r.version,
+                           r.container_name);
     }
     return err_set(err, ERR_NOT_FOUND, "no replica set or container named '%.80s'",
                    name_or_container);

@@ -205,9 +205,24 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
-def docker_get(path):
+def docker_request(method, path, body=None):
+    """One Engine API call on /var/run/docker.sock; body is JSON-encoded."""
     conn = UnixHTTPConnection("/var/run/docker.sock")
     try:
-        return request(conn, "GET", path).json
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        conn.request(method, path, body=data, headers=headers)
+        r = conn.getresponse()
+        raw = r.read()
+        try:
+            return Response(r.status, r.headers, raw)
+        except ValueError:  # a non-JSON answer (e.g. an image's history stream)
+            resp = Response(r.status, r.headers, b"")
+            resp.body = raw
+            return resp
     finally:
         conn.close()
+
+
+def docker_get(path):
+    return docker_request("GET", path).json

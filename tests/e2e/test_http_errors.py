@@ -1,10 +1,10 @@
 """What the HTTP layer answers when a request is wrong: unknown routes,
 wrong methods, bodies over 1 MiB; the request id; --compat-http-200.
 
-Malformed JSON and wrong field types cannot be sent over HTTP yet: no route
-takes a JSON body so far. The helpers that produce those errors are covered
-by tests/unit/test_request_json.c; the HTTP-level checks come with the
-replica-set routes.
+Malformed JSON, wrong field types and unknown fields on routes that take a
+body are tested with those routes (test_replicasets.py,
+test_legacy_routes.py); the helpers behind them by
+tests/unit/test_request_json.c and tests/unit/test_api_input.c.
 """
 import re
 import socket

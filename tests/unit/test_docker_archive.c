@@ -25,7 +25,7 @@ static int group_setup(void **state)
     return dtu_setup("archive");
 }
 
-/* The changes as "Kind Path" lines, sorted as Docker sends them. */
+/* The changes as "Kind Path" lines, in the order the client gives them. */
 static char *changes_text(json_t *changes)
 {
     size_t size = 4096, len = 0;

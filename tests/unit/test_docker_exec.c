@@ -204,6 +204,14 @@ static void test_errors(void **state)
     assert_non_null(strstr(e.msg, "gbtest-no-such-command"));
     assert_non_null(strstr(e.msg, "executable file not found"));
 
+    /* A shell that cannot find a command is the command's own failure: its
+     * exit code and words pass through. */
+    const char *shell_missing[] = {"sh", "-c", "gbtest-no-such-command"};
+    assert_int_equal(docker_exec_run(dtu_client, box, shell_missing, 3, NULL, 30, 0, &r, &e), 0);
+    assert_int_equal(r.exit_code, 127);
+    assert_non_null(strstr(r.out_stderr, "gbtest-no-such-command: not found"));
+    docker_exec_result_free(&r);
+
     const char *echo[] = {"echo", "hi"};
     assert_int_equal(
         docker_exec_run(dtu_client, "gbtest-dk-exec-absent", echo, 2, NULL, 30, 0, &r, &e), -1);

@@ -1,0 +1,187 @@
+/*
+ * legacy.c - gpu-docker-api's older route family (/api/v1/containers...),
+ * mapped onto the same replica-set service functions as /replicaSet.
+ *
+ * The older routes name a set by its container ("foo-3") or by the set
+ * ("foo"); replicaset_resolve_name turns either into the set's name. The
+ * create body uses the older field names (containerName, Ports with
+ * hostPort and containerPort given as numbers or as strings of digits);
+ * it is rewritten into a replica-set spec and then goes the same way as
+ * POST /replicaSet, so both families accept and refuse the same things.
+ */
+#include "api/api.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "service/replicaset.h"
+#include "util/cleanup.h"
+#include "util/names.h"
+
+/* {name} of an older route: "foo" or "foo-N", resolved to the set's name. */
+static int legacy_name(http_request *req, char base[NAME_MAX_LEN + 1], gb_err *err)
+{
+    const char *name = http_request_param(req, "name");
+    char split[NAME_MAX_LEN + 1];
+    int version = 0;
+    if (name_check_replicaset(name, NULL) < 0 && name_split_versioned(name, split, &version) < 0)
+        return name_check_replicaset(name, err); /* says what is wrong with it */
+    return replicaset_resolve_name(req->ctx, name, base, err);
+}
+
+/* A port given as 22 or "22" (gpu-docker-api's documents show both). */
+static int legacy_port(json_t *entry, const char *where, const char *field, gb_err *err)
+{
+    json_t *v = json_object_get(entry, field);
+    if (!v || json_is_null(v) || json_is_integer(v))
+        return 0;
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    size_t len = s ? strlen(s) : 0;
+    if (!s || len == 0 || len > 5 || strspn(s, "0123456789") != len)
+        return err_set(err, ERR_WRONG_TYPE,
+                       "field '%s.%s' must be a port number such as 22 or \"22\", got %s", where,
+                       field, s ? "a string that is not a number" : json_type_name(v));
+    return json_object_set_new(entry, field, json_integer(strtol(s, NULL, 10))) == 0
+               ? 0
+               : err_set(err, ERR_INTERNAL, "out of memory");
+}
+
+/* Ports:[{hostPort, containerPort}] -> ports:[{hostPort, containerPort}]. */
+static int legacy_ports(const json_t *ports, json_t **out, gb_err *err)
+{
+    if (!json_is_array(ports))
+        return err_set(err, ERR_WRONG_TYPE,
+                       "field 'Ports' must be an array of {hostPort, containerPort}, got %s",
+                       json_type_name(ports));
+    _cleanup_json_ json_t *copy = json_deep_copy(ports);
+    if (!copy)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    static const char *const port_fields[] = {"hostPort", "containerPort", "protocol", NULL};
+    size_t i;
+    json_t *entry;
+    json_array_foreach(copy, i, entry)
+    {
+        char where[32];
+        snprintf(where, sizeof(where), "Ports[%zu]", i);
+        if (!json_is_object(entry))
+            return err_set(err, ERR_WRONG_TYPE,
+                           "field '%s' must be an object {hostPort, containerPort}, got %s", where,
+                           json_type_name(entry));
+        if (api_check_fields(entry, port_fields, err) < 0)
+            return err_prefix(err, "%s", where);
+        if (legacy_port(entry, where, "hostPort", err) < 0 ||
+            legacy_port(entry, where, "containerPort", err) < 0)
+            return -1;
+    }
+    *out = steal_ptr(&copy);
+    return 0;
+}
+
+/* The older create body as a replica-set create body. */
+static int legacy_to_create_body(const json_t *body, json_t **out, gb_err *err)
+{
+    _cleanup_json_ json_t *spec = json_object();
+    if (!spec)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)body, key, v)
+    {
+        int rc;
+        if (strcmp(key, "containerName") == 0) {
+            rc = json_object_set(spec, "replicaSetName", v);
+        } else if (strcmp(key, "Ports") == 0) {
+            json_t *ports = NULL;
+            if (json_is_null(v))
+                continue;
+            if (legacy_ports(v, &ports, err) < 0)
+                return -1;
+            rc = json_object_set_new(spec, "ports", ports);
+        } else {
+            rc = json_object_set(spec, key, v);
+        }
+        if (rc < 0)
+            return err_set(err, ERR_INTERNAL, "out of memory");
+    }
+    *out = steal_ptr(&spec);
+    return 0;
+}
+
+int api_container_create(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"imageName", "containerName", "gpuCount", "binds",
+                                         "env",       "cmd",           "Ports",    "containerPorts",
+                                         NULL};
+    json_t *body = NULL;
+    if (api_body(req, fields, true, &body, err) < 0)
+        return -1;
+    _cleanup_json_ json_t *create = NULL;
+    if (legacy_to_create_body(body, &create, err) < 0)
+        return -1;
+    return api_replicaset_create_from(req, create, resp, err);
+}
+
+/* Stop always gives the GPUs and ports back; gpu-docker-api's later
+ * clients say so with restoreGpus/restorePorts true. */
+int api_container_stop(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"restoreGpus", "restorePorts", NULL};
+    char name[NAME_MAX_LEN + 1];
+    json_t *body = NULL;
+    bool gpus = true, ports = true;
+    if (api_body(req, fields, false, &body, err) < 0 ||
+        (body && (json_field_bool(body, NULL, "restoreGpus", &gpus, false, err) < 0 ||
+                  json_field_bool(body, NULL, "restorePorts", &ports, false, err) < 0)))
+        return -1;
+    if (!gpus || !ports)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "stop always releases the GPUs and ports; to stop and keep them use PATCH "
+                       "/api/v1/replicaSet/{name}/pause");
+    if (legacy_name(req, name, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    if (replicaset_stop(req->ctx, name, &data, err) < 0)
+        return -1;
+    return http_response_data(resp, data, err);
+}
+
+/* force is accepted for gpu-docker-api's clients: gpubox always stops the
+ * container before removing it. delEtcdInfoAndVersionRecord is purge. */
+int api_container_delete(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"force", "delEtcdInfoAndVersionRecord", NULL};
+    char name[NAME_MAX_LEN + 1];
+    json_t *body = NULL;
+    bool force = false, purge = false;
+    if (api_body(req, fields, false, &body, err) < 0 ||
+        (body &&
+         (json_field_bool(body, NULL, "force", &force, false, err) < 0 ||
+          json_field_bool(body, NULL, "delEtcdInfoAndVersionRecord", &purge, false, err) < 0)))
+        return -1;
+    if (legacy_name(req, name, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    if (replicaset_delete(req->ctx, name, purge, &data, err) < 0)
+        return -1;
+    return http_response_data(resp, data, err);
+}
+
+int api_container_commit(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"newImageName", "overwrite", NULL};
+    char name[NAME_MAX_LEN + 1];
+    json_t *body = NULL;
+    if (api_body(req, fields, true, &body, err) < 0 || legacy_name(req, name, err) < 0)
+        return -1;
+    return api_commit_from(req, name, body, resp, err);
+}
+
+int api_container_execute(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"cmd", "workDir", "timeoutSeconds", NULL};
+    char name[NAME_MAX_LEN + 1];
+    json_t *body = NULL;
+    if (api_body(req, fields, true, &body, err) < 0 || legacy_name(req, name, err) < 0)
+        return -1;
+    return api_execute_from(req, name, body, resp, err);
+}

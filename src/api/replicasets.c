@@ -1,0 +1,230 @@
+/*
+ * replicasets.c - handlers of /api/v1/replicaSet...: create, list, inspect,
+ * history, stop, pause, continue, execute, commit and delete.
+ *
+ * Each handler checks what the request carries (body fields, their types
+ * and ranges, the {name} in the path, query flags) and calls one function
+ * of the replica-set service (service/replicaset.h), whose data it answers
+ * as it is. The create, execute and commit bodies are parsed by helpers
+ * that legacy.c shares, so both route families accept the same input.
+ */
+#include "api/api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/replicaset.h"
+#include "util/cleanup.h"
+#include "util/names.h"
+
+/* Answer the data a service call produced, or pass its error on. */
+static int answer(int rc, json_t *data, http_response *resp, gb_err *err)
+{
+    if (rc < 0) {
+        json_decref(data);
+        return -1;
+    }
+    return http_response_data(resp, data, err);
+}
+
+int api_replicaset_create_from(http_request *req, const json_t *body, http_response *resp,
+                               gb_err *err)
+{
+    static const char *const also_allowed[] = {"replicaSetName", NULL};
+    const char *name = NULL;
+    if (json_field_string(body, NULL, "replicaSetName", &name, false, err) < 0 ||
+        name_check_replicaset(name, err) < 0)
+        return -1;
+    rs_spec spec;
+    if (rs_spec_from_json(body, also_allowed, &spec, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    int rc = replicaset_create(req->ctx, name, &spec, &data, err);
+    rs_spec_free(&spec);
+    return answer(rc, data, resp, err);
+}
+
+int api_replicaset_create(http_request *req, http_response *resp, gb_err *err)
+{
+    json_t *body = NULL;
+    if (req_json_body(req, &body, err) < 0)
+        return -1;
+    return api_replicaset_create_from(req, body, resp, err);
+}
+
+int api_replicaset_list(http_request *req, http_response *resp, gb_err *err)
+{
+    bool all = false;
+    if (api_query_flag(req, "all", &all, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    int rc = replicaset_list(req->ctx, all, &data, err);
+    return answer(rc, data, resp, err);
+}
+
+int api_replicaset_info(http_request *req, http_response *resp, gb_err *err)
+{
+    const char *name = NULL;
+    if (api_path_name(req, &name, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    int rc = replicaset_info(req->ctx, name, &data, err);
+    return answer(rc, data, resp, err);
+}
+
+int api_replicaset_history(http_request *req, http_response *resp, gb_err *err)
+{
+    const char *name = NULL;
+    if (api_path_name(req, &name, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    int rc = replicaset_history(req->ctx, name, &data, err);
+    return answer(rc, data, resp, err);
+}
+
+typedef int (*lifecycle_fn)(app *a, const char *name, json_t **out, gb_err *err);
+
+/* stop, pause and continue take no body; an empty one or {} is accepted. */
+static int lifecycle(http_request *req, lifecycle_fn fn, http_response *resp, gb_err *err)
+{
+    static const char *const no_fields[] = {NULL};
+    const char *name = NULL;
+    json_t *body = NULL;
+    if (api_path_name(req, &name, err) < 0 || api_body(req, no_fields, false, &body, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    int rc = fn(req->ctx, name, &data, err);
+    return answer(rc, data, resp, err);
+}
+
+int api_replicaset_stop(http_request *req, http_response *resp, gb_err *err)
+{
+    return lifecycle(req, replicaset_stop, resp, err);
+}
+
+int api_replicaset_pause(http_request *req, http_response *resp, gb_err *err)
+{
+    return lifecycle(req, replicaset_pause, resp, err);
+}
+
+int api_replicaset_continue(http_request *req, http_response *resp, gb_err *err)
+{
+    return lifecycle(req, replicaset_continue, resp, err);
+}
+
+/* cmd as an array of strings is the argv; a string is run by the shell. */
+static int exec_cmd(const json_t *body, const char ***argv, size_t *n, gb_err *err)
+{
+    json_t *cmd = json_object_get(body, "cmd");
+    if (!cmd || json_is_null(cmd))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "field 'cmd' is required: an array of strings such as [\"ls\", \"-l\"], "
+                       "or a string run with sh -c");
+    if (json_is_string(cmd)) {
+        const char *script = json_string_value(cmd);
+        if (!*script)
+            return err_set(err, ERR_INVALID_PARAMS, "field 'cmd' is an empty string");
+        *argv = malloc(3 * sizeof(char *));
+        if (!*argv)
+            return err_set(err, ERR_INTERNAL, "out of memory");
+        (*argv)[0] = "sh";
+        (*argv)[1] = "-c";
+        (*argv)[2] = script;
+        *n = 3;
+        return 0;
+    }
+    if (!json_is_array(cmd))
+        return err_set(err, ERR_WRONG_TYPE,
+                       "field 'cmd' must be an array of strings or a string, got %s",
+                       json_type_name(cmd));
+    if (json_field_string_array(body, NULL, "cmd", argv, n, true, err) < 0)
+        return -1;
+    if (*n == 0 || !(*argv)[0][0]) {
+        free(*argv);
+        *argv = NULL;
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "field 'cmd' must name a program: its first element is %s",
+                       *n == 0 ? "missing" : "empty");
+    }
+    if (*n > RS_MAX_LIST) {
+        free(*argv);
+        *argv = NULL;
+        return err_set(err, ERR_INVALID_PARAMS, "field 'cmd' has %zu elements; at most %d", *n,
+                       RS_MAX_LIST);
+    }
+    return 0;
+}
+
+int api_execute_from(http_request *req, const char *name, const json_t *body, http_response *resp,
+                     gb_err *err)
+{
+    _cleanup_free_ const char **argv = NULL;
+    size_t n = 0;
+    const char *workdir = NULL;
+    long long timeout = RS_EXEC_DEFAULT_TIMEOUT_S;
+    if (exec_cmd(body, &argv, &n, err) < 0 ||
+        json_field_string(body, NULL, "workDir", &workdir, false, err) < 0 ||
+        json_field_int(body, NULL, "timeoutSeconds", &timeout, false, err) < 0)
+        return -1;
+    if (workdir && !*workdir)
+        workdir = NULL; /* gpu-docker-api sends "" for the default */
+    if (workdir && (workdir[0] != '/' || strlen(workdir) > RS_MAX_STRING))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "field 'workDir' is '%.64s'; give an absolute path in the container (at "
+                       "most %d characters)",
+                       workdir, RS_MAX_STRING);
+    if (timeout < 1 || timeout > RS_EXEC_MAX_TIMEOUT_S)
+        return err_set(err, ERR_INVALID_PARAMS, "field 'timeoutSeconds' is %lld; give 1 to %d",
+                       timeout, RS_EXEC_MAX_TIMEOUT_S);
+    rs_exec_request exec = {.cmd = argv, .ncmd = n, .workdir = workdir, .timeout_s = (int)timeout};
+    json_t *data = NULL;
+    int rc = replicaset_execute(req->ctx, name, &exec, &data, err);
+    return answer(rc, data, resp, err);
+}
+
+int api_replicaset_execute(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"cmd", "workDir", "timeoutSeconds", NULL};
+    const char *name = NULL;
+    json_t *body = NULL;
+    if (api_path_name(req, &name, err) < 0 || api_body(req, fields, true, &body, err) < 0)
+        return -1;
+    return api_execute_from(req, name, body, resp, err);
+}
+
+int api_commit_from(http_request *req, const char *name, const json_t *body, http_response *resp,
+                    gb_err *err)
+{
+    const char *image = NULL;
+    bool overwrite = false;
+    if (json_field_string(body, NULL, "newImageName", &image, true, err) < 0 ||
+        json_field_bool(body, NULL, "overwrite", &overwrite, false, err) < 0)
+        return -1; /* the service checks the name by Docker's rules */
+    json_t *data = NULL;
+    int rc = replicaset_commit(req->ctx, name, image, overwrite, &data, err);
+    return answer(rc, data, resp, err);
+}
+
+int api_replicaset_commit(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"newImageName", "overwrite", NULL};
+    const char *name = NULL;
+    json_t *body = NULL;
+    if (api_path_name(req, &name, err) < 0 || api_body(req, fields, true, &body, err) < 0)
+        return -1;
+    return api_commit_from(req, name, body, resp, err);
+}
+
+int api_replicaset_delete(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const no_fields[] = {NULL};
+    const char *name = NULL;
+    json_t *body = NULL;
+    bool purge = false;
+    if (api_path_name(req, &name, err) < 0 || api_query_flag(req, "purge", &purge, err) < 0 ||
+        api_body(req, no_fields, false, &body, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    int rc = replicaset_delete(req->ctx, name, purge, &data, err);
+    return answer(rc, data, resp, err);
+}

@@ -1,0 +1,491 @@
+/*
+ * gpus_alloc.c - choosing cards for a request (see gpus.h for the rules).
+ *
+ * One decision is a scan of the slots under the pool's mutex: each slot is
+ * judged against what the request wants of one card (gpus_judge), which
+ * gives either a refusal or a score - the memory, or the replicas, the card
+ * would have left after placing. Whole cards go lowest index first; shares
+ * go to the lowest score (binpack) or the highest (spread), ties to the
+ * lower index. Only then are tenant arrays grown and the tenants added, so
+ * a request either gets every card or changes nothing. A failed decision
+ * scans again to say why, naming the cards that could take the request
+ * and the largest share that would fit.
+ */
+#include "sched/gpus_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/cleanup.h"
+
+/* What a request asks of each card. */
+struct gpus_want {
+    enum gpus_mode mode; /* WHOLE, MEMORY or TIMESLICE */
+    uint64_t memory_mib; /* MEMORY: the share */
+    enum gpus_policy policy;
+    const char *model; /* NULL = any */
+    const char *owner;
+    uint64_t owner_bit; /* gpus_owner_bit(owner) */
+};
+
+enum gpus_refusal {
+    GPUS_FITS,
+    GPUS_MIG_CARD,
+    GPUS_NOT_HEALTHY,
+    GPUS_EXCLUDED,
+    GPUS_WRONG_MODEL,
+    GPUS_NO_SHARING,
+    GPUS_HELD_WHOLE,
+    GPUS_SHARED,
+    GPUS_OTHER_MODE,
+    GPUS_OWNER_THERE,
+    GPUS_TENANT_LIMIT,
+    GPUS_NO_REPLICA,
+    GPUS_NO_MEMORY,
+};
+
+/* A card that fits, with what it would have left after placing. */
+struct gpus_candidate {
+    size_t slot;
+    uint64_t left;
+};
+
+/* Free memory for shares, clamped at 0 (settings may have shrunk it). */
+static uint64_t gpus_room(const struct gpus_slot *s)
+{
+    return s->capacity_mib > s->held_mib ? s->capacity_mib - s->held_mib : 0;
+}
+
+/* Refusals every kind of request shares: the card itself, then the model. */
+static enum gpus_refusal gpus_judge_card(const struct gpus_slot *s, const struct gpus_want *w)
+{
+    if (!s->schedulable)
+        return s->dev->mig_enabled ? GPUS_MIG_CARD
+               : !s->dev->healthy  ? GPUS_NOT_HEALTHY
+                                   : GPUS_EXCLUDED;
+    if (w->model && !strcasestr(s->dev->model, w->model))
+        return GPUS_WRONG_MODEL;
+    if (w->mode == GPUS_MODE_WHOLE)
+        return s->ntenants == 0             ? GPUS_FITS
+               : s->mode == GPUS_MODE_WHOLE ? GPUS_HELD_WHOLE
+                                            : GPUS_SHARED;
+    if (s->no_sharing)
+        return GPUS_NO_SHARING;
+    if (s->mode == GPUS_MODE_WHOLE)
+        return GPUS_HELD_WHOLE;
+    if (s->mode != GPUS_MODE_FREE && s->mode != w->mode)
+        return GPUS_OTHER_MODE;
+    return GPUS_FITS;
+}
+
+/* Whether slot s takes one card of w; *left is the score. */
+static enum gpus_refusal gpus_judge(const gpus_pool *p, struct gpus_slot *s,
+                                    const struct gpus_want *w, uint64_t *left)
+{
+    *left = 0;
+    enum gpus_refusal r = gpus_judge_card(s, w);
+    if (r != GPUS_FITS || w->mode == GPUS_MODE_WHOLE)
+        return r;
+    if ((s->owner_bits & w->owner_bit) && gpus_slot_tenant(s, w->owner, w->owner_bit))
+        return GPUS_OWNER_THERE;
+    if (p->max_tenants && s->ntenants >= p->max_tenants)
+        return GPUS_TENANT_LIMIT;
+    uint64_t room = gpus_room(s);
+    if (w->mode == GPUS_MODE_MEMORY) {
+        if (room < w->memory_mib)
+            return GPUS_NO_MEMORY;
+        *left = room - w->memory_mib;
+        return GPUS_FITS;
+    }
+    unsigned replicas = gpus_slot_replicas(p, s);
+    if (s->ntenants >= replicas)
+        return GPUS_NO_REPLICA;
+    if (room < s->reservation_mib)
+        return GPUS_NO_MEMORY; /* only after a settings change */
+    *left = replicas - s->ntenants - 1;
+    return GPUS_FITS;
+}
+
+/* Why slot s refuses w, for a user. */
+static void gpus_reason(const gpus_pool *p, const struct gpus_slot *s, enum gpus_refusal r,
+                        const struct gpus_want *w, struct gpus_list *l)
+{
+    const char *u = s->dev->uuid;
+    switch (r) {
+    case GPUS_FITS:
+        break;
+    case GPUS_MIG_CARD:
+        gpus_list_add(l, "%s is in MIG mode (ask for one of its MIG instances)", u);
+        break;
+    case GPUS_NOT_HEALTHY:
+        gpus_list_add(l, "%s is unhealthy", u);
+        break;
+    case GPUS_EXCLUDED:
+        gpus_list_add(l, "%s is excluded from scheduling on this host", u);
+        break;
+    case GPUS_WRONG_MODEL:
+        gpus_list_add(l, "%s is a %.48s, not '%.32s'", u, s->dev->model, w->model);
+        break;
+    case GPUS_NO_SHARING:
+        gpus_list_add(l, "%s is excluded from sharing (whole cards only)", u);
+        break;
+    case GPUS_HELD_WHOLE:
+        gpus_list_add(l, "%s is held whole by %s", u, s->tenants[0].owner);
+        break;
+    case GPUS_SHARED:
+    case GPUS_OTHER_MODE:
+        gpus_list_add(l, "%s is %s by %zu tenant(s)", u,
+                      s->mode == GPUS_MODE_MEMORY ? "shared by memory" : "time-sliced",
+                      s->ntenants);
+        break;
+    case GPUS_OWNER_THERE:
+        gpus_list_add(l, "%s already has a share for %s", u, w->owner);
+        break;
+    case GPUS_TENANT_LIMIT:
+        gpus_list_add(l, "%s is at the limit of %u tenants", u, p->max_tenants);
+        break;
+    case GPUS_NO_REPLICA:
+        gpus_list_add(l, "%s has no time-slice replica free (%zu of %u used)", u, s->ntenants,
+                      gpus_slot_replicas(p, s));
+        break;
+    case GPUS_NO_MEMORY:
+        gpus_list_add(
+            l, "%s has %llu MiB free, %llu MiB asked", u, (unsigned long long)gpus_room(s),
+            (unsigned long long)(w->mode == GPUS_MODE_MEMORY ? w->memory_mib : s->reservation_mib));
+        break;
+    }
+}
+
+/* " of model 'x'" or "". */
+static const char *gpus_model_note(const struct gpus_want *w, char *buf, size_t len)
+{
+    if (!w->model)
+        return "";
+    snprintf(buf, len, " of model '%.32s'", w->model);
+    return buf;
+}
+
+/* Whole cards: "asked N[ of model 'x'], M free (uuid, ...)", the gpu-docker-api form. */
+static int gpus_not_enough_whole(gpus_pool *p, size_t count, const struct gpus_want *w, gb_err *err)
+{
+    struct gpus_list free_cards = {0};
+    size_t nfree = 0, nshared = 0;
+    uint64_t left;
+    for (size_t i = 0; i < p->n; i++) {
+        enum gpus_refusal r = gpus_judge(p, &p->slots[i], w, &left);
+        if (r == GPUS_FITS) {
+            nfree++;
+            gpus_list_add(&free_cards, "%s", p->slots[i].dev->uuid);
+        }
+        nshared += r == GPUS_SHARED;
+    }
+    char model[64], shared[80] = "";
+    if (nshared)
+        snprintf(shared, sizeof(shared), "; %zu card(s) hold memory shares or time-slice replicas",
+                 nshared);
+    if (nfree == 0)
+        return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %zu%s, 0 free%s", count,
+                       gpus_model_note(w, model, sizeof(model)), shared);
+    return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %zu%s, %zu free (%s)%s", count,
+                   gpus_model_note(w, model, sizeof(model)), nfree, free_cards.buf, shared);
+}
+
+/* Shares: which cards could take one, the largest share any card takes,
+ * and how many cards the tenant limit blocks. */
+static int gpus_not_enough_share(gpus_pool *p, size_t count, const struct gpus_want *w, gb_err *err)
+{
+    struct gpus_list fits = {0};
+    size_t nfit = 0, nlimit = 0;
+    uint64_t largest = 0, left;
+    const char *largest_uuid = NULL;
+    for (size_t i = 0; i < p->n; i++) {
+        struct gpus_slot *s = &p->slots[i];
+        enum gpus_refusal r = gpus_judge(p, s, w, &left);
+        nlimit += r == GPUS_TENANT_LIMIT;
+        if (r == GPUS_FITS) {
+            nfit++;
+            if (w->mode == GPUS_MODE_MEMORY)
+                gpus_list_add(&fits, "%s: %llu MiB free", s->dev->uuid,
+                              (unsigned long long)gpus_room(s));
+            else
+                gpus_list_add(&fits, "%s: %llu of %u free", s->dev->uuid,
+                              (unsigned long long)left + 1, gpus_slot_replicas(p, s));
+        }
+        if ((r == GPUS_FITS || r == GPUS_NO_MEMORY) && gpus_room(s) > largest) {
+            largest = gpus_room(s);
+            largest_uuid = s->dev->uuid;
+        }
+    }
+    char model[64], asked[160], found[400], tail[256] = "";
+    if (w->mode == GPUS_MODE_MEMORY)
+        snprintf(asked, sizeof(asked), "%zu card%s with %llu MiB%s%s", count, count == 1 ? "" : "s",
+                 (unsigned long long)w->memory_mib, count == 1 ? "" : " each",
+                 gpus_model_note(w, model, sizeof(model)));
+    else
+        snprintf(asked, sizeof(asked), "%zu time-slice replica%s%s%s", count, count == 1 ? "" : "s",
+                 count == 1 ? "" : " on distinct cards", gpus_model_note(w, model, sizeof(model)));
+    const char *what = w->mode == GPUS_MODE_MEMORY ? "can fit it" : "has one free";
+    if (nfit == 0)
+        snprintf(found, sizeof(found), "no card %s", what);
+    else
+        snprintf(found, sizeof(found), "%zu card%s %s (%s)", nfit, nfit == 1 ? "" : "s",
+                 nfit == 1 || w->mode == GPUS_MODE_MEMORY ? what : "have one free", fits.buf);
+    size_t t = 0;
+    if (w->mode == GPUS_MODE_MEMORY)
+        t += (size_t)snprintf(tail, sizeof(tail), "; largest free share %llu MiB%s%s%s",
+                              (unsigned long long)largest, nfit == 0 && largest_uuid ? " (" : "",
+                              nfit == 0 && largest_uuid ? largest_uuid : "",
+                              nfit == 0 && largest_uuid ? ")" : "");
+    if (nlimit && t < sizeof(tail))
+        snprintf(tail + t, sizeof(tail) - t, "; %zu card(s) at the limit of %u tenants", nlimit,
+                 p->max_tenants);
+    return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %s, %s%s", asked, found, tail);
+}
+
+static int gpus_candidate_cmp_binpack(const void *a, const void *b)
+{
+    const struct gpus_candidate *x = a, *y = b;
+    if (x->left != y->left)
+        return x->left < y->left ? -1 : 1;
+    return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+static int gpus_candidate_cmp_spread(const void *a, const void *b)
+{
+    const struct gpus_candidate *x = a, *y = b;
+    if (x->left != y->left)
+        return x->left > y->left ? -1 : 1;
+    return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+static int gpus_size_cmp(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Better candidate for the policy: less left (binpack) or more (spread);
+ * the lower slot on a tie is kept because the scan is front to back. */
+static bool gpus_better(const struct gpus_want *w, uint64_t left, uint64_t best)
+{
+    return w->policy == GPUS_POLICY_SPREAD ? left > best : left < best;
+}
+
+/* Choose `count` unpinned slots into chosen[], in slot order; -1 with the
+ * not-enough message when too few fit. */
+static int gpus_choose(gpus_pool *p, size_t count, const struct gpus_want *w, size_t *chosen,
+                       gb_err *err)
+{
+    size_t nfit = 0;
+    uint64_t left, best = 0;
+    _cleanup_free_ struct gpus_candidate *cand =
+        count > 1 && w->mode != GPUS_MODE_WHOLE ? calloc(p->n, sizeof(*cand)) : NULL;
+    if (count > 1 && w->mode != GPUS_MODE_WHOLE && !cand)
+        return err_set(err, ERR_INTERNAL, "out of memory choosing GPUs");
+    for (size_t i = 0; i < p->n; i++) {
+        if (gpus_judge(p, &p->slots[i], w, &left) != GPUS_FITS)
+            continue;
+        if (w->mode == GPUS_MODE_WHOLE) {
+            chosen[nfit++] = i; /* lowest index first */
+            if (nfit == count)
+                break;
+        } else if (cand) {
+            cand[nfit++] = (struct gpus_candidate){.slot = i, .left = left};
+        } else if (nfit++ == 0 || gpus_better(w, left, best)) {
+            chosen[0] = i;
+            best = left;
+        }
+    }
+    if (nfit < count)
+        return w->mode == GPUS_MODE_WHOLE ? gpus_not_enough_whole(p, count, w, err)
+                                          : gpus_not_enough_share(p, count, w, err);
+    if (cand) {
+        qsort(cand, nfit, sizeof(*cand),
+              w->policy == GPUS_POLICY_SPREAD ? gpus_candidate_cmp_spread
+                                              : gpus_candidate_cmp_binpack);
+        for (size_t k = 0; k < count; k++)
+            chosen[k] = cand[k].slot;
+        qsort(chosen, count, sizeof(*chosen), gpus_size_cmp);
+    }
+    return 0;
+}
+
+/* The pinned slots into chosen[] in slot order, or why they cannot be had:
+ * an unknown or repeated UUID is the caller's mistake (ERR_INVALID_PARAMS),
+ * anything else is ERR_GPU_NOT_ENOUGH with a reason per card. */
+static int gpus_choose_pinned(gpus_pool *p, const gpus_request *req, const struct gpus_want *w,
+                              size_t *chosen, gb_err *err)
+{
+    struct gpus_list reasons = {.sep = "; "};
+    uint64_t left;
+    for (size_t k = 0; k < req->npin; k++) {
+        const char *uuid = req->pin_uuids[k];
+        struct gpus_slot *s = gpus_find(p, uuid);
+        if (!s)
+            return err_set(err, ERR_INVALID_PARAMS, "no GPU %.96s on this host",
+                           uuid ? uuid : "(null)");
+        chosen[k] = (size_t)(s - p->slots);
+        for (size_t j = 0; j < k; j++)
+            if (chosen[j] == chosen[k])
+                return err_set(err, ERR_INVALID_PARAMS, "GPU %s is pinned twice", uuid);
+        gpus_reason(p, s, gpus_judge(p, s, w, &left), w, &reasons);
+    }
+    if (reasons.used)
+        return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: %s", reasons.buf);
+    qsort(chosen, req->npin, sizeof(*chosen), gpus_size_cmp);
+    return 0;
+}
+
+/* The lowest replica slot no tenant of s holds. */
+static int gpus_free_replica(const gpus_pool *p, const struct gpus_slot *s)
+{
+    bool used[GPUS_TIMESLICE_REPLICAS_MAX] = {false};
+    for (size_t t = 0; t < s->ntenants; t++)
+        if (s->tenants[t].replica >= 0 && s->tenants[t].replica < GPUS_TIMESLICE_REPLICAS_MAX)
+            used[s->tenants[t].replica] = true;
+    for (unsigned r = 0; r < p->replicas; r++)
+        if (!used[r])
+            return (int)r;
+    return -1; /* not reached: the judge saw fewer tenants than replicas */
+}
+
+/* Grow the chosen slots' tenant arrays, then add the tenants and fill out. */
+static int gpus_commit(gpus_pool *p, const size_t *chosen, size_t count, const struct gpus_want *w,
+                       gpus_grant *out, gb_err *err)
+{
+    out->cards = calloc(count, sizeof(*out->cards));
+    if (!out->cards)
+        return err_set(err, ERR_INTERNAL, "out of memory allocating GPUs");
+    for (size_t k = 0; k < count; k++)
+        if (gpus_slot_reserve(&p->slots[chosen[k]]) < 0) {
+            gpus_grant_free(out);
+            return err_set(err, ERR_INTERNAL, "out of memory allocating GPUs");
+        }
+    for (size_t k = 0; k < count; k++) {
+        struct gpus_slot *s = &p->slots[chosen[k]];
+        gpus_grant_card *c = &out->cards[k];
+        c->mode = w->mode;
+        c->replica = w->mode == GPUS_MODE_TIMESLICE ? gpus_free_replica(p, s) : -1;
+        c->memory_mib = w->mode == GPUS_MODE_WHOLE    ? s->dev->memory_mib
+                        : w->mode == GPUS_MODE_MEMORY ? w->memory_mib
+                                                      : s->reservation_mib;
+        memcpy(c->uuid, s->dev->uuid, GPU_UUID_MAX);
+        gpus_slot_add(s, w->owner, c->memory_mib, w->mode, c->replica);
+    }
+    out->n = count;
+    return 0;
+}
+
+/* Check the request; *count becomes the number of cards. */
+static int gpus_want_from(const gpus_request *req, const char *owner, struct gpus_want *w,
+                          size_t *count, gb_err *err)
+{
+    if (req->memory_mib && req->timeslice)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "a GPU request takes a memory share or a time-slice replica, not both");
+    if (req->policy != GPUS_POLICY_BINPACK && req->policy != GPUS_POLICY_SPREAD)
+        return err_set(err, ERR_INVALID_PARAMS, "GPU policy must be binpack or spread");
+    if (req->npin && !req->pin_uuids)
+        return err_set(err, ERR_INVALID_PARAMS, "%zu pinned GPUs but no list", req->npin);
+    if (req->npin && req->count && req->count != req->npin)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "asked %zu GPUs but pinned %zu; pin exactly the cards you ask for",
+                       req->count, req->npin);
+    *count = req->npin ? req->npin : req->count;
+    *w = (struct gpus_want){
+        .mode = req->memory_mib  ? GPUS_MODE_MEMORY
+                : req->timeslice ? GPUS_MODE_TIMESLICE
+                                 : GPUS_MODE_WHOLE,
+        .memory_mib = req->memory_mib,
+        .policy = req->policy,
+        .model = req->model && *req->model ? req->model : NULL,
+        .owner = owner,
+        .owner_bit = gpus_owner_bit(owner),
+    };
+    return 0;
+}
+
+int gpus_alloc_locked(gpus_pool *p, const gpus_request *req, const char *owner, gpus_grant *out,
+                      gb_err *err)
+{
+    struct gpus_want w = {0};
+    size_t count = 0;
+    memset(out, 0, sizeof(*out));
+    if (gpus_want_from(req, owner, &w, &count, err) < 0)
+        return -1;
+    if (count == 0)
+        return 0;
+    if (count > p->n && !req->npin)
+        return w.mode == GPUS_MODE_WHOLE ? gpus_not_enough_whole(p, count, &w, err)
+                                         : gpus_not_enough_share(p, count, &w, err);
+    _cleanup_free_ size_t *chosen = calloc(count, sizeof(*chosen));
+    if (!chosen)
+        return err_set(err, ERR_INTERNAL, "out of memory choosing GPUs");
+    int rc = req->npin ? gpus_choose_pinned(p, req, &w, chosen, err)
+                       : gpus_choose(p, count, &w, chosen, err);
+    if (rc < 0)
+        return -1;
+    return gpus_commit(p, chosen, count, &w, out, err);
+}
+
+int gpus_pool_alloc(gpus_pool *p, const gpus_request *req, const char *owner, gpus_grant *out,
+                    gb_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (gpus_check_owner(owner, err) < 0)
+        return -1;
+    pthread_mutex_lock(&p->lock);
+    int rc = gpus_alloc_locked(p, req, owner, out, err);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+/* A tenancy taken off for a realloc, to put back if the new one fails. */
+struct gpus_saved {
+    struct gpus_slot *slot;
+    enum gpus_mode mode;
+    gpus_tenant tenant;
+};
+
+int gpus_pool_realloc(gpus_pool *p, const gpus_grant *old, const gpus_request *req,
+                      const char *owner, gpus_grant *out, gb_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (gpus_check_owner(owner, err) < 0)
+        return -1;
+    size_t nold = old ? old->n : 0;
+    _cleanup_free_ struct gpus_saved *saved = calloc(nold ? nold : 1, sizeof(*saved));
+    if (!saved)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    size_t nsaved = 0;
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < nold; i++) {
+        struct gpus_slot *s = gpus_find(p, old->cards[i].uuid);
+        enum gpus_mode mode = s ? s->mode : GPUS_MODE_FREE;
+        if (s && gpus_slot_remove(s, owner, &saved[nsaved].tenant)) {
+            saved[nsaved].slot = s;
+            saved[nsaved++].mode = mode;
+        }
+    }
+    int rc = gpus_alloc_locked(p, req, owner, out, err);
+    /* Put the old tenancies back; their room is still there (a failed
+     * decision adds no tenant, and growing an array only adds room). */
+    for (size_t i = 0; rc < 0 && i < nsaved; i++)
+        gpus_slot_add(saved[i].slot, owner, saved[i].tenant.memory_mib, saved[i].mode,
+                      saved[i].tenant.replica);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+int gpus_pool_alloc_whole(gpus_pool *p, size_t n, const char *owner, char (*out)[GPU_UUID_MAX],
+                          gb_err *err)
+{
+    gpus_request req = {.count = n};
+    _cleanup_(gpus_grant_free) gpus_grant g = {0};
+    if (gpus_pool_alloc(p, &req, owner, &g, err) < 0)
+        return -1;
+    for (size_t i = 0; i < g.n; i++)
+        memcpy(out[i], g.cards[i].uuid, GPU_UUID_MAX);
+    return 0;
+}

@@ -1,0 +1,175 @@
+"""Helpers for the replica-set end-to-end tests: calls on gpuboxd's API, a
+look at Docker itself through the Engine API, and the clean-up that removes
+every container a test module created (by its gpubox.replicaset label and the
+module's name prefix), even when a test failed half-way.
+
+Each test module names its replica sets with its own prefix and gives its
+daemon its own --port-range window, so modules never see each other's
+containers or ports. The windows lie above Linux's ephemeral port range
+(32768-60999 by default): a host port that is also the local port of some
+outgoing connection cannot be published, and gpubox rightly refuses it.
+"""
+import json
+import os
+import time
+import urllib.parse
+
+from conftest import Daemon, docker_request
+
+IMAGE = os.environ.get("GPUBOX_TEST_IMAGE", "gpubox-test:latest")
+LONG_RUNNING = ["sleep", "3600"]
+LABEL_SET = "gpubox.replicaset"
+LABEL_VERSION = "gpubox.version"
+
+
+def start_module_daemon(tmp, port_range, *extra):
+    """A daemon with 8 simulated A100s and its own port window."""
+    return Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(tmp / "data"),
+                   "--simulate-gpus", "8xA100-80GB", "--port-range", port_range, *extra],
+                  tmp / "data", tmp / "gpuboxd.log").start()
+
+
+def call(d, method, path, body=None, raw=None):
+    """One API call; body is JSON-encoded, raw is sent as it is."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    return d.request(method, path, body=data, headers=headers)
+
+
+def rs_path(name, tail=""):
+    return f"/api/v1/replicaSet/{urllib.parse.quote(name, safe='')}{tail}"
+
+
+def create(d, name, gpus=0, **spec):
+    body = {"imageName": IMAGE, "replicaSetName": name, "gpuCount": gpus}
+    body.setdefault("cmd", LONG_RUNNING)
+    body.update(spec)
+    return call(d, "POST", "/api/v1/replicaSet", body)
+
+
+def create_ok(d, name, gpus=0, **spec):
+    r = create(d, name, gpus, **spec)
+    assert r.status == 200 and r.code == 200, (r.status, r.json)
+    return r.data
+
+
+def info(d, name):
+    return call(d, "GET", rs_path(name))
+
+
+def info_ok(d, name):
+    r = info(d, name)
+    assert r.status == 200, (r.status, r.json)
+    return r.data["info"]
+
+
+def history(d, name):
+    return call(d, "GET", rs_path(name, "/history"))
+
+
+def lifecycle(d, name, action):
+    return call(d, "PATCH", rs_path(name, "/" + action))
+
+
+def execute(d, name, cmd, **fields):
+    return call(d, "POST", rs_path(name, "/execute"), {"cmd": cmd, **fields})
+
+
+def execute_ok(d, name, cmd, **fields):
+    r = execute(d, name, cmd, **fields)
+    assert r.status == 200, (r.status, r.json)
+    return r.data
+
+
+def delete(d, name, purge=False):
+    return call(d, "DELETE", rs_path(name, "?purge=true" if purge else ""))
+
+
+def list_sets(d, all_=False):
+    r = call(d, "GET", "/api/v1/replicaSet" + ("?all=true" if all_ else ""))
+    assert r.status == 200, (r.status, r.json)
+    return r.data["replicaSets"]
+
+
+def gpu_map(d):
+    """{uuid: 0|1} from /resources/gpus."""
+    return d.get("/api/v1/resources/gpus").data["gpus"]
+
+
+def gpu_devices(d):
+    return d.get("/api/v1/resources/gpus").data["devices"]
+
+
+def held_gpus(d):
+    return {u for u, v in gpu_map(d).items() if v}
+
+
+def used_ports(d):
+    return d.get("/api/v1/resources/ports").data["ports"]["usedPorts"]
+
+
+def ports_state(d):
+    return d.get("/api/v1/resources/ports").data["ports"]
+
+
+def container(name):
+    """Docker's inspect of a container, or None when Docker has none."""
+    r = docker_request("GET", f"/containers/{name}/json")
+    if r.status == 404:
+        return None
+    assert r.status == 200, (r.status, r.json)
+    return r.json
+
+
+def containers_with_prefix(prefix):
+    """Every container (running or not) whose gpubox.replicaset label starts
+    with prefix."""
+    filters = urllib.parse.quote(json.dumps({"label": [LABEL_SET]}))
+    r = docker_request("GET", f"/containers/json?all=1&filters={filters}")
+    assert r.status == 200, r.json
+    return [c for c in r.json if c["Labels"].get(LABEL_SET, "").startswith(prefix)]
+
+
+def remove_containers(prefix):
+    for c in containers_with_prefix(prefix):
+        docker_request("DELETE", f"/containers/{c['Id']}?force=1&v=1")
+
+
+def remove_image(name):
+    docker_request("DELETE", f"/images/{urllib.parse.quote(name, safe='')}?force=1")
+
+
+def image(name):
+    r = docker_request("GET", f"/images/{urllib.parse.quote(name, safe='')}/json")
+    return r.json if r.status == 200 else None
+
+
+def env_of(d, name):
+    """The environment of the container's main process, read through the
+    execute API. Docker's nvidia device driver puts NVIDIA_VISIBLE_DEVICES
+    into the environment of the container's process (as the real
+    nvidia-container-runtime does), not into the config that exec'd
+    commands inherit, so a plain `env` through execute would not show it."""
+    out = execute_ok(d, name, ["sh", "-c", "tr '\\0' '\\n' < /proc/1/environ"])
+    assert out["exitCode"] == 0, out
+    return dict(line.split("=", 1) for line in out["stdout"].splitlines() if "=" in line)
+
+
+def wipe(d, prefix):
+    """Delete (with purge) every replica set the API knows, then remove any
+    container left in Docker under prefix: a failed test must not leave GPUs,
+    ports or containers to the next one."""
+    try:
+        for rs in list_sets(d, all_=True):
+            delete(d, rs["name"], purge=True)
+    finally:
+        remove_containers(prefix)
+
+
+def wait_until(check, timeout=10.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
