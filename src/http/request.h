@@ -9,7 +9,8 @@
  * and kept, so several field helpers parse it once.
  *
  * The field helpers turn a bad body into the error a client can act on:
- *   - malformed JSON  -> ERR_MALFORMED_JSON with jansson's line and column;
+ *   - malformed JSON, or an object with a key given twice -> ERR_MALFORMED_JSON
+ *     with jansson's line and column;
  *   - a field of the wrong JSON type -> ERR_WRONG_TYPE naming the field and
  *     the expected type;
  *   - a required field that is missing -> ERR_INVALID_PARAMS naming it.

@@ -64,7 +64,9 @@ def request(conn, method, path, body=None, headers=None):
 
 
 class Daemon:
-    """A running gpuboxd and its log."""
+    """A running gpuboxd and its log. With a token set, every request sends
+    it as a bearer token; with an ssl_context (the daemon serves HTTPS),
+    connections use it."""
 
     def __init__(self, args, data_dir, log_path, env=None):
         self.args = [str(GPUBOXD), *args]
@@ -72,31 +74,51 @@ class Daemon:
         self.log_path = log_path
         self.env = env
         self.url = None
+        self.scheme = None
         self.host = None
         self.port = None
         self.proc = None
+        self.token = None
+        self.ssl_context = None
 
     def start(self):
         self.log_file = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self.log_file,
                                      env=self.env)
         line = read_line(self.proc, READY_TIMEOUT)
-        if not line.startswith("gpuboxd ready on http://"):
+        if not line.startswith(("gpuboxd ready on http://", "gpuboxd ready on https://")):
             self.proc.kill()
             self.proc.wait()
             raise AssertionError(f"gpuboxd did not get ready (stdout {line!r}); log:\n{self.log()}")
         self.url = line.split("ready on ", 1)[1]
-        self.host, port = self.url[len("http://"):].rsplit(":", 1)
+        self.scheme, rest = self.url.split("://", 1)
+        self.host, port = rest.rsplit(":", 1)
         self.port = int(port)
         return self
 
     def log(self):
         return Path(self.log_path).read_text(errors="replace")
 
+    def wait_log(self, text, timeout=5.0):
+        """The log once it contains text (or as it is after timeout): a
+        request's access and audit lines are written when libmicrohttpd
+        reports the exchange complete, which may be just after the client
+        has read the response."""
+        deadline = time.monotonic() + timeout
+        while text not in (log := self.log()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return log
+
     def connection(self, timeout=30):
+        if self.scheme == "https":
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout,
+                                               context=self.ssl_context)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def request(self, method, path, body=None, headers=None):
+        headers = dict(headers or {})
+        if self.token and "Authorization" not in headers:
+            headers["Authorization"] = f"Bearer {self.token}"
         conn = self.connection()
         try:
             return request(conn, method, path, body, headers)
