@@ -9,7 +9,8 @@ set -euo pipefail
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcurl4-openssl-dev
             libjansson-dev libsqlite3-dev libcmocka-dev)
 run_pkgs=(docker.io e2fsprogs util-linux iproute2)
-test_pkgs=(busybox-static python3 python3-pytest etcd-server clang)
+# clang brings libFuzzer (tests/fuzz); openssl makes the TLS tests' certificate.
+test_pkgs=(busybox-static python3 python3-pytest etcd-server clang openssl)
 bench_pkgs=(wrk nginx-light curl)
 
 case "${1:-all}" in

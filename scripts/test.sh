@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - gpubox's whole test suite, as `make test` runs it (and CI through
-# .ci/run): the C unit tests (cmocka, through ctest) and the end-to-end tests
-# (pytest, driving the real gpuboxd over HTTP against the real dockerd).
+# .ci/run): the C unit tests (cmocka, through ctest), a short run of each
+# libFuzzer target (scripts/fuzz.sh) and the end-to-end tests (pytest,
+# driving the real gpuboxd over HTTP against the real dockerd).
 #
 # It starts a dockerd if none answers (with the fake
 # nvidia-container-runtime-hook on its PATH), imports the busybox-static test
@@ -48,6 +49,11 @@ fi
 
 echo "== unit tests (ctest) =="
 ctest --test-dir "$build" --output-on-failure -j2
+
+# A short run of every libFuzzer target (scripts/fuzz.sh builds them with
+# clang in build/fuzz the first time); `make fuzz` runs them longer.
+echo "== fuzz targets (libFuzzer, ${FUZZ_SECONDS_TEST:-5}s each) =="
+scripts/fuzz.sh "${FUZZ_SECONDS_TEST:-5}"
 
 echo "== end-to-end tests (pytest) =="
 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/e2e "$@"

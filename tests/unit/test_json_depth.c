@@ -40,6 +40,15 @@ static void test_brackets_in_strings_do_not_count(void **state)
     assert_int_equal(depth("[\"unterminated [[[[[[[[[["), 1);
 }
 
+/* Found by fuzz_json_depth: a parser that lets a repeated key win drops the
+ * deeper first value, but the scanner still counts it (and the server
+ * refuses repeated keys anyway). */
+static void test_repeated_key_still_counts_the_first_value(void **state)
+{
+    (void)state;
+    assert_int_equal(depth("{\"a\":[2,{\"b\":\"\\\"_]\"}],\"a\":{}}"), 3);
+}
+
 static void test_stray_closers_and_bytes(void **state)
 {
     (void)state;
@@ -87,6 +96,7 @@ int main(void)
         cmocka_unit_test(test_plain_documents),
         cmocka_unit_test(test_brackets_in_strings_do_not_count),
         cmocka_unit_test(test_stray_closers_and_bytes),
+        cmocka_unit_test(test_repeated_key_still_counts_the_first_value),
         cmocka_unit_test(test_limit_is_exact),
         cmocka_unit_test(test_hostile_depth_stops_early),
     };
