@@ -505,12 +505,16 @@ def test_slowloris_does_not_starve_normal_requests(start_daemon):
         t = threading.Thread(target=dribble)
         t.start()
         time.sleep(1.0)  # every slow client is connected and mid-header
-        slowest = 0.0
+        times = []
         for i in range(20):
             r, took = timed_get(d, "/healthz" if i % 2 else "/api/v1/resources/gpus")
             assert r.status == 200, r.json
-            slowest = max(slowest, took)
-        assert slowest < 2.0, f"a normal request took {slowest:.2f}s under slowloris"
+            times.append(took)
+        times.sort()
+        # a loaded test machine may stall one request; none waits for the
+        # slow clients, which would take the whole dribble (minutes)
+        assert times[len(times) // 2] < 1.0, f"median {times[len(times) // 2]:.2f}s"
+        assert times[-1] < 3.0, f"a normal request took {times[-1]:.2f}s under slowloris"
         open_slow = sum(not closed_by_server(s, 0.01) for s in slow)
         assert open_slow == len(slow), "slow clients under the limits were dropped"
     finally:
