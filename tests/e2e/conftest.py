@@ -100,14 +100,12 @@ class Daemon:
         return Path(self.log_path).read_text(errors="replace")
 
     def wait_log(self, text, timeout=5.0):
-        """The log once it contains text (or as it is after timeout): a
-        request's access and audit lines are written when libmicrohttpd
-        reports the exchange complete, which may be just after the client
-        has read the response."""
+        """The log once it holds text: the access line of a request is
+        written after its response reaches the client, so it may lag."""
         deadline = time.monotonic() + timeout
-        while text not in (log := self.log()) and time.monotonic() < deadline:
+        while text not in self.log() and time.monotonic() < deadline:
             time.sleep(0.02)
-        return log
+        return self.log()
 
     def connection(self, timeout=30):
         if self.scheme == "https":
