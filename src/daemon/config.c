@@ -229,7 +229,7 @@ static const config_option config_options[] = {
              compat_http_200),
     OPT_NUM("max-connections", "N", "1024", "simultaneous HTTP connections", max_connections, 1,
             1000000),
-    OPT_NUM("max-connections-per-ip", "N", "64",
+    OPT_NUM("max-connections-per-ip", "N", "256",
             "simultaneous HTTP connections from one client address (0: no limit)",
             max_connections_per_ip, 0, 1000000),
     OPT_NUM("connection-timeout", "SECONDS", "60",
@@ -385,7 +385,7 @@ int config_init(daemon_config *cfg, gb_err *err)
     *cfg = (daemon_config){
         .log_level = LOG_INFO,
         .max_connections = 1024,
-        .max_connections_per_ip = 64,
+        .max_connections_per_ip = 256,
         .connection_timeout_s = 60,
         .shutdown_timeout_s = 10,
         .app = {.gpu_source = GPU_SOURCE_AUTO,
