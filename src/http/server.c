@@ -53,6 +53,7 @@ typedef struct http_exchange {
     char *body; /* grows up to the body limit, NUL-terminated */
     size_t body_len, body_cap;
     size_t received; /* every body byte seen, kept or not */
+    size_t declared; /* Content-Length, when one was sent */
     bool too_large;
     bool answered;
     bool preflight;               /* a CORS preflight from an allowed origin */
@@ -245,8 +246,8 @@ static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, cha
     http_server *s = x->server;
     if (x->too_large) {
         err_set(&err, ERR_BODY_TOO_LARGE,
-                "request body is %zu bytes, over the limit of %zu bytes (1 MiB)", x->received,
-                s->cfg.body_limit);
+                "request body is %zu bytes, over the limit of %zu bytes (1 MiB)",
+                x->declared > x->received ? x->declared : x->received, s->cfg.body_limit);
         http_response_error(&x->resp, &err);
         return;
     }
@@ -348,14 +349,21 @@ static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, con
         if (!(x = exchange_new(s, method, url)))
             return MHD_NO;
         *con_cls = x;
-        /* Refuse an oversized body before reading it (and before sending
-         * "100 Continue"): answering now is allowed only on this first call. */
+        /* An oversized body is known from Content-Length. A client waiting
+         * for "100 Continue", or announcing more than is worth draining, is
+         * answered now (only this first call may answer before the body):
+         * it sends no body, or loses its connection. Any other client is
+         * already sending; its body is read and dropped, and the 413 comes
+         * after it, so the client is not cut off mid-send before it can
+         * read the answer. */
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->cfg.body_limit) {
             x->too_large = true;
-            x->received = strtoull(cl, NULL, 10);
-            return exchange_answer(x, conn);
+            x->declared = strtoull(cl, NULL, 10);
+            if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT) ||
+                x->declared > HTTP_DISCARD_MAX)
+                return exchange_answer(x, conn);
         }
         return MHD_YES;
     }

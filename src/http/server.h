@@ -4,8 +4,9 @@
  *
  * For each request the server assigns an id (returned in X-Request-Id and
  * set as the thread's log request id while the handler runs), reads the body
- * up to a limit (413 beyond it, checked on Content-Length up front and
- * counted for chunked bodies, never buffering more than the limit), routes
+ * up to a limit (413 beyond it: known from Content-Length up front, counted
+ * for chunked bodies; an oversized body is drained, never buffered, so the
+ * client can read its 413, unless it waits for "100 Continue"), routes
  * (404 / 405 with Allow), runs the handler, sends the JSON response and
  * writes one access log line: method, path, status, code, duration.
  *

@@ -123,6 +123,39 @@ def test_idle_half_sent_request_is_closed_after_the_timeout(start_daemon):
     s.close()
 
 
+# --- oversized bodies ----------------------------------------------------------------------
+
+
+def test_an_oversized_body_is_drained_so_the_client_reads_its_413(d):
+    """A client that sends its whole (too large) body without waiting is
+    not cut off mid-send: the body is read and dropped, then answered."""
+    body = b"x" * (4 * MIB)
+    with socket.create_connection((d.host, d.port), timeout=30) as s:
+        s.sendall(f"POST /api/v1/replicaSet HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                  f"{ADMIN}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        answer = s.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b'"code":1103' in answer and b"4194304 bytes" in answer
+
+
+def test_a_client_that_expects_100_continue_gets_413_instead(d):
+    with socket.create_connection((d.host, d.port), timeout=30) as s:
+        s.sendall(b"POST /api/v1/replicaSet HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n"
+                  b"Expect: 100-continue\r\n\r\n")
+        answer = s.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"100 Continue" not in answer
+
+
+def test_announcing_more_than_16_mib_is_answered_at_once(d):
+    with socket.create_connection((d.host, d.port), timeout=30) as s:
+        s.sendall(b"POST /api/v1/replicaSet HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Length: 1000000000\r\n\r\n")
+        answer = s.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"1000000000 bytes" in answer
+
+
 # --- input limits and hostile requests ----------------------------------------------------
 
 
