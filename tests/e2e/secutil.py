@@ -3,7 +3,7 @@ test_security_limits.py): the tokens, the daemon with tokens each module
 starts (4 simulated A100s, ports 61400-61449, binds allowed under one
 temporary directory), calls with a chosen token, and the check that a
 refused request changed nothing. Replica sets are named with the prefix
-e2sec and removed after each test.
+e2sec plus the run's tag and removed after each test.
 """
 import http.client
 import json
@@ -13,9 +13,10 @@ import socket
 import pytest
 
 from conftest import Daemon, Response, run_gpuboxd
-from rsutil import IMAGE, containers_with_prefix, held_gpus, list_sets, used_ports, wipe
+from rsutil import (IMAGE, RUN_TAG, containers_with_prefix, held_gpus, list_sets, used_ports,
+                    wipe)
 
-PREFIX = "e2sec"
+PREFIX = "e2sec" + RUN_TAG  # this run's sets only: runs may share a dockerd
 PORT_RANGE = "61400-61449"
 ADMIN = "adm-" + secrets.token_hex(20)
 VIEWER = "view-" + secrets.token_hex(20)
