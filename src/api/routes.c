@@ -11,6 +11,8 @@ static const http_route api_routes[] = {
     {"GET", "/healthz", api_healthz, "Liveness, plus whether the store and Docker answer"},
     {"GET", "/version", api_version, "gpubox, API and Docker versions"},
     {"GET", "/openapi.json", api_openapi, "This list of routes as an OpenAPI document"},
+    {"GET", "/metrics", api_metrics,
+     "Prometheus metrics: GPUs, ports, replica sets, operations, HTTP requests, store health"},
 
     /* resources */
     {"GET", "/api/v1/resources/gpus", api_resources_gpus,

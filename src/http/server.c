@@ -25,6 +25,7 @@
 
 #include <microhttpd.h>
 
+#include "http/metrics.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -38,6 +39,7 @@ struct http_server {
     http_server_config cfg;
     const http_router *router;
     void *ctx;
+    http_metrics *metrics; /* requests by route and status, for GET /metrics */
     uint16_t port;
     char id_prefix[9]; /* random per process, so ids differ across restarts */
     atomic_uint_fast64_t next_id;
@@ -54,6 +56,7 @@ typedef struct http_exchange {
     size_t received; /* every body byte seen, kept or not */
     bool too_large;
     bool answered;
+    const char *route; /* the matched route's pattern, for the metrics; NULL: none */
     struct timespec start;
 } http_exchange;
 
@@ -67,6 +70,7 @@ static http_exchange *exchange_new(http_server *s, const char *method, const cha
     x->req.path = url;
     x->req.ctx = s->ctx;
     x->req.router = s->router;
+    x->req.metrics = s->metrics;
     uint64_t n = atomic_fetch_add(&s->next_id, 1);
     snprintf(x->req.id, sizeof(x->req.id), "%s-%" PRIx64, s->id_prefix, n);
     clock_gettime(CLOCK_MONOTONIC, &x->start);
@@ -196,6 +200,7 @@ static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, cha
                 x->req.method, x->req.path, m.allow);
         break;
     case ROUTER_FOUND:
+        x->route = m.route->pattern;
         x->req.params = m.params;
         x->req.nparams = m.nparams;
         x->req.body = x->body ? x->body : "";
@@ -298,6 +303,8 @@ static void server_completed(void *cls, struct MHD_Connection *conn, void **con_
                 (double)(end.tv_nsec - x->start.tv_nsec) / 1e6;
     log_set_request_id(x->req.id);
     if (x->answered && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        http_metrics_observe(s->metrics, x->route, x->req.method, x->resp.status, ms / 1e3);
+    if (x->answered && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
         log_info("%s %s %d code=%d %.3fms", x->req.method, x->req.path, x->resp.status,
                  x->resp.code, ms);
     else
@@ -359,6 +366,10 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
         s->cfg.body_limit = HTTP_BODY_LIMIT_DEFAULT;
     s->router = router;
     s->ctx = ctx;
+    if (!(s->metrics = http_metrics_new())) {
+        err_set(err, ERR_INTERNAL, "out of memory starting the HTTP server");
+        return NULL;
+    }
     uint32_t rnd = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
         rnd ^= (uint32_t)clock();
@@ -377,6 +388,7 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
         cfg->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, server_completed, s, MHD_OPTION_END);
     if (!s->mhd) {
+        http_metrics_free(s->metrics);
         err_set(err, ERR_INVALID_PARAMS,
                 "cannot listen on %s:%u (address in use, not local, or not permitted); "
                 "choose another --listen",
@@ -419,5 +431,6 @@ void http_server_stop(http_server *s)
     MHD_stop_daemon(s->mhd);
     if (listen_fd != MHD_INVALID_SOCKET)
         close(listen_fd);
+    http_metrics_free(s->metrics);
     free(s);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/metrics.h"
 #include "service/namelock.h"
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
@@ -40,6 +41,7 @@ static json_t *rs_state_answer(const rs_record *r)
 
 int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "stop", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_existing(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_STOP, &r, err) < 0)
@@ -68,6 +70,7 @@ int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
 
 int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "pause", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_existing(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_PAUSE, &r, err) < 0)
@@ -86,6 +89,7 @@ int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
 
 int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "continue", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_existing(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_CONTINUE, &r, err) < 0)
@@ -127,6 +131,7 @@ static int rs_purge(app *a, rs_record *r, gb_err *err)
 
 int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "delete", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_existing(a, name, &r, err) < 0)
