@@ -29,15 +29,31 @@ int api_version(http_request *req, http_response *resp, gb_err *err)
     return http_response_data(resp, data, err);
 }
 
-/* The bare OpenAPI document, not an envelope: tools read it as it is. */
+/* The OpenAPI document as JSON, not an envelope: tools read it as it is. */
 int api_openapi(http_request *req, http_response *resp, gb_err *err)
 {
-    json_t *doc = openapi_document(req->router, "gpubox", GPUBOX_VERSION);
-    char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_t *doc = openapi_document(req->router, err);
+    if (!doc)
+        return -1;
+    char *body = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
     if (!body)
         return err_set(err, ERR_INTERNAL, "out of memory building the OpenAPI document");
     http_response_raw(resp, 200, "application/json", body, strlen(body));
+    return 0;
+}
+
+/* docs/openapi.yaml as gpuboxd was built with it. */
+int api_openapi_yaml(http_request *req, http_response *resp, gb_err *err)
+{
+    (void)req;
+    size_t len = 0;
+    const char *yaml = openapi_yaml(&len);
+    char *body = malloc(len + 1);
+    if (!body)
+        return err_set(err, ERR_INTERNAL, "out of memory serving the OpenAPI document");
+    memcpy(body, yaml, len + 1);
+    http_response_raw(resp, 200, "application/yaml", body, len);
     return 0;
 }
 
