@@ -51,6 +51,27 @@ static void help_synopsis(const cli_command *c, char *buf, size_t size)
         strcat(buf, "]");
 }
 
+/* Print text wrapped at 78 columns, each line after `indent` spaces. */
+static void help_wrap(const char *text, int indent, FILE *out)
+{
+    const int width = 78 - indent;
+    while (*text) {
+        int len = (int)strlen(text);
+        int cut = len;
+        if (len > width) {
+            cut = width;
+            while (cut > 0 && text[cut] != ' ')
+                cut--;
+            if (cut == 0)
+                cut = width;
+        }
+        fprintf(out, "%*s%.*s\n", indent, "", cut, text);
+        text += cut;
+        while (*text == ' ')
+            text++;
+    }
+}
+
 void cli_help_main(FILE *out)
 {
     fputs("Usage: gpubox [--host URL] [--token TOKEN] [--json] COMMAND [ARGS...]\n\n"
@@ -78,8 +99,10 @@ void cli_help_command(const cli_command *c, FILE *out)
     char synopsis[160];
     help_synopsis(c, synopsis, sizeof(synopsis));
     fprintf(out, "Usage: %s\n\n%s.\n", synopsis, c->summary);
-    if (c->description)
-        fprintf(out, "\n%s\n", c->description);
+    if (c->description) {
+        fputc('\n', out);
+        help_wrap(c->description, 0, out);
+    }
     if (c->opts) {
         fputs("\nOptions:\n", out);
         help_opts(c->opts, out);
