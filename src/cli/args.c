@@ -108,7 +108,7 @@ static int args_option(cli_args *a, int argc, char **argv, int *i, char *msg, si
         if (eq)
             inline_value = eq + 1;
     } else {
-        o = args_find_opt(a->cmd, NULL, 0, word[1]);
+        o = args_find_opt(a->cmd, "", 0, word[1]);
         if (!o)
             return args_error(msg, size, "unknown option -%c", word[1]);
         if (word[2])
