@@ -180,6 +180,10 @@ void cli_print_json(cli_ctx *ctx, const json_t *data);
  * on stderr. Returns 0, or an exit code when the operation failed. A server
  * without the operations route is taken to have finished already. */
 int cli_follow_operation(cli_ctx *ctx, const json_t *data);
+/* The progress line for an operation's JSON, and whether it has ended:
+ * 1 finished, -1 failed, 0 still running. */
+void cli_operation_line(const json_t *op, char *buf, size_t size);
+int cli_operation_state(const json_t *op);
 
 /* ---- table.c: aligned tables for people ---- */
 

@@ -26,6 +26,16 @@ static const char *const op_failed_states[] = {"failed",     "error",     "undon
 static const char *const op_final_states[] = {"done",      "succeeded", "success",
                                               "completed", "finished",  NULL};
 
+static bool op_in(const char *s, const char *const *list);
+
+int cli_operation_state(const json_t *op)
+{
+    const char *s = json_string_value(json_object_get(op, "state"));
+    if (!s)
+        s = json_string_value(json_object_get(op, "status"));
+    return op_in(s, op_failed_states) ? -1 : op_in(s, op_final_states) ? 1 : 0;
+}
+
 static bool op_in(const char *s, const char *const *list)
 {
     for (; s && *list; list++)
@@ -59,8 +69,8 @@ static bool op_id(const json_t *data, char *buf, size_t size, const json_t **inl
     return buf[0] != '\0';
 }
 
-/* "create foo: step 2/5 start-container" from whatever the answer has. */
-static void op_describe(const json_t *op, char *buf, size_t size)
+/* "create foo: running, start-container [2/5]" from whatever the answer has. */
+void cli_operation_line(const json_t *op, char *buf, size_t size)
 {
     const char *kind = json_string_value(json_object_get(op, "kind"));
     const char *target = json_string_value(json_object_get(op, "name"));
@@ -133,7 +143,7 @@ int cli_follow_operation(cli_ctx *ctx, const json_t *data)
                                ? json_object_get(r.data, "operation")
                                : r.data;
         char line[512];
-        op_describe(op, line, sizeof(line));
+        cli_operation_line(op, line, sizeof(line));
         if (ctx->progress_tty)
             fprintf(ctx->err, "\r\033[K%s", line);
         else if (strcmp(line, last) != 0)

@@ -190,6 +190,29 @@ static void test_exit_codes_for_envelope_codes(void **state)
     assert_int_equal(cli_exit_for_code(1112), CLI_EXIT_ERROR);
 }
 
+static void test_operation_progress_lines(void **state)
+{
+    (void)state;
+    char line[256];
+    json_t *op =
+        json_pack("{s:s, s:s, s:s, s:[{s:s, s:b}, {s:s, s:b}, {s:s, s:b}]}", "kind", "create",
+                  "name", "foo", "state", "running", "steps", "name", "allocate", "done", 1, "name",
+                  "start-container", "done", 0, "name", "commit", "done", 0);
+    cli_operation_line(op, line, sizeof(line));
+    assert_string_equal(line, "create foo: running, start-container [1/3]");
+    assert_int_equal(cli_operation_state(op), 0);
+    json_object_set_new(op, "state", json_string("done"));
+    assert_int_equal(cli_operation_state(op), 1);
+    json_object_set_new(op, "state", json_string("failed"));
+    assert_int_equal(cli_operation_state(op), -1);
+    json_decref(op);
+    op = json_pack("{s:s, s:s, s:i, s:i}", "status", "running", "step", "carry", "steps", 4,
+                   "stepsDone", 2);
+    cli_operation_line(op, line, sizeof(line));
+    assert_string_equal(line, "operation: running, carry [2/4]");
+    json_decref(op);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,6 +223,7 @@ int main(void)
         cmocka_unit_test(test_value_checks),
         cmocka_unit_test(test_table_is_complete),
         cmocka_unit_test(test_exit_codes_for_envelope_codes),
+        cmocka_unit_test(test_operation_progress_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
