@@ -37,6 +37,13 @@ typedef struct app_config {
     const char *volume_backend; /* "loop" | "xfsquota" | "plain" (recorded for now) */
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */
     const char *bind_prefixes;  /* comma-separated host dirs binds may use; NULL: none */
+    /* GPU sharing (docs/gpus.md, "Host settings"); 0 / NULL: the defaults. */
+    unsigned timeslice_replicas;        /* replicas each card offers; 0: 4 */
+    unsigned gpu_max_tenants;           /* shares or replicas per card; 0: no limit */
+    double gpu_memory_oversubscription; /* 1.0..4.0; 0: 1.0 */
+    const char *gpu_exclude_sharing;    /* "GPU-a,3": whole cards only */
+    const char *gpu_exclude;            /* "GPU-a,3": never scheduled */
+    const char *hami_core;              /* absolute path of libvgpu.so; NULL: none */
 } app_config;
 
 typedef struct resources_cache resources_cache;

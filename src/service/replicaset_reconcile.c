@@ -12,7 +12,8 @@
  *   - records whose container Docker no longer has are logged; the API
  *     reports their status as "missing" and they keep what they hold until
  *     the operator deletes or stops them;
- *   - containers labelled as gpubox's that no record owns are logged.
+ *   - containers labelled as gpubox's that no record owns are logged;
+ *   - GPU env files (rs_gpu_env.h) of containers no record names go.
  */
 #include "service/replicaset.h"
 
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -54,6 +56,7 @@ static void rs_finish_or_undo_create(app *a, rs_record *r)
     }
     if (exists)
         docker_container_remove(a->docker, r->container_name, true, &err);
+    rs_gpu_env_remove(a, r->container_name);
     /* Undo: the versions before this one, if any, stay as a deleted set. */
     char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX];
     keys_replicaset(key, sizeof(key), r->name);
@@ -148,5 +151,6 @@ int replicaset_reconcile(app *a, gb_err *err)
             json_object_set_new(known, r.container_name, json_true());
     }
     rs_report_orphans(a, known);
+    rs_gpu_env_sweep(a, known);
     return 0;
 }
