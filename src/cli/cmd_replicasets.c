@@ -181,6 +181,9 @@ static int run_lists(cli_ctx *ctx, const cli_args *a, json_t *body)
 {
     json_t *binds = json_array(), *env = json_array(), *cports = json_array(),
            *ports = json_array(), *labels = json_object();
+    json_t *uuids = cli_count(a, "gpu-uuid") ? json_array() : NULL; /* only when pinned */
+    if (uuids)
+        json_object_set_new(body, "gpuUUIDs", uuids);
     json_object_set_new(body, "binds", binds);
     json_object_set_new(body, "env", env);
     json_object_set_new(body, "containerPorts", cports);
@@ -195,6 +198,8 @@ static int run_lists(cli_ctx *ctx, const cli_args *a, json_t *body)
             rc = run_port(ctx, a, v, cports, ports);
         else if (!strcmp(name, "env"))
             rc = run_env(ctx, a, v, env);
+        else if (!strcmp(name, "gpu-uuid"))
+            json_array_append_new(uuids, json_string(v));
         else if (!strcmp(name, "label")) {
             const char *eq = strchr(v, '=');
             if (!eq || eq == v)
@@ -235,8 +240,11 @@ static int run_body(cli_ctx *ctx, const cli_args *a, json_t **out)
             return cli_usage_error(ctx, a->cmd, "%s", msg);
         json_object_set_new(body, "cpus", json_real(c));
     }
-    static const char *const strings[][2] = {
-        {"memory", "memory"}, {"shm-size", "shmSize"}, {"restart", "restartPolicy"}};
+    static const char *const strings[][2] = {{"memory", "memory"},
+                                             {"shm-size", "shmSize"},
+                                             {"restart", "restartPolicy"},
+                                             {"gpu-policy", "gpuPolicy"},
+                                             {"gpu-model", "gpuModel"}};
     for (size_t i = 0; i < ARRAY_SIZE(strings); i++)
         if (cli_get(a, strings[i][0]))
             json_object_set_new(body, strings[i][1], json_string(cli_get(a, strings[i][0])));
@@ -306,13 +314,20 @@ int cli_cmd_inspect(cli_ctx *ctx, const cli_args *a)
     rs_join(json_object_get(spec, "env"), " ", env, sizeof(env));
     rs_join(json_object_get(spec, "cmd"), " ", cmd, sizeof(cmd));
     rs_binds_text(json_object_get(spec, "binds"), binds, sizeof(binds));
+    char limits[160] = "-";
+    json_t *gl = json_object_get(info, "gpuLimits");
+    if (json_is_object(gl))
+        snprintf(limits, sizeof(limits), "%s, %s", rs_str(gl, "mode"),
+                 json_is_true(json_object_get(gl, "enforced")) ? "enforced"
+                                                               : "scheduled but not enforced");
     fprintf(ctx->out,
             "Name:       %s\nState:      %s\nStatus:     %s\nVersion:    %" JSON_INTEGER_FORMAT
-            "\nContainer:  %s\nImage:      %s\nGPUs:       %s\nPorts:      %s\nBinds:      %s\n"
+            "\nContainer:  %s\nImage:      %s\nGPUs:       %s\nGPU limits: %s\nPorts:      %s\n"
+            "Binds:      %s\n"
             "Env:        %s\nCmd:        %s\nCreated:    %s\nUpdated:    %s\n",
             rs_str(info, "name"), rs_str(info, "state"), rs_str(info, "status"),
             json_integer_value(json_object_get(info, "version")), rs_str(info, "containerName"),
-            rs_str(spec, "imageName"), gpus[0] ? gpus : "-", ports[0] ? ports : "-",
+            rs_str(spec, "imageName"), gpus[0] ? gpus : "-", limits, ports[0] ? ports : "-",
             binds[0] ? binds : "-", env[0] ? env : "-", cmd[0] ? cmd : "(image default)",
             rs_str(info, "createTime"), rs_str(info, "updateTime"));
     return CLI_EXIT_OK;

@@ -242,6 +242,31 @@ def test_run_ps_inspect_history(d):
     assert as_json(d, "history", name) == d.get(f"/api/v1/replicaSet/{name}/history").data
 
 
+def test_run_with_gpu_shares(d):
+    mem, shared, pinned = PREFIX + "_mem", PREFIX + "_ts", PREFIX + "_pin"
+    ok(d, "run", mem, "--image", IMAGE, "--gpus", "2", "--gpu-memory", "8GB", "--gpu-policy",
+       "spread", "--gpu-model", "a100", "--", "sleep", "3600")
+    rs = as_json(d, "inspect", mem)["info"]
+    assert rs["spec"]["gpuMemory"] == 8192 and rs["spec"]["gpuPolicy"] == "spread"
+    assert rs["spec"]["gpuModel"] == "a100"
+    assert [s["memoryMiB"] for s in rs["gpuShares"]] == [8192, 8192]
+    assert "GPU limits: memory, " in ok(d, "inspect", mem).stdout
+    rows = {r["UUID"]: r for r in table(ok(d, "gpus").stdout.split("\n(simulated GPUs")[0])}
+    for uuid in rs["gpus"]:
+        assert rows[uuid]["MODE"] == "memory" and rows[uuid]["USED"] == "8GB"
+        assert rows[uuid]["TENANTS"] == mem
+    ok(d, "run", shared, "--image", IMAGE, "--shared", "--", "sleep", "3600")
+    assert as_json(d, "inspect", shared)["info"]["gpuShares"][0]["mode"] == "timeslice"
+    free = [u for u, v in d.get("/api/v1/resources/gpus").data["gpus"].items() if v == 0]
+    ok(d, "run", pinned, "--image", IMAGE, "--gpu-uuid", free[-1], "--", "sleep", "3600")
+    assert info_ok(d, pinned)["gpus"] == [free[-1]]
+    p = gpubox(d, "run", PREFIX + "_both", "--image", IMAGE, "--gpu-memory", "8GB", "--shared")
+    assert p.returncode == 2, p.stderr
+    p = gpubox(d, "run", PREFIX + "_huge", "--image", IMAGE, "--gpu-memory", "81920MB", "--gpus",
+               "8")
+    assert p.returncode == 5 and "GPU not enough" in p.stderr
+
+
 def test_exit_codes_and_server_messages(d):
     name = PREFIX + "_codes"
     p = gpubox(d, "inspect", PREFIX + "_nosuch")
