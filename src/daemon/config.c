@@ -218,7 +218,7 @@ static const config_option config_options[] = {
             "with GPU shares, so their memory limits are enforced",
             hami_core),
     OPT_ONE_OF("volume-backend", "loop|xfsquota|plain", "loop",
-               "how sized volumes are made (recorded; volumes come later)", volume_backend),
+               "how sized volumes are made (docs/volumes.md)", volume_backend),
     OPT_FN("log-level", "debug|info|warn|error", "info", "least severe log lines written to stderr",
            apply_log_level),
     OPT_BOOL("compat-http-200", "off",

@@ -20,6 +20,7 @@
 #include "service/service.h"
 #include "service/namelock.h"
 #include "service/replicaset.h"
+#include "service/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -98,6 +99,8 @@ static int app_connect_docker(app *a, gb_err *err)
     copy_json_string(a->docker_version, sizeof(a->docker_version), version, "Version");
     copy_json_string(a->docker_api_version, sizeof(a->docker_api_version), version, "ApiVersion");
     copy_json_string(a->docker_storage_driver, sizeof(a->docker_storage_driver), info, "Driver");
+    const char *root = json_string_value(json_object_get(info, "DockerRootDir"));
+    snprintf(a->docker_root_dir, sizeof(a->docker_root_dir), "%s", root ? root : "");
     log_info("docker: Docker %s (API %s) at %s, storage driver %s", a->docker_version,
              a->docker_api_version, a->cfg.docker_host, a->docker_storage_driver);
     if (strcmp(a->docker_storage_driver, "overlay2") != 0)
@@ -208,7 +211,10 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
         err_set(err, ERR_INTERNAL, "out of memory creating the GPU and port pools");
         goto fail;
     }
-    if (allocations_derive(a, err) < 0 || replicaset_reconcile(a, err) < 0)
+    /* Volumes before the replica sets: reconciling may start containers,
+     * and after a reboot their volumes must be mounted first. */
+    if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
+        replicaset_reconcile(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
@@ -223,6 +229,7 @@ void app_close(app *a)
 {
     if (!a)
         return;
+    volumes_close(a->volumes);
     resources_cache_free(a->gpus_cache);
     namelock_table_free(a->locks);
     ops_metrics_free(a->ops);

@@ -34,7 +34,7 @@ typedef struct app_config {
     const char *nvml_library;   /* NULL: libnvidia-ml.so.1 */
     const char *nvidia_smi;     /* NULL: nvidia-smi on PATH */
     const char *gpu_attach;     /* "nvidia" | "cdi" | "runtime" */
-    const char *volume_backend; /* "loop" | "xfsquota" | "plain" (recorded for now) */
+    const char *volume_backend; /* "loop" | "xfsquota" | "plain" (volumes.h) */
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */
     const char *bind_prefixes;  /* comma-separated host dirs binds may use; NULL: none */
     /* GPU sharing (docs/gpus.md, "Host settings"); 0 / NULL: the defaults. */
@@ -58,15 +58,19 @@ typedef struct app {
     resources_cache *gpus_cache;  /* serialized GET /resources/gpus (resources.c) */
     struct namelock_table *locks; /* per-name serialization (namelock.h) */
     struct ops_metrics *ops;      /* operations by kind and result (metrics.h) */
+    struct volumes_ctx *volumes;  /* the volume service's state (volumes.h) */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];
     char docker_api_version[16];
     char docker_storage_driver[32];
+    char docker_root_dir[512]; /* where Docker keeps its volumes (xfsquota) */
 } app;
 
 /* Start-up, in order, logging a line for each: create the data dir, open the
  * store, connect to Docker (retrying up to docker_wait_s), load the GPU
- * inventory, build the pools and derive them from the store. */
+ * inventory, build the pools, open the volume backend and attach every
+ * volume, derive the pools from the store, and reconcile the replica sets
+ * with Docker (which may start their containers: volumes come first). */
 int app_open(const app_config *cfg, app **out, gb_err *err);
 void app_close(app *a);
 
