@@ -12,6 +12,7 @@
 
 #include "sched/gpus.h"
 #include "service/keys.h"
+#include "service/volumes.h"
 #include "util/cleanup.h"
 #include "util/prom.h"
 
@@ -179,6 +180,41 @@ static int metrics_replicasets(app *a, FILE *out, gb_err *err)
     return 0;
 }
 
+/* Volumes: how many, and each one's size and bytes used. */
+static int metrics_volumes(app *a, FILE *out, gb_err *err)
+{
+    _cleanup_json_ json_t *vols = NULL;
+    if (volumes_usage_all(a, &vols, err) < 0)
+        return err_prefix(err, "measuring volumes");
+    prom_write_header(out, "gpubox_volumes", "gauge", "Volumes gpubox made");
+    prom_write_sample(out, "gpubox_volumes", NULL, NULL, (double)json_array_size(vols));
+    static const char *const labels[] = {"name", "backend", NULL};
+    static const struct {
+        const char *metric, *field, *help;
+    } per_volume[] = {
+        {"gpubox_volume_size_bytes", "size", "The volume's size"},
+        {"gpubox_volume_used_bytes", "used",
+         "Bytes the volume's data takes (absent when it "
+         "cannot be measured now)"},
+    };
+    for (size_t k = 0; k < sizeof(per_volume) / sizeof(per_volume[0]); k++) {
+        prom_write_header(out, per_volume[k].metric, "gauge", per_volume[k].help);
+        size_t i;
+        json_t *v;
+        json_array_foreach(vols, i, v)
+        {
+            json_t *n = json_object_get(v, per_volume[k].field);
+            if (!json_is_integer(n))
+                continue;
+            const char *values[] = {json_string_value(json_object_get(v, "name")),
+                                    json_string_value(json_object_get(v, "backend"))};
+            prom_write_sample(out, per_volume[k].metric, labels, values,
+                              (double)json_integer_value(n));
+        }
+    }
+    return 0;
+}
+
 int metrics_write(app *a, FILE *out, gb_err *err)
 {
     gb_err store_err = GB_ERR_INIT;
@@ -199,7 +235,7 @@ int metrics_write(app *a, FILE *out, gb_err *err)
         return -1;
     /* Without the store the record counts are unknown: leave them out
      * rather than report zeros a dashboard would believe. */
-    if (store_up && metrics_replicasets(a, out, err) < 0)
+    if (store_up && (metrics_replicasets(a, out, err) < 0 || metrics_volumes(a, out, err) < 0))
         return -1;
     if (a->ops) {
         prom_family_write(a->ops->total, out);

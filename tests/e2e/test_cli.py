@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD_DIR, SANITIZER_MARKERS
-from rsutil import (IMAGE, container, image, info_ok, remove_image, start_module_daemon,
-                    used_ports, wipe)
+from rsutil import (IMAGE, RUN_TAG, container, image, info_ok, remove_image,
+                    start_module_daemon, used_ports, wipe)
 
 CLI = Path(os.environ.get("GPUBOX_CLI", BUILD_DIR / "gpubox"))
-PREFIX = "e2cli"
+PREFIX = "e2cli" + RUN_TAG
 PORT_START, PORT_END = 63000, 63049
 
 
@@ -368,7 +368,7 @@ def test_scale_and_rollback(d):
 
 def test_commit_and_rm(d):
     name = PREFIX + "_commit"
-    tag = "e2cli-commit:v1"
+    tag = f"e2cli-commit-{RUN_TAG}:v1"
     run_set(d, name)
     ok(d, "exec", name, "--", "sh", "-c", "echo kept > /root-file")
     try:

@@ -10,9 +10,10 @@ import subprocess
 
 import pytest
 
-from rsutil import create, create_ok, delete, lifecycle, rs_path, start_module_daemon, wipe
+from rsutil import (RUN_TAG, create, create_ok, delete, lifecycle, rs_path,
+                    start_module_daemon, wipe)
 
-PREFIX = "e2mt"
+PREFIX = "e2mt" + RUN_TAG
 PORTS = (63200, 63249)
 
 
@@ -56,8 +57,8 @@ def samples(text):
     return out
 
 
-def value(s, name, **labels):
-    return s.get((name, frozenset(labels.items())))
+def value(s, metric, **labels):
+    return s.get((metric, frozenset(labels.items())))
 
 
 def promtool_check(text):
@@ -140,6 +141,31 @@ def test_metrics_follow_operations(d):
     assert value(s, "gpubox_operations_total", kind="stop", result="ok") >= 1
     assert value(s, "gpubox_operations_total", kind="delete", result="ok") >= 1
     assert delete(d, name, purge=True).code == 200
+
+
+def test_volume_metrics(d):
+    vol = PREFIX + "vol"
+    s = samples(scrape(d))
+    assert value(s, "gpubox_volumes") == 0
+    r = d.request("POST", "/api/v1/volumes", body=f'{{"name":"{vol}","size":"32MB"}}'.encode(),
+                  headers={"Content-Type": "application/json"})
+    assert r.status == 200, r.json
+    backend = r.data["backend"]
+    try:
+        text = scrape(d)
+        promtool_check(text)
+        s = samples(text)
+        assert value(s, "gpubox_volumes") == 1
+        assert value(s, "gpubox_volume_size_bytes", name=vol, backend=backend) == 32 * 1024 * 1024
+        used = value(s, "gpubox_volume_used_bytes", name=vol, backend=backend)
+        assert used is not None and 0 <= used < 32 * 1024 * 1024
+        assert value(s, "gpubox_operations_total", kind="volume_create", result="ok") == 1
+    finally:
+        assert d.request("DELETE", f"/api/v1/volumes/{vol}").status == 200
+    s = samples(scrape(d))
+    assert value(s, "gpubox_volumes") == 0
+    assert value(s, "gpubox_volume_size_bytes", name=vol, backend=backend) is None
+    assert value(s, "gpubox_operations_total", kind="volume_delete", result="ok") == 1
 
 
 def test_scrapes_are_counted(d):

@@ -14,11 +14,11 @@ import subprocess
 import pytest
 
 from conftest import SOURCE_DIR
-from rsutil import (IMAGE, LONG_RUNNING, call, create, create_ok, delete, execute, lifecycle,
-                    remove_image, rs_path, start_module_daemon, wipe)
+from rsutil import (IMAGE, LONG_RUNNING, RUN_TAG, call, create, create_ok, delete, execute,
+                    lifecycle, remove_image, rs_path, start_module_daemon, wipe)
 from schema import request_schema, response_schema, validate
 
-PREFIX = "e2oa"
+PREFIX = "e2oa" + RUN_TAG
 YAML = SOURCE_DIR / "docs" / "openapi.yaml"
 TOOLS = SOURCE_DIR / "tools" / "openapi"
 
@@ -135,7 +135,7 @@ def test_replica_set_lifecycle_answers_conform(d, doc):
         r = lifecycle(d, name, action)
         assert r.status == 200, r.json
         check(doc, f"/api/v1/replicaSet/{{name}}/{action}", "patch", r)
-    image = "e2oa-commit:v1"
+    image = f"e2oa-commit-{RUN_TAG}:v1"
     try:
         r = call(d, "POST", rs_path(name, "/commit"), {"newImageName": image})
         assert r.status == 200, r.json
@@ -146,6 +146,33 @@ def test_replica_set_lifecycle_answers_conform(d, doc):
     check(doc, "/api/v1/replicaSet/{name}", "delete", r)
     r = delete(d, name, purge=True)
     check(doc, "/api/v1/replicaSet/{name}", "delete", r)
+
+
+def test_volume_answers_conform(d, doc):
+    vol = PREFIX + "vol"
+    body = {"name": vol, "size": "32MB"}
+    assert validate(body, request_schema(doc, "/api/v1/volumes", "post"), doc) == []
+    try:
+        r = call(d, "POST", "/api/v1/volumes", body)
+        assert r.status == 200, r.json
+        check(doc, "/api/v1/volumes", "post", r)
+        check(doc, "/api/v1/volumes", "get", d.get("/api/v1/volumes"))
+        check(doc, "/api/v1/volumes/{name}", "get", d.get(f"/api/v1/volumes/{vol}"))
+        r = call(d, "PATCH", f"/api/v1/volumes/{vol}/size", {"size": "48MB"})
+        assert r.status == 200, r.json
+        check(doc, "/api/v1/volumes/{name}/size", "patch", r)
+        r = d.get(f"/api/v1/volumes/{vol}/history")
+        assert [h["version"] for h in r.data["history"]] == [2, 1]
+        check(doc, "/api/v1/volumes/{name}/history", "get", r)
+        r = call(d, "POST", "/api/v1/volumes", {"name": vol, "size": "1XB"})
+        assert r.status == 400
+        check(doc, "/api/v1/volumes", "post", r)
+    finally:
+        r = call(d, "DELETE", f"/api/v1/volumes/{vol}")
+    check(doc, "/api/v1/volumes/{name}", "delete", r)
+    r = d.get(f"/api/v1/volumes/{vol}")
+    assert r.status == 404
+    check(doc, "/api/v1/volumes/{name}", "get", r)
 
 
 def test_error_answers_conform(d, doc):

@@ -26,8 +26,10 @@ static void test_every_route_is_documented(void **state)
     size_t len = 0;
     const char *text = openapi_yaml(&len);
     _cleanup_json_ json_t *doc = yaml_parse(text, len, &e);
-    if (!doc)
+    if (!doc) {
+        router_free(r);
         fail_msg("docs/openapi.yaml does not read: %s", e.msg);
+    }
     int missing = 0;
     for (size_t i = 0; i < router_count(r); i++) {
         const http_route *route = router_route(r, i);
