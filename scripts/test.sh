@@ -47,6 +47,14 @@ MSG
     exit 1
 fi
 
+echo "== OpenAPI document (tools/openapi) =="
+# The validator and a full YAML parser, pinned in tools/openapi's lock file;
+# installed once per checkout. The e2e tests use them too.
+if [ ! -d tools/openapi/node_modules ]; then
+    (cd tools/openapi && npm ci --no-audit --no-fund --loglevel=error)
+fi
+(cd tools/openapi && npx --no-install swagger-cli validate ../../docs/openapi.yaml)
+
 echo "== unit tests (ctest) =="
 ctest --test-dir "$build" --output-on-failure -j2
 

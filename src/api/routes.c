@@ -15,7 +15,10 @@ static const http_route api_routes[] = {
     /* system */
     {"GET", "/healthz", api_healthz, "Liveness, plus whether the store and Docker answer"},
     {"GET", "/version", api_version, "gpubox, API and Docker versions"},
-    {"GET", "/openapi.json", api_openapi, "This list of routes as an OpenAPI document"},
+    {"GET", "/openapi.json", api_openapi, "The OpenAPI document (docs/openapi.yaml) as JSON"},
+    {"GET", "/openapi.yaml", api_openapi_yaml, "The OpenAPI document as written"},
+    {"GET", "/metrics", api_metrics,
+     "Prometheus metrics: GPUs, ports, replica sets, operations, HTTP requests, store health"},
 
     /* resources */
     {"GET", "/api/v1/resources/gpus", api_resources_gpus,

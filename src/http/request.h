@@ -31,6 +31,7 @@
 #define HTTP_REQUEST_ID_MAX 32
 
 struct http_router;
+struct http_metrics;
 
 typedef struct http_kv {
     const char *key;
@@ -54,6 +55,7 @@ typedef struct http_request {
 
     void *ctx;                        /* the application context handed to the server */
     const struct http_router *router; /* the router that matched this request */
+    struct http_metrics *metrics;     /* the server's request counters (GET /metrics) */
 
     json_t *json; /* parsed body, once asked for */
     bool json_tried;

@@ -26,6 +26,7 @@
 #include <microhttpd.h>
 
 #include "http/json_depth.h"
+#include "http/metrics.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -39,6 +40,7 @@ struct http_server {
     http_server_config cfg;
     const http_router *router;
     void *ctx;
+    http_metrics *metrics; /* requests by route and status, for GET /metrics */
     uint16_t port;
     char id_prefix[9]; /* random per process, so ids differ across restarts */
     atomic_uint_fast64_t next_id;
@@ -59,6 +61,7 @@ typedef struct http_exchange {
     bool preflight;               /* a CORS preflight from an allowed origin */
     const char *www_authenticate; /* a 401's challenge (static string) */
     http_identity who;            /* for the audit line */
+    const char *route; /* the matched route's pattern, for the metrics; NULL: none */
     struct timespec start;
 } http_exchange;
 
@@ -73,6 +76,7 @@ static http_exchange *exchange_new(http_server *s, const char *method, const cha
     x->req.ctx = s->ctx;
     x->req.router = s->router;
     x->who = (http_identity){.name = "-"};
+    x->req.metrics = s->metrics;
     uint64_t n = atomic_fetch_add(&s->next_id, 1);
     snprintf(x->req.id, sizeof(x->req.id), "%s-%" PRIx64, s->id_prefix, n);
     clock_gettime(CLOCK_MONOTONIC, &x->start);
@@ -211,6 +215,7 @@ static void exchange_route(http_exchange *x, enum router_result found, router_ma
                 x->req.method, x->req.path, m->allow);
         break;
     case ROUTER_FOUND:
+        x->route = m->route->pattern;
         x->req.params = m->params;
         x->req.nparams = m->nparams;
         x->req.body = x->body ? x->body : "";
@@ -400,6 +405,8 @@ static void server_completed(void *cls, struct MHD_Connection *conn, void **con_
                 (double)(end.tv_nsec - x->start.tv_nsec) / 1e6;
     char result[64];
     if (x->answered && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        http_metrics_observe(s->metrics, x->route, x->req.method, x->resp.status, ms / 1e3);
+    if (x->answered && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
         snprintf(result, sizeof(result), "%d code=%d", x->resp.status, x->resp.code);
     else
         snprintf(result, sizeof(result), "aborted (%s)",
@@ -467,6 +474,10 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
         s->cfg.body_limit = HTTP_BODY_LIMIT_DEFAULT;
     s->router = router;
     s->ctx = ctx;
+    if (!(s->metrics = http_metrics_new())) {
+        err_set(err, ERR_INTERNAL, "out of memory starting the HTTP server");
+        return NULL;
+    }
     uint32_t rnd = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
         rnd ^= (uint32_t)clock();
@@ -515,6 +526,7 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
         cfg->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, server_completed, s, MHD_OPTION_ARRAY, extra, MHD_OPTION_END);
     if (!s->mhd) {
+        http_metrics_free(s->metrics);
         err_set(err, ERR_INVALID_PARAMS,
                 tls ? "cannot serve HTTPS on %s:%u: the address is in use, not local or not "
                       "permitted, or the certificate and key do not load (PEM, a matching pair; "
@@ -565,5 +577,6 @@ void http_server_stop(http_server *s)
     MHD_stop_daemon(s->mhd);
     if (listen_fd != MHD_INVALID_SOCKET)
         close(listen_fd);
+    http_metrics_free(s->metrics);
     free(s);
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "sched/gpus.h"
+#include "service/metrics.h"
 #include "service/service.h"
 #include "service/namelock.h"
 #include "service/replicaset.h"
@@ -205,7 +206,8 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     a->ports = ports_pool_new(cfg->port_start, cfg->port_end);
     a->gpus_cache = resources_cache_new();
     a->locks = namelock_table_new();
-    if (!a->ports || !a->gpus_cache || !a->locks) {
+    a->ops = ops_metrics_new();
+    if (!a->ports || !a->gpus_cache || !a->locks || !a->ops) {
         err_set(err, ERR_INTERNAL, "out of memory creating the GPU and port pools");
         goto fail;
     }
@@ -230,6 +232,7 @@ void app_close(app *a)
     volumes_close(a->volumes);
     resources_cache_free(a->gpus_cache);
     namelock_table_free(a->locks);
+    ops_metrics_free(a->ops);
     gpus_pool_free(a->gpu_pool);
     ports_pool_free(a->ports);
     gpu_inventory_free(&a->gpus);

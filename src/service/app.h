@@ -57,6 +57,7 @@ typedef struct app {
     ports_pool *ports;
     resources_cache *gpus_cache;  /* serialized GET /resources/gpus (resources.c) */
     struct namelock_table *locks; /* per-name serialization (namelock.h) */
+    struct ops_metrics *ops;      /* operations by kind and result (metrics.h) */
     struct volumes_ctx *volumes;  /* the volume service's state (volumes.h) */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/metrics.h"
 #include "service/namelock.h"
 #include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
@@ -193,6 +194,7 @@ static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **pre
 
 int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "create", out, err);
     if (name_check_replicaset(name, err) < 0)
         return -1;
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);

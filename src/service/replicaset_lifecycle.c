@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/metrics.h"
 #include "service/namelock.h"
 #include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
@@ -41,6 +42,7 @@ static json_t *rs_state_answer(const rs_record *r)
 
 int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "stop", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_existing(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_STOP, &r, err) < 0)
@@ -69,6 +71,7 @@ int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
 
 int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "pause", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_existing(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_PAUSE, &r, err) < 0)
@@ -87,6 +90,7 @@ int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
 
 int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "continue", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_existing(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_CONTINUE, &r, err) < 0)
@@ -128,6 +132,7 @@ static int rs_purge(app *a, rs_record *r, gb_err *err)
 
 int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "delete", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_existing(a, name, &r, err) < 0)
