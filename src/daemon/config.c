@@ -127,8 +127,12 @@ static const config_option config_options[] = {
            "address and port to serve the API on; port 0 picks a free port", apply_listen),
     OPT_STR("data-dir", "DIR", CONFIG_DATA_DIR_DEFAULT, "state directory (created if missing)",
             data_dir),
-    OPT_STR("store", "URL", "sqlite://<data-dir>/state.db", "state store: sqlite:///path/state.db",
+    OPT_STR("store", "URL", "sqlite://<data-dir>/state.db",
+            "state store: sqlite:///path/state.db or etcd://host:port[,host:port...][/prefix]",
             store_url),
+    OPT_NUM("store-wait", "SECONDS", "60",
+            "how long start-up waits for an etcd store to answer before giving up (0: no wait)",
+            app.store_wait_s, 0, 86400),
     OPT_STR("docker-host", "URL", "$DOCKER_HOST or " CONFIG_DOCKER_HOST_DEFAULT,
             "Docker Engine API: unix:///path or tcp://host:port", docker_host),
     OPT_NUM("docker-wait", "SECONDS", "5",
@@ -302,7 +306,7 @@ int config_init(daemon_config *cfg, gb_err *err)
         .max_connections = 1024,
         .connection_timeout_s = 60,
         .shutdown_timeout_s = 10,
-        .app = {.gpu_source = GPU_SOURCE_AUTO, .docker_wait_s = 5},
+        .app = {.gpu_source = GPU_SOURCE_AUTO, .docker_wait_s = 5, .store_wait_s = 60},
     };
     const char *docker_host = getenv("DOCKER_HOST");
     if (apply_listen(cfg, CONFIG_LISTEN_DEFAULT, err) < 0 ||

@@ -33,7 +33,15 @@ static int serve(daemon_config *cfg, const sigset_t *stop_signals)
     gb_err err = GB_ERR_INIT;
     log_info("gpuboxd %s starting (pid %d)", GPUBOX_VERSION, (int)getpid());
     app *a = NULL;
+    cfg->app.stop_signals = stop_signals;
     if (app_open(&cfg->app, &a, &err) < 0) {
+        if (app_stop_requested(&cfg->app)) {
+            /* Asked to stop while waiting for the store or Docker: a clean stop. */
+            int sig = 0;
+            sigwait(stop_signals, &sig);
+            log_info("received %s during start-up (%s); gpuboxd stopped", strsignal(sig), err.msg);
+            return 0;
+        }
         log_error("start-up failed: %s", err.msg);
         return exit_code_for(&err);
     }

@@ -11,6 +11,7 @@
 #ifndef GPUBOX_SERVICE_APP_H
 #define GPUBOX_SERVICE_APP_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -36,10 +37,15 @@ typedef struct app_config {
     const char *gpu_attach;     /* "nvidia" | "cdi" | "runtime" */
     const char *volume_backend; /* "loop" | "xfsquota" | "plain" (recorded for now) */
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */
-    const char *bind_prefixes;  /* comma-separated host dirs binds may use; NULL: none */
+    unsigned store_wait_s;      /* how long start-up waits for a remote store (etcd) */
+    /* Signals that end a start-up wait (SIGTERM, SIGINT): the daemon keeps
+     * them blocked, and the waits look for them pending. NULL: none. */
+    const sigset_t *stop_signals;
+    const char *bind_prefixes; /* comma-separated host dirs binds may use; NULL: none */
 } app_config;
 
 typedef struct resources_cache resources_cache;
+struct rs_settle;
 
 typedef struct app {
     app_config cfg;
@@ -50,6 +56,7 @@ typedef struct app {
     ports_pool *ports;
     resources_cache *gpus_cache;  /* serialized GET /resources/gpus (resources.c) */
     struct namelock_table *locks; /* per-name serialization (namelock.h) */
+    struct rs_settle *settle;     /* writes the store did not confirm (rs_settle.c) */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];
     char docker_api_version[16];
@@ -57,9 +64,13 @@ typedef struct app {
 } app;
 
 /* Start-up, in order, logging a line for each: create the data dir, open the
- * store, connect to Docker (retrying up to docker_wait_s), load the GPU
- * inventory, build the pools and derive them from the store. */
+ * store (retrying a remote one up to store_wait_s), connect to Docker
+ * (retrying up to docker_wait_s), load the GPU inventory, build the pools
+ * and derive them from the store. A stop signal pending during a wait ends
+ * start-up with an error; app_stop_requested then says so. */
 int app_open(const app_config *cfg, app **out, gb_err *err);
 void app_close(app *a);
+/* True when one of cfg->stop_signals is pending. */
+bool app_stop_requested(const app_config *cfg);
 
 #endif
