@@ -1,0 +1,77 @@
+/*
+ * carry.h - carry a container's system disk into its successor.
+ *
+ * The system disk is a container's own writable layer: the packages a user
+ * installed, the files written outside volumes, the files deleted from the
+ * image. When gpubox replaces container foo-N by foo-(N+1) (new GPUs,
+ * volumes, env, a rollback), that layer moves into the new container, which
+ * was made from the same image and created but never started. The result is
+ * exact: files, directories (empty ones too, with their metadata), symlinks,
+ * hard links, modes (setuid, setgid, sticky), owners, xattrs, times, fifos
+ * and device nodes, and deletions of image files.
+ *
+ * Two ways (docs/carry.md):
+ *   - overlay: on the overlay2 storage driver, the entries of the old
+ *     container's upper directory are renamed into the new one's. Nothing is
+ *     copied, so the time does not depend on the size; whiteouts and opaque
+ *     directories move as they are. Crash-safe and idempotent: a run that
+ *     stopped anywhere is finished by running it again.
+ *   - portable: any storage driver; Docker's changes API names what changed
+ *     and the archive API streams it from the old container into the new one
+ *     (one tar stream, bounded memory), deleted image files included. Slower,
+ *     and it cannot keep everything (see docs/carry.md, "Limits").
+ * CARRY_AUTO takes the overlay way whenever it can be used.
+ *
+ * Only docker/ talks to Docker; this layer works on what it answers and, for
+ * the overlay way, on host paths under Docker's data root (gpuboxd runs as
+ * root on the Docker host).
+ */
+#ifndef GPUBOX_CARRY_CARRY_H
+#define GPUBOX_CARRY_CARRY_H
+
+#include <stdint.h>
+
+#include "docker/docker.h"
+#include "util/err.h"
+
+enum carry_method { CARRY_AUTO, CARRY_OVERLAY, CARRY_PORTABLE };
+
+/* "auto" | "overlay" | "portable" -> enum carry_method; -1 when unknown. */
+int carry_method_parse(const char *s);
+/* The name carry_method_parse reads ("auto", "overlay", "portable"). */
+const char *carry_method_name(enum carry_method m);
+
+typedef struct carry_stats {
+    enum carry_method used; /* CARRY_OVERLAY or CARRY_PORTABLE */
+    uint64_t entries;       /* overlay: entries renamed (each may be a whole tree);
+                               portable: tar entries written into the new container */
+    uint64_t bytes;         /* bytes of file data copied (overlay: 0, nothing is copied) */
+    double seconds;         /* wall time of the whole call */
+    uint64_t unapplied;     /* portable: changes that could not be carried (logged,
+                               see docs/carry.md); overlay: always 0 */
+    char note[256];         /* why this method was used, e.g. why auto fell back */
+} carry_stats;
+
+/* Move the system disk of the stopped container `from` into `to`, which is
+ * made from the same image and created but not started (a container that
+ * ran and stopped is accepted too: what it wrote itself is kept where the
+ * user's layer does not replace it). `from` keeps what the overlay way did
+ * not need to move and is not otherwise changed; remove it afterwards.
+ * Calling it again after it returned, or after a crash part way, finishes
+ * the same work (the overlay way) or redoes it (the portable way).
+ *
+ * method: CARRY_AUTO picks overlay when both containers use overlay2 and
+ * their upper directories are reachable on one filesystem and not mounted,
+ * else portable, and says why in stats->note and the log. CARRY_OVERLAY
+ * fails (ERR_INVALID_PARAMS, saying why) where auto would fall back.
+ * stats may be NULL.
+ *
+ * Errors: ERR_NOT_FOUND when a container is absent; ERR_STATE_CONFLICT when
+ * either runs (or is paused or restarting), or an upper directory is
+ * mounted; ERR_INVALID_PARAMS for the same container twice, different
+ * images, or a method that cannot be used; ERR_DOCKER_UNAVAILABLE;
+ * ERR_INTERNAL for a filesystem or stream failure, naming the path. */
+int carry_system_disk(docker_client *c, const char *from, const char *to, enum carry_method method,
+                      carry_stats *stats, gb_err *err);
+
+#endif

@@ -1,0 +1,501 @@
+/*
+ * carry_tar.c - read the tar streams Docker's archive API gives and write
+ * them out again under other names, entry by entry.
+ *
+ * A tar is a sequence of 512-byte blocks: a header, then the entry's data
+ * padded to a block, then the next header; two zero blocks end it. Docker
+ * writes POSIX (ustar + PAX) archives: a header of type 'x' before an entry
+ * holds "len key=value\n" records for what ustar cannot say (long names,
+ * sizes over 8 GiB, large ids, sub-second times, xattrs). GNU long names
+ * ('L', 'K') are read too. Global headers ('g') are dropped.
+ *
+ * An entry is re-emitted from its own header block with only the name, the
+ * link name and the size rewritten; every other field and every other PAX
+ * record passes through unchanged, so the owner, mode, times, device
+ * numbers and xattrs are exactly what Docker read. The reader holds one
+ * header and its PAX records at a time (records are capped at 1 MiB), so a
+ * stream of any size takes bounded memory.
+ */
+#include "carry/carry_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+#define PAX_MAX (1u << 20)
+#define READ_BUF (64u * 1024)
+
+struct carry_tar_reader {
+    int fd;
+    unsigned char buf[READ_BUF];
+    size_t len, pos; /* unread bytes are buf[pos..len) */
+    bool eof;
+};
+
+int carry_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t done = write(fd, p, n);
+        if (done < 0 && errno == EINTR)
+            continue;
+        if (done <= 0)
+            return -1;
+        p += done;
+        n -= (size_t)done;
+    }
+    return 0;
+}
+
+carry_tar_reader *carry_tar_reader_new(int fd)
+{
+    carry_tar_reader *r = calloc(1, sizeof(*r));
+    if (r)
+        r->fd = fd;
+    return r;
+}
+
+void carry_tar_reader_free(carry_tar_reader *r)
+{
+    free(r);
+}
+
+void carry_tar_entry_clear(carry_tar_entry *e)
+{
+    free(e->name);
+    free(e->linkname);
+    free(e->pax);
+    *e = (carry_tar_entry){0};
+}
+
+/* Refill the buffer; 0 at the end of input. */
+static ssize_t reader_fill(carry_tar_reader *r)
+{
+    if (r->pos == r->len) {
+        r->pos = r->len = 0;
+    }
+    if (r->eof)
+        return 0;
+    for (;;) {
+        ssize_t n = read(r->fd, r->buf + r->len, sizeof(r->buf) - r->len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0)
+            r->eof = true;
+        if (n > 0)
+            r->len += (size_t)n;
+        return n;
+    }
+}
+
+/* Exactly n bytes into out (NULL: skip them); -1 when the input ends first. */
+static int reader_take(carry_tar_reader *r, void *out, size_t n, int out_fd)
+{
+    unsigned char *dst = out;
+    while (n > 0) {
+        if (r->pos == r->len) {
+            ssize_t got = reader_fill(r);
+            if (got <= 0)
+                return -1;
+        }
+        size_t chunk = r->len - r->pos < n ? r->len - r->pos : n;
+        if (dst) {
+            memcpy(dst, r->buf + r->pos, chunk);
+            dst += chunk;
+        } else if (out_fd >= 0 && carry_write_all(out_fd, r->buf + r->pos, chunk) < 0) {
+            return -2;
+        }
+        r->pos += chunk;
+        n -= chunk;
+    }
+    return 0;
+}
+
+/* ---- Header fields ---- */
+
+/* An octal field (spaces and NULs around it), or base-256 when the first
+ * byte has its high bit set. */
+static bool parse_number(const unsigned char *f, size_t len, uint64_t *out)
+{
+    if (f[0] & 0x80) {
+        if (f[0] & 0x40)
+            return false; /* negative */
+        uint64_t v = f[0] & 0x3f;
+        for (size_t i = 1; i < len; i++) {
+            if (v >> 56)
+                return false;
+            v = (v << 8) | f[i];
+        }
+        *out = v;
+        return true;
+    }
+    size_t i = 0;
+    while (i < len && (f[i] == ' ' || f[i] == '\0'))
+        i++;
+    uint64_t v = 0;
+    for (; i < len && f[i] >= '0' && f[i] <= '7'; i++)
+        v = v * 8 + (uint64_t)(f[i] - '0');
+    *out = v;
+    return true;
+}
+
+static void format_octal(unsigned char *f, size_t len, uint64_t v)
+{
+    /* len-1 digits and a NUL */
+    f[len - 1] = '\0';
+    for (size_t i = len - 1; i-- > 0;) {
+        f[i] = (unsigned char)('0' + (v & 7));
+        v >>= 3;
+    }
+}
+
+static bool checksum_ok(const unsigned char *h)
+{
+    uint64_t stored;
+    if (!parse_number(h + 148, 8, &stored))
+        return false;
+    uint64_t unsigned_sum = 0;
+    int64_t signed_sum = 0;
+    for (size_t i = 0; i < CARRY_TAR_BLOCK; i++) {
+        unsigned char c = (i >= 148 && i < 156) ? ' ' : h[i];
+        unsigned_sum += c;
+        signed_sum += (signed char)c;
+    }
+    return stored == unsigned_sum || (int64_t)stored == signed_sum;
+}
+
+static void set_checksum(unsigned char *h)
+{
+    memset(h + 148, ' ', 8);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < CARRY_TAR_BLOCK; i++)
+        sum += h[i];
+    snprintf((char *)h + 148, 8, "%06" PRIo64, sum);
+    h[155] = ' ';
+}
+
+static char *field_string(const unsigned char *f, size_t len)
+{
+    return strndup((const char *)f, strnlen((const char *)f, len));
+}
+
+static bool is_zero_block(const unsigned char *h)
+{
+    for (size_t i = 0; i < CARRY_TAR_BLOCK; i++)
+        if (h[i])
+            return false;
+    return true;
+}
+
+/* ---- PAX records ---- */
+
+struct pending {
+    char *path, *linkpath; /* from PAX or GNU long names */
+    bool has_size;
+    uint64_t size;
+    char *records; /* the other PAX records, verbatim */
+    size_t records_len;
+};
+
+static void pending_clear(struct pending *p)
+{
+    free(p->path);
+    free(p->linkpath);
+    free(p->records);
+    *p = (struct pending){0};
+}
+
+static int pax_parse(struct pending *p, const char *data, size_t len, gb_err *err)
+{
+    size_t pos = 0;
+    while (pos < len) {
+        char *end;
+        unsigned long rec_len = strtoul(data + pos, &end, 10);
+        if (end == data + pos || *end != ' ' || rec_len == 0 || rec_len > len - pos ||
+            data[pos + rec_len - 1] != '\n')
+            return err_set(err, ERR_INTERNAL, "carrying the system disk: a malformed PAX header");
+        const char *key = end + 1;
+        const char *eq = memchr(key, '=', (size_t)(data + pos + rec_len - key));
+        if (!eq)
+            return err_set(err, ERR_INTERNAL, "carrying the system disk: a malformed PAX record");
+        size_t key_len = (size_t)(eq - key);
+        const char *value = eq + 1;
+        size_t value_len = (size_t)(data + pos + rec_len - 1 - value);
+        if (key_len == 4 && memcmp(key, "path", 4) == 0) {
+            free(p->path);
+            p->path = strndup(value, value_len);
+        } else if (key_len == 8 && memcmp(key, "linkpath", 8) == 0) {
+            free(p->linkpath);
+            p->linkpath = strndup(value, value_len);
+        } else if (key_len == 4 && memcmp(key, "size", 4) == 0) {
+            p->has_size = true;
+            p->size = strtoull(value, NULL, 10);
+        } else {
+            char *grown = realloc(p->records, p->records_len + rec_len);
+            if (!grown)
+                return err_set(err, ERR_INTERNAL, "out of memory");
+            memcpy(grown + p->records_len, data + pos, rec_len);
+            p->records = grown;
+            p->records_len += rec_len;
+        }
+        pos += rec_len;
+    }
+    return 0;
+}
+
+/* Read the data of a meta entry ('x', 'L', 'K') of size n. */
+static char *read_meta(carry_tar_reader *r, uint64_t n, gb_err *err)
+{
+    if (n > PAX_MAX) {
+        err_set(err, ERR_INTERNAL, "carrying the system disk: a tar header of %" PRIu64 " bytes",
+                n);
+        return NULL;
+    }
+    size_t padded = (size_t)((n + CARRY_TAR_BLOCK - 1) / CARRY_TAR_BLOCK * CARRY_TAR_BLOCK);
+    char *data = malloc(padded + 1);
+    if (!data) {
+        err_set(err, ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    if (reader_take(r, data, padded, -1) < 0) {
+        free(data);
+        err_set(err, ERR_INTERNAL, "carrying the system disk: the archive ends inside a header");
+        return NULL;
+    }
+    data[n] = '\0';
+    return data;
+}
+
+static bool header_only_type(char t)
+{
+    return t == '1' || t == '2' || t == '3' || t == '4' || t == '5' || t == '6';
+}
+
+int carry_tar_next(carry_tar_reader *r, carry_tar_entry *e, gb_err *err)
+{
+    *e = (carry_tar_entry){0};
+    struct pending p = {0};
+    for (;;) {
+        unsigned char h[CARRY_TAR_BLOCK];
+        ssize_t got = r->pos == r->len ? reader_fill(r) : 1;
+        if (got < 0) {
+            pending_clear(&p);
+            return err_set(err, ERR_INTERNAL, "carrying the system disk: reading the archive: %s",
+                           strerror(errno));
+        }
+        if (got == 0) {
+            bool pending = p.path || p.linkpath || p.records || p.has_size;
+            pending_clear(&p);
+            if (!pending)
+                return 0; /* the input ends between entries: Docker's end blocks may be cut */
+            return err_set(err, ERR_INTERNAL, "carrying the system disk: the archive is cut short");
+        }
+        if (reader_take(r, h, sizeof(h), -1) < 0) {
+            pending_clear(&p);
+            return err_set(err, ERR_INTERNAL, "carrying the system disk: the archive is cut short");
+        }
+        if (is_zero_block(h)) {
+            pending_clear(&p);
+            return 0;
+        }
+        if (!checksum_ok(h)) {
+            pending_clear(&p);
+            return err_set(err, ERR_INTERNAL,
+                           "carrying the system disk: the archive has a corrupt header");
+        }
+        uint64_t size = 0;
+        parse_number(h + 124, 12, &size);
+        char type = (char)h[156];
+        if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {
+            _cleanup_free_ char *data = read_meta(r, size, err);
+            if (!data) {
+                pending_clear(&p);
+                return -1;
+            }
+            if (type == 'x' && pax_parse(&p, data, (size_t)size, err) < 0) {
+                pending_clear(&p);
+                return -1;
+            }
+            if (type == 'L') {
+                free(p.path);
+                p.path = strndup(data, strnlen(data, (size_t)size));
+            } else if (type == 'K') {
+                free(p.linkpath);
+                p.linkpath = strndup(data, strnlen(data, (size_t)size));
+            }
+            continue;
+        }
+        memcpy(e->header, h, sizeof(h));
+        e->type = (type == '\0' || type == '7') ? '0' : type;
+        e->size = p.has_size ? p.size : size;
+        if (header_only_type(e->type))
+            e->size = 0;
+        if (p.path) {
+            e->name = steal_ptr(&p.path);
+        } else {
+            _cleanup_free_ char *name = field_string(h, 100);
+            bool ustar = memcmp(h + 257, "ustar\0", 6) == 0;
+            _cleanup_free_ char *prefix = ustar ? field_string(h + 345, 155) : NULL;
+            if (name && prefix && prefix[0]) {
+                if (asprintf(&e->name, "%s/%s", prefix, name) < 0)
+                    e->name = NULL;
+            } else {
+                e->name = steal_ptr(&name);
+            }
+        }
+        e->linkname = p.linkpath ? steal_ptr(&p.linkpath) : field_string(h + 157, 100);
+        e->pax = steal_ptr(&p.records);
+        e->pax_len = p.records_len;
+        pending_clear(&p);
+        if (!e->name || !e->linkname) {
+            carry_tar_entry_clear(e);
+            return err_set(err, ERR_INTERNAL, "out of memory");
+        }
+        return 1;
+    }
+}
+
+int carry_tar_data(carry_tar_reader *r, const carry_tar_entry *e, int out_fd, gb_err *err)
+{
+    uint64_t padded = (e->size + CARRY_TAR_BLOCK - 1) / CARRY_TAR_BLOCK * CARRY_TAR_BLOCK;
+    uint64_t left = e->size;
+    while (left > 0) {
+        size_t chunk = left > (1u << 30) ? (1u << 30) : (size_t)left;
+        int rc = reader_take(r, NULL, chunk, out_fd);
+        if (rc == -2) {
+            err_set(err, ERR_INTERNAL, "carrying the system disk: writing the stream: %s",
+                    strerror(errno));
+            return -2;
+        }
+        if (rc < 0)
+            return err_set(err, ERR_INTERNAL,
+                           "carrying the system disk: the archive ends inside '%s'", e->name);
+        left -= chunk;
+    }
+    if (reader_take(r, NULL, (size_t)(padded - e->size), -1) < 0)
+        return err_set(err, ERR_INTERNAL, "carrying the system disk: the archive ends inside '%s'",
+                       e->name);
+    return 0;
+}
+
+/* ---- Writing ---- */
+
+static int write_failed(gb_err *err)
+{
+    return err_set(err, ERR_INTERNAL, "carrying the system disk: writing the stream: %s",
+                   strerror(errno));
+}
+
+int carry_tar_pad(int fd, uint64_t size, gb_err *err)
+{
+    static const unsigned char zeros[CARRY_TAR_BLOCK];
+    size_t rest = (size_t)(size % CARRY_TAR_BLOCK);
+    if (rest && carry_write_all(fd, zeros, CARRY_TAR_BLOCK - rest) < 0)
+        return write_failed(err);
+    return 0;
+}
+
+/* Append "len key=value\n" to buf; len counts itself. */
+static int pax_append(char **buf, size_t *len, const char *key, const char *value)
+{
+    size_t body = strlen(key) + strlen(value) + 3; /* ' ', '=', '\n' */
+    size_t total = body + 1;
+    char digits[24];
+    while (total != body + (size_t)snprintf(digits, sizeof(digits), "%zu", total))
+        total = body + (size_t)snprintf(digits, sizeof(digits), "%zu", total);
+    char *grown = realloc(*buf, *len + total + 1);
+    if (!grown)
+        return -1;
+    snprintf(grown + *len, total + 1, "%zu %s=%s\n", total, key, value);
+    *buf = grown;
+    *len += total;
+    return 0;
+}
+
+int carry_tar_write_header(int fd, const carry_tar_entry *e, const char *name, const char *linkname,
+                           gb_err *err)
+{
+    if (!linkname)
+        linkname = e->linkname;
+    unsigned char h[CARRY_TAR_BLOCK];
+    memcpy(h, e->header, sizeof(h));
+    const uint64_t ustar_size_max = 077777777777ULL;
+
+    _cleanup_free_ char *pax = NULL;
+    size_t pax_len = 0;
+    bool long_name = strlen(name) > 100, long_link = strlen(linkname) > 100;
+    bool big = e->size > ustar_size_max;
+    char size_text[24];
+    snprintf(size_text, sizeof(size_text), "%" PRIu64, e->size);
+    if ((long_name && pax_append(&pax, &pax_len, "path", name) < 0) ||
+        (long_link && pax_append(&pax, &pax_len, "linkpath", linkname) < 0) ||
+        (big && pax_append(&pax, &pax_len, "size", size_text) < 0))
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (e->pax_len) {
+        char *grown = realloc(pax, pax_len + e->pax_len);
+        if (!grown)
+            return err_set(err, ERR_INTERNAL, "out of memory");
+        memcpy(grown + pax_len, e->pax, e->pax_len);
+        pax = grown;
+        pax_len += e->pax_len;
+    }
+
+    if (pax_len) {
+        unsigned char x[CARRY_TAR_BLOCK] = {0};
+        snprintf((char *)x, 100, "PaxHeaders/%.80s", name);
+        memcpy(x + 100, "0000644", 8);
+        memcpy(x + 108, "0000000", 8);
+        memcpy(x + 116, "0000000", 8);
+        format_octal(x + 124, 12, pax_len);
+        memcpy(x + 136, e->header + 136, 12); /* the entry's mtime */
+        x[156] = 'x';
+        memcpy(x + 257,
+               "ustar\0"
+               "00",
+               8);
+        set_checksum(x);
+        if (carry_write_all(fd, x, sizeof(x)) < 0 || carry_write_all(fd, pax, pax_len) < 0 ||
+            carry_tar_pad(fd, pax_len, err) < 0)
+            return write_failed(err);
+    }
+
+    memset(h, 0, 100);
+    memcpy(h, name, long_name ? 100 : strlen(name));
+    memset(h + 157, 0, 100);
+    memcpy(h + 157, linkname, long_link ? 100 : strlen(linkname));
+    format_octal(h + 124, 12, big ? 0 : e->size);
+    memcpy(h + 257,
+           "ustar\0"
+           "00",
+           8);
+    memset(h + 345, 0, 155); /* the name is whole in its field or in PAX */
+    set_checksum(h);
+    if (carry_write_all(fd, h, sizeof(h)) < 0)
+        return write_failed(err);
+    return 0;
+}
+
+int carry_tar_write_placeholder(int fd, const char *name, gb_err *err)
+{
+    carry_tar_entry e = {.type = '0', .size = 0, .linkname = ""};
+    unsigned char *h = e.header;
+    memcpy(h + 100, "0000600", 8);
+    memcpy(h + 108, "0000000", 8);
+    memcpy(h + 116, "0000000", 8);
+    format_octal(h + 136, 12, 0);
+    h[156] = '0';
+    return carry_tar_write_header(fd, &e, name, NULL, err);
+}
+
+int carry_tar_write_end(int fd, gb_err *err)
+{
+    static const unsigned char zeros[2 * CARRY_TAR_BLOCK];
+    if (carry_write_all(fd, zeros, sizeof(zeros)) < 0)
+        return write_failed(err);
+    return 0;
+}
