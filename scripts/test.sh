@@ -55,7 +55,9 @@ echo "== unit tests (ctest) =="
 ctest --test-dir "$build" --output-on-failure -j2
 
 echo "== end-to-end tests (pytest), ${GPUBOX_E2E_STORE:-sqlite} store =="
-/usr/bin/python3 -m pytest -q -p no:cacheprovider --store-backend "${GPUBOX_E2E_STORE:-sqlite}" tests/e2e "$@"
+# Both runs report even when the first fails; the status says whether both passed.
+e2e_rc=0
+/usr/bin/python3 -m pytest -q -p no:cacheprovider --store-backend "${GPUBOX_E2E_STORE:-sqlite}" tests/e2e "$@" || e2e_rc=$?
 
 # The modules whose behaviour lives in the store, again on etcd. A module
 # that does not exist yet (volumes come from another branch) is left out.
@@ -64,4 +66,5 @@ for m in tests/e2e/test_replicasets*.py tests/e2e/test_legacy_routes.py tests/e2
     [[ -e $m ]] && etcd_modules+=("$m")
 done
 echo "== end-to-end tests (pytest), etcd store: ${etcd_modules[*]#tests/e2e/} =="
-/usr/bin/python3 -m pytest -q -p no:cacheprovider --store-backend etcd "${etcd_modules[@]}" "$@"
+/usr/bin/python3 -m pytest -q -p no:cacheprovider --store-backend etcd "${etcd_modules[@]}" "$@" || e2e_rc=$?
+exit $e2e_rc
