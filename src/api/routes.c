@@ -40,6 +40,19 @@ static const http_route api_routes[] = {
     {"DELETE", "/api/v1/replicaSet/{name}", api_replicaset_delete,
      "Remove the container and free everything (?purge=true also forgets the history)"},
 
+    /* volumes */
+    {"POST", "/api/v1/volumes", api_volume_create,
+     "Create a sized volume {name, size} (\"20GB\"; KB, MB, GB, TB, decimals)"},
+    {"GET", "/api/v1/volumes", api_volume_list, "Volumes with their sizes and backends"},
+    {"GET", "/api/v1/volumes/{name}", api_volume_info,
+     "One volume: size, bytes used, backend, version, replica sets using it"},
+    {"GET", "/api/v1/volumes/{name}/history", api_volume_history,
+     "Every size the volume had, newest first"},
+    {"PATCH", "/api/v1/volumes/{name}/size", api_volume_resize,
+     "Grow or shrink the volume to {size}, keeping its data"},
+    {"DELETE", "/api/v1/volumes/{name}", api_volume_delete,
+     "Delete the volume and its data (refused while a replica set uses it)"},
+
     /* gpu-docker-api's older route family */
     {"GET", "/api/v1/gpus", api_gpus_legacy, "GPU status map {gpuStatus:{uuid:0|1}}"},
     {"POST", "/api/v1/containers", api_container_create,

@@ -15,12 +15,15 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "sched/gpus.h"
 #include "util/cleanup.h"
 
 enum config_kind { OPT_STRING, OPT_UINT, OPT_SWITCH, OPT_CHOICE, OPT_FUNC, OPT_CLI_ONLY };
@@ -81,6 +84,48 @@ static int apply_simulate_gpus(daemon_config *cfg, const char *value, gb_err *er
     cfg->simulate_gpus = copy;
     cfg->origin_simulate = cfg->origin_now;
     return 0;
+}
+
+/* "1.5": a factor from 1.0 (no oversubscription) to GPUS_OVERSUBSCRIPTION_MAX. */
+static int apply_oversubscription(daemon_config *cfg, const char *value, gb_err *err)
+{
+    char *end = NULL;
+    errno = 0;
+    double f = strtod(value, &end);
+    if (!isdigit((unsigned char)value[0]) || *end || errno || !isfinite(f) || f < 1.0 ||
+        f > GPUS_OVERSUBSCRIPTION_MAX)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "'%s' is not a factor from 1.0 (no oversubscription) to %.1f", value,
+                       GPUS_OVERSUBSCRIPTION_MAX);
+    cfg->app.gpu_memory_oversubscription = f;
+    return 0;
+}
+
+/* A GPU list ("GPU-a,3"): its syntax is checked now; whether each entry
+ * names a GPU of this host, once the inventory is read (app.c). */
+static int apply_gpu_list(char **field, const char *what, const char *value, gb_err *err)
+{
+    char **list = NULL;
+    size_t n = 0;
+    if (gpus_settings_parse_list(value, what, &list, &n, err) < 0)
+        return -1;
+    gpus_settings_list_free(list, n);
+    char *copy = strdup(value);
+    if (!copy)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    free(*field);
+    *field = copy;
+    return 0;
+}
+
+static int apply_gpu_exclude_sharing(daemon_config *cfg, const char *value, gb_err *err)
+{
+    return apply_gpu_list(&cfg->gpu_exclude_sharing, "--gpu-exclude-sharing", value, err);
+}
+
+static int apply_gpu_exclude(daemon_config *cfg, const char *value, gb_err *err)
+{
+    return apply_gpu_list(&cfg->gpu_exclude, "--gpu-exclude", value, err);
 }
 
 static int apply_log_level(daemon_config *cfg, const char *value, gb_err *err)
@@ -157,8 +202,27 @@ static const config_option config_options[] = {
             "host directories under which replica sets may bind-mount host paths; none allows "
             "only gpubox volumes",
             bind_prefixes),
+    OPT_NUM("timeslice-replicas", "N", "4",
+            "time-slice replicas each GPU offers to gpuShared requests (each reserves memory / N)",
+            app.timeslice_replicas, 1, GPUS_TIMESLICE_REPLICAS_MAX),
+    OPT_NUM("gpu-max-tenants", "N", "0 (no limit)",
+            "most memory shares or time-slice replicas one GPU takes", app.gpu_max_tenants, 0,
+            4096),
+    OPT_FN("gpu-memory-oversubscription", "FACTOR", "1.0 (none)",
+           "memory shares may promise a GPU's memory x FACTOR (1.0-4.0); more than 1.0 only "
+           "makes sense with a library that enforces limits (--hami-core)",
+           apply_oversubscription),
+    OPT_FN("gpu-exclude-sharing", "GPU[,GPU...]", "none",
+           "GPUs (UUIDs or indexes) that are only handed out whole, never shared",
+           apply_gpu_exclude_sharing),
+    OPT_FN("gpu-exclude", "GPU[,GPU...]", "none", "GPUs (UUIDs or indexes) never handed out at all",
+           apply_gpu_exclude),
+    OPT_STR("hami-core", "PATH", "none (share limits are scheduled but not enforced)",
+            "HAMi-core library (libvgpu.so) to mount read-only and LD_PRELOAD into containers "
+            "with GPU shares, so their memory limits are enforced",
+            hami_core),
     OPT_ONE_OF("volume-backend", "loop|xfsquota|plain", "loop",
-               "how sized volumes are made (recorded; volumes come later)", volume_backend),
+               "how sized volumes are made (docs/volumes.md)", volume_backend),
     OPT_FN("log-level", "debug|info|warn|error", "info", "least severe log lines written to stderr",
            apply_log_level),
     OPT_BOOL("compat-http-200", "off",
@@ -306,7 +370,11 @@ int config_init(daemon_config *cfg, gb_err *err)
         .max_connections = 1024,
         .connection_timeout_s = 60,
         .shutdown_timeout_s = 10,
-        .app = {.gpu_source = GPU_SOURCE_AUTO, .docker_wait_s = 5, .store_wait_s = 60},
+        .app = {.gpu_source = GPU_SOURCE_AUTO,
+                .docker_wait_s = 5,
+                .store_wait_s = 60,
+                .timeslice_replicas = GPUS_TIMESLICE_REPLICAS_DEFAULT,
+                .gpu_memory_oversubscription = 1.0},
     };
     const char *docker_host = getenv("DOCKER_HOST");
     if (apply_listen(cfg, CONFIG_LISTEN_DEFAULT, err) < 0 ||
@@ -326,10 +394,21 @@ int config_init(daemon_config *cfg, gb_err *err)
 
 void config_free(daemon_config *cfg)
 {
-    char **owned[] = {&cfg->listen,         &cfg->listen_host, &cfg->data_dir,
-                      &cfg->store_url,      &cfg->docker_host, &cfg->simulate_gpus,
-                      &cfg->nvml_library,   &cfg->nvidia_smi,  &cfg->gpu_attach,
-                      &cfg->volume_backend, &cfg->config_file, &cfg->bind_prefixes};
+    char **owned[] = {&cfg->listen,
+                      &cfg->listen_host,
+                      &cfg->data_dir,
+                      &cfg->store_url,
+                      &cfg->docker_host,
+                      &cfg->simulate_gpus,
+                      &cfg->nvml_library,
+                      &cfg->nvidia_smi,
+                      &cfg->gpu_attach,
+                      &cfg->volume_backend,
+                      &cfg->config_file,
+                      &cfg->bind_prefixes,
+                      &cfg->gpu_exclude_sharing,
+                      &cfg->gpu_exclude,
+                      &cfg->hami_core};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -473,6 +552,24 @@ int config_load(daemon_config *cfg, int argc, char **argv, gb_err *err)
     return config_finalize(cfg, err);
 }
 
+/* --hami-core must name a readable regular file; it is kept as an absolute
+ * path, since Docker mounts it from the host. Whether it really is
+ * HAMi-core cannot be told without a GPU; the operator's word stands. */
+static int config_check_hami_core(daemon_config *cfg, gb_err *err)
+{
+    char resolved[PATH_MAX];
+    struct stat st;
+    if (!realpath(cfg->hami_core, resolved) || stat(resolved, &st) < 0)
+        return err_set(err, ERR_INVALID_PARAMS, "--hami-core %s: %s", cfg->hami_core,
+                       strerror(errno));
+    if (!S_ISREG(st.st_mode) || access(resolved, R_OK) < 0)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "--hami-core %s is not a readable file; point it at HAMi-core's "
+                       "libvgpu.so",
+                       cfg->hami_core);
+    return set_string(&cfg->hami_core, resolved, err);
+}
+
 /* Settings that depend on others, and the defaults derived from them. */
 int config_finalize(daemon_config *cfg, gb_err *err)
 {
@@ -512,6 +609,9 @@ int config_finalize(daemon_config *cfg, gb_err *err)
         gpu_inventory_free(&probe);
     }
 
+    if (cfg->hami_core && config_check_hami_core(cfg, err) < 0)
+        return -1;
+
     cfg->app.data_dir = cfg->data_dir;
     cfg->app.store_url = cfg->store_url;
     cfg->app.docker_host = cfg->docker_host;
@@ -521,6 +621,9 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.gpu_attach = cfg->gpu_attach;
     cfg->app.volume_backend = cfg->volume_backend;
     cfg->app.bind_prefixes = cfg->bind_prefixes;
+    cfg->app.gpu_exclude_sharing = cfg->gpu_exclude_sharing;
+    cfg->app.gpu_exclude = cfg->gpu_exclude;
+    cfg->app.hami_core = cfg->hami_core;
     return 0;
 }
 

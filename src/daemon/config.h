@@ -32,6 +32,7 @@ typedef struct daemon_config {
     uint16_t listen_port;
     char *data_dir, *store_url, *docker_host, *simulate_gpus, *nvml_library, *nvidia_smi;
     char *gpu_attach, *volume_backend, *config_file, *bind_prefixes;
+    char *gpu_exclude_sharing, *gpu_exclude, *hami_core;
 
     app_config app; /* filled by config_finalize */
     enum log_level log_level;

@@ -6,6 +6,11 @@
  * rebuilt from those lists whenever gpuboxd starts. Nothing about the pools
  * is ever saved on its own.
  *
+ * GPUs are re-marked from the record's grant (gpus_grant_from_json: "gpus"
+ * and, for shares, "gpuShares"; a record with "gpus" only holds whole
+ * cards), so each share comes back on the card, with the memory and the
+ * replica slot, it had.
+ *
  * A record that cannot be parsed stops start-up: guessing would risk handing
  * one card to two replica sets. A record naming a GPU this host no longer
  * has (a card was removed) or a port another record also claims is logged
@@ -34,21 +39,22 @@ static int allocations_port(json_t *entry, uint16_t *port)
 
 static int allocations_mark(app *a, const char *name, json_t *record, gb_err *err)
 {
-    json_t *gpus = json_object_get(record, "gpus"), *ports = json_object_get(record, "ports");
-    size_t ngpus = json_array_size(gpus), nports = json_array_size(ports);
-    _cleanup_free_ const char **uuids = calloc(ngpus + 1, sizeof(*uuids));
+    json_t *ports = json_object_get(record, "ports");
+    size_t nports = json_array_size(ports);
     _cleanup_free_ uint16_t *held = calloc(nports + 1, sizeof(*held));
-    if (!uuids || !held)
+    if (!held)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    for (size_t i = 0; i < ngpus; i++)
-        if (!(uuids[i] = json_string_value(json_array_get(gpus, i))))
-            return err_set(err, ERR_INTERNAL, "replica set %s: gpus[%zu] is not a UUID", name, i);
+    _cleanup_(gpus_grant_free) gpus_grant grant = {0};
+    if (gpus_grant_from_json(record, &grant, err) < 0) {
+        err->code = ERR_INTERNAL;
+        return err_prefix(err, "replica set %s", name);
+    }
     for (size_t i = 0; i < nports; i++)
         if (allocations_port(json_array_get(ports, i), &held[i]) < 0)
             return err_set(err, ERR_INTERNAL, "replica set %s: ports[%zu] is not a port", name, i);
 
     gb_err take = GB_ERR_INIT;
-    if (ngpus && gpus_pool_take(a->gpu_pool, uuids, ngpus, name, &take) < 0)
+    if (grant.n && gpus_pool_take_grant(a->gpu_pool, &grant, name, &take) < 0)
         log_warn("allocations: replica set %s holds GPUs that cannot be marked: %s", name,
                  take.msg);
     if (nports && ports_pool_take(a->ports, held, nports, false, &take) < 0)

@@ -21,6 +21,7 @@
 #include "service/namelock.h"
 #include "service/replicaset.h"
 #include "service/rs_internal.h"
+#include "service/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -162,6 +163,8 @@ static int app_connect_docker(app *a, gb_err *err)
     copy_json_string(a->docker_version, sizeof(a->docker_version), version, "Version");
     copy_json_string(a->docker_api_version, sizeof(a->docker_api_version), version, "ApiVersion");
     copy_json_string(a->docker_storage_driver, sizeof(a->docker_storage_driver), info, "Driver");
+    const char *root = json_string_value(json_object_get(info, "DockerRootDir"));
+    snprintf(a->docker_root_dir, sizeof(a->docker_root_dir), "%s", root ? root : "");
     log_info("docker: Docker %s (API %s) at %s, storage driver %s", a->docker_version,
              a->docker_api_version, a->cfg.docker_host, a->docker_storage_driver);
     if (strcmp(a->docker_storage_driver, "overlay2") != 0)
@@ -210,6 +213,49 @@ static int app_load_gpus(app *a, gb_err *err)
     return 0;
 }
 
+/* The GPU pool with the host's sharing settings; exclusions must name
+ * devices of this host (a typo would hand out the card meant to be kept). */
+static int app_make_gpu_pool(app *a, gb_err *err)
+{
+    gpus_settings s;
+    gpus_settings_defaults(&s);
+    if (a->cfg.timeslice_replicas)
+        s.timeslice_replicas = a->cfg.timeslice_replicas;
+    s.max_tenants_per_card = a->cfg.gpu_max_tenants;
+    if (a->cfg.gpu_memory_oversubscription > 0)
+        s.memory_oversubscription = a->cfg.gpu_memory_oversubscription;
+    char **sharing = NULL, **all = NULL;
+    size_t nsharing = 0, nall = 0;
+    int rc = -1;
+    if (gpus_settings_parse_list(a->cfg.gpu_exclude_sharing ? a->cfg.gpu_exclude_sharing : "",
+                                 "--gpu-exclude-sharing", &sharing, &nsharing, err) < 0 ||
+        gpus_settings_parse_list(a->cfg.gpu_exclude ? a->cfg.gpu_exclude : "", "--gpu-exclude",
+                                 &all, &nall, err) < 0)
+        goto done;
+    s.exclude_sharing = (const char *const *)sharing;
+    s.nexclude_sharing = nsharing;
+    s.exclude_all = (const char *const *)all;
+    s.nexclude_all = nall;
+    if (!(a->gpu_pool = gpus_pool_new_with(&a->gpus, &s, err))) {
+        err_prefix(err, "GPU host settings");
+        goto done;
+    }
+    char limit[32] = "none";
+    if (s.max_tenants_per_card)
+        snprintf(limit, sizeof(limit), "%u", s.max_tenants_per_card);
+    log_info("gpu sharing: %u time-slice replica(s) per card, tenant limit %s, memory x%.2f, %zu "
+             "card(s) whole only, %zu excluded; share limits %s",
+             s.timeslice_replicas, limit, s.memory_oversubscription, nsharing, nall,
+             a->cfg.hami_core && *a->cfg.hami_core
+                 ? "enforced by HAMi-core"
+                 : "scheduled but NOT enforced in containers (no --hami-core)");
+    rc = 0;
+done:
+    gpus_settings_list_free(sharing, nsharing);
+    gpus_settings_list_free(all, nall);
+    return rc;
+}
+
 int app_open(const app_config *cfg, app **out, gb_err *err)
 {
     app *a = calloc(1, sizeof(*a));
@@ -219,16 +265,19 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
         app_connect_docker(a, err) < 0 || app_load_gpus(a, err) < 0)
         goto fail;
+    if (app_make_gpu_pool(a, err) < 0)
+        goto fail;
     a->ports = ports_pool_new(cfg->port_start, cfg->port_end);
-    a->gpu_pool = gpus_pool_new(&a->gpus);
     a->gpus_cache = resources_cache_new();
     a->locks = namelock_table_new();
-    if (!a->ports || !a->gpu_pool || !a->gpus_cache || !a->locks) {
+    if (!a->ports || !a->gpus_cache || !a->locks) {
         err_set(err, ERR_INTERNAL, "out of memory creating the GPU and port pools");
         goto fail;
     }
-    if (allocations_derive(a, err) < 0 || replicaset_reconcile(a, err) < 0 ||
-        rs_settle_start(a, err) < 0)
+    /* Volumes before the replica sets: reconciling may start containers,
+     * and after a reboot their volumes must be mounted first. */
+    if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
+        replicaset_reconcile(a, err) < 0 || rs_settle_start(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
@@ -244,6 +293,7 @@ void app_close(app *a)
     if (!a)
         return;
     rs_settle_stop(a); /* first: it takes name locks and gives back to the pools */
+    volumes_close(a->volumes);
     resources_cache_free(a->gpus_cache);
     namelock_table_free(a->locks);
     gpus_pool_free(a->gpu_pool);

@@ -35,13 +35,20 @@ typedef struct app_config {
     const char *nvml_library;   /* NULL: libnvidia-ml.so.1 */
     const char *nvidia_smi;     /* NULL: nvidia-smi on PATH */
     const char *gpu_attach;     /* "nvidia" | "cdi" | "runtime" */
-    const char *volume_backend; /* "loop" | "xfsquota" | "plain" (recorded for now) */
+    const char *volume_backend; /* "loop" | "xfsquota" | "plain" (volumes.h) */
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */
     unsigned store_wait_s;      /* how long start-up waits for a remote store (etcd) */
     /* Signals that end a start-up wait (SIGTERM, SIGINT): the daemon keeps
      * them blocked, and the waits look for them pending. NULL: none. */
     const sigset_t *stop_signals;
     const char *bind_prefixes; /* comma-separated host dirs binds may use; NULL: none */
+    /* GPU sharing (docs/gpus.md, "Host settings"); 0 / NULL: the defaults. */
+    unsigned timeslice_replicas;        /* replicas each card offers; 0: 4 */
+    unsigned gpu_max_tenants;           /* shares or replicas per card; 0: no limit */
+    double gpu_memory_oversubscription; /* 1.0..4.0; 0: 1.0 */
+    const char *gpu_exclude_sharing;    /* "GPU-a,3": whole cards only */
+    const char *gpu_exclude;            /* "GPU-a,3": never scheduled */
+    const char *hami_core;              /* absolute path of libvgpu.so; NULL: none */
 } app_config;
 
 typedef struct resources_cache resources_cache;
@@ -57,17 +64,21 @@ typedef struct app {
     resources_cache *gpus_cache;  /* serialized GET /resources/gpus (resources.c) */
     struct namelock_table *locks; /* per-name serialization (namelock.h) */
     struct rs_settle *settle;     /* writes the store did not confirm (rs_settle.c) */
+    struct volumes_ctx *volumes;  /* the volume service's state (volumes.h) */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];
     char docker_api_version[16];
     char docker_storage_driver[32];
+    char docker_root_dir[512]; /* where Docker keeps its volumes (xfsquota) */
 } app;
 
 /* Start-up, in order, logging a line for each: create the data dir, open the
  * store (retrying a remote one up to store_wait_s), connect to Docker
- * (retrying up to docker_wait_s), load the GPU inventory, build the pools
- * and derive them from the store. A stop signal pending during a wait ends
- * start-up with an error; app_stop_requested then says so. */
+ * (retrying up to docker_wait_s), load the GPU inventory, build the pools,
+ * open the volume backend and attach every volume, derive the pools from
+ * the store, and reconcile the replica sets with Docker (which may start
+ * their containers: volumes come first). A stop signal pending during a
+ * wait ends start-up with an error; app_stop_requested then says so. */
 int app_open(const app_config *cfg, app **out, gb_err *err);
 void app_close(app *a);
 /* True when one of cfg->stop_signals is pending. */

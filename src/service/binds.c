@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/keys.h"
+#include "service/volumes.h"
 #include "util/cleanup.h"
 
 /* Paths no bind may mount, whatever the prefixes say: the host itself. The
@@ -91,25 +91,11 @@ static int bind_host_path(app *a, const char *src, char **out, gb_err *err)
     return 0;
 }
 
-/* A gpubox volume: its record says which Docker volume holds it. */
+/* A gpubox volume: the volume service says which Docker volume holds it,
+ * and refuses one that is not ready to be mounted. */
 static int bind_volume(app *a, const char *name, char **out, gb_err *err)
 {
-    char key[STORE_KEY_MAX];
-    if (!keys_volume(key, sizeof(key), name))
-        return err_set(err, ERR_INVALID_NAME, "volume name is too long");
-    _cleanup_(store_kv_free) store_kv kv = {0};
-    int found = store_get(a->store, key, &kv, err);
-    if (found < 0)
-        return -1;
-    if (!found)
-        return err_set(err, ERR_INVALID_PARAMS,
-                       "bind source '%s' is not a gpubox volume; create it with POST "
-                       "/api/v1/volumes, or give an absolute host path",
-                       name);
-    _cleanup_json_ json_t *rec = json_loads(kv.value, 0, NULL);
-    const char *docker_name = json_string_value(json_object_get(rec, "dockerVolume"));
-    *out = strdup(docker_name ? docker_name : name);
-    return 0;
+    return volumes_bind_source(a, name, out, err);
 }
 
 int binds_resolve(app *a, const rs_spec *spec, binds_resolved *out, gb_err *err)

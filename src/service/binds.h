@@ -2,8 +2,9 @@
  * binds.h - turning a spec's binds into what Docker mounts, safely.
  *
  * A bind's src is either a gpubox volume name or an absolute host path.
- *   - Volume names must name a gpubox volume (the store's volume records);
- *     Docker is never left to create an unknown volume silently.
+ *   - Volume names must name a gpubox volume that is ready and attached
+ *     (volumes_bind_source); the bind mounts its Docker volume. Docker is
+ *     never left to create an unknown volume silently.
  *   - Host paths are resolved (realpath: "..", symlinks) and must exist and
  *     lie under one of --bind-prefixes (none by default, so none allowed).
  *     Whatever the prefixes, "/", /proc, /sys, /dev, /etc, /boot, the Docker

@@ -31,6 +31,17 @@ char *keys_volume(char *buf, size_t size, const char *name)
     return keys_format(buf, size, snprintf(buf, size, KEYS_VOLUMES "%s", name));
 }
 
+char *keys_volume_history(char *buf, size_t size, const char *name, long version)
+{
+    return keys_format(buf, size,
+                       snprintf(buf, size, KEYS_VOLUME_HISTORY "%s/%010ld", name, version));
+}
+
+char *keys_volume_history_prefix(char *buf, size_t size, const char *name)
+{
+    return keys_format(buf, size, snprintf(buf, size, KEYS_VOLUME_HISTORY "%s/", name));
+}
+
 char *keys_operation(char *buf, size_t size, const char *id)
 {
     return keys_format(buf, size, snprintf(buf, size, KEYS_OPERATIONS "%s", id));

@@ -7,6 +7,9 @@
  *                                            digits so keys sort by version; kept as
  *                                            explicit keys so they survive compaction
  *   /gpubox/volumes/<name>                   current record of volume <name>
+ *   /gpubox/volume-history/<name>/<N>        size of volume <name> at version N (N
+ *                                            zero-padded to 10 digits; N starts at 1
+ *                                            and grows by 1 per resize)
  *   /gpubox/operations/<id>                  journal of a multi-step operation
  *
  * A replica-set record holds its allocations as fields of its JSON value
@@ -26,6 +29,7 @@
 #define KEYS_VOLUMES KEYS_ROOT "volumes/"
 #define KEYS_OPERATIONS KEYS_ROOT "operations/"
 #define KEYS_HISTORY KEYS_ROOT "history/"
+#define KEYS_VOLUME_HISTORY KEYS_ROOT "volume-history/"
 
 /* Build a key into buf; returns buf, or NULL when it does not fit. */
 char *keys_replicaset(char *buf, size_t size, const char *name);
@@ -33,6 +37,9 @@ char *keys_replicaset_history(char *buf, size_t size, const char *name, long ver
 /* "/gpubox/history/<name>/": the prefix of every version of <name>. */
 char *keys_replicaset_history_prefix(char *buf, size_t size, const char *name);
 char *keys_volume(char *buf, size_t size, const char *name);
+char *keys_volume_history(char *buf, size_t size, const char *name, long version);
+/* "/gpubox/volume-history/<name>/": the prefix of every size of <name>. */
+char *keys_volume_history_prefix(char *buf, size_t size, const char *name);
 char *keys_operation(char *buf, size_t size, const char *id);
 
 /* True when key is a replica set's current record (not one of its history

@@ -38,16 +38,19 @@
  * the record (one transaction), then create and start `name-1` (or the next
  * version after a delete that kept history). On any failure everything taken
  * is given back. data: {name, replicaSetName, containerName, containerId,
- * version, gpus:[uuid], ports:[{hostPort, containerPort, protocol}]}. */
+ * version, gpus:[uuid], gpuShares:[{uuid, memoryMiB, mode, replica?}] (shares
+ * only; [] for whole cards), ports:[{hostPort, containerPort, protocol}]}. */
 int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **out, gb_err *err);
 
 /* data: {replicaSets:[{name, version, state, status, containerName, gpus,
- * ports, createTime, updateTime}]}; deleted sets only with include_deleted.
+ * gpuShares, ports, createTime, updateTime}]}; deleted sets only with include_deleted.
  * status is Docker's live view: "running", "exited", ..., or "missing" when
  * the container is gone from Docker. */
 int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err);
 /* data: {info:{name, version, state, status, createTime, updateTime, spec,
- * containerName, containerId, gpus, ports}}. ERR_NOT_FOUND when unknown. */
+ * containerName, containerId, gpus, gpuShares, ports, gpuLimits:{mode, enforced,
+ * enforcedBy}}}: gpuLimits says whether the container's GPU limits are
+ * enforced (a share only with HAMi-core). ERR_NOT_FOUND when unknown. */
 int replicaset_info(app *a, const char *name, json_t **out, gb_err *err);
 /* data: {history:[{version, createTime, containerName, spec}]}, newest first. */
 int replicaset_history(app *a, const char *name, json_t **out, gb_err *err);

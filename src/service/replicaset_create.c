@@ -22,6 +22,7 @@
 
 #include "service/keys.h"
 #include "service/namelock.h"
+#include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -36,6 +37,27 @@ static enum docker_gpu_attach rs_gpu_attach(const app *a)
     return DOCKER_GPU_NVIDIA;
 }
 
+/* The spec's env then the GPU env, the user's binds then gpubox's mounts:
+ * one array each, pointing into their owners. */
+static int rs_run_lists(const rs_record *r, const binds_resolved *binds, const rs_gpu_env *ge,
+                        const char ***env, docker_bind **mounts, gb_err *err)
+{
+    const rs_spec *s = &r->spec;
+    *env = calloc(s->nenv + ge->nenv + 1, sizeof(**env));
+    *mounts = calloc(binds->n + ge->nmounts + 1, sizeof(**mounts));
+    if (!*env || !*mounts)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < s->nenv; i++)
+        (*env)[i] = s->env[i];
+    for (size_t i = 0; i < ge->nenv; i++)
+        (*env)[s->nenv + i] = ge->env[i];
+    for (size_t i = 0; i < binds->n; i++)
+        (*mounts)[i] = binds->binds[i];
+    for (size_t i = 0; i < ge->nmounts; i++)
+        (*mounts)[binds->n + i] = ge->mounts[i];
+    return 0;
+}
+
 int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, char **id,
                      gb_err *err)
 {
@@ -45,6 +67,15 @@ int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, ch
     _cleanup_json_ json_t *labels = json_deep_copy(s->labels);
     if (!uuids || !ports || !labels)
         return err_set(err, ERR_INTERNAL, "out of memory");
+    _cleanup_(rs_gpu_env_free) rs_gpu_env gpu_env = {0};
+    _cleanup_free_ const char **env = NULL;
+    _cleanup_free_ docker_bind *mounts = NULL;
+    if (rs_gpu_env_prepare(a, r, binds, &gpu_env, err) < 0)
+        return -1;
+    if (rs_run_lists(r, binds, &gpu_env, &env, &mounts, err) < 0) {
+        rs_gpu_env_remove(a, r->container_name);
+        return -1;
+    }
     for (size_t i = 0; i < r->ngpus; i++)
         uuids[i] = r->gpus[i];
     for (size_t i = 0; i < r->nports; i++)
@@ -60,11 +91,11 @@ int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, ch
         .image = s->image,
         .cmd = (const char *const *)s->cmd,
         .ncmd = s->ncmd,
-        .env = (const char *const *)s->env,
-        .nenv = s->nenv,
+        .env = env,
+        .nenv = s->nenv + gpu_env.nenv,
         .labels = labels,
-        .binds = binds->binds,
-        .nbinds = binds->n,
+        .binds = mounts,
+        .nbinds = binds->n + gpu_env.nmounts,
         .ports = ports,
         .nports = r->nports,
         .gpu_attach = rs_gpu_attach(a),
@@ -78,16 +109,22 @@ int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, ch
         .hostname = r->name,
     };
     _cleanup_json_ json_t *config = NULL;
-    if (docker_run_spec_to_json(&ds, &config, err) < 0)
-        return -1;
     _cleanup_free_ char *cid = NULL;
-    if (docker_container_create(a->docker, r->container_name, config, &cid, err) < 0)
+    if (docker_run_spec_to_json(&ds, &config, err) < 0) {
+        rs_gpu_env_remove(a, r->container_name);
+        return -1;
+    }
+    if (docker_container_create(a->docker, r->container_name, config, &cid, err) < 0) {
+        rs_gpu_env_remove(a, r->container_name);
         return err_prefix(err, "creating container %s", r->container_name);
+    }
     if (docker_container_start(a->docker, cid, err) < 0) {
         gb_err rm = GB_ERR_INIT;
         if (docker_container_remove(a->docker, cid, true, &rm) < 0)
             log_warn("replica set %s: removing container %s after a failed start: %s", r->name,
                      r->container_name, rm.msg);
+        else
+            rs_gpu_env_remove(a, r->container_name);
         return err_prefix(err, "starting container %s", r->container_name);
     }
     *id = steal_ptr(&cid);
@@ -127,10 +164,10 @@ static void rs_create_undo(app *a, const rs_record *r, const char *previous_json
 
 static json_t *rs_create_answer(const rs_record *r)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:o}", "name", r->container_name,
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:o}", "name", r->container_name,
                      "replicaSetName", r->name, "containerName", r->container_name, "containerId",
                      r->container_id, "version", r->version, "gpus", rs_record_gpus_json(r),
-                     "ports", rs_record_ports_json(r));
+                     "gpuShares", rs_record_gpu_shares_json(r), "ports", rs_record_ports_json(r));
 }
 
 /* Step 1: what must hold before anything is taken. *previous gets the JSON

@@ -15,6 +15,7 @@
 
 #include "service/keys.h"
 #include "service/namelock.h"
+#include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -161,6 +162,8 @@ int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err
         err->code = ERR_DELETE_FAILED;
         return err_prefix(err, "removing container %s", r.container_name);
     }
+    if (r.state != RS_STATE_DELETED)
+        rs_gpu_env_remove(a, r.container_name);
     rs_record held = r;
     _cleanup_json_ json_t *released_gpus = rs_record_gpus_json(&r);
     _cleanup_json_ json_t *released_ports = rs_record_ports_json(&r);

@@ -11,30 +11,51 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 
-const char *rs_container_status(app *a, const rs_record *r, char *buf, size_t size)
+/* rs_container_status, keeping Docker's inspect in *inspect (NULL when
+ * Docker has no answer). */
+static const char *rs_container_inspect(app *a, const rs_record *r, json_t **inspect, char *buf,
+                                        size_t size)
 {
+    *inspect = NULL;
     if (r->state == RS_STATE_DELETED)
         return "deleted";
-    _cleanup_json_ json_t *info = NULL;
     gb_err e = GB_ERR_INIT;
-    if (docker_container_inspect(a->docker, r->container_name, &info, &e) < 0)
+    if (docker_container_inspect(a->docker, r->container_name, inspect, &e) < 0)
         return e.code == ERR_NOT_FOUND ? "missing" : "unknown";
     const char *status =
-        json_string_value(json_object_get(json_object_get(info, "State"), "Status"));
+        json_string_value(json_object_get(json_object_get(*inspect, "State"), "Status"));
     snprintf(buf, size, "%s", status ? status : "unknown");
     return buf;
 }
 
+const char *rs_container_status(app *a, const rs_record *r, char *buf, size_t size)
+{
+    _cleanup_json_ json_t *inspect = NULL;
+    return rs_container_inspect(a, r, &inspect, buf, size);
+}
+
+/* {mode, enforced, enforcedBy}: whether the container's GPU limits hold
+ * (docs/gpus.md, "What is enforced"), read from the container itself. */
+static json_t *rs_gpu_limits(app *a, const rs_record *r, const json_t *inspect)
+{
+    const char *mode = rs_record_gpu_mode(r);
+    bool whole = strcmp(mode, "whole") == 0, none = strcmp(mode, "none") == 0;
+    bool enforced = rs_gpu_enforced(a, r, inspect);
+    const char *by = whole ? "exclusive cards" : none || !enforced ? NULL : "HAMi-core";
+    return json_pack("{s:s, s:b, s:s?}", "mode", mode, "enforced", enforced, "enforcedBy", by);
+}
+
 static json_t *rs_summary(const rs_record *r, const char *status)
 {
-    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:s, s:s}", "name", r->name, "version",
-                     r->version, "state", rs_state_name(r->state), "status", status,
-                     "containerName", r->container_name, "gpus", rs_record_gpus_json(r), "ports",
-                     rs_record_ports_json(r), "createTime", r->create_time, "updateTime",
-                     r->update_time);
+    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s}", "name", r->name,
+                     "version", r->version, "state", rs_state_name(r->state), "status", status,
+                     "containerName", r->container_name, "gpus", rs_record_gpus_json(r),
+                     "gpuShares", rs_record_gpu_shares_json(r), "ports", rs_record_ports_json(r),
+                     "createTime", r->create_time, "updateTime", r->update_time);
 }
 
 /* Docker's status of every gpubox container, by container name. */
@@ -98,9 +119,11 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     if (!found || rs_record_is_tombstone(&r))
         return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
     char buf[32];
-    json_t *info = rs_summary(&r, rs_container_status(a, &r, buf, sizeof(buf)));
+    _cleanup_json_ json_t *inspect = NULL;
+    json_t *info = rs_summary(&r, rs_container_inspect(a, &r, &inspect, buf, sizeof(buf)));
     json_object_set_new(info, "containerId", json_string(r.container_id));
     json_object_set_new(info, "spec", rs_spec_to_json(&r.spec));
+    json_object_set_new(info, "gpuLimits", rs_gpu_limits(a, &r, inspect));
     *out = json_pack("{s:o}", "info", info);
     return 0;
 }

@@ -9,10 +9,14 @@
  *     (allocations given back, the record back to before the create);
  *   - running records whose container is not running (a host reboot) get
  *     their container started again: they still hold their GPUs and ports;
+ *     but not while a volume they bind is unavailable (volumes_open runs
+ *     first and attaches every volume it can; a container started on an
+ *     unattached volume would see its bare mountpoint);
  *   - records whose container Docker no longer has are logged; the API
  *     reports their status as "missing" and they keep what they hold until
  *     the operator deletes or stops them;
- *   - containers labelled as gpubox's that no record owns are logged.
+ *   - containers labelled as gpubox's that no record owns are logged;
+ *   - GPU env files (rs_gpu_env.h) of containers no record names go.
  */
 #include "service/replicaset.h"
 
@@ -21,7 +25,9 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
+#include "service/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -35,6 +41,24 @@ static int rs_docker_state(app *a, const char *name, bool *running, gb_err *err)
     return 1;
 }
 
+/* Are all the volumes r binds ready to be mounted? Logs why not. */
+static bool rs_volumes_ready(app *a, const rs_record *r)
+{
+    for (size_t i = 0; i < r->spec.nbinds; i++) {
+        if (r->spec.binds[i].src[0] == '/')
+            continue;
+        char *docker_name = NULL;
+        gb_err err = GB_ERR_INIT;
+        int rc = volumes_bind_source(a, r->spec.binds[i].src, &docker_name, &err);
+        free(docker_name);
+        if (rc < 0) {
+            log_error("reconcile: %s: not starting %s: %s", r->name, r->container_name, err.msg);
+            return false;
+        }
+    }
+    return true;
+}
+
 static void rs_finish_or_undo_create(app *a, rs_record *r)
 {
     gb_err err = GB_ERR_INIT;
@@ -45,7 +69,8 @@ static void rs_finish_or_undo_create(app *a, rs_record *r)
                  err.msg);
         return;
     }
-    if (exists && (running || docker_container_start(a->docker, r->container_name, &err) == 0)) {
+    if (exists && (running || (rs_volumes_ready(a, r) &&
+                               docker_container_start(a->docker, r->container_name, &err) == 0))) {
         r->state = RS_STATE_RUNNING;
         if (rs_record_save(a->store, r, NULL, 0, &err) == 0)
             log_info("reconcile: %s: finished the create interrupted at start-up of %s", r->name,
@@ -54,6 +79,7 @@ static void rs_finish_or_undo_create(app *a, rs_record *r)
     }
     if (exists)
         docker_container_remove(a->docker, r->container_name, true, &err);
+    rs_gpu_env_remove(a, r->container_name);
     /* Undo: the versions before this one, if any, stay as a deleted set. */
     char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX];
     keys_replicaset(key, sizeof(key), r->name);
@@ -98,7 +124,7 @@ static void rs_reconcile_one(app *a, rs_record *r)
         log_warn("reconcile: %s: container %s is missing from Docker (removed by hand?); it "
                  "still holds %zu GPU(s) and %zu port(s) until stopped or deleted",
                  r->name, r->container_name, r->ngpus, r->nports);
-    } else if (r->state == RS_STATE_RUNNING && !running) {
+    } else if (r->state == RS_STATE_RUNNING && !running && rs_volumes_ready(a, r)) {
         if (docker_container_start(a->docker, r->container_name, &err) == 0)
             log_info("reconcile: %s: started %s again (it was running before gpuboxd stopped)",
                      r->name, r->container_name);
@@ -148,5 +174,6 @@ int replicaset_reconcile(app *a, gb_err *err)
             json_object_set_new(known, r.container_name, json_true());
     }
     rs_report_orphans(a, known);
+    rs_gpu_env_sweep(a, known);
     return 0;
 }

@@ -25,16 +25,48 @@ struct resources_cache {
     size_t len;
 };
 
-static json_t *resources_device(const gpus_device_status *st)
+/* Whether the memory limits of a device's tenants are enforced in their
+ * containers: whole cards (and free ones) need nothing; shares only with
+ * HAMi-core (docs/gpus.md, "What is enforced"). */
+static bool resources_enforced(const app *a, const gpus_device_status *st)
+{
+    bool share = st->mode == GPUS_MODE_MEMORY || st->mode == GPUS_MODE_TIMESLICE;
+    return !share || (a->cfg.hami_core && *a->cfg.hami_core);
+}
+
+/* {name, memoryMiB, replica (time-slice only)} for each tenant. */
+static json_t *resources_allocations(const gpus_device_status *st)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < st->ntenants; i++) {
+        const gpus_tenant *t = &st->tenants[i];
+        json_t *e =
+            json_pack("{s:s, s:I}", "name", t->owner, "memoryMiB", (json_int_t)t->memory_mib);
+        if (e && t->replica >= 0)
+            json_object_set_new(e, "replica", json_integer(t->replica));
+        json_array_append_new(list, e);
+    }
+    return list;
+}
+
+/* One device. "tenants" stays the list of names it always was; the
+ * sharing details are the fields after "healthy". */
+static json_t *resources_device(const app *a, const gpus_device_status *st)
 {
     const gpu_device *d = &st->device;
     json_t *tenants = json_array();
     for (size_t i = 0; tenants && i < st->ntenants; i++)
         json_array_append_new(tenants, json_string(st->tenants[i].owner));
-    return json_pack("{s:s, s:i, s:s, s:I, s:I, s:o, s:s, s:b}", "uuid", d->uuid, "index", d->index,
-                     "model", d->model, "memoryMiB", (json_int_t)d->memory_mib,
-                     "allocatedMemoryMiB", (json_int_t)st->allocated_memory_mib, "tenants", tenants,
-                     "mode", gpus_mode_name(st->mode), "healthy", d->healthy);
+    return json_pack(
+        "{s:s, s:i, s:s, s:I, s:I, s:o, s:s, s:b, s:I, s:I, s:o, s:{s:i, s:i}, "
+        "s:i, s:b, s:b, s:b}",
+        "uuid", d->uuid, "index", d->index, "model", d->model, "memoryMiB",
+        (json_int_t)d->memory_mib, "allocatedMemoryMiB", (json_int_t)st->allocated_memory_mib,
+        "tenants", tenants, "mode", gpus_mode_name(st->mode), "healthy", d->healthy, "capacityMiB",
+        (json_int_t)st->capacity_mib, "freeMemoryMiB", (json_int_t)st->free_memory_mib,
+        "allocations", resources_allocations(st), "replicas", "total", (int)st->replicas_total,
+        "used", (int)st->replicas_used, "maxTenants", (int)st->max_tenants, "excluded",
+        st->excluded, "shareable", st->shareable, "enforced", resources_enforced(a, st));
 }
 
 /* {uuid: 0|1} from a snapshot; 1 when anyone holds the device. */
@@ -51,10 +83,12 @@ static int resources_gpus_from(app *a, const gpus_status *st, json_t **out, gb_e
 {
     _cleanup_json_ json_t *devices = json_array();
     for (size_t i = 0; devices && i < st->n; i++)
-        if (json_array_append_new(devices, resources_device(&st->devices[i])) < 0)
+        if (json_array_append_new(devices, resources_device(a, &st->devices[i])) < 0)
             return err_set(err, ERR_INTERNAL, "out of memory");
-    *out = json_pack("{s:o, s:O, s:b, s:s}", "gpus", resources_gpu_map(st), "devices", devices,
-                     "simulated", a->gpus.simulated, "source", a->gpus.source);
+    bool hami = a->cfg.hami_core && *a->cfg.hami_core;
+    *out = json_pack("{s:o, s:O, s:b, s:s, s:{s:b, s:s?}}", "gpus", resources_gpu_map(st),
+                     "devices", devices, "simulated", a->gpus.simulated, "source", a->gpus.source,
+                     "sharing", "enforced", hami, "enforcedBy", hami ? "HAMi-core" : NULL);
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
 
@@ -66,21 +100,33 @@ int resources_gpus(app *a, json_t **out, gb_err *err)
     return resources_gpus_from(a, &st, out, err);
 }
 
-/* Same answer iff every field the JSON shows is the same. */
+/* Same answer iff every field the JSON shows is the same: the device's
+ * health and mode, the totals, and each tenant's name, memory and replica
+ * (a share that grows in place changes only its memory). */
+static bool resources_same_device(const gpus_device_status *p, const gpus_device_status *q)
+{
+    if (strcmp(p->device.uuid, q->device.uuid) || p->device.healthy != q->device.healthy ||
+        p->mode != q->mode || p->allocated_memory_mib != q->allocated_memory_mib ||
+        p->free_memory_mib != q->free_memory_mib || p->capacity_mib != q->capacity_mib ||
+        p->replicas_total != q->replicas_total || p->replicas_used != q->replicas_used ||
+        p->max_tenants != q->max_tenants || p->excluded != q->excluded ||
+        p->shareable != q->shareable || p->ntenants != q->ntenants)
+        return false;
+    for (size_t t = 0; t < p->ntenants; t++)
+        if (strcmp(p->tenants[t].owner, q->tenants[t].owner) ||
+            p->tenants[t].memory_mib != q->tenants[t].memory_mib ||
+            p->tenants[t].replica != q->tenants[t].replica)
+            return false;
+    return true;
+}
+
 static bool resources_same(const gpus_status *x, const gpus_status *y)
 {
     if (x->n != y->n)
         return false;
-    for (size_t i = 0; i < x->n; i++) {
-        const gpus_device_status *p = &x->devices[i], *q = &y->devices[i];
-        if (strcmp(p->device.uuid, q->device.uuid) || p->device.healthy != q->device.healthy ||
-            p->mode != q->mode || p->allocated_memory_mib != q->allocated_memory_mib ||
-            p->ntenants != q->ntenants)
+    for (size_t i = 0; i < x->n; i++)
+        if (!resources_same_device(&x->devices[i], &y->devices[i]))
             return false;
-        for (size_t t = 0; t < p->ntenants; t++)
-            if (strcmp(p->tenants[t].owner, q->tenants[t].owner))
-                return false;
-    }
     return true;
 }
 

@@ -1,6 +1,10 @@
 /*
  * rs_alloc.c - a replica set's GPUs and host ports: asking sched/ for them
  * all at once, and giving them back.
+ *
+ * The GPUs come as a grant (sched/gpus.h): whole cards, or a memory share
+ * or a time-slice replica on each card, as the spec asks. The record keeps
+ * the grant, so giving back frees exactly the tenancies it holds.
  */
 #include "service/rs_internal.h"
 
@@ -47,21 +51,21 @@ static int rs_alloc_ports(app *a, rs_record *r, gb_err *err)
 
 int rs_alloc_take(app *a, rs_record *r, gb_err *err)
 {
-    free(r->gpus);
     free(r->ports);
-    r->gpus = NULL;
     r->ports = NULL;
-    r->ngpus = r->nports = 0;
-    size_t n = (size_t)r->spec.gpu_count;
-    r->gpus = calloc(n + 1, sizeof(*r->gpus));
-    if (!r->gpus)
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    if (n && gpus_pool_alloc_whole(a->gpu_pool, n, r->name, r->gpus, err) < 0)
+    r->nports = 0;
+    gpus_request req;
+    rs_spec_gpu_request(&r->spec, &req);
+    _cleanup_(gpus_grant_free) gpus_grant grant = {0};
+    if (gpus_pool_alloc(a->gpu_pool, &req, r->name, &grant, err) < 0)
         return -1;
-    r->ngpus = n;
+    if (rs_record_set_grant(r, &grant, err) < 0) {
+        gpus_pool_release_grant(a->gpu_pool, &grant, r->name);
+        return -1;
+    }
     if (rs_alloc_ports(a, r, err) < 0) {
         rs_alloc_give_back(a, r);
-        r->ngpus = 0;
+        rs_record_clear_holdings(r);
         return -1;
     }
     return 0;
@@ -69,7 +73,10 @@ int rs_alloc_take(app *a, rs_record *r, gb_err *err)
 
 void rs_alloc_give_back(app *a, const rs_record *r)
 {
-    if (r->ngpus) {
+    if (r->ngpus && r->grant.n == r->ngpus) {
+        gpus_pool_release_grant(a->gpu_pool, &r->grant, r->name);
+    } else if (r->ngpus) {
+        /* gpus set without a grant: whole cards, released by UUID */
         _cleanup_free_ const char **uuids = calloc(r->ngpus, sizeof(*uuids));
         if (uuids) {
             for (size_t i = 0; i < r->ngpus; i++)

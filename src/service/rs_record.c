@@ -93,6 +93,40 @@ json_t *rs_record_gpus_json(const rs_record *r)
     return a;
 }
 
+const char *rs_record_gpu_mode(const rs_record *r)
+{
+    if (r->ngpus == 0)
+        return "none";
+    if (r->grant.n != r->ngpus)
+        return "whole";
+    return gpus_mode_name(r->grant.cards[0].mode);
+}
+
+json_t *rs_record_gpu_shares_json(const rs_record *r)
+{
+    _cleanup_json_ json_t *tmp = json_object();
+    if (!tmp || r->grant.n != r->ngpus || gpus_grant_to_json(&r->grant, tmp, NULL) < 0)
+        return json_array();
+    json_t *shares = json_object_get(tmp, "gpuShares");
+    return shares ? json_incref(shares) : json_array();
+}
+
+int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err)
+{
+    char(*gpus)[GPU_UUID_MAX] = calloc(g->n + 1, sizeof(*gpus));
+    if (!gpus)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < g->n; i++)
+        memcpy(gpus[i], g->cards[i].uuid, GPU_UUID_MAX);
+    free(r->gpus);
+    gpus_grant_free(&r->grant);
+    r->gpus = gpus;
+    r->ngpus = g->n;
+    r->grant = *g;
+    *g = (gpus_grant){0};
+    return 0;
+}
+
 json_t *rs_record_ports_json(const rs_record *r)
 {
     json_t *a = json_array();
@@ -105,12 +139,19 @@ json_t *rs_record_ports_json(const rs_record *r)
 
 json_t *rs_record_to_json(const rs_record *r)
 {
-    return json_pack("{s:s, s:i, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s}", "name", r->name,
-                     "version", r->version, "state", rs_state_name(r->state), "spec",
-                     rs_spec_to_json(&r->spec), "containerName", r->container_name, "containerId",
-                     r->container_id, "gpus", rs_record_gpus_json(r), "ports",
-                     rs_record_ports_json(r), "createTime", r->create_time, "updateTime",
-                     r->update_time);
+    json_t *j =
+        json_pack("{s:s, s:i, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s}", "name", r->name, "version",
+                  r->version, "state", rs_state_name(r->state), "spec", rs_spec_to_json(&r->spec),
+                  "containerName", r->container_name, "containerId", r->container_id, "gpus",
+                  rs_record_gpus_json(r), "ports", rs_record_ports_json(r), "createTime",
+                  r->create_time, "updateTime", r->update_time);
+    /* The grant adds gpuShares; a record whose gpus were set without one
+     * holds whole cards, which "gpus" alone already says. */
+    if (j && r->ngpus && r->grant.n == r->ngpus && gpus_grant_to_json(&r->grant, j, NULL) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }
 
 json_t *rs_record_history_entry(const rs_record *r)
@@ -132,19 +173,16 @@ static int copy_field(const json_t *j, const char *field, char *dst, size_t size
 
 static int rs_record_holdings_from_json(const json_t *j, rs_record *r, gb_err *err)
 {
-    json_t *gpus = json_object_get(j, "gpus"), *ports = json_object_get(j, "ports");
-    size_t ng = json_array_size(gpus), np = json_array_size(ports);
-    r->gpus = calloc(ng + 1, sizeof(*r->gpus));
+    json_t *ports = json_object_get(j, "ports");
+    size_t np = json_array_size(ports);
+    _cleanup_(gpus_grant_free) gpus_grant grant = {0};
+    if (gpus_grant_from_json(j, &grant, err) < 0)
+        return err_prefix(err, "record of %s", r->name);
+    if (rs_record_set_grant(r, &grant, err) < 0)
+        return -1;
     r->ports = calloc(np + 1, sizeof(*r->ports));
-    if (!r->gpus || !r->ports)
+    if (!r->ports)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    for (size_t i = 0; i < ng; i++) {
-        const char *u = json_string_value(json_array_get(gpus, i));
-        if (!u || strlen(u) >= GPU_UUID_MAX)
-            return err_set(err, ERR_INTERNAL, "record of %s: gpus[%zu] is not a UUID", r->name, i);
-        strcpy(r->gpus[i], u);
-    }
-    r->ngpus = ng;
     for (size_t i = 0; i < np; i++) {
         json_t *p = json_array_get(ports, i);
         json_int_t host = json_integer_value(json_object_get(p, "hostPort"));
@@ -220,6 +258,7 @@ bool rs_record_is_tombstone(const rs_record *r)
 void rs_record_clear_holdings(rs_record *r)
 {
     r->ngpus = 0;
+    r->grant.n = 0;
     r->nports = 0;
 }
 
@@ -228,6 +267,7 @@ void rs_record_free(rs_record *r)
     if (!r)
         return;
     rs_spec_free(&r->spec);
+    gpus_grant_free(&r->grant);
     free(r->gpus);
     free(r->ports);
     r->gpus = NULL;

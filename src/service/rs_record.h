@@ -5,12 +5,15 @@
  *   {"name": "foo", "version": 3, "state": "running",
  *    "spec": {...rs_spec...},
  *    "containerName": "foo-3", "containerId": "ab12...",
- *    "gpus": ["GPU-..."],                                 whole cards held
+ *    "gpus": ["GPU-..."],                                 every card held
+ *    "gpuShares": [{"uuid", "memoryMiB", "mode", "replica"}], shares only
  *    "ports": [{"hostPort": 40001, "containerPort": 22, "protocol": "tcp"}],
  *    "createTime": "...Z", "updateTime": "...Z"}
- * `gpus` and `ports` list exactly what the set holds now: empty once it is
- * stopped or deleted. The pools are rebuilt from them at start-up
- * (allocations.c).
+ * `gpus`, `gpuShares` and `ports` list exactly what the set holds now:
+ * empty once it is stopped or deleted. `gpus` + `gpuShares` are sched/'s
+ * grant JSON (gpus_grant_to_json; a record with `gpus` only holds whole
+ * cards, the form records had before sharing). The pools are rebuilt from
+ * them at start-up (allocations.c).
  *
  * Each version's spec is also kept under keys_replicaset_history as
  * {"version", "createTime", "containerName", "spec"}.
@@ -38,6 +41,7 @@
 #include <jansson.h>
 
 #include "gpu/gpu.h"
+#include "sched/gpus.h"
 #include "service/rs_spec.h"
 #include "store/store.h"
 #include "util/err.h"
@@ -69,8 +73,9 @@ typedef struct rs_record {
     rs_spec spec;
     char container_name[RS_CONTAINER_NAME_MAX];
     char container_id[80];
-    char (*gpus)[GPU_UUID_MAX];
+    char (*gpus)[GPU_UUID_MAX]; /* every card held, in container order: grant's UUIDs */
     size_t ngpus;
+    gpus_grant grant; /* how each card is held; grant.n == ngpus (rs_record_set_grant) */
     rs_held_port *ports;
     size_t nports;
     char create_time[RS_TIME_MAX];
@@ -96,10 +101,17 @@ void rs_record_free(rs_record *r);
  * starts at version 1 over it. */
 bool rs_record_is_tombstone(const rs_record *r);
 
-/* Drop what the record holds (gpus, ports). */
+/* Drop what the record holds (gpus, ports). Nothing is freed: a shallow
+ * copy made before may still list it, to give back to the pools. */
 void rs_record_clear_holdings(rs_record *r);
+/* Make g (moved in: *g is left empty) what r holds, gpus included. */
+int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err);
 /* The JSON lists of what it holds, for answers. */
 json_t *rs_record_gpus_json(const rs_record *r);
+/* [{uuid, memoryMiB, mode, replica?}] for a share grant, [] otherwise. */
+json_t *rs_record_gpu_shares_json(const rs_record *r);
+/* "none" | "whole" | "memory" | "timeslice": how r holds its cards. */
+const char *rs_record_gpu_mode(const rs_record *r);
 json_t *rs_record_ports_json(const rs_record *r);
 
 /* The history entry for r's current version. */

@@ -16,8 +16,9 @@
 #include "util/size.h"
 
 static const char *const rs_spec_fields[] = {
-    "imageName", "gpuCount", "binds",  "env",     "cmd",           "containerPorts",
-    "ports",     "cpus",     "memory", "shmSize", "restartPolicy", "labels",
+    "imageName", "gpuCount", "gpuMemory", "gpuShared",     "gpuPolicy",      "gpuUUIDs",
+    "gpuModel",  "binds",    "env",       "cmd",           "containerPorts", "ports",
+    "cpus",      "memory",   "shmSize",   "restartPolicy", "labels",
 };
 
 static const char *const rs_restart_policies[] = {"no", "always", "unless-stopped", "on-failure"};
@@ -51,19 +52,6 @@ static int parse_image(const json_t *obj, rs_spec *out, gb_err *err)
     if (strpbrk(image, " \t"))
         return err_set(err, ERR_INVALID_PARAMS, "imageName '%s' contains whitespace", image);
     out->image = strdup(image);
-    return 0;
-}
-
-static int parse_gpu_count(const json_t *obj, rs_spec *out, gb_err *err)
-{
-    long long n = 0;
-    if (json_field_int(obj, NULL, "gpuCount", &n, false, err) < 0)
-        return -1;
-    if (n < 0)
-        return err_set(err, ERR_GPU_COUNT_NEGATIVE, "gpuCount is %lld; it must be 0 or more", n);
-    if (n > RS_MAX_GPUS)
-        return err_set(err, ERR_INVALID_PARAMS, "gpuCount is %lld; at most %d", n, RS_MAX_GPUS);
-    out->gpu_count = (int)n;
     return 0;
 }
 
@@ -121,6 +109,22 @@ static int check_container_path(const char *what, const char *path, gb_err *err)
     return 0;
 }
 
+/* The directories gpubox mounts its own files in (the GPU limits, HAMi-core):
+ * a user bind there would hide them or collide with them. */
+static int check_not_gpubox_path(const char *what, const char *dest, gb_err *err)
+{
+    static const char *const reserved[] = {RS_GPUBOX_ETC_DIR, RS_GPUBOX_LIB_DIR};
+    for (size_t i = 0; i < ARRAY_SIZE(reserved); i++) {
+        size_t n = strlen(reserved[i]);
+        if (strncmp(dest, reserved[i], n) == 0 && (dest[n] == '\0' || dest[n] == '/'))
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "%s '%.64s' is under %s, where gpubox mounts its own files; pick "
+                           "another path",
+                           what, dest, reserved[i]);
+    }
+    return 0;
+}
+
 static int parse_binds(const json_t *obj, rs_spec *out, gb_err *err)
 {
     json_t *binds = json_object_get(obj, "binds");
@@ -153,7 +157,7 @@ static int parse_binds(const json_t *obj, rs_spec *out, gb_err *err)
             return -1;
         char what[48];
         snprintf(what, sizeof(what), "%s.dest", where);
-        if (check_container_path(what, dest, err) < 0)
+        if (check_container_path(what, dest, err) < 0 || check_not_gpubox_path(what, dest, err) < 0)
             return -1;
         snprintf(what, sizeof(what), "%s.src", where);
         if (src[0] == '/') {
@@ -420,7 +424,7 @@ int rs_spec_from_json(const json_t *obj, const char *const *also_allowed, rs_spe
             goto fail;
         }
     }
-    if (parse_image(obj, out, err) < 0 || parse_gpu_count(obj, out, err) < 0 ||
+    if (parse_image(obj, out, err) < 0 || rs_spec_gpu_from_json(obj, false, out, err) < 0 ||
         parse_strings(obj, "env", true, &out->env, &out->nenv, err) < 0 ||
         parse_strings(obj, "cmd", false, &out->cmd, &out->ncmd, err) < 0 ||
         parse_binds(obj, out, err) < 0 || parse_ports(obj, out, err) < 0 ||
@@ -460,13 +464,18 @@ json_t *rs_spec_to_json(const rs_spec *s)
                                                    p->protocol));
         }
     }
-    return json_pack("{s:s, s:i, s:o, s:o, s:o, s:o, s:o, s:f, s:I, s:I, s:s, s:o}", "imageName",
-                     s->image, "gpuCount", s->gpu_count, "binds", binds, "env",
-                     strings_to_json(s->env, s->nenv), "cmd", strings_to_json(s->cmd, s->ncmd),
-                     "containerPorts", cports, "ports", ports, "cpus", s->cpus, "memory",
-                     (json_int_t)s->memory_bytes, "shmSize", (json_int_t)s->shm_bytes,
-                     "restartPolicy", s->restart_policy ? s->restart_policy : "no", "labels",
-                     s->labels ? json_incref(s->labels) : json_object());
+    json_t *j = json_pack("{s:s, s:i, s:o, s:o, s:o, s:o, s:o, s:f, s:I, s:I, s:s, s:o}",
+                          "imageName", s->image, "gpuCount", s->gpu_count, "binds", binds, "env",
+                          strings_to_json(s->env, s->nenv), "cmd", strings_to_json(s->cmd, s->ncmd),
+                          "containerPorts", cports, "ports", ports, "cpus", s->cpus, "memory",
+                          (json_int_t)s->memory_bytes, "shmSize", (json_int_t)s->shm_bytes,
+                          "restartPolicy", s->restart_policy ? s->restart_policy : "no", "labels",
+                          s->labels ? json_incref(s->labels) : json_object());
+    if (j && rs_spec_gpu_to_json(s, j) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }
 
 static void strings_free(char **items, size_t n)
@@ -481,6 +490,7 @@ void rs_spec_free(rs_spec *s)
     if (!s)
         return;
     free(s->image);
+    rs_spec_gpu_free(s);
     strings_free(s->env, s->nenv);
     strings_free(s->cmd, s->ncmd);
     for (size_t i = 0; i < s->nbinds; i++) {

@@ -156,6 +156,14 @@ class Daemon:
     def log(self):
         return Path(self.log_path).read_text(errors="replace")
 
+    def wait_log(self, text, timeout=5.0):
+        """The log once it holds text: the access line of a request is
+        written after its response reaches the client, so it may lag."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.log()
+
     def connection(self, timeout=30):
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 

@@ -138,7 +138,7 @@ def test_config_file_sets_everything_and_flags_override_it(start_daemon, tmp_pat
     ports = d2.get("/api/v1/resources/ports").data["ports"]
     assert (ports["startPort"], ports["endPort"]) == (42000, 42004)
     assert d2.get("/api/v1/nope").status == 404
-    assert "GET /api/v1/nope 404" in d2.log()
+    assert "GET /api/v1/nope 404" in d2.wait_log("GET /api/v1/nope 404")
 
 
 def test_config_file_unknown_key_exits_2_naming_the_line(tmp_path):

@@ -22,11 +22,11 @@ import time
 
 import pytest
 
-from conftest import Daemon
+from conftest import Daemon, docker_request
 from etcdutil import EtcdServer, HoldingProxy
-from rsutil import (container, containers_with_prefix, create, create_ok, delete, gpu_map,
+from rsutil import (call, container, containers_with_prefix, create, create_ok, delete, gpu_map,
                     held_gpus, history, info, lifecycle, list_sets, remove_containers,
-                    used_ports, wait_until)
+                    remove_volumes_by_hand, used_ports, wait_until)
 
 PREFIX = "e2eo"
 PORT_RANGE = "61700-61749"
@@ -59,6 +59,7 @@ def daemons(tmp_path):
             d.stop()
     finally:
         remove_containers(PREFIX)
+        remove_volumes_by_hand(tmp_path / "data", PREFIX)
 
 
 def assert_store_down(r, endpoint):
@@ -100,6 +101,12 @@ def test_etcd_killed_and_started_again(etcd, daemons):
     assert h.data["store"]["ok"] is False and h.data["docker"]["ok"] is True, h.json
     assert etcd.endpoint in h.data["store"]["error"]
 
+    # So does a volume's create: no storage, no Docker volume.
+    r = call(d, "POST", "/api/v1/volumes", {"name": f"{PREFIX}_vol", "size": "32MB"})
+    assert_store_down(r, etcd.endpoint)
+    assert docker_request("GET", f"/volumes/gpubox_{PREFIX}_vol").status == 404
+    assert not (d.data_dir / "volumes" / f"{PREFIX}_vol.img").exists()
+
     # Changes to the running set fail before touching Docker.
     for action in ("stop", "pause"):
         assert_store_down(lifecycle(d, f"{PREFIX}_before", action), etcd.endpoint)
@@ -116,6 +123,9 @@ def test_etcd_killed_and_started_again(etcd, daemons):
     assert lifecycle(d, f"{PREFIX}_before", "stop").status == 200
     assert delete(d, f"{PREFIX}_during").status == 200
     assert held_gpus(d) == set()
+    r = call(d, "POST", "/api/v1/volumes", {"name": f"{PREFIX}_vol", "size": "32MB"})
+    assert r.status == 200, r.json
+    assert call(d, "DELETE", f"/api/v1/volumes/{PREFIX}_vol").status == 200
 
 
 def test_etcd_frozen_and_thawed(etcd, daemons):

@@ -1,8 +1,8 @@
 """gpuboxd and its etcd store as an operator meets them (issue 6, points 4-6):
 start-up while etcd is down (waits, says so, gives up after --store-wait,
 stops cleanly on SIGTERM meanwhile), history after etcd compacted its old
-revisions, and moving a daemon's state from SQLite to etcd and back with
-gpubox-store-migrate.
+revisions, and moving a daemon's state (replica sets, volumes) from SQLite
+to etcd and back with gpubox-store-migrate.
 
 Each test starts its own etcd; the module runs whatever the session's
 --store-backend is.
@@ -16,8 +16,9 @@ import pytest
 
 from conftest import BUILD_DIR, Daemon, run_gpuboxd
 from etcdutil import EtcdServer
-from rsutil import (container, create_ok, delete, gpu_map, held_gpus, history, info_ok,
-                    lifecycle, list_sets, ports_state, remove_containers, used_ports)
+from rsutil import (call, container, create_ok, delete, execute_ok, gpu_map, held_gpus, history,
+                    info_ok, lifecycle, list_sets, ports_state, remove_containers,
+                    remove_volumes_by_hand, used_ports)
 
 PREFIX = "e2es"
 PORT_RANGE = "61750-61799"
@@ -33,7 +34,8 @@ def etcd(tmp_path):
 
 @pytest.fixture
 def daemons(tmp_path):
-    """start(store_url or None, *extra): a daemon on tmp_path/data."""
+    """start(store_url or None, *extra): a daemon on tmp_path/data. At the
+    end, the last one still running deletes every set and volume."""
     started = []
 
     def start(store_url, *extra):
@@ -47,10 +49,18 @@ def daemons(tmp_path):
 
     yield start
     try:
+        running = [d for d in started if d.proc.poll() is None]
+        if running:
+            d = running[-1]
+            for rs in list_sets(d, all_=True):
+                delete(d, rs["name"], purge=True)
+            for v in call(d, "GET", "/api/v1/volumes").data["volumes"]:
+                call(d, "DELETE", f"/api/v1/volumes/{v['name']}")
         for d in started:
             d.stop()
     finally:
         remove_containers(PREFIX)
+        remove_volumes_by_hand(tmp_path / "data", PREFIX)
 
 
 # ---- start-up with etcd down -------------------------------------------------
@@ -161,9 +171,14 @@ def test_history_survives_compaction(etcd, daemons):
 # ---- moving between backends -------------------------------------------------
 
 def populate(d):
-    """Sets in every state, holding GPUs and ports."""
+    """Sets in every state, holding GPUs and ports, and a volume with a file
+    on it bound into the running set."""
+    r = call(d, "POST", "/api/v1/volumes", {"name": f"{PREFIX}_data", "size": "64MB"})
+    assert r.status == 200, r.json
     create_ok(d, f"{PREFIX}_run", gpus=2, containerPorts=["22"],
-              ports=[{"hostPort": 61799, "containerPort": 80}])
+              ports=[{"hostPort": 61799, "containerPort": 80}],
+              binds=[{"src": f"{PREFIX}_data", "dest": "/data"}])
+    execute_ok(d, f"{PREFIX}_run", ["sh", "-c", "echo kept > /data/file"])
     create_ok(d, f"{PREFIX}_paused", gpus=1, containerPorts=["8888"])
     assert lifecycle(d, f"{PREFIX}_paused", "pause").status == 200
     create_ok(d, f"{PREFIX}_stopped", gpus=1)
@@ -174,10 +189,18 @@ def populate(d):
 
 def view(d):
     sets = list_sets(d, all_=True)
+    volumes = call(d, "GET", "/api/v1/volumes").data["volumes"]
     return {"sets": sets,
             "infos": {s["name"]: info_ok(d, s["name"]) for s in sets if s["state"] != "deleted"},
             "history": {s["name"]: history(d, s["name"]).data for s in sets},
+            "volumes": volumes,
+            "volume history": {v["name"]: call(d, "GET", f"/api/v1/volumes/{v['name']}/history")
+                               .data for v in volumes},
             "gpus": gpu_map(d), "ports": ports_state(d)}
+
+
+def data_file(d):
+    return execute_ok(d, f"{PREFIX}_run", ["cat", "/data/file"])["stdout"]
 
 
 def migrate(*args):
@@ -197,6 +220,8 @@ def test_migrate_sqlite_to_etcd_and_back(etcd, daemons, tmp_path):
     assert rc == 0, out
     d2 = daemons(to_etcd)
     assert view(d2) == before
+    assert len(before["volumes"]) == 1
+    assert data_file(d2) == "kept\n"
     assert "store: etcd at" in d2.log()
     # The GPUs and ports held before are held still: a new set gets others.
     more = create_ok(d2, f"{PREFIX}_more", gpus=1, containerPorts=["22"])
@@ -216,3 +241,4 @@ def test_migrate_sqlite_to_etcd_and_back(etcd, daemons, tmp_path):
     d3 = daemons(back)
     assert view(d3) == moved
     assert used_ports(d3) == before["ports"]["usedPorts"]
+    assert data_file(d3) == "kept\n"

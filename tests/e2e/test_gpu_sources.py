@@ -18,7 +18,8 @@ WANT = [
      "memoryMiB": 16384},
 ]
 DEVICE_KEYS = {"uuid", "index", "model", "memoryMiB", "allocatedMemoryMiB", "tenants", "mode",
-               "healthy"}
+               "healthy", "capacityMiB", "freeMemoryMiB", "allocations", "replicas",
+               "maxTenants", "excluded", "shareable", "enforced"}
 
 
 @pytest.fixture
@@ -96,7 +97,8 @@ def test_no_gpu_found_is_source_none_with_a_warning(start_daemon, tmp_path):
                      "--nvidia-smi", str(tmp_path / "no-nvidia-smi"))
     r = d.get("/api/v1/resources/gpus")
     assert r.status == 200
-    assert r.data == {"gpus": {}, "devices": [], "simulated": False, "source": "none"}
+    assert r.data == {"gpus": {}, "devices": [], "simulated": False, "source": "none",
+                      "sharing": {"enforced": False, "enforcedBy": None}}
     assert d.get("/api/v1/gpus").data == {"gpuStatus": {}}
     assert "no GPU found" in d.log()
 

@@ -77,7 +77,8 @@ def test_every_response_carries_a_request_id_found_in_the_log(simulated):
         assert rid and re.fullmatch(r"[0-9a-f]+-[0-9a-f]+", rid)
         ids.append((rid, path, r.status))
     assert len({i for i, _, _ in ids}) == 3
-    log = simulated.log()
+    last_rid, last_path, last_status = ids[-1]
+    log = simulated.wait_log(f"[req {last_rid}] GET {last_path} {last_status}")
     for rid, path, status in ids:
         lines = [l for l in log.splitlines() if f"[req {rid}]" in l]
         assert any(f"GET {path} {status}" in l for l in lines), (rid, path, log[-2000:])

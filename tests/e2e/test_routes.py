@@ -6,7 +6,8 @@ import re
 from conftest import docker_get, run_gpuboxd
 
 DEVICE_KEYS = {"uuid", "index", "model", "memoryMiB", "allocatedMemoryMiB", "tenants", "mode",
-               "healthy"}
+               "healthy", "capacityMiB", "freeMemoryMiB", "allocations", "replicas",
+               "maxTenants", "excluded", "shareable", "enforced"}
 
 
 def test_healthz_reports_store_and_docker(simulated):

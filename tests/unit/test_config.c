@@ -190,6 +190,20 @@ static void test_bad_flags_name_the_flag(void **state)
         {"--store-wait", "soon", "--store-wait"},
         {"--compat-http-200=maybe", NULL, "'maybe' is not a boolean"},
         {"--data-dir=", NULL, "--data-dir: needs a value"},
+        {"--timeslice-replicas", "0",
+         "--timeslice-replicas: '0' is not a whole number from 1 "
+         "to 64"},
+        {"--timeslice-replicas", "65", "--timeslice-replicas"},
+        {"--gpu-max-tenants", "-2", "--gpu-max-tenants"},
+        {"--gpu-memory-oversubscription", "0.5", "not a factor from 1.0"},
+        {"--gpu-memory-oversubscription", "4.5", "not a factor from 1.0"},
+        {"--gpu-memory-oversubscription", "1.5x", "--gpu-memory-oversubscription"},
+        {"--gpu-memory-oversubscription", "nan", "--gpu-memory-oversubscription"},
+        {"--gpu-exclude", "GPU-a,,GPU-b", "--gpu-exclude"},
+        {"--gpu-exclude-sharing", "0,0", "--gpu-exclude-sharing"},
+        {"--gpu-exclude-sharing", "GPU a", "--gpu-exclude-sharing"},
+        {"--hami-core", "/nonexistent/libvgpu.so", "--hami-core /nonexistent/libvgpu.so"},
+        {"--hami-core", "/tmp", "not a readable file"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         daemon_config cfg;
@@ -264,6 +278,16 @@ static void test_usage_lists_every_flag_with_default(void **state)
                                    "--volume-backend loop|xfsquota|plain",
                                    "--log-level debug|info|warn|error",
                                    "--compat-http-200",
+                                   "--timeslice-replicas N",
+                                   "(default: 4)",
+                                   "--gpu-max-tenants N",
+                                   "(default: 0 (no limit))",
+                                   "--gpu-memory-oversubscription FACTOR",
+                                   "(default: 1.0 (none))",
+                                   "--gpu-exclude-sharing GPU[,GPU...]",
+                                   "--gpu-exclude GPU[,GPU...]",
+                                   "--hami-core PATH",
+                                   "(default: none (share limits are scheduled but not enforced))",
                                    "--config FILE",
                                    "--help",
                                    "--version"};
@@ -271,6 +295,38 @@ static void test_usage_lists_every_flag_with_default(void **state)
         if (!strstr(text, expect[i]))
             fail_msg("--help lacks '%s'", expect[i]);
     free(text);
+}
+
+static void test_gpu_sharing_settings(void **state)
+{
+    (void)state;
+    daemon_config cfg;
+    gb_err err = GB_ERR_INIT;
+    assert_int_equal(LOAD(&cfg, &err, "--data-dir", "/tmp/x"), 0);
+    assert_int_equal(cfg.app.timeslice_replicas, 4);
+    assert_int_equal(cfg.app.gpu_max_tenants, 0);
+    assert_true(cfg.app.gpu_memory_oversubscription == 1.0);
+    assert_null(cfg.app.gpu_exclude);
+    assert_null(cfg.app.hami_core);
+    config_free(&cfg);
+
+    char lib[] = "/tmp/gpubox-test-libvgpu-XXXXXX";
+    int fd = mkstemp(lib);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(LOAD(&cfg, &err, "--data-dir", "/tmp/x", "--timeslice-replicas", "2",
+                          "--gpu-max-tenants", "8", "--gpu-memory-oversubscription", "1.5",
+                          "--gpu-exclude", "GPU-a, 3", "--gpu-exclude-sharing", "0", "--hami-core",
+                          lib),
+                     0);
+    assert_int_equal(cfg.app.timeslice_replicas, 2);
+    assert_int_equal(cfg.app.gpu_max_tenants, 8);
+    assert_true(cfg.app.gpu_memory_oversubscription == 1.5);
+    assert_string_equal(cfg.app.gpu_exclude, "GPU-a, 3");
+    assert_string_equal(cfg.app.gpu_exclude_sharing, "0");
+    assert_string_equal(cfg.app.hami_core, lib);
+    config_free(&cfg);
+    unlink(lib);
 }
 
 static void test_config_file(void **state)
@@ -372,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_flag_syntax_errors),
         cmocka_unit_test(test_help_and_version),
         cmocka_unit_test(test_usage_lists_every_flag_with_default),
+        cmocka_unit_test(test_gpu_sharing_settings),
         cmocka_unit_test_teardown(test_config_file, remove_config),
         cmocka_unit_test_teardown(test_flags_override_file, remove_config),
         cmocka_unit_test_teardown(test_config_file_errors_name_the_line, remove_config),

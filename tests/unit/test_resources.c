@@ -119,6 +119,105 @@ static void test_gpus_answer_follows_the_pool(void **state)
     assert_true(json_equal(after, before));
 }
 
+/* A grant of one card from JSON text. */
+static void grant_of(const char *text, gpus_grant *g)
+{
+    _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
+    gb_err err = GB_ERR_INIT;
+    assert_int_equal(gpus_grant_from_json(j, g, &err), 0);
+}
+
+static void test_gpus_answer_shows_shares(void **state)
+{
+    fixture *f = *state;
+    app *a = &f->app;
+    gb_err err = GB_ERR_INIT;
+    gpus_request req = {.count = 1, .memory_mib = 8192};
+    _cleanup_(gpus_grant_free) gpus_grant foo = {0};
+    assert_int_equal(gpus_pool_alloc(a->gpu_pool, &req, "foo", &foo, &err), 0);
+    _cleanup_json_ json_t *v = gpus_answer(a);
+    /* binpack: the T4 (index 2) is the fitting card with the least left */
+    json_t *dev = json_array_get(json_object_get(v, "devices"), 2);
+    assert_string_equal(json_string_value(json_object_get(dev, "uuid")), foo.cards[0].uuid);
+    assert_string_equal(json_string_value(json_object_get(dev, "mode")), "memory");
+    assert_int_equal(json_integer_value(json_object_get(dev, "allocatedMemoryMiB")), 8192);
+    assert_int_equal(json_integer_value(json_object_get(dev, "freeMemoryMiB")), 16384 - 8192);
+    assert_int_equal(json_integer_value(json_object_get(dev, "capacityMiB")), 16384);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(dev, "tenants"), 0)),
+                        "foo");
+    json_t *alloc = json_array_get(json_object_get(dev, "allocations"), 0);
+    assert_string_equal(json_string_value(json_object_get(alloc, "name")), "foo");
+    assert_int_equal(json_integer_value(json_object_get(alloc, "memoryMiB")), 8192);
+    assert_null(json_object_get(alloc, "replica"));
+    assert_true(json_is_true(json_object_get(dev, "shareable")));
+    assert_true(json_is_false(json_object_get(dev, "excluded")));
+    /* no HAMi-core: the share is scheduled but not enforced, and says so */
+    assert_true(json_is_false(json_object_get(dev, "enforced")));
+    assert_true(json_is_false(json_object_get(json_object_get(v, "sharing"), "enforced")));
+    assert_true(json_is_true(
+        json_object_get(json_array_get(json_object_get(v, "devices"), 0), "enforced")));
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(v, "gpus"), foo.cards[0].uuid)), 1);
+
+    /* the share grows in place: only its memory changes, and the answer too */
+    req.memory_mib = 12288;
+    _cleanup_(gpus_grant_free) gpus_grant grown = {0};
+    assert_int_equal(gpus_pool_realloc(a->gpu_pool, &foo, &req, "foo", &grown, &err), 0);
+    assert_string_equal(grown.cards[0].uuid, foo.cards[0].uuid);
+    _cleanup_json_ json_t *v2 = gpus_answer(a);
+    dev = json_array_get(json_object_get(v2, "devices"), 2);
+    alloc = json_array_get(json_object_get(dev, "allocations"), 0);
+    assert_int_equal(json_integer_value(json_object_get(alloc, "memoryMiB")), 12288);
+
+    /* the setting is fixed for a daemon's life; ask past the cache */
+    a->cfg.hami_core = "/opt/hami/libvgpu.so";
+    _cleanup_json_ json_t *v3 = NULL;
+    assert_int_equal(resources_gpus(a, &v3, &err), 0);
+    dev = json_array_get(json_object_get(v3, "devices"), 2);
+    assert_true(json_is_true(json_object_get(dev, "enforced")));
+    json_t *sharing = json_object_get(v3, "sharing");
+    assert_string_equal(json_string_value(json_object_get(sharing, "enforcedBy")), "HAMi-core");
+}
+
+static void test_gpus_answer_follows_a_replica_slot(void **state)
+{
+    fixture *f = *state;
+    app *a = &f->app;
+    const char *uuid = a->gpus.devices[0].uuid;
+    char text[512];
+    gb_err err = GB_ERR_INIT;
+    snprintf(text, sizeof(text),
+             "{\"gpus\":[\"%s\"],\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":20480,"
+             "\"mode\":\"timeslice\",\"replica\":0}]}",
+             uuid, uuid);
+    _cleanup_(gpus_grant_free) gpus_grant slot0 = {0};
+    grant_of(text, &slot0);
+    assert_int_equal(gpus_pool_take_grant(a->gpu_pool, &slot0, "foo", &err), 0);
+    _cleanup_json_ json_t *v = gpus_answer(a);
+    json_t *dev = json_array_get(json_object_get(v, "devices"), 0);
+    assert_string_equal(json_string_value(json_object_get(dev, "mode")), "timeslice");
+    json_t *replicas = json_object_get(dev, "replicas");
+    assert_int_equal(json_integer_value(json_object_get(replicas, "total")), 4);
+    assert_int_equal(json_integer_value(json_object_get(replicas, "used")), 1);
+    assert_int_equal(json_integer_value(json_object_get(dev, "freeMemoryMiB")), 0);
+
+    /* the same tenant and memory on another slot: only the replica differs,
+     * and the cached answer must still change */
+    assert_int_equal(gpus_pool_release_grant(a->gpu_pool, &slot0, "foo"), 1);
+    snprintf(text, sizeof(text),
+             "{\"gpus\":[\"%s\"],\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":20480,"
+             "\"mode\":\"timeslice\",\"replica\":3}]}",
+             uuid, uuid);
+    _cleanup_(gpus_grant_free) gpus_grant slot3 = {0};
+    grant_of(text, &slot3);
+    assert_int_equal(gpus_pool_take_grant(a->gpu_pool, &slot3, "foo", &err), 0);
+    _cleanup_json_ json_t *v2 = gpus_answer(a);
+    dev = json_array_get(json_object_get(v2, "devices"), 0);
+    json_t *alloc = json_array_get(json_object_get(dev, "allocations"), 0);
+    assert_int_equal(json_integer_value(json_object_get(alloc, "replica")), 3);
+}
+
 static void test_ports_answer(void **state)
 {
     fixture *f = *state;
@@ -203,6 +302,42 @@ static void test_derive_with_an_empty_store(void **state)
     assert_int_equal(ports_pool_available(f->app.ports), 10);
 }
 
+static void test_derive_marks_shares(void **state)
+{
+    fixture *f = *state;
+    app *a = &f->app;
+    open_store(f);
+    const char *uuid0 = a->gpus.devices[0].uuid;
+    char key[256], value[512];
+    snprintf(value, sizeof(value),
+             "{\"gpus\":[\"%s\"],\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":30000,"
+             "\"mode\":\"memory\"}],\"ports\":[]}",
+             uuid0, uuid0);
+    put(a->store, keys_replicaset(key, sizeof(key), "foo"), value);
+    snprintf(value, sizeof(value),
+             "{\"gpus\":[\"%s\"],\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":40000,"
+             "\"mode\":\"memory\"}]}",
+             uuid0, uuid0);
+    put(a->store, keys_replicaset(key, sizeof(key), "bar"), value);
+    gb_err err = GB_ERR_INIT;
+    assert_int_equal(allocations_derive(a, &err), 0);
+    _cleanup_json_ json_t *v = gpus_answer(a);
+    json_t *dev = json_array_get(json_object_get(v, "devices"), 0);
+    assert_string_equal(json_string_value(json_object_get(dev, "mode")), "memory");
+    assert_int_equal(json_integer_value(json_object_get(dev, "allocatedMemoryMiB")), 70000);
+    assert_int_equal(json_array_size(json_object_get(dev, "allocations")), 2);
+    assert_int_equal(gpus_pool_free_count(a->gpu_pool), 2);
+
+    /* the share left on the card is what is free: 81920 - 70000 */
+    gpus_request req = {.count = 1, .memory_mib = 11921};
+    _cleanup_(gpus_grant_free) gpus_grant none = {0};
+    const char *pin[] = {uuid0};
+    req.pin_uuids = pin;
+    req.npin = 1;
+    assert_int_equal(gpus_pool_alloc(a->gpu_pool, &req, "baz", &none, &err), -1);
+    assert_int_equal(err.code, ERR_GPU_NOT_ENOUGH);
+}
+
 static void test_keys(void **state)
 {
     (void)state;
@@ -224,6 +359,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gpus_answer_follows_the_pool, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpus_answer_shows_shares, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpus_answer_follows_a_replica_slot, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_derive_marks_shares, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ports_answer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_derive_marks_what_records_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_derive_refuses_a_damaged_record, setup, teardown),

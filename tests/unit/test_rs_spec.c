@@ -115,6 +115,10 @@ static void test_spec_errors(void **state)
          "\"dest\":\"/d\"}]}",
          ERR_INVALID_PARAMS, "both mount"},
         {"{\"imageName\":\"x\",\"binds\":[\"v:/d\"]}", ERR_WRONG_TYPE, "binds[0]"},
+        {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"v\",\"dest\":\"/etc/gpubox/gpu.env\"}]}",
+         ERR_INVALID_PARAMS, "where gpubox mounts its own files"},
+        {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"v\",\"dest\":\"/usr/local/gpubox\"}]}",
+         ERR_INVALID_PARAMS, "/usr/local/gpubox"},
         {"{\"imageName\":\"x\",\"containerPorts\":[\"0\"]}", ERR_INVALID_PARAMS, "1-65535"},
         {"{\"imageName\":\"x\",\"containerPorts\":[\"70000\"]}", ERR_INVALID_PARAMS, "1-65535"},
         {"{\"imageName\":\"x\",\"containerPorts\":[\"22/sctp\"]}", ERR_INVALID_PARAMS, "udp"},
@@ -204,13 +208,224 @@ static void test_record_roundtrip(void **state)
     assert_int_equal(e.code, ERR_INTERNAL);
 }
 
+/* Parse a create body that must succeed. */
+static void parse_ok(const char *text, rs_spec *s)
+{
+    _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
+    gb_err e = GB_ERR_INIT;
+    if (rs_spec_from_json(j, create_extra, s, &e) < 0)
+        fail_msg("%s: %s", text, e.msg);
+}
+
+static void test_gpu_share_fields(void **state)
+{
+    (void)state;
+    rs_spec s;
+    parse_ok("{\"imageName\":\"x\",\"gpuMemory\":\"8GB\"}", &s);
+    assert_int_equal(s.gpu_count, 1); /* a share defaults to one card */
+    assert_int_equal(s.gpu_memory_mib, 8192);
+    assert_false(s.gpu_shared);
+    assert_int_equal(s.gpu_policy, GPUS_POLICY_BINPACK);
+    assert_true(rs_spec_gpu_is_share(&s));
+    rs_spec_free(&s);
+
+    parse_ok("{\"imageName\":\"x\",\"gpuMemory\":1536,\"gpuCount\":2,\"gpuPolicy\":\"spread\","
+             "\"gpuModel\":\"a100\"}",
+             &s);
+    assert_int_equal(s.gpu_count, 2);
+    assert_int_equal(s.gpu_memory_mib, 1536);
+    assert_int_equal(s.gpu_policy, GPUS_POLICY_SPREAD);
+    assert_string_equal(s.gpu_model, "a100");
+    gpus_request req;
+    rs_spec_gpu_request(&s, &req);
+    assert_int_equal(req.count, 2);
+    assert_int_equal(req.memory_mib, 1536);
+    assert_false(req.timeslice);
+    assert_int_equal(req.policy, GPUS_POLICY_SPREAD);
+    assert_string_equal(req.model, "a100");
+    assert_int_equal(req.npin, 0);
+    rs_spec_free(&s);
+
+    parse_ok("{\"imageName\":\"x\",\"gpuMemory\":\"1.5gb\"}", &s);
+    assert_int_equal(s.gpu_memory_mib, 1536);
+    rs_spec_free(&s);
+
+    parse_ok("{\"imageName\":\"x\",\"gpuShared\":true}", &s);
+    assert_int_equal(s.gpu_count, 1);
+    assert_true(s.gpu_shared);
+    assert_int_equal(s.gpu_memory_mib, 0);
+    rs_spec_free(&s);
+
+    /* pins give the count; gpuCount may be absent, 0 or their number */
+    const char *pinned[] = {
+        "{\"imageName\":\"x\",\"gpuUUIDs\":[\"GPU-a\",\"GPU-b\"]}",
+        "{\"imageName\":\"x\",\"gpuUUIDs\":[\"GPU-a\",\"GPU-b\"],\"gpuCount\":0}",
+        "{\"imageName\":\"x\",\"gpuUUIDs\":[\"GPU-a\",\"GPU-b\"],\"gpuCount\":2,"
+        "\"gpuMemory\":\"4GB\"}",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(pinned); i++) {
+        parse_ok(pinned[i], &s);
+        assert_int_equal(s.gpu_count, 2);
+        assert_int_equal(s.ngpu_uuids, 2);
+        assert_string_equal(s.gpu_uuids[1], "GPU-b");
+        rs_spec_gpu_request(&s, &req);
+        assert_int_equal(req.npin, 2);
+        assert_string_equal(req.pin_uuids[0], "GPU-a");
+        rs_spec_free(&s);
+    }
+
+    /* whole cards, as always: nothing shared */
+    parse_ok("{\"imageName\":\"x\",\"gpuCount\":3}", &s);
+    assert_int_equal(s.gpu_count, 3);
+    assert_false(rs_spec_gpu_is_share(&s));
+    assert_null(s.gpu_uuids);
+    assert_null(s.gpu_model);
+    rs_spec_free(&s);
+}
+
+static void test_gpu_share_errors(void **state)
+{
+    (void)state;
+    char msg[512];
+    struct {
+        const char *body;
+        int code;
+        const char *in_msg;
+    } cases[] = {
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"8GB\",\"gpuShared\":true}", ERR_INVALID_PARAMS,
+         "cannot be combined"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"8GB\",\"gpuCount\":0}", ERR_INVALID_PARAMS,
+         "gpuCount is 0"},
+        {"{\"imageName\":\"x\",\"gpuShared\":true,\"gpuCount\":0}", ERR_INVALID_PARAMS,
+         "gpuShared asks"},
+        {"{\"imageName\":\"x\",\"gpuUUIDs\":[\"GPU-a\"],\"gpuCount\":2}", ERR_INVALID_PARAMS,
+         "names 1 GPU(s) but gpuCount is 2"},
+        {"{\"imageName\":\"x\",\"gpuUUIDs\":[\"GPU-a\",\"GPU-a\"]}", ERR_INVALID_PARAMS, "twice"},
+        {"{\"imageName\":\"x\",\"gpuUUIDs\":[\"GPU a\"]}", ERR_INVALID_PARAMS, "not a GPU UUID"},
+        {"{\"imageName\":\"x\",\"gpuUUIDs\":[\"\"]}", ERR_INVALID_PARAMS, "not a GPU UUID"},
+        {"{\"imageName\":\"x\",\"gpuUUIDs\":\"GPU-a\"}", ERR_WRONG_TYPE, "gpuUUIDs"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"8192\"}", ERR_INVALID_PARAMS, "no unit"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"1000KB\"}", ERR_INVALID_PARAMS, "whole number"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"8XB\"}", ERR_VOLUME_SIZE_UNIT, "gpuMemory"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":-1}", ERR_INVALID_PARAMS, "gpuMemory is -1"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":99999999999}", ERR_INVALID_PARAMS, "MiB"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"900TB\"}", ERR_INVALID_PARAMS, "more than"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":8.5}", ERR_WRONG_TYPE, "gpuMemory"},
+        {"{\"imageName\":\"x\",\"gpuShared\":\"yes\"}", ERR_WRONG_TYPE, "gpuShared"},
+        {"{\"imageName\":\"x\",\"gpuPolicy\":\"fill\"}", ERR_INVALID_PARAMS, "binpack"},
+        {"{\"imageName\":\"x\",\"gpuModel\":\"a\\u0001\"}", ERR_INVALID_PARAMS, "control"},
+        {"{\"imageName\":\"x\",\"gpuModel\":7}", ERR_WRONG_TYPE, "gpuModel"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        int code = parse_code(cases[i].body, msg, sizeof(msg));
+        if (code != cases[i].code || !strstr(msg, cases[i].in_msg))
+            fail_msg("%s: got code %d msg '%s', want %d with '%s'", cases[i].body, code, msg,
+                     cases[i].code, cases[i].in_msg);
+    }
+}
+
+static void test_gpu_share_roundtrip(void **state)
+{
+    (void)state;
+    rs_spec s, again;
+    gb_err e = GB_ERR_INIT;
+    parse_ok("{\"imageName\":\"x\",\"gpuMemory\":\"10GB\",\"gpuUUIDs\":[\"GPU-b\",\"GPU-a\"],"
+             "\"gpuPolicy\":\"SPREAD\",\"gpuModel\":\"H100\"}",
+             &s);
+    _cleanup_json_ json_t *printed = rs_spec_to_json(&s);
+    _cleanup_free_ char *dump = json_dumps(printed, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_non_null(strstr(dump, "\"gpuCount\":2"));
+    assert_non_null(strstr(dump, "\"gpuMemory\":10240"));
+    assert_non_null(strstr(dump, "\"gpuPolicy\":\"spread\""));
+    assert_non_null(strstr(dump, "\"gpuShared\":false"));
+    assert_non_null(strstr(dump, "\"gpuUUIDs\":[\"GPU-b\",\"GPU-a\"]"));
+    assert_non_null(strstr(dump, "\"gpuModel\":\"H100\""));
+    assert_int_equal(rs_spec_from_json(printed, NULL, &again, &e), 0);
+    _cleanup_json_ json_t *printed2 = rs_spec_to_json(&again);
+    assert_true(json_equal(printed, printed2));
+    rs_spec copy;
+    assert_int_equal(rs_spec_copy(&s, &copy), 0);
+    assert_int_equal(copy.gpu_memory_mib, 10240);
+    assert_int_equal(copy.ngpu_uuids, 2);
+    rs_spec_free(&copy);
+    rs_spec_free(&again);
+    rs_spec_free(&s);
+
+    /* a record written before GPU sharing has none of the fields */
+    parse_ok("{\"imageName\":\"x\",\"gpuCount\":2}", &s);
+    _cleanup_json_ json_t *old = rs_spec_to_json(&s);
+    assert_int_equal(json_integer_value(json_object_get(old, "gpuMemory")), 0);
+    assert_true(json_is_false(json_object_get(old, "gpuShared")));
+    assert_string_equal(json_string_value(json_object_get(old, "gpuPolicy")), "binpack");
+    assert_string_equal(json_string_value(json_object_get(old, "gpuModel")), "");
+    rs_spec_free(&s);
+}
+
+/* Apply a patch body to s; returns the error code. */
+static int patch(rs_spec *s, const char *text, char *msg, size_t size)
+{
+    _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
+    gb_err e = GB_ERR_INIT;
+    int rc = rs_spec_gpu_from_json(j, true, s, &e);
+    if (msg)
+        snprintf(msg, size, "%s", e.msg);
+    return rc == 0 ? ERR_OK : e.code;
+}
+
+static void test_gpu_patch_rules(void **state)
+{
+    (void)state;
+    char msg[512];
+    rs_spec s;
+    parse_ok("{\"imageName\":\"x\",\"gpuMemory\":\"8GB\",\"gpuCount\":2,\"gpuPolicy\":\"spread\"}",
+             &s);
+    /* an absent field keeps its value */
+    assert_int_equal(patch(&s, "{\"gpuMemory\":\"16GB\"}", NULL, 0), ERR_OK);
+    assert_int_equal(s.gpu_memory_mib, 16384);
+    assert_int_equal(s.gpu_count, 2);
+    assert_int_equal(s.gpu_policy, GPUS_POLICY_SPREAD);
+    /* time-slice replaces the memory share, and back */
+    assert_int_equal(patch(&s, "{\"gpuShared\":true}", NULL, 0), ERR_OK);
+    assert_true(s.gpu_shared);
+    assert_int_equal(s.gpu_memory_mib, 0);
+    assert_int_equal(patch(&s, "{\"gpuMemory\":4096}", NULL, 0), ERR_OK);
+    assert_false(s.gpu_shared);
+    assert_int_equal(s.gpu_memory_mib, 4096);
+    /* a refused patch changes nothing */
+    assert_int_equal(patch(&s, "{\"gpuCount\":0,\"gpuModel\":\"T4\"}", msg, sizeof(msg)),
+                     ERR_INVALID_PARAMS);
+    assert_non_null(strstr(msg, "gpuCount is 0"));
+    assert_int_equal(s.gpu_count, 2);
+    assert_null(s.gpu_model);
+    assert_int_equal(patch(&s, "{\"gpuMemory\":\"1GB\",\"gpuShared\":true}", NULL, 0),
+                     ERR_INVALID_PARAMS);
+    assert_int_equal(s.gpu_memory_mib, 4096);
+    /* back to whole cards, pinned */
+    assert_int_equal(patch(&s, "{\"gpuMemory\":0,\"gpuUUIDs\":[\"GPU-c\"]}", NULL, 0), ERR_OK);
+    assert_int_equal(s.gpu_count, 1);
+    assert_false(rs_spec_gpu_is_share(&s));
+    assert_int_equal(s.ngpu_uuids, 1);
+    assert_int_equal(patch(&s, "{\"gpuUUIDs\":[],\"gpuCount\":3}", NULL, 0), ERR_OK);
+    assert_int_equal(s.ngpu_uuids, 0);
+    assert_int_equal(s.gpu_count, 3);
+    rs_spec_free(&s);
+
+    /* from no GPU to a share: one card */
+    parse_ok("{\"imageName\":\"x\"}", &s);
+    assert_int_equal(patch(&s, "{\"gpuShared\":true}", NULL, 0), ERR_OK);
+    assert_int_equal(s.gpu_count, 1);
+    rs_spec_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_full_spec_roundtrip),
-        cmocka_unit_test(test_spec_errors),
-        cmocka_unit_test(test_lifecycle_table),
-        cmocka_unit_test(test_record_roundtrip),
+        cmocka_unit_test(test_full_spec_roundtrip), cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_lifecycle_table),     cmocka_unit_test(test_record_roundtrip),
+        cmocka_unit_test(test_gpu_share_fields),    cmocka_unit_test(test_gpu_share_errors),
+        cmocka_unit_test(test_gpu_share_roundtrip), cmocka_unit_test(test_gpu_patch_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
