@@ -4,7 +4,7 @@
 # (pytest, driving the real gpuboxd over HTTP against the real dockerd).
 #
 # The end-to-end tests run twice: all of them with the SQLite store, then
-# the replica-set, older-route and volume modules again with the etcd store
+# the replica-set, older-route, patch and volume modules again with etcd
 # (tests/e2e/conftest.py starts one etcd for that run; the etcd outage,
 # compaction and migration tests start their own in the first run).
 #
@@ -59,10 +59,12 @@ echo "== end-to-end tests (pytest), ${GPUBOX_E2E_STORE:-sqlite} store =="
 e2e_rc=0
 /usr/bin/python3 -m pytest -q -p no:cacheprovider --store-backend "${GPUBOX_E2E_STORE:-sqlite}" tests/e2e "$@" || e2e_rc=$?
 
-# The modules whose behaviour lives in the store, again on etcd. A module
-# that does not exist yet (volumes come from another branch) is left out.
+# The modules whose behaviour lives in the store, again on etcd: replica
+# sets, the older routes, patch / restart / rollback, volumes. A pattern
+# that matches no module (yet) is left out.
 etcd_modules=()
-for m in tests/e2e/test_replicasets*.py tests/e2e/test_legacy_routes.py tests/e2e/test_volumes*.py; do
+for m in tests/e2e/test_replicasets*.py tests/e2e/test_legacy_routes.py tests/e2e/test_patch*.py \
+    tests/e2e/test_restart_rollback*.py tests/e2e/test_volumes*.py; do
     [[ -e $m ]] && etcd_modules+=("$m")
 done
 echo "== end-to-end tests (pytest), etcd store: ${etcd_modules[*]#tests/e2e/} =="
