@@ -22,6 +22,9 @@ IMAGE = os.environ.get("GPUBOX_TEST_IMAGE", "gpubox-test:latest")
 LONG_RUNNING = ["sleep", "3600"]
 LABEL_SET = "gpubox.replicaset"
 LABEL_VERSION = "gpubox.version"
+# Set names carry a tag of this test run, so two runs sharing one dockerd
+# (developers' worktrees) never clean up each other's containers.
+RUN_TAG = "%04x" % (os.getpid() & 0xffff)
 
 
 def start_module_daemon(tmp, port_range, *extra):

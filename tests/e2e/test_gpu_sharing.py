@@ -22,12 +22,14 @@ from pathlib import Path
 
 import pytest
 
+from rsutil import RUN_TAG
+
 from conftest import FAKE_NVML, Daemon, fake_gpu_env, run_gpuboxd
 from rsutil import (IMAGE, LONG_RUNNING, call, container, create, create_ok, delete, env_of,
                     execute, execute_ok, gpu_devices, gpu_map, info_ok, list_sets,
                     remove_containers, wipe)
 
-PREFIX = "e2gs"
+PREFIX = "e2gs" + RUN_TAG
 MIXED = "2xT4-16GB,1xA100-40GB,1xH100-80GB"
 T4, A100, H100 = 16384, 40960, 81920
 # Each daemon of this module has its own port window (rsutil explains why

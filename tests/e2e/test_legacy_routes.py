@@ -8,11 +8,13 @@ import urllib.parse
 
 import pytest
 
+from rsutil import RUN_TAG
+
 from rsutil import (IMAGE, LONG_RUNNING, call, container, containers_with_prefix, create_ok,
                     env_of, gpu_map, held_gpus, history, image, info, info_ok, list_sets,
                     ports_state, remove_image, start_module_daemon, used_ports, wipe)
 
-PREFIX = "e2lg"
+PREFIX = "e2lg" + RUN_TAG
 PORT_START, PORT_END = 61100, 61149
 
 

@@ -16,6 +16,8 @@ import urllib.request
 
 import pytest
 
+from rsutil import RUN_TAG
+
 from conftest import docker_request
 from rsutil import (IMAGE, LABEL_SET, LABEL_VERSION, LONG_RUNNING, call, container,
                     containers_with_prefix, create, create_ok, delete, env_of, execute,
@@ -23,7 +25,7 @@ from rsutil import (IMAGE, LABEL_SET, LABEL_VERSION, LONG_RUNNING, call, contain
                     lifecycle, list_sets, ports_state, remove_image, rs_path, start_module_daemon,
                     used_ports, wait_until, wipe)
 
-PREFIX = "e2rs"
+PREFIX = "e2rs" + RUN_TAG
 PORT_START, PORT_END = 61000, 61049
 MIB = 1024 * 1024
 

@@ -10,11 +10,13 @@ import threading
 
 import pytest
 
+from rsutil import RUN_TAG
+
 from rsutil import (call, container, containers_with_prefix, create, create_ok, delete,
                     gpu_devices, held_gpus, info, lifecycle, list_sets, start_module_daemon,
                     used_ports, wipe)
 
-PREFIX = "e2cc"
+PREFIX = "e2cc" + RUN_TAG
 PORT_START, PORT_END = 61050, 61099
 
 

@@ -9,12 +9,14 @@ import time
 
 import pytest
 
+from rsutil import RUN_TAG
+
 from conftest import docker_request
 from rsutil import (container, containers_with_prefix, create, create_ok, delete, gpu_map,
                     held_gpus, history, info, info_ok, lifecycle, list_sets, ports_state,
                     remove_containers, used_ports, wipe)
 
-PREFIX = "e2rt"
+PREFIX = "e2rt" + RUN_TAG
 PORT_RANGE = "61150-61199"
 ARGS = ("--simulate-gpus", "8xA100-80GB", "--port-range", PORT_RANGE)
 

@@ -27,10 +27,12 @@ from pathlib import Path
 
 import pytest
 
+from rsutil import RUN_TAG
+
 from conftest import Daemon, UnixHTTPConnection, request, run_gpuboxd
 
 IMAGE = os.environ.get("GPUBOX_TEST_IMAGE", "gpubox-test:latest")
-PREFIX = "vt"
+PREFIX = "vt" + RUN_TAG
 PORT_RANGE = "44000-44049"
 MB = 1024 * 1024
 
