@@ -128,7 +128,8 @@ class Daemon:
     """A running gpuboxd and its log."""
 
     def __init__(self, args, data_dir, log_path, env=None):
-        if not any(a in ("--store", "--config") or a.startswith(("--store=", "--config=")) for a in args):
+        chosen = ("--store", "--config")
+        if not any(a in chosen or a.startswith(tuple(c + "=" for c in chosen)) for a in args):
             args = [*args, *store_args(data_dir)]
         self.args = [str(GPUBOXD), *args]
         self.data_dir = data_dir

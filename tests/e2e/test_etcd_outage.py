@@ -24,11 +24,11 @@ import pytest
 
 from conftest import Daemon, docker_request
 from etcdutil import EtcdServer, HoldingProxy
-from rsutil import (call, container, containers_with_prefix, create, create_ok, delete, gpu_map,
-                    held_gpus, history, info, lifecycle, list_sets, remove_containers,
-                    remove_volumes_by_hand, used_ports, wait_until)
+from rsutil import (RUN_TAG, call, container, containers_with_prefix, create, create_ok,
+                    delete, gpu_map, held_gpus, history, info, lifecycle, list_sets,
+                    remove_containers, remove_volumes_by_hand, used_ports, wait_until)
 
-PREFIX = "e2eo"
+PREFIX = "e2eo" + RUN_TAG
 PORT_RANGE = "61700-61749"
 # Short timeouts so that a frozen etcd costs a test 1.5 s per call, not 5.
 TIMEOUTS = {"timeout_ms": 1500, "connect_timeout_ms": 500}

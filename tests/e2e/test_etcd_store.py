@@ -16,11 +16,11 @@ import pytest
 
 from conftest import BUILD_DIR, Daemon, run_gpuboxd
 from etcdutil import EtcdServer
-from rsutil import (call, container, create_ok, delete, execute_ok, gpu_map, held_gpus, history,
-                    info_ok, lifecycle, list_sets, ports_state, remove_containers,
-                    remove_volumes_by_hand, used_ports)
+from rsutil import (RUN_TAG, call, container, create_ok, delete, execute_ok, gpu_map,
+                    held_gpus, history, info_ok, lifecycle, list_sets, ports_state,
+                    remove_containers, remove_volumes_by_hand, used_ports)
 
-PREFIX = "e2es"
+PREFIX = "e2es" + RUN_TAG
 PORT_RANGE = "61750-61799"
 MIGRATE = BUILD_DIR / "gpubox-store-migrate"
 
