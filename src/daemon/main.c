@@ -35,7 +35,15 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
     log_info("gpuboxd %s starting (pid %d)", GPUBOX_VERSION, (int)getpid());
     daemon_security_log(cfg, sec);
     app *a = NULL;
+    cfg->app.stop_signals = stop_signals;
     if (app_open(&cfg->app, &a, &err) < 0) {
+        if (app_stop_requested(&cfg->app)) {
+            /* Asked to stop while waiting for the store or Docker: a clean stop. */
+            int sig = 0;
+            sigwait(stop_signals, &sig);
+            log_info("received %s during start-up (%s); gpuboxd stopped", strsignal(sig), err.msg);
+            return 0;
+        }
         log_error("start-up failed: %s", err.msg);
         return exit_code_for(&err);
     }

@@ -145,10 +145,21 @@ static void rs_create_undo(app *a, const rs_record *r, const char *previous_json
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
     bool ok = false;
     gb_err e = GB_ERR_INIT;
-    if (store_txn(a->store, &cmp, 1, ops, 2, &ok, NULL, &e) < 0 || !ok)
+    if (store_txn(a->store, &cmp, 1, ops, 2, &ok, NULL, &e) < 0) {
+        if (e.code == ERR_STORE_UNAVAILABLE) {
+            /* The record still lists the GPUs until the undo is known to
+             * have landed: keep them held meanwhile. */
+            rs_settle_hold(a, RS_DOUBT_CREATE_UNDO, r, previous_json);
+            return;
+        }
         log_error("replica set %s: could not undo the record of a failed create (%s); start-up "
                   "reconciliation will",
-                  r->name, ok ? "changed meanwhile" : e.msg);
+                  r->name, e.msg);
+    } else if (!ok) {
+        log_error("replica set %s: could not undo the record of a failed create (changed "
+                  "meanwhile); start-up reconciliation will",
+                  r->name);
+    }
     rs_alloc_give_back(a, r);
 }
 
@@ -164,6 +175,8 @@ static json_t *rs_create_answer(const rs_record *r)
  * of a deleted earlier life (NULL if none), whose versions r continues. */
 static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **previous, gb_err *err)
 {
+    if (rs_settle_name(a, r->name, err) < 0)
+        return -1;
     rs_record old = {0};
     int found = rs_record_load(a->store, r->name, &old, err);
     if (found < 0)
@@ -203,8 +216,11 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
     snprintf(r.name, sizeof(r.name), "%s", name);
     if (rs_spec_copy(spec, &r.spec) < 0)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    if (rs_create_check(a, &r, spec, &previous, err) < 0)
+    if (rs_create_check(a, &r, spec, &previous, err) < 0) {
+        if (err && err->code == ERR_STORE_UNAVAILABLE)
+            err_prefix(err, "creating replica set '%s': nothing was changed", name);
         return -1;
+    }
     _cleanup_(binds_resolved_free) binds_resolved binds = {0};
     if (binds_resolve(a, spec, &binds, err) < 0)
         return -1;
@@ -226,6 +242,18 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
             err_set(err, ERR_INTERNAL, "out of memory");
         else if (err && err->code == ERR_CONFLICT)
             err_set(err, ERR_EXISTS, "replica set '%s' was just created by another request", name);
+        if (hist_text && err && err->code == ERR_STORE_UNAVAILABLE) {
+            /* The record may have landed, listing these GPUs and ports:
+             * they stay held until rs_settle.c knows. */
+            rs_settle_hold(a, RS_DOUBT_CREATE, &r, previous);
+            char why[sizeof(err->msg)];
+            snprintf(why, sizeof(why), "%s", err->msg);
+            return err_set(err, ERR_STORE_UNAVAILABLE,
+                           "creating replica set '%s': the store did not confirm the record (%s); "
+                           "no container was made, and gpuboxd undoes the record by itself once "
+                           "the store answers (its GPUs and ports stay held until then)",
+                           name, why);
+        }
         rs_alloc_give_back(a, &r);
         return -1;
     }

@@ -23,13 +23,18 @@
 
 static int rs_load_existing(app *a, const char *name, rs_record *r, gb_err *err)
 {
-    if (name_check_replicaset(name, err) < 0)
+    if (name_check_replicaset(name, err) < 0 || rs_settle_name(a, name, err) < 0)
         return -1;
     int found = rs_record_load(a->store, name, r, err);
-    if (found < 0)
+    if (found < 0) {
+        if (err && err->code == ERR_STORE_UNAVAILABLE)
+            err_prefix(err, "replica set '%s': nothing was changed", name);
         return -1;
-    if (!found)
+    }
+    if (!found || rs_record_is_tombstone(r)) {
+        rs_record_free(r);
         return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+    }
     return 0;
 }
 
@@ -38,6 +43,23 @@ static json_t *rs_state_answer(const rs_record *r)
     return json_pack("{s:s, s:s, s:s, s:i, s:o, s:o}", "name", r->name, "state",
                      rs_state_name(r->state), "containerName", r->container_name, "version",
                      r->version, "gpus", rs_record_gpus_json(r), "ports", rs_record_ports_json(r));
+}
+
+/* The record that gives back held's GPUs and ports was not written. When
+ * the store did not answer, it may have been all the same: the pools keep
+ * them until rs_settle.c knows. Either way the caller gets an error. */
+static int rs_release_failed(app *a, const rs_record *held, gb_err *err, const char *doing)
+{
+    if (err && err->code == ERR_STORE_UNAVAILABLE) {
+        rs_settle_hold(a, RS_DOUBT_RELEASE, held, NULL);
+        return err_prefix(err,
+                          "%s replica set '%s': its container is %s, but the store did not "
+                          "confirm the record; gpuboxd settles it once the store answers (try "
+                          "again then)",
+                          doing, held->name,
+                          strcmp(doing, "stopping") == 0 ? "stopped" : "removed");
+    }
+    return err_prefix(err, "%s %s", doing, held->name);
 }
 
 int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
@@ -59,7 +81,7 @@ int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
     r.state = RS_STATE_STOPPED;
     rs_record_clear_holdings(&r);
     if (rs_record_save(a->store, &r, NULL, 0, err) < 0)
-        return err_prefix(err, "stopping %s", name);
+        return rs_release_failed(a, &held, err, "stopping");
     rs_alloc_give_back(a, &held);
     log_info("replica set %s: stopped; gave back %zu GPU(s) and %zu port(s)", name, held.ngpus,
              held.nports);
@@ -152,12 +174,12 @@ int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err
     _cleanup_json_ json_t *released_ports = rs_record_ports_json(&r);
     if (purge) {
         if (rs_purge(a, &r, err) < 0)
-            return err_prefix(err, "deleting %s", name);
+            return rs_release_failed(a, &held, err, "deleting");
     } else {
         r.state = RS_STATE_DELETED;
         rs_record_clear_holdings(&r);
         if (rs_record_save(a->store, &r, NULL, 0, err) < 0)
-            return err_prefix(err, "deleting %s", name);
+            return rs_release_failed(a, &held, err, "deleting");
     }
     rs_alloc_give_back(a, &held);
     log_info("replica set %s: deleted%s; gave back %zu GPU(s) and %zu port(s)", name,

@@ -23,7 +23,7 @@ static int rs_load_for(app *a, const char *name, enum rs_op op, rs_record *r, gb
     int found = rs_record_load(a->store, name, r, err);
     if (found < 0)
         return -1;
-    if (!found)
+    if (!found || rs_record_is_tombstone(r))
         return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
     return rs_lifecycle_check(op, r, err);
 }

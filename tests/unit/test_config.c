@@ -59,6 +59,8 @@ static void test_defaults(void **state)
     assert_null(cfg.app.nvml_library);
     assert_string_equal(cfg.app.gpu_attach, "nvidia");
     assert_string_equal(cfg.app.volume_backend, "loop");
+    assert_int_equal(cfg.app.docker_wait_s, 5);
+    assert_int_equal(cfg.app.store_wait_s, 60);
     assert_int_equal(cfg.log_level, LOG_INFO);
     assert_false(cfg.compat_http_200);
     assert_false(cfg.show_help);
@@ -92,14 +94,16 @@ static void test_flags(void **state)
                           "--compat-http-200", "--gpu-attach", "cdi", "--volume-backend=plain",
                           "--nvml-library", "/opt/libnvidia-ml.so.1", "--max-connections", "50",
                           "--shutdown-timeout=3", "--token-file", "/etc/gpubox/tokens",
-                          "--max-connections-per-ip", "8", "--cors-origins", "https://a.example"),
+                          "--max-connections-per-ip", "8", "--cors-origins", "https://a.example",
+                          "--store", "etcd://10.0.0.5:2379/gb", "--store-wait", "0"),
                      0);
     assert_string_equal(cfg.token_file, "/etc/gpubox/tokens");
     assert_int_equal(cfg.max_connections_per_ip, 8);
     assert_string_equal(cfg.cors_origins, "https://a.example");
     assert_string_equal(cfg.listen_host, "0.0.0.0");
     assert_int_equal(cfg.listen_port, 9000);
-    assert_string_equal(cfg.app.store_url, "sqlite:///srv/gb/state.db");
+    assert_string_equal(cfg.app.store_url, "etcd://10.0.0.5:2379/gb");
+    assert_int_equal(cfg.app.store_wait_s, 0);
     assert_int_equal(cfg.app.port_start, 41000);
     assert_int_equal(cfg.app.port_end, 41999);
     assert_int_equal(cfg.log_level, LOG_DEBUG);
@@ -232,6 +236,8 @@ static void test_bad_flags_name_the_flag(void **state)
         {"--volume-backend", "zfs", "'zfs' is not one of loop|xfsquota|plain"},
         {"--max-connections", "0", "--max-connections: '0' is not a whole number from 1"},
         {"--connection-timeout", "-1", "--connection-timeout"},
+        {"--store-wait", "86401", "--store-wait"},
+        {"--store-wait", "soon", "--store-wait"},
         {"--compat-http-200=maybe", NULL, "'maybe' is not a boolean"},
         {"--data-dir=", NULL, "--data-dir: needs a value"},
         {"--timeslice-replicas", "0",
