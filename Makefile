@@ -4,9 +4,10 @@
 BUILD_TEST    ?= build/test
 BUILD_RELEASE ?= build/release
 JOBS          ?= 2
+FUZZ_SECONDS  ?= 60
 ARGS          ?=
 
-.PHONY: all run test bench build build-test deps format clean
+.PHONY: all run test bench build build-test deps format clean fuzz
 
 all: build
 
@@ -32,6 +33,12 @@ run:
 # Every test: C unit tests and end-to-end tests against the real dockerd.
 test: build-test
 	scripts/test.sh $(BUILD_TEST)
+
+# libFuzzer targets (tests/fuzz), built with clang in build/fuzz, each run
+# for FUZZ_SECONDS; `make test` runs them for a few seconds each.
+fuzz:
+	@scripts/install-deps.sh test
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # Benchmarks print ratios against a baseline measured in the same run.
 bench:

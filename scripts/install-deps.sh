@@ -9,7 +9,10 @@ set -euo pipefail
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcurl4-openssl-dev
             libjansson-dev libsqlite3-dev libcmocka-dev)
 run_pkgs=(docker.io e2fsprogs util-linux iproute2)
-test_pkgs=(busybox-static python3 python3-pytest etcd-server clang)
+# clang brings libFuzzer (tests/fuzz); openssl makes the TLS tests' certificate;
+# nodejs runs the OpenAPI validator (tools/openapi, from the npm registry);
+# prometheus brings promtool, which checks GET /metrics.
+test_pkgs=(busybox-static python3 python3-pytest etcd-server clang openssl nodejs prometheus)
 bench_pkgs=(wrk nginx-light curl)
 
 case "${1:-all}" in
@@ -27,6 +30,11 @@ for p in "${want[@]}"; do
         missing+=("$p")
     fi
 done
+# Debian's nodejs comes without npm (NodeSource's has it built in).
+if [[ " ${want[*]} " == *" nodejs "* ]] && ! command -v npm >/dev/null &&
+    ! printf '%s\n' "${missing[@]}" | grep -qx npm; then
+    missing+=(npm)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -19,6 +19,8 @@ http_router *api_router_new(gb_err *err);
 int api_healthz(http_request *req, http_response *resp, gb_err *err);
 int api_version(http_request *req, http_response *resp, gb_err *err);
 int api_openapi(http_request *req, http_response *resp, gb_err *err);
+int api_openapi_yaml(http_request *req, http_response *resp, gb_err *err);
+int api_metrics(http_request *req, http_response *resp, gb_err *err);
 
 /* resources.c */
 int api_resources_gpus(http_request *req, http_response *resp, gb_err *err);

@@ -1,6 +1,11 @@
 /*
  * routes.c - every route of gpubox's HTTP API, one line each. Adding an
  * endpoint is one line here plus its handler.
+ *
+ * Access (with --token-file, http/auth.h): a GET route needs a viewer
+ * token, any other method an admin token; the routes in api_open_routes
+ * answer without a token, because probes and version checks must reach
+ * them.
  */
 #include "api/api.h"
 
@@ -10,7 +15,10 @@ static const http_route api_routes[] = {
     /* system */
     {"GET", "/healthz", api_healthz, "Liveness, plus whether the store and Docker answer"},
     {"GET", "/version", api_version, "gpubox, API and Docker versions"},
-    {"GET", "/openapi.json", api_openapi, "This list of routes as an OpenAPI document"},
+    {"GET", "/openapi.json", api_openapi, "The OpenAPI document (docs/openapi.yaml) as JSON"},
+    {"GET", "/openapi.yaml", api_openapi_yaml, "The OpenAPI document as written"},
+    {"GET", "/metrics", api_metrics,
+     "Prometheus metrics: GPUs, ports, replica sets, operations, HTTP requests, store health"},
 
     /* resources */
     {"GET", "/api/v1/resources/gpus", api_resources_gpus,
@@ -83,6 +91,8 @@ static const http_route api_routes[] = {
      "Restart stopped replica set {name}"},
 };
 
+static const char *const api_open_routes[] = {"/healthz", "/version"};
+
 http_router *api_router_new(gb_err *err)
 {
     http_router *r = router_new();
@@ -92,6 +102,12 @@ http_router *api_router_new(gb_err *err)
     }
     for (size_t i = 0; i < ARRAY_SIZE(api_routes); i++) {
         if (router_add(r, &api_routes[i], err) < 0) {
+            router_free(r);
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(api_open_routes); i++) {
+        if (router_set_access(r, "GET", api_open_routes[i], HTTP_ACCESS_OPEN, err) < 0) {
             router_free(r);
             return NULL;
         }

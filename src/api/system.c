@@ -1,12 +1,16 @@
 /*
- * system.c - handlers of the system routes: /healthz, /version and
- * /openapi.json.
+ * system.c - handlers of the system routes: /healthz, /version, /metrics
+ * and the OpenAPI document.
  */
 #include "api/api.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "http/metrics.h"
 #include "http/openapi.h"
+#include "service/metrics.h"
 #include "service/service.h"
 
 int api_healthz(http_request *req, http_response *resp, gb_err *err)
@@ -25,14 +29,52 @@ int api_version(http_request *req, http_response *resp, gb_err *err)
     return http_response_data(resp, data, err);
 }
 
-/* The bare OpenAPI document, not an envelope: tools read it as it is. */
+/* The OpenAPI document as JSON, not an envelope: tools read it as it is. */
 int api_openapi(http_request *req, http_response *resp, gb_err *err)
 {
-    json_t *doc = openapi_document(req->router, "gpubox", GPUBOX_VERSION);
-    char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_t *doc = openapi_document(req->router, err);
+    if (!doc)
+        return -1;
+    char *body = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
     if (!body)
         return err_set(err, ERR_INTERNAL, "out of memory building the OpenAPI document");
     http_response_raw(resp, 200, "application/json", body, strlen(body));
+    return 0;
+}
+
+/* docs/openapi.yaml as gpuboxd was built with it. */
+int api_openapi_yaml(http_request *req, http_response *resp, gb_err *err)
+{
+    (void)req;
+    size_t len = 0;
+    const char *yaml = openapi_yaml(&len);
+    char *body = malloc(len + 1);
+    if (!body)
+        return err_set(err, ERR_INTERNAL, "out of memory serving the OpenAPI document");
+    memcpy(body, yaml, len + 1);
+    http_response_raw(resp, 200, "application/yaml", body, len);
+    return 0;
+}
+
+/* Prometheus text: the application's gauges and operation counters, then
+ * the HTTP server's own request counters. */
+int api_metrics(http_request *req, http_response *resp, gb_err *err)
+{
+    char *body = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&body, &len);
+    if (!f)
+        return err_set(err, ERR_INTERNAL, "out of memory building the metrics");
+    int rc = metrics_write(req->ctx, f, err);
+    if (rc == 0)
+        http_metrics_write(req->metrics, f);
+    if (fclose(f) != 0 && rc == 0)
+        rc = err_set(err, ERR_INTERNAL, "out of memory building the metrics");
+    if (rc < 0) {
+        free(body);
+        return -1;
+    }
+    http_response_raw(resp, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);
     return 0;
 }

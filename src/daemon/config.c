@@ -16,6 +16,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,8 +174,12 @@ static const config_option config_options[] = {
            "address and port to serve the API on; port 0 picks a free port", apply_listen),
     OPT_STR("data-dir", "DIR", CONFIG_DATA_DIR_DEFAULT, "state directory (created if missing)",
             data_dir),
-    OPT_STR("store", "URL", "sqlite://<data-dir>/state.db", "state store: sqlite:///path/state.db",
+    OPT_STR("store", "URL", "sqlite://<data-dir>/state.db",
+            "state store: sqlite:///path/state.db or etcd://host:port[,host:port...][/prefix]",
             store_url),
+    OPT_NUM("store-wait", "SECONDS", "60",
+            "how long start-up waits for an etcd store to answer before giving up (0: no wait)",
+            app.store_wait_s, 0, 86400),
     OPT_STR("docker-host", "URL", "$DOCKER_HOST or " CONFIG_DOCKER_HOST_DEFAULT,
             "Docker Engine API: unix:///path or tcp://host:port", docker_host),
     OPT_NUM("docker-wait", "SECONDS", "5",
@@ -232,12 +238,31 @@ static const config_option config_options[] = {
              compat_http_200),
     OPT_NUM("max-connections", "N", "1024", "simultaneous HTTP connections", max_connections, 1,
             1000000),
+    OPT_NUM("max-connections-per-ip", "N", "256",
+            "simultaneous HTTP connections from one client address (0: no limit)",
+            max_connections_per_ip, 0, 1000000),
     OPT_NUM("connection-timeout", "SECONDS", "60",
             "idle HTTP connections are closed after this (0: never)", connection_timeout_s, 0,
             86400),
     OPT_NUM("shutdown-timeout", "SECONDS", "10",
             "on SIGTERM, how long requests in flight may run before connections are closed",
             shutdown_timeout_s, 0, 3600),
+    OPT_STR("token-file", "PATH", "none",
+            "bearer tokens, one `name:role:token` line each (role admin or viewer); the file "
+            "must not be readable by other users. Without it the API has no authentication and "
+            "may only listen on loopback",
+            token_file),
+    OPT_BOOL("insecure-no-auth", "off",
+             "allow listening beyond loopback without --token-file: anyone who reaches the port "
+             "can run containers on this host",
+             insecure_no_auth),
+    OPT_STR("tls-cert", "PATH", "none",
+            "PEM certificate (chain) to serve HTTPS with; needs --tls-key", tls_cert),
+    OPT_STR("tls-key", "PATH", "none",
+            "PEM private key of --tls-cert; must not be readable by other users", tls_key),
+    OPT_STR("cors-origins", "ORIGIN[,ORIGIN...]", "none (CORS off)",
+            "web origins (scheme://host[:port]) whose pages may call the API from a browser",
+            cors_origins),
     OPT_CLI("config", "FILE", "none",
             "read settings from FILE (`key = value` lines; keys are these flag names); flags "
             "override it",
@@ -369,10 +394,12 @@ int config_init(daemon_config *cfg, gb_err *err)
     *cfg = (daemon_config){
         .log_level = LOG_INFO,
         .max_connections = 1024,
+        .max_connections_per_ip = 256,
         .connection_timeout_s = 60,
         .shutdown_timeout_s = 10,
         .app = {.gpu_source = GPU_SOURCE_AUTO,
                 .docker_wait_s = 5,
+                .store_wait_s = 60,
                 .timeslice_replicas = GPUS_TIMESLICE_REPLICAS_DEFAULT,
                 .gpu_memory_oversubscription = 1.0},
     };
@@ -410,6 +437,10 @@ void config_free(daemon_config *cfg)
                       &cfg->gpu_exclude_sharing,
                       &cfg->gpu_exclude,
                       &cfg->hami_core,
+                      &cfg->token_file,
+                      &cfg->tls_cert,
+                      &cfg->tls_key,
+                      &cfg->cors_origins,
                       &cfg->carry_method};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
@@ -554,6 +585,52 @@ int config_load(daemon_config *cfg, int argc, char **argv, gb_err *err)
     return config_finalize(cfg, err);
 }
 
+bool config_host_is_loopback(const char *host)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    if (!host || !host[0] || getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
+        return false;
+    bool loopback = true;
+    for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        if (ai->ai_family == AF_INET) {
+            const struct sockaddr_in *in = (const struct sockaddr_in *)ai->ai_addr;
+            loopback &= (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+        } else if (ai->ai_family == AF_INET6) {
+            const struct in6_addr *a6 = &((const struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+            loopback &=
+                IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127);
+        } else {
+            loopback = false;
+        }
+    }
+    freeaddrinfo(res);
+    return loopback;
+}
+
+/* Safe by default: without tokens the API is as powerful as root on this
+ * host, so it may only be reached from this host unless the operator says
+ * in so many words that something else guards the port. */
+static int config_check_exposure(const daemon_config *cfg, gb_err *err)
+{
+    if (cfg->token_file && cfg->insecure_no_auth)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "--insecure-no-auth contradicts --token-file; drop one of them");
+    if (!cfg->tls_cert != !cfg->tls_key)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "HTTPS needs both --tls-cert and --tls-key; %s is missing",
+                       cfg->tls_cert ? "--tls-key" : "--tls-cert");
+    if (!cfg->token_file && !cfg->insecure_no_auth && !config_host_is_loopback(cfg->listen_host))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "--listen %s is reachable from other machines, but no --token-file is "
+                       "given, so anyone who reaches it could run containers on this host; give "
+                       "--token-file (docs/security.md), listen on 127.0.0.1, or pass "
+                       "--insecure-no-auth if a firewall or an authenticating proxy guards the "
+                       "port",
+                       cfg->listen);
+    return 0;
+}
+
 /* --hami-core must name a readable regular file; it is kept as an absolute
  * path, since Docker mounts it from the host. Whether it really is
  * HAMi-core cannot be told without a GPU; the operator's word stands. */
@@ -575,6 +652,8 @@ static int config_check_hami_core(daemon_config *cfg, gb_err *err)
 /* Settings that depend on others, and the defaults derived from them. */
 int config_finalize(daemon_config *cfg, gb_err *err)
 {
+    if (config_check_exposure(cfg, err) < 0)
+        return -1;
     if (cfg->data_dir[0] != '/') {
         char cwd[PATH_MAX];
         _cleanup_free_ char *abs = NULL;

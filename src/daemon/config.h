@@ -32,12 +32,15 @@ typedef struct daemon_config {
     uint16_t listen_port;
     char *data_dir, *store_url, *docker_host, *simulate_gpus, *nvml_library, *nvidia_smi;
     char *gpu_attach, *volume_backend, *config_file, *bind_prefixes, *carry_method;
+    char *token_file, *tls_cert, *tls_key, *cors_origins; /* NULL: not given */
     char *gpu_exclude_sharing, *gpu_exclude, *hami_core;
 
     app_config app; /* filled by config_finalize */
     enum log_level log_level;
     bool compat_http_200;
     unsigned max_connections;
+    unsigned max_connections_per_ip; /* 0: no per-address limit */
+    bool insecure_no_auth;           /* listen beyond loopback without tokens */
     unsigned connection_timeout_s;
     unsigned shutdown_timeout_s;
 
@@ -64,6 +67,10 @@ int config_parse_file(daemon_config *cfg, const char *path, gb_err *err);
 int config_parse_text(daemon_config *cfg, const char *text, const char *origin, gb_err *err);
 int config_set(daemon_config *cfg, const char *key, const char *value, gb_err *err);
 int config_finalize(daemon_config *cfg, gb_err *err);
+
+/* Does host (a --listen address) name only this machine's loopback
+ * interface? Names are resolved; an address that does not resolve is not. */
+bool config_host_is_loopback(const char *host);
 
 /* "ADDR:PORT" or "[v6]:PORT" -> host (malloc'd) and port. */
 int config_parse_listen(const char *s, char **host, uint16_t *port, gb_err *err);

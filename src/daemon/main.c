@@ -19,6 +19,7 @@
 
 #include "api/api.h"
 #include "daemon/config.h"
+#include "daemon/security.h"
 #include "http/server.h"
 #include "service/app.h"
 #include "util/log.h"
@@ -28,12 +29,21 @@ static int exit_code_for(const gb_err *err)
     return err->code == ERR_INVALID_PARAMS ? 2 : 1;
 }
 
-static int serve(daemon_config *cfg, const sigset_t *stop_signals)
+static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t *stop_signals)
 {
     gb_err err = GB_ERR_INIT;
     log_info("gpuboxd %s starting (pid %d)", GPUBOX_VERSION, (int)getpid());
+    daemon_security_log(cfg, sec);
     app *a = NULL;
+    cfg->app.stop_signals = stop_signals;
     if (app_open(&cfg->app, &a, &err) < 0) {
+        if (app_stop_requested(&cfg->app)) {
+            /* Asked to stop while waiting for the store or Docker: a clean stop. */
+            int sig = 0;
+            sigwait(stop_signals, &sig);
+            log_info("received %s during start-up (%s); gpuboxd stopped", strsignal(sig), err.msg);
+            return 0;
+        }
         log_error("start-up failed: %s", err.msg);
         return exit_code_for(&err);
     }
@@ -47,6 +57,11 @@ static int serve(daemon_config *cfg, const sigset_t *stop_signals)
             .connection_timeout_s = cfg->connection_timeout_s,
             .shutdown_timeout_s = cfg->shutdown_timeout_s,
             .compat_http_200 = cfg->compat_http_200,
+            .per_ip_limit = cfg->max_connections_per_ip,
+            .auth = sec->auth,
+            .cors = sec->cors,
+            .tls_cert_pem = sec->tls_cert_pem,
+            .tls_key_pem = sec->tls_key_pem,
         };
         server = http_server_start(&hc, router, a, &err);
     }
@@ -59,8 +74,8 @@ static int serve(daemon_config *cfg, const sigset_t *stop_signals)
 
     bool v6 = strchr(cfg->listen_host, ':') != NULL;
     char url[300];
-    snprintf(url, sizeof(url), "http://%s%s%s:%u", v6 ? "[" : "", cfg->listen_host, v6 ? "]" : "",
-             http_server_port(server));
+    snprintf(url, sizeof(url), "%s://%s%s%s:%u", sec->tls_cert_pem ? "https" : "http",
+             v6 ? "[" : "", cfg->listen_host, v6 ? "]" : "", http_server_port(server));
     log_info("listening on %s%s", url,
              cfg->compat_http_200 ? " (--compat-http-200: every response is HTTP 200)" : "");
     printf("gpuboxd ready on %s\n", url);
@@ -93,13 +108,22 @@ int main(int argc, char **argv)
         printf("gpuboxd %s (API %s)\n", GPUBOX_VERSION, APP_API_VERSION);
     } else {
         log_set_level(cfg.log_level);
+        /* Security files are read before anything starts, so a mistake in
+         * them is a settings error (exit 2) named after its flag. */
+        daemon_security sec;
+        if (daemon_security_load(&cfg, &sec, &err) < 0) {
+            fprintf(stderr, "gpuboxd: %s\n", err.msg);
+            config_free(&cfg);
+            return 2;
+        }
         sigset_t stop_signals;
         sigemptyset(&stop_signals);
         sigaddset(&stop_signals, SIGTERM);
         sigaddset(&stop_signals, SIGINT);
         pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
         signal(SIGPIPE, SIG_IGN); /* a client that hangs up must not kill the daemon */
-        rc = serve(&cfg, &stop_signals);
+        rc = serve(&cfg, &sec, &stop_signals);
+        daemon_security_free(&sec);
     }
     config_free(&cfg);
     return rc;

@@ -1,7 +1,8 @@
 /*
- * openapi.c - the OpenAPI document of a router: one path item per pattern,
- * one operation per method, path parameters taken from "{name}" segments.
- * Every operation answers the envelope, so they share one response schema.
+ * openapi.c - the OpenAPI document (see openapi.h): the embedded YAML, its
+ * JSON form, and generated entries for routes the file lacks (one path
+ * item per pattern, one operation per method, path parameters taken from
+ * the "{name}" segments, answering the envelope).
  */
 #include "http/openapi.h"
 
@@ -9,6 +10,29 @@
 #include <string.h>
 
 #include "util/cleanup.h"
+#include "util/log.h"
+#include "util/yaml.h"
+
+const char *openapi_yaml(size_t *len)
+{
+    *len = gpubox_openapi_yaml_len;
+    return (const char *)gpubox_openapi_yaml;
+}
+
+static void openapi_lower(const char *method, char *out, size_t size)
+{
+    size_t n = 0;
+    for (; n + 1 < size && method[n]; n++)
+        out[n] = (char)tolower((unsigned char)method[n]);
+    out[n] = '\0';
+}
+
+int openapi_has_operation(const json_t *doc, const char *method, const char *pattern)
+{
+    char m[16];
+    openapi_lower(method, m, sizeof(m));
+    return json_object_get(json_object_get(json_object_get(doc, "paths"), pattern), m) != NULL;
+}
 
 static json_t *openapi_parameters(const char *pattern)
 {
@@ -24,37 +48,39 @@ static json_t *openapi_parameters(const char *pattern)
     return params;
 }
 
-static json_t *openapi_envelope_schema(void)
+/* A minimal operation for a route the YAML does not describe. */
+static json_t *openapi_generated(const http_route *route)
 {
-    return json_pack("{s:s, s:[s,s,s], s:{s:{s:s}, s:{s:s}, s:{}}}", "type", "object", "required",
-                     "code", "msg", "data", "properties", "code", "type", "integer", "msg", "type",
-                     "string", "data");
+    return json_pack("{s:s, s:o, s:{s:{s:s, s:{s:{s:{s:s}}}}}}", "summary", route->summary,
+                     "parameters", openapi_parameters(route->pattern), "responses", "default",
+                     "description", "the envelope {code, msg, data}; code 200 is success",
+                     "content", "application/json", "schema", "$ref",
+                     "#/components/schemas/Envelope");
 }
 
-json_t *openapi_document(const http_router *r, const char *title, const char *version)
+json_t *openapi_document(const http_router *r, gb_err *err)
 {
-    _cleanup_json_ json_t *paths = json_object();
-    if (!paths)
+    _cleanup_json_ json_t *doc =
+        yaml_parse((const char *)gpubox_openapi_yaml, gpubox_openapi_yaml_len, err);
+    if (!doc)
         return NULL;
+    json_t *paths = json_object_get(doc, "paths");
+    if (!json_is_object(paths)) {
+        err_set(err, ERR_INTERNAL, "the embedded OpenAPI document has no paths");
+        return NULL;
+    }
     for (size_t i = 0; i < router_count(r); i++) {
         const http_route *route = router_route(r, i);
+        if (openapi_has_operation(doc, route->method, route->pattern))
+            continue;
         json_t *item = json_object_get(paths, route->pattern);
         if (!item) {
             item = json_object();
             json_object_set_new(paths, route->pattern, item);
         }
         char method[16];
-        size_t n = 0;
-        for (; n < sizeof(method) - 1 && route->method[n]; n++)
-            method[n] = (char)tolower((unsigned char)route->method[n]);
-        method[n] = '\0';
-        json_object_set_new(item, method,
-                            json_pack("{s:s, s:o, s:{s:{s:s, s:{s:{s:o}}}}}", "summary",
-                                      route->summary, "parameters",
-                                      openapi_parameters(route->pattern), "responses", "default",
-                                      "description", "the envelope; code 200 is success", "content",
-                                      "application/json", "schema", openapi_envelope_schema()));
+        openapi_lower(route->method, method, sizeof(method));
+        json_object_set_new(item, method, openapi_generated(route));
     }
-    return json_pack("{s:s, s:{s:s, s:s}, s:O}", "openapi", "3.0.3", "info", "title", title,
-                     "version", version, "paths", paths);
+    return steal_ptr(&doc);
 }

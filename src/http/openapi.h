@@ -1,15 +1,36 @@
 /*
- * openapi.h - describe a router's routes as an OpenAPI 3 document, so a
- * client (or a person who got a 404) can see every route and its methods.
+ * openapi.h - gpuboxd's OpenAPI document: docs/openapi.yaml, embedded at
+ * build time (cmake/embed.cmake), served as written (GET /openapi.yaml)
+ * and as JSON (GET /openapi.json).
+ *
+ * The JSON form is the YAML read with util/yaml.h, plus, for any route of
+ * the router the file does not describe, a generated entry (summary and
+ * path parameters), so the document always lists every route the running
+ * daemon has. tests/unit/test_openapi.c keeps the file and routes.c in
+ * step, so in a tested build nothing is generated.
  */
 #ifndef GPUBOX_HTTP_OPENAPI_H
 #define GPUBOX_HTTP_OPENAPI_H
 
+#include <stddef.h>
+
 #include <jansson.h>
 
 #include "http/router.h"
+#include "util/err.h"
 
-/* A new JSON document (caller decrefs), NULL when out of memory. */
-json_t *openapi_document(const http_router *r, const char *title, const char *version);
+/* The embedded docs/openapi.yaml (generated/openapi_yaml.c). */
+extern const unsigned char gpubox_openapi_yaml[];
+extern const size_t gpubox_openapi_yaml_len;
+
+/* The YAML text as embedded. */
+const char *openapi_yaml(size_t *len);
+
+/* The document as JSON (caller decrefs); NULL with err when the embedded
+ * YAML cannot be read or out of memory. */
+json_t *openapi_document(const http_router *r, gb_err *err);
+
+/* Whether doc describes method (any case) on pattern. */
+int openapi_has_operation(const json_t *doc, const char *method, const char *pattern);
 
 #endif

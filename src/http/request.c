@@ -51,7 +51,11 @@ int req_json_body(http_request *req, json_t **out, gb_err *err)
         if (req->body_len == 0) {
             err_set(&req->json_err, ERR_MALFORMED_JSON,
                     "request body is empty; send a JSON object (Content-Type: application/json)");
-        } else if (!(req->json = json_loadb(req->body, req->body_len, 0, &jerr))) {
+        } else if (!(req->json =
+                         json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr))) {
+            /* A key given twice is refused rather than "last one wins": two
+             * readers of one body (a proxy's policy, gpubox) must not be
+             * able to see different values. */
             err_set(&req->json_err, ERR_MALFORMED_JSON,
                     "malformed JSON body at line %d, column %d: %s", jerr.line, jerr.column,
                     jerr.text);

@@ -9,7 +9,8 @@
  * and kept, so several field helpers parse it once.
  *
  * The field helpers turn a bad body into the error a client can act on:
- *   - malformed JSON  -> ERR_MALFORMED_JSON with jansson's line and column;
+ *   - malformed JSON, or an object with a key given twice -> ERR_MALFORMED_JSON
+ *     with jansson's line and column;
  *   - a field of the wrong JSON type -> ERR_WRONG_TYPE naming the field and
  *     the expected type;
  *   - a required field that is missing -> ERR_INVALID_PARAMS naming it.
@@ -30,6 +31,7 @@
 #define HTTP_REQUEST_ID_MAX 32
 
 struct http_router;
+struct http_metrics;
 
 typedef struct http_kv {
     const char *key;
@@ -53,6 +55,7 @@ typedef struct http_request {
 
     void *ctx;                        /* the application context handed to the server */
     const struct http_router *router; /* the router that matched this request */
+    struct http_metrics *metrics;     /* the server's request counters (GET /metrics) */
 
     json_t *json; /* parsed body, once asked for */
     bool json_tried;

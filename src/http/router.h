@@ -6,7 +6,8 @@
  * non-empty segment and are handed to the handler as path parameters. Several
  * routes may share a pattern with different methods; a path that matches a
  * pattern but none of its methods is a 405 (with the methods for an Allow
- * header), a path that matches no pattern is a 404.
+ * header), a path that matches no pattern is a 404. HEAD is answered by the
+ * GET route of a pattern (libmicrohttpd leaves the body out).
  *
  * Layout: the router keeps its routes in one array, each pattern pre-split
  * into segments. Matching walks the array (tens of routes, so a linear scan
@@ -32,6 +33,17 @@
  * envelope. */
 typedef int (*http_handler)(http_request *req, http_response *resp, gb_err *err);
 
+/* Who may call a route when tokens are configured (http/auth.h decides).
+ * The default follows the method: reading routes (GET, HEAD) are for
+ * viewers, everything else for admins; a route that must stay reachable
+ * without a token (liveness probes) is marked with router_set_access. */
+enum http_access {
+    HTTP_ACCESS_BY_METHOD = 0, /* GET / HEAD: viewer; any other method: admin */
+    HTTP_ACCESS_OPEN,          /* no token needed */
+    HTTP_ACCESS_VIEWER,        /* any valid token */
+    HTTP_ACCESS_ADMIN,         /* an admin token */
+};
+
 typedef struct http_route {
     const char *method;  /* "GET", "POST", "PATCH", "PUT", "DELETE" */
     const char *pattern; /* "/api/v1/replicaSet/{name}" */
@@ -45,6 +57,7 @@ enum router_result { ROUTER_FOUND, ROUTER_NOT_FOUND, ROUTER_METHOD_NOT_ALLOWED }
 
 typedef struct router_match {
     const http_route *route; /* ROUTER_FOUND only */
+    enum http_access access; /* ROUTER_FOUND only: the route's */
     http_kv params[ROUTER_MAX_PARAMS];
     size_t nparams;
     char allow[96]; /* ROUTER_METHOD_NOT_ALLOWED: "GET, PATCH" */
@@ -59,6 +72,11 @@ void router_free(http_router *r);
  * method+pattern. */
 int router_add(http_router *r, const http_route *route, gb_err *err);
 
+/* Change who may call an added route (method and pattern exactly as
+ * added). Fails if there is no such route. */
+int router_set_access(http_router *r, const char *method, const char *pattern,
+                      enum http_access access, gb_err *err);
+
 /* Match a request. Parameters point into m->scratch; release with
  * router_match_free. */
 enum router_result router_match_request(const http_router *r, const char *method, const char *path,
@@ -68,5 +86,6 @@ void router_match_free(router_match *m);
 /* Every route in insertion order (for /openapi.json). */
 size_t router_count(const http_router *r);
 const http_route *router_route(const http_router *r, size_t i);
+enum http_access router_route_access(const http_router *r, size_t i);
 
 #endif

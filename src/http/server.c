@@ -25,6 +25,8 @@
 
 #include <microhttpd.h>
 
+#include "http/json_depth.h"
+#include "http/metrics.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -38,6 +40,7 @@ struct http_server {
     http_server_config cfg;
     const http_router *router;
     void *ctx;
+    http_metrics *metrics; /* requests by route and status, for GET /metrics */
     uint16_t port;
     char id_prefix[9]; /* random per process, so ids differ across restarts */
     atomic_uint_fast64_t next_id;
@@ -52,8 +55,13 @@ typedef struct http_exchange {
     char *body; /* grows up to the body limit, NUL-terminated */
     size_t body_len, body_cap;
     size_t received; /* every body byte seen, kept or not */
+    size_t declared; /* Content-Length, when one was sent */
     bool too_large;
     bool answered;
+    bool preflight;               /* a CORS preflight from an allowed origin */
+    const char *www_authenticate; /* a 401's challenge (static string) */
+    http_identity who;            /* for the audit line */
+    const char *route; /* the matched route's pattern, for the metrics; NULL: none */
     struct timespec start;
 } http_exchange;
 
@@ -67,6 +75,8 @@ static http_exchange *exchange_new(http_server *s, const char *method, const cha
     x->req.path = url;
     x->req.ctx = s->ctx;
     x->req.router = s->router;
+    x->who = (http_identity){.name = "-"};
+    x->req.metrics = s->metrics;
     uint64_t n = atomic_fetch_add(&s->next_id, 1);
     snprintf(x->req.id, sizeof(x->req.id), "%s-%" PRIx64, s->id_prefix, n);
     clock_gettime(CLOCK_MONOTONIC, &x->start);
@@ -172,51 +182,139 @@ static void exchange_not_found(http_exchange *x, gb_err *err)
             suggest ? " (did you mean " : "", suggest ? prefixed : "", suggest ? "?)" : "");
 }
 
-/* Route and run the handler; leaves the answer in x->resp and the Allow
- * methods (for a 405) in allow. */
+/* A CORS preflight: allowed origins learn what they may send; anyone else
+ * gets a 403 without a single Access-Control-* header. */
+static void exchange_preflight(http_exchange *x, const char *origin, gb_err *err)
+{
+    const http_cors *cors = x->server->cfg.cors;
+    if (!http_cors_match(cors, origin)) {
+        err_set(err, ERR_FORBIDDEN,
+                cors ? "cross-origin requests from %.200s are not allowed; the server's "
+                       "--cors-origins lists the origins that are"
+                     : "cross-origin requests (from %.200s) are off on this server; an operator "
+                       "can allow origins with --cors-origins",
+                origin);
+        return;
+    }
+    x->preflight = true;
+    http_response_raw(&x->resp, 204, "text/plain", NULL, 0);
+    x->resp.code = ERR_OK;
+}
+
+/* Answer a request the caller may make: 404, 405, or the handler's answer. */
+static void exchange_route(http_exchange *x, enum router_result found, router_match *m, char *allow,
+                           size_t allow_size, gb_err *err)
+{
+    switch (found) {
+    case ROUTER_NOT_FOUND:
+        exchange_not_found(x, err);
+        break;
+    case ROUTER_METHOD_NOT_ALLOWED:
+        snprintf(allow, allow_size, "%s", m->allow);
+        err_set(err, ERR_METHOD_NOT_ALLOWED, "method %s is not allowed on %s; allowed: %s",
+                x->req.method, x->req.path, m->allow);
+        break;
+    case ROUTER_FOUND:
+        x->route = m->route->pattern;
+        x->req.params = m->params;
+        x->req.nparams = m->nparams;
+        x->req.body = x->body ? x->body : "";
+        x->req.body_len = x->body_len;
+        if (x->body_len &&
+            http_json_depth(x->body, x->body_len, HTTP_JSON_DEPTH_MAX) > HTTP_JSON_DEPTH_MAX)
+            err_set(err, ERR_MALFORMED_JSON,
+                    "request body nests arrays and objects more than %d levels deep; no gpubox "
+                    "request needs more than a few",
+                    HTTP_JSON_DEPTH_MAX);
+        else if (m->route->handler(&x->req, &x->resp, err) == 0 && x->resp.status)
+            err_clear(err);
+        else if (x->resp.status == 0 && err->code == ERR_OK)
+            err_set(err, ERR_INTERNAL, "handler for %s %s answered nothing", m->route->method,
+                    m->route->pattern);
+        else if (err->code == ERR_OK)
+            err_set(err, ERR_INTERNAL, "handler for %s %s failed without saying why",
+                    m->route->method, m->route->pattern);
+        x->req.params = NULL; /* they point into m, which goes away after this */
+        x->req.nparams = 0;
+        break;
+    }
+}
+
+/* Check the caller and route the request; leaves the answer in x->resp and
+ * the Allow methods (for a 405) in allow. The order matters: a caller
+ * without a valid token learns nothing, not even whether a route exists,
+ * before the token check. */
 static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, char *allow,
                               size_t allow_size)
 {
     gb_err err = GB_ERR_INIT;
+    http_server *s = x->server;
     if (x->too_large) {
         err_set(&err, ERR_BODY_TOO_LARGE,
-                "request body is %zu bytes, over the limit of %zu bytes (1 MiB)", x->received,
-                x->server->cfg.body_limit);
+                "request body is %zu bytes, over the limit of %zu bytes (1 MiB)",
+                x->declared > x->received ? x->declared : x->received, s->cfg.body_limit);
         http_response_error(&x->resp, &err);
         return;
     }
+    if (exchange_collect_kv(x, conn) < 0) {
+        err_set(&err, ERR_INTERNAL, "out of memory reading the request headers");
+        http_response_error(&x->resp, &err);
+        return;
+    }
+    const char *origin = http_request_header(&x->req, "Origin");
+    if (http_cors_is_preflight(x->req.method, origin,
+                               http_request_header(&x->req, "Access-Control-Request-Method"))) {
+        exchange_preflight(x, origin, &err);
+        if (err.code != ERR_OK)
+            http_response_error(&x->resp, &err);
+        return;
+    }
+
     router_match m;
-    switch (router_match_request(x->server->router, x->req.method, x->req.path, &m)) {
-    case ROUTER_NOT_FOUND:
-        exchange_not_found(x, &err);
-        break;
-    case ROUTER_METHOD_NOT_ALLOWED:
-        snprintf(allow, allow_size, "%s", m.allow);
-        err_set(&err, ERR_METHOD_NOT_ALLOWED, "method %s is not allowed on %s; allowed: %s",
-                x->req.method, x->req.path, m.allow);
-        break;
-    case ROUTER_FOUND:
-        x->req.params = m.params;
-        x->req.nparams = m.nparams;
-        x->req.body = x->body ? x->body : "";
-        x->req.body_len = x->body_len;
-        if (exchange_collect_kv(x, conn) < 0)
-            err_set(&err, ERR_INTERNAL, "out of memory reading the request headers");
-        else if (m.route->handler(&x->req, &x->resp, &err) == 0 && x->resp.status)
-            err_clear(&err);
-        else if (x->resp.status == 0 && err.code == ERR_OK)
-            err_set(&err, ERR_INTERNAL, "handler for %s %s answered nothing", m.route->method,
-                    m.route->pattern);
-        else if (err.code == ERR_OK)
-            err_set(&err, ERR_INTERNAL, "handler for %s %s failed without saying why",
-                    m.route->method, m.route->pattern);
-        x->req.params = NULL; /* they point into m, which goes away here */
-        x->req.nparams = 0;
-        break;
+    enum router_result found = router_match_request(s->router, x->req.method, x->req.path, &m);
+    if (http_auth_check(s->cfg.auth, found == ROUTER_FOUND ? m.access : HTTP_ACCESS_VIEWER,
+                        x->req.method, x->req.path, http_request_header(&x->req, "Authorization"),
+                        &x->who, &err) < 0) {
+        if (err.code == ERR_UNAUTHORIZED)
+            x->www_authenticate = x->who.bad_token
+                                      ? "Bearer realm=\"gpubox\", error=\"invalid_token\""
+                                      : "Bearer realm=\"gpubox\"";
+    } else {
+        exchange_route(x, found, &m, allow, allow_size, &err);
     }
     router_match_free(&m);
     if (err.code != ERR_OK)
         http_response_error(&x->resp, &err);
+}
+
+/* Headers every answer may carry beyond the body's own: CORS for allowed
+ * origins, the 401 challenge, Allow for a 405. */
+static void exchange_add_headers(http_exchange *x, struct MHD_Connection *conn,
+                                 struct MHD_Response *r, const char *allow)
+{
+    http_server *s = x->server;
+    MHD_add_response_header(r, "X-Request-Id", x->req.id);
+    if (allow[0])
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (x->www_authenticate)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, x->www_authenticate);
+    if (s->cfg.cors) {
+        const char *origin =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+        const char *allowed = http_cors_match(s->cfg.cors, origin);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Origin");
+        if (allowed) {
+            MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, allowed);
+            MHD_add_response_header(r, "Access-Control-Expose-Headers", HTTP_CORS_EXPOSE_HEADERS);
+        }
+        if (allowed && x->preflight) {
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", HTTP_CORS_ALLOW_METHODS);
+            MHD_add_response_header(r, "Access-Control-Allow-Headers", HTTP_CORS_ALLOW_HEADERS);
+            MHD_add_response_header(r, "Access-Control-Max-Age", HTTP_CORS_MAX_AGE);
+        }
+    }
+    if (atomic_load(&s->stopping))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 }
 
 static enum MHD_Result exchange_answer(http_exchange *x, struct MHD_Connection *conn)
@@ -235,11 +333,7 @@ static enum MHD_Result exchange_answer(http_exchange *x, struct MHD_Connection *
     resp->body = NULL; /* libmicrohttpd frees it now */
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                             resp->content_type ? resp->content_type : "application/json");
-    MHD_add_response_header(r, "X-Request-Id", x->req.id);
-    if (allow[0])
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
-    if (atomic_load(&s->stopping))
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    exchange_add_headers(x, conn, r, allow);
     if (resp->envelope && s->cfg.compat_http_200)
         resp->status = 200;
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp->status, r);
@@ -260,14 +354,21 @@ static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, con
         if (!(x = exchange_new(s, method, url)))
             return MHD_NO;
         *con_cls = x;
-        /* Refuse an oversized body before reading it (and before sending
-         * "100 Continue"): answering now is allowed only on this first call. */
+        /* An oversized body is known from Content-Length. A client waiting
+         * for "100 Continue", or announcing more than is worth draining, is
+         * answered now (only this first call may answer before the body):
+         * it sends no body, or loses its connection. Any other client is
+         * already sending; its body is read and dropped, and the 413 comes
+         * after it, so the client is not cut off mid-send before it can
+         * read the answer. */
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->cfg.body_limit) {
             x->too_large = true;
-            x->received = strtoull(cl, NULL, 10);
-            return exchange_answer(x, conn);
+            x->declared = strtoull(cl, NULL, 10);
+            if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT) ||
+                x->declared > HTTP_DISCARD_MAX)
+                return exchange_answer(x, conn);
         }
         return MHD_YES;
     }
@@ -283,6 +384,12 @@ static enum MHD_Result server_access(void *cls, struct MHD_Connection *conn, con
     return exchange_answer(x, conn);
 }
 
+static bool server_read_only(const char *method)
+{
+    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
+           strcmp(method, "OPTIONS") == 0;
+}
+
 static void server_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                              enum MHD_RequestTerminationCode toe)
 {
@@ -296,17 +403,25 @@ static void server_completed(void *cls, struct MHD_Connection *conn, void **con_
     clock_gettime(CLOCK_MONOTONIC, &end);
     double ms = (double)(end.tv_sec - x->start.tv_sec) * 1e3 +
                 (double)(end.tv_nsec - x->start.tv_nsec) / 1e6;
-    log_set_request_id(x->req.id);
+    char result[64];
     if (x->answered && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        log_info("%s %s %d code=%d %.3fms", x->req.method, x->req.path, x->resp.status,
-                 x->resp.code, ms);
+        http_metrics_observe(s->metrics, x->route, x->req.method, x->resp.status, ms / 1e3);
+    if (x->answered && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        snprintf(result, sizeof(result), "%d code=%d", x->resp.status, x->resp.code);
     else
-        log_info("%s %s aborted (%s) after %.3fms", x->req.method, x->req.path,
+        snprintf(result, sizeof(result), "aborted (%s)",
                  toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED   ? "timeout"
                  : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "shutdown"
                  : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT    ? "client closed"
-                                                                 : "connection error",
-                 ms);
+                                                                 : "connection error");
+    log_set_request_id(x->req.id);
+    log_info("%s %s %s %s%.3fms", x->req.method, x->req.path, result,
+             result[0] == 'a' ? "after " : "", ms);
+    /* The audit trail: every request that may change something, refused or
+     * not, with who asked (a token's name, never the token). */
+    if (!server_read_only(x->req.method))
+        log_info("audit: user=%s role=%s %s %s -> %s", x->who.name, http_role_name(x->who.role),
+                 x->req.method, x->req.path, result);
     log_set_request_id(NULL);
     exchange_free(x);
     atomic_fetch_sub(&s->in_flight, 1);
@@ -359,27 +474,65 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
         s->cfg.body_limit = HTTP_BODY_LIMIT_DEFAULT;
     s->router = router;
     s->ctx = ctx;
+    if (!(s->metrics = http_metrics_new())) {
+        err_set(err, ERR_INTERNAL, "out of memory starting the HTTP server");
+        return NULL;
+    }
     uint32_t rnd = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
         rnd ^= (uint32_t)clock();
     snprintf(s->id_prefix, sizeof(s->id_prefix), "%08" PRIx32, rnd);
     atomic_init(&s->next_id, 1);
 
+    bool tls = cfg->tls_cert_pem || cfg->tls_key_pem;
+    if (tls && (!cfg->tls_cert_pem || !cfg->tls_key_pem)) {
+        err_set(err, ERR_INVALID_PARAMS, "HTTPS needs both a certificate and its private key");
+        return NULL;
+    }
+    if (tls && !http_server_tls_supported()) {
+        err_set(err, ERR_INVALID_PARAMS,
+                "this libmicrohttpd (%s) was built without TLS support, so --tls-cert cannot be "
+                "served; install a libmicrohttpd built with GnuTLS (Debian's is) or terminate "
+                "TLS in a proxy",
+                MHD_get_version());
+        return NULL;
+    }
+
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    /* Options that depend on the configuration go in one array. TLS 1.2 is
+     * the oldest version offered: older ones have known breaks. */
+    struct MHD_OptionItem extra[6];
+    size_t n = 0;
+    if (cfg->per_ip_limit)
+        extra[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                             (intptr_t)cfg->per_ip_limit, NULL};
+    if (tls) {
+        flags |= MHD_USE_TLS;
+        extra[n++] =
+            (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->tls_cert_pem};
+        extra[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)cfg->tls_key_pem};
+        extra[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                             (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"};
+    }
+    extra[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     /* The logger option goes first so even errors about later options
      * reach gpubox's log. */
     s->mhd = MHD_start_daemon(
         flags, cfg->port, NULL, NULL, server_access, s, MHD_OPTION_EXTERNAL_LOGGER, server_mhd_log,
         NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
         cfg->connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, server_completed, s, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, server_completed, s, MHD_OPTION_ARRAY, extra, MHD_OPTION_END);
     if (!s->mhd) {
+        http_metrics_free(s->metrics);
         err_set(err, ERR_INVALID_PARAMS,
-                "cannot listen on %s:%u (address in use, not local, or not permitted); "
-                "choose another --listen",
+                tls ? "cannot serve HTTPS on %s:%u: the address is in use, not local or not "
+                      "permitted, or the certificate and key do not load (PEM, a matching pair; "
+                      "the log above says which); check --listen, --tls-cert and --tls-key"
+                    : "cannot listen on %s:%u (address in use, not local, or not permitted); "
+                      "choose another --listen",
                 cfg->host, cfg->port);
         return NULL;
     }
@@ -391,6 +544,11 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
 uint16_t http_server_port(const http_server *s)
 {
     return s->port;
+}
+
+bool http_server_tls_supported(void)
+{
+    return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
 }
 
 void http_server_stop(http_server *s)
@@ -419,5 +577,6 @@ void http_server_stop(http_server *s)
     MHD_stop_daemon(s->mhd);
     if (listen_fd != MHD_INVALID_SOCKET)
         close(listen_fd);
+    http_metrics_free(s->metrics);
     free(s);
 }

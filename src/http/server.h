@@ -4,10 +4,23 @@
  *
  * For each request the server assigns an id (returned in X-Request-Id and
  * set as the thread's log request id while the handler runs), reads the body
- * up to a limit (413 beyond it, checked on Content-Length up front and
- * counted for chunked bodies, never buffering more than the limit), routes
+ * up to a limit (413 beyond it: known from Content-Length up front, counted
+ * for chunked bodies; an oversized body is drained, never buffered, so the
+ * client can read its 413, unless it waits for "100 Continue"), routes
  * (404 / 405 with Allow), runs the handler, sends the JSON response and
  * writes one access log line: method, path, status, code, duration.
+ *
+ * Before a handler runs, the server answers CORS preflights (http/cors.h),
+ * checks the caller's token against the route (http/auth.h: 401 with
+ * WWW-Authenticate, 403) and refuses a body nested deeper than
+ * HTTP_JSON_DEPTH_MAX (http/json_depth.h). Every request that may change
+ * something (any method but GET, HEAD and OPTIONS) gets an audit log line:
+ * who (the token's name), what, and the result.
+ *
+ * With a certificate and key the server speaks HTTPS only (GnuTLS inside
+ * libmicrohttpd). Connections are bounded in number, per client address,
+ * and in idle time, with one thread each, so slow clients hold a thread
+ * each but never the threads of others.
  *
  * Stopping is graceful: the listening socket is closed first, requests in
  * flight get up to shutdown_timeout_s to finish, then every connection is
@@ -20,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "http/auth.h"
+#include "http/cors.h"
 #include "http/router.h"
 #include "util/err.h"
 
@@ -33,6 +48,12 @@ typedef struct http_server_config {
     size_t body_limit;             /* bytes; 0 = HTTP_BODY_LIMIT_DEFAULT */
     unsigned shutdown_timeout_s;   /* how long stop waits for requests in flight */
     bool compat_http_200;          /* every envelope goes out as HTTP 200 */
+    unsigned per_ip_limit;         /* simultaneous connections from one address; 0: no limit */
+    const http_auth *auth;         /* NULL: no authentication (everyone is admin) */
+    const http_cors *cors;         /* NULL: CORS off */
+    /* PEM text of the certificate (chain) and its private key: both for
+     * HTTPS, neither for plain HTTP. They must outlive the server. */
+    const char *tls_cert_pem, *tls_key_pem;
 } http_server_config;
 
 typedef struct http_server http_server;
@@ -43,6 +64,8 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
                                gb_err *err);
 /* The port actually bound (useful with port 0). */
 uint16_t http_server_port(const http_server *s);
+/* Can this libmicrohttpd serve HTTPS? */
+bool http_server_tls_supported(void);
 /* Stop accepting, let requests in flight finish (bounded), close all
  * connections and free the server. */
 void http_server_stop(http_server *s);

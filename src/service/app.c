@@ -9,6 +9,7 @@
 #include "service/app.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +17,11 @@
 #include <time.h>
 
 #include "sched/gpus.h"
+#include "service/metrics.h"
 #include "service/service.h"
 #include "service/namelock.h"
 #include "service/replicaset.h"
+#include "service/rs_internal.h"
 #include "service/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -49,17 +52,79 @@ static int app_make_dir(const char *dir, gb_err *err)
     return 0;
 }
 
+bool app_stop_requested(const app_config *cfg)
+{
+    sigset_t pending;
+    if (!cfg->stop_signals || sigpending(&pending) < 0)
+        return false;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sigismember(cfg->stop_signals, sig) == 1 && sigismember(&pending, sig) == 1)
+            return true;
+    return false;
+}
+
+/* Sleep ms, in steps short enough that a stop signal ends the wait at once:
+ * -1 when one is pending. */
+static int app_pause(const app *a, unsigned ms)
+{
+    for (unsigned slept = 0;; slept += 100) {
+        if (app_stop_requested(&a->cfg))
+            return -1;
+        if (slept >= ms)
+            return 0;
+        struct timespec step = {.tv_nsec = 100 * 1000 * 1000};
+        nanosleep(&step, NULL);
+    }
+}
+
+static unsigned app_seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (unsigned)(now.tv_sec - start->tv_sec);
+}
+
+/* Open the store and read its revision once, so that a store that cannot be
+ * reached shows now. A remote store (etcd) may come up after gpuboxd, as
+ * Docker may: it is retried every second for store_wait_s, with a line in
+ * the log at the first failure and every 10 s. An embedded one is not:
+ * its errors (a path, permissions, a foreign file) do not pass by waiting. */
 static int app_open_store(app *a, gb_err *err)
 {
-    if (store_open(a->cfg.store_url, &a->store, err) < 0)
-        return err_prefix(err, "opening the store");
-    int64_t rev = 0;
-    if (store_revision(a->store, &rev, err) < 0)
-        return err_prefix(err, "reading the store");
-    const char *where = strstr(a->cfg.store_url, "://");
-    log_info("store: %s at %s (revision %lld)", store_backend_name(a->store),
-             where ? where + 3 : a->cfg.store_url, (long long)rev);
-    return 0;
+    const char *url = a->cfg.store_url;
+    _cleanup_free_ char *shown = store_url_redact(url);
+    if (!shown)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    const char *where = strstr(shown, "://") ? strstr(shown, "://") + 3 : shown;
+    bool remote = store_url_is_remote(url);
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (unsigned attempt = 0;; attempt++) {
+        gb_err e = GB_ERR_INIT;
+        int64_t rev = 0;
+        if (store_open(url, &a->store, &e) == 0) {
+            if (store_revision(a->store, &rev, &e) == 0) {
+                log_info("store: %s at %s (revision %lld)%s", store_backend_name(a->store), where,
+                         (long long)rev, attempt ? ", answering now" : "");
+                return 0;
+            }
+            store_close(a->store);
+            a->store = NULL;
+        }
+        *err = e;
+        if (!remote || e.code != ERR_STORE_UNAVAILABLE)
+            return err_prefix(err, "opening the store");
+        unsigned waited = app_seconds_since(&start);
+        if (waited >= a->cfg.store_wait_s)
+            return err_prefix(err, "the store did not answer within %us (--store-wait)",
+                              a->cfg.store_wait_s);
+        if (attempt % 10 == 0)
+            log_warn("store: %s; retrying in 1 s (waiting up to %us, --store-wait)", e.msg,
+                     a->cfg.store_wait_s);
+        if (app_pause(a, 1000) < 0)
+            return err_set(err, ERR_STORE_UNAVAILABLE, "stopped while waiting for the store at %s",
+                           where);
+    }
 }
 
 static void copy_json_string(char *dst, size_t size, json_t *obj, const char *key)
@@ -88,8 +153,9 @@ static int app_connect_docker(app *a, gb_err *err)
                            a->cfg.docker_host, a->cfg.docker_wait_s, ping.msg);
         if (attempt == 0)
             log_warn("docker: waiting for Docker at %s (%s)", a->cfg.docker_host, ping.msg);
-        struct timespec pause = {.tv_nsec = 250 * 1000 * 1000};
-        nanosleep(&pause, NULL);
+        if (app_pause(a, 250) < 0)
+            return err_set(err, ERR_DOCKER_UNAVAILABLE, "stopped while waiting for Docker at %s",
+                           a->cfg.docker_host);
     }
     _cleanup_json_ json_t *version = NULL;
     _cleanup_json_ json_t *info = NULL;
@@ -205,14 +271,15 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     a->ports = ports_pool_new(cfg->port_start, cfg->port_end);
     a->gpus_cache = resources_cache_new();
     a->locks = namelock_table_new();
-    if (!a->ports || !a->gpus_cache || !a->locks) {
+    a->ops = ops_metrics_new();
+    if (!a->ports || !a->gpus_cache || !a->locks || !a->ops) {
         err_set(err, ERR_INTERNAL, "out of memory creating the GPU and port pools");
         goto fail;
     }
     /* Volumes before the replica sets: reconciling may start containers,
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
-        replicaset_reconcile(a, err) < 0)
+        replicaset_reconcile(a, err) < 0 || rs_settle_start(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
@@ -227,9 +294,11 @@ void app_close(app *a)
 {
     if (!a)
         return;
+    rs_settle_stop(a); /* first: it takes name locks and gives back to the pools */
     volumes_close(a->volumes);
     resources_cache_free(a->gpus_cache);
     namelock_table_free(a->locks);
+    ops_metrics_free(a->ops);
     gpus_pool_free(a->gpu_pool);
     ports_pool_free(a->ports);
     gpu_inventory_free(&a->gpus);

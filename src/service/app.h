@@ -11,6 +11,7 @@
 #ifndef GPUBOX_SERVICE_APP_H
 #define GPUBOX_SERVICE_APP_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -37,7 +38,11 @@ typedef struct app_config {
     const char *carry_method;   /* "auto" | "overlay" | "portable" (carry/carry.h) */
     const char *volume_backend; /* "loop" | "xfsquota" | "plain" (volumes.h) */
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */
-    const char *bind_prefixes;  /* comma-separated host dirs binds may use; NULL: none */
+    unsigned store_wait_s;      /* how long start-up waits for a remote store (etcd) */
+    /* Signals that end a start-up wait (SIGTERM, SIGINT): the daemon keeps
+     * them blocked, and the waits look for them pending. NULL: none. */
+    const sigset_t *stop_signals;
+    const char *bind_prefixes; /* comma-separated host dirs binds may use; NULL: none */
     /* GPU sharing (docs/gpus.md, "Host settings"); 0 / NULL: the defaults. */
     unsigned timeslice_replicas;        /* replicas each card offers; 0: 4 */
     unsigned gpu_max_tenants;           /* shares or replicas per card; 0: no limit */
@@ -48,6 +53,7 @@ typedef struct app_config {
 } app_config;
 
 typedef struct resources_cache resources_cache;
+struct rs_settle;
 
 typedef struct app {
     app_config cfg;
@@ -58,6 +64,8 @@ typedef struct app {
     ports_pool *ports;
     resources_cache *gpus_cache;  /* serialized GET /resources/gpus (resources.c) */
     struct namelock_table *locks; /* per-name serialization (namelock.h) */
+    struct ops_metrics *ops;      /* operations by kind and result (metrics.h) */
+    struct rs_settle *settle;     /* writes the store did not confirm (rs_settle.c) */
     struct volumes_ctx *volumes;  /* the volume service's state (volumes.h) */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];
@@ -67,11 +75,15 @@ typedef struct app {
 } app;
 
 /* Start-up, in order, logging a line for each: create the data dir, open the
- * store, connect to Docker (retrying up to docker_wait_s), load the GPU
- * inventory, build the pools, open the volume backend and attach every
- * volume, derive the pools from the store, and reconcile the replica sets
- * with Docker (which may start their containers: volumes come first). */
+ * store (retrying a remote one up to store_wait_s), connect to Docker
+ * (retrying up to docker_wait_s), load the GPU inventory, build the pools,
+ * open the volume backend and attach every volume, derive the pools from
+ * the store, and reconcile the replica sets with Docker (which may start
+ * their containers: volumes come first). A stop signal pending during a
+ * wait ends start-up with an error; app_stop_requested then says so. */
 int app_open(const app_config *cfg, app **out, gb_err *err);
 void app_close(app *a);
+/* True when one of cfg->stop_signals is pending. */
+bool app_stop_requested(const app_config *cfg);
 
 #endif

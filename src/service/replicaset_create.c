@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/metrics.h"
 #include "service/namelock.h"
 #include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
@@ -174,8 +175,13 @@ static int rs_create_undo(app *a, const rs_record *r, const char *previous_json,
     }
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
     bool ok = false;
-    if (store_txn(a->store, &cmp, 1, ops, nops, &ok, NULL, err) < 0)
+    if (store_txn(a->store, &cmp, 1, ops, nops, &ok, NULL, err) < 0) {
+        /* The record still lists the GPUs until the undo is known to have
+         * landed: they stay held meanwhile (rs_settle.c). */
+        if (err && err->code == ERR_STORE_UNAVAILABLE)
+            rs_settle_hold(a, RS_DOUBT_CREATE_UNDO, r, previous_json);
         return -1;
+    }
     if (!ok)
         return err_set(err, ERR_CONFLICT, "replica set %s changed meanwhile", r->name);
     rs_alloc_give_back(a, r);
@@ -217,6 +223,8 @@ static json_t *rs_create_answer(const rs_record *r, const char *op_id)
  * of a deleted earlier life (NULL if none), whose versions r continues. */
 static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **previous, gb_err *err)
 {
+    if (rs_settle_name(a, r->name, err) < 0)
+        return -1;
     rs_record old = {0};
     int found = rs_record_load(a->store, r->name, &old, err);
     if (found < 0)
@@ -297,6 +305,7 @@ static int rs_create_container(app *a, rs_record *r, journal_op *op, const binds
 
 int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "create", out, err);
     if (name_check_replicaset(name, err) < 0)
         return -1;
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
@@ -305,8 +314,11 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
     snprintf(r.name, sizeof(r.name), "%s", name);
     if (rs_spec_copy(spec, &r.spec) < 0)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    if (rs_create_check(a, &r, spec, &previous, err) < 0)
+    if (rs_create_check(a, &r, spec, &previous, err) < 0) {
+        if (err && err->code == ERR_STORE_UNAVAILABLE)
+            err_prefix(err, "creating replica set '%s': nothing was changed", name);
         return -1;
+    }
     _cleanup_(binds_resolved_free) binds_resolved binds = {0};
     if (binds_resolve(a, spec, &binds, err) < 0)
         return -1;
@@ -322,8 +334,20 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
         return -1;
     }
     if (rs_create_record(a, &r, &op, err) < 0) {
-        rs_alloc_give_back(a, &r);
         journal_op_free(&op);
+        if (err && err->code == ERR_STORE_UNAVAILABLE) {
+            /* The record may have landed, listing these GPUs and ports:
+             * they stay held until rs_settle.c knows. */
+            rs_settle_hold(a, RS_DOUBT_CREATE, &r, previous);
+            char why[sizeof(err->msg)];
+            snprintf(why, sizeof(why), "%s", err->msg);
+            return err_set(err, ERR_STORE_UNAVAILABLE,
+                           "creating replica set '%s': the store did not confirm the record (%s); "
+                           "no container was made, and gpuboxd undoes the record by itself once "
+                           "the store answers (its GPUs and ports stay held until then)",
+                           name, why);
+        }
+        rs_alloc_give_back(a, &r);
         return -1;
     }
 

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/metrics.h"
 #include "service/namelock.h"
 #include "service/rs_gpu_env.h"
 #include "service/rs_internal.h"
@@ -37,6 +38,25 @@ static json_t *rs_state_answer(const rs_record *r)
     return json_pack("{s:s, s:s, s:s, s:i, s:o, s:o}", "name", r->name, "state",
                      rs_state_name(r->state), "containerName", r->container_name, "version",
                      r->version, "gpus", rs_record_gpus_json(r), "ports", rs_record_ports_json(r));
+}
+
+/* The record that gives back held's GPUs and ports was not written. When
+ * the store did not answer, it may have been all the same: the pools keep
+ * them until rs_settle.c knows (held names the operation, so if it had not
+ * landed the operation is finished later). Either way the caller gets an
+ * error. */
+static int rs_release_failed(app *a, const rs_record *held, gb_err *err, const char *doing)
+{
+    if (err && err->code == ERR_STORE_UNAVAILABLE) {
+        rs_settle_hold(a, RS_DOUBT_RELEASE, held, NULL);
+        return err_prefix(err,
+                          "%s replica set '%s': its container is %s, but the store did not "
+                          "confirm the record; gpuboxd settles it once the store answers (try "
+                          "again then)",
+                          doing, held->name,
+                          strcmp(doing, "stopping") == 0 ? "stopped" : "removed");
+    }
+    return err_prefix(err, "%s %s", doing, held->name);
 }
 
 /* begin: the record names op, written together with op. */
@@ -109,7 +129,7 @@ static int rs_stop_settle(app *a, journal_op *op, rs_record *r, json_t **out, gb
     r->state = RS_STATE_STOPPED;
     rs_record_remember_holdings(r);
     if (rs_op_commit(a, r, op, err) < 0)
-        return err_prefix(err, "stopping %s", r->name);
+        return rs_release_failed(a, &held, err, "stopping");
     rs_alloc_give_back(a, &held);
     log_info("replica set %s: stopped; gave back %zu GPU(s) and %zu port(s)", r->name, held.ngpus,
              held.nports);
@@ -124,6 +144,7 @@ static int rs_stop_settle(app *a, journal_op *op, rs_record *r, json_t **out, gb
 
 int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "stop", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_STOP, &r, err) < 0)
@@ -147,6 +168,7 @@ int rs_stop_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
 
 int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "pause", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_PAUSE, &r, err) < 0)
@@ -185,6 +207,7 @@ int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err)
 
 int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "continue", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_CONTINUE, &r, err) < 0)
@@ -247,7 +270,7 @@ static int rs_delete_settle(app *a, journal_op *op, rs_record *r, json_t **out, 
         rc = rs_op_commit(a, r, op, err);
     }
     if (rc < 0)
-        return err_prefix(err, "deleting %s", r->name);
+        return rs_release_failed(a, &held, err, "deleting");
     rs_alloc_give_back(a, &held);
     log_info("replica set %s: deleted%s; gave back %zu GPU(s) and %zu port(s)", r->name,
              purge ? " and purged its history" : "", held.ngpus, held.nports);
@@ -259,6 +282,7 @@ static int rs_delete_settle(app *a, journal_op *op, rs_record *r, json_t **out, 
 
 int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "delete", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_settled(a, name, &r, err) < 0)

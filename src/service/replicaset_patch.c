@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/metrics.h"
 #include "service/namelock.h"
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
@@ -86,6 +87,7 @@ static int rs_change_to_spec(app *a, enum journal_kind kind, const rs_record *r,
 
 int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "patch", out, err);
     if (name_check_replicaset(name, err) < 0)
         return -1;
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
@@ -125,6 +127,7 @@ static int rs_history_spec(app *a, const char *name, long long k, rs_spec *out, 
 
 int replicaset_rollback(app *a, const char *name, long long version, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "rollback", out, err);
     if (name_check_replicaset(name, err) < 0)
         return -1;
     if (version < 0)
@@ -268,6 +271,7 @@ static int rs_restart_running(app *a, rs_record *r, json_t **out, gb_err *err)
 
 int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "restart", out, err);
     if (name_check_replicaset(name, err) < 0)
         return -1;
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);

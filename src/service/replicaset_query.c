@@ -95,7 +95,7 @@ int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err)
         _cleanup_(rs_record_free) rs_record r = {0};
         if (rs_record_from_json(j, &r, err) < 0)
             return err_prefix(err, "listing replica sets");
-        if (r.state == RS_STATE_DELETED && !include_deleted)
+        if ((r.state == RS_STATE_DELETED && !include_deleted) || rs_record_is_tombstone(&r))
             continue;
         const char *status = json_string_value(json_object_get(states, r.container_name));
         if (r.state == RS_STATE_DELETED)
@@ -115,8 +115,8 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     _cleanup_(rs_record_free) rs_record r = {0};
     int found = rs_record_load(a->store, name, &r, err);
     if (found < 0)
-        return -1;
-    if (!found)
+        return err_prefix(err, "reading replica set '%s'", name);
+    if (!found || rs_record_is_tombstone(&r))
         return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
     char buf[32];
     _cleanup_json_ json_t *inspect = NULL;

@@ -84,14 +84,21 @@ static void rs_settle_named(app *a, const char *name, rs_record *r)
 
 int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err)
 {
-    if (name_check_replicaset(name, err) < 0)
+    /* First what a store outage left in doubt (rs_settle.c), then what a
+     * crash or a failure left unfinished (the journal). */
+    if (name_check_replicaset(name, err) < 0 || rs_settle_name(a, name, err) < 0)
         return -1;
     for (int attempt = 0;; attempt++) {
         int found = rs_record_load(a->store, name, r, err);
-        if (found < 0)
+        if (found < 0) {
+            if (err && err->code == ERR_STORE_UNAVAILABLE)
+                err_prefix(err, "replica set '%s': nothing was changed", name);
             return -1;
-        if (!found)
+        }
+        if (!found || rs_record_is_tombstone(r)) {
+            rs_record_free(r);
             return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+        }
         if (!r->operation[0])
             return 0;
         if (attempt == 1) {

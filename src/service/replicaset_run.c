@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "service/metrics.h"
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 #include "util/json.h"
@@ -22,7 +23,7 @@ static int rs_load_for(app *a, const char *name, enum rs_op op, rs_record *r, gb
     int found = rs_record_load(a->store, name, r, err);
     if (found < 0)
         return -1;
-    if (!found)
+    if (!found || rs_record_is_tombstone(r))
         return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
     return rs_lifecycle_check(op, r, err);
 }
@@ -30,6 +31,7 @@ static int rs_load_for(app *a, const char *name, enum rs_op op, rs_record *r, gb
 int replicaset_execute(app *a, const char *name, const rs_exec_request *req, json_t **out,
                        gb_err *err)
 {
+    OPS_TIMED(a, "execute", out, err);
     if (req->ncmd == 0)
         return err_set(err, ERR_INVALID_PARAMS, "cmd is empty; give the command to run");
     int timeout = req->timeout_s > 0 ? req->timeout_s : RS_EXEC_DEFAULT_TIMEOUT_S;
@@ -84,6 +86,7 @@ static int rs_commit_check_target(app *a, const char *image, bool overwrite, gb_
 int replicaset_commit(app *a, const char *name, const char *image, bool overwrite, json_t **out,
                       gb_err *err)
 {
+    OPS_TIMED(a, "commit", out, err);
     char repo[DOCKER_REPO_MAX], tag[DOCKER_TAG_MAX];
     if (!image || !*image)
         return err_set(err, ERR_INVALID_PARAMS,

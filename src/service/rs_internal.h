@@ -45,6 +45,25 @@ int rs_alloc_retake_last(app *a, rs_record *r, gb_err *err);
  * keeping those of its last host ports that are still free. */
 int rs_alloc_take_preferring_last(app *a, rs_record *r, gb_err *err);
 
+/* Writes the store did not confirm (rs_settle.c). A write that failed with
+ * ERR_STORE_UNAVAILABLE may have landed all the same; instead of giving back
+ * what r holds, the caller hands it here, and it is given back once the
+ * store says what became of the write:
+ *   CREATE       the record transaction of a create (r as written,
+ *                r->mod_revision what the key had before; previous the
+ *                record before the create, NULL if none);
+ *   CREATE_UNDO  the undo of a create whose record had landed
+ *                (r->mod_revision the created record's);
+ *   RELEASE      a stop or delete (r as it was, holding its GPUs and ports). */
+enum rs_doubt_kind { RS_DOUBT_CREATE, RS_DOUBT_CREATE_UNDO, RS_DOUBT_RELEASE };
+void rs_settle_hold(app *a, enum rs_doubt_kind kind, const rs_record *r, const char *previous);
+/* Settle what is in doubt for name; call with its name lock held, before
+ * reading its record. -1 (ERR_STORE_UNAVAILABLE) while the store is down. */
+int rs_settle_name(app *a, const char *name, gb_err *err);
+/* The background thread that settles entries every second. */
+int rs_settle_start(app *a, gb_err *err);
+void rs_settle_stop(app *a);
+
 /* Create and start r's container (r->container_name) from r->spec and its
  * holdings; *id gets its id (malloc'd). On failure nothing is left behind:
  * a container that was created is removed. */

@@ -307,6 +307,11 @@ int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err)
     return 1;
 }
 
+bool rs_record_is_tombstone(const rs_record *r)
+{
+    return r->state == RS_STATE_DELETED && r->version == 0;
+}
+
 void rs_record_clear_holdings(rs_record *r)
 {
     r->ngpus = 0;

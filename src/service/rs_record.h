@@ -119,6 +119,12 @@ int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err);
 json_t *rs_record_to_json(const rs_record *r);
 void rs_record_free(rs_record *r);
 
+/* A deleted record at version 0: the fence rs_settle.c leaves where a
+ * create cut off by a store outage might still land. It holds nothing and
+ * has no history; queries treat the name as unknown, and the next create
+ * starts at version 1 over it. */
+bool rs_record_is_tombstone(const rs_record *r);
+
 /* Drop what the record holds (gpus, ports). Nothing is freed: a shallow
  * copy made before may still list it, to give back to the pools. */
 void rs_record_clear_holdings(rs_record *r);

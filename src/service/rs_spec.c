@@ -55,6 +55,24 @@ static int parse_image(const json_t *obj, rs_spec *out, gb_err *err)
     return 0;
 }
 
+/* Environment names gpubox sets itself: which GPUs a container sees and
+ * the share limits it is told. A user's value would be refused by the
+ * Docker layer only after GPUs were allocated (and reported as a failed
+ * run); refusing it here makes it the input error it is. */
+static bool env_name_reserved(const char *entry)
+{
+    size_t len = strcspn(entry, "=");
+    static const char *const exact[] = {"NVIDIA_VISIBLE_DEVICES"};
+    static const char *const prefixes[] = {"GPUBOX_", "CUDA_DEVICE_MEMORY_LIMIT"};
+    for (size_t i = 0; i < ARRAY_SIZE(exact); i++)
+        if (len == strlen(exact[i]) && strncmp(entry, exact[i], len) == 0)
+            return true;
+    for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++)
+        if (len >= strlen(prefixes[i]) && strncmp(entry, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    return false;
+}
+
 /* A list of strings, each checked by check_text; env entries must be K=V. */
 static int parse_strings(const json_t *obj, const char *field, bool is_env, char ***out, size_t *n,
                          gb_err *err)
@@ -77,6 +95,11 @@ static int parse_strings(const json_t *obj, const char *field, bool is_env, char
                 return err_set(err, ERR_INVALID_PARAMS,
                                "%s is '%.64s'; environment entries look like NAME=value", what,
                                items[i]);
+            if (env_name_reserved(items[i]))
+                return err_set(err, ERR_INVALID_PARAMS,
+                               "%s sets %.*s, which gpubox sets itself (NVIDIA_VISIBLE_DEVICES, "
+                               "GPUBOX_*, CUDA_DEVICE_MEMORY_LIMIT*); leave it out",
+                               what, (int)strcspn(items[i], "="), items[i]);
         }
     }
     if (count == 0)

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/metrics.h"
 #include "service/vol_internal.h"
 #include "util/cleanup.h"
 #include "util/fault.h"
@@ -110,6 +111,7 @@ static int vol_make(app *a, vol_record *r, gb_err *err)
 
 int volumes_create(app *a, const char *name, const char *size_text, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "volume_create", out, err);
     uint64_t size = 0;
     if (name_check_volume(name, err) < 0 || size_parse(size_text, &size, err) < 0)
         return -1;
@@ -190,6 +192,7 @@ restore:;
 
 int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "volume_delete", out, err);
     if (name_check_volume(name, err) < 0)
         return -1;
     _cleanup_(vol_locks_release) vol_locks locks = {0};

@@ -70,6 +70,11 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
  * the record and the history all go. data {name, deleted:true}. */
 int volumes_delete(app *a, const char *name, json_t **out, gb_err *err);
 
+/* For GET /metrics: [{name, backend, state, size, used}] of every volume,
+ * used in bytes (null when it cannot be measured now), from the store and
+ * the storage layer; no Docker call. */
+int volumes_usage_all(app *a, json_t **out, gb_err *err);
+
 /* For the replica-set service: the Docker volume a bind {src: name} mounts
  * (malloc'd into *docker_name). Refused unless the volume exists, is ready
  * (not being created, resized or deleted) and is attached. */

@@ -67,6 +67,30 @@ static void vol_info_usage(app *a, const vol_record *r, json_t *info)
     json_object_set_new(info, "filesystemSize", json_integer((json_int_t)fs_size));
 }
 
+int volumes_usage_all(app *a, json_t **out, gb_err *err)
+{
+    vol_record *recs = NULL;
+    size_t n = 0;
+    if (vol_records_load_all(a->store, &recs, &n, err) < 0)
+        return -1;
+    _cleanup_json_ json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++) {
+        json_t *u =
+            json_pack("{s:s, s:s, s:s, s:I}", "name", recs[i].name, "backend", recs[i].backend,
+                      "state", vol_state_name(recs[i].state), "size", (json_int_t)recs[i].size);
+        json_t *usage = json_object();
+        vol_info_usage(a, &recs[i], usage);
+        json_object_set(u, "used", json_object_get(usage, "used"));
+        json_decref(usage);
+        json_array_append_new(list, u);
+    }
+    vol_records_free(recs, n);
+    if (!list)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    *out = steal_ptr(&list);
+    return 0;
+}
+
 int volumes_info(app *a, const char *name, json_t **out, gb_err *err)
 {
     _cleanup_(vol_record_free) vol_record r = {0};

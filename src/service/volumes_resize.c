@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/metrics.h"
 #include "service/vol_internal.h"
 #include "util/cleanup.h"
 #include "util/fault.h"
@@ -107,6 +108,7 @@ static int vol_resize_checks(app *a, const vol_record *r, uint64_t new_size, gb_
 
 int volumes_resize(app *a, const char *name, const char *size_text, json_t **out, gb_err *err)
 {
+    OPS_TIMED(a, "volume_resize", out, err);
     uint64_t new_size = 0;
     if (name_check_volume(name, err) < 0 || size_parse(size_text, &new_size, err) < 0)
         return -1;

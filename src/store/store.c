@@ -154,6 +154,25 @@ static int store_check_txn(const store_cmp *cmps, size_t ncmps, const store_op *
     return store_check_op_overlap(ops, nops, err);
 }
 
+/* The backend serving url's scheme, or NULL. */
+static const struct store_backend *store_backend_for(const char *url)
+{
+    const char *sep = url ? strstr(url, "://") : NULL;
+    size_t scheme_len = sep ? (size_t)(sep - url) : 0;
+    for (size_t i = 0; sep && i < sizeof(store_backends) / sizeof(store_backends[0]); i++) {
+        const struct store_backend *b = store_backends[i];
+        if (strlen(b->scheme) == scheme_len && strncmp(url, b->scheme, scheme_len) == 0)
+            return b;
+    }
+    return NULL;
+}
+
+bool store_url_is_remote(const char *url)
+{
+    const struct store_backend *b = store_backend_for(url);
+    return b && b->remote;
+}
+
 int store_open(const char *url, store **out, gb_err *err)
 {
     const char *sep = url ? strstr(url, "://") : NULL;
@@ -161,11 +180,9 @@ int store_open(const char *url, store **out, gb_err *err)
         return err_set(err, ERR_INVALID_PARAMS,
                        "store URL '%s' has no scheme; use " STORE_URL_FORMS, url ? url : "");
     size_t scheme_len = (size_t)(sep - url);
-    for (size_t i = 0; i < sizeof(store_backends) / sizeof(store_backends[0]); i++) {
-        const struct store_backend *b = store_backends[i];
-        if (strlen(b->scheme) == scheme_len && strncmp(url, b->scheme, scheme_len) == 0)
-            return b->open(url, out, err);
-    }
+    const struct store_backend *b = store_backend_for(url);
+    if (b)
+        return b->open(url, out, err);
     return err_set(err, ERR_INVALID_PARAMS,
                    "store URL '%s': unknown scheme '%.*s'; known: " STORE_URL_FORMS, url,
                    (int)scheme_len, url);

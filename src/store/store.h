@@ -85,6 +85,7 @@ typedef struct store_op {
 struct store_backend {
     const char *name;   /* "sqlite", "etcd" */
     const char *scheme; /* URL scheme it serves: "sqlite", "etcd" */
+    bool remote;        /* reached over the network: worth waiting for when it is down */
     int (*open)(const char *url, store **out, gb_err *err);
     void (*close)(store *s);
     int (*get)(store *s, const char *key, store_kv *out, gb_err *err);
@@ -110,6 +111,10 @@ void store_close(store *s);
  * it. NULL only when out of memory. */
 char *store_url_redact(const char *url);
 const char *store_backend_name(const store *s);
+/* True when url names a backend reached over the network (etcd), which may
+ * come up after gpuboxd: start-up waits for such a store rather than fail
+ * (--store-wait). False for embedded files and for URLs no backend serves. */
+bool store_url_is_remote(const char *url);
 
 /* 1 found (out filled, free with store_kv_free), 0 absent, -1 error. */
 int store_get(store *s, const char *key, store_kv *out, gb_err *err);

@@ -297,7 +297,7 @@ static int etcd_store_revision(store *s, int64_t *revision, gb_err *err)
     if (!body)
         return etcd_store_oom(err);
     if (etcd_client_call(es->client, "/v3/kv/range", body, false, &reply, NULL, err) < 0)
-        return err_prefix(err, "reading the revision");
+        return -1; /* the client's messages name etcd and what failed */
     *revision = etcd_json_get_int64(json_object_get(reply, "header"), "revision");
     if (*revision <= 0)
         return err_set(err, ERR_INTERNAL, "etcd at %s sent no revision in its answer",
@@ -422,6 +422,7 @@ static int etcd_store_open(const char *url, store **out, gb_err *err)
 const struct store_backend store_backend_etcd = {
     .name = "etcd",
     .scheme = "etcd",
+    .remote = true,
     .open = etcd_store_open,
     .close = etcd_store_close,
     .get = etcd_store_get,

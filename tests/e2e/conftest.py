@@ -11,18 +11,30 @@ GPUs come from --simulate-gpus or from the NVIDIA fakes: the fake NVML
 library (build/test/fakes/libnvidia-ml.so.1) and the fake nvidia-smi
 (tests/fakes/nvidia-smi), both answering from the description file named
 by $GPUBOX_FAKE_GPUS.
+
+The store backend is SQLite (a file in the data dir) unless the session
+asks for etcd, with `--store-backend etcd` or GPUBOX_E2E_STORE=etcd: then
+one real etcd serves the whole session (etcdutil.py), and every daemon
+started without an explicit --store gets
+--store etcd://127.0.0.1:PORT/e2e/<id of its data dir>, so daemons keep
+apart and a daemon started again on the same data dir finds its state.
 """
+import hashlib
 import http.client
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from etcdutil import EtcdServer
 
 SOURCE_DIR = Path(os.environ.get("GPUBOX_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BUILD_DIR = Path(os.environ.get("GPUBOX_BUILD_DIR", SOURCE_DIR / "build" / "test"))
@@ -34,6 +46,55 @@ SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSani
                      "runtime error:")
 READY_TIMEOUT = 30
 STOP_TIMEOUT = 30
+
+
+STORE_BACKENDS = ("sqlite", "etcd")
+# The session's backend; pytest_configure applies --store-backend.
+STORE_BACKEND = os.environ.get("GPUBOX_E2E_STORE", "sqlite") or "sqlite"
+_shared_etcd = None
+
+
+def pytest_addoption(parser):
+    parser.addoption("--store-backend", choices=STORE_BACKENDS, default=None,
+                     help="store backend of the daemons the tests start (default: "
+                          "$GPUBOX_E2E_STORE, else sqlite); etcd starts one etcd for the session")
+
+
+def pytest_configure(config):
+    global STORE_BACKEND
+    STORE_BACKEND = config.getoption("--store-backend") or STORE_BACKEND
+    if STORE_BACKEND not in STORE_BACKENDS:
+        raise pytest.UsageError(f"GPUBOX_E2E_STORE={STORE_BACKEND!r}: use sqlite or etcd")
+
+
+def pytest_report_header(config):
+    return f"gpubox store backend: {STORE_BACKEND}"
+
+
+def pytest_unconfigure(config):
+    global _shared_etcd
+    if _shared_etcd is not None:
+        _shared_etcd.stop()
+        shutil.rmtree(_shared_etcd.dir, ignore_errors=True)
+        _shared_etcd = None
+
+
+def shared_etcd():
+    """The session's etcd, started on first use."""
+    global _shared_etcd
+    if _shared_etcd is None:
+        _shared_etcd = EtcdServer(tempfile.mkdtemp(prefix="gpubox-e2e-etcd-")).start()
+    return _shared_etcd
+
+
+def store_args(data_dir):
+    """The --store flags a daemon on data_dir gets from the session's backend:
+    none for SQLite (its file in the data dir), an etcd URL whose key prefix
+    is named after the data dir for etcd."""
+    if STORE_BACKEND != "etcd":
+        return []
+    dir_id = hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:16]
+    return ["--store", shared_etcd().url(f"/e2e/{dir_id}")]
 
 
 class Response:
@@ -64,29 +125,38 @@ def request(conn, method, path, body=None, headers=None):
 
 
 class Daemon:
-    """A running gpuboxd and its log."""
+    """A running gpuboxd and its log. With a token set, every request sends
+    it as a bearer token; with an ssl_context (the daemon serves HTTPS),
+    connections use it."""
 
     def __init__(self, args, data_dir, log_path, env=None):
+        chosen = ("--store", "--config")
+        if not any(a in chosen or a.startswith(tuple(c + "=" for c in chosen)) for a in args):
+            args = [*args, *store_args(data_dir)]
         self.args = [str(GPUBOXD), *args]
         self.data_dir = data_dir
         self.log_path = log_path
         self.env = env
         self.url = None
+        self.scheme = None
         self.host = None
         self.port = None
         self.proc = None
+        self.token = None
+        self.ssl_context = None
 
     def start(self):
         self.log_file = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self.log_file,
                                      env=self.env)
         line = read_line(self.proc, READY_TIMEOUT)
-        if not line.startswith("gpuboxd ready on http://"):
+        if not line.startswith(("gpuboxd ready on http://", "gpuboxd ready on https://")):
             self.proc.kill()
             self.proc.wait()
             raise AssertionError(f"gpuboxd did not get ready (stdout {line!r}); log:\n{self.log()}")
         self.url = line.split("ready on ", 1)[1]
-        self.host, port = self.url[len("http://"):].rsplit(":", 1)
+        self.scheme, rest = self.url.split("://", 1)
+        self.host, port = rest.rsplit(":", 1)
         self.port = int(port)
         return self
 
@@ -102,9 +172,15 @@ class Daemon:
         return self.log()
 
     def connection(self, timeout=30):
+        if self.scheme == "https":
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout,
+                                               context=self.ssl_context)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def request(self, method, path, body=None, headers=None):
+        headers = dict(headers or {})
+        if self.token and "Authorization" not in headers:
+            headers["Authorization"] = f"Bearer {self.token}"
         conn = self.connection()
         try:
             return request(conn, method, path, body, headers)

@@ -11,8 +11,10 @@ outgoing connection cannot be published, and gpubox rightly refuses it.
 """
 import json
 import os
+import subprocess
 import time
 import urllib.parse
+from pathlib import Path
 
 from conftest import Daemon, docker_request
 
@@ -266,3 +268,24 @@ def system_disk(d, name):
     assert "hardlinked" in text and "/opt/app/sub/file.txt" in text, text
     assert "No such file" in text, text  # /bin/arping stays deleted
     return text
+
+
+def remove_volumes_by_hand(data_dir, prefix):
+    """What a failed test may leave of its volumes: Docker volumes, mounts
+    and loop devices under data_dir/volumes."""
+    filters = urllib.parse.quote(json.dumps({"label": ["gpubox.volume"]}))
+    for v in docker_request("GET", f"/volumes?filters={filters}").json["Volumes"] or []:
+        if v["Name"].startswith("gpubox_" + prefix):
+            docker_request("DELETE", f"/volumes/{v['Name']}")
+    volumes = os.path.realpath(data_dir / "volumes")
+    for line in reversed(Path("/proc/self/mountinfo").read_text().splitlines()):
+        point = line.split()[4]
+        if point.startswith(volumes + "/"):
+            subprocess.run(["umount", point], check=False)
+    for sysdir in Path("/sys/block").glob("loop*"):
+        try:
+            backing = (sysdir / "loop" / "backing_file").read_text().strip()
+        except OSError:
+            continue
+        if backing.startswith(volumes + "/"):
+            subprocess.run(["losetup", "-d", f"/dev/{sysdir.name}"], check=False)

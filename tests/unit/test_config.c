@@ -59,6 +59,8 @@ static void test_defaults(void **state)
     assert_null(cfg.app.nvml_library);
     assert_string_equal(cfg.app.gpu_attach, "nvidia");
     assert_string_equal(cfg.app.volume_backend, "loop");
+    assert_int_equal(cfg.app.docker_wait_s, 5);
+    assert_int_equal(cfg.app.store_wait_s, 60);
     assert_int_equal(cfg.log_level, LOG_INFO);
     assert_false(cfg.compat_http_200);
     assert_false(cfg.show_help);
@@ -91,11 +93,17 @@ static void test_flags(void **state)
                           "--port-range", "41000-41999", "--log-level", "debug",
                           "--compat-http-200", "--gpu-attach", "cdi", "--volume-backend=plain",
                           "--nvml-library", "/opt/libnvidia-ml.so.1", "--max-connections", "50",
-                          "--shutdown-timeout=3"),
+                          "--shutdown-timeout=3", "--token-file", "/etc/gpubox/tokens",
+                          "--max-connections-per-ip", "8", "--cors-origins", "https://a.example",
+                          "--store", "etcd://10.0.0.5:2379/gb", "--store-wait", "0"),
                      0);
+    assert_string_equal(cfg.token_file, "/etc/gpubox/tokens");
+    assert_int_equal(cfg.max_connections_per_ip, 8);
+    assert_string_equal(cfg.cors_origins, "https://a.example");
     assert_string_equal(cfg.listen_host, "0.0.0.0");
     assert_int_equal(cfg.listen_port, 9000);
-    assert_string_equal(cfg.app.store_url, "sqlite:///srv/gb/state.db");
+    assert_string_equal(cfg.app.store_url, "etcd://10.0.0.5:2379/gb");
+    assert_int_equal(cfg.app.store_wait_s, 0);
     assert_int_equal(cfg.app.port_start, 41000);
     assert_int_equal(cfg.app.port_end, 41999);
     assert_int_equal(cfg.log_level, LOG_DEBUG);
@@ -128,6 +136,52 @@ static void test_listen_forms(void **state)
         assert_non_null(strstr(err.msg, bad[i]));
         config_free(&cfg);
     }
+}
+
+/* Without tokens the API may only be reached from this host, unless the
+ * operator says in so many words that something else guards the port. */
+static void test_no_tokens_means_loopback_only(void **state)
+{
+    (void)state;
+    daemon_config cfg;
+    gb_err err = GB_ERR_INIT;
+    static const char *exposed[] = {"0.0.0.0:2378", "[::]:2378", "192.0.2.1:2378", "10.1.2.3:0"};
+    for (size_t i = 0; i < sizeof(exposed) / sizeof(exposed[0]); i++) {
+        assert_int_equal(LOAD(&cfg, &err, "--listen", (char *)exposed[i]), -1);
+        assert_int_equal(err.code, ERR_INVALID_PARAMS);
+        assert_non_null(strstr(err.msg, exposed[i]));
+        assert_non_null(strstr(err.msg, "--token-file"));
+        assert_non_null(strstr(err.msg, "--insecure-no-auth"));
+        config_free(&cfg);
+        assert_int_equal(LOAD(&cfg, &err, "--listen", (char *)exposed[i], "--insecure-no-auth"), 0);
+        assert_true(cfg.insecure_no_auth);
+        config_free(&cfg);
+        assert_int_equal(LOAD(&cfg, &err, "--listen", (char *)exposed[i], "--token-file", "/t"), 0);
+        config_free(&cfg);
+    }
+    static const char *local[] = {"127.0.0.1:0", "127.0.0.2:2378", "[::1]:0", "localhost:2378"};
+    for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++) {
+        assert_int_equal(LOAD(&cfg, &err, "--listen", (char *)local[i]), 0);
+        config_free(&cfg);
+    }
+    assert_true(config_host_is_loopback("127.0.0.1"));
+    assert_true(config_host_is_loopback("::1"));
+    assert_true(config_host_is_loopback("::ffff:127.0.0.1"));
+    assert_false(config_host_is_loopback("0.0.0.0"));
+    assert_false(config_host_is_loopback("::"));
+    assert_false(config_host_is_loopback(""));
+    assert_false(config_host_is_loopback("no-such-host.invalid"));
+
+    /* contradictions and halves */
+    assert_int_equal(LOAD(&cfg, &err, "--token-file", "/t", "--insecure-no-auth"), -1);
+    assert_non_null(strstr(err.msg, "contradicts"));
+    config_free(&cfg);
+    assert_int_equal(LOAD(&cfg, &err, "--tls-cert", "/c.pem"), -1);
+    assert_non_null(strstr(err.msg, "--tls-key is missing"));
+    config_free(&cfg);
+    assert_int_equal(LOAD(&cfg, &err, "--tls-key", "/k.pem"), -1);
+    assert_non_null(strstr(err.msg, "--tls-cert is missing"));
+    config_free(&cfg);
 }
 
 static void test_relative_data_dir_becomes_absolute(void **state)
@@ -182,6 +236,8 @@ static void test_bad_flags_name_the_flag(void **state)
         {"--volume-backend", "zfs", "'zfs' is not one of loop|xfsquota|plain"},
         {"--max-connections", "0", "--max-connections: '0' is not a whole number from 1"},
         {"--connection-timeout", "-1", "--connection-timeout"},
+        {"--store-wait", "86401", "--store-wait"},
+        {"--store-wait", "soon", "--store-wait"},
         {"--compat-http-200=maybe", NULL, "'maybe' is not a boolean"},
         {"--data-dir=", NULL, "--data-dir: needs a value"},
         {"--timeslice-replicas", "0",
@@ -264,6 +320,12 @@ static void test_usage_lists_every_flag_with_default(void **state)
                                    "--docker-host URL",
                                    "--port-range A-B",
                                    "(default: 40000-65535)",
+                                   "--token-file PATH",
+                                   "--insecure-no-auth",
+                                   "--tls-cert PATH",
+                                   "--tls-key PATH",
+                                   "--cors-origins ORIGIN[,ORIGIN...]",
+                                   "--max-connections-per-ip N",
                                    "--gpu-source auto|nvml|nvidia-smi|simulated",
                                    "--simulate-gpus SPEC",
                                    "--nvml-library PATH",
@@ -332,7 +394,8 @@ static void test_config_file(void **state)
                  "  data_dir = \"/srv/gpubox\"   \n"
                  "port-range=42000-42010\n"
                  "compat-http-200 = yes\n"
-                 "log-level = warn\n");
+                 "log-level = warn\n"
+                 "insecure-no-auth = true\n");
     daemon_config cfg;
     gb_err err = GB_ERR_INIT;
     assert_int_equal(LOAD(&cfg, &err, "--config", config_path), 0);
@@ -350,7 +413,8 @@ static void test_config_file(void **state)
 static void test_flags_override_file(void **state)
 {
     (void)state;
-    write_config("listen = 0.0.0.0:9100\nlog-level = warn\ngpu-source = nvml\n");
+    write_config("listen = 0.0.0.0:9100\nlog-level = warn\ngpu-source = nvml\n"
+                 "token-file = /etc/gpubox/tokens\n");
     daemon_config cfg;
     gb_err err = GB_ERR_INIT;
     /* flags before or after --config still win */
@@ -416,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_docker_host_from_environment),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_listen_forms),
+        cmocka_unit_test(test_no_tokens_means_loopback_only),
         cmocka_unit_test(test_relative_data_dir_becomes_absolute),
         cmocka_unit_test(test_simulated_gpus),
         cmocka_unit_test(test_bad_flags_name_the_flag),

@@ -136,6 +136,24 @@ static void test_malformed_json_reports_position(void **state)
     http_request_clear(&req);
 }
 
+/* "Last one wins" would let two readers of one body see different values. */
+static void test_duplicate_keys_are_refused(void **state)
+{
+    (void)state;
+    http_request req = req_with("{\"gpuCount\": 1, \"env\": [], \"gpuCount\": 8}");
+    gb_err err = GB_ERR_INIT;
+    long long n = 0;
+    assert_int_equal(req_json_int(&req, "gpuCount", &n, true, &err), -1);
+    assert_int_equal(err.code, ERR_MALFORMED_JSON);
+    assert_non_null(strstr(err.msg, "duplicate object key"));
+    http_request_clear(&req);
+    /* the same key in two different objects is fine */
+    req = req_with("{\"a\": {\"k\": 1}, \"b\": {\"k\": 2}}");
+    json_t *a = NULL;
+    assert_int_equal(req_json_object(&req, "a", &a, true, &err), 1);
+    http_request_clear(&req);
+}
+
 static void test_body_must_be_an_object(void **state)
 {
     (void)state;
@@ -182,6 +200,7 @@ int main(void)
         cmocka_unit_test(test_wrong_types_name_field_and_type),
         cmocka_unit_test(test_nested_field_names),
         cmocka_unit_test(test_malformed_json_reports_position),
+        cmocka_unit_test(test_duplicate_keys_are_refused),
         cmocka_unit_test(test_body_must_be_an_object),
         cmocka_unit_test(test_lookups),
     };

@@ -183,6 +183,43 @@ static void test_bad_routes_are_refused(void **state)
     router_free(r);
 }
 
+/* HEAD asks what GET answers; a path with no GET route is still a 405. */
+static void test_head_is_answered_by_get(void **state)
+{
+    router_match m;
+    assert_int_equal(router_match_request(*state, "HEAD", "/api/v1/replicaSet/foo", &m),
+                     ROUTER_FOUND);
+    assert_string_equal(m.route->summary, "info");
+    router_match_free(&m);
+    assert_int_equal(router_match_request(*state, "HEAD", "/api/v1/replicaSet/foo/stop", &m),
+                     ROUTER_METHOD_NOT_ALLOWED);
+    assert_string_equal(m.allow, "PATCH");
+    router_match_free(&m);
+}
+
+static void test_access_follows_the_route(void **state)
+{
+    router_match m;
+    gb_err err = GB_ERR_INIT;
+    assert_int_equal(router_match_request(*state, "GET", "/healthz", &m), ROUTER_FOUND);
+    assert_int_equal(m.access, HTTP_ACCESS_BY_METHOD);
+    router_match_free(&m);
+    assert_int_equal(router_set_access(*state, "GET", "/healthz", HTTP_ACCESS_OPEN, &err), 0);
+    assert_int_equal(router_match_request(*state, "GET", "//healthz/", &m), ROUTER_FOUND);
+    assert_int_equal(m.access, HTTP_ACCESS_OPEN);
+    router_match_free(&m);
+    /* only that method and pattern */
+    assert_int_equal(router_match_request(*state, "GET", "/api/v1/replicaSet", &m), ROUTER_FOUND);
+    assert_int_equal(m.access, HTTP_ACCESS_BY_METHOD);
+    router_match_free(&m);
+    assert_int_equal(router_set_access(*state, "POST", "/healthz", HTTP_ACCESS_OPEN, &err), -1);
+    assert_non_null(strstr(err.msg, "no route POST /healthz"));
+    size_t n = router_count(*state);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(router_route(*state, i)->pattern, "/healthz") == 0)
+            assert_int_equal(router_route_access(*state, i), HTTP_ACCESS_OPEN);
+}
+
 static void test_too_many_segments(void **state)
 {
     router_match m;
@@ -206,6 +243,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_methods_are_case_sensitive, setup, teardown),
         cmocka_unit_test(test_bad_routes_are_refused),
         cmocka_unit_test_setup_teardown(test_too_many_segments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_is_answered_by_get, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_access_follows_the_route, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,238 @@
+/*
+ * cli.h - gpubox, the command-line client of gpuboxd.
+ *
+ * One table (commands.c: cli_commands) describes every subcommand: its
+ * words ("run", "volume create"), its positional arguments, its options and
+ * the function that runs it. Everything else is derived from that table:
+ * the parser (args.c), `--help` of each subcommand, `gpubox help`, the man
+ * page and the bash completion (help.c). Adding a subcommand for a new
+ * route is one table entry plus one function that builds the request and
+ * prints the answer.
+ *
+ * Layout of a parse: cli_args keeps the argv strings it was given (no
+ * copies): the positional words, the words after "--", and one entry per
+ * option occurrence in argv order, so a repeated option (-v, -e, -p) is
+ * simply several entries with the same option.
+ *
+ * Exit codes (docs/cli.md): CLI_EXIT_OK 0, CLI_EXIT_ERROR 1 (server or
+ * other error), CLI_EXIT_USAGE 2, CLI_EXIT_NOT_FOUND 3, CLI_EXIT_CONFLICT 4
+ * (conflict with the current state), CLI_EXIT_SHORTAGE 5 (not enough GPUs
+ * or ports). `gpubox exec` exits with the command's own exit code.
+ */
+#ifndef GPUBOX_CLI_CLI_H
+#define GPUBOX_CLI_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+enum cli_exit {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_ERROR = 1,
+    CLI_EXIT_USAGE = 2,
+    CLI_EXIT_NOT_FOUND = 3,
+    CLI_EXIT_CONFLICT = 4,
+    CLI_EXIT_SHORTAGE = 5,
+};
+
+#define CLI_DEFAULT_HOST "http://127.0.0.1:2378"
+
+enum cli_opt_kind {
+    CLI_OPT_FLAG,  /* --all */
+    CLI_OPT_VALUE, /* --image IMG, at most once */
+    CLI_OPT_LIST,  /* -v SRC:DEST, as often as wanted */
+};
+
+/* What the shell completion offers for a positional argument. */
+enum cli_complete {
+    CLI_COMPLETE_NONE,
+    CLI_COMPLETE_REPLICASET, /* names from `gpubox ps -q` */
+    CLI_COMPLETE_VOLUME,     /* names from `gpubox volume ls -q` */
+    CLI_COMPLETE_COMMAND,    /* subcommand words (help) */
+};
+
+typedef struct cli_opt {
+    const char *name; /* long name without "--": "gpus" */
+    char short_name;  /* 'v', or 0 */
+    enum cli_opt_kind kind;
+    const char *metavar; /* "N", "SRC:DEST[:ro]"; NULL for flags */
+    const char *help;
+} cli_opt;
+
+typedef struct cli_args cli_args;
+typedef struct cli_ctx cli_ctx;
+
+typedef struct cli_command {
+    const char *name;  /* "run", or a group and a word: "volume create" */
+    const char *usage; /* positional synopsis: "NAME VERSION" */
+    int min_pos, max_pos;
+    enum cli_complete complete; /* for the positionals */
+    bool takes_rest;            /* "-- CMD..." */
+    const char *rest_usage;     /* "CMD..." */
+    const cli_opt *opts;        /* terminated by an entry with name NULL; may be NULL */
+    int (*run)(cli_ctx *ctx, const cli_args *a);
+    const char *summary;     /* one line */
+    const char *description; /* a paragraph for --help and the man page; may be NULL */
+} cli_command;
+
+/* The table (commands.c) and the options every subcommand takes. */
+extern const cli_command cli_commands[];
+extern const size_t cli_ncommands;
+extern const cli_opt cli_global_opts[];
+
+typedef struct cli_opt_value {
+    const cli_opt *opt;
+    const char *value; /* "" for a flag */
+} cli_opt_value;
+
+struct cli_args {
+    const cli_command *cmd; /* NULL: no subcommand given */
+    const char **pos;
+    size_t npos;
+    const char **rest; /* after "--" when cmd->takes_rest */
+    size_t nrest;
+    bool has_rest;
+    cli_opt_value *opts;
+    size_t nopts;
+    bool help; /* -h / --help */
+};
+
+/* ---- args.c: the parser (no I/O; testable apart) ---- */
+
+/* Parse argv[1..argc) against the table. On a usage error returns
+ * CLI_EXIT_USAGE with a message in msg (and a->cmd set when the subcommand
+ * was recognized, so the caller can point at its --help); 0 otherwise. */
+int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t msg_size);
+void cli_args_free(cli_args *a);
+
+/* The command whose words are words[0] (and words[1] for a group); *used
+ * gets how many words it took. NULL when there is none. */
+const cli_command *cli_find_command(const char *const *words, size_t n, size_t *used);
+/* Is name the first word of a group ("volume")? */
+bool cli_is_group(const char *name);
+
+/* Option lookups by long name: the last value (NULL when absent), whether
+ * a flag was given, and every value of a list option in argv order. */
+const char *cli_get(const cli_args *a, const char *name);
+bool cli_flag(const cli_args *a, const char *name);
+size_t cli_get_all(const cli_args *a, const char *name, const char **out, size_t max);
+size_t cli_count(const cli_args *a, const char *name);
+
+/* Value checks that are usage errors (exit 2) when they fail; msg says
+ * which option and what is allowed. */
+int cli_parse_int(const char *opt, const char *text, long long min, long long max, long long *out,
+                  char *msg, size_t msg_size);
+int cli_parse_number(const char *opt, const char *text, double min, double max, double *out,
+                     char *msg, size_t msg_size);
+
+/* ---- run.c: what a run of the program shares ---- */
+
+struct cli_ctx {
+    const char *host;  /* "http://127.0.0.1:2378", no trailing slash */
+    const char *token; /* NULL: no Authorization header */
+    bool json;         /* --json: print the server's data as JSON */
+    bool progress_tty; /* stderr is a terminal: progress on one updating line */
+    FILE *out, *err;
+    void *curl; /* CURL *, reused so keep-alive works across calls */
+};
+
+/* A usage error: prints "gpubox CMD: msg" and a pointer to --help; returns
+ * CLI_EXIT_USAGE. */
+int cli_usage_error(cli_ctx *ctx, const cli_command *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Any other error the client finds itself: prints "gpubox: msg". */
+int cli_fail(cli_ctx *ctx, int exit_code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- client.c: one HTTP call, the envelope, the exit code ---- */
+
+typedef struct cli_reply {
+    long status; /* HTTP status */
+    int code;    /* the envelope's code (200 success) */
+    const char *msg;
+    json_t *data; /* borrowed from body */
+    json_t *body; /* the whole parsed answer (owned) */
+} cli_reply;
+
+/* METHOD host+path with body (borrowed, may be NULL). On success (code 200)
+ * returns 0 and fills *r; otherwise prints the server's msg (or why the
+ * server could not be reached) and returns the exit code for it. *r must be
+ * released with cli_reply_free either way. */
+int cli_call(cli_ctx *ctx, const char *method, const char *path, const json_t *body, cli_reply *r);
+/* The same; with report false an error answer is not printed (the
+ * transport errors still are). */
+int cli_request(cli_ctx *ctx, const char *method, const char *path, const json_t *body,
+                cli_reply *r, bool report);
+void cli_reply_free(cli_reply *r);
+/* The exit code for an envelope code (see the top of this file). */
+int cli_exit_for_code(int code);
+/* A path segment escaped for a URL (malloc'd). */
+char *cli_escape(cli_ctx *ctx, const char *segment);
+/* Print data as indented JSON on ctx->out (for --json). */
+void cli_print_json(cli_ctx *ctx, const json_t *data);
+
+/* ---- operation.c: following long operations ---- */
+
+/* If data names an operation (operationId, or operation.id) that is not
+ * finished, poll GET /api/v1/operations/{id} until it is, showing progress
+ * on stderr. Returns 0, or an exit code when the operation failed. A server
+ * without the operations route is taken to have finished already. */
+int cli_follow_operation(cli_ctx *ctx, const json_t *data);
+/* The progress line for an operation's JSON, and whether it has ended:
+ * 1 finished, -1 failed, 0 still running. */
+void cli_operation_line(const json_t *op, char *buf, size_t size);
+int cli_operation_state(const json_t *op);
+
+/* ---- table.c: aligned tables for people ---- */
+
+typedef struct cli_table cli_table;
+/* Columns named by the NULL-terminated headers. */
+cli_table *cli_table_new(const char *const *headers);
+/* Append one row of ncols cells (copied; NULL prints as "-"). */
+void cli_table_add(cli_table *t, const char *const *cells);
+void cli_table_print(cli_table *t, FILE *out);
+void cli_table_free(cli_table *t);
+static inline void cli_table_freep(cli_table **t)
+{
+    if (*t)
+        cli_table_free(*t);
+}
+
+/* ---- help.c: everything generated from the table ---- */
+
+void cli_help_main(FILE *out);                            /* gpubox help */
+void cli_help_command(const cli_command *cmd, FILE *out); /* gpubox CMD --help */
+void cli_help_man(FILE *out);                             /* gpubox help --man */
+void cli_completion_bash(FILE *out);                      /* gpubox completion bash */
+
+/* ---- the subcommands (cmd_*.c) ---- */
+
+int cli_cmd_gpus(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_ports(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_version(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_help(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_completion(cli_ctx *ctx, const cli_args *a);
+
+int cli_cmd_ps(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_run(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_inspect(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_history(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_scale(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_stop(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_start(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_pause(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_restart(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_rollback(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_exec(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_commit(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_rm(cli_ctx *ctx, const cli_args *a);
+
+int cli_cmd_volume_create(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_volume_ls(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_volume_inspect(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_volume_resize(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_volume_rm(cli_ctx *ctx, const cli_args *a);
+
+#endif

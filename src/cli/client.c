@@ -1,0 +1,171 @@
+/*
+ * client.c - one HTTP call to gpuboxd: libcurl, the JSON envelope, and the
+ * exit code an answer means.
+ *
+ * One curl handle lives for the whole run (ctx->curl), so the calls of one
+ * command (e.g. start: read the state, then continue or restart; or
+ * polling an operation) share a kept-alive connection.
+ *
+ * Exit codes from envelope codes (cli.h): not found 3, conflict with the
+ * state 4, not enough GPUs or ports 5, a request the server refuses as bad
+ * 2 (it is a usage error all the same: a bad size, name or image), anything
+ * else 1. A route the server does not have (404 code 1101, 405 code 1102)
+ * means an older gpuboxd: the message says so rather than "no route".
+ */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "util/cleanup.h"
+#include "util/err.h"
+
+typedef struct client_buf {
+    char *data;
+    size_t len;
+} client_buf;
+
+static size_t client_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    client_buf *b = userdata;
+    size_t n = size * nmemb;
+    char *grown = realloc(b->data, b->len + n + 1);
+    if (!grown)
+        return 0;
+    memcpy(grown + b->len, ptr, n);
+    b->data = grown;
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+int cli_exit_for_code(int code)
+{
+    switch (code) {
+    case ERR_OK:
+        return CLI_EXIT_OK;
+    case ERR_NOT_FOUND:
+    case ERR_IMAGE_NOT_FOUND:
+        return CLI_EXIT_NOT_FOUND;
+    case ERR_GPU_NOT_ENOUGH:
+    case ERR_PORT_NOT_ENOUGH:
+        return CLI_EXIT_SHORTAGE;
+    case ERR_ROUTE_NOT_FOUND:
+    case ERR_METHOD_NOT_ALLOWED:
+        return CLI_EXIT_ERROR;
+    }
+    switch (err_http_status(code)) {
+    case 409:
+        return CLI_EXIT_CONFLICT;
+    case 400:
+        return CLI_EXIT_USAGE;
+    default:
+        return CLI_EXIT_ERROR;
+    }
+}
+
+char *cli_escape(cli_ctx *ctx, const char *segment)
+{
+    char *curl_owned = curl_easy_escape(ctx->curl, segment, 0);
+    char *s = curl_owned ? strdup(curl_owned) : NULL;
+    curl_free(curl_owned);
+    if (!s) {
+        fputs("gpubox: out of memory\n", ctx->err);
+        exit(CLI_EXIT_ERROR);
+    }
+    return s;
+}
+
+void cli_reply_free(cli_reply *r)
+{
+    json_decref(r->body);
+    *r = (cli_reply){0};
+}
+
+void cli_print_json(cli_ctx *ctx, const json_t *data)
+{
+    json_dumpf(data ? data : json_null(), ctx->out, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    fputc('\n', ctx->out);
+}
+
+/* Send the request; the raw answer into buf. 0, or an exit code after
+ * saying why gpuboxd could not be reached. */
+static int client_perform(cli_ctx *ctx, const char *method, const char *url, const char *body,
+                          client_buf *buf, long *status)
+{
+    CURL *c = ctx->curl;
+    struct curl_slist *headers = curl_slist_append(NULL, "Accept: application/json");
+    if (body)
+        headers = curl_slist_append(headers, "Content-Type: application/json");
+    _cleanup_free_ char *auth = NULL;
+    if (ctx->token && ctx->token[0] && asprintf(&auth, "Authorization: Bearer %s", ctx->token) > 0)
+        headers = curl_slist_append(headers, auth);
+    char errbuf[CURL_ERROR_SIZE] = "";
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    if (!body && strcmp(method, "GET") != 0)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+    if (strcmp(method, "GET") == 0)
+        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, client_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, buf);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(c);
+    curl_slist_free_all(headers);
+    if (rc != CURLE_OK) {
+        return cli_fail(ctx, CLI_EXIT_ERROR,
+                        "cannot reach gpuboxd at %s: %s (is it running? set --host or "
+                        "GPUBOX_HOST)",
+                        ctx->host, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    return 0;
+}
+
+int cli_call(cli_ctx *ctx, const char *method, const char *path, const json_t *body, cli_reply *r)
+{
+    return cli_request(ctx, method, path, body, r, true);
+}
+
+int cli_request(cli_ctx *ctx, const char *method, const char *path, const json_t *body,
+                cli_reply *r, bool report)
+{
+    *r = (cli_reply){0};
+    _cleanup_free_ char *url = NULL;
+    _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (asprintf(&url, "%s%s", ctx->host, path) < 0 || (body && !text))
+        return cli_fail(ctx, CLI_EXIT_ERROR, "out of memory");
+    client_buf buf = {0};
+    int rc = client_perform(ctx, method, url, text, &buf, &r->status);
+    _cleanup_free_ char *raw = buf.data;
+    if (rc)
+        return rc;
+    json_error_t jerr;
+    r->body = raw ? json_loads(raw, 0, &jerr) : NULL;
+    json_t *code = json_object_get(r->body, "code");
+    if (!json_is_integer(code)) {
+        return cli_fail(ctx, CLI_EXIT_ERROR,
+                        "%s %s answered HTTP %ld without a gpubox envelope; is %s a gpuboxd?",
+                        method, path, r->status, ctx->host);
+    }
+    r->code = (int)json_integer_value(code);
+    r->msg = json_string_value(json_object_get(r->body, "msg"));
+    r->data = json_object_get(r->body, "data");
+    if (r->code == ERR_OK)
+        return 0;
+    if (!report)
+        return cli_exit_for_code(r->code);
+    if (r->code == ERR_ROUTE_NOT_FOUND || r->code == ERR_METHOD_NOT_ALLOWED)
+        return cli_fail(ctx, CLI_EXIT_ERROR,
+                        "not supported by this server: %s %s is not a route of the gpuboxd at %s "
+                        "(an older version?)",
+                        method, path, ctx->host);
+    return cli_fail(ctx, cli_exit_for_code(r->code), "%s", r->msg ? r->msg : "(no message)");
+}

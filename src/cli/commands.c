@@ -1,0 +1,149 @@
+/*
+ * commands.c - the one table of gpubox's subcommands. The parser, every
+ * --help, `gpubox help`, the man page and the bash completion read it;
+ * the functions it names live in cmd_*.c.
+ *
+ * Adding a subcommand: one entry here (words, positionals, options,
+ * summary) and one function that builds the request and prints the answer.
+ */
+#include "cli/cli.h"
+
+#include "util/cleanup.h"
+
+#define CLI_OPTS_END                                                                               \
+    {                                                                                              \
+        0                                                                                          \
+    }
+
+const cli_opt cli_global_opts[] = {
+    {"host", 'H', CLI_OPT_VALUE, "URL",
+     "gpuboxd's address (default $GPUBOX_HOST, else " CLI_DEFAULT_HOST ")"},
+    {"token", 0, CLI_OPT_VALUE, "TOKEN",
+     "bearer token sent as Authorization (default $GPUBOX_TOKEN)"},
+    {"json", 0, CLI_OPT_FLAG, NULL, "print the server's data as JSON, for scripts"},
+    {"help", 'h', CLI_OPT_FLAG, NULL, "show this help"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt ps_opts[] = {
+    {"all", 'a', CLI_OPT_FLAG, NULL, "include deleted replica sets whose history is kept"},
+    {"quiet", 'q', CLI_OPT_FLAG, NULL, "print the names only"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt run_opts[] = {
+    {"image", 'i', CLI_OPT_VALUE, "IMAGE", "the image to run (required; must be on the host)"},
+    {"gpus", 'g', CLI_OPT_VALUE, "N", "whole GPUs, or cards to share with --gpu-memory/--shared"},
+    {"gpu-memory", 0, CLI_OPT_VALUE, "SIZE", "a share of SIZE (\"8GB\") on each card"},
+    {"shared", 0, CLI_OPT_FLAG, NULL, "a time-slice replica on each card"},
+    {"gpu-policy", 0, CLI_OPT_VALUE, "POLICY", "where a share goes: binpack (default) or spread"},
+    {"gpu-uuid", 0, CLI_OPT_LIST, "UUID", "exactly this card"},
+    {"gpu-model", 0, CLI_OPT_VALUE, "TEXT", "only cards whose model contains TEXT (\"A100\")"},
+    {"volume", 'v', CLI_OPT_LIST, "SRC:DEST[:ro]", "bind a gpubox volume or an allowed host path"},
+    {"publish", 'p', CLI_OPT_LIST, "PORT[/udp]|HOST:PORT[/udp]",
+     "publish a container port (host port allocated, or HOST)"},
+    {"env", 'e', CLI_OPT_LIST, "K=V", "set an environment variable (K alone: from here)"},
+    {"label", 'l', CLI_OPT_LIST, "K=V", "an extra container label"},
+    {"cpus", 0, CLI_OPT_VALUE, "N", "CPU limit (decimals allowed)"},
+    {"memory", 'm', CLI_OPT_VALUE, "SIZE", "memory limit (\"16GB\")"},
+    {"shm-size", 0, CLI_OPT_VALUE, "SIZE", "size of /dev/shm (\"1GB\")"},
+    {"restart", 0, CLI_OPT_VALUE, "POLICY", "no, always, unless-stopped or on-failure"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt scale_opts[] = {
+    {"gpus", 'g', CLI_OPT_VALUE, "N", "the new number of GPUs"},
+    {"gpu-memory", 0, CLI_OPT_VALUE, "SIZE", "the new share of each card (\"8GB\")"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt exec_opts[] = {
+    {"workdir", 'w', CLI_OPT_VALUE, "DIR", "working directory in the container"},
+    {"timeout", 't', CLI_OPT_VALUE, "SECONDS", "kill the command after this long (1-3600)"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt commit_opts[] = {
+    {"overwrite", 0, CLI_OPT_FLAG, NULL, "replace the tag if gpubox made it"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt rm_opts[] = {
+    {"purge", 0, CLI_OPT_FLAG, NULL, "forget the history too; the name starts again at 1"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt volume_ls_opts[] = {
+    {"quiet", 'q', CLI_OPT_FLAG, NULL, "print the names only"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt help_opts[] = {
+    {"man", 0, CLI_OPT_FLAG, NULL, "print the manual page (roff)"},
+    CLI_OPTS_END,
+};
+
+const cli_command cli_commands[] = {
+    /* resources */
+    {"gpus", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_gpus,
+     "List the GPUs: memory, what is held, tenants", NULL},
+    {"ports", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_ports,
+     "Show the host port range and the ports in use", NULL},
+
+    /* replica sets */
+    {"ps", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, ps_opts, cli_cmd_ps,
+     "List replica sets with their live status", NULL},
+    {"run", "NAME", 1, 1, CLI_COMPLETE_NONE, true, "CMD...", run_opts, cli_cmd_run,
+     "Create replica set NAME and start its first container (NAME-1)",
+     "GPUs and host ports are taken all or nothing; if anything is missing nothing is "
+     "taken and the exit status is 5."},
+    {"inspect", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_inspect,
+     "Show one replica set: spec, state, container, GPUs, ports", NULL},
+    {"history", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_history,
+     "List every version of a replica set, newest first", NULL},
+    {"scale", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, scale_opts, cli_cmd_scale,
+     "Change a replica set's GPUs (a new version keeps the system disk)", NULL},
+    {"stop", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_stop,
+     "Stop the container and release its GPUs and ports", NULL},
+    {"start", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_start,
+     "Start a paused or stopped replica set again",
+     "A paused set continues in the same container with the GPUs it kept; a stopped set "
+     "is restarted as a new version with GPUs taken again (maybe other cards), its system "
+     "disk kept."},
+    {"pause", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_pause,
+     "Stop the container, keeping its GPUs and ports", NULL},
+    {"restart", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_restart,
+     "Restart as a new version, taking GPUs again, keeping the system disk", NULL},
+    {"rollback", "NAME VERSION", 2, 2, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_rollback,
+     "Run version VERSION's spec again as a new version", NULL},
+    {"exec", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, true, "CMD...", exec_opts, cli_cmd_exec,
+     "Run a command in the container; exit with its exit code",
+     "The command's stdout goes to stdout and its stderr to stderr. A command killed by "
+     "--timeout exits 124."},
+    {"commit", "NAME IMAGE", 2, 2, CLI_COMPLETE_REPLICASET, false, NULL, commit_opts,
+     cli_cmd_commit, "Commit the container's filesystem to image IMAGE", NULL},
+    {"rm", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, rm_opts, cli_cmd_rm,
+     "Delete a replica set: remove its container and free everything it holds", NULL},
+
+    /* volumes */
+    {"volume create", "NAME SIZE", 2, 2, CLI_COMPLETE_NONE, false, NULL, NULL,
+     cli_cmd_volume_create, "Create a volume of SIZE (\"20GB\": KB, MB, GB, TB)", NULL},
+    {"volume ls", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, volume_ls_opts, cli_cmd_volume_ls,
+     "List volumes", NULL},
+    {"volume inspect", "NAME", 1, 1, CLI_COMPLETE_VOLUME, false, NULL, NULL, cli_cmd_volume_inspect,
+     "Show one volume: size, bytes used, who uses it", NULL},
+    {"volume resize", "NAME SIZE", 2, 2, CLI_COMPLETE_VOLUME, false, NULL, NULL,
+     cli_cmd_volume_resize, "Grow or shrink a volume, keeping its data", NULL},
+    {"volume rm", "NAME", 1, 1, CLI_COMPLETE_VOLUME, false, NULL, NULL, cli_cmd_volume_rm,
+     "Delete a volume and its data", NULL},
+
+    /* the client itself */
+    {"version", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_version,
+     "Show the client's, gpuboxd's and Docker's versions", NULL},
+    {"help", "[COMMAND]", 0, 2, CLI_COMPLETE_COMMAND, false, NULL, help_opts, cli_cmd_help,
+     "Show help for gpubox or one command", NULL},
+    {"completion", "bash", 1, 1, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_completion,
+     "Print the bash completion script", "Load it with: source <(gpubox completion bash)"},
+};
+
+const size_t cli_ncommands = ARRAY_SIZE(cli_commands);

@@ -1,0 +1,121 @@
+/*
+ * security.c - loading the security flags' files (see security.h).
+ */
+#include "daemon/security.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "http/server.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+/* A PEM file into a NUL-terminated string. secret: refuse permission bits
+ * for other users, as ssh does for private keys. */
+static int security_read_pem(const char *flag, const char *path, bool secret, const char *marker,
+                             char **out, gb_err *err)
+{
+    *out = NULL;
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return err_set(err, ERR_INVALID_PARAMS, "%s: cannot read %s: %s", flag, path,
+                       strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return err_set(err, ERR_INVALID_PARAMS, "%s: %s is not a regular file", flag, path);
+    if (secret && (st.st_mode & (S_IRWXO | S_IWGRP)))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s: %s has mode %04o: other users may read or change the private key; "
+                       "run chmod 600 %s",
+                       flag, path, (unsigned)(st.st_mode & 07777), path);
+    if (st.st_size <= 0 || st.st_size > SECURITY_PEM_MAX)
+        return err_set(err, ERR_INVALID_PARAMS, "%s: %s is empty or larger than %d bytes", flag,
+                       path, SECURITY_PEM_MAX);
+    char *text = calloc(1, (size_t)st.st_size + 1);
+    if (!text)
+        return err_set(err, ERR_INTERNAL, "%s: out of memory", flag);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (!strstr(text, "-----BEGIN ") || !strstr(text, marker)) {
+        explicit_bzero(text, (size_t)st.st_size);
+        free(text);
+        return err_set(err, ERR_INVALID_PARAMS, "%s: %s is not a PEM file holding a%s", flag, path,
+                       secret ? " private key" : " certificate");
+    }
+    *out = text;
+    return 0;
+}
+
+int daemon_security_load(const daemon_config *cfg, daemon_security *out, gb_err *err)
+{
+    *out = (daemon_security){0};
+    if (cfg->token_file && http_auth_load(cfg->token_file, &out->auth, err) < 0) {
+        err_prefix(err, "--token-file");
+        goto fail;
+    }
+    if (cfg->cors_origins && http_cors_parse(cfg->cors_origins, &out->cors, err) < 0) {
+        err_prefix(err, "--cors-origins");
+        goto fail;
+    }
+    if (cfg->tls_cert && !http_server_tls_supported()) {
+        err_set(err, ERR_INVALID_PARAMS,
+                "--tls-cert: this libmicrohttpd was built without TLS (GnuTLS) support; install "
+                "one built with it (Debian's libmicrohttpd12 is) or terminate TLS in a proxy");
+        goto fail;
+    }
+    if (cfg->tls_cert && (security_read_pem("--tls-cert", cfg->tls_cert, false, "CERTIFICATE-----",
+                                            &out->tls_cert_pem, err) < 0 ||
+                          security_read_pem("--tls-key", cfg->tls_key, true, "PRIVATE KEY-----",
+                                            &out->tls_key_pem, err) < 0))
+        goto fail;
+    return 0;
+fail:
+    daemon_security_free(out);
+    return -1;
+}
+
+void daemon_security_free(daemon_security *sec)
+{
+    http_auth_free(sec->auth);
+    http_cors_free(sec->cors);
+    free(sec->tls_cert_pem);
+    if (sec->tls_key_pem) {
+        explicit_bzero(sec->tls_key_pem, strlen(sec->tls_key_pem));
+        free(sec->tls_key_pem);
+    }
+    *sec = (daemon_security){0};
+}
+
+void daemon_security_log(const daemon_config *cfg, const daemon_security *sec)
+{
+    bool loopback = config_host_is_loopback(cfg->listen_host);
+    if (sec->auth)
+        log_info("auth: %zu token(s) from %s; GET routes need a viewer token, others an admin "
+                 "token; /healthz and /version are open",
+                 http_auth_count(sec->auth), cfg->token_file);
+    else if (loopback)
+        log_info("auth: off (no --token-file); listening on loopback only, so only users of "
+                 "this host can reach the API");
+    else
+        log_warn("auth: OFF on %s (--insecure-no-auth): anyone who reaches this port can run "
+                 "containers on this host; make sure a firewall or an authenticating proxy "
+                 "guards it",
+                 cfg->listen);
+    if (sec->auth && !sec->tls_cert_pem && !loopback)
+        log_warn("tls: off on %s: tokens cross the network in clear text; give --tls-cert and "
+                 "--tls-key, or put a TLS proxy in front",
+                 cfg->listen);
+    if (sec->cors)
+        log_info("cors: on for the origins in --cors-origins (%s)", cfg->cors_origins);
+}

@@ -1,0 +1,245 @@
+/*
+ * metrics.c - the application's metrics (see metrics.h): operation
+ * counters kept in the app, and the gauges computed at scrape time from
+ * the pools (memory only) and the store (replica-set records by state,
+ * and a revision read as the health check).
+ */
+#include "service/metrics.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/gpus.h"
+#include "service/keys.h"
+#include "service/volumes.h"
+#include "util/cleanup.h"
+#include "util/prom.h"
+
+struct ops_metrics {
+    prom_family *total;
+    prom_family *duration;
+};
+
+/* Seconds: a stop takes Docker's stop timeout at most, a create or a
+ * restart carrying a large system disk can take minutes. */
+static const double ops_buckets[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+
+ops_metrics *ops_metrics_new(void)
+{
+    static const char *const total_labels[] = {"kind", "result", NULL};
+    static const char *const dur_labels[] = {"kind", NULL};
+    ops_metrics *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->total = prom_counter_new("gpubox_operations_total",
+                                "Operations the services ran, by kind and result (ok, or the "
+                                "error's name)",
+                                total_labels);
+    m->duration =
+        prom_histogram_new("gpubox_operation_duration_seconds", "How long operations took, by kind",
+                           dur_labels, ops_buckets, sizeof(ops_buckets) / sizeof(ops_buckets[0]));
+    if (!m->total || !m->duration) {
+        ops_metrics_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void ops_metrics_free(ops_metrics *m)
+{
+    if (!m)
+        return;
+    prom_family_free(m->total);
+    prom_family_free(m->duration);
+    free(m);
+}
+
+void ops_metrics_observe(ops_metrics *m, const char *kind, const char *result, double seconds)
+{
+    if (!m)
+        return;
+    const char *total_values[] = {kind, result};
+    const char *dur_values[] = {kind};
+    prom_counter_inc(m->total, total_values);
+    prom_histogram_observe(m->duration, dur_values, seconds);
+}
+
+ops_timer ops_timer_start(app *a, const char *kind, json_t **out, const gb_err *err)
+{
+    ops_timer t = {.m = a ? a->ops : NULL, .kind = kind, .out = out, .err = err};
+    if (out)
+        *out = NULL; /* set means success when the timer ends */
+    clock_gettime(CLOCK_MONOTONIC, &t.start);
+    return t;
+}
+
+void ops_timer_done(ops_timer *t)
+{
+    if (!t->m)
+        return;
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    double s =
+        (double)(end.tv_sec - t->start.tv_sec) + (double)(end.tv_nsec - t->start.tv_nsec) / 1e9;
+    char result[48] = "ok";
+    if (!t->out || !*t->out) {
+        const char *name = err_name(t->err ? t->err->code : ERR_INTERNAL);
+        size_t i = 0;
+        for (; name[i] && i + 1 < sizeof(result); i++)
+            result[i] = (char)tolower((unsigned char)name[i]);
+        result[i] = '\0';
+    }
+    ops_metrics_observe(t->m, t->kind, result, s);
+}
+
+/* GPU gauges from the pool: totals and, per card, memory held and tenants. */
+static int metrics_gpus(app *a, FILE *out, gb_err *err)
+{
+    _cleanup_(gpus_status_free) gpus_status st = {0};
+    if (gpus_pool_status(a->gpu_pool, &st, err) < 0)
+        return -1;
+    size_t held = 0;
+    for (size_t i = 0; i < st.n; i++)
+        held += st.devices[i].ntenants > 0;
+    /* Not "gpubox_gpus_total": the suffix is for counters, and promtool
+     * refuses it on a gauge. */
+    prom_write_header(out, "gpubox_gpus", "gauge", "GPU devices gpubox schedules");
+    prom_write_sample(out, "gpubox_gpus", NULL, NULL, (double)st.n);
+    prom_write_header(out, "gpubox_gpus_allocated", "gauge",
+                      "GPU devices held by at least one replica set (whole or shared)");
+    prom_write_sample(out, "gpubox_gpus_allocated", NULL, NULL, (double)held);
+    prom_write_header(out, "gpubox_gpus_free", "gauge", "GPU devices nobody holds");
+    prom_write_sample(out, "gpubox_gpus_free", NULL, NULL, (double)(st.n - held));
+
+    static const char *const labels[] = {"uuid", "index", "model", NULL};
+    static const struct {
+        const char *name, *help;
+    } per_card[] = {
+        {"gpubox_gpu_memory_mib", "The card's memory in MiB"},
+        {"gpubox_gpu_memory_reserved_mib", "Memory held by the card's tenants in MiB"},
+        {"gpubox_gpu_tenants", "Replica sets holding the card or a share of it"},
+    };
+    for (size_t k = 0; k < sizeof(per_card) / sizeof(per_card[0]); k++) {
+        prom_write_header(out, per_card[k].name, "gauge", per_card[k].help);
+        for (size_t i = 0; i < st.n; i++) {
+            const gpus_device_status *d = &st.devices[i];
+            char index[16];
+            snprintf(index, sizeof(index), "%d", d->device.index);
+            const char *values[] = {d->device.uuid, index, d->device.model};
+            double v = k == 0   ? (double)d->device.memory_mib
+                       : k == 1 ? (double)d->allocated_memory_mib
+                                : (double)d->ntenants;
+            prom_write_sample(out, per_card[k].name, labels, values, v);
+        }
+    }
+    return 0;
+}
+
+static int metrics_ports(app *a, FILE *out, gb_err *err)
+{
+    _cleanup_free_ uint16_t *used = NULL;
+    size_t n = 0;
+    if (ports_pool_used(a->ports, &used, &n) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory listing used ports");
+    prom_write_header(out, "gpubox_ports_capacity", "gauge", "Host ports in the --port-range");
+    prom_write_sample(out, "gpubox_ports_capacity", NULL, NULL,
+                      (double)(ports_pool_end(a->ports) - ports_pool_start(a->ports) + 1));
+    prom_write_header(out, "gpubox_ports_free", "gauge", "Host ports of the range nobody holds");
+    prom_write_sample(out, "gpubox_ports_free", NULL, NULL, (double)ports_pool_available(a->ports));
+    prom_write_header(out, "gpubox_ports_used", "gauge",
+                      "Host ports held by replica sets (explicit ones outside the range too)");
+    prom_write_sample(out, "gpubox_ports_used", NULL, NULL, (double)n);
+    return 0;
+}
+
+/* Replica sets by state, from their records; every state is shown, 0
+ * included, so a dashboard's series never vanish. */
+static int metrics_replicasets(app *a, FILE *out, gb_err *err)
+{
+    static const char *const states[] = {"creating", "running", "paused", "stopped", "deleted"};
+    double count[sizeof(states) / sizeof(states[0])] = {0};
+    _cleanup_(store_kvs_free) store_kvs kvs = {0};
+    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
+        return err_prefix(err, "counting replica sets");
+    for (size_t i = 0; i < kvs.n; i++) {
+        if (!keys_is_replicaset_record(kvs.items[i].key))
+            continue;
+        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
+        const char *state = json_string_value(json_object_get(j, "state"));
+        for (size_t s = 0; state && s < sizeof(states) / sizeof(states[0]); s++)
+            if (strcmp(state, states[s]) == 0)
+                count[s]++;
+    }
+    static const char *const labels[] = {"state", NULL};
+    prom_write_header(out, "gpubox_replicasets", "gauge", "Replica sets by gpubox state");
+    for (size_t s = 0; s < sizeof(states) / sizeof(states[0]); s++) {
+        const char *values[] = {states[s]};
+        prom_write_sample(out, "gpubox_replicasets", labels, values, count[s]);
+    }
+    return 0;
+}
+
+/* Volumes: how many, and each one's size and bytes used. */
+static int metrics_volumes(app *a, FILE *out, gb_err *err)
+{
+    _cleanup_json_ json_t *vols = NULL;
+    if (volumes_usage_all(a, &vols, err) < 0)
+        return err_prefix(err, "measuring volumes");
+    prom_write_header(out, "gpubox_volumes", "gauge", "Volumes gpubox made");
+    prom_write_sample(out, "gpubox_volumes", NULL, NULL, (double)json_array_size(vols));
+    static const char *const labels[] = {"name", "backend", NULL};
+    static const struct {
+        const char *metric, *field, *help;
+    } per_volume[] = {
+        {"gpubox_volume_size_bytes", "size", "The volume's size"},
+        {"gpubox_volume_used_bytes", "used",
+         "Bytes the volume's data takes (absent when it "
+         "cannot be measured now)"},
+    };
+    for (size_t k = 0; k < sizeof(per_volume) / sizeof(per_volume[0]); k++) {
+        prom_write_header(out, per_volume[k].metric, "gauge", per_volume[k].help);
+        size_t i;
+        json_t *v;
+        json_array_foreach(vols, i, v)
+        {
+            json_t *n = json_object_get(v, per_volume[k].field);
+            if (!json_is_integer(n))
+                continue;
+            const char *values[] = {json_string_value(json_object_get(v, "name")),
+                                    json_string_value(json_object_get(v, "backend"))};
+            prom_write_sample(out, per_volume[k].metric, labels, values,
+                              (double)json_integer_value(n));
+        }
+    }
+    return 0;
+}
+
+int metrics_write(app *a, FILE *out, gb_err *err)
+{
+    gb_err store_err = GB_ERR_INIT;
+    int64_t rev = 0;
+    bool store_up = store_revision(a->store, &rev, &store_err) == 0;
+    static const char *const backend_label[] = {"backend", NULL};
+    const char *backend[] = {store_backend_name(a->store)};
+    prom_write_header(out, "gpubox_store_up", "gauge",
+                      "1 when the state store answers, 0 when it does not");
+    prom_write_sample(out, "gpubox_store_up", backend_label, backend, store_up);
+
+    static const char *const version_label[] = {"version", NULL};
+    static const char *const version[] = {GPUBOX_VERSION};
+    prom_write_header(out, "gpubox_build_info", "gauge", "gpuboxd's version (always 1)");
+    prom_write_sample(out, "gpubox_build_info", version_label, version, 1);
+
+    if (metrics_gpus(a, out, err) < 0 || metrics_ports(a, out, err) < 0)
+        return -1;
+    /* Without the store the record counts are unknown: leave them out
+     * rather than report zeros a dashboard would believe. */
+    if (store_up && (metrics_replicasets(a, out, err) < 0 || metrics_volumes(a, out, err) < 0))
+        return -1;
+    if (a->ops) {
+        prom_family_write(a->ops->total, out);
+        prom_family_write(a->ops->duration, out);
+    }
+    return 0;
+}

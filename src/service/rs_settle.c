@@ -1,0 +1,393 @@
+/*
+ * rs_settle.c - settling replica-set writes the store did not confirm.
+ *
+ * A write that fails with ERR_STORE_UNAVAILABLE may still have been applied:
+ * etcd may have received it and frozen, died or lost its network before
+ * answering, and an etcd that resumes processes requests still buffered on
+ * a connection the client has given up on. So such a write is neither
+ * "done" nor "not done", and the pools must not act as if they knew:
+ *   - a create whose record transaction is in doubt keeps its GPUs and ports
+ *     in the pools (the store may list them), and its record must be undone
+ *     if it landed: no container was made for it;
+ *   - a create whose undo is in doubt (Docker failed, then the store did)
+ *     keeps them likewise until the undo is known to have landed;
+ *   - a stop or delete whose record is in doubt keeps them until the store
+ *     is known to no longer list them.
+ * Each such write becomes an entry here. It is settled, under the set's name
+ * lock, by the background thread (every second while entries wait) and by
+ * the next operation on the same name (rs_settle_name), which cannot go on
+ * before it is settled.
+ *
+ * Settling uses the fact that every record write compares the record key's
+ * mod_revision with what it read (rs_record_save). A transaction with that
+ * same comparison that re-writes the key ("the fence") either succeeds, and
+ * then the write in doubt has not landed and never can (its comparison now
+ * fails), or fails, and then it has landed. For a first create of a name the
+ * key was absent before, and etcd keeps no trace of an absent key, so the
+ * fence is a tombstone: a deleted record at version 0, which holds nothing
+ * and which the queries treat as absent (rs_record_is_tombstone).
+ *
+ * The entries live in a list under a mutex: there are none outside an
+ * outage, and a handful during one.
+ */
+#include "service/rs_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "service/keys.h"
+#include "service/namelock.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define RS_SETTLE_INTERVAL_S 1
+
+typedef struct rs_doubt {
+    struct rs_doubt *next;
+    enum rs_doubt_kind kind;
+    char name[NAME_MAX_LEN + 1];
+    int version;          /* the version whose write is in doubt */
+    int64_t expected_rev; /* the record key's mod_revision if the write has not landed */
+    char *fence;          /* CREATE: what the key held before, or a tombstone; RELEASE: the
+                             record as it was */
+    char *previous;       /* CREATE, CREATE_UNDO: the record before the create, NULL if none */
+    char *held;           /* JSON of the record whose GPUs and ports the pools hold */
+} rs_doubt;
+
+struct rs_settle {
+    pthread_mutex_t lock; /* guards head and stopping */
+    pthread_cond_t wake;
+    rs_doubt *head; /* oldest first */
+    bool stopping;
+    bool started;
+    pthread_t thread;
+};
+
+static void rs_doubt_free(rs_doubt *d)
+{
+    if (!d)
+        return;
+    free(d->fence);
+    free(d->previous);
+    free(d->held);
+    free(d);
+}
+
+static char *rs_record_dump(const rs_record *r)
+{
+    _cleanup_json_ json_t *j = rs_record_to_json(r);
+    return j ? json_dumps(j, JSON_COMPACT) : NULL;
+}
+
+/* A deleted record at version 0: holds nothing, has no history, and the
+ * next create of the name starts at version 1 over it. */
+static char *rs_tombstone_dump(const rs_record *r)
+{
+    rs_record t = {.version = 0, .state = RS_STATE_DELETED, .spec = r->spec};
+    memcpy(t.name, r->name, sizeof(t.name));
+    rs_time_now(t.update_time);
+    memcpy(t.create_time, t.update_time, sizeof(t.create_time));
+    return rs_record_dump(&t);
+}
+
+void rs_settle_hold(app *a, enum rs_doubt_kind kind, const rs_record *r, const char *previous)
+{
+    rs_doubt *d = calloc(1, sizeof(*d));
+    if (d) {
+        d->kind = kind;
+        memcpy(d->name, r->name, sizeof(d->name));
+        d->version = r->version;
+        d->expected_rev = r->mod_revision;
+        d->held = rs_record_dump(r);
+        d->previous = previous ? strdup(previous) : NULL;
+        if (kind == RS_DOUBT_CREATE)
+            d->fence = previous ? strdup(previous) : rs_tombstone_dump(r);
+        else if (kind == RS_DOUBT_RELEASE)
+            d->fence = d->held ? strdup(d->held) : NULL;
+    }
+    if (!d || !d->held || (previous && !d->previous) ||
+        (kind != RS_DOUBT_CREATE_UNDO && !d->fence)) {
+        /* Keeping the GPUs held is the safe side: the worst case is a card
+         * idle until the next start-up derives the pools again. */
+        log_error("replica set %s: out of memory remembering a write the store did not confirm; "
+                  "its GPUs and ports stay held until gpuboxd restarts",
+                  r->name);
+        rs_doubt_free(d);
+        return;
+    }
+    struct rs_settle *s = a->settle;
+    if (!s) {
+        log_error("replica set %s: the store did not confirm a write and nothing settles it "
+                  "now; its GPUs and ports stay held until gpuboxd restarts",
+                  r->name);
+        rs_doubt_free(d);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    rs_doubt **tail = &s->head;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = d;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    log_warn("replica set %s: the store did not confirm a write for version %d; its GPUs and "
+             "ports stay held until gpuboxd has settled it with the store",
+             r->name, r->version);
+}
+
+/* Give back what d's record holds (the store no longer lists it). */
+static void rs_doubt_give_back(app *a, const rs_doubt *d)
+{
+    _cleanup_json_ json_t *j = json_loads(d->held, 0, NULL);
+    _cleanup_(rs_record_free) rs_record held = {0};
+    gb_err e = GB_ERR_INIT;
+    if (!j || rs_record_from_json(j, &held, &e) < 0) {
+        log_error("replica set %s: cannot read back what it held (%s); it stays held until "
+                  "gpuboxd restarts",
+                  d->name, e.msg);
+        return;
+    }
+    rs_alloc_give_back(a, &held);
+}
+
+/* One transaction on d's record key, if its mod_revision is still
+ * expected: 1 applied, 0 the key had changed, -1 the store failed. */
+static int rs_doubt_txn(app *a, const rs_doubt *d, const store_op *ops, size_t nops, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    keys_replicaset(key, sizeof(key), d->name);
+    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = d->expected_rev};
+    bool ok = false;
+    if (store_txn(a->store, &cmp, 1, ops, nops, &ok, NULL, err) < 0)
+        return -1;
+    return ok;
+}
+
+/* Undo a create's record and history entry (both landed). */
+static int rs_doubt_undo_create(app *a, rs_doubt *d, gb_err *err)
+{
+    char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX];
+    keys_replicaset(key, sizeof(key), d->name);
+    keys_replicaset_history(hkey, sizeof(hkey), d->name, d->version);
+    store_op ops[2] = {{.kind = STORE_OP_DELETE, .key = hkey}};
+    ops[1] = d->previous ? (store_op){.kind = STORE_OP_PUT, .key = key, .value = d->previous}
+                         : (store_op){.kind = STORE_OP_DELETE, .key = key};
+    int applied = rs_doubt_txn(a, d, ops, 2, err);
+    if (applied < 0)
+        return -1;
+    /* Not applied: the key changed after the record was read, which only
+     * the undo in doubt itself can have done (the name lock is held). */
+    rs_doubt_give_back(a, d);
+    log_info("replica set %s: undid the create of version %d that the store outage cut off; "
+             "gave back its GPUs and ports",
+             d->name, d->version);
+    return 0;
+}
+
+static int rs_doubt_settle_create(app *a, rs_doubt *d, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    keys_replicaset(key, sizeof(key), d->name);
+    store_op fence = {.kind = STORE_OP_PUT, .key = key, .value = d->fence};
+    int not_landed = rs_doubt_txn(a, d, &fence, 1, err);
+    if (not_landed < 0)
+        return -1;
+    if (not_landed) {
+        rs_doubt_give_back(a, d);
+        log_info("replica set %s: the create of version %d that the store outage cut off never "
+                 "reached the store; gave back its GPUs and ports",
+                 d->name, d->version);
+        return 0;
+    }
+    /* It landed: the record is the create's, at whatever revision now. */
+    _cleanup_(store_kv_free) store_kv kv = {0};
+    int found = store_get(a->store, key, &kv, err);
+    if (found < 0)
+        return -1;
+    if (!found) {
+        rs_doubt_give_back(a, d);
+        return 0;
+    }
+    d->kind = RS_DOUBT_CREATE_UNDO;
+    d->expected_rev = kv.mod_revision;
+    return rs_doubt_undo_create(a, d, err);
+}
+
+static int rs_doubt_settle_release(app *a, rs_doubt *d, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    keys_replicaset(key, sizeof(key), d->name);
+    store_op fence = {.kind = STORE_OP_PUT, .key = key, .value = d->fence};
+    int not_landed = rs_doubt_txn(a, d, &fence, 1, err);
+    if (not_landed < 0)
+        return -1;
+    if (not_landed) {
+        log_info("replica set %s: the change of version %d that the store outage cut off never "
+                 "reached the store; the set keeps its GPUs and ports (try the change again)",
+                 d->name, d->version);
+        return 0;
+    }
+    rs_doubt_give_back(a, d);
+    log_info("replica set %s: the change that the store outage cut off did reach the store; "
+             "gave back its GPUs and ports",
+             d->name);
+    return 0;
+}
+
+static int rs_doubt_settle(app *a, rs_doubt *d, gb_err *err)
+{
+    switch (d->kind) {
+    case RS_DOUBT_CREATE:
+        return rs_doubt_settle_create(a, d, err);
+    case RS_DOUBT_CREATE_UNDO:
+        return rs_doubt_undo_create(a, d, err);
+    case RS_DOUBT_RELEASE:
+        return rs_doubt_settle_release(a, d, err);
+    }
+    return 0;
+}
+
+/* Unlink the oldest entry for name (NULL if none). */
+static rs_doubt *rs_settle_take(struct rs_settle *s, const char *name)
+{
+    pthread_mutex_lock(&s->lock);
+    rs_doubt *found = NULL;
+    for (rs_doubt **p = &s->head; *p; p = &(*p)->next) {
+        if (strcmp((*p)->name, name) == 0) {
+            found = *p;
+            *p = found->next;
+            found->next = NULL;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+/* Put d back at the head: it stays the oldest for its name. The thread may
+ * have found the list empty meanwhile (d was out) and gone to sleep. */
+static void rs_settle_put_back(struct rs_settle *s, rs_doubt *d)
+{
+    pthread_mutex_lock(&s->lock);
+    d->next = s->head;
+    s->head = d;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int rs_settle_name(app *a, const char *name, gb_err *err)
+{
+    rs_doubt *d;
+    while (a->settle && (d = rs_settle_take(a->settle, name))) {
+        gb_err e = GB_ERR_INIT;
+        if (rs_doubt_settle(a, d, &e) < 0) {
+            log_debug("replica set %s: cannot settle yet: %s", name, e.msg);
+            rs_settle_put_back(a->settle, d);
+            return err_set(err, e.code,
+                           "an earlier change to replica set '%s' was cut off by a store outage "
+                           "and is not settled yet (%s); try again when the store answers",
+                           name, e.msg);
+        }
+        rs_doubt_free(d);
+    }
+    return 0;
+}
+
+/* The names with entries now (a copy: settling takes name locks, which
+ * must not be waited for under s->lock). */
+static size_t rs_settle_names(struct rs_settle *s, char (**names)[NAME_MAX_LEN + 1])
+{
+    size_t n = 0;
+    for (rs_doubt *d = s->head; d; d = d->next)
+        n++;
+    *names = n ? calloc(n, sizeof(**names)) : NULL;
+    if (!*names)
+        return 0;
+    size_t i = 0;
+    for (rs_doubt *d = s->head; d; d = d->next)
+        memcpy((*names)[i++], d->name, sizeof((*names)[0]));
+    return n;
+}
+
+static void *rs_settle_thread(void *arg)
+{
+    app *a = arg;
+    struct rs_settle *s = a->settle;
+    pthread_mutex_lock(&s->lock);
+    while (!s->stopping) {
+        if (!s->head) {
+            pthread_cond_wait(&s->wake, &s->lock);
+            continue;
+        }
+        /* Let the store come back before asking it again. */
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += RS_SETTLE_INTERVAL_S;
+        pthread_cond_timedwait(&s->wake, &s->lock, &until);
+        if (s->stopping)
+            break;
+        char(*names)[NAME_MAX_LEN + 1] = NULL;
+        size_t n = rs_settle_names(s, &names);
+        pthread_mutex_unlock(&s->lock);
+        for (size_t i = 0; i < n; i++) {
+            namelock *l = namelock_acquire(a->locks, "rs", names[i]);
+            if (l) {
+                rs_settle_name(a, names[i], NULL);
+                namelock_release(l);
+            }
+        }
+        free(names);
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+int rs_settle_start(app *a, gb_err *err)
+{
+    struct rs_settle *s = calloc(1, sizeof(*s));
+    if (!s)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    a->settle = s;
+    int rc = pthread_create(&s->thread, NULL, rs_settle_thread, a);
+    if (rc != 0)
+        return err_set(err, ERR_INTERNAL, "cannot start the thread that settles cut-off writes: %s",
+                       strerror(rc));
+    s->started = true;
+    return 0;
+}
+
+void rs_settle_stop(app *a)
+{
+    struct rs_settle *s = a->settle;
+    if (!s)
+        return;
+    if (s->started) {
+        pthread_mutex_lock(&s->lock);
+        s->stopping = true;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->thread, NULL);
+    }
+    while (s->head) {
+        rs_doubt *d = s->head;
+        s->head = d->next;
+        log_warn("replica set %s: a write cut off by the store outage is not settled; the next "
+                 "start-up reconciles the set with what the store holds",
+                 d->name);
+        rs_doubt_free(d);
+    }
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    a->settle = NULL;
+}

@@ -1,0 +1,427 @@
+"""gpubox, the command-line client, end to end: the built program (path
+from $GPUBOX_CLI, default build/test/gpubox) driven as an operator drives
+it, against a real gpuboxd (8 simulated A100s, ports 63000-63049) and the
+real dockerd.
+
+Covered: every subcommand whose route the daemon has, its table for
+people and its --json (the server's data), the exit codes (0 success,
+2 usage, 3 not found, 4 conflict, 5 shortage, 1 server or other error),
+errors showing the server's msg, exec passing the command's exit code and
+keeping stdout and stderr apart, help and the man page, and the bash
+completion. A subcommand whose route this daemon lacks (its OpenAPI
+document does not list it) must say "not supported by this server" and
+exit 1; once the route exists the same test checks that it works.
+"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD_DIR, SANITIZER_MARKERS
+from rsutil import (IMAGE, RUN_TAG, container, image, info_ok, remove_image,
+                    start_module_daemon, used_ports, wipe)
+
+CLI = Path(os.environ.get("GPUBOX_CLI", BUILD_DIR / "gpubox"))
+PREFIX = "e2cli" + RUN_TAG
+PORT_START, PORT_END = 63000, 63049
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    d = start_module_daemon(tmp_path_factory.mktemp("cli"), f"{PORT_START}-{PORT_END}")
+    yield d
+    try:
+        wipe(d, PREFIX)
+    finally:
+        d.stop()
+
+
+@pytest.fixture
+def d(daemon):
+    yield daemon
+    wipe(daemon, PREFIX)
+
+
+def gpubox(d, *args, env=None, timeout=120):
+    """Run the CLI against d (GPUBOX_HOST); the result has .returncode,
+    .stdout and .stderr. The sanitizer build must stay quiet."""
+    e = dict(os.environ)
+    e.pop("GPUBOX_TOKEN", None)
+    if d is not None:
+        e["GPUBOX_HOST"] = d.url
+    e.update(env or {})
+    p = subprocess.run([str(CLI), *args], capture_output=True, text=True, env=e, timeout=timeout)
+    for marker in SANITIZER_MARKERS:
+        assert marker not in p.stderr, p.stderr
+    return p
+
+
+def ok(d, *args, **kw):
+    p = gpubox(d, *args, **kw)
+    assert p.returncode == 0, (args, p.returncode, p.stdout, p.stderr)
+    return p
+
+
+def as_json(d, *args):
+    return json.loads(ok(d, "--json", *args).stdout)
+
+
+def table(text):
+    """An aligned table as a list of {HEADER: cell} rows."""
+    lines = text.rstrip("\n").split("\n")
+    header = lines[0]
+    starts = [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 1] == " ")]
+    names = header.split()
+    rows = []
+    for line in lines[1:]:
+        cells = [line[s:(starts[k + 1] if k + 1 < len(starts) else None)].strip()
+                 for k, s in enumerate(starts)]
+        rows.append(dict(zip(names, cells)))
+    return rows
+
+
+def supports(d, method, path):
+    return method in d.get("/openapi.json").json["paths"].get(path, {})
+
+
+def run_set(d, name, *extra):
+    return ok(d, "run", name, "--image", IMAGE, *extra, "--", "sleep", "3600")
+
+
+# ---- usage, help, completion ----
+
+def test_usage_errors_exit_2(d):
+    p = gpubox(d)
+    assert p.returncode == 2 and "Usage: gpubox" in p.stderr
+    for args, words in ((["frobnicate"], "unknown command 'frobnicate'"),
+                        (["run", "x"], "--image is required"),
+                        (["run", "x", "--image", IMAGE, "--gpus", "two"], "whole number"),
+                        (["run", "x", "--image", IMAGE, "-v", "nocolon"], "SRC:DEST"),
+                        (["stop"], "missing"),
+                        (["exec", "x", "ls"], "after \"--\""),
+                        (["ps", "--bogus"], "unknown option --bogus"),
+                        (["rollback", "x", "latest"], "whole number"),
+                        (["volume"], "needs a subcommand"),
+                        (["completion", "zsh"], "only bash")):
+        p = gpubox(d, *args)
+        assert p.returncode == 2, (args, p.stderr)
+        assert words in p.stderr, (args, p.stderr)
+        assert p.stdout == "", args
+
+
+def test_help_comes_from_the_table(d):
+    p = ok(d, "help")
+    for cmd in ("gpus", "ports", "ps", "run NAME", "inspect", "history", "scale", "stop", "start",
+                "pause", "restart", "rollback NAME VERSION", "exec", "commit NAME IMAGE", "rm",
+                "volume create NAME SIZE", "volume ls", "volume inspect", "volume resize",
+                "volume rm", "version", "completion"):
+        assert f"  {cmd}" in p.stdout, cmd
+    assert "5  shortage" in p.stdout
+    assert ok(d, "--help").stdout == p.stdout
+    run = ok(d, "run", "--help").stdout
+    assert run.startswith("Usage: gpubox run NAME [options] [-- CMD...]")
+    for opt in ("--image IMAGE", "--gpus N", "--gpu-memory SIZE", "--shared",
+                "-v, --volume SRC:DEST[:ro]", "-p, --publish", "-e, --env K=V", "--cpus N",
+                "--memory SIZE", "--shm-size SIZE", "--restart POLICY", "--json", "--host URL"):
+        assert opt in run, opt
+    assert ok(d, "help", "run").stdout == run
+    assert "Usage: gpubox volume resize NAME SIZE" in ok(d, "volume", "resize", "--help").stdout
+    man = ok(d, "help", "--man").stdout
+    assert man.startswith(".TH GPUBOX 1")
+    assert ".SS gpubox volume resize NAME SIZE" in man
+    assert "\\-\\-gpu\\-memory" in man
+
+
+def complete(d, script, *words):
+    """What the completion function offers for the words (the last one is
+    the word being completed)."""
+    line = " ".join(["gpubox", *words])
+    prog = (f"source {script}\n"
+            f"COMP_WORDS=(gpubox {' '.join(repr(w) if w else repr('') for w in words)})\n"
+            f"COMP_CWORD={len(words)}\nCOMP_LINE={line!r}\n_gpubox\n"
+            "printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+    env = dict(os.environ, GPUBOX_HOST=d.url, PATH=f"{CLI.parent}:{os.environ['PATH']}")
+    p = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return set(p.stdout.split())
+
+
+def test_bash_completion(d, tmp_path):
+    script = tmp_path / "gpubox-completion.bash"
+    script.write_text(ok(d, "completion", "bash").stdout)
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert complete(d, script, "vo") == {"volume"}
+    assert complete(d, script, "ve") == {"version"}
+    assert complete(d, script, "volume", "") == {"create", "ls", "inspect", "resize", "rm"}
+    assert "--image" in complete(d, script, "run", "x", "--im")
+    assert complete(d, script, "ps", "--") >= {"--all", "--quiet", "--json", "--host"}
+    name = PREFIX + "_comp"
+    run_set(d, name)
+    assert name in complete(d, script, "stop", "")
+    assert complete(d, script, "stop", name, "") == set()  # one NAME only
+    assert complete(d, script, "run", "x", "--image", "") == set()  # a value, not a name
+    checked_in = Path(__file__).resolve().parents[2] / "scripts" / "gpubox-completion.bash"
+    assert checked_in.read_text() == script.read_text(), \
+        "scripts/gpubox-completion.bash is stale: regenerate it with `gpubox completion bash`"
+
+
+def test_unreachable_server_exits_1(d):
+    p = gpubox(None, "ps", env={"GPUBOX_HOST": "http://127.0.0.1:9"})
+    assert p.returncode == 1
+    assert "cannot reach gpuboxd at http://127.0.0.1:9" in p.stderr
+    p = gpubox(None, "--host", "127.0.0.1:9/", "gpus")
+    assert "cannot reach gpuboxd at http://127.0.0.1:9:" in p.stderr
+
+
+# ---- resources ----
+
+def test_gpus_and_ports(d):
+    data = as_json(d, "gpus")
+    assert data == d.get("/api/v1/resources/gpus").data
+    out = ok(d, "gpus").stdout
+    assert out.endswith("\n(simulated GPUs: gpuboxd runs with --simulate-gpus)\n")
+    rows = table(out.split("\n(simulated GPUs")[0])
+    assert [r["INDEX"] for r in rows] == [str(i) for i in range(8)]
+    assert [r["UUID"] for r in rows] == [g["uuid"] for g in data["devices"]]
+    assert all(r["MEMORY"] == "80GB" and r["MODE"] == "free" and r["TENANTS"] == "-"
+               for r in rows)
+    assert as_json(d, "ports") == d.get("/api/v1/resources/ports").data
+    out = ok(d, "ports").stdout
+    assert f"RANGE        {PORT_START}-{PORT_END}" in out
+    assert "USED         0" in out
+
+
+def test_version(d):
+    out = ok(d, "version").stdout
+    server = d.get("/version").data
+    assert f"server   gpuboxd {server['version']} (API v1) at {d.url}" in out
+    assert f"docker   {server['docker']['version']}" in out
+    both = as_json(d, "version")
+    assert both["server"] == {**server, "docker": both["server"]["docker"]}
+    assert both["client"] == server["version"]
+
+
+# ---- replica sets ----
+
+def test_run_ps_inspect_history(d):
+    name = PREFIX + "_run"
+    p = ok(d, "run", name, "--image", IMAGE, "--gpus", "2", "-p", "22", "-p",
+           f"{PORT_START + 40}:80/udp", "-e", "A=1", "-e", "HOME", "--label", "team=ml",
+           "--memory", "64MB", "--cpus", "0.5", "--restart", "no", "--", "sleep", "3600",
+           env={"HOME": "/from/client"})
+    rs = info_ok(d, name)
+    assert p.stdout.startswith(f"{name}: running as {name}-1\n")
+    for uuid in rs["gpus"]:
+        assert uuid in p.stdout
+    assert f"{PORT_START + 40}->80/udp" in p.stdout
+    spec = rs["spec"]
+    assert spec["cmd"] == ["sleep", "3600"]
+    assert spec["env"] == ["A=1", "HOME=/from/client"]
+    assert spec["labels"] == {"team": "ml"}
+    assert spec["memory"] == 64 * 1024 * 1024 and spec["cpus"] == 0.5
+    assert spec["containerPorts"] == ["22/tcp"]
+    assert spec["ports"] == [{"hostPort": PORT_START + 40, "containerPort": 80, "protocol": "udp"}]
+    assert container(f"{name}-1")["State"]["Running"]
+
+    rows = [r for r in table(ok(d, "ps").stdout) if r["NAME"] == name]
+    assert len(rows) == 1
+    assert rows[0]["VERSION"] == "1" and rows[0]["STATE"] == "running"
+    assert rows[0]["STATUS"] == "running" and rows[0]["GPUS"] == "2"
+    assert name in ok(d, "ps", "-q").stdout.split()
+    assert as_json(d, "ps") == d.get("/api/v1/replicaSet").data
+
+    out = ok(d, "inspect", name).stdout
+    assert f"Name:       {name}\n" in out and "State:      running\n" in out
+    assert f"Image:      {IMAGE}\n" in out and "Cmd:        sleep 3600\n" in out
+    assert as_json(d, "inspect", name) == d.get(f"/api/v1/replicaSet/{name}").data
+    hist = table(ok(d, "history", name).stdout)
+    assert hist == [{"VERSION": "1", "CREATED": rs["createTime"], "CONTAINER": f"{name}-1",
+                     "IMAGE": IMAGE, "GPUS": "2"}]
+    assert as_json(d, "history", name) == d.get(f"/api/v1/replicaSet/{name}/history").data
+
+
+def test_run_with_gpu_shares(d):
+    mem, shared, pinned = PREFIX + "_mem", PREFIX + "_ts", PREFIX + "_pin"
+    ok(d, "run", mem, "--image", IMAGE, "--gpus", "2", "--gpu-memory", "8GB", "--gpu-policy",
+       "spread", "--gpu-model", "a100", "--", "sleep", "3600")
+    rs = as_json(d, "inspect", mem)["info"]
+    assert rs["spec"]["gpuMemory"] == 8192 and rs["spec"]["gpuPolicy"] == "spread"
+    assert rs["spec"]["gpuModel"] == "a100"
+    assert [s["memoryMiB"] for s in rs["gpuShares"]] == [8192, 8192]
+    assert "GPU limits: memory, " in ok(d, "inspect", mem).stdout
+    rows = {r["UUID"]: r for r in table(ok(d, "gpus").stdout.split("\n(simulated GPUs")[0])}
+    for uuid in rs["gpus"]:
+        assert rows[uuid]["MODE"] == "memory" and rows[uuid]["USED"] == "8GB"
+        assert rows[uuid]["TENANTS"] == mem
+    ok(d, "run", shared, "--image", IMAGE, "--shared", "--", "sleep", "3600")
+    assert as_json(d, "inspect", shared)["info"]["gpuShares"][0]["mode"] == "timeslice"
+    free = [u for u, v in d.get("/api/v1/resources/gpus").data["gpus"].items() if v == 0]
+    ok(d, "run", pinned, "--image", IMAGE, "--gpu-uuid", free[-1], "--", "sleep", "3600")
+    assert info_ok(d, pinned)["gpus"] == [free[-1]]
+    p = gpubox(d, "run", PREFIX + "_both", "--image", IMAGE, "--gpu-memory", "8GB", "--shared")
+    assert p.returncode == 2, p.stderr
+    p = gpubox(d, "run", PREFIX + "_huge", "--image", IMAGE, "--gpu-memory", "81920MB", "--gpus",
+               "8")
+    assert p.returncode == 5 and "GPU not enough" in p.stderr
+
+
+def test_exit_codes_and_server_messages(d):
+    name = PREFIX + "_codes"
+    p = gpubox(d, "inspect", PREFIX + "_nosuch")
+    assert p.returncode == 3
+    assert p.stderr == f"gpubox: no replica set named '{PREFIX}_nosuch'\n"
+    run_set(d, name, "--gpus", "1")
+    p = gpubox(d, "run", name, "--image", IMAGE)
+    assert p.returncode == 4 and "already exists" in p.stderr
+    p = gpubox(d, "run", PREFIX + "_big", "--image", IMAGE, "--gpus", "8")
+    assert p.returncode == 5
+    assert p.stderr.startswith("gpubox: GPU not enough: asked 8, 7 free")
+    p = gpubox(d, "run", PREFIX + "_port", "--image", IMAGE, "-p", f"{PORT_START + 41}:22", "-p",
+               f"{PORT_START + 41}:23")
+    assert p.returncode in (2, 5), p.stderr  # the same host port twice: refused by the server
+    p = gpubox(d, "run", "bad-name", "--image", IMAGE)
+    assert p.returncode == 2 and "'-'" in p.stderr
+    p = gpubox(d, "run", PREFIX + "_img", "--image", "e2cli-no-such-image:v9")
+    assert p.returncode == 3 and "e2cli-no-such-image:v9" in p.stderr
+    ok(d, "stop", name)
+    p = gpubox(d, "pause", name)
+    assert p.returncode == 4 and "stopped" in p.stderr
+    p = gpubox(d, "exec", name, "--", "true")
+    assert p.returncode == 4
+    assert gpubox(d, "--json", "inspect", PREFIX + "_nosuch").stdout == ""
+
+
+def test_exec_passes_exit_code_and_streams(d):
+    name = PREFIX + "_exec"
+    run_set(d, name)
+    p = gpubox(d, "exec", name, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+    assert (p.returncode, p.stdout, p.stderr) == (7, "out\n", "err\n")
+    p = ok(d, "exec", name, "--workdir", "/tmp", "--", "pwd")
+    assert p.stdout == "/tmp\n" and p.stderr == ""
+    p = gpubox(d, "exec", name, "--timeout", "1", "--", "sleep", "30")
+    assert p.returncode == 124 and "timeout" in p.stderr
+    p = gpubox(d, "--json", "exec", name, "--", "sh", "-c", "printf 'a b'; exit 2")
+    assert p.returncode == 2
+    assert json.loads(p.stdout)["stdout"] == "a b"
+    p = gpubox(d, "exec", name, "--", "/no/such/program")
+    assert p.returncode == 2 and p.stderr.startswith("gpubox: ")
+
+
+def test_pause_start_stop_start_and_restart(d):
+    name = PREFIX + "_life"
+    run_set(d, name, "--gpus", "1", "-p", "22")
+    assert ok(d, "pause", name).stdout == f"{name}: paused ({name}-1 stopped; GPUs and ports kept)\n"
+    assert info_ok(d, name)["state"] == "paused" and info_ok(d, name)["gpus"]
+    assert ok(d, "start", name).stdout == f"{name}: running again ({name}-1)\n"
+    assert info_ok(d, name)["state"] == "running"
+    p = gpubox(d, "start", name)
+    assert p.returncode == 4 and "it is running" in p.stderr
+    stopped = as_json(d, "stop", name)
+    assert stopped["state"] == "stopped" and len(stopped["released"]["gpus"]) == 1
+    assert used_ports(d) == []
+    if supports(d, "patch", "/api/v1/replicaSet/{name}/restart"):
+        ok(d, "start", name)
+        rs = info_ok(d, name)
+        assert rs["state"] == "running" and rs["version"] == 2 and len(rs["gpus"]) == 1
+        ok(d, "restart", name)
+        assert info_ok(d, name)["version"] == 3
+    else:
+        for args in (("start", name), ("restart", name)):
+            p = gpubox(d, *args)
+            assert p.returncode == 1, args
+            assert "not supported by this server" in p.stderr
+            assert "/restart" in p.stderr
+        assert info_ok(d, name)["state"] == "stopped"
+
+
+def test_scale_and_rollback(d):
+    name = PREFIX + "_scale"
+    run_set(d, name, "--gpus", "1")
+    p = gpubox(d, "scale", name)
+    assert p.returncode == 2 and "--gpus" in p.stderr
+    if supports(d, "patch", "/api/v1/replicaSet/{name}"):
+        ok(d, "scale", name, "--gpus", "3")
+        rs = info_ok(d, name)
+        assert rs["version"] == 2 and len(rs["gpus"]) == 3 and rs["state"] == "running"
+        p = gpubox(d, "scale", name, "--gpus", "9")
+        assert p.returncode == 5 and "GPU not enough" in p.stderr
+        assert len(info_ok(d, name)["gpus"]) == 3
+    else:
+        p = gpubox(d, "scale", name, "--gpus", "3")
+        assert p.returncode == 1 and "not supported by this server" in p.stderr
+        assert len(info_ok(d, name)["gpus"]) == 1
+    if supports(d, "patch", "/api/v1/replicaSet/{name}/rollback"):
+        if info_ok(d, name)["version"] > 1:
+            ok(d, "rollback", name, "1")
+            rs = info_ok(d, name)
+            assert len(rs["gpus"]) == 1 and rs["version"] == 3
+        p = gpubox(d, "rollback", name, str(info_ok(d, name)["version"]))
+        assert p.returncode == 4, p.stderr
+        p = gpubox(d, "rollback", name, "99")
+        assert p.returncode in (2, 3), p.stderr
+    else:
+        p = gpubox(d, "rollback", name, "1")
+        assert p.returncode == 1 and "not supported by this server" in p.stderr
+
+
+def test_commit_and_rm(d):
+    name = PREFIX + "_commit"
+    tag = f"e2cli-commit-{RUN_TAG}:v1"
+    run_set(d, name)
+    ok(d, "exec", name, "--", "sh", "-c", "echo kept > /root-file")
+    try:
+        p = ok(d, "commit", name, tag)
+        assert p.stdout.startswith(f"{name}: committed to {tag} (sha256:")
+        assert image(tag)["Config"]["Labels"]["gpubox.created"] == "true"
+        p = gpubox(d, "commit", name, tag)
+        assert p.returncode == 4 and "exists" in p.stderr
+        assert as_json(d, "commit", name, tag, "--overwrite")["imageName"] == tag
+    finally:
+        remove_image(tag)
+    p = ok(d, "rm", name)
+    assert p.stdout == f"{name}: deleted (history kept: gpubox history)\n"
+    assert container(f"{name}-1") is None
+    assert [r for r in table(ok(d, "ps", "--all").stdout) if r["NAME"] == name][0]["STATE"] == \
+        "deleted"
+    assert table(ok(d, "history", name).stdout)[0]["VERSION"] == "1"
+    assert gpubox(d, "rm", name).returncode == 3
+    assert as_json(d, "rm", name, "--purge")["purged"] is True
+    assert gpubox(d, "history", name).returncode == 3
+
+
+# ---- volumes ----
+
+def test_volumes(d):
+    vol = PREFIX + "vol"
+    if not supports(d, "post", "/api/v1/volumes"):
+        for args in (("volume", "ls"), ("volume", "create", vol, "1GB"),
+                     ("volume", "inspect", vol), ("volume", "resize", vol, "2GB"),
+                     ("volume", "rm", vol)):
+            p = gpubox(d, *args)
+            assert p.returncode == 1 and "not supported by this server" in p.stderr, args
+        return
+    try:
+        p = ok(d, "volume", "create", vol, "64MB")
+        assert p.stdout.startswith(f"volume {vol}: created, 64MB")
+        assert gpubox(d, "volume", "create", vol, "64MB").returncode == 4
+        assert gpubox(d, "volume", "create", PREFIX + "v2", "64XB").returncode == 2
+        rows = [r for r in table(ok(d, "volume", "ls").stdout) if r["NAME"] == vol]
+        assert rows and rows[0]["SIZE"] == "64MB"
+        assert vol in ok(d, "volume", "ls", "-q").stdout.split()
+        assert "Size:       64MB" in ok(d, "volume", "inspect", vol).stdout
+        assert as_json(d, "volume", "inspect", vol)["info"]["name"] == vol
+        p = ok(d, "volume", "resize", vol, "128MB")
+        assert p.stdout.startswith(f"volume {vol}: resized from 64MB to 128MB")
+        assert gpubox(d, "volume", "resize", vol, "128MB").returncode == 4
+        name = PREFIX + "_withvol"
+        run_set(d, name, "-v", f"{vol}:/data")
+        ok(d, "exec", name, "--", "sh", "-c", "echo hi > /data/f")
+        p = gpubox(d, "volume", "rm", vol)
+        assert p.returncode == 4 and name in p.stderr
+        ok(d, "rm", name, "--purge")
+        assert ok(d, "volume", "rm", vol).stdout == f"volume {vol}: deleted with its data\n"
+        assert gpubox(d, "volume", "inspect", vol).returncode == 3
+    finally:
+        d.request("DELETE", f"/api/v1/volumes/{vol}")

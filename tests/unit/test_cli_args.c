@@ -1,0 +1,229 @@
+/*
+ * test_cli_args.c - gpubox's command-line parser (src/cli/args.c) against
+ * the real command table: commands of one and two words, options in every
+ * spelling and place, repeated options, "--", and each usage error.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cli/cli.h"
+
+#define ARGV(...) ((char *[]){"gpubox", __VA_ARGS__, NULL})
+#define ARGC(...) ((int)(sizeof((char *[]){"gpubox", __VA_ARGS__}) / sizeof(char *)))
+#define PARSE(a, msg, ...) cli_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (a), (msg), sizeof(msg))
+
+static void test_run_with_everything(void **state)
+{
+    (void)state;
+    cli_args a;
+    char msg[256];
+    assert_int_equal(PARSE(&a, msg, "--json", "run", "foo", "--image", "img:1", "-g", "2", "-v",
+                           "data:/root/data", "--volume=/srv/x:/x:ro", "-p22", "-p", "8080:80/udp",
+                           "-e", "A=1", "--shared", "--", "sleep", "--inf"),
+                     0);
+    assert_string_equal(a.cmd->name, "run");
+    assert_int_equal(a.npos, 1);
+    assert_string_equal(a.pos[0], "foo");
+    assert_string_equal(cli_get(&a, "image"), "img:1");
+    assert_string_equal(cli_get(&a, "gpus"), "2");
+    assert_true(cli_flag(&a, "json"));
+    assert_true(cli_flag(&a, "shared"));
+    assert_false(cli_flag(&a, "help"));
+    const char *vols[4];
+    assert_int_equal(cli_get_all(&a, "volume", vols, 4), 2);
+    assert_string_equal(vols[0], "data:/root/data");
+    assert_string_equal(vols[1], "/srv/x:/x:ro");
+    const char *ports[4];
+    assert_int_equal(cli_get_all(&a, "publish", ports, 4), 2);
+    assert_string_equal(ports[0], "22");
+    assert_string_equal(ports[1], "8080:80/udp");
+    assert_true(a.has_rest);
+    assert_int_equal(a.nrest, 2);
+    assert_string_equal(a.rest[1], "--inf");
+    cli_args_free(&a);
+}
+
+static void test_group_commands(void **state)
+{
+    (void)state;
+    cli_args a;
+    char msg[256];
+    assert_int_equal(PARSE(&a, msg, "volume", "resize", "data", "40GB"), 0);
+    assert_string_equal(a.cmd->name, "volume resize");
+    assert_int_equal(a.npos, 2);
+    assert_string_equal(a.pos[1], "40GB");
+    cli_args_free(&a);
+
+    assert_int_equal(PARSE(&a, msg, "--host", "http://h:1", "volume", "ls", "-q"), 0);
+    assert_string_equal(a.cmd->name, "volume ls");
+    assert_string_equal(cli_get(&a, "host"), "http://h:1");
+    assert_true(cli_flag(&a, "quiet"));
+    cli_args_free(&a);
+
+    assert_int_equal(PARSE(&a, msg, "volume"), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "needs a subcommand"));
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "volume", "grow", "x"), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "unknown command 'volume grow'"));
+    cli_args_free(&a);
+}
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    cli_args a;
+    char msg[256];
+    assert_int_equal(PARSE(&a, msg, "frobnicate"), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "unknown command 'frobnicate'"));
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "ps", "--bogus"), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "unknown option --bogus"));
+    assert_non_null(a.cmd); /* so main can point at `gpubox ps --help` */
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "rollback", "foo"), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "missing"));
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "stop", "a", "b"), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "unexpected argument 'b'"));
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "exec", "foo", "ls"), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "after \"--\""));
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "run", "foo", "--image"), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "--image needs a value"));
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "run", "foo", "--image", "a", "--image", "b"), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "given twice"));
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "ps", "--all=yes"), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "takes no value"));
+    cli_args_free(&a);
+}
+
+static void test_help_and_dashes(void **state)
+{
+    (void)state;
+    cli_args a;
+    char msg[256];
+    /* --help wins over missing arguments */
+    assert_int_equal(PARSE(&a, msg, "rollback", "--help"), 0);
+    assert_true(a.help);
+    assert_string_equal(a.cmd->name, "rollback");
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "-h"), 0);
+    assert_true(a.help);
+    assert_null(a.cmd);
+    cli_args_free(&a);
+    /* after "--" a command without a CMD takes more positionals */
+    assert_int_equal(PARSE(&a, msg, "inspect", "--", "-odd"), 0);
+    assert_int_equal(a.npos, 1);
+    assert_string_equal(a.pos[0], "-odd");
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "help", "volume", "create"), 0);
+    assert_int_equal(a.npos, 2);
+    cli_args_free(&a);
+}
+
+static void test_value_checks(void **state)
+{
+    (void)state;
+    char msg[256];
+    long long n;
+    double d;
+    assert_int_equal(cli_parse_int("--gpus", "4", 0, 1024, &n, msg, sizeof(msg)), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(cli_parse_int("--gpus", "four", 0, 1024, &n, msg, sizeof(msg)),
+                     CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "whole number"));
+    assert_int_equal(cli_parse_int("--gpus", "-1", 0, 1024, &n, msg, sizeof(msg)), CLI_EXIT_USAGE);
+    assert_non_null(strstr(msg, "between 0 and 1024"));
+    assert_int_equal(cli_parse_int("--gpus", "", 0, 1024, &n, msg, sizeof(msg)), CLI_EXIT_USAGE);
+    assert_int_equal(cli_parse_number("--cpus", "1.5", 0, 1024, &d, msg, sizeof(msg)), 0);
+    assert_true(d == 1.5);
+    assert_int_equal(cli_parse_number("--cpus", "nan", 0, 1024, &d, msg, sizeof(msg)),
+                     CLI_EXIT_USAGE);
+}
+
+/* Every command and option has what help, man and completion print. */
+static void test_table_is_complete(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < cli_ncommands; i++) {
+        const cli_command *c = &cli_commands[i];
+        assert_non_null(c->run);
+        assert_non_null(c->summary);
+        assert_non_null(c->usage);
+        assert_true(c->min_pos <= c->max_pos);
+        assert_true(!c->takes_rest || c->rest_usage);
+        for (const cli_opt *o = c->opts; o && o->name; o++) {
+            assert_non_null(o->help);
+            assert_true(o->kind == CLI_OPT_FLAG || o->metavar);
+        }
+        size_t used = 0;
+        char words[64];
+        snprintf(words, sizeof(words), "%s", c->name);
+        char *space = strchr(words, ' ');
+        const char *w[2] = {words, space ? space + 1 : NULL};
+        if (space)
+            *space = '\0';
+        assert_ptr_equal(cli_find_command(w, space ? 2 : 1, &used), c);
+    }
+}
+
+static void test_exit_codes_for_envelope_codes(void **state)
+{
+    (void)state;
+    assert_int_equal(cli_exit_for_code(200), CLI_EXIT_OK);
+    assert_int_equal(cli_exit_for_code(1100), CLI_EXIT_NOT_FOUND);
+    assert_int_equal(cli_exit_for_code(1013), CLI_EXIT_SHORTAGE);
+    assert_int_equal(cli_exit_for_code(1014), CLI_EXIT_SHORTAGE);
+    assert_int_equal(cli_exit_for_code(1107), CLI_EXIT_CONFLICT);
+    assert_int_equal(cli_exit_for_code(1008), CLI_EXIT_CONFLICT);
+    assert_int_equal(cli_exit_for_code(1029), CLI_EXIT_USAGE);
+    assert_int_equal(cli_exit_for_code(1004), CLI_EXIT_ERROR);
+    assert_int_equal(cli_exit_for_code(1101), CLI_EXIT_ERROR);
+    assert_int_equal(cli_exit_for_code(1112), CLI_EXIT_ERROR);
+}
+
+static void test_operation_progress_lines(void **state)
+{
+    (void)state;
+    char line[256];
+    json_t *op =
+        json_pack("{s:s, s:s, s:s, s:[{s:s, s:b}, {s:s, s:b}, {s:s, s:b}]}", "kind", "create",
+                  "name", "foo", "state", "running", "steps", "name", "allocate", "done", 1, "name",
+                  "start-container", "done", 0, "name", "commit", "done", 0);
+    cli_operation_line(op, line, sizeof(line));
+    assert_string_equal(line, "create foo: running, start-container [1/3]");
+    assert_int_equal(cli_operation_state(op), 0);
+    json_object_set_new(op, "state", json_string("done"));
+    assert_int_equal(cli_operation_state(op), 1);
+    json_object_set_new(op, "state", json_string("failed"));
+    assert_int_equal(cli_operation_state(op), -1);
+    json_decref(op);
+    op = json_pack("{s:s, s:s, s:i, s:i}", "status", "running", "step", "carry", "steps", 4,
+                   "stepsDone", 2);
+    cli_operation_line(op, line, sizeof(line));
+    assert_string_equal(line, "operation: running, carry [2/4]");
+    json_decref(op);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_with_everything),
+        cmocka_unit_test(test_group_commands),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_help_and_dashes),
+        cmocka_unit_test(test_value_checks),
+        cmocka_unit_test(test_table_is_complete),
+        cmocka_unit_test(test_exit_codes_for_envelope_codes),
+        cmocka_unit_test(test_operation_progress_lines),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
