@@ -245,7 +245,10 @@ static int rs_restart_same(app *a, rs_record *r, json_t **out, gb_err *err)
     int rc = -1;
     if (journal_txn_op(&op, okey, &oval, &put, err) < 0 ||
         rs_record_save(a->store, r, &put, 1, err) < 0) {
-        rs_alloc_give_back(a, r);
+        /* A begin the store did not confirm may have landed: keep the cards
+         * (the operation, if it is there, finishes at the next call). */
+        if (err->code != ERR_STORE_UNAVAILABLE)
+            rs_alloc_give_back(a, r);
     } else {
         journal_fault("restart", "begin");
         rc = rs_restart_same_settle(a, &op, r, err);
@@ -278,8 +281,15 @@ int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_RESTART, &r, err) < 0)
         return -1;
-    if (r.state == RS_STATE_PAUSED)
-        return rs_continue_locked(a, &r, out, err);
+    if (r.state == RS_STATE_PAUSED) {
+        /* As continue, answered as every restart is. */
+        json_t *state = NULL;
+        if (rs_continue_locked(a, &r, &state, err) < 0)
+            return -1;
+        json_decref(state);
+        *out = rs_restart_answer(&r, true, NULL);
+        return 0;
+    }
     if (r.state == RS_STATE_RUNNING)
         return rs_restart_running(a, &r, out, err);
     if (rs_check_container(a, &r, ERR_RESTART_FAILED, err) < 0)

@@ -13,10 +13,12 @@ container behind.
 import pytest
 
 from conftest import docker_request
+from schema import request_schema, response_schema, validate
 from rsutil import (IMAGE as IMAGE_NAME, RUN_TAG, call, container, containers_of,
                     containers_with_prefix, create, create_ok, device_uuids, env_of, execute_ok,
                     held_gpus, history, host_ports, info_ok, lifecycle, operation, patch, patch_ok,
-                    start_module_daemon, system_disk, used_ports, wipe, write_system_disk)
+                    rs_path, start_module_daemon, system_disk, used_ports, wipe,
+                    write_system_disk)
 
 PREFIX = f"e2pt{RUN_TAG}"
 PORT_START, PORT_END = 64000, 64049
@@ -421,3 +423,34 @@ def test_share_patches(start_daemon):
         assert len(containers_of(name)) == 1
     finally:
         wipe(d, name)
+
+
+def test_answers_conform_to_the_openapi_document(d):
+    """The answers of patch, rollback, restart and the operations route, and
+    the request bodies the tests send, are what docs/openapi.yaml says."""
+    doc = d.get("/openapi.json").json
+    name = f"{PREFIX}_schema"
+    created = create_ok(d, name, gpus=1, containerPorts=["22"])
+
+    def check(pattern, method, r, body=None):
+        errors = validate(r.json, response_schema(doc, pattern, method, r.status), doc)
+        assert not errors, f"{method} {pattern} -> {r.json}:\n" + "\n".join(errors)
+        if body is not None:
+            errors = validate(body, request_schema(doc, pattern, method), doc)
+            assert not errors, f"{method} {pattern} body {body}:\n" + "\n".join(errors)
+
+    item = "/api/v1/replicaSet/{name}"
+    for body in ({"gpuPatch": {"gpuCount": 2}, "envPatch": {"set": ["A=1"]}},
+                 {"volumePatch": {"newBind": {"src": "/nonexistent", "dest": "/x"}}}, {}):
+        check(item, "patch", patch(d, name, body), body)
+    check(item + "/rollback", "patch", call(d, "PATCH", rs_path(name, "/rollback"),
+                                             {"version": 1}), {"version": 1})
+    check(item + "/rollback", "patch", call(d, "PATCH", rs_path(name, "/rollback"),
+                                             {"version": 2}))
+    assert lifecycle(d, name, "stop").status == 200
+    check(item + "/restart", "patch", lifecycle(d, name, "restart"))
+    check("/api/v1/operations/{id}", "get", operation(d, created["operationId"]))
+    check("/api/v1/operations/{id}", "get", operation(d, "20200101T000000000-00000000"))
+    check("/api/v1/containers/{name}/gpu", "patch",
+          call(d, "PATCH", f"/api/v1/containers/{name}/gpu", {"gpuCount": 0}),
+          {"gpuCount": 0})
