@@ -65,11 +65,15 @@ static int rs_op_begin(app *a, rs_record *r, journal_op *op, gb_err *err)
     char okey[STORE_KEY_MAX];
     _cleanup_free_ char *oval = NULL;
     store_op put;
+    _cleanup_(rs_record_free) rs_record before = {0};
+    if (rs_record_copy(r, &before) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
     snprintf(r->operation, sizeof(r->operation), "%s", op->id);
     journal_mark(op, "begin");
-    if (journal_txn_op(op, okey, &oval, &put, err) < 0 ||
-        rs_record_save(a->store, r, &put, 1, err) < 0)
+    if (journal_txn_op(op, okey, &oval, &put, err) < 0)
         return -1;
+    if (rs_record_save(a->store, r, &put, 1, err) < 0)
+        return rs_begin_failed(a, &before, r, err);
     journal_fault(journal_kind_name(op->kind), "begin");
     return 0;
 }

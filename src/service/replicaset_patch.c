@@ -227,8 +227,9 @@ int rs_restart_same_resume(app *a, journal_op *op, const rs_record *r, gb_err *e
     return rs_restart_same_settle(a, op, &cur, err);
 }
 
-/* r (stopped) now holds its last cards and ports: run the same container. */
-static int rs_restart_same(app *a, rs_record *r, json_t **out, gb_err *err)
+/* r (stopped) now holds its last cards and ports: run the same container.
+ * before is r as it was loaded. */
+static int rs_restart_same(app *a, rs_record *r, const rs_record *before, json_t **out, gb_err *err)
 {
     journal_op op = {0};
     if (journal_op_init(&op, JOURNAL_RESTART, r->name, rs_restart_same_steps,
@@ -245,9 +246,9 @@ static int rs_restart_same(app *a, rs_record *r, json_t **out, gb_err *err)
     int rc = -1;
     if (journal_txn_op(&op, okey, &oval, &put, err) < 0 ||
         rs_record_save(a->store, r, &put, 1, err) < 0) {
-        /* A begin the store did not confirm may have landed: keep the cards
-         * (the operation, if it is there, finishes at the next call). */
-        if (err->code != ERR_STORE_UNAVAILABLE)
+        if (err->code == ERR_STORE_UNAVAILABLE)
+            rs_begin_failed(a, before, r, err);
+        else
             rs_alloc_give_back(a, r);
     } else {
         journal_fault("restart", "begin");
@@ -295,8 +296,11 @@ int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
     if (rs_check_container(a, &r, ERR_RESTART_FAILED, err) < 0)
         return -1;
     gb_err busy = GB_ERR_INIT;
+    _cleanup_(rs_record_free) rs_record before = {0};
+    if (rs_record_copy(&r, &before) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
     if (rs_alloc_retake_last(a, &r, &busy) == 0)
-        return rs_restart_same(a, &r, out, err);
+        return rs_restart_same(a, &r, &before, out, err);
     log_info("replica set %s: its cards or ports were taken meanwhile (%s); restarting as a new "
              "version",
              name, busy.msg);

@@ -114,6 +114,25 @@ int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err)
     }
 }
 
+int rs_begin_failed(app *a, const rs_record *before, const rs_record *after, gb_err *err)
+{
+    if (!err || err->code != ERR_STORE_UNAVAILABLE)
+        return -1;
+    _cleanup_json_ json_t *j = rs_record_to_json(before);
+    _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (text)
+        rs_settle_hold(a, RS_DOUBT_OPERATION, after, text);
+    else
+        log_error("replica set %s: out of memory remembering a write the store did not confirm; "
+                  "what it holds stays held until gpuboxd restarts",
+                  after->name);
+    return err_prefix(err,
+                      "replica set '%s': the store did not confirm the start of the change; "
+                      "gpuboxd carries it out or forgets it by itself once the store answers "
+                      "(what the set holds stays held until then)",
+                      after->name);
+}
+
 int replicaset_recover(app *a, gb_err *err)
 {
     journal_op *ops = NULL;

@@ -381,15 +381,11 @@ int rs_version_change(app *a, enum journal_kind kind, const rs_record *from, rs_
     c.op = &op;
     if (rs_change_begin(&c, err) < 0) {
         journal_op_free(&op);
-        if (err && err->code == ERR_STORE_UNAVAILABLE) {
-            /* The begin may have landed, the record listing what `to`
-             * took: it stays held (safe: idle until the operation is
-             * undone by the next call on the set, or the next start). */
-            log_warn("%s %s: the store did not confirm the start of the change; what it took "
-                     "stays held until the store is known to say otherwise",
-                     journal_kind_name(kind), from->name);
-            return err_prefix(err, "%s of %s", journal_kind_name(kind), from->name);
-        }
+        /* A begin the store did not confirm may have landed, the record
+         * listing what `to` took: rs_settle.c finds out, and gives it back
+         * or undoes the change. */
+        if (err && err->code == ERR_STORE_UNAVAILABLE)
+            return rs_begin_failed(a, &c.from, &c.cur, err);
         goto give_back;
     }
     rc = rs_change_settle(&c, true, err);

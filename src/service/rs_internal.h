@@ -54,8 +54,13 @@ int rs_alloc_take_preferring_last(app *a, rs_record *r, gb_err *err);
  *                record before the create, NULL if none);
  *   CREATE_UNDO  the undo of a create whose record had landed
  *                (r->mod_revision the created record's);
- *   RELEASE      a stop or delete (r as it was, holding its GPUs and ports). */
-enum rs_doubt_kind { RS_DOUBT_CREATE, RS_DOUBT_CREATE_UNDO, RS_DOUBT_RELEASE };
+ *   RELEASE      a stop or delete (r as it was, holding its GPUs and ports);
+ *   OPERATION    the first transaction of a journaled operation (r as that
+ *                transaction wrote it, naming the operation, r->mod_revision
+ *                what the key had before; previous the record before). If
+ *                it landed, the operation is finished or undone
+ *                (rs_recover_op); if not, the pools hold previous's again. */
+enum rs_doubt_kind { RS_DOUBT_CREATE, RS_DOUBT_CREATE_UNDO, RS_DOUBT_RELEASE, RS_DOUBT_OPERATION };
 void rs_settle_hold(app *a, enum rs_doubt_kind kind, const rs_record *r, const char *previous);
 /* Settle what is in doubt for name; call with its name lock held, before
  * reading its record. -1 (ERR_STORE_UNAVAILABLE) while the store is down. */
@@ -98,6 +103,11 @@ int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err)
  * on a set whose record names one). r is its target's record (NULL when
  * the store has none). */
 int rs_recover_op(app *a, journal_op *op, const rs_record *r, gb_err *err);
+/* The first transaction of an operation, which wrote `after` (naming the
+ * operation), failed. When the store did not confirm it, it may have landed:
+ * it is handed to rs_settle.c with `before` (the record as it was) and the
+ * message says so; the caller then gives back nothing. Always -1. */
+int rs_begin_failed(app *a, const rs_record *before, const rs_record *after, gb_err *err);
 /* Load name's record for a change: 404 when absent; an operation the
  * record names that is still unfinished is finished or undone first (and
  * the record loaded again). */

@@ -12,7 +12,11 @@
  *   - a create whose undo is in doubt (Docker failed, then the store did)
  *     keeps them likewise until the undo is known to have landed;
  *   - a stop or delete whose record is in doubt keeps them until the store
- *     is known to no longer list them.
+ *     is known to no longer list them;
+ *   - the first transaction of a journaled operation (journal.h) in doubt
+ *     keeps what the operation took; if it landed, the operation is then
+ *     finished or undone as after a crash, and if not, the pools hold
+ *     again only what the record before it held.
  * Each such write becomes an entry here. It is settled, under the set's name
  * lock, by the background thread (every second while entries wait) and by
  * the next operation on the same name (rs_settle_name), which cannot go on
@@ -38,6 +42,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "service/journal.h"
 #include "service/keys.h"
 #include "service/namelock.h"
 #include "util/cleanup.h"
@@ -53,7 +58,8 @@ typedef struct rs_doubt {
     int64_t expected_rev; /* the record key's mod_revision if the write has not landed */
     char *fence;          /* CREATE: what the key held before, or a tombstone; RELEASE: the
                              record as it was */
-    char *previous;       /* CREATE, CREATE_UNDO: the record before the create, NULL if none */
+    char *previous;       /* CREATE, CREATE_UNDO: the record before the create, NULL if none;
+                             OPERATION: the record before the operation */
     char *held;           /* JSON of the record whose GPUs and ports the pools hold */
 } rs_doubt;
 
@@ -107,6 +113,8 @@ void rs_settle_hold(app *a, enum rs_doubt_kind kind, const rs_record *r, const c
             d->fence = previous ? strdup(previous) : rs_tombstone_dump(r);
         else if (kind == RS_DOUBT_RELEASE)
             d->fence = d->held ? strdup(d->held) : NULL;
+        else if (kind == RS_DOUBT_OPERATION)
+            d->fence = previous ? strdup(previous) : NULL;
     }
     if (!d || !d->held || (previous && !d->previous) ||
         (kind != RS_DOUBT_CREATE_UNDO && !d->fence)) {
@@ -237,6 +245,62 @@ static int rs_doubt_settle_release(app *a, rs_doubt *d, gb_err *err)
     return 0;
 }
 
+/* Read a record dumped by rs_record_dump; -1 (logged) when it does not read. */
+static int rs_doubt_record(const rs_doubt *d, const char *text, rs_record *out)
+{
+    _cleanup_json_ json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+    gb_err e = GB_ERR_INIT;
+    if (!j || rs_record_from_json(j, out, &e) < 0) {
+        log_error("replica set %s: cannot read back a record (%s)", d->name, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int rs_doubt_settle_operation(app *a, rs_doubt *d, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    keys_replicaset(key, sizeof(key), d->name);
+    store_op fence = {.kind = STORE_OP_PUT, .key = key, .value = d->fence};
+    int not_landed = rs_doubt_txn(a, d, &fence, 1, err);
+    if (not_landed < 0)
+        return -1;
+    if (not_landed) {
+        /* Nothing of it is in the store: the pools hold what the record
+         * before it held, exactly (what it took goes back). */
+        _cleanup_(rs_record_free) rs_record held = {0}, before = {0};
+        if (rs_doubt_record(d, d->held, &held) == 0 && rs_doubt_record(d, d->fence, &before) == 0)
+            rs_alloc_swap_back(a, &held, &before);
+        log_info("replica set %s: the change of version %d that the store outage cut off never "
+                 "reached the store; nothing changed (try it again)",
+                 d->name, d->version);
+        return 0;
+    }
+    /* It landed: the operation is in the journal, unfinished. */
+    _cleanup_(rs_record_free) rs_record cur = {0};
+    int found = rs_record_load(a->store, d->name, &cur, err);
+    if (found < 0)
+        return -1;
+    if (!found || !cur.operation[0])
+        return 0;
+    journal_op op = {0};
+    found = journal_load(a->store, cur.operation, &op, err);
+    if (found < 0)
+        return -1;
+    gb_err e = GB_ERR_INIT;
+    int rc = found && op.state == JOURNAL_RUNNING ? rs_recover_op(a, &op, &cur, &e) : 0;
+    journal_op_free(&op);
+    if (rc < 0 && e.code == ERR_STORE_UNAVAILABLE) {
+        *err = e;
+        return -1;
+    }
+    /* Settled or not, it is an unfinished operation like any other now:
+     * the next call on the set tries again (rs_load_settled). */
+    log_info("replica set %s: the change that the store outage cut off did reach the store; %s",
+             d->name, rc == 0 ? "carried it through" : e.msg);
+    return 0;
+}
+
 static int rs_doubt_settle(app *a, rs_doubt *d, gb_err *err)
 {
     switch (d->kind) {
@@ -246,6 +310,8 @@ static int rs_doubt_settle(app *a, rs_doubt *d, gb_err *err)
         return rs_doubt_undo_create(a, d, err);
     case RS_DOUBT_RELEASE:
         return rs_doubt_settle_release(a, d, err);
+    case RS_DOUBT_OPERATION:
+        return rs_doubt_settle_operation(a, d, err);
     }
     return 0;
 }

@@ -14,6 +14,9 @@ import sqlite3
 
 import pytest
 
+import conftest
+from etcdutil import b64
+
 from rsutil import (RUN_TAG, call, container, containers_of, create, create_ok, device_uuids,
                     env_of, held_gpus, history, host_ports, info_ok, lifecycle, operation,
                     patch_ok, rollback, start_module_daemon, system_disk, used_ports, wipe,
@@ -219,6 +222,30 @@ def test_history_survives_delete_and_continues(d):
     assert [h["version"] for h in history(d, name).data["history"]] == [4, 3, 2, 1]
 
 
+def store_value(data_dir, key, value=None):
+    """Read (or, with value, write) one key of the store of the daemon on
+    data_dir, while no daemon runs on it: SQLite's file, or the session's
+    etcd under the daemon's key prefix (conftest.store_args)."""
+    if conftest.STORE_BACKEND == "etcd":
+        etcd = conftest.shared_etcd()
+        url = conftest.store_args(data_dir)[1]
+        prefix = "/" + url.split("://", 1)[1].split("/", 1)[1].split("?")[0]
+        [full] = [k for k in etcd.range(prefix) if k.endswith(key)]
+        if value is None:
+            return etcd.range(full)[full]
+        etcd.post("/v3/kv/put", {"key": b64(full), "value": b64(value)})
+        return value
+    db = sqlite3.connect(str(data_dir / "state.db"))
+    try:
+        if value is None:
+            return db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()[0]
+        db.execute("UPDATE kv SET value = ? WHERE key = ?", (value, key))
+        db.commit()
+        return value
+    finally:
+        db.close()
+
+
 def test_restart_of_a_set_stopped_before_last_gpus_were_kept(start_daemon, tmp_path):
     """A stopped record without lastGpus/lastPorts (written by a gpuboxd
     from before them) restarts as a new version: the old container's
@@ -232,14 +259,10 @@ def test_restart_of_a_set_stopped_before_last_gpus_were_kept(start_daemon, tmp_p
         disk = write_system_disk(d, name)
         assert lifecycle(d, name, "stop").status == 200
         d.stop()
-        db = sqlite3.connect(str(data / "state.db"))
-        key = f"/gpubox/replicasets/{name}"
-        record = json.loads(db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()[0])
+        record = json.loads(store_value(data, f"/gpubox/replicasets/{name}"))
         assert record["lastGpus"] and record["lastPorts"]
         del record["lastGpus"], record["lastPorts"]
-        db.execute("UPDATE kv SET value = ? WHERE key = ?", (json.dumps(record), key))
-        db.commit()
-        db.close()
+        store_value(data, f"/gpubox/replicasets/{name}", json.dumps(record))
 
         d = start_daemon(*args, data_dir=data)
         r = lifecycle(d, name, "restart")
