@@ -216,6 +216,24 @@ static inline void etcd_test_signal(struct etcd_test *e, int sig)
     if (e->pid <= 0)
         return;
     kill(e->pid, sig);
+    if (sig == SIGSTOP) {
+        /* A stop is delivered asynchronously: wait until the process is
+         * really stopped ('T' in /proc/PID/stat), or a request may still be
+         * answered right after the signal was sent. */
+        char path[64], stat[256];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)e->pid);
+        for (int i = 0; i < 500; i++) {
+            FILE *f = fopen(path, "r");
+            size_t n = f ? fread(stat, 1, sizeof(stat) - 1, f) : 0;
+            if (f)
+                fclose(f);
+            stat[n] = '\0';
+            const char *paren = strrchr(stat, ')');
+            if (paren && paren[1] == ' ' && paren[2] == 'T')
+                break;
+            usleep(2000);
+        }
+    }
     if (sig == SIGKILL || sig == SIGTERM) {
         if (sig == SIGTERM) {
             /* etcd stops in well under a second; don't wait forever. */
