@@ -30,7 +30,8 @@ dockerd_ensure() {
         echo "dockerd: nothing answers at DOCKER_HOST=$DOCKER_HOST and it is not a local socket" >&2
         return 1
     fi
-    local sock=${DOCKER_HOST#unix://}
+    local sock=${DOCKER_HOST:-}
+    sock=${sock#unix://}
     sock=${sock:-/var/run/docker.sock}
     local path=$PATH
     [ "$hook" = --fake-hook ] && path="$gpubox_root/tests/fakes/bin:$PATH"
