@@ -107,13 +107,17 @@ const cli_command cli_commands[] = {
      "Stop the container and release its GPUs and ports", NULL},
     {"start", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_start,
      "Start a paused or stopped replica set again",
-     "A paused set continues in the same container with the GPUs it kept; a stopped set "
-     "is restarted as a new version with GPUs taken again (maybe other cards), its system "
-     "disk kept."},
+     "A paused set continues in the same container with the GPUs it kept. A stopped set "
+     "takes its GPUs and ports again: if the cards it held are still free it starts the "
+     "same container (no new version); otherwise it takes other cards and starts a new "
+     "version that keeps the system disk."},
     {"pause", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_pause,
      "Stop the container, keeping its GPUs and ports", NULL},
     {"restart", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_restart,
-     "Restart as a new version, taking GPUs again, keeping the system disk", NULL},
+     "Restart the container; a stopped set takes its GPUs and ports again",
+     "A running or paused set is restarted in place. A stopped set starts the same "
+     "container if the cards it held are still free, or a new version on other cards "
+     "that keeps the system disk."},
     {"rollback", "NAME VERSION", 2, 2, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_rollback,
      "Run version VERSION's spec again as a new version", NULL},
     {"exec", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, true, "CMD...", exec_opts, cli_cmd_exec,
