@@ -17,8 +17,8 @@ import pytest
 from conftest import BUILD_DIR, Daemon, run_gpuboxd
 from etcdutil import EtcdServer
 from rsutil import (RUN_TAG, call, container, create_ok, delete, execute_ok, gpu_map,
-                    held_gpus, history, info_ok, lifecycle, list_sets, ports_state,
-                    remove_containers, remove_volumes_by_hand, used_ports)
+                    held_gpus, history, info_ok, lifecycle, list_sets, patch_ok, ports_state,
+                    remove_containers, remove_volumes_by_hand, rollback, used_ports)
 
 PREFIX = "e2es" + RUN_TAG
 PORT_RANGE = "61750-61799"
@@ -155,6 +155,23 @@ def test_history_survives_compaction(etcd, daemons):
     assert after == before
     assert [h["version"] for h in after["history"]] == [3, 2, 1]
     assert [h["spec"]["env"] for h in after["history"]] == [[f"VERSION={v}"] for v in (3, 2, 1)]
+
+    # A new version and a rollback to a version written before the
+    # compaction: the spec comes from its explicit history key, and the
+    # system disk is carried through both.
+    assert execute_ok(d, name, ["sh", "-c", "echo mine > /root/kept"])["exitCode"] == 0
+    patched = patch_ok(d, name, {"gpuPatch": {"gpuCount": 2}})
+    assert patched["version"] == 4 and len(patched["gpus"]) == 2
+    r = rollback(d, name, 1)
+    assert r.status == 200, r.json
+    assert r.data["version"] == 5 and r.data["containerName"] == f"{name}-5"
+    assert len(r.data["gpus"]) == 1
+    assert info_ok(d, name)["spec"]["env"] == ["VERSION=1"]
+    assert execute_ok(d, name, ["cat", "/root/kept"])["stdout"] == "mine\n"
+    after = history(d, name).data
+    assert [h["version"] for h in after["history"]] == [5, 4, 3, 2, 1]
+    assert after["history"][0]["reason"] == "rollback to 1"
+    assert after["history"][0]["spec"] == after["history"][4]["spec"]
 
     # Everything keeps working on the compacted store, across a restart too.
     assert lifecycle(d, name, "stop").status == 200
