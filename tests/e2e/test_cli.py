@@ -373,15 +373,18 @@ def test_commit_and_rm(d):
     tag = f"e2cli-commit-{RUN_TAG}:v1"
     run_set(d, name)
     ok(d, "exec", name, "--", "sh", "-c", "echo kept > /root-file")
+    made = []  # the first commit's image is left untagged by --overwrite
     try:
         p = ok(d, "commit", name, tag)
         assert p.stdout.startswith(f"{name}: committed to {tag} (sha256:")
+        made.append(image(tag)["Id"])
         assert image(tag)["Config"]["Labels"]["gpubox.created"] == "true"
         p = gpubox(d, "commit", name, tag)
         assert p.returncode == 4 and "exists" in p.stderr
         assert as_json(d, "commit", name, tag, "--overwrite")["imageName"] == tag
     finally:
-        remove_image(tag)
+        for ref in [tag, *made]:
+            remove_image(ref)
     p = ok(d, "rm", name)
     assert p.stdout == f"{name}: deleted (history kept: gpubox history)\n"
     assert container(f"{name}-1") is None

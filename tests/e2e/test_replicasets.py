@@ -517,11 +517,24 @@ def test_execute_bad_input(d, running, body, code):
 # --- commit --------------------------------------------------------------------------------
 
 
+class Made(list):
+    """Image names a test made (the list), the image ids a tag moved away
+    from, and the sets it ran from them: all removed at teardown, sets
+    first, so no image is left dangling under a container."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids = []
+        self.sets = []
+
+
 @pytest.fixture
-def images():
-    made = []
+def images(d):
+    made = Made()
     yield made
-    for name in made:
+    for name in made.sets:
+        delete(d, name, purge=True)
+    for name in [*made, *made.ids]:
         remove_image(name)
 
 
@@ -538,6 +551,7 @@ def test_commit_creates_an_image_that_keeps_the_files(d, images):
     assert img is not None and img["Id"] == r.data["imageId"]
 
     clone = f"{PREFIX}_clone"
+    images.sets.append(clone)
     create_ok(d, clone, imageName=target)
     assert execute_ok(d, clone, ["cat", "/root/inside.txt"])["stdout"] == "committed\n"
 
@@ -552,6 +566,7 @@ def test_commit_of_a_stopped_set_keeps_what_was_written(d, images):
     r = call(d, "POST", rs_path(name, "/commit"), {"newImageName": target})
     assert r.status == 200, r.json
     clone = f"{PREFIX}_clone2"
+    images.sets.append(clone)
     create_ok(d, clone, imageName=target, cmd=LONG_RUNNING)
     assert execute_ok(d, clone, ["cat", "/root/kept.txt"])["stdout"] == "before-stop\n"
 
@@ -563,6 +578,7 @@ def test_commit_refuses_an_existing_tag_unless_overwrite(d, images):
     images.append(target)
     first = call(d, "POST", rs_path(name, "/commit"), {"newImageName": target})
     assert first.status == 200, first.json
+    images.ids.append(first.data["imageId"])
 
     execute_ok(d, name, ["sh", "-c", "echo changed > /root/changed.txt"])
     r = call(d, "POST", rs_path(name, "/commit"), {"newImageName": target})
