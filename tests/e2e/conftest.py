@@ -118,8 +118,14 @@ class Response:
 
 
 def request(conn, method, path, body=None, headers=None):
-    """One request on an http.client connection; keeps the connection open."""
-    conn.request(method, path, body=body, headers=headers or {})
+    """One request on an http.client connection; keeps the connection open.
+    A server may answer before it has read the whole body (a 413) and close
+    its side: as curl does, the answer is still read after the send fails."""
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+    except (BrokenPipeError, ConnectionResetError):
+        if body is None:
+            raise
     r = conn.getresponse()
     return Response(r.status, r.headers, r.read())
 
