@@ -127,7 +127,7 @@ int cli_parse_int(const char *opt, const char *text, long long min, long long ma
 int cli_parse_number(const char *opt, const char *text, double min, double max, double *out,
                      char *msg, size_t msg_size);
 
-/* ---- run.c: what a run of the program shares ---- */
+/* ---- ctx.c: what a run of the program shares ---- */
 
 struct cli_ctx {
     const char *host;  /* "http://127.0.0.1:2378", no trailing slash */
@@ -136,13 +136,21 @@ struct cli_ctx {
     bool progress_tty; /* stderr is a terminal: progress on one updating line */
     FILE *out, *err;
     void *curl; /* CURL *, reused so keep-alive works across calls */
+    /* The progress poller's own context (progress.c) prints no errors and
+     * runs its transfers through perform (returns a CURLcode), which can be
+     * interrupted; NULL: curl_easy_perform. */
+    bool silent;
+    int (*perform)(cli_ctx *ctx);
+    /* The progress shown while a long request runs; NULL when none. */
+    struct cli_progress *progress;
 };
 
 /* A usage error: prints "gpubox CMD: msg" and a pointer to --help; returns
  * CLI_EXIT_USAGE. */
 int cli_usage_error(cli_ctx *ctx, const cli_command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Any other error the client finds itself: prints "gpubox: msg". */
+/* Any other error the client finds itself: prints "gpubox: msg" (after
+ * stopping the progress shown; nothing in a silent context). */
 int cli_fail(cli_ctx *ctx, int exit_code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -184,6 +192,28 @@ int cli_follow_operation(cli_ctx *ctx, const json_t *data);
  * 1 finished, -1 failed, 0 still running. */
 void cli_operation_line(const json_t *op, char *buf, size_t size);
 int cli_operation_state(const json_t *op);
+
+/* ---- progress.c: progress while a long request runs ---- */
+
+/* gpuboxd answers run, scale, stop, restart, rollback and rm when their
+ * operation is over; while such a request runs, a second thread polls the
+ * set's in-flight operation and shows its steps on ctx->err. Start it just
+ * before the request (it first reads which operation the set names
+ * already: that one is not shown), stop it as soon as the request returns.
+ * Nothing happens when GPUBOX_PROGRESS is 0/no/off/false, or when the
+ * server cannot be read. cli_fail stops it too, so errors never mix with
+ * progress. */
+void cli_progress_start(cli_ctx *ctx, const char *verb, const char *name);
+void cli_progress_stop(cli_ctx *ctx);
+/* cli_call with progress shown for the replica set name while it runs;
+ * verb labels the lines ("scale"). */
+int cli_call_progress(cli_ctx *ctx, const char *verb, const char *name, const char *method,
+                      const char *path, const json_t *body, cli_reply *r);
+/* "scale train: carry-begin (4/8) 1.2s": the last step of op done, how
+ * many of its steps are done, and elapsed_s (left out when negative; a
+ * state other than running shows instead of the step). */
+void cli_progress_line(const char *verb, const char *name, const json_t *op, double elapsed_s,
+                       char *buf, size_t size);
 
 /* ---- table.c: aligned tables for people ---- */
 

@@ -117,7 +117,7 @@ static int client_perform(cli_ctx *ctx, const char *method, const char *url, con
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    CURLcode rc = curl_easy_perform(c);
+    CURLcode rc = ctx->perform ? (CURLcode)ctx->perform(ctx) : curl_easy_perform(c);
     curl_slist_free_all(headers);
     if (rc != CURLE_OK) {
         return cli_fail(ctx, CLI_EXIT_ERROR,

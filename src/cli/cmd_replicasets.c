@@ -2,8 +2,9 @@
  * cmd_replicasets.c - the subcommands on replica sets: ps, run, inspect,
  * history, scale, stop, start, pause, restart, rollback, exec, commit, rm.
  *
- * Each builds one request to /api/v1/replicaSet..., sends it (client.c),
- * follows the operation when the answer names one (operation.c), and
+ * Each builds one request to /api/v1/replicaSet..., sends it (client.c;
+ * the long ones with their progress shown meanwhile, progress.c), follows
+ * the operation when the answer names one (operation.c), and
  * prints the answer: a table or a few lines for people, the server's data
  * for --json.
  */
@@ -268,7 +269,8 @@ int cli_cmd_run(cli_ctx *ctx, const cli_args *a)
     if (rc)
         return rc;
     _cleanup_(cli_reply_free) cli_reply r = {0};
-    if ((rc = cli_call(ctx, "POST", RS_BASE, body, &r)) || (rc = cli_follow_operation(ctx, r.data)))
+    if ((rc = cli_call_progress(ctx, "run", a->pos[0], "POST", RS_BASE, body, &r)) ||
+        (rc = cli_follow_operation(ctx, r.data)))
         return rc;
     if (ctx->json) {
         cli_print_json(ctx, r.data);
@@ -364,15 +366,17 @@ int cli_cmd_history(cli_ctx *ctx, const cli_args *a)
     return CLI_EXIT_OK;
 }
 
-/* A PATCH .../suffix with body (may be NULL), its operation followed, and
+/* A PATCH .../suffix with body (may be NULL), its progress shown labelled
+ * verb while it runs (NULL: a short one, none), its operation followed, and
  * one line for people: human is a format taking the name and the answer's
  * containerName. */
-static int rs_patch(cli_ctx *ctx, const char *name, const char *suffix, const json_t *body,
-                    const char *human)
+static int rs_patch(cli_ctx *ctx, const char *verb, const char *name, const char *suffix,
+                    const json_t *body, const char *human)
 {
     _cleanup_free_ char *path = rs_path(ctx, name, suffix);
     _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = cli_call(ctx, "PATCH", path, body, &r);
+    int rc = verb ? cli_call_progress(ctx, verb, name, "PATCH", path, body, &r)
+                  : cli_call(ctx, "PATCH", path, body, &r);
     if (rc || (rc = cli_follow_operation(ctx, r.data)))
         return rc;
     if (ctx->json) {
@@ -399,24 +403,24 @@ int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)
     if (memory)
         json_object_set_new(patch, "gpuMemory", json_string(memory));
     _cleanup_json_ json_t *body = json_pack("{s:O}", "gpuPatch", patch);
-    return rs_patch(ctx, a->pos[0], NULL, body, "%s: scaled; now runs as %s\n");
+    return rs_patch(ctx, "scale", a->pos[0], NULL, body, "%s: scaled; now runs as %s\n");
 }
 
 int cli_cmd_stop(cli_ctx *ctx, const cli_args *a)
 {
-    return rs_patch(ctx, a->pos[0], "stop", NULL,
+    return rs_patch(ctx, "stop", a->pos[0], "stop", NULL,
                     "%s: stopped (%s kept; its GPUs and ports released)\n");
 }
 
 int cli_cmd_pause(cli_ctx *ctx, const cli_args *a)
 {
-    return rs_patch(ctx, a->pos[0], "pause", NULL,
+    return rs_patch(ctx, NULL, a->pos[0], "pause", NULL,
                     "%s: paused (%s stopped; GPUs and ports kept)\n");
 }
 
 int cli_cmd_restart(cli_ctx *ctx, const cli_args *a)
 {
-    return rs_patch(ctx, a->pos[0], "restart", NULL, "%s: restarted as %s\n");
+    return rs_patch(ctx, "restart", a->pos[0], "restart", NULL, "%s: restarted as %s\n");
 }
 
 /* Continue a paused set, restart a stopped one: the state decides. */
@@ -429,9 +433,9 @@ int cli_cmd_start(cli_ctx *ctx, const cli_args *a)
         return rc;
     const char *state = rs_str(json_object_get(r.data, "info"), "state");
     if (!strcmp(state, "paused"))
-        return rs_patch(ctx, a->pos[0], "continue", NULL, "%s: running again (%s)\n");
+        return rs_patch(ctx, NULL, a->pos[0], "continue", NULL, "%s: running again (%s)\n");
     if (!strcmp(state, "stopped"))
-        return rs_patch(ctx, a->pos[0], "restart", NULL, "%s: started as %s\n");
+        return rs_patch(ctx, "start", a->pos[0], "restart", NULL, "%s: started as %s\n");
     return cli_fail(ctx, !strcmp(state, "deleted") ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CONFLICT,
                     "cannot start replica set '%s': it is %s; only a paused or stopped set can "
                     "start",
@@ -445,7 +449,8 @@ int cli_cmd_rollback(cli_ctx *ctx, const cli_args *a)
     if (cli_parse_int("VERSION", a->pos[1], 1, 1 << 30, &version, msg, sizeof(msg)))
         return cli_usage_error(ctx, a->cmd, "%s", msg);
     _cleanup_json_ json_t *body = json_pack("{s:I}", "version", (json_int_t)version);
-    return rs_patch(ctx, a->pos[0], "rollback", body, "%s: rolled back; now runs as %s\n");
+    return rs_patch(ctx, "rollback", a->pos[0], "rollback", body,
+                    "%s: rolled back; now runs as %s\n");
 }
 
 /* Write len bytes of s to f (the output may hold NULs... the server has
@@ -522,7 +527,7 @@ int cli_cmd_rm(cli_ctx *ctx, const cli_args *a)
     if (asprintf(&path, "%s%s", base, cli_flag(a, "purge") ? "?purge=true" : "") < 0)
         abort();
     _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = cli_call(ctx, "DELETE", path, NULL, &r);
+    int rc = cli_call_progress(ctx, "rm", a->pos[0], "DELETE", path, NULL, &r);
     if (rc || (rc = cli_follow_operation(ctx, r.data)))
         return rc;
     return rs_done(ctx, r.data,

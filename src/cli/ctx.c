@@ -1,7 +1,9 @@
 /*
  * ctx.c - what every subcommand shares: reporting usage errors and
- * failures (one line on stderr, the exit code returned), and the commands
- * about the client itself: help and completion.
+ * failures (one line on stderr, the exit code returned; a progress line
+ * shown meanwhile is ended first; the progress poller's own context
+ * reports nothing), and the commands about the client itself: help and
+ * completion.
  */
 #include "cli/cli.h"
 
@@ -22,6 +24,9 @@ int cli_usage_error(cli_ctx *ctx, const cli_command *cmd, const char *fmt, ...)
 
 int cli_fail(cli_ctx *ctx, int exit_code, const char *fmt, ...)
 {
+    if (ctx->silent)
+        return exit_code;
+    cli_progress_stop(ctx); /* the error goes after the progress, not into it */
     va_list ap;
     va_start(ap, fmt);
     fputs("gpubox: ", ctx->err);

@@ -165,7 +165,8 @@ void cli_help_man(FILE *out)
     fputs(".SH GLOBAL OPTIONS\n", out);
     man_opts(cli_global_opts, out);
     fputs(".SH ENVIRONMENT\n.TP\n.B GPUBOX_HOST\ngpuboxd's address (default " CLI_DEFAULT_HOST
-          ")\n.TP\n.B GPUBOX_TOKEN\nbearer token\n.SH EXIT STATUS\n",
+          ")\n.TP\n.B GPUBOX_TOKEN\nbearer token\n.TP\n.B GPUBOX_PROGRESS\n0, no, off or "
+          "false: no progress on stderr while a long operation runs\n.SH EXIT STATUS\n",
           out);
     for (size_t i = 0; i < sizeof(help_exit_codes) / sizeof(help_exit_codes[0]); i++) {
         fprintf(out, ".TP\n.B %s\n", help_exit_codes[i][0]);

@@ -10,11 +10,17 @@ errors showing the server's msg, exec passing the command's exit code and
 keeping stdout and stderr apart, help and the man page, and the bash
 completion. A subcommand whose route this daemon lacks (its OpenAPI
 document does not list it) must say "not supported by this server" and
-exit 1; once the route exists the same test checks that it works.
+exit 1; once the route exists the same test checks that it works. A long
+operation shows its steps on stderr while it runs: plain lines into a
+pipe, one line rewritten in place on a terminal, never anything on stdout.
 """
 import json
 import os
+import pty
+import re
+import select
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -430,3 +436,91 @@ def test_volumes(d):
         assert gpubox(d, "volume", "inspect", vol).returncode == 3
     finally:
         d.request("DELETE", f"/api/v1/volumes/{vol}")
+
+
+# ---- progress of long operations ----
+
+def gpubox_on_tty(d, *args, env=None, timeout=120):
+    """Run the CLI with stderr on a pseudo-terminal and stdout a pipe:
+    (returncode, stdout, the bytes the terminal received)."""
+    e = dict(os.environ, GPUBOX_HOST=d.url)
+    e.pop("GPUBOX_TOKEN", None)
+    e.update(env or {})
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([str(CLI), *args], stdout=subprocess.PIPE, stderr=slave, env=e)
+    finally:
+        os.close(slave)
+    tty = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the CLI, the terminal's only writer, is gone
+                break
+            if not chunk:
+                break
+            tty += chunk
+        out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+    finally:
+        os.close(master)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for marker in SANITIZER_MARKERS:
+        assert marker.encode() not in tty, tty
+    return p.returncode, out.decode(), tty
+
+
+def test_progress_of_a_long_scale(start_daemon):
+    """A scale that carries a big system disk the slow way (archives: the
+    portable path) runs for seconds; meanwhile the CLI shows the steps of
+    the operation the set names, and the output on stdout stays as it is
+    without progress."""
+    d = start_daemon("--simulate-gpus", "4xA100-80GB", "--port-range", "63050-63059",
+                     "--carry-method", "portable")
+    name = PREFIX + "_progress"
+    try:
+        run_set(d, name, "--gpus", "1")
+        ok(d, "exec", name, "--", "dd", "if=/dev/urandom", "of=/ballast", "bs=1M", "count=300")
+
+        # stderr a pipe: plain lines, one per step reached, then the answer.
+        p = ok(d, "scale", name, "--gpus", "2")
+        assert p.stdout == f"{name}: scaled; now runs as {name}-2\n"
+        plain = re.findall(rf"^scale {name}: (\S+) \((\d+)/(\d+)\)$", p.stderr, re.M)
+        assert plain, p.stderr
+        assert "\r" not in p.stderr and "\033" not in p.stderr
+
+        # A terminal: one line rewritten in place, with the time taken.
+        rc, out, tty = gpubox_on_tty(d, "--json", "scale", name, "--gpus", "1")
+        assert rc == 0, tty
+        answer = json.loads(out)  # stdout holds the answer and nothing else
+        assert answer["containerName"] == f"{name}-3" and len(answer["gpus"]) == 1
+        op = d.get(f"/api/v1/operations/{answer['operationId']}").data
+        steps = [s["name"] for s in op["steps"]]
+        drawn = re.findall(rb"\r\x1b\[K" + f"scale {name}: ".encode() +
+                           rb"(\S+) \((\d+)/(\d+)\) (\d+\.\d)s", tty)
+        assert drawn, tty
+        for step, done, total, _ in drawn:
+            assert step.decode() in steps and int(total) == len(steps), drawn
+            assert steps.index(step.decode()) + 1 == int(done), drawn
+        # Cleared at the end: the last thing drawn is followed by an erase.
+        last = tty.rindex(f"scale {name}: ".encode())
+        assert b"\r\x1b[K" in tty[last:], tty
+
+        # Every plain line named a real step of such an operation, in order.
+        for step, done, total in plain:
+            assert step in steps and int(total) == len(steps), plain
+            assert steps.index(step) + 1 == int(done), plain
+        assert [int(n) for _, n, _ in plain] == sorted({int(n) for _, n, _ in plain})
+
+        # GPUBOX_PROGRESS=0: no progress; the same answer.
+        p = ok(d, "scale", name, "--gpus", "2", env={"GPUBOX_PROGRESS": "0"})
+        assert p.stdout == f"{name}: scaled; now runs as {name}-4\n"
+        assert f"scale {name}:" not in p.stderr, p.stderr
+    finally:
+        wipe(d, PREFIX)
