@@ -27,7 +27,9 @@
  * over an array of every card's free memory (8 bytes a card, read once and
  * summed) - the floor any decision pays, since a decision must at least
  * look at each card. Each row prints its time per decision in
- * microseconds and its ratio to the baseline of its card count.
+ * microseconds and its ratio to the baseline of its card count. Times are
+ * the median of ALLOC_BENCH_ROUNDS rounds, so a round in which another
+ * process had the CPU does not count.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,6 +44,8 @@
 #define ALLOC_BENCH_MAX_COUNTS 8
 #define ALLOC_BENCH_TARGET_CARDS 1024
 #define ALLOC_BENCH_TARGET_US 20.0
+#define ALLOC_BENCH_ROUNDS 9
+#define ALLOC_BENCH_BATCH 16
 
 /* The rows at ALLOC_BENCH_TARGET_CARDS, and how many met the target. */
 static int alloc_bench_target_rows, alloc_bench_target_met;
@@ -181,26 +185,66 @@ static int alloc_bench_occupy(gpus_pool *p, const gpu_inventory *inv, uint64_t *
     return rc;
 }
 
-/* The floor: one pass reading every card's free memory. */
-static double alloc_bench_baseline(const uint64_t *free_mib, size_t n, double seconds)
+/* Time step(arg) in ALLOC_BENCH_ROUNDS rounds of seconds / rounds each,
+ * batches of ALLOC_BENCH_BATCH calls; the median round's microseconds per
+ * call. The median keeps a round in which another process had the CPU
+ * from moving the number. */
+static double alloc_bench_median_us(void (*step)(void *), void *arg, double seconds)
 {
-    volatile uint64_t sink = 0;
-    long iters = 0;
-    double start = alloc_bench_now(), elapsed;
-    do {
-        for (int r = 0; r < 64; r++) {
-            uint64_t sum = 0;
-            /* The barrier keeps the compiler from hoisting the pass out of the loop. */
-            __asm__ volatile("" : : "r"(free_mib) : "memory");
-            for (size_t i = 0; i < n; i++)
-                sum += free_mib[i];
-            sink += sum;
+    double us[ALLOC_BENCH_ROUNDS];
+    for (int round = 0; round < ALLOC_BENCH_ROUNDS; round++) {
+        long calls = 0;
+        double start = alloc_bench_now(), elapsed;
+        do {
+            for (int b = 0; b < ALLOC_BENCH_BATCH; b++)
+                step(arg);
+            calls += ALLOC_BENCH_BATCH;
+            elapsed = alloc_bench_now() - start;
+        } while (elapsed < seconds / ALLOC_BENCH_ROUNDS);
+        us[round] = elapsed / (double)calls * 1e6;
+    }
+    for (int a = 1; a < ALLOC_BENCH_ROUNDS; a++) /* insertion sort: a handful of rounds */
+        for (int b = a; b > 0 && us[b] < us[b - 1]; b--) {
+            double t = us[b];
+            us[b] = us[b - 1];
+            us[b - 1] = t;
         }
-        iters += 64;
-        elapsed = alloc_bench_now() - start;
-    } while (elapsed < seconds);
-    (void)sink;
-    return elapsed / (double)iters * 1e6;
+    return us[ALLOC_BENCH_ROUNDS / 2];
+}
+
+struct alloc_bench_pass {
+    const uint64_t *free_mib;
+    size_t n;
+    volatile uint64_t sink;
+};
+
+/* The floor: one pass reading every card's free memory. */
+static void alloc_bench_pass_step(void *arg)
+{
+    struct alloc_bench_pass *pass = arg;
+    uint64_t sum = 0;
+    /* The barrier keeps the compiler from hoisting the pass out of the loop. */
+    __asm__ volatile("" : : "r"(pass->free_mib) : "memory");
+    for (size_t i = 0; i < pass->n; i++)
+        sum += pass->free_mib[i];
+    pass->sink += sum;
+}
+
+struct alloc_bench_decision {
+    gpus_pool *pool;
+    const gpus_request *req;
+};
+
+/* One decision: take and give back, or a refusal. */
+static void alloc_bench_decision_step(void *arg)
+{
+    struct alloc_bench_decision *d = arg;
+    gb_err e = GB_ERR_INIT;
+    gpus_grant g = {0};
+    if (gpus_pool_alloc(d->pool, d->req, "benchrs", &g, &e) == 0) {
+        gpus_pool_release_grant(d->pool, &g, "benchrs");
+        gpus_grant_free(&g);
+    }
 }
 
 struct alloc_bench_result {
@@ -209,8 +253,8 @@ struct alloc_bench_result {
     char refusal[sizeof(((gb_err *)0)->msg)];
 };
 
-/* Decide the request again and again for `seconds`: take and give back,
- * or, when refused, the refusal alone. -1 when the API itself failed. */
+/* Decide the request again and again: take and give back, or, when
+ * refused, the refusal alone. -1 when the API itself failed. */
 static int alloc_bench_decide(gpus_pool *p, const gpus_request *req, double seconds,
                               struct alloc_bench_result *out)
 {
@@ -227,20 +271,8 @@ static int alloc_bench_decide(gpus_pool *p, const gpus_request *req, double seco
     } else {
         snprintf(out->refusal, sizeof(out->refusal), "%s", err.msg);
     }
-    long iters = 0;
-    double start = alloc_bench_now(), elapsed;
-    do {
-        for (int r = 0; r < 32; r++) {
-            gb_err e = GB_ERR_INIT;
-            if (gpus_pool_alloc(p, req, "benchrs", &g, &e) == 0) {
-                gpus_pool_release_grant(p, &g, "benchrs");
-                gpus_grant_free(&g);
-            }
-        }
-        iters += 32;
-        elapsed = alloc_bench_now() - start;
-    } while (elapsed < seconds);
-    out->us = elapsed / (double)iters * 1e6;
+    struct alloc_bench_decision d = {.pool = p, .req = req};
+    out->us = alloc_bench_median_us(alloc_bench_decision_step, &d, seconds);
     return 0;
 }
 
@@ -255,7 +287,8 @@ static int alloc_bench_cards(size_t n, double seconds, const char *only)
     int rc = p && free_mib ? alloc_bench_occupy(p, &inv, free_mib) : -1;
     if (!p)
         fprintf(stderr, "alloc_bench: pool of %zu cards: %s\n", n, err.msg);
-    double base = rc == 0 ? alloc_bench_baseline(free_mib, n, seconds) : 0;
+    struct alloc_bench_pass pass = {.free_mib = free_mib, .n = n};
+    double base = rc == 0 ? alloc_bench_median_us(alloc_bench_pass_step, &pass, seconds) : 0;
     if (rc == 0)
         printf("%6zu  %-22s  %-8s  %11.3f  %10s  (%zu cards free)\n", n, "baseline", "-", base,
                "1x", gpus_pool_free_count(p));
@@ -318,7 +351,8 @@ int main(int argc, char **argv)
            "alone)\n");
     printf("pool: A100-80GB x4, A100-40GB x2, T4-16GB x2 per 8 cards; 1/2 held whole, 1/4 "
            "memory-shared, 1/8 time-sliced, 1/8 free\n");
-    printf("baseline: one pass summing every card's free memory (8 bytes a card)\n\n");
+    printf("baseline: one pass summing every card's free memory (8 bytes a card)\n");
+    printf("times: median of %d rounds, %.2f s per row\n\n", ALLOC_BENCH_ROUNDS, seconds);
     printf("%6s  %-22s  %-8s  %11s  %10s  %s\n", "cards", "request", "outcome", "us/decision",
            "x baseline", "target");
     for (size_t c = 0; c < ncounts; c++)
