@@ -59,6 +59,13 @@ static uint64_t gpus_room(const struct gpus_slot *s)
     return s->capacity_mib > s->held_mib ? s->capacity_mib - s->held_mib : 0;
 }
 
+/* Whether slot i offers anything to a share of w's mode (gpus_internal.h). */
+static bool gpus_offers_share(const gpus_pool *p, size_t i, const struct gpus_want *w)
+{
+    const struct gpus_offer *o = &p->offers[i];
+    return w->mode == GPUS_MODE_MEMORY ? o->memory_mib > 0 : o->replicas > 0;
+}
+
 /* Refusals every kind of request shares: the card itself, then the model. */
 static enum gpus_refusal gpus_judge_card(const struct gpus_slot *s, const struct gpus_want *w)
 {
@@ -202,6 +209,12 @@ static int gpus_not_enough_share(gpus_pool *p, size_t count, const struct gpus_w
     uint64_t largest = 0, left;
     const char *largest_uuid = NULL;
     for (size_t i = 0; i < p->n; i++) {
+        /* Without a tenant limit, a card that offers nothing to this mode
+         * is neither a fit, nor at the limit, nor a memory share's largest
+         * room (it has none): what refuses it is not in the message. On a
+         * full pool that skips nearly every card. */
+        if (!p->max_tenants && !gpus_offers_share(p, i, w))
+            continue;
         struct gpus_slot *s = &p->slots[i];
         enum gpus_refusal r = gpus_judge(p, s, w, &left);
         nlimit += r == GPUS_TENANT_LIMIT;

@@ -7,11 +7,12 @@
  * requests the slow, obvious way - every card judged from the public
  * status snapshot by the documented rules, candidates sorted - and checks
  * after every step that the pool granted the very same cards, or refused
- * when no choice exists. Requests mix whole cards, memory shares and
- * time-slice replicas, one to three cards, both policies, a model filter;
- * pools have unhealthy, MIG-mode and excluded cards, a tenant limit,
- * oversubscription, and tenants re-marked from the store beyond today's
- * settings; grants are given back at random so cards change mode.
+ * when no choice exists, counting in its message what the rules count.
+ * Requests mix whole cards, memory shares and time-slice replicas, one to
+ * three cards, both policies, a model filter; pools have unhealthy,
+ * MIG-mode and excluded cards, a tenant limit or none, oversubscription,
+ * and tenants re-marked from the store beyond today's settings; grants are
+ * given back at random so cards change mode.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,6 +61,31 @@ static int index_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The checks a share meets before the tenant limit: the card, the model,
+ * sharing, the card's mode, the owner not there yet. */
+static bool rule_open_to_share(const gpus_device_status *d, const gpus_request *req,
+                               const char *owner)
+{
+    const gpu_device *dev = &d->device;
+    if (!dev->healthy || dev->mig_enabled || d->excluded)
+        return false;
+    if (req->model && *req->model && !strcasestr(dev->model, req->model))
+        return false;
+    enum gpus_mode mode = req->memory_mib ? GPUS_MODE_MEMORY : GPUS_MODE_TIMESLICE;
+    if (!d->shareable || (d->mode != GPUS_MODE_FREE && d->mode != mode))
+        return false;
+    for (size_t t = 0; t < d->ntenants; t++)
+        if (strcmp(d->tenants[t].owner, owner) == 0)
+            return false;
+    return true;
+}
+
+static uint64_t rule_room(const gpus_device_status *d)
+{
+    return d->capacity_mib > d->allocated_memory_mib ? d->capacity_mib - d->allocated_memory_mib
+                                                     : 0;
+}
+
 /* Whether device d takes one card of req for owner by the rules of gpus.h,
  * and what it would have left (memory, or replicas). */
 static bool rule_fits(const gpus_device_status *d, const gpus_request *req, const char *owner,
@@ -67,23 +93,16 @@ static bool rule_fits(const gpus_device_status *d, const gpus_request *req, cons
 {
     *left = 0;
     const gpu_device *dev = &d->device;
-    if (!dev->healthy || dev->mig_enabled || d->excluded)
-        return false;
-    if (req->model && *req->model && !strcasestr(dev->model, req->model))
-        return false;
     if (!req->memory_mib && !req->timeslice)
-        return d->ntenants == 0;
-    enum gpus_mode mode = req->memory_mib ? GPUS_MODE_MEMORY : GPUS_MODE_TIMESLICE;
-    if (!d->shareable || (d->mode != GPUS_MODE_FREE && d->mode != mode))
+        return dev->healthy && !dev->mig_enabled && !d->excluded &&
+               (!req->model || !*req->model || strcasestr(dev->model, req->model)) &&
+               d->ntenants == 0;
+    if (!rule_open_to_share(d, req, owner))
         return false;
-    for (size_t t = 0; t < d->ntenants; t++)
-        if (strcmp(d->tenants[t].owner, owner) == 0)
-            return false;
     if (max_tenants && d->ntenants >= max_tenants)
         return false;
-    uint64_t room =
-        d->capacity_mib > d->allocated_memory_mib ? d->capacity_mib - d->allocated_memory_mib : 0;
-    if (mode == GPUS_MODE_MEMORY) {
+    uint64_t room = rule_room(d);
+    if (req->memory_mib) {
         if (room < req->memory_mib)
             return false;
         *left = room - req->memory_mib;
@@ -95,6 +114,60 @@ static bool rule_fits(const gpus_device_status *d, const gpus_request *req, cons
         return false;
     *left = replicas - d->ntenants - 1;
     return true;
+}
+
+static void assert_says(const char *msg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void assert_says(const char *msg, const char *fmt, ...)
+{
+    char want[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(want, sizeof(want), fmt, ap);
+    va_end(ap);
+    if (!strstr(msg, want))
+        fail_msg("refusal '%s' does not say '%s'", msg, want);
+}
+
+/* A refusal says how many cards could take one card of the request, the
+ * largest memory share any card would take, and how many cards the tenant
+ * limit blocks - all as the rules count them. */
+static void assert_refusal_counts(gpus_pool *p, const gpus_request *req, const char *owner,
+                                  const gpus_settings *s, const char *msg)
+{
+    gpus_status st;
+    gb_err e = GB_ERR_INIT;
+    assert_int_equal(gpus_pool_status(p, &st, &e), 0);
+    size_t nfit = 0, nlimit = 0;
+    uint64_t largest = 0, left;
+    unsigned limit = s->max_tenants_per_card;
+    for (size_t i = 0; i < st.n; i++) {
+        const gpus_device_status *d = &st.devices[i];
+        nfit += rule_fits(d, req, owner, s->timeslice_replicas, limit, &left);
+        if (req->memory_mib || req->timeslice) {
+            bool open = rule_open_to_share(d, req, owner);
+            nlimit += open && limit && d->ntenants >= limit;
+            if (open && (!limit || d->ntenants < limit) && rule_room(d) > largest)
+                largest = rule_room(d);
+        }
+    }
+    gpus_status_free(&st);
+    if (!req->memory_mib && !req->timeslice) {
+        assert_says(msg, ", %zu free", nfit);
+        return;
+    }
+    const char *fit = req->memory_mib ? "can fit it" : nfit == 1 ? "has one free" : "have one free";
+    if (nfit == 0)
+        assert_says(msg, "no card %s", req->memory_mib ? "can fit it" : "has one free");
+    else
+        assert_says(msg, "%zu card%s %s (", nfit, nfit == 1 ? "" : "s", fit);
+    if (req->memory_mib)
+        assert_says(msg, "; largest free share %llu MiB", (unsigned long long)largest);
+    if (nlimit)
+        assert_says(msg, "; %zu card(s) at the limit of %u tenants", nlimit, limit);
+    else if (strstr(msg, "at the limit"))
+        fail_msg("refusal '%s' names a limit no card is at", msg);
 }
 
 /* The cards the rules choose, in index order, into out[]; false when too few fit. */
@@ -176,7 +249,8 @@ static void run_seed(uint64_t seed)
     gpus_settings s;
     gpus_settings_defaults(&s);
     s.timeslice_replicas = 2 + (unsigned)(next_random(&rnd) % 4);
-    s.max_tenants_per_card = (unsigned)(next_random(&rnd) % 4); /* 0 = no limit */
+    /* Half the seeds without a tenant limit, half with one of 1 to 3. */
+    s.max_tenants_per_card = seed % 2 ? 1 + (unsigned)(next_random(&rnd) % 3) : 0;
     s.memory_oversubscription = next_random(&rnd) % 2 ? 1.5 : 1.0;
     char no_share[8], none[8];
     snprintf(no_share, sizeof(no_share), "%d", 5 + (int)(next_random(&rnd) % 3));
@@ -193,7 +267,7 @@ static void run_seed(uint64_t seed)
     struct held *held = calloc(MAX_GRANTS, sizeof(*held));
     assert_non_null(held);
     size_t nheld = 0, granted = 0, refused = 0;
-    if (seed % 2)
+    if (seed % 3 == 0)
         mark_overruns(p, &inv, held, &nheld);
     static const char *const models[] = {NULL, "a100", "T4", "80GB"};
     static const uint64_t sizes[] = {1024, 4096, 8192, 12000, 20480, 40960, 70000};
@@ -236,6 +310,7 @@ static void run_seed(uint64_t seed)
                 fail_msg("seed %llu step %d: granted %zu card(s) the rules refuse",
                          (unsigned long long)seed, step, h->grant.n);
             assert_int_equal(err.code, ERR_GPU_NOT_ENOUGH);
+            assert_refusal_counts(p, &req, owner, &s, err.msg);
             refused++;
             continue;
         }
