@@ -12,10 +12,11 @@
 # stop there, so they can beat the baseline; shares must look at every
 # card.
 #
-# Baseline, in the same run on the same cards: one pass summing every
-# card's free memory (8 bytes a card), the floor of a decision that looks
-# at every card. Each row prints microseconds per decision and the ratio
-# to the baseline of its card count.
+# Baseline, in the same run on the same cards, in rounds interleaved with
+# the decisions' rounds: one pass summing every card's free memory (8 bytes
+# a card), the floor of a decision that looks at every card. Each row
+# prints the medians of microseconds per decision and per baseline pass,
+# and their ratio.
 #
 # Target (reported, never enforced): < 20 us per decision at 1024 cards.
 #

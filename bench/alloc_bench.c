@@ -7,7 +7,8 @@
  *   alloc_bench [--seconds S] [--cards N[,N...]] [--only TEXT]
  *
  * --only runs the request kinds whose name contains TEXT (for profiling
- * one kind under perf).
+ * one kind under perf); --seconds is the time each row takes (default 0.5).
+ *
  * The pool: cards of mixed sizes in a repeating pattern of eight (four
  * A100 80 GB, two A100 40 GB, two T4 16 GB), realistically part held,
  * placed by a fixed pseudo-random shuffle so every run sees the same pool:
@@ -23,13 +24,14 @@
  * cannot meet is a refusal, timed alone (it takes nothing); the service
  * pays for its message, so the refusal path counts too.
  *
- * The baseline, measured in the same run on the same cards: one plain pass
- * over an array of every card's free memory (8 bytes a card, read once and
- * summed) - the floor any decision pays, since a decision must at least
- * look at each card. Each row prints its time per decision in
- * microseconds and its ratio to the baseline of its card count. Times are
- * the median of ALLOC_BENCH_ROUNDS rounds, so a round in which another
- * process had the CPU does not count.
+ * The baseline, on the same cards: one plain pass over an array of every
+ * card's free memory (8 bytes a card, read once and summed) - the floor of
+ * a decision that must look at every card, as a share's does (a whole-card
+ * request stops at the first free cards and can beat it). Each row runs
+ * ALLOC_BENCH_ROUNDS rounds of decisions, each followed by a round of the
+ * baseline, and prints the median of each and their ratio: a round in
+ * which another process had the CPU does not count, and the two sides of
+ * a ratio saw the same machine.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -185,31 +187,30 @@ static int alloc_bench_occupy(gpus_pool *p, const gpu_inventory *inv, uint64_t *
     return rc;
 }
 
-/* Time step(arg) in ALLOC_BENCH_ROUNDS rounds of seconds / rounds each,
- * batches of ALLOC_BENCH_BATCH calls; the median round's microseconds per
- * call. The median keeps a round in which another process had the CPU
- * from moving the number. */
-static double alloc_bench_median_us(void (*step)(void *), void *arg, double seconds)
+/* Call step(arg) in batches of ALLOC_BENCH_BATCH for `seconds`;
+ * microseconds per call. */
+static double alloc_bench_round(void (*step)(void *), void *arg, double seconds)
 {
-    double us[ALLOC_BENCH_ROUNDS];
-    for (int round = 0; round < ALLOC_BENCH_ROUNDS; round++) {
-        long calls = 0;
-        double start = alloc_bench_now(), elapsed;
-        do {
-            for (int b = 0; b < ALLOC_BENCH_BATCH; b++)
-                step(arg);
-            calls += ALLOC_BENCH_BATCH;
-            elapsed = alloc_bench_now() - start;
-        } while (elapsed < seconds / ALLOC_BENCH_ROUNDS);
-        us[round] = elapsed / (double)calls * 1e6;
-    }
-    for (int a = 1; a < ALLOC_BENCH_ROUNDS; a++) /* insertion sort: a handful of rounds */
-        for (int b = a; b > 0 && us[b] < us[b - 1]; b--) {
-            double t = us[b];
-            us[b] = us[b - 1];
-            us[b - 1] = t;
+    long calls = 0;
+    double start = alloc_bench_now(), elapsed;
+    do {
+        for (int b = 0; b < ALLOC_BENCH_BATCH; b++)
+            step(arg);
+        calls += ALLOC_BENCH_BATCH;
+        elapsed = alloc_bench_now() - start;
+    } while (elapsed < seconds);
+    return elapsed / (double)calls * 1e6;
+}
+
+static double alloc_bench_median(double *v, int n)
+{
+    for (int a = 1; a < n; a++) /* insertion sort: a handful of rounds */
+        for (int b = a; b > 0 && v[b] < v[b - 1]; b--) {
+            double t = v[b];
+            v[b] = v[b - 1];
+            v[b - 1] = t;
         }
-    return us[ALLOC_BENCH_ROUNDS / 2];
+    return v[n / 2];
 }
 
 struct alloc_bench_pass {
@@ -248,15 +249,19 @@ static void alloc_bench_decision_step(void *arg)
 }
 
 struct alloc_bench_result {
-    double us;    /* per decision */
-    bool granted; /* false: the pool refused the request */
+    double us;      /* per decision */
+    double base_us; /* the baseline pass, in the rounds between */
+    bool granted;   /* false: the pool refused the request */
     char refusal[sizeof(((gb_err *)0)->msg)];
 };
 
 /* Decide the request again and again: take and give back, or, when
- * refused, the refusal alone. -1 when the API itself failed. */
-static int alloc_bench_decide(gpus_pool *p, const gpus_request *req, double seconds,
-                              struct alloc_bench_result *out)
+ * refused, the refusal alone; in ALLOC_BENCH_ROUNDS rounds, each followed
+ * by a round of the baseline pass, so both see the machine as it is at
+ * that moment. The medians of each into out. -1 when the API itself
+ * failed. */
+static int alloc_bench_decide(gpus_pool *p, const gpus_request *req, struct alloc_bench_pass *pass,
+                              double seconds, struct alloc_bench_result *out)
 {
     memset(out, 0, sizeof(*out));
     gb_err err = GB_ERR_INIT;
@@ -272,7 +277,14 @@ static int alloc_bench_decide(gpus_pool *p, const gpus_request *req, double seco
         snprintf(out->refusal, sizeof(out->refusal), "%s", err.msg);
     }
     struct alloc_bench_decision d = {.pool = p, .req = req};
-    out->us = alloc_bench_median_us(alloc_bench_decision_step, &d, seconds);
+    double us[ALLOC_BENCH_ROUNDS], base[ALLOC_BENCH_ROUNDS];
+    double round = seconds / 2 / ALLOC_BENCH_ROUNDS;
+    for (int r = 0; r < ALLOC_BENCH_ROUNDS; r++) {
+        us[r] = alloc_bench_round(alloc_bench_decision_step, &d, round);
+        base[r] = alloc_bench_round(alloc_bench_pass_step, pass, round);
+    }
+    out->us = alloc_bench_median(us, ALLOC_BENCH_ROUNDS);
+    out->base_us = alloc_bench_median(base, ALLOC_BENCH_ROUNDS);
     return 0;
 }
 
@@ -288,18 +300,14 @@ static int alloc_bench_cards(size_t n, double seconds, const char *only)
     if (!p)
         fprintf(stderr, "alloc_bench: pool of %zu cards: %s\n", n, err.msg);
     struct alloc_bench_pass pass = {.free_mib = free_mib, .n = n};
-    double base = rc == 0 ? alloc_bench_median_us(alloc_bench_pass_step, &pass, seconds) : 0;
-    if (rc == 0)
-        printf("%6zu  %-22s  %-8s  %11.3f  %10s  (%zu cards free)\n", n, "baseline", "-", base,
-               "1x", gpus_pool_free_count(p));
     for (size_t k = 0; rc == 0 && k < ALLOC_BENCH_NKINDS; k++) {
         struct alloc_bench_result r;
         if (only && !strstr(alloc_bench_kinds[k].name, only))
             continue;
-        if ((rc = alloc_bench_decide(p, &alloc_bench_kinds[k].req, seconds, &r)) < 0)
+        if ((rc = alloc_bench_decide(p, &alloc_bench_kinds[k].req, &pass, seconds, &r)) < 0)
             break;
         char ratio[32], target[16] = "";
-        double x = base > 0 ? r.us / base : 0;
+        double x = r.base_us > 0 ? r.us / r.base_us : 0;
         snprintf(ratio, sizeof(ratio), x < 10 ? "%.2fx" : "%.0fx", x);
         if (n == ALLOC_BENCH_TARGET_CARDS) {
             bool met = r.us < ALLOC_BENCH_TARGET_US;
@@ -307,8 +315,8 @@ static int alloc_bench_cards(size_t n, double seconds, const char *only)
             alloc_bench_target_rows++;
             alloc_bench_target_met += met;
         }
-        printf("%6zu  %-22s  %-8s  %11.3f  %10s  %s\n", n, alloc_bench_kinds[k].name,
-               r.granted ? "granted" : "refused", r.us, ratio, target);
+        printf("%6zu  %-22s  %-8s  %11.3f  %11.3f  %10s  %s\n", n, alloc_bench_kinds[k].name,
+               r.granted ? "granted" : "refused", r.us, r.base_us, ratio, target);
         if (!r.granted)
             printf("%6s  (%s)\n", "", r.refusal);
         fflush(stdout);
@@ -352,9 +360,10 @@ int main(int argc, char **argv)
     printf("pool: A100-80GB x4, A100-40GB x2, T4-16GB x2 per 8 cards; 1/2 held whole, 1/4 "
            "memory-shared, 1/8 time-sliced, 1/8 free\n");
     printf("baseline: one pass summing every card's free memory (8 bytes a card)\n");
-    printf("times: median of %d rounds, %.2f s per row\n\n", ALLOC_BENCH_ROUNDS, seconds);
-    printf("%6s  %-22s  %-8s  %11s  %10s  %s\n", "cards", "request", "outcome", "us/decision",
-           "x baseline", "target");
+    printf("times: medians of %d rounds of each, interleaved, %.2f s per row\n", ALLOC_BENCH_ROUNDS,
+           seconds);
+    printf("\n%6s  %-22s  %-8s  %11s  %11s  %10s  %s\n", "cards", "request", "outcome",
+           "us/decision", "baseline us", "x baseline", "target");
     for (size_t c = 0; c < ncounts; c++)
         if (alloc_bench_cards(counts[c], seconds, only) < 0)
             return 1;
