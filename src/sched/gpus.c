@@ -93,8 +93,23 @@ int gpus_slot_reserve(struct gpus_slot *s)
     return 0;
 }
 
-void gpus_slot_add(struct gpus_slot *s, const char *owner, uint64_t memory_mib, enum gpus_mode mode,
-                   int replica)
+void gpus_slot_offer_update(gpus_pool *p, const struct gpus_slot *s)
+{
+    struct gpus_offer *o = &p->offers[s - p->slots];
+    uint64_t room = s->capacity_mib > s->held_mib ? s->capacity_mib - s->held_mib : 0;
+    bool below_limit = !p->max_tenants || s->ntenants < p->max_tenants;
+    bool shares = gpus_slot_shareable(s) && below_limit;
+    unsigned replicas = gpus_slot_replicas(p, s);
+    *o = (struct gpus_offer){.whole = gpus_slot_schedulable(s) && s->ntenants == 0};
+    if (shares && (s->mode == GPUS_MODE_FREE || s->mode == GPUS_MODE_MEMORY))
+        o->memory_mib = room;
+    if (shares && (s->mode == GPUS_MODE_FREE || s->mode == GPUS_MODE_TIMESLICE) &&
+        s->ntenants < replicas && room >= s->reservation_mib)
+        o->replicas = (uint32_t)(replicas - s->ntenants);
+}
+
+void gpus_slot_add(gpus_pool *p, struct gpus_slot *s, const char *owner, uint64_t memory_mib,
+                   enum gpus_mode mode, int replica)
 {
     gpus_tenant *t = &s->tenants[s->ntenants++];
     snprintf(t->owner, sizeof(t->owner), "%s", owner);
@@ -103,9 +118,10 @@ void gpus_slot_add(struct gpus_slot *s, const char *owner, uint64_t memory_mib, 
     s->held_mib += memory_mib;
     s->owner_bits |= gpus_owner_bit(owner);
     s->mode = mode;
+    gpus_slot_offer_update(p, s);
 }
 
-bool gpus_slot_remove(struct gpus_slot *s, const char *owner, gpus_tenant *removed)
+bool gpus_slot_remove(gpus_pool *p, struct gpus_slot *s, const char *owner, gpus_tenant *removed)
 {
     gpus_tenant *t = gpus_slot_tenant(s, owner, gpus_owner_bit(owner));
     if (!t)
@@ -122,6 +138,7 @@ bool gpus_slot_remove(struct gpus_slot *s, const char *owner, gpus_tenant *remov
     s->owner_bits = 0;
     for (size_t i = 0; i < s->ntenants; i++)
         s->owner_bits |= gpus_owner_bit(s->tenants[i].owner);
+    gpus_slot_offer_update(p, s);
     return true;
 }
 
@@ -190,12 +207,14 @@ gpus_pool *gpus_pool_new_with(const gpu_inventory *inv, const gpus_settings *set
     size_t n = inv ? inv->n : 0;
     if (p) {
         p->slots = calloc(n ? n : 1, sizeof(*p->slots));
+        p->offers = calloc(n ? n : 1, sizeof(*p->offers));
         p->by_uuid = calloc(n ? n : 1, sizeof(struct gpus_slot *));
         p->devices = calloc(n ? n : 1, sizeof(*p->devices));
     }
-    if (!p || !p->slots || !p->by_uuid || !p->devices) {
+    if (!p || !p->slots || !p->offers || !p->by_uuid || !p->devices) {
         if (p) {
             free(p->slots);
+            free(p->offers);
             free(p->by_uuid);
             free(p->devices);
         }
@@ -217,6 +236,7 @@ gpus_pool *gpus_pool_new_with(const gpu_inventory *inv, const gpus_settings *set
         slot->capacity_mib = (uint64_t)((double)slot->dev->memory_mib * s->memory_oversubscription);
         slot->reservation_mib = slot->dev->memory_mib / s->timeslice_replicas;
         p->by_uuid[i] = slot;
+        gpus_slot_offer_update(p, slot);
         p->n++;
     }
     qsort(p->by_uuid, p->n, sizeof(struct gpus_slot *), gpus_uuid_cmp);
@@ -230,6 +250,7 @@ void gpus_pool_free(gpus_pool *p)
     for (size_t i = 0; i < p->n; i++)
         free(p->slots[i].tenants);
     free(p->slots);
+    free(p->offers);
     free(p->by_uuid);
     free(p->devices);
     pthread_mutex_destroy(&p->lock);
@@ -245,7 +266,7 @@ static size_t gpus_release_locked(gpus_pool *p, const char *const *uuids, size_t
         struct gpus_slot *s = gpus_find(p, uuids[i]);
         if (!s)
             continue;
-        if (gpus_slot_remove(s, owner, NULL))
+        if (gpus_slot_remove(p, s, owner, NULL))
             released++;
         else if (s->ntenants)
             log_warn("GPU %s not released for %s: it is held by %s%s", s->dev->uuid, owner,
@@ -285,7 +306,7 @@ size_t gpus_pool_release_owner(gpus_pool *p, const char *owner)
         return 0;
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < p->n; i++)
-        if (gpus_slot_remove(&p->slots[i], owner, NULL))
+        if (gpus_slot_remove(p, &p->slots[i], owner, NULL))
             released++;
     pthread_mutex_unlock(&p->lock);
     return released;
@@ -307,16 +328,6 @@ size_t gpus_pool_size(gpus_pool *p)
     return p->n; /* fixed when the pool is made */
 }
 
-/* The largest memory share the slot takes now; 0 if it takes none. */
-static uint64_t gpus_slot_free_share(const gpus_pool *p, const struct gpus_slot *s)
-{
-    if (!gpus_slot_shareable(s) || (s->mode != GPUS_MODE_FREE && s->mode != GPUS_MODE_MEMORY))
-        return 0;
-    if (p->max_tenants && s->ntenants >= p->max_tenants)
-        return 0;
-    return s->capacity_mib > s->held_mib ? s->capacity_mib - s->held_mib : 0;
-}
-
 static void gpus_status_fill(const gpus_pool *p, const struct gpus_slot *s, gpus_device_status *d)
 {
     d->device = *s->dev;
@@ -325,7 +336,7 @@ static void gpus_status_fill(const gpus_pool *p, const struct gpus_slot *s, gpus
     d->excluded = s->excluded;
     d->shareable = gpus_slot_shareable(s);
     d->capacity_mib = s->capacity_mib;
-    d->free_memory_mib = gpus_slot_free_share(p, s);
+    d->free_memory_mib = p->offers[s - p->slots].memory_mib;
     d->replicas_total = gpus_slot_replicas(p, s);
     d->replicas_used = s->mode == GPUS_MODE_TIMESLICE ? (unsigned)s->ntenants : 0;
     d->max_tenants = p->max_tenants;

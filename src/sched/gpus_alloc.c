@@ -1,15 +1,17 @@
 /*
  * gpus_alloc.c - choosing cards for a request (see gpus.h for the rules).
  *
- * One decision is a scan of the slots under the pool's mutex: each slot is
- * judged against what the request wants of one card (gpus_judge), which
- * gives either a refusal or a score - the memory, or the replicas, the card
- * would have left after placing. Whole cards go lowest index first; shares
- * go to the lowest score (binpack) or the highest (spread), ties to the
- * lower index. Only then are tenant arrays grown and the tenants added, so
- * a request either gets every card or changes nothing. A failed decision
- * scans again to say why, naming the cards that could take the request
- * and the largest share that would fit.
+ * One decision is a scan under the pool's mutex. A slot is judged against
+ * what the request wants of one card (gpus_judge), which gives either a
+ * refusal or what the card would have left after placing - memory, or
+ * replicas. Whole cards go lowest index first; shares go to the least
+ * left (binpack) or the most (spread), ties to the lower index. The scan
+ * reads the pool's offers first (gpus_internal.h) and judges only the
+ * slots that could be chosen, which on a large pool is a small fraction.
+ * Only then are tenant arrays grown and the tenants added, so a request
+ * either gets every card or changes nothing. A failed decision judges
+ * every slot again to say why, naming the cards that could take the
+ * request and the largest share that would fit.
  */
 #include "sched/gpus_internal.h"
 
@@ -45,16 +47,23 @@ enum gpus_refusal {
     GPUS_NO_MEMORY,
 };
 
-/* A card that fits, with what it would have left after placing. */
+/* A card that fits, with its score (gpus_offer_score). */
 struct gpus_candidate {
     size_t slot;
-    uint64_t left;
+    uint64_t score;
 };
 
 /* Free memory for shares, clamped at 0 (settings may have shrunk it). */
 static uint64_t gpus_room(const struct gpus_slot *s)
 {
     return s->capacity_mib > s->held_mib ? s->capacity_mib - s->held_mib : 0;
+}
+
+/* Whether slot i offers anything to a share of w's mode (gpus_internal.h). */
+static bool gpus_offers_share(const gpus_pool *p, size_t i, const struct gpus_want *w)
+{
+    const struct gpus_offer *o = &p->offers[i];
+    return w->mode == GPUS_MODE_MEMORY ? o->memory_mib > 0 : o->replicas > 0;
 }
 
 /* Refusals every kind of request shares: the card itself, then the model. */
@@ -200,6 +209,12 @@ static int gpus_not_enough_share(gpus_pool *p, size_t count, const struct gpus_w
     uint64_t largest = 0, left;
     const char *largest_uuid = NULL;
     for (size_t i = 0; i < p->n; i++) {
+        /* Without a tenant limit, a card that offers nothing to this mode
+         * is neither a fit, nor at the limit, nor a memory share's largest
+         * room (it has none): what refuses it is not in the message. On a
+         * full pool that skips nearly every card. */
+        if (!p->max_tenants && !gpus_offers_share(p, i, w))
+            continue;
         struct gpus_slot *s = &p->slots[i];
         enum gpus_refusal r = gpus_judge(p, s, w, &left);
         nlimit += r == GPUS_TENANT_LIMIT;
@@ -243,33 +258,76 @@ static int gpus_not_enough_share(gpus_pool *p, size_t count, const struct gpus_w
     return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %s, %s%s", asked, found, tail);
 }
 
-static int gpus_candidate_cmp_binpack(const void *a, const void *b)
-{
-    const struct gpus_candidate *x = a, *y = b;
-    if (x->left != y->left)
-        return x->left < y->left ? -1 : 1;
-    return x->slot < y->slot ? -1 : x->slot > y->slot;
-}
-
-static int gpus_candidate_cmp_spread(const void *a, const void *b)
-{
-    const struct gpus_candidate *x = a, *y = b;
-    if (x->left != y->left)
-        return x->left > y->left ? -1 : 1;
-    return x->slot < y->slot ? -1 : x->slot > y->slot;
-}
-
 static int gpus_size_cmp(const void *a, const void *b)
 {
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
     return x < y ? -1 : x > y;
 }
 
-/* Better candidate for the policy: less left (binpack) or more (spread);
- * the lower slot on a tie is kept because the scan is front to back. */
-static bool gpus_better(const struct gpus_want *w, uint64_t left, uint64_t best)
+/* What the offer would score for one card of w: 0 when it cannot take
+ * it, else higher for a better card - less left after placing (binpack)
+ * or more (spread), "left" being what gpus_judge gives for the card. The
+ * model and owner checks are the judge's. One number per card lets the
+ * scan below ask one predictable question of most cards. */
+static inline uint64_t gpus_offer_score(const struct gpus_offer *o, const struct gpus_want *w)
 {
-    return w->policy == GPUS_POLICY_SPREAD ? left > best : left < best;
+    bool fits;
+    uint64_t left;
+    if (w->mode == GPUS_MODE_MEMORY) {
+        fits = o->memory_mib >= w->memory_mib;
+        left = o->memory_mib - w->memory_mib; /* wraps when it does not fit: unused then */
+    } else {
+        fits = o->replicas > 0;
+        left = (uint64_t)o->replicas - 1;
+    }
+    /* left is far below 2^63 (card memory x 4, or 64 replicas). */
+    uint64_t score = w->policy == GPUS_POLICY_SPREAD ? left + 1 : UINT64_MAX - left;
+    /* A mask, not a branch: "fits" is as good as random from card to card,
+     * and the compiler would test it apart from the score. */
+    return score & (UINT64_C(0) - (uint64_t)fits);
+}
+
+/* Whole cards: the `count` lowest-index slots that fit, into chosen[];
+ * how many were found. */
+static size_t gpus_choose_whole(gpus_pool *p, size_t count, const struct gpus_want *w,
+                                size_t *chosen)
+{
+    size_t nfit = 0;
+    uint64_t left;
+    for (size_t i = 0; i < p->n && nfit < count; i++)
+        if (p->offers[i].whole && gpus_judge(p, &p->slots[i], w, &left) == GPUS_FITS)
+            chosen[nfit++] = i;
+    return nfit;
+}
+
+/* Shares: the `count` best slots for the policy into best[], best first
+ * (ties to the lower slot); how many were found. The offers are read for
+ * every card; a slot is judged only when its offer fits and scores above
+ * the worst of a full list, so most cards cost one read of 16 bytes and
+ * one well-predicted branch. A card passed over without judging could
+ * not have made the list, so the list is what judging every card and
+ * sorting would give. */
+static size_t gpus_choose_shares(gpus_pool *p, size_t count, const struct gpus_want *w,
+                                 struct gpus_candidate *best)
+{
+    size_t nbest = 0;
+    uint64_t bar = 0, left; /* a card must score above bar: the worst of a full list */
+    for (size_t i = 0; i < p->n; i++) {
+        uint64_t score = gpus_offer_score(&p->offers[i], w);
+        if (score <= bar || gpus_judge(p, &p->slots[i], w, &left) != GPUS_FITS)
+            continue;
+        /* Insert after every candidate scoring as much (they have lower slots). */
+        size_t at = nbest < count ? nbest : count - 1;
+        while (at > 0 && score > best[at - 1].score) {
+            best[at] = best[at - 1];
+            at--;
+        }
+        best[at] = (struct gpus_candidate){.slot = i, .score = score};
+        nbest += nbest < count;
+        if (nbest == count)
+            bar = best[count - 1].score;
+    }
+    return nbest;
 }
 
 /* Choose `count` unpinned slots into chosen[], in slot order; -1 with the
@@ -277,37 +335,19 @@ static bool gpus_better(const struct gpus_want *w, uint64_t left, uint64_t best)
 static int gpus_choose(gpus_pool *p, size_t count, const struct gpus_want *w, size_t *chosen,
                        gb_err *err)
 {
-    size_t nfit = 0;
-    uint64_t left, best = 0;
-    _cleanup_free_ struct gpus_candidate *cand =
-        count > 1 && w->mode != GPUS_MODE_WHOLE ? calloc(p->n, sizeof(*cand)) : NULL;
-    if (count > 1 && w->mode != GPUS_MODE_WHOLE && !cand)
+    if (w->mode == GPUS_MODE_WHOLE) {
+        if (gpus_choose_whole(p, count, w, chosen) < count)
+            return gpus_not_enough_whole(p, count, w, err);
+        return 0; /* found in slot order */
+    }
+    _cleanup_free_ struct gpus_candidate *best = calloc(count, sizeof(*best));
+    if (!best)
         return err_set(err, ERR_INTERNAL, "out of memory choosing GPUs");
-    for (size_t i = 0; i < p->n; i++) {
-        if (gpus_judge(p, &p->slots[i], w, &left) != GPUS_FITS)
-            continue;
-        if (w->mode == GPUS_MODE_WHOLE) {
-            chosen[nfit++] = i; /* lowest index first */
-            if (nfit == count)
-                break;
-        } else if (cand) {
-            cand[nfit++] = (struct gpus_candidate){.slot = i, .left = left};
-        } else if (nfit++ == 0 || gpus_better(w, left, best)) {
-            chosen[0] = i;
-            best = left;
-        }
-    }
-    if (nfit < count)
-        return w->mode == GPUS_MODE_WHOLE ? gpus_not_enough_whole(p, count, w, err)
-                                          : gpus_not_enough_share(p, count, w, err);
-    if (cand) {
-        qsort(cand, nfit, sizeof(*cand),
-              w->policy == GPUS_POLICY_SPREAD ? gpus_candidate_cmp_spread
-                                              : gpus_candidate_cmp_binpack);
-        for (size_t k = 0; k < count; k++)
-            chosen[k] = cand[k].slot;
-        qsort(chosen, count, sizeof(*chosen), gpus_size_cmp);
-    }
+    if (gpus_choose_shares(p, count, w, best) < count)
+        return gpus_not_enough_share(p, count, w, err);
+    for (size_t k = 0; k < count; k++)
+        chosen[k] = best[k].slot;
+    qsort(chosen, count, sizeof(*chosen), gpus_size_cmp);
     return 0;
 }
 
@@ -371,7 +411,7 @@ static int gpus_commit(gpus_pool *p, const size_t *chosen, size_t count, const s
                         : w->mode == GPUS_MODE_MEMORY ? w->memory_mib
                                                       : s->reservation_mib;
         memcpy(c->uuid, s->dev->uuid, GPU_UUID_MAX);
-        gpus_slot_add(s, w->owner, c->memory_mib, w->mode, c->replica);
+        gpus_slot_add(p, s, w->owner, c->memory_mib, w->mode, c->replica);
     }
     out->n = count;
     return 0;
@@ -463,7 +503,7 @@ int gpus_pool_realloc(gpus_pool *p, const gpus_grant *old, const gpus_request *r
     for (size_t i = 0; i < nold; i++) {
         struct gpus_slot *s = gpus_find(p, old->cards[i].uuid);
         enum gpus_mode mode = s ? s->mode : GPUS_MODE_FREE;
-        if (s && gpus_slot_remove(s, owner, &saved[nsaved].tenant)) {
+        if (s && gpus_slot_remove(p, s, owner, &saved[nsaved].tenant)) {
             saved[nsaved].slot = s;
             saved[nsaved++].mode = mode;
         }
@@ -472,7 +512,7 @@ int gpus_pool_realloc(gpus_pool *p, const gpus_grant *old, const gpus_request *r
     /* Put the old tenancies back; their room is still there (a failed
      * decision adds no tenant, and growing an array only adds room). */
     for (size_t i = 0; rc < 0 && i < nsaved; i++)
-        gpus_slot_add(saved[i].slot, owner, saved[i].tenant.memory_mib, saved[i].mode,
+        gpus_slot_add(p, saved[i].slot, owner, saved[i].tenant.memory_mib, saved[i].mode,
                       saved[i].tenant.replica);
     pthread_mutex_unlock(&p->lock);
     return rc;

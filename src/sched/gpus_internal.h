@@ -10,6 +10,14 @@
  * has a copy of its device, its mode, what the settings say about it, and a
  * tenant array that grows as shares arrive; growth happens before anything
  * is changed, so an all-or-nothing change never fails halfway.
+ *
+ * Beside the slots, an array of offers says what each card takes right now
+ * (a whole tenant, how large a memory share, how many replicas), recomputed
+ * from the slot and the settings whenever a tenant comes or goes
+ * (gpus_slot_add, gpus_slot_remove). A decision reads the offers, 16 bytes
+ * a card in one dense array, and looks at a slot only for a card that could
+ * win; on a pool of thousands of cards that is what keeps it close to one
+ * pass over memory.
  */
 #ifndef GPUBOX_SCHED_GPUS_INTERNAL_H
 #define GPUBOX_SCHED_GPUS_INTERNAL_H
@@ -36,9 +44,19 @@ struct gpus_slot {
     const gpu_device *dev; /* into the pool's copy of the inventory */
 };
 
+/* What a slot offers a new tenant (see the top of the file). An offer is
+ * necessary, not sufficient: the model filter and "owner already there"
+ * are judged on the slot. */
+struct gpus_offer {
+    uint64_t memory_mib; /* the largest memory share it takes; 0 = none */
+    uint32_t replicas;   /* time-slice replicas it takes; 0 = none */
+    bool whole;          /* schedulable and free: takes a whole-card tenant */
+};
+
 struct gpus_pool {
     pthread_mutex_t lock;
     struct gpus_slot *slots;
+    struct gpus_offer *offers;  /* offers[i] is what slots[i] takes */
     gpu_device *devices;        /* the copy of the inventory, slots[i].dev = &devices[i] */
     struct gpus_slot **by_uuid; /* the slots sorted by UUID, for gpus_find */
     size_t n;
@@ -60,11 +78,14 @@ uint64_t gpus_owner_bit(const char *owner);
 gpus_tenant *gpus_slot_tenant(struct gpus_slot *s, const char *owner, uint64_t bit);
 /* Room for one more tenant; -1 when out of memory (nothing else changes). */
 int gpus_slot_reserve(struct gpus_slot *s);
-/* Add a tenant (room reserved) and set the slot's mode. */
-void gpus_slot_add(struct gpus_slot *s, const char *owner, uint64_t memory_mib, enum gpus_mode mode,
-                   int replica);
-/* Drop owner's tenancy; true if it had one. Frees the slot with its last tenant. */
-bool gpus_slot_remove(struct gpus_slot *s, const char *owner, gpus_tenant *removed);
+/* Add a tenant (room reserved), set the slot's mode and renew its offer. */
+void gpus_slot_add(gpus_pool *p, struct gpus_slot *s, const char *owner, uint64_t memory_mib,
+                   enum gpus_mode mode, int replica);
+/* Drop owner's tenancy; true if it had one. Frees the slot with its last
+ * tenant; renews its offer. */
+bool gpus_slot_remove(gpus_pool *p, struct gpus_slot *s, const char *owner, gpus_tenant *removed);
+/* Recompute p->offers for slot s from the slot and the settings. */
+void gpus_slot_offer_update(gpus_pool *p, const struct gpus_slot *s);
 /* The slot of a UUID (binary search), or NULL. */
 struct gpus_slot *gpus_find(gpus_pool *p, const char *uuid);
 /* Whether a settings list (UUIDs or card indexes) names this device; a

@@ -116,7 +116,7 @@ static int gpus_take_locked(gpus_pool *p, const gpus_grant *g, const char *owner
     for (size_t k = 0; k < g->n; k++) {
         const gpus_grant_card *c = &g->cards[k];
         uint64_t memory = c->mode == GPUS_MODE_WHOLE ? slots[k]->dev->memory_mib : c->memory_mib;
-        gpus_slot_add(slots[k], owner, memory, c->mode, c->replica);
+        gpus_slot_add(p, slots[k], owner, memory, c->mode, c->replica);
         gpus_warn_overrun(p, slots[k], c, owner);
     }
     return 0;

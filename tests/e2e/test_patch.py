@@ -381,10 +381,26 @@ def card_memory(d, uuid):
     return dev["allocatedMemoryMiB"], dev["mode"]
 
 
+def assert_share_in_container(d, name, uuid, mib, mode="memory"):
+    """The container sees its one card and its limit, in the environment of
+    its main process and in the read-only file."""
+    env = env_of(d, name)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == uuid
+    assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == f"{mib}m"
+    assert env["GPUBOX_GPU_MEMORY_MIB"] == str(mib)
+    assert env["GPUBOX_GPU_SHARE"] == mode
+    assert execute_ok(d, name, ["cat", "/etc/gpubox/gpu.env"])["stdout"].splitlines() == [
+        f"CUDA_DEVICE_MEMORY_LIMIT_0={mib}m", f"GPUBOX_GPU_MEMORY_MIB={mib}",
+        f"GPUBOX_GPU_SHARE={mode}"]
+
+
 def test_share_patches(start_daemon):
-    """A memory share grows on its card (counted once, not twice), becomes
-    whole cards and a time-slice replica; an env patch keeps the share as
-    it is; the system disk stays through all of it."""
+    """Through versions, with the system disk carried each time: a memory
+    share grows on its card (counted once, not twice), shrinks, grows past
+    its card onto a bigger one, stays as it was when nothing can take it,
+    becomes whole cards, becomes a share again from whole cards, and
+    becomes a time-slice replica; an env patch keeps the share as it is.
+    After every step the pool, the answer and the container agree."""
     d = start_daemon("--simulate-gpus", "2xT4-16GB,1xA100-40GB", "--port-range", "64150-64159")
     name = f"{PREFIX}_share"
     try:
@@ -392,28 +408,71 @@ def test_share_patches(start_daemon):
                  {"imageName": IMAGE_NAME, "replicaSetName": name, "cmd": ["sleep", "3600"],
                   "gpuMemory": "8GB"})
         assert r.status == 200, r.json
-        card = r.data["gpus"][0]
+        t4, t4b, a100 = (dev["uuid"] for dev in sorted(
+            d.get("/api/v1/resources/gpus").data["devices"], key=lambda x: x["index"]))
+        assert r.data["gpus"] == [t4]  # binpack: a T4 leaves the least
         disk = write_system_disk(d, name)
-        assert card_memory(d, card) == (8192, "memory")
+        assert card_memory(d, t4) == (8192, "memory")
 
+        # up: the old 8 GB is not counted on top of the new 12 GB, so it stays on its T4
         data = patch_ok(d, name, {"gpuPatch": {"gpuMemory": "12GB"}})
-        assert data["gpus"] == [card]  # binpack: it still fits the same card
-        assert data["gpuShares"][0]["memoryMiB"] == 12288
-        assert card_memory(d, card) == (12288, "memory")
-        env = env_of(d, name)
-        assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "12288m"
-        assert execute_ok(d, name, ["cat", "/etc/gpubox/gpu.env"])["stdout"].startswith(
-            "CUDA_DEVICE_MEMORY_LIMIT_0=12288m")
+        assert data["gpus"] == [t4] and data["version"] == 2
+        assert data["gpuShares"] == [{"uuid": t4, "memoryMiB": 12288, "mode": "memory"}]
+        assert card_memory(d, t4) == (12288, "memory")
+        assert_share_in_container(d, name, t4, 12288)
+        assert system_disk(d, name) == disk
+
+        # down: both T4s would leave 12 GB; the lower index, its own card, wins
+        data = patch_ok(d, name, {"gpuPatch": {"gpuMemory": "4GB"}})
+        assert data["gpus"] == [t4] and data["version"] == 3
+        assert card_memory(d, t4) == (4096, "memory")
+        assert_share_in_container(d, name, t4, 4096)
+        assert system_disk(d, name) == disk
+
+        # up past the T4: the share moves to the A100, and the T4 is free again
+        data = patch_ok(d, name, {"gpuPatch": {"gpuMemory": "20GB"}})
+        assert data["gpus"] == [a100] and data["version"] == 4
+        assert card_memory(d, a100) == (20480, "memory")
+        assert card_memory(d, t4) == (0, "free")
+        assert_share_in_container(d, name, a100, 20480)
+        assert system_disk(d, name) == disk
+
+        # more than any card has: refused, and the set keeps its share and container
+        before = info_ok(d, name)
+        r = patch(d, name, {"gpuPatch": {"gpuMemory": "48GB"}})
+        assert r.status == 409 and r.code == 1013, r.json
+        assert "no card can fit it" in r.msg, r.msg
+        assert info_ok(d, name) == before
+        assert card_memory(d, a100) == (20480, "memory")
+        assert len(containers_of(name)) == 1
         assert system_disk(d, name) == disk
 
         same = patch_ok(d, name, {"envPatch": {"set": ["X=1"]}})
-        assert same["gpus"] == [card] and same["gpuShares"] == data["gpuShares"]
-        assert card_memory(d, card) == (12288, "memory")
+        assert same["gpus"] == [a100] and same["gpuShares"] == data["gpuShares"]
+        assert card_memory(d, a100) == (20480, "memory")
 
+        # share -> whole: the share is given back in the same exchange, so all
+        # three cards are free to choose from and the two lowest are taken
         whole = patch_ok(d, name, {"gpuPatch": {"gpuMemory": 0, "gpuCount": 2}})
-        assert len(whole["gpus"]) == 2 and whole["gpuShares"] == []
-        assert all(card_memory(d, u)[1] == "whole" for u in whole["gpus"])
-        assert held_gpus(d) == set(whole["gpus"])
+        assert whole["gpus"] == [t4, t4b] and whole["gpuShares"] == []
+        assert [card_memory(d, u) for u in (t4, t4b, a100)] == [
+            (16384, "whole"), (16384, "whole"), (0, "free")]
+        assert held_gpus(d) == {t4, t4b}
+        assert visible_gpus(d, name) == {t4, t4b}
+        env = env_of(d, name)
+        assert env["GPUBOX_GPU_SHARE"] == "whole"
+        assert not any(k.startswith("CUDA_DEVICE_MEMORY_LIMIT") for k in env), env
+        assert info_ok(d, name)["gpuLimits"]["mode"] == "whole"
+        assert system_disk(d, name) == disk
+
+        # whole -> share: both whole cards go back, the share lands on the first T4
+        back = patch_ok(d, name, {"gpuPatch": {"gpuMemory": "6GB", "gpuCount": 1}})
+        assert back["gpus"] == [t4]
+        assert back["gpuShares"] == [{"uuid": t4, "memoryMiB": 6144, "mode": "memory"}]
+        assert held_gpus(d) == {t4}
+        assert card_memory(d, t4b) == (0, "free")
+        assert_share_in_container(d, name, t4, 6144)
+        assert system_disk(d, name) == disk
 
         ts = patch_ok(d, name, {"gpuPatch": {"gpuShared": True, "gpuCount": 1}})
         assert ts["gpuShares"][0]["mode"] == "timeslice"
@@ -421,6 +480,8 @@ def test_share_patches(start_daemon):
         assert env_of(d, name)["GPUBOX_GPU_SHARE"] == "timeslice"
         assert system_disk(d, name) == disk
         assert len(containers_of(name)) == 1
+        assert [h["version"] for h in history(d, name).data["history"]] == list(
+            range(ts["version"], 0, -1))
     finally:
         wipe(d, name)
 
