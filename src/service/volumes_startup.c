@@ -185,9 +185,9 @@ int volumes_open(app *a, gb_err *err)
     if (a->cfg.volume_fs && volume_env_set_fs(&v->env, a->cfg.volume_fs, err) < 0)
         return -1;
     const char *fs = volume_fs(&v->env);
-    log_info("volumes: %s backend%s%s in %s (sizes %s; new volumes %s)",
-             volume_backend_name(&v->env), fs ? ", new volumes " : "", fs ? fs : "",
+    log_info("volumes: %s backend in %s (sizes %s); %s%s%s%s", volume_backend_name(&v->env),
              v->env.volumes_dir, volume_enforced(&v->env) ? "enforced" : "NOT enforced",
+             fs ? "new volumes " : "", fs ? fs : "", fs ? ", " : "",
              volume_grows_online(&v->env, NULL) ? "grow while in use"
                                                 : "grow and shrink only while not in use");
     vol_record *recs = NULL;

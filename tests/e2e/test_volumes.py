@@ -447,6 +447,21 @@ def test_xfsquota_refused_at_startup_on_this_host(tmp_path):
     assert "use --volume-backend loop" in err
 
 
+def test_volume_fs_flag_is_listed_and_checked(tmp_path):
+    rc, out, _ = run_gpuboxd(["--help"])
+    lines = out.splitlines()
+    at = lines.index("  --volume-fs ext4|xfs")
+    block = " ".join(lines[at + 1:at + 4])
+    assert "CAP_SYS_RESOURCE" in block and "300MB" in block and "(default: ext4)" in block
+    rc, out, err = run_gpuboxd(["--volume-fs", "btrfs"])
+    assert rc == 2 and "'btrfs' is not one of ext4|xfs" in err
+    rc, out, err = run_gpuboxd(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "data"),
+                                "--simulate-gpus", "1xT4-16GB", "--volume-backend", "plain",
+                                "--volume-fs", "xfs"])
+    assert rc != 0 and "ready" not in out
+    assert "--volume-fs xfs needs --volume-backend loop" in err
+
+
 def test_plain_backend_records_size_without_enforcing_it(box):
     box.start("--volume-backend", "plain")
     data = box.create_ok("vtplain", "16MB")
