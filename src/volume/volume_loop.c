@@ -226,6 +226,7 @@ int volume_loop_detach_paths(struct loop_paths *p, gb_err *err)
 
 static int loop_check(const volume_env *env, gb_err *err)
 {
+    (void)env;
     if (access("/dev/loop-control", R_OK | W_OK) < 0)
         return err_set(err, ERR_INTERNAL,
                        "the loop volume backend needs /dev/loop-control (the loop module, and "
@@ -240,7 +241,6 @@ static int loop_check(const volume_env *env, gb_err *err)
                            "the loop volume backend needs e2fsprogs (%s); install it or use "
                            "--volume-backend plain",
                            missing.msg);
-    (void)env;
     /* Said once, at start-up: whether ext4 volumes grow while in use. */
     if (volume_loop_has_sys_resource())
         log_info("volumes: gpuboxd has CAP_SYS_RESOURCE: ext4 loop volumes grow while in use");
