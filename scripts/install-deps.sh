@@ -8,7 +8,7 @@ set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcurl4-openssl-dev
             libjansson-dev libsqlite3-dev libcmocka-dev)
-run_pkgs=(docker.io e2fsprogs util-linux iproute2)
+run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # clang brings libFuzzer (tests/fuzz); openssl makes the TLS tests' certificate;
 # nodejs runs the OpenAPI validator (tools/openapi, from the npm registry);
 # prometheus brings promtool, which checks GET /metrics.

@@ -230,6 +230,11 @@ static const config_option config_options[] = {
             hami_core),
     OPT_ONE_OF("volume-backend", "loop|xfsquota|plain", "loop",
                "how sized volumes are made (docs/volumes.md)", volume_backend),
+    OPT_ONE_OF("volume-fs", "ext4|xfs", "ext4",
+               "filesystem of new loop volumes (each keeps its own): ext4 grows while in use only "
+               "when gpuboxd has CAP_SYS_RESOURCE; xfs grows in use without it, is at least 300MB, "
+               "and shrinks by copying while not in use; needs xfsprogs",
+               volume_fs),
     OPT_FN("log-level", "debug|info|warn|error", "info", "least severe log lines written to stderr",
            apply_log_level),
     OPT_BOOL("compat-http-200", "off",
@@ -412,6 +417,7 @@ int config_init(daemon_config *cfg, gb_err *err)
         set_string(&cfg->gpu_attach, "nvidia", err) < 0 ||
         set_string(&cfg->carry_method, "auto", err) < 0 ||
         set_string(&cfg->volume_backend, "loop", err) < 0 ||
+        set_string(&cfg->volume_fs, "ext4", err) < 0 ||
         apply_port_range(cfg, CONFIG_PORT_RANGE_DEFAULT, err) < 0) {
         config_free(cfg);
         return -1;
@@ -422,26 +428,13 @@ int config_init(daemon_config *cfg, gb_err *err)
 
 void config_free(daemon_config *cfg)
 {
-    char **owned[] = {&cfg->listen,
-                      &cfg->listen_host,
-                      &cfg->data_dir,
-                      &cfg->store_url,
-                      &cfg->docker_host,
-                      &cfg->simulate_gpus,
-                      &cfg->nvml_library,
-                      &cfg->nvidia_smi,
-                      &cfg->gpu_attach,
-                      &cfg->volume_backend,
-                      &cfg->config_file,
-                      &cfg->bind_prefixes,
-                      &cfg->gpu_exclude_sharing,
-                      &cfg->gpu_exclude,
-                      &cfg->hami_core,
-                      &cfg->token_file,
-                      &cfg->tls_cert,
-                      &cfg->tls_key,
-                      &cfg->cors_origins,
-                      &cfg->carry_method};
+    char **owned[] = {&cfg->listen,         &cfg->listen_host,         &cfg->data_dir,
+                      &cfg->store_url,      &cfg->docker_host,         &cfg->simulate_gpus,
+                      &cfg->nvml_library,   &cfg->nvidia_smi,          &cfg->gpu_attach,
+                      &cfg->volume_backend, &cfg->volume_fs,           &cfg->config_file,
+                      &cfg->bind_prefixes,  &cfg->gpu_exclude_sharing, &cfg->gpu_exclude,
+                      &cfg->hami_core,      &cfg->token_file,          &cfg->tls_cert,
+                      &cfg->tls_key,        &cfg->cors_origins,        &cfg->carry_method};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -702,6 +695,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.gpu_attach = cfg->gpu_attach;
     cfg->app.carry_method = cfg->carry_method;
     cfg->app.volume_backend = cfg->volume_backend;
+    cfg->app.volume_fs = cfg->volume_fs;
     cfg->app.bind_prefixes = cfg->bind_prefixes;
     cfg->app.gpu_exclude_sharing = cfg->gpu_exclude_sharing;
     cfg->app.gpu_exclude = cfg->gpu_exclude;

@@ -37,6 +37,7 @@ typedef struct app_config {
     const char *gpu_attach;     /* "nvidia" | "cdi" | "runtime" */
     const char *carry_method;   /* "auto" | "overlay" | "portable" (carry/carry.h) */
     const char *volume_backend; /* "loop" | "xfsquota" | "plain" (volumes.h) */
+    const char *volume_fs;      /* loop: "ext4" | "xfs" for new volumes; NULL: ext4 */
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */
     unsigned store_wait_s;      /* how long start-up waits for a remote store (etcd) */
     /* Signals that end a start-up wait (SIGTERM, SIGINT): the daemon keeps

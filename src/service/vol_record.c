@@ -39,6 +39,11 @@ json_t *vol_record_to_json(const vol_record *r)
         r->size_text, "backend", r->backend, "enforced", r->enforced, "dockerVolume",
         r->docker_volume, "dockerOptions", r->docker_options, "dockerMountpoint",
         r->docker_mountpoint, "createTime", r->create_time, "updateTime", r->update_time);
+    if (j && r->filesystem[0] &&
+        json_object_set_new(j, "filesystem", json_string(r->filesystem)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
     if (j && r->resizing_to &&
         json_object_set_new(j, "resizing",
                             json_pack("{s:I, s:s}", "size", (json_int_t)r->resizing_to, "sizeText",
@@ -47,6 +52,13 @@ json_t *vol_record_to_json(const vol_record *r)
         return NULL;
     }
     return j;
+}
+
+const char *vol_record_fs(const vol_record *r)
+{
+    if (r->filesystem[0])
+        return r->filesystem;
+    return strcmp(r->backend, "loop") == 0 ? "ext4" : NULL;
 }
 
 json_t *vol_history_entry(const vol_record *r)
@@ -103,6 +115,7 @@ int vol_record_from_json(const json_t *j, vol_record *out, gb_err *err)
         copy_field(j, "sizeText", out->size_text, sizeof(out->size_text), err) < 0 ||
         copy_field(j, "backend", out->backend, sizeof(out->backend), err) < 0 ||
         json_field_bool(j, "volume record", "enforced", &out->enforced, false, err) < 0 ||
+        copy_field(j, "filesystem", out->filesystem, sizeof(out->filesystem), err) < 0 ||
         copy_field(j, "dockerVolume", out->docker_volume, sizeof(out->docker_volume), err) < 0 ||
         json_field_object(j, "volume record", "dockerOptions", &opts, false, err) < 0 ||
         copy_field(j, "dockerMountpoint", out->docker_mountpoint, sizeof(out->docker_mountpoint),

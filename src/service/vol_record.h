@@ -5,6 +5,7 @@
  *   {"name": "data", "state": "ready", "version": 2,
  *    "size": 21474836480, "sizeText": "20GB",
  *    "backend": "loop", "enforced": true,
+ *    "filesystem": "ext4",            loop only: "ext4" or "xfs" (absent: ext4)
  *    "dockerVolume": "gpubox_data",                     what binds mount
  *    "dockerOptions": {"type": "none", "o": "bind", "device": "..."},
  *    "dockerMountpoint": "/var/lib/docker/volumes/gpubox_data/_data",
@@ -55,6 +56,7 @@ typedef struct vol_record {
     char size_text[VOL_SIZE_TEXT_MAX];
     char backend[VOL_BACKEND_MAX];
     bool enforced;
+    char filesystem[8]; /* loop: "ext4" | "xfs"; "" for the other backends */
     char docker_volume[VOL_DOCKER_NAME_MAX];
     json_t *docker_options; /* object of strings; never NULL after load or init */
     char docker_mountpoint[VOLUME_PATH_MAX];
@@ -80,6 +82,10 @@ void vol_record_free(vol_record *r);
 int vol_record_save(store *s, vol_record *r, const store_op *extra, size_t nextra, gb_err *err);
 /* Delete the record and its whole history, if r is still what was loaded. */
 int vol_record_delete(store *s, const vol_record *r, gb_err *err);
+
+/* The filesystem to show for r: its own, "ext4" for a loop volume made
+ * before the record kept one, NULL for backends without a filesystem. */
+const char *vol_record_fs(const vol_record *r);
 
 /* The history entry for r's current version and size. */
 json_t *vol_history_entry(const vol_record *r);

@@ -40,10 +40,13 @@
 
 static json_t *vol_answer(const vol_record *r)
 {
-    return json_pack("{s:s, s:I, s:s, s:s, s:b, s:i, s:s, s:s}", "name", r->name, "size",
-                     (json_int_t)r->size, "sizeText", r->size_text, "backend", r->backend,
-                     "enforced", r->enforced, "version", r->version, "dockerVolume",
-                     r->docker_volume, "createTime", r->create_time);
+    json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:b, s:i, s:s, s:s}", "name", r->name, "size",
+                          (json_int_t)r->size, "sizeText", r->size_text, "backend", r->backend,
+                          "enforced", r->enforced, "version", r->version, "dockerVolume",
+                          r->docker_volume, "createTime", r->create_time);
+    if (j && vol_record_fs(r))
+        json_object_set_new(j, "filesystem", json_string(vol_record_fs(r)));
+    return j;
 }
 
 /* Lower layers' generic failures become "volume create failed"; precise
@@ -132,6 +135,8 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
     size_format(size, r.size_text, sizeof(r.size_text));
     snprintf(r.backend, sizeof(r.backend), "%s", volume_backend_name(env));
     r.enforced = volume_enforced(env);
+    if (volume_fs(env))
+        snprintf(r.filesystem, sizeof(r.filesystem), "%s", volume_fs(env));
     snprintf(r.docker_volume, sizeof(r.docker_volume), VOL_DOCKER_NAME_PREFIX "%s", name);
     if (!(r.docker_options = json_object()))
         return err_set(err, ERR_INTERNAL, "out of memory");
@@ -140,8 +145,9 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
     fault_point("volume.create.recorded");
     if (vol_make(a, &r, err) < 0)
         return vol_create_code(err);
-    log_info("volume %s: created, %s (%s backend%s), Docker volume %s", name, r.size_text,
-             r.backend, r.enforced ? "" : ", size not enforced", r.docker_volume);
+    log_info("volume %s: created, %s (%s backend%s%s%s), Docker volume %s", name, r.size_text,
+             r.backend, r.filesystem[0] ? ", " : "", r.filesystem,
+             r.enforced ? "" : ", size not enforced", r.docker_volume);
     if (!(*out = vol_answer(&r)))
         return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;

@@ -21,6 +21,8 @@ static json_t *vol_summary(const vol_record *r)
                           r->backend, "enforced", r->enforced, "version", r->version, "state",
                           vol_state_name(r->state), "dockerVolume", r->docker_volume, "createTime",
                           r->create_time, "updateTime", r->update_time);
+    if (j && vol_record_fs(r))
+        json_object_set_new(j, "filesystem", json_string(vol_record_fs(r)));
     if (j && r->resizing_to)
         json_object_set_new(j, "resizingTo", json_string(r->resizing_text));
     return j;

@@ -12,9 +12,10 @@
  *      a crash from here is finished at start-up: the storage layer's
  *      resize can be run again with the same size and completes whatever
  *      the crashed one left);
- *   4. volume_resize: offline (unmount, e2fsck, resize2fs, mount) when
- *      nothing mounts the volume; while mounted, whatever the backend can
- *      do in use (loop: grow, given CAP_SYS_RESOURCE). The layer refuses
+ *   4. volume_resize: offline (unmount, e2fsck, resize2fs, mount; an XFS
+ *      shrink copies into a smaller image) when nothing mounts the volume;
+ *      while mounted, whatever the backend can do in use (loop: grow, on
+ *      ext4 given CAP_SYS_RESOURCE, on XFS always). The layer refuses
  *      the rest (1107) after checking the data, so a shrink below the data
  *      answers 1030 whatever the use, and changes nothing; the refusal is
  *      reworded to name the replica sets to stop or pause first;
@@ -74,14 +75,17 @@ static int vol_refuse_in_use(const vol_record *r, uint64_t new_size, bool grow,
             break;
         }
     }
-    const char *why = grow ? "growing a mounted volume needs CAP_SYS_RESOURCE, which gpuboxd "
-                             "does not have on this host"
+    const char *why = grow ? "growing a mounted ext4 volume needs CAP_SYS_RESOURCE, which "
+                             "gpuboxd does not have on this host"
                            : "a volume shrinks only while nothing has it mounted";
+    const char *or_else = grow ? "; or run gpuboxd with CAP_SYS_RESOURCE (XFS volumes, "
+                                 "--volume-fs xfs, grow in use without it)"
+                               : "";
     return err_set(err, ERR_STATE_CONFLICT,
                    "volume '%s' cannot be resized from %s to %s while it is in use by %s: %s. "
-                   "Stop the replica set first (PATCH /api/v1/replicaSet/%s/stop; or /pause, "
-                   "then /continue after the resize), then resize again",
-                   r->name, r->size_text, asked, who, why, first);
+                   "Stop or pause the replica set first (PATCH /api/v1/replicaSet/%s/stop; or "
+                   "/pause, then /continue after the resize), then resize again%s",
+                   r->name, r->size_text, asked, who, why, first, or_else);
 }
 
 static int vol_resize_code(gb_err *err)
@@ -139,7 +143,7 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
          * say who mounts it and what to do. */
         bool grow = new_size > old_size;
         if (in_use && err->code == ERR_STATE_CONFLICT &&
-            !(grow && volume_grows_online(&a->volumes->env)))
+            !(grow && volume_grows_online(&a->volumes->env, name)))
             return vol_refuse_in_use(&r, new_size, grow, mounted, err);
         return vol_resize_code(err);
     }

@@ -182,10 +182,14 @@ int volumes_open(app *a, gb_err *err)
     const char *backend = a->cfg.volume_backend ? a->cfg.volume_backend : "loop";
     if (volume_env_open(&v->env, backend, a->cfg.data_dir, root, err) < 0)
         return err_prefix(err, "--volume-backend %s", backend);
-    log_info("volumes: %s backend in %s (sizes %s; %s)", volume_backend_name(&v->env),
+    if (a->cfg.volume_fs && volume_env_set_fs(&v->env, a->cfg.volume_fs, err) < 0)
+        return -1;
+    const char *fs = volume_fs(&v->env);
+    log_info("volumes: %s backend in %s (sizes %s); %s%s%s%s", volume_backend_name(&v->env),
              v->env.volumes_dir, volume_enforced(&v->env) ? "enforced" : "NOT enforced",
-             volume_grows_online(&v->env) ? "grow while in use"
-                                          : "grow and shrink only while not in use");
+             fs ? "new volumes " : "", fs ? fs : "", fs ? ", " : "",
+             volume_grows_online(&v->env, NULL) ? "grow while in use"
+                                                : "grow and shrink only while not in use");
     vol_record *recs = NULL;
     size_t n = 0, attached = 0;
     if (vol_records_load_all(a->store, &recs, &n, err) < 0)

@@ -66,7 +66,28 @@ int volume_env_open(volume_env *env, const char *backend, const char *data_dir,
         docker_root = VOLUME_DEFAULT_DOCKER_ROOT;
     _cleanup_free_ char *root = realpath(docker_root, NULL);
     snprintf(env->docker_root, sizeof(env->docker_root), "%s", root ? root : docker_root);
+    snprintf(env->fs, sizeof(env->fs), "ext4");
     return env->backend->check(env, err);
+}
+
+int volume_env_set_fs(volume_env *env, const char *fs, gb_err *err)
+{
+    if (!fs || (strcmp(fs, "ext4") != 0 && strcmp(fs, "xfs") != 0))
+        return err_set(err, ERR_INVALID_PARAMS, "unknown volume filesystem '%s'; known: ext4, xfs",
+                       fs ? fs : "");
+    if (env->backend->set_fs)
+        return env->backend->set_fs(env, fs, err);
+    if (strcmp(fs, "ext4") == 0)
+        return 0; /* the default, meaningless here */
+    return err_set(err, ERR_INVALID_PARAMS,
+                   "--volume-fs %s needs --volume-backend loop (the %s backend makes no "
+                   "filesystem)",
+                   fs, env->backend->name);
+}
+
+const char *volume_fs(const volume_env *env)
+{
+    return env->backend->set_fs ? env->fs : NULL;
 }
 
 const char *volume_backend_name(const volume_env *env)
@@ -79,9 +100,9 @@ bool volume_enforced(const volume_env *env)
     return env->backend->enforced;
 }
 
-bool volume_grows_online(const volume_env *env)
+bool volume_grows_online(const volume_env *env, const char *name)
 {
-    return !env->backend->grows_online || env->backend->grows_online(env);
+    return !env->backend->grows_online || env->backend->grows_online(env, name);
 }
 
 const char *volume_docker_opt(const volume_docker_opts *opts, const char *key)

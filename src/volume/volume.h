@@ -6,10 +6,12 @@
  *
  * Backends (one file each, docs/volumes.md):
  *   loop      the default: <data-dir>/volumes/<name>.img, a sparse file with
- *             ext4, on a loop device, mounted at <data-dir>/volumes/<name>/;
- *             Docker binds that directory. Size enforced; grows online
- *             (when the daemon has CAP_SYS_RESOURCE, see
- *             volume_grows_online), shrinks only detached.
+ *             ext4 or XFS (volume_env_set_fs; each volume keeps the one it
+ *             was made with), on a loop device, mounted at
+ *             <data-dir>/volumes/<name>/; Docker binds that directory. Size
+ *             enforced; grows online (ext4 when the daemon has
+ *             CAP_SYS_RESOURCE, XFS always: see volume_grows_online),
+ *             shrinks only detached (XFS by copying into a smaller image).
  *   xfsquota  Docker's own `size` option on an XFS Docker root mounted with
  *             prjquota; resized by changing the project quota. UNTESTED on
  *             the machine gpubox is developed on (no quota support there).
@@ -46,6 +48,7 @@ typedef struct volume_env {
     char data_dir[VOLUME_PATH_MAX];    /* absolute, symlinks resolved */
     char volumes_dir[VOLUME_PATH_MAX]; /* <data_dir>/volumes, made by volume_env_open */
     char docker_root[VOLUME_PATH_MAX]; /* Docker's root dir (xfsquota): /var/lib/docker */
+    char fs[8]; /* loop: the filesystem new volumes get, "ext4" (default) or "xfs" */
 } volume_env;
 
 /* The Docker local-driver options (`docker volume create --opt k=v`) the
@@ -66,10 +69,15 @@ struct volume_backend {
     const char *name;   /* "loop" | "xfsquota" | "plain" */
     bool enforced;      /* does the filesystem refuse writes past the size? */
     uint64_t min_bytes; /* smallest size it can make */
-    /* Can a volume grow while a running container uses it? NULL = yes.
-     * (loop: the kernel lets only a process with CAP_SYS_RESOURCE grow a
-     * mounted ext4; without it, loop volumes grow only detached.) */
-    bool (*grows_online)(const volume_env *env);
+    /* Can volume `name` (NULL: the volumes create makes now) grow while a
+     * running container uses it? NULL = yes. (loop: the kernel lets only a
+     * process with CAP_SYS_RESOURCE grow a mounted ext4; without it, ext4
+     * volumes grow only detached. XFS grows mounted with CAP_SYS_ADMIN.) */
+    bool (*grows_online)(const volume_env *env, const char *name);
+    /* Pick the filesystem of new volumes ("ext4" or "xfs", checked by the
+     * caller) and check this host can make it. NULL: the backend has no
+     * choice (only "ext4", the default, is then accepted, and ignored). */
+    int (*set_fs)(volume_env *env, const char *fs, gb_err *err);
     /* At start-up: can this host use the backend? A refusal says why and
      * what to use instead. */
     int (*check)(const volume_env *env, gb_err *err);
@@ -107,11 +115,21 @@ extern const struct volume_backend volume_backend_plain;
  * known ones. */
 int volume_env_open(volume_env *env, const char *backend, const char *data_dir,
                     const char *docker_root, gb_err *err);
+/* The filesystem new loop volumes get: "ext4" (what volume_env_open
+ * sets) or "xfs". Refused (ERR_INVALID_PARAMS, saying what to do) for
+ * another name, xfs with a backend other than loop, or xfs on a host
+ * without XFS in its kernel or xfsprogs. Existing volumes keep theirs
+ * (the loop backend reads it from each image). */
+int volume_env_set_fs(volume_env *env, const char *fs, gb_err *err);
 const char *volume_backend_name(const volume_env *env);
 bool volume_enforced(const volume_env *env);
-/* false: a grow while in use gives ERR_STATE_CONFLICT; the caller must
- * detach the volume (stop its containers) to grow it. */
-bool volume_grows_online(const volume_env *env);
+/* The filesystem volume_create makes now ("ext4", "xfs"); NULL for the
+ * backends without a choice (xfsquota, plain). */
+const char *volume_fs(const volume_env *env);
+/* false: a grow of `name` (NULL: of a volume made now) while in use gives
+ * ERR_STATE_CONFLICT; the caller must detach the volume (stop its
+ * containers) to grow it. */
+bool volume_grows_online(const volume_env *env, const char *name);
 
 int volume_create(const volume_env *env, const char *name, uint64_t size, volume_docker_opts *opts,
                   gb_err *err);

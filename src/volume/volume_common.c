@@ -82,7 +82,10 @@ int volume_run_tool(char *const argv[], int timeout_ms, proc_result *r, int code
     if (proc_resolve(argv[0], VOLUME_TOOL_DIRS, path, sizeof(path), err) < 0) {
         if (err)
             err->code = code;
-        return err_prefix(err, "loop volumes need e2fsprogs");
+        const char *package = strstr(argv[0], "xfs")       ? "xfsprogs"
+                              : strcmp(argv[0], "cp") == 0 ? "coreutils"
+                                                           : "e2fsprogs";
+        return err_prefix(err, "loop volumes need %s", package);
     }
     char *args[16];
     size_t n = 0;

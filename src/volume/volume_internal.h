@@ -34,7 +34,7 @@ int volume_mounted_at(const char *dir, dev_t *dev, gb_err *err);
  * instead of filling the host's disk. */
 int volume_dir_immutable(const char *dir, bool on, gb_err *err);
 
-/* Run an e2fsprogs tool: argv[0] is a bare name looked up on PATH and in
+/* Run a tool (e2fsprogs, xfsprogs, cp): argv[0] is a bare name looked up on PATH and in
  * VOLUME_TOOL_DIRS, the environment is PATH and LC_ALL=C only (its output
  * is parsed). 0 once it ran (whatever its exit status), *r filled. */
 int volume_run_tool(char *const argv[], int timeout_ms, proc_result *r, int code, gb_err *err);
@@ -65,6 +65,8 @@ int volume_loopdev_attach(const char *image, int *index, int *fd, gb_err *err);
 int volume_loopdev_open(int index, int flags, gb_err *err);
 /* The device number of /dev/loop<index>, as st_dev of its mounted fs. */
 int volume_loopdev_devnum(int index, dev_t *dev, gb_err *err);
+/* The size /dev/loop<index> has now, in bytes (sysfs). */
+int volume_loopdev_size(int index, uint64_t *bytes, gb_err *err);
 /* Tell the loop device its backing file changed size (LOOP_SET_CAPACITY). */
 int volume_loopdev_set_capacity(int index, gb_err *err);
 /* After an unmount: make sure no loop device is left on image. A device

@@ -9,21 +9,28 @@
  *
  * Grow online - the volume may be in use; no copy, no unmount:
  *   1. extend the image file (ftruncate: sparse, instant) and fsync it, so
- *      the host filesystem has the new size on disk before the ext4 inside
- *      starts relying on it;
+ *      the host filesystem has the new size on disk before the filesystem
+ *      inside starts relying on it;
  *   2. LOOP_SET_CAPACITY: the loop device takes the new file size;
- *   3. resize2fs on the mounted device: the kernel grows ext4 online,
- *      through its journal. Every mount of the filesystem - the containers'
+ *   3. the filesystem grows, mounted: resize2fs on the device (the kernel
+ *      grows ext4 through its journal), or xfs_growfs on the mountpoint
+ *      (one transaction). Every mount of the filesystem - the containers'
  *      binds included - shows the new size at once.
- *   A failure or crash after 1 or 2 leaves a file larger than the
- *   filesystem in it: harmless (ext4 ignores the tail), the volume works at
- *   the old size, and the next resize takes it from there.
+ *   If 2 or 3 fails, the filesystem did not grow (its block count is as
+ *   before): the file and the device go back to the old size, and the
+ *   volume is exactly as it was. If it did grow part-way (an ext4 online
+ *   resize adds groups in steps), the file stays at the new size, larger
+ *   than the filesystem: consistent, and the message says so. A crash
+ *   after 1 or 2 leaves such a larger file too: harmless (the filesystem
+ *   ignores the tail), and the same resize run again finishes the job.
  *   The kernel lets only a process with CAP_SYS_RESOURCE resize a mounted
- *   ext4. A daemon without it (a restricted container) grows detached
- *   volumes offline as below (step 1 first, then 2-4 and 7 without the
- *   shrink's checks), and refuses to grow one in use (ERR_STATE_CONFLICT).
+ *   ext4 (XFS asks only CAP_SYS_ADMIN). A daemon without it (a restricted
+ *   container) grows detached ext4 volumes offline as below (step 1 first,
+ *   then 2-4 and 7 without the shrink's checks), and refuses to grow one
+ *   in use (ERR_STATE_CONFLICT). XFS grows only mounted: always online.
  *
- * Shrink - ext4 cannot shrink while mounted, so only detached:
+ * Shrink an ext4 volume - ext4 cannot shrink while mounted, so only
+ * detached:
  *   0. refuse when the data would not fit (statvfs, with a margin), or
  *      while in use: nothing changed;
  *   1. unmount and unbind; if the filesystem is still mounted elsewhere (a
@@ -46,6 +53,9 @@
  *   loss while resize2fs moves blocks in step 5 (it keeps no journal of
  *   its own): the next attach's e2fsck -p then refuses to mount with a
  *   message, and the operator runs e2fsck -f.
+ *
+ * Shrink an XFS volume - XFS cannot shrink at all: step 0 as above, then
+ * a copy into a new, smaller image (volume_loop_xfs.c).
  */
 #include "volume/volume_loop.h"
 
@@ -169,8 +179,7 @@ static int loop_resize_detached(const struct loop_paths *p, uint64_t new_size, b
 }
 
 /* Detach, resize, attach again; on failure attach at the old size. */
-static int loop_resize_offline(const struct loop_paths *p, uint64_t new_size, bool shrink,
-                               gb_err *err)
+static int loop_resize_offline(struct loop_paths *p, uint64_t new_size, bool shrink, gb_err *err)
 {
     if (volume_loop_detach_paths(p, err) < 0)
         return -1;
@@ -181,9 +190,8 @@ static int loop_resize_offline(const struct loop_paths *p, uint64_t new_size, bo
     return volume_loop_attach_paths(p, err);
 }
 
-bool volume_loop_grows_online(const volume_env *env)
+bool volume_loop_has_sys_resource(void)
 {
-    (void)env;
     struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
     struct __user_cap_data_struct caps[2] = {0};
     if (syscall(SYS_capget, &hdr, caps) < 0)
@@ -191,65 +199,160 @@ bool volume_loop_grows_online(const volume_env *env)
     return caps[CAP_SYS_RESOURCE / 32].effective & (1U << (CAP_SYS_RESOURCE % 32));
 }
 
-static int loop_grow(const volume_env *env, const struct loop_paths *p, const struct stat *st,
-                     uint64_t new_size, bool in_use, gb_err *err)
+bool volume_loop_grows_online(const volume_env *env, const char *name)
 {
-    /* The image may end up fully allocated: the host must have room. */
-    uint64_t allocated = (uint64_t)st->st_blocks * 512;
-    if (new_size > allocated && volume_check_space(env, p->name, new_size - allocated, err) < 0)
-        return -1;
-    bool online = volume_loop_grows_online(env);
-    if (!online && in_use) {
-        char asked[32];
-        size_format(new_size, asked, sizeof(asked));
-        return err_set(err, ERR_STATE_CONFLICT,
-                       "volume '%s' cannot grow to %s while a running container uses it: "
-                       "growing a mounted ext4 needs CAP_SYS_RESOURCE, which gpuboxd does not "
-                       "have on this host; detach the volume first, or run gpuboxd with that "
-                       "capability",
-                       p->name, asked);
+    struct loop_paths p;
+    enum loop_fs fs = strcmp(env->fs, "xfs") == 0 ? LOOP_FS_XFS : LOOP_FS_EXT4;
+    if (name && volume_loop_paths(env, name, &p, NULL) == 0)
+        volume_loop_probe_fs(p.image, &fs, NULL); /* no image: as made now */
+    return fs == LOOP_FS_XFS || volume_loop_has_sys_resource();
+}
+
+/* The filesystem's block count as statfs sees it: it changes exactly when
+ * the filesystem grew, however little. */
+static int loop_fs_blocks(const struct loop_paths *p, uint64_t *blocks, gb_err *err)
+{
+    struct statvfs vfs;
+    if (statvfs(p->mnt, &vfs) < 0)
+        return err_set(err, ERR_INTERNAL, "cannot read the size of %s: %s", p->mnt,
+                       strerror(errno));
+    *blocks = (uint64_t)vfs.f_blocks;
+    return 0;
+}
+
+/* After a failed grow (the volume attached again): put the file and the
+ * device back to old_size if the filesystem did not grow, and say in *err
+ * what the volume looks like now. */
+static void loop_grow_undo(const struct loop_paths *p, uint64_t old_size, uint64_t blocks_before,
+                           gb_err *err)
+{
+    uint64_t blocks = 0;
+    int index = -1;
+    gb_err e = GB_ERR_INIT;
+    char first[sizeof(err->msg)], old[32];
+    snprintf(first, sizeof(first), "%s", err ? err->msg : "");
+    size_format(old_size, old, sizeof(old));
+    if (loop_fs_blocks(p, &blocks, &e) < 0) {
+        err_set(err, err ? err->code : ERR_INTERNAL,
+                "%s (and its size cannot be read now: %s; the next resize settles it)", first,
+                e.msg);
+        return;
     }
-    if (loop_set_file_size(p, new_size, err) < 0)
-        return -1;
-    if (!online)
-        return loop_resize_offline(p, new_size, false, err);
+    if (blocks != blocks_before) {
+        err_set(err, err ? err->code : ERR_INTERNAL,
+                "%s (the filesystem grew part of the way; its image keeps the asked size, which "
+                "is consistent; resize again to finish)",
+                first);
+        return;
+    }
+    uint64_t device = 0;
+    int found = volume_loopdev_find(p->image, &index, &e);
+    if (loop_set_file_size(p, old_size, &e) == 0 &&
+        (found <= 0 || (volume_loopdev_size(index, &device, &e) == 0 && device == old_size) ||
+         volume_loopdev_set_capacity(index, &e) == 0))
+        return; /* exactly as before */
+    err_set(err, err ? err->code : ERR_INTERNAL,
+            "%s (and putting its image back to %s failed: %s; the image is larger than its "
+            "filesystem, which is harmless)",
+            first, old, e.msg);
+}
+
+/* Steps 1-3 of an online grow on the attached volume. */
+static int loop_grow_online(const struct loop_paths *p, uint64_t new_size, gb_err *err)
+{
     int index = -1;
     int found = volume_loopdev_find(p->image, &index, err);
     if (found < 0)
         return -1;
     if (!found) /* attach just made sure of it */
         return err_set(err, ERR_INTERNAL, "volume '%s' lost its loop device", p->name);
-    if (volume_loopdev_set_capacity(index, err) < 0)
+    if (loop_set_file_size(p, new_size, err) < 0 || volume_loopdev_set_capacity(index, err) < 0)
         return -1;
+    if (p->fs == LOOP_FS_XFS)
+        return volume_loop_xfs_grow(p, err);
     return loop_resize2fs(p, index, 0, err);
+}
+
+static int loop_grow(const volume_env *env, struct loop_paths *p, const struct stat *st,
+                     uint64_t new_size, bool in_use, gb_err *err)
+{
+    /* The image may end up fully allocated: the host must have room. */
+    uint64_t allocated = (uint64_t)st->st_blocks * 512, blocks_before = 0;
+    if (new_size > allocated && volume_check_space(env, p->name, new_size - allocated, err) < 0)
+        return -1;
+    bool online = p->fs == LOOP_FS_XFS || volume_loop_has_sys_resource();
+    if (!online && in_use) {
+        char asked[32];
+        size_format(new_size, asked, sizeof(asked));
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "volume '%s' cannot grow to %s while a running container uses it: "
+                       "growing a mounted ext4 needs CAP_SYS_RESOURCE, which gpuboxd does not "
+                       "have on this host; stop or pause what uses it first, or run gpuboxd "
+                       "with that capability",
+                       p->name, asked);
+    }
+    if (loop_fs_blocks(p, &blocks_before, err) < 0)
+        return -1;
+    int rc;
+    if (online) {
+        rc = loop_grow_online(p, new_size, err);
+    } else {
+        rc = loop_set_file_size(p, new_size, err);
+        if (rc == 0)
+            rc = loop_resize_offline(p, new_size, false, err);
+    }
+    if (rc < 0 && volume_mounted_at(p->mnt, NULL, NULL) == 1)
+        loop_grow_undo(p, (uint64_t)st->st_size, blocks_before, err);
+    return rc;
+}
+
+/* What the filesystem will offer at new_size, from what it offers now. */
+static int loop_usable_at(const struct loop_paths *p, const struct statvfs *vfs, uint64_t file_size,
+                          uint64_t new_size, uint64_t *usable, gb_err *err)
+{
+    uint64_t offers = (uint64_t)vfs->f_blocks * vfs->f_frsize, fs_bytes = 0;
+    if (p->fs == LOOP_FS_XFS) {
+        /* Mostly its log, whose size mkfs fixed: the same bytes come off.
+         * (After a crashed grow the file is larger than the filesystem,
+         * which only makes this more careful.) */
+        uint64_t overhead = file_size > offers ? file_size - offers : 0;
+        *usable = new_size > overhead ? new_size - overhead : 0;
+        return 0;
+    }
+    if (loop_fs_bytes(p, &fs_bytes, err) < 0)
+        return -1;
+    /* ext4: the same share of it as now (the rest is journal and inode
+     * tables, which scale with the size). */
+    *usable = (uint64_t)((double)new_size * (double)offers / (double)fs_bytes);
+    return 0;
 }
 
 /* The data first (a shrink that can never fit is refused whatever the
  * state, so the caller need not detach the volume to hear it), then the
  * use. */
-static int loop_shrink(const struct loop_paths *p, uint64_t new_size, bool in_use, gb_err *err)
+static int loop_shrink(const volume_env *env, struct loop_paths *p, uint64_t file_size,
+                       uint64_t new_size, bool in_use, gb_err *err)
 {
     struct statvfs vfs;
     if (statvfs(p->mnt, &vfs) < 0)
         return err_set(err, ERR_INTERNAL, "cannot read the usage of %s: %s", p->mnt,
                        strerror(errno));
-    uint64_t used = (uint64_t)(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize, fs_bytes = 0;
-    if (loop_fs_bytes(p, &fs_bytes, err) < 0)
-        return -1;
-    /* What the filesystem will offer at the new size: the same share of
-     * it as now (the rest is journal and inode tables). */
-    uint64_t usable = (uint64_t)((double)new_size * (double)vfs.f_blocks * (double)vfs.f_frsize /
-                                 (double)fs_bytes);
-    if (volume_check_fits(p->name, used, usable, new_size, err) < 0)
+    uint64_t used = (uint64_t)(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize, usable = 0;
+    if (loop_usable_at(p, &vfs, file_size, new_size, &usable, err) < 0 ||
+        volume_check_fits(p->name, used, usable, new_size, err) < 0)
         return -1;
     char asked[32];
     size_format(new_size, asked, sizeof(asked));
     if (in_use)
         return err_set(err, ERR_STATE_CONFLICT,
-                       "volume '%s' cannot shrink to %s while a running container uses it: "
-                       "ext4 shrinks only unmounted, so the volume must be detached first "
-                       "(growing works while in use)",
-                       p->name, asked);
+                       "volume '%s' cannot shrink to %s while a running container uses it: %s, "
+                       "so the volume must be detached first (growing works while in use)",
+                       p->name, asked,
+                       p->fs == LOOP_FS_XFS
+                           ? "XFS cannot shrink; it is copied into a smaller image instead"
+                           : "ext4 shrinks only unmounted");
+    if (p->fs == LOOP_FS_XFS)
+        return volume_loop_xfs_shrink(env, p, new_size, err);
     return loop_resize_offline(p, new_size, true, err);
 }
 
@@ -264,7 +367,9 @@ int volume_loop_resize(const volume_env *env, const char *name, const char *dock
     if (stat(p.image, &st) < 0)
         return err_set(err, ERR_INTERNAL, "cannot read %s: %s", p.image, strerror(errno));
     new_size &= ~(uint64_t)(LOOP_BLOCK_SIZE - 1);
+    if (volume_loop_check_size(p.fs, name, new_size, err) < 0)
+        return -1;
     if (new_size >= (uint64_t)st.st_size)
         return loop_grow(env, &p, &st, new_size, in_use, err);
-    return loop_shrink(&p, new_size, in_use, err);
+    return loop_shrink(env, &p, (uint64_t)st.st_size, new_size, in_use, err);
 }

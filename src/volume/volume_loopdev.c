@@ -165,6 +165,16 @@ int volume_loopdev_attach(const char *image, int *index, int *fd, gb_err *err)
                    image, LOOPDEV_ATTACH_TRIES);
 }
 
+int volume_loopdev_size(int index, uint64_t *bytes, gb_err *err)
+{
+    char buf[32];
+    unsigned long long sectors = 0;
+    if (loopdev_read_sys(index, "size", buf, sizeof(buf)) < 0 || sscanf(buf, "%llu", &sectors) != 1)
+        return err_set(err, ERR_INTERNAL, "cannot read the size of /dev/loop%d", index);
+    *bytes = (uint64_t)sectors * 512;
+    return 0;
+}
+
 int volume_loopdev_set_capacity(int index, gb_err *err)
 {
     _cleanup_close_ int fd = volume_loopdev_open(index, O_RDONLY, err);

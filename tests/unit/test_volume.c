@@ -35,10 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test_volume_util.h"
 #include "util/proc.h"
 #include "volume/volume.h"
-
-#define MiB (1024ULL * 1024)
 
 static char data_dir[64];
 static volume_env loop_env, plain_env;
@@ -52,141 +51,6 @@ static void vol_path(const char *name, const char *suffix, char *buf, size_t len
 {
     int n = snprintf(buf, len, "%s/%s%s", loop_env.volumes_dir, name, suffix);
     assert_true(n > 0 && (size_t)n < len);
-}
-
-/* How many mounts /proc/self/mountinfo lists at dir. */
-static int mount_count(const char *dir)
-{
-    FILE *f = fopen("/proc/self/mountinfo", "r");
-    assert_non_null(f);
-    char line[4096], point[4096];
-    int n = 0;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "%*s %*s %*s %*s %4095s", point) == 1 && strcmp(point, dir) == 0)
-            n++;
-    fclose(f);
-    return n;
-}
-
-/* Loop devices bound to image (the backing_file of each /sys/block/loop*),
- * the last one's number in *index. */
-static int loops_on(const char *image, int *index)
-{
-    DIR *d = opendir("/sys/block");
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strncmp(e->d_name, "loop", 4) != 0)
-            continue;
-        char path[512], buf[4096] = "";
-        snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        if (fgets(buf, sizeof(buf), f))
-            buf[strcspn(buf, "\n")] = '\0';
-        fclose(f);
-        if (strcmp(buf, image) == 0) {
-            n++;
-            if (index)
-                *index = atoi(e->d_name + 4);
-        }
-    }
-    closedir(d);
-    return n;
-}
-
-/* Wait (up to 5 s) until no loop device is bound to image. */
-static bool loops_gone(const char *image)
-{
-    for (int i = 0; i < 250; i++) {
-        if (loops_on(image, NULL) == 0)
-            return true;
-        usleep(20000);
-    }
-    return false;
-}
-
-static uint64_t fs_size(const char *dir)
-{
-    struct statvfs v;
-    assert_int_equal(statvfs(dir, &v), 0);
-    return (uint64_t)v.f_blocks * v.f_frsize;
-}
-
-static uint64_t file_size(const char *path)
-{
-    struct stat st;
-    assert_int_equal(stat(path, &st), 0);
-    return (uint64_t)st.st_size;
-}
-
-static uint64_t file_allocated(const char *path)
-{
-    struct stat st;
-    assert_int_equal(stat(path, &st), 0);
-    return (uint64_t)st.st_blocks * 512;
-}
-
-/* Write bytes of pseudo-random data (by seed) to fd; returns how many were
- * written before an error (errno kept). */
-static uint64_t write_random(int fd, uint64_t bytes, uint64_t seed)
-{
-    static uint64_t buf[8192];
-    uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1, done = 0;
-    while (done < bytes) {
-        for (size_t i = 0; i < 8192; i++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            buf[i] = x;
-        }
-        size_t chunk = bytes - done < sizeof(buf) ? (size_t)(bytes - done) : sizeof(buf);
-        ssize_t n = write(fd, buf, chunk);
-        if (n <= 0)
-            return done;
-        done += (uint64_t)n;
-    }
-    return done;
-}
-
-static void make_file(const char *dir, const char *name, uint64_t bytes, uint64_t seed)
-{
-    char path[VOLUME_PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true(fd >= 0);
-    assert_int_equal(write_random(fd, bytes, seed), bytes);
-    assert_int_equal(fsync(fd), 0);
-    close(fd);
-}
-
-/* FNV-1a of a file's bytes. */
-static uint64_t checksum(const char *dir, const char *name)
-{
-    char path[VOLUME_PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    int fd = open(path, O_RDONLY);
-    assert_true(fd >= 0);
-    uint64_t h = 0xcbf29ce484222325ULL;
-    unsigned char buf[65536];
-    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;)
-        for (ssize_t i = 0; i < n; i++)
-            h = (h ^ buf[i]) * 0x100000001b3ULL;
-    close(fd);
-    return h;
-}
-
-/* Run a tool by hand (to play a crash or an operator). */
-static int run(const char *tool, const char *a1, const char *a2, const char *a3)
-{
-    char path[512];
-    gb_err e = GB_ERR_INIT;
-    assert_int_equal(proc_resolve(tool, "/usr/sbin:/sbin", path, sizeof(path), &e), 0);
-    char *const argv[] = {path, (char *)a1, (char *)a2, (char *)a3, NULL};
-    proc_result r;
-    assert_int_equal(proc_run(argv, NULL, 60000, &r, &e), 0);
-    int status = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1;
-    proc_result_free(&r);
-    return status;
 }
 
 static void create_loop(const char *name, uint64_t size, char *mnt)
@@ -295,25 +159,6 @@ static void test_loop_create_enforces_size(void **state)
     assert_int_equal(volume_destroy(&loop_env, "enf", &e), 0);
 }
 
-/* Raise or drop CAP_SYS_RESOURCE in this process's effective set (it
- * stays permitted, so it can come back); false when it is not permitted. */
-static bool set_sys_resource(bool on)
-{
-    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
-    struct __user_cap_data_struct caps[2];
-    memset(caps, 0, sizeof(caps));
-    assert_int_equal(syscall(SYS_capget, &hdr, caps), 0);
-    uint32_t bit = 1U << (CAP_SYS_RESOURCE % 32);
-    if (!(caps[CAP_SYS_RESOURCE / 32].permitted & bit))
-        return false;
-    if (on)
-        caps[CAP_SYS_RESOURCE / 32].effective |= bit;
-    else
-        caps[CAP_SYS_RESOURCE / 32].effective &= ~bit;
-    assert_int_equal(syscall(SYS_capset, &hdr, caps), 0);
-    return true;
-}
-
 /* Grow while a container uses the volume: a second mount of the filesystem
  * (as a container's bind is) and a file held open for writing. With
  * CAP_SYS_RESOURCE it grows online and both mounts see the new size; the
@@ -338,12 +183,12 @@ static void test_loop_grows_in_use(void **state)
     assert_true(fd >= 0);
     assert_int_equal(write_random(fd, 10 * MiB, 3), 10 * MiB);
 
-    if (!volume_grows_online(&loop_env)) {
+    if (!volume_grows_online(&loop_env, "grow")) {
         print_message("no CAP_SYS_RESOURCE here: checking the refusal, not an online grow\n");
         assert_int_equal(volume_resize(&loop_env, "grow", NULL, 128 * MiB, true, &e), -1);
         assert_int_equal(e.code, ERR_STATE_CONFLICT);
-        assert_non_null(strstr(e.msg, "CAP_SYS_RESOURCE"));
-        assert_non_null(strstr(e.msg, "detach the volume first"));
+        assert_non_null(strstr(e.msg, "needs CAP_SYS_RESOURCE"));
+        assert_non_null(strstr(e.msg, "stop or pause what uses it first"));
         assert_int_equal(file_size(image), 64 * MiB);
         assert_int_equal(fs_size(bind_dirs[0]), before);
     } else {
@@ -381,11 +226,11 @@ static void test_loop_grows_detached(void **state)
     vol_path("grow", ".img", image, sizeof(image));
     make_file(mnt, "a", 20 * MiB, 9);
     uint64_t sum = checksum(mnt, "a"), before = fs_size(mnt);
-    bool had = set_sys_resource(false);
-    assert_false(volume_grows_online(&loop_env));
+    bool had = set_cap(CAP_SYS_RESOURCE, false);
+    assert_false(volume_grows_online(&loop_env, "grow"));
     int rc = volume_resize(&loop_env, "grow", NULL, 128 * MiB, false, &e);
     if (had)
-        set_sys_resource(true);
+        set_cap(CAP_SYS_RESOURCE, true);
     if (rc < 0)
         fail_msg("offline grow: %s", e.msg);
     assert_int_equal(file_size(image), 128 * MiB);
@@ -659,6 +504,20 @@ static void test_sizes_and_names(void **state)
     assert_int_equal(volume_env_open(&env, "zfs", data_dir, NULL, &e), -1);
     assert_int_equal(e.code, ERR_INVALID_PARAMS);
     assert_string_equal(e.msg, "unknown volume backend 'zfs'; known: loop, xfsquota, plain");
+
+    /* The filesystem choice: ext4 unless set; only loop has one. */
+    assert_string_equal(volume_fs(&loop_env), "ext4");
+    assert_null(volume_fs(&plain_env));
+    assert_int_equal(volume_env_set_fs(&loop_env, "btrfs", &e), -1);
+    assert_int_equal(e.code, ERR_INVALID_PARAMS);
+    assert_string_equal(e.msg, "unknown volume filesystem 'btrfs'; known: ext4, xfs");
+    assert_string_equal(volume_fs(&loop_env), "ext4");
+    assert_int_equal(volume_env_open(&env, "plain", data_dir, NULL, &e), 0);
+    assert_int_equal(volume_env_set_fs(&env, "ext4", &e), 0);
+    assert_int_equal(volume_env_set_fs(&env, "xfs", &e), -1);
+    assert_int_equal(e.code, ERR_INVALID_PARAMS);
+    assert_string_equal(e.msg, "--volume-fs xfs needs --volume-backend loop (the plain backend "
+                               "makes no filesystem)");
 }
 
 /* ---- plain and xfsquota -------------------------------------------------- */
