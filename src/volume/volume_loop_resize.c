@@ -333,10 +333,17 @@ static int loop_usable_at(const struct loop_paths *p, const struct statvfs *vfs,
 static int loop_shrink(const volume_env *env, struct loop_paths *p, uint64_t file_size,
                        uint64_t new_size, bool in_use, gb_err *err)
 {
+    /* syncfs first: XFS frees the blocks of files just deleted in the
+     * background, and statfs may not count them as free until then. */
     struct statvfs vfs;
-    if (statvfs(p->mnt, &vfs) < 0)
+    int fd = open(p->mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = fd < 0 ? -1 : syncfs(fd) < 0 ? -1 : fstatvfs(fd, &vfs);
+    int saved = errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0)
         return err_set(err, ERR_INTERNAL, "cannot read the usage of %s: %s", p->mnt,
-                       strerror(errno));
+                       strerror(saved));
     uint64_t used = (uint64_t)(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize, usable = 0;
     if (loop_usable_at(p, &vfs, file_size, new_size, &usable, err) < 0 ||
         volume_check_fits(p->name, used, usable, new_size, err) < 0)

@@ -277,9 +277,17 @@ static void test_lookup_time_does_not_depend_on_the_guess(void **state)
     char wrong_first[AUTH_TOKEN_MAX + 1];
     memcpy(wrong_first, token, sizeof(token));
     wrong_first[0] = 'x';
-    double right = lookup_seconds(a, token, AUTH_TOKEN_MAX);
-    double wrong = lookup_seconds(a, wrong_first, AUTH_TOKEN_MAX);
-    double ratio = right > wrong ? right / wrong : wrong / right;
+    /* A busy machine can still skew one measurement (another process
+     * steals every batch of one side); an early-exit compare is slower for
+     * the right token in every attempt, so one attempt within 1.5x passes. */
+    double right = 0, wrong = 0, ratio = 0;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        right = lookup_seconds(a, token, AUTH_TOKEN_MAX);
+        wrong = lookup_seconds(a, wrong_first, AUTH_TOKEN_MAX);
+        ratio = right > wrong ? right / wrong : wrong / right;
+        if (ratio <= 1.5)
+            break;
+    }
     if (ratio > 1.5)
         fail_msg("right token %.3g s, wrong first byte %.3g s: ratio %.2f", right, wrong, ratio);
     http_auth_free(a);
