@@ -72,6 +72,14 @@ int api_volume_resize(http_request *req, http_response *resp, gb_err *err)
 int api_volume_delete(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
+    /* gpu-docker-api's force: gpubox never deletes a volume a replica set
+     * binds (docs/volumes.md, "No force"); asking for it is an error, not
+     * a flag silently ignored. */
+    if (http_request_query(req, "force") || req->body_len > 0)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "a volume delete takes no force and no body: a volume a replica set binds "
+                       "is never deleted; delete the set, or move it to another volume with "
+                       "volumePatch, first");
     int rc = volumes_delete(req->ctx, http_request_param(req, "name"), &data, err);
     return api_volume_answer(rc, data, resp, err);
 }

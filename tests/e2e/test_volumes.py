@@ -396,6 +396,10 @@ def test_every_refusal_has_its_code_and_changes_nothing(started):
     assert (r.status, r.code) == (400, 1000) and "force" in r.msg
     r = box.call("PATCH", "/api/v1/volumes/vterr/size", {"size": 1073741824})
     assert (r.status, r.code) == (400, 1105)
+    # No force, in the query or a body: refused before anything is looked at.
+    for r in (box.call("DELETE", "/api/v1/volumes/vterr?force=true"),
+              box.call("DELETE", "/api/v1/volumes/vterr", {"force": True})):
+        assert (r.status, r.code) == (400, 1000) and "no force" in r.msg, r.json
     for r in (box.info("vt-err"), box.resize("vt-err", "1GB"), box.delete("vt-err")):
         assert r.code == 1031, r.json
     r = box.info("nosuchvolume")
