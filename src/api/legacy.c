@@ -13,6 +13,7 @@
  */
 #include "api/api.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -81,6 +82,54 @@ static int legacy_ports(const json_t *ports, json_t **out, gb_err *err)
 }
 
 /* The older create body as a replica-set create body. */
+/* gpu-docker-api made a new volume "foo-N" at each resize, so its clients
+ * bind "foo-2"; gpubox resizes "foo" in place. A volume name has no '-',
+ * so a source of the form <name>-<digits> (not a host path) can only mean
+ * that volume: it becomes "foo". Binds are objects {src, dest, ...} or
+ * strings "src:dest[:ro]"; anything else is left for the spec checks. */
+static json_t *legacy_volume_ref(json_t *bind)
+{
+    bool is_obj = json_is_object(bind);
+    const char *text =
+        is_obj ? json_string_value(json_object_get(bind, "src")) : json_string_value(bind);
+    char ref[NAME_MAX_LEN + PATH_MAX + 8];
+    if (!text || text[0] == '/' || strlen(text) >= sizeof(ref))
+        return json_incref(bind);
+    size_t len = strcspn(text, ":");
+    const char *dash = memchr(text, '-', len);
+    size_t digits = dash ? strspn(dash + 1, "0123456789") : 0;
+    if (!dash || dash == text || digits == 0 || dash + 1 + digits != text + len ||
+        memchr(dash + 1, '-', digits))
+        return json_incref(bind);
+    snprintf(ref, sizeof(ref), "%.*s%s", (int)(dash - text), text, is_obj ? "" : text + len);
+    if (!is_obj)
+        return json_string(ref);
+    json_t *copy = json_copy(bind);
+    if (copy && json_object_set_new(copy, "src", json_string(ref)) < 0) {
+        json_decref(copy);
+        return NULL;
+    }
+    return copy;
+}
+
+/* Every bind of an array through legacy_volume_ref; a non-array as it is. */
+static json_t *legacy_volume_refs(json_t *binds)
+{
+    if (!json_is_array(binds))
+        return json_incref(binds);
+    json_t *out = json_array();
+    size_t i;
+    json_t *b;
+    json_array_foreach(binds, i, b)
+    {
+        if (!out || json_array_append_new(out, legacy_volume_ref(b)) < 0) {
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 static int legacy_to_create_body(const json_t *body, json_t **out, gb_err *err)
 {
     _cleanup_json_ json_t *spec = json_object();
@@ -100,6 +149,8 @@ static int legacy_to_create_body(const json_t *body, json_t **out, gb_err *err)
             if (legacy_ports(v, &ports, err) < 0)
                 return -1;
             rc = json_object_set_new(spec, "ports", ports);
+        } else if (strcmp(key, "binds") == 0) {
+            rc = json_object_set_new(spec, key, legacy_volume_refs(v));
         } else {
             rc = json_object_set(spec, key, v);
         }
@@ -245,8 +296,12 @@ int api_container_volume(http_request *req, http_response *resp, gb_err *err)
     if (legacy_bind_type(old_bind, type, "oldBind", err) < 0 ||
         legacy_bind_type(new_bind, type, "newBind", err) < 0 || legacy_name(req, name, err) < 0)
         return -1;
+    _cleanup_json_ json_t *old_ref = old_bind ? legacy_volume_ref(old_bind) : NULL;
+    _cleanup_json_ json_t *new_ref = new_bind ? legacy_volume_ref(new_bind) : NULL;
+    if ((old_bind && !old_ref) || (new_bind && !new_ref))
+        return err_set(err, ERR_INTERNAL, "out of memory");
     _cleanup_json_ json_t *patch =
-        json_pack("{s:{s:O?, s:O?}}", "volumePatch", "oldBind", old_bind, "newBind", new_bind);
+        json_pack("{s:{s:O?, s:O?}}", "volumePatch", "oldBind", old_ref, "newBind", new_ref);
     if (!patch)
         return err_set(err, ERR_INTERNAL, "out of memory");
     return api_patch_from(req, name, patch, resp, err);

@@ -11,7 +11,7 @@ import pytest
 from rsutil import RUN_TAG
 
 from rsutil import (IMAGE, LONG_RUNNING, call, container, containers_with_prefix, create_ok,
-                    env_of, gpu_map, held_gpus, history, image, info, info_ok, list_sets,
+                    env_of, execute, execute_ok, gpu_map, held_gpus, history, image, info, info_ok, list_sets,
                     ports_state, remove_image, start_module_daemon, used_ports, wipe)
 
 PREFIX = "e2lg" + RUN_TAG
@@ -215,3 +215,33 @@ def test_bad_bodies_change_nothing(d, method, tail, raw, code):
     r = call(d, method, path(f"{name}-1", tail), raw=raw)
     assert r.status == 400 and r.code == code, r.json
     assert snapshot(d) == before
+
+
+def test_volume_names_of_the_older_form_resolve_to_the_volume(d):
+    """gpu-docker-api made "foo-N" at each resize; its clients bind that
+    name. gpubox resizes foo in place, so foo-N (any N) is foo."""
+    name, vol, other = f"{PREFIX}_vols", f"{PREFIX}vol", f"{PREFIX}vol2"
+    try:
+        for v in (vol, other):
+            r = call(d, "POST", "/api/v1/volumes", {"name": v, "size": "32MB"})
+            assert r.status == 200, r.json
+        r = legacy_create(d, name, binds=[{"src": f"{vol}-1", "dest": "/data"},
+                                          {"src": f"{other}-4", "dest": "/other",
+                                           "readOnly": True}])
+        assert r.status == 200, r.json
+        binds = info_ok(d, name)["spec"]["binds"]
+        assert [(b["src"], b["dest"]) for b in binds] == [(vol, "/data"), (other, "/other")]
+        assert execute_ok(d, name, ["sh", "-c", "echo kept > /data/f"])["exitCode"] == 0
+        assert execute(d, name, ["sh", "-c", "echo x > /other/f"]).data["exitCode"] != 0
+
+        r = call(d, "PATCH", path(f"{name}-1", "/volume"),
+                 {"type": "volume", "oldBind": f"{vol}-2:/data", "newBind": f"{other}-1:/data"})
+        assert r.status == 200, r.json
+        assert [b["src"] for b in info_ok(d, name)["spec"]["binds"]] == [other, other]
+        # Not the form: a name with letters after the dash is just unknown.
+        r = legacy_create(d, f"{name}x", binds=[{"src": f"{vol}-1a", "dest": "/data"}])
+        assert r.status == 400, r.json
+    finally:
+        wipe(d, PREFIX)
+        for v in (vol, other):
+            call(d, "DELETE", f"/api/v1/volumes/{v}")
