@@ -17,6 +17,7 @@
 
 #include "service/keys.h"
 #include "util/cleanup.h"
+#include "util/fault.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -354,12 +355,5 @@ bool journal_id_valid(const char *id)
 
 void journal_fault(const char *kind, const char *step)
 {
-    const char *want = getenv(JOURNAL_FAULT_ENV);
-    if (!want || !*want)
-        return;
-    size_t klen = strlen(kind);
-    if (strncmp(want, kind, klen) != 0 || want[klen] != ':' || strcmp(want + klen + 1, step) != 0)
-        return;
-    log_warn("fault injection (%s=%s): exiting now", JOURNAL_FAULT_ENV, want);
-    _exit(JOURNAL_FAULT_EXIT);
+    fault_point_at(kind, step);
 }

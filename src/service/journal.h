@@ -36,13 +36,14 @@
 
 #include "store/store.h"
 #include "util/err.h"
+#include "util/fault.h"
 #include "util/names.h"
 
 #define JOURNAL_ID_MAX 40
 #define JOURNAL_STEP_MAX 32
 #define JOURNAL_TIME_MAX 32
-#define JOURNAL_FAULT_ENV "GPUBOX_FAULT"
-#define JOURNAL_FAULT_EXIT 99
+#define JOURNAL_FAULT_ENV FAULT_ENV
+#define JOURNAL_FAULT_EXIT FAULT_EXIT_CODE
 
 enum journal_kind {
     JOURNAL_CREATE,
@@ -116,8 +117,8 @@ int journal_prune(store *s, long max_age_s, size_t *deleted, gb_err *err);
 /* A valid operation id: 1-39 of [A-Za-z0-9._-]. */
 bool journal_id_valid(const char *id);
 
-/* Fault injection: exit(JOURNAL_FAULT_EXIT) at once, without clean-up, when
- * GPUBOX_FAULT is "<kind>:<step>". */
+/* Fault injection (util/fault.h): exit(JOURNAL_FAULT_EXIT) at once, without
+ * clean-up, when GPUBOX_FAULT is "<kind>:<step>". */
 void journal_fault(const char *kind, const char *step);
 
 #endif

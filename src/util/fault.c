@@ -9,11 +9,25 @@
 
 #include "util/log.h"
 
+static void fault_exit(const char *want)
+{
+    log_warn("%s=%s: exiting here on purpose (fault injection)", FAULT_ENV, want);
+    _exit(FAULT_EXIT_CODE);
+}
+
 void fault_point(const char *step)
 {
-    const char *want = getenv("GPUBOX_FAULT");
-    if (!want || strcmp(want, step) != 0)
+    const char *want = getenv(FAULT_ENV);
+    if (want && strcmp(want, step) == 0)
+        fault_exit(want);
+}
+
+void fault_point_at(const char *kind, const char *step)
+{
+    const char *want = getenv(FAULT_ENV);
+    if (!want || !*want)
         return;
-    log_error("GPUBOX_FAULT=%s: exiting here on purpose (fault injection)", step);
-    _exit(FAULT_EXIT_CODE);
+    size_t klen = strlen(kind);
+    if (strncmp(want, kind, klen) == 0 && want[klen] == ':' && strcmp(want + klen + 1, step) == 0)
+        fault_exit(want);
 }

@@ -806,7 +806,7 @@ def crash_at(box, step, method, path, body):
         box.call(method, path, body)
     except (ConnectionError, OSError):
         pass  # the daemon died mid-request
-    assert box.wait_exit() == 86
+    assert box.wait_exit() == 99
     assert f"GPUBOX_FAULT={step}" in box.log()
     box.start()
 
