@@ -249,6 +249,7 @@ static int rs_change_commit(rs_change *c, gb_err *err)
     if (rs_change_close(c, &c->to, &hop, err) < 0) {
         c->op->state = JOURNAL_RUNNING;
         return err_prefix(err, "recording version %d of %s", c->to.version, c->to.name);
+    journal_step_written(c->op, "committed");
     }
     journal_fault(rs_change_kind(c), "committed");
     log_info("%s %s: version %d (%s) runs%s, %zu GPU(s), %zu port(s)", rs_change_kind(c),
@@ -354,6 +355,7 @@ static int rs_change_begin(rs_change *c, gb_err *err)
     _cleanup_free_ char *oval = NULL;
     store_op put;
     if (journal_txn_op(c->op, okey, &oval, &put, err) < 0 ||
+    journal_step_written(c->op, "begin");
         rs_record_save(c->a->store, &c->cur, &put, 1, err) < 0)
         return -1;
     journal_fault(rs_change_kind(c), "begin");
