@@ -1,30 +1,42 @@
 #!/usr/bin/env bash
 # patch.sh - a whole GPU patch through gpuboxd's API (PATCH
 # /api/v1/replicaSet/{name}: new container created, old one stopped, system
-# disk carried, new one started, old one removed, store updated) against
-# what gpu-docker-api spends on its copy alone: `cp -a` of the merged
-# directory of the old container.
+# disk carried, new one started, old one removed, journal and store
+# updated), side by side in one run with
+#   - gpu-docker-api's way of carrying the disk: `cp -a` of the old
+#     container's merged directory, from a warm page cache (the copy's best
+#     case) and from a cold one (sync; echo 3 > /proc/sys/vm/drop_caches;
+#     needs root: without it only warm rows are printed);
+#   - Docker's floor: create + start + stop + rm of a container with the
+#     very config gpuboxd gave the set's container, straight through the
+#     Engine API, no gpubox: what any patch pays Docker.
+# Cases: 0 B, 100 MB, 1 GB and 4 GB (when the disk has room for it twice)
+# written into the system disk as one big file, and the same sizes as many
+# small files (SMALL_FILE_KB, 50 KB: 1 GB is 20971 files in nested
+# directories, like a pip or conda environment), plus a set whose command
+# is an interactive shell (CMD /bin/sh), whose stop Docker would make wait
+# 10 s. Each cell is the median of ROUNDS patches (cold: each after a
+# cache drop, which also makes Docker and gpuboxd read their own files
+# again). bench/patch.py does the work; bench/carry.sh times the carry
+# step alone over more rounds.
 #
-# For each size (0 B, 100 MB, 1 GB, and 4 GB when the disk has room for it
-# twice), a replica set writes that much random data into its system disk
-# (through the execute API). The baseline copies its merged directory, as
-# Docker mounts it while the container runs, into a fresh directory (from
-# a warm page cache, which favours the copy). Then ROUNDS patches switch the
-# set between 1 and 2 GPUs, each a new version that must carry all the
-# data; the median is reported. The data is checked in the last version.
-# bench/carry.sh measures the carry step alone.
+# Columns: patch (whole patch, request to answer), carry (the carry step
+# alone, as the patch reports it), cp -a, cp/patch, floor, gda est (floor +
+# cp -a: gpu-docker-api's whole patch, estimated), gda/patch, cp/carry; and
+# per journal step, the median ms (GET /api/v1/operations/{id}).
 #
-# gpu-docker-api's whole patch makes the same Docker calls and copies on top
-# of them, so it is estimated as our 0 B patch plus its copy ("gda est").
-#
-# Targets (reported, never enforced): the patch time does not grow with the
-# data (1 GB within 2x of 0 B), and it is at least 20x faster than the copy
-# at 1 GB. Most of a patch is Docker creating, stopping and starting
-# containers, which any implementation pays; the carry itself is measured
-# by bench/carry.sh.
+# Targets (reported, never enforced):
+#   growth: the patch at 1 GB within 2x of the patch at 0 B;
+#   20x:    read against cp/patch, the copy alone over our whole patch (as
+#           the issue words it: the patch at least 20x faster than the copy
+#           at 1 GB). It is printed met or missed for every case. Our patch
+#           cannot go below Docker's floor (about 0.3 s here), so it is met
+#           only where the copy takes 20 times that; cp/carry, the carry
+#           step against the copy, is where the 20x holds everywhere.
 #
 # Usage: bench/patch.sh BUILD_DIR
-#   env: ROUNDS=5, SIZES_MB="0 100 1024 [4096]", GPUBOX_TEST_IMAGE,
+#   env: ROUNDS=5, SIZES_MB="0 100 1024 [4096]", SHAPES="big small",
+#        SMALL_FILE_KB=50, SHELL_CASE=1, GPUBOX_TEST_IMAGE,
 #        CARRY_METHOD=auto (gpuboxd's --carry-method)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,16 +47,13 @@ gpubox_root=$(cd "$here/.." && pwd)
 DOCKER=${DOCKER:-/usr/bin/docker}
 image=${GPUBOX_TEST_IMAGE:-gpubox-test:latest}
 rounds=${ROUNDS:-5}
-name=gbbenchpatch$$
+tag=gbbenchpatch$$ # every set and container of this run is named tag...
 
 work=$(mktemp -d /var/tmp/gbbench-patch.XXXXXX)
 cleanup() {
-    if [ -n "${GPUBOXD_URL:-}" ]; then
-        curl -s -X DELETE "$GPUBOXD_URL/api/v1/replicaSet/$name?purge=true" >/dev/null || true
-    fi
     gpuboxd_stop
     local ids
-    ids=$("$DOCKER" ps -aq --filter "label=gpubox.replicaset=$name" 2>/dev/null || true)
+    ids=$("$DOCKER" ps -aq --filter "name=^/$tag" 2>/dev/null || true)
     [ -n "$ids" ] && "$DOCKER" rm -f $ids >/dev/null 2>&1
     testimage_remove_if_created "$image"
     rm -rf "$work"
@@ -63,78 +72,9 @@ if [ -z "$sizes" ]; then
     fi
 fi
 
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
-human() {
-    if [ "$1" -eq 0 ]; then echo "0 B"
-    elif [ $(($1 % 1024)) -eq 0 ]; then echo "$(($1 / 1024)) GB"
-    else echo "$1 MB"; fi
-}
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-
-# api METHOD PATH [BODY]: the answer's body; fails unless code is 200.
-api() {
-    local out
-    out=$(curl -s -X "$1" "$GPUBOXD_URL$2" ${3:+-H 'Content-Type: application/json' -d "$3"})
-    case "$out" in
-    '{"code":200,'*) printf '%s' "$out" ;;
-    *) echo "patch.sh: $1 $2: $out" >&2; return 1 ;;
-    esac
-}
-field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['data']$1)"; }
-
 testimage_ensure "$image"
 gpuboxd_start "$build" "$work" --simulate-gpus 2xA100-80GB --port-range 64400-64409 \
     --carry-method "${CARRY_METHOD:-auto}"
 
-declare -A patch_s copy_s method
-for mb in $sizes; do
-    api POST /api/v1/replicaSet "{\"imageName\":\"$image\",\"replicaSetName\":\"$name\",
-        \"gpuCount\":1,\"cmd\":[\"sleep\",\"infinity\"]}" >/dev/null
-    api POST "/api/v1/replicaSet/$name/execute" "{\"cmd\":[\"sh\",\"-c\",
-        \"dd if=/dev/urandom of=/payload bs=1048576 count=$mb 2>/dev/null && sync\"],
-        \"timeoutSeconds\":3600}" >/dev/null
-    current=$(api GET "/api/v1/replicaSet/$name" | field "['info']['containerName']")
-    merged=$("$DOCKER" inspect -f '{{.GraphDriver.Data.MergedDir}}' "$current")
-    sync
-
-    start=$(now)
-    cp -a "$merged" "$work/copy"
-    end=$(now)
-    copy_s[$mb]=$(elapsed "$start" "$end")
-    rm -rf "$work/copy"
-    sync
-
-    : >"$work/times"
-    for round in $(seq 1 "$rounds"); do
-        gpus=$((round % 2 + 1))
-        start=$(now)
-        answer=$(api PATCH "/api/v1/replicaSet/$name" "{\"gpuPatch\":{\"gpuCount\":$gpus}}")
-        end=$(now)
-        elapsed "$start" "$end" >>"$work/times"
-        echo >>"$work/times"
-        method[$mb]=$(printf '%s' "$answer" | field "['carry']['method']")
-    done
-    patch_s[$mb]=$(median <"$work/times")
-    got=$(api POST "/api/v1/replicaSet/$name/execute" '{"cmd":["stat","-c","%s","/payload"]}' |
-        field "['stdout'].strip()")
-    [ "$got" -eq $((mb * 1048576)) ] || { echo "patch.sh: /payload is $got bytes" >&2; exit 1; }
-    api DELETE "/api/v1/replicaSet/$name?purge=true" >/dev/null
-    echo "  $(human "$mb"): patch median ${patch_s[$mb]}s over $rounds (carried by ${method[$mb]}), cp -a ${copy_s[$mb]}s"
-done
-
-echo
-printf '%-8s %11s %11s %10s %13s %10s\n' size "patch (s)" "cp -a (s)" "cp/patch" \
-    "gda est (s)" "gda/patch"
-for mb in $sizes; do
-    awk -v h="$(human "$mb")" -v p="${patch_s[$mb]}" -v c="${copy_s[$mb]}" \
-        -v z="${patch_s[${sizes%% *}]}" 'BEGIN {
-        printf "%-8s %11.3f %11.3f %9.2fx %13.3f %9.2fx\n", h, p, c, c / p, z + c, (z + c) / p }'
-done
-echo
-if [ -n "${patch_s[1024]:-}" ] && [ -n "${patch_s[0]:-}" ]; then
-    awk -v z="${patch_s[0]}" -v g="${patch_s[1024]}" -v c="${copy_s[1024]}" 'BEGIN {
-        printf "1 GB patch / 0 B patch: %.2fx (target <= 2x): %s\n", g / z, (g <= 2 * z ? "met" : "missed")
-        printf "cp -a / patch at 1 GB: %.2fx (target >= 20x): %s\n", c / g, (c >= 20 * g ? "met" : "missed")
-    }'
-fi
+export ROUNDS=$rounds SIZES_MB=$sizes BENCH_TAG=$tag
+/usr/bin/python3 "$here/patch.py" "$GPUBOXD_URL" "$image" "$work"

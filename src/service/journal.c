@@ -51,6 +51,17 @@ static int journal_parse_name(const char *const *names, size_t n, const char *s)
     return -1;
 }
 
+/* Milliseconds from *since to now (CLOCK_MONOTONIC); *since becomes now. */
+static double journal_lap(struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double ms =
+        (double)(now.tv_sec - since->tv_sec) * 1e3 + (double)(now.tv_nsec - since->tv_nsec) / 1e6;
+    *since = now;
+    return ms;
+}
+
 static void journal_time_now(char buf[JOURNAL_TIME_MAX])
 {
     time_t now = time(NULL);
@@ -86,9 +97,12 @@ int journal_op_init(journal_op *op, enum journal_kind kind, const char *target,
         journal_op_free(op);
         return err_set(err, ERR_INTERNAL, "out of memory starting an operation on %s", target);
     }
-    for (size_t i = 0; i < nsteps; i++)
+    for (size_t i = 0; i < nsteps; i++) {
         snprintf(op->steps[i].name, sizeof(op->steps[i].name), "%s", steps[i]);
+        op->steps[i].ms = -1;
+    }
     op->nsteps = nsteps;
+    clock_gettime(CLOCK_MONOTONIC, &op->since);
     journal_new_id(op->id);
     op->kind = kind;
     snprintf(op->target, sizeof(op->target), "%s", target);
@@ -114,9 +128,12 @@ json_t *journal_op_to_json(const journal_op *op)
     json_t *steps = json_array();
     for (size_t i = 0; i < op->nsteps; i++) {
         const journal_step *s = &op->steps[i];
-        json_array_append_new(steps,
-                              json_pack("{s:s, s:b, s:o}", "name", s->name, "done", s->done, "time",
-                                        s->time[0] ? json_string(s->time) : json_null()));
+        /* Rounded to a microsecond: the record stays short. */
+        json_t *ms = s->done && s->ms >= 0 ? json_real((double)(long long)(s->ms * 1e3 + 0.5) / 1e3)
+                                           : json_null();
+        json_array_append_new(
+            steps, json_pack("{s:s, s:b, s:o, s:o}", "name", s->name, "done", s->done, "time",
+                             s->time[0] ? json_string(s->time) : json_null(), "ms", ms));
     }
     return json_pack("{s:s, s:s, s:s, s:s, s:o, s:O, s:s, s:s, s:s}", "id", op->id, "kind",
                      journal_kind_name(op->kind), "target", op->target, "state",
@@ -148,6 +165,9 @@ static int journal_steps_from_json(const json_t *steps, journal_op *out, gb_err 
             journal_copy(s, "time", st->time, sizeof(st->time), err) < 0)
             return -1;
         st->done = json_is_true(json_object_get(s, "done"));
+        /* Records written before steps were timed have no "ms". */
+        json_t *ms = json_object_get(s, "ms");
+        st->ms = json_is_number(ms) ? json_number_value(ms) : -1;
     }
     out->nsteps = n;
     return 0;
@@ -181,6 +201,8 @@ int journal_op_from_json(const json_t *j, journal_op *out, gb_err *err)
     out->data = json_incref(data);
     if (journal_steps_from_json(steps, out, err) < 0)
         goto fail;
+    /* A resumed operation times its next step from its load. */
+    clock_gettime(CLOCK_MONOTONIC, &out->since);
     return 0;
 fail:
     if (err)
@@ -211,8 +233,14 @@ void journal_mark(journal_op *op, const char *step)
                   journal_kind_name(op->kind), step);
         return;
     }
+    /* A step marked again (a create marks its recorded step once more in
+     * its last transaction) keeps its time: the time since belongs to the
+     * next step. */
+    if (s->done)
+        return;
     s->done = true;
     journal_time_now(s->time);
+    s->ms = journal_lap(&op->since);
 }
 
 void journal_finish(journal_op *op, enum journal_state state, const char *error)
@@ -247,15 +275,31 @@ int journal_save(store *s, journal_op *op, gb_err *err)
     return 0;
 }
 
+void journal_step_written(journal_op *op, const char *step)
+{
+    journal_step *st = journal_find(op, step);
+    if (!st || !st->done || st->ms < 0)
+        return;
+    /* The write counts in the step's time; the record's next write
+     * carries it. */
+    double work = st->ms, write = journal_lap(&op->since);
+    st->ms = work + write;
+    log_debug("%s %s (%s): step %s took %.1f ms (%.1f ms work, %.1f ms store write)",
+              journal_kind_name(op->kind), op->target, op->id, step, work + write, work, write);
+}
+
 int journal_record_step(store *s, journal_op *op, const char *step, gb_err *err)
 {
     const char *kind = journal_kind_name(op->kind);
     char before[JOURNAL_STEP_MAX + 8];
     snprintf(before, sizeof(before), "before:%s", step);
     journal_fault(kind, before);
+    bool again = journal_step_done(op, step);
     journal_mark(op, step);
     if (journal_save(s, op, err) < 0)
         return -1;
+    if (!again)
+        journal_step_written(op, step);
     journal_fault(kind, step);
     return 0;
 }

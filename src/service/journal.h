@@ -8,12 +8,22 @@
  * An operation lives at keys_operation(id) (keys.h):
  *   {"id": "20260512T101530123-a1b2c3d4", "kind": "patch", "target": "foo",
  *    "state": "running" | "done" | "undone" | "failed",
- *    "steps": [{"name": "begin", "done": true, "time": "...Z"},
- *              {"name": "container-created", "done": false, "time": null}, ...],
+ *    "steps": [{"name": "begin", "done": true, "time": "...Z", "ms": 3.1},
+ *              {"name": "container-created", "done": false, "time": null,
+ *               "ms": null}, ...],
  *    "data": {...what the kind needs to resume or undo...},
  *    "createTime": "...Z", "updateTime": "...Z", "error": ""}
  * Every step the operation will take is listed from the start, so its
- * progress shows. Ids sort by creation time.
+ * progress shows. Ids sort by creation time. A step's "ms" is how long it
+ * took, from the moment the step before it was recorded (for the first,
+ * from journal_op_init or the load that resumed the operation) to its own
+ * record written, so a step's work and its journal write count together
+ * and the steps of one run add up to the operation's time. A step marked
+ * in memory and written by the caller's own transaction (journal_mark)
+ * counts up to the mark, plus that transaction once the caller says it
+ * landed (journal_step_written). A record holds a step's write time from
+ * the record's next write on, so the last step's "ms" lacks its own write.
+ * Each step also logs its time, split into work and write, at debug level.
  *
  * This module knows the record's form and its place in the store; what each
  * kind does, and how it resumes, belongs to the replica-set service
@@ -31,6 +41,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -60,6 +71,7 @@ typedef struct journal_step {
     char name[JOURNAL_STEP_MAX];
     bool done;
     char time[JOURNAL_TIME_MAX]; /* "" until done */
+    double ms;                   /* how long it took; < 0 until done (or unknown) */
 } journal_step;
 
 typedef struct journal_op {
@@ -72,7 +84,8 @@ typedef struct journal_op {
     json_t *data; /* object, owned; kind-specific */
     char create_time[JOURNAL_TIME_MAX];
     char update_time[JOURNAL_TIME_MAX];
-    char error[512]; /* why it was undone or failed; "" otherwise */
+    char error[512];       /* why it was undone or failed; "" otherwise */
+    struct timespec since; /* CLOCK_MONOTONIC: when the last step ended (in memory only) */
 } journal_op;
 
 const char *journal_kind_name(enum journal_kind k);
@@ -90,8 +103,12 @@ int journal_op_from_json(const json_t *j, journal_op *out, gb_err *err);
 
 bool journal_step_done(const journal_op *op, const char *step);
 /* Mark step done in memory (for steps recorded in the caller's own
- * transaction); an unknown step name is a programming error, logged. */
+ * transaction); a step already done stays as it was. An unknown step name
+ * is a programming error, logged. */
 void journal_mark(journal_op *op, const char *step);
+/* The caller's transaction that wrote step (marked with journal_mark)
+ * landed: its time since the mark counts in the step's. */
+void journal_step_written(journal_op *op, const char *step);
 /* Set the final state (and the error saying why, for undone or failed). */
 void journal_finish(journal_op *op, enum journal_state state, const char *error);
 

@@ -263,7 +263,7 @@ static int rs_restart_same(app *a, rs_record *r, const rs_record *before, json_t
 /* A running set: its container restarted in place. */
 static int rs_restart_running(app *a, rs_record *r, json_t **out, gb_err *err)
 {
-    if (docker_container_stop(a->docker, r->container_name, RS_STOP_TIMEOUT_S, err) < 0 ||
+    if (rs_container_stop(a, r->container_name, err) < 0 ||
         docker_container_start(a->docker, r->container_name, err) < 0) {
         err->code = err->code == ERR_NOT_FOUND ? ERR_NOT_FOUND : ERR_RESTART_FAILED;
         return err_prefix(err, "restarting %s", r->container_name);

@@ -181,8 +181,7 @@ static int rs_change_forward(rs_change *c, gb_err *err)
     if (!journal_step_done(c->op, "container-created") && rs_step_create(c, err) < 0)
         return -1;
     if (!journal_step_done(c->op, "old-stopped")) {
-        if (docker_container_stop(a->docker, c->from.container_name, RS_STOP_TIMEOUT_S, err) < 0 &&
-            err->code != ERR_NOT_FOUND)
+        if (rs_container_stop(a, c->from.container_name, err) < 0 && err->code != ERR_NOT_FOUND)
             return err_prefix(err, "stopping %s", c->from.container_name);
         if (rs_step(c, "old-stopped", err) < 0)
             return -1;
@@ -250,6 +249,7 @@ static int rs_change_commit(rs_change *c, gb_err *err)
         c->op->state = JOURNAL_RUNNING;
         return err_prefix(err, "recording version %d of %s", c->to.version, c->to.name);
     }
+    journal_step_written(c->op, "committed");
     journal_fault(rs_change_kind(c), "committed");
     log_info("%s %s: version %d (%s) runs%s, %zu GPU(s), %zu port(s)", rs_change_kind(c),
              c->to.name, c->to.version, c->to.container_name,
@@ -272,8 +272,7 @@ static int rs_change_undo(rs_change *c, const char *why, gb_err *err)
             return err_set(err, ERR_INTERNAL,
                            "container %s is gone; version %d can only go forward",
                            c->from.container_name, c->to.version);
-        if (new_running &&
-            docker_container_stop(a->docker, c->to.container_name, RS_STOP_TIMEOUT_S, err) < 0)
+        if (new_running && rs_container_stop(a, c->to.container_name, err) < 0)
             return -1;
         if (carry_system_disk(a->docker, c->to.container_name, c->from.container_name,
                               rs_carry_method(a), NULL, err) < 0)
@@ -356,6 +355,7 @@ static int rs_change_begin(rs_change *c, gb_err *err)
     if (journal_txn_op(c->op, okey, &oval, &put, err) < 0 ||
         rs_record_save(c->a->store, &c->cur, &put, 1, err) < 0)
         return -1;
+    journal_step_written(c->op, "begin");
     journal_fault(rs_change_kind(c), "begin");
     return 0;
 }

@@ -79,6 +79,12 @@ int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, ch
 int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
                         gb_err *err);
 
+/* rs_stop.c: stop a container (idempotent, as docker_container_stop),
+ * giving its processes RS_STOP_TIMEOUT_S to end on SIGTERM, or no time at
+ * all when the signal reaches no process that acts on it (an interactive
+ * shell under docker-init ignores it). */
+int rs_container_stop(app *a, const char *container, gb_err *err);
+
 /* Docker's live status of r's container: "running", "exited", ...,
  * "missing" when Docker has no such container, "unknown" when Docker did not
  * answer. */

@@ -10,6 +10,8 @@ One daemon (8 simulated A100s, ports 64000-64049, binds allowed under one
 temporary directory) serves the module; every test leaves no set and no
 container behind.
 """
+import time
+
 import pytest
 
 from conftest import docker_request
@@ -309,6 +311,43 @@ def test_operations_route(d):
     op = operation(d, created["operationId"]).data
     assert op["kind"] == "create" and op["state"] == "done"
     assert [s["name"] for s in op["steps"]] == ["record", "container-created", "started"]
+    # Each step says how long it took.
+    assert all(isinstance(s["ms"], (int, float)) and s["ms"] >= 0 for s in op["steps"]), op
+    p = patch_ok(d, name, {"envPatch": {"set": ["TIMED=1"]}})
+    op = operation(d, p["operationId"]).data
+    ms = {s["name"]: s["ms"] for s in op["steps"]}
+    assert all(v is not None and v >= 0 for v in ms.values()), op
+    assert ms["new-started"] > 0 and ms["old-stopped"] > 0
+
+
+# --- stopping the old container ------------------------------------------------------------
+
+
+def test_a_shell_that_ignores_sigterm_is_not_waited_for(d):
+    """The image's CMD /bin/sh with the TTY gpubox gives every container is
+    an interactive shell, which ignores SIGTERM: Docker's stop would wait
+    its whole 10 s grace for nothing. The patch stops it at once, and the
+    system disk still goes with it."""
+    name = f"{PREFIX}_shell"
+    create_ok(d, name, cmd=["/bin/sh"])
+    execute_ok(d, name, ["sh", "-c", "echo kept > /root/kept"])
+    start = time.monotonic()
+    p = patch_ok(d, name, {"envPatch": {"set": ["AGAIN=1"]}})
+    took = time.monotonic() - start
+    steps = {s["name"]: s["ms"] for s in operation(d, p["operationId"]).data["steps"]}
+    assert took < 8 and steps["old-stopped"] < 8000, (took, steps)
+    assert execute_ok(d, name, ["cat", "/root/kept"])["stdout"] == "kept\n"
+    assert_store_matches_docker(d, name)
+
+
+def test_a_command_that_handles_sigterm_gets_it_and_its_grace(d):
+    """A command that traps SIGTERM is signalled and given time: what it
+    writes on its way out is in the next version's system disk."""
+    name = f"{PREFIX}_trap"
+    create_ok(d, name, cmd=["sh", "-c", "trap 'echo bye > /root/bye; exit 0' TERM; "
+                                        "while :; do sleep 1; done"])
+    patch_ok(d, name, {"envPatch": {"set": ["AGAIN=1"]}})
+    assert execute_ok(d, name, ["cat", "/root/bye"])["stdout"] == "bye\n"
 
 
 # --- the older routes ----------------------------------------------------------------------

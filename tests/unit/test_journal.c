@@ -120,6 +120,61 @@ static void test_steps_are_recorded_and_read_back(void **state)
     assert_int_equal(journal_load(f->s, "../../etc", &back, &e), 0);
 }
 
+/* Each step's time runs from the step before it was recorded to its own
+ * record written; a step not done has none (null), and a record read back
+ * keeps what its steps took. */
+static void test_steps_are_timed(void **state)
+{
+    fixture *f = *state;
+    journal_op op, back;
+    gb_err e = GB_ERR_INIT;
+    new_op(&op, JOURNAL_PATCH, "timed");
+    assert_int_equal(journal_save(f->s, &op, &e), 0);
+    assert_int_equal(journal_record_step(f->s, &op, "begin", &e), 0);
+    usleep(30000); /* the work of the next step */
+    assert_int_equal(journal_record_step(f->s, &op, "container-created", &e), 0);
+    assert_true(op.steps[0].ms >= 0);
+    assert_true(op.steps[1].ms >= 30 && op.steps[1].ms < 5000);
+    assert_true(op.steps[2].ms < 0);
+
+    _cleanup_json_ json_t *j = journal_op_to_json(&op);
+    json_t *steps = json_object_get(j, "steps");
+    assert_true(json_is_number(json_object_get(json_array_get(steps, 1), "ms")));
+    assert_true(json_is_null(json_object_get(json_array_get(steps, 2), "ms")));
+
+    assert_int_equal(journal_record_step(f->s, &op, "carried", &e), 0);
+    assert_int_equal(journal_load(f->s, op.id, &back, &e), 1);
+    /* The record holds a step's write from the next write on. */
+    assert_true(back.steps[1].ms >= op.steps[1].ms - 0.01 &&
+                back.steps[1].ms <= op.steps[1].ms + 0.01);
+    assert_true(back.steps[2].ms >= 0);
+    assert_true(back.steps[3].ms < 0);
+
+    /* A step written by the caller's own transaction counts up to its mark,
+     * then its write once the caller says it landed. */
+    journal_mark(&op, "committed");
+    double marked = op.steps[3].ms;
+    assert_true(marked >= 0);
+    usleep(20000);
+    journal_step_written(&op, "committed");
+    assert_true(op.steps[3].ms >= marked + 20);
+    journal_op_free(&back);
+    journal_op_free(&op);
+
+    /* A record written before steps were timed reads as unknown times. */
+    _cleanup_json_ json_t *old = json_pack(
+        "{s:s, s:s, s:s, s:s, s:[{s:s, s:b, s:s}], s:{}, s:s, s:s, s:s}", "id",
+        "20260101T000000000-0000abcd", "kind", "patch", "target", "old", "state", "running",
+        "steps", "name", "begin", "done", 1, "time", "2026-01-01T00:00:00Z", "data", "createTime",
+        "2026-01-01T00:00:00Z", "updateTime", "2026-01-01T00:00:00Z", "error", "");
+    assert_int_equal(journal_op_from_json(old, &back, &e), 0);
+    assert_true(back.steps[0].ms < 0);
+    _cleanup_json_ json_t *again = journal_op_to_json(&back);
+    assert_true(
+        json_is_null(json_object_get(json_array_get(json_object_get(again, "steps"), 0), "ms")));
+    journal_op_free(&back);
+}
+
 static void test_unfinished_oldest_first(void **state)
 {
     fixture *f = *state;
@@ -292,6 +347,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_init_lists_every_step_not_done),
         cmocka_unit_test_setup_teardown(test_steps_are_recorded_and_read_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_steps_are_timed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_oldest_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_removes_only_old_finished, setup, teardown),
         cmocka_unit_test_setup_teardown(test_written_inside_another_transaction, setup, teardown),
