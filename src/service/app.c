@@ -344,10 +344,12 @@ void app_close(app *a)
     gpu_inventory_free(&a->gpus);
     docker_client_free(a->docker);
     if (a->store) {
-        bool claimed = store_claim_state(a->store) != STORE_CLAIM_NONE;
-        store_release(a->store); /* last: nothing writes any more */
+        if (store_claim_state(a->store) != STORE_CLAIM_NONE) {
+            store_release(a->store); /* last: nothing writes any more */
+            log_info("store: claim released");
+        }
         store_close(a->store);
-        log_info("store: %sclosed", claimed ? "claim released, " : "");
+        log_info("store: closed");
     }
     free(a);
 }
