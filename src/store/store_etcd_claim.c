@@ -423,7 +423,10 @@ static void etcd_claim_tick(struct etcd_store *es)
             return; /* cannot tell yet: try again in a second */
         pthread_mutex_lock(&c->lock);
         bool changed = c->lease != lease; /* released or lost meanwhile */
-        if (!changed && ours) {
+        /* Lost while this keepalive was out (a write's fence failed): the
+         * next tick looks at the owner key before taking it as ours. */
+        bool unchecked = held && c->state == STORE_CLAIM_LOST;
+        if (!changed && ours && !unchecked) {
             c->valid_until = sent + ttl * 1000000000;
             c->last_ok = true;
             if (c->state == STORE_CLAIM_LOST) {
@@ -432,7 +435,7 @@ static void etcd_claim_tick(struct etcd_store *es)
                          "outlived the outage); writes are accepted again",
                          etcd_client_endpoints(es->client), (unsigned long long)lease);
             }
-        } else if (!changed) {
+        } else if (!changed && !ours) {
             etcd_claim_lose_locked(es, ttl > 0 ? "the owner key no longer carries this "
                                                  "daemon's lease"
                                                : "etcd says the lease is gone (revoked, or "
