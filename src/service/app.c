@@ -3,7 +3,8 @@
  *
  * Start-up is a fixed sequence (app.h), each step logging one clean line so
  * an operator reading the first screen of the log knows what gpuboxd found:
- * which store, which Docker, which GPUs and from where. Simulated GPUs get a
+ * which store (and that this daemon holds it alone), which Docker, which
+ * GPUs and from where. Simulated GPUs get a
  * banner nobody can miss: everything else about the host is real.
  */
 #include "service/app.h"
@@ -124,6 +125,45 @@ static int app_open_store(app *a, gb_err *err)
         if (app_pause(a, 1000) < 0)
             return err_set(err, ERR_STORE_UNAVAILABLE, "stopped while waiting for the store at %s",
                            where);
+    }
+}
+
+/* One daemon per store: claim it before anything reads the state to act
+ * on it. The holder of an etcd store may be a daemon that is gone without
+ * releasing it (its host went down): its lease then expires within
+ * STORE_CLAIM_TTL_S, so an etcd claim is tried again every second for
+ * store_wait_s, as is one that etcd did not answer. The holder of a SQLite
+ * store is alive (the kernel frees its lock with it): refused at once. */
+static int app_claim_store(app *a, gb_err *err)
+{
+    store_owner me;
+    if (store_owner_self("gpuboxd", &me, err) < 0)
+        return err_prefix(err, "claiming the store");
+    bool remote = store_url_is_remote(a->cfg.store_url);
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (unsigned attempt = 0;; attempt++) {
+        gb_err e = GB_ERR_INIT;
+        if (store_claim(a->store, &me, STORE_CLAIM_TTL_S, NULL, &e) == 0) {
+            char where[STORE_KEY_MAX + 160];
+            store_claim_describe(a->store, where, sizeof(where));
+            log_info("store: claimed for this gpuboxd (pid %ld): %s%s", me.pid, where,
+                     attempt ? ", after waiting for the other holder" : "");
+            return 0;
+        }
+        *err = e;
+        bool passes = e.code == ERR_CONFLICT || e.code == ERR_STORE_UNAVAILABLE;
+        if (!remote || !passes)
+            return err_prefix(err, "claiming the store");
+        unsigned waited = app_seconds_since(&start);
+        if (waited >= a->cfg.store_wait_s)
+            return err_prefix(err, "the store was not free within %us (--store-wait)",
+                              a->cfg.store_wait_s);
+        if (attempt % 10 == 0)
+            log_warn("store: %s; trying again every second (waiting up to %us, --store-wait)",
+                     e.msg, a->cfg.store_wait_s);
+        if (app_pause(a, 1000) < 0)
+            return err_set(err, ERR_STORE_UNAVAILABLE, "stopped while waiting to claim the store");
     }
 }
 
@@ -264,7 +304,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
         return err_set(err, ERR_INTERNAL, "out of memory");
     a->cfg = *cfg;
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
-        app_connect_docker(a, err) < 0 || app_load_gpus(a, err) < 0)
+        app_claim_store(a, err) < 0 || app_connect_docker(a, err) < 0 || app_load_gpus(a, err) < 0)
         goto fail;
     if (app_make_gpu_pool(a, err) < 0)
         goto fail;
@@ -304,6 +344,10 @@ void app_close(app *a)
     gpu_inventory_free(&a->gpus);
     docker_client_free(a->docker);
     if (a->store) {
+        if (store_claim_state(a->store) != STORE_CLAIM_NONE) {
+            store_release(a->store); /* last: nothing writes any more */
+            log_info("store: claim released");
+        }
         store_close(a->store);
         log_info("store: closed");
     }

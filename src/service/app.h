@@ -76,7 +76,9 @@ typedef struct app {
 } app;
 
 /* Start-up, in order, logging a line for each: create the data dir, open the
- * store (retrying a remote one up to store_wait_s), connect to Docker
+ * store (retrying a remote one up to store_wait_s), claim it for this
+ * daemon (store_claim: another daemon holding it fails start-up; an etcd
+ * holder is waited for up to store_wait_s, as its claim may expire), connect to Docker
  * (retrying up to docker_wait_s), load the GPU inventory, build the pools,
  * open the volume backend and attach every volume, derive the pools from
  * the store, and reconcile the replica sets with Docker (which may start

@@ -118,11 +118,11 @@ static int store_check_op_overlap(const store_op *ops, size_t nops, gb_err *err)
 static int store_check_txn_size(const store_cmp *cmps, size_t ncmps, const store_op *ops,
                                 size_t nops, gb_err *err)
 {
-    if (ncmps > STORE_TXN_OPS_MAX || nops > STORE_TXN_OPS_MAX)
+    if (ncmps > STORE_TXN_CMPS_MAX || nops > STORE_TXN_OPS_MAX)
         return err_set(err, ERR_INVALID_PARAMS,
-                       "store transaction has %zu comparisons and %zu ops; at most %d of each "
+                       "store transaction has %zu comparisons and %zu ops; at most %d and %d "
                        "(split it)",
-                       ncmps, nops, STORE_TXN_OPS_MAX);
+                       ncmps, nops, STORE_TXN_CMPS_MAX, STORE_TXN_OPS_MAX);
     size_t bytes = 0;
     for (size_t i = 0; i < ncmps; i++)
         bytes +=
@@ -286,6 +286,40 @@ int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops
 int store_revision(store *s, int64_t *revision, gb_err *err)
 {
     return s->backend->revision(s, revision, err);
+}
+
+int store_claim(store *s, const store_owner *me, int ttl_s, store_owner *holder, gb_err *err)
+{
+    if (holder)
+        *holder = (store_owner){0};
+    if (!me || me->pid <= 0 || ttl_s < 1)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "claiming the store: the owner (pid %ld) or the TTL (%d s) is missing",
+                       me ? me->pid : 0L, ttl_s);
+    if (s->backend->claim_state(s) != STORE_CLAIM_NONE)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "claiming the store: this handle has claimed it already");
+    store_owner unused;
+    return s->backend->claim(s, me, ttl_s, holder ? holder : &unused, err);
+}
+
+void store_release(store *s)
+{
+    if (s)
+        s->backend->release(s);
+}
+
+enum store_claim_state store_claim_state(store *s)
+{
+    return s->backend->claim_state(s);
+}
+
+void store_claim_describe(store *s, char *buf, size_t size)
+{
+    if (size == 0)
+        return;
+    buf[0] = '\0';
+    s->backend->claim_describe(s, buf, size);
 }
 
 void store_kv_free(store_kv *kv)

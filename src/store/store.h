@@ -20,6 +20,18 @@
  * practice). Values may be at most STORE_VALUE_MAX bytes.
  *
  * All functions are safe to call from several threads on one store.
+ *
+ * One daemon per store: a gpuboxd claims its store at start-up
+ * (store_claim) and holds it until it stops, so that a second daemon - or
+ * gpubox-store-migrate - on the same store is refused instead of handing
+ * out the same GPUs and ports. SQLite holds an exclusive flock on a lock
+ * file beside the database, which the kernel frees however the process
+ * ends; etcd holds the key STORE_OWNER_KEY under a lease kept alive from a
+ * thread, which etcd deletes TTL seconds after the last keepalive. An etcd
+ * claim can be lost (keepalives unanswered for longer than the TTL, the
+ * lease revoked): from then on every write of that handle fails with
+ * ERR_STORE_UNAVAILABLE until the claim is taken again, which the
+ * keepalive thread keeps trying (docs/store.md, "One daemon per store").
  */
 #ifndef GPUBOX_STORE_STORE_H
 #define GPUBOX_STORE_STORE_H
@@ -38,8 +50,19 @@
  * --max-request-bytes 1.5 MiB, less room for the request's framing). */
 #define STORE_TXN_OPS_MAX 128
 #define STORE_TXN_BYTES_MAX (1536 * 1024 - 8 * 1024)
+/* Comparisons a caller may give: one of etcd's 128 is kept for the owner's
+ * fence, which the etcd backend adds to every write of a claimed store. */
+#define STORE_TXN_CMPS_MAX (STORE_TXN_OPS_MAX - 1)
+
+/* The key an etcd claim lives in (under the URL's key prefix). It is no
+ * gpubox state: store_copy neither copies nor deletes it. */
+#define STORE_OWNER_KEY "daemon/owner"
+/* The lease of an etcd claim: a daemon that is gone without releasing it
+ * (kill -9, host down, network cut) holds the store this long at most. */
+#define STORE_CLAIM_TTL_S 10
 
 typedef struct store store;
+struct store_owner;
 
 typedef struct store_kv {
     char *key;
@@ -79,6 +102,27 @@ typedef struct store_op {
     const char *value; /* PUT only */
 } store_op;
 
+/* Who holds a store: the process that claimed it, as written into the
+ * lock file (SQLite) or the owner key (etcd), as JSON (store_owner.c). The
+ * host name, boot id and pid namespace tell whether pid can be looked up
+ * here; proc_start (the process's start time in clock ticks after boot,
+ * /proc/PID/stat) tells the process from a later one that got its pid. */
+typedef struct store_owner {
+    char program[32]; /* "gpuboxd", "gpubox-store-migrate"; "" when unknown */
+    char host[256];
+    long pid;
+    int64_t started; /* Unix time it started */
+    char boot_id[64];
+    char pid_ns[64]; /* "pid:[4026531836]" */
+    unsigned long long proc_start;
+} store_owner;
+
+enum store_claim_state {
+    STORE_CLAIM_NONE, /* never claimed through this handle, or released */
+    STORE_CLAIM_HELD,
+    STORE_CLAIM_LOST, /* etcd: writes fail until the keepalive thread claims it again */
+};
+
 /* What a backend provides. Return conventions: 0 on success, -1 with *err
  * filled (ERR_STORE_UNAVAILABLE when the backend cannot be reached,
  * ERR_INTERNAL otherwise). get returns 1 when found, 0 when absent. */
@@ -93,6 +137,12 @@ struct store_backend {
     int (*txn)(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
                bool *succeeded, int64_t *revision, gb_err *err);
     int (*revision)(store *s, int64_t *revision, gb_err *err);
+    /* One daemon per store (store_claim below). */
+    int (*claim)(store *s, const struct store_owner *me, int ttl_s, struct store_owner *holder,
+                 gb_err *err);
+    void (*release)(store *s);
+    enum store_claim_state (*claim_state)(store *s);
+    void (*claim_describe)(store *s, char *buf, size_t size);
 };
 
 /* Every store starts with this header so the generic functions can find
@@ -135,12 +185,48 @@ int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops
               bool *succeeded, int64_t *revision, gb_err *err);
 int store_revision(store *s, int64_t *revision, gb_err *err);
 
+/* ---- one daemon per store (store_owner.c and the backends) ---------------- */
+
+/* The calling process as an owner named program. */
+int store_owner_self(const char *program, store_owner *out, gb_err *err);
+/* Process pid of this host as an owner named program (tests use it for a
+ * child); ERR_NOT_FOUND when there is no such process. */
+int store_owner_of_pid(const char *program, long pid, store_owner *out, gb_err *err);
+/* As JSON for the lock file or the owner key (free it); NULL when out of memory. */
+char *store_owner_to_json(const store_owner *o);
+/* Parse what store_owner_to_json wrote; -1 when text is not such JSON. */
+int store_owner_from_json(const char *text, store_owner *out);
+/* "gpuboxd pid 1234 on host gpu01, started 2024-05-01 10:00:00 UTC". */
+void store_owner_describe(const store_owner *o, char *buf, size_t size);
+/* True only when holder is a process of the same host, boot and pid
+ * namespace as me that no longer runs (its pid is free, or belongs to a
+ * process started at another time). Anything that cannot be checked from
+ * here - another host, a container's own pid namespace - is not gone. */
+bool store_owner_is_gone(const store_owner *holder, const store_owner *me);
+
+/* Claim s for me, once (callers retry; gpuboxd for --store-wait). On
+ * success the claim is held until store_release or store_close; on etcd a
+ * thread keeps its lease of ttl_s seconds alive. Fails with ERR_CONFLICT
+ * when another process holds it - *holder (may be NULL) then says who,
+ * pid 0 when unknown - or with ERR_STORE_UNAVAILABLE when the store does
+ * not answer. An etcd holder that store_owner_is_gone says is gone (a
+ * gpuboxd killed on this host) is replaced at once. Claiming a store this
+ * handle holds already is refused (ERR_INVALID_PARAMS). */
+int store_claim(store *s, const store_owner *me, int ttl_s, store_owner *holder, gb_err *err);
+/* Give the claim up (etcd: revoke the lease, deleting the key). No-op
+ * without one. store_close does it too. */
+void store_release(store *s);
+enum store_claim_state store_claim_state(store *s);
+/* Where the claim lives, for the log: "lock file /x/state.db.lock" or
+ * "key /p/daemon/owner, lease 7f3a..., TTL 10 s". */
+void store_claim_describe(store *s, char *buf, size_t size);
+
 /* Copy every key of from into to (store_copy.c), for moving gpubox's state
  * between backends. A target that holds keys is refused with ERR_EXISTS
  * unless overwrite is set; then it is made an exact copy (its keys that
  * from lacks are deleted). Values are copied exactly; revisions are the
- * target's own. Writes go in batches, so a copy that fails half-way leaves
- * the target partly written: run it again with overwrite. *copied (may be
+ * target's own; STORE_OWNER_KEY is left out on both sides. Writes go in batches, so a copy that
+ * fails half-way leaves the target partly written: run it again with overwrite. *copied (may be
  * NULL) gets the number of keys written. */
 int store_copy(store *from, store *to, bool overwrite, size_t *copied, gb_err *err);
 

@@ -10,6 +10,10 @@
  * limits store_txn sets (STORE_TXN_OPS_MAX, STORE_TXN_BYTES_MAX). With
  * overwrite, the target's keys that the source lacks are deleted first, so
  * the result is the source exactly.
+ *
+ * STORE_OWNER_KEY is left out on both sides: it says which process holds
+ * a store (the migration tool itself, while it copies), and copied it would
+ * claim the target for a process that never claimed it, for good.
  */
 #include "store/store.h"
 
@@ -43,6 +47,19 @@ static int store_copy_apply(store *to, const store_op *ops, size_t n, size_t *wr
     return 0;
 }
 
+/* Take STORE_OWNER_KEY out of kvs (sorted: it is found by one pass). */
+static void store_copy_drop_owner(store_kvs *kvs)
+{
+    for (size_t i = 0; i < kvs->n; i++) {
+        if (strcmp(kvs->items[i].key, STORE_OWNER_KEY) != 0)
+            continue;
+        store_kv_free(&kvs->items[i]);
+        memmove(&kvs->items[i], &kvs->items[i + 1], (kvs->n - i - 1) * sizeof(kvs->items[0]));
+        kvs->n--;
+        return;
+    }
+}
+
 /* Delete ops for the keys of dst that src lacks; both are sorted. */
 static size_t store_copy_plan_deletes(const store_kvs *src, const store_kvs *dst, store_op *ops)
 {
@@ -72,6 +89,8 @@ int store_copy(store *from, store *to, bool overwrite, size_t *copied, gb_err *e
         err_prefix(err, "reading the target store");
         goto out;
     }
+    store_copy_drop_owner(&src);
+    store_copy_drop_owner(&dst);
     if (dst.n > 0 && !overwrite) {
         err_set(err, ERR_EXISTS,
                 "the target store already holds %zu keys (the first is '%s'); copy into an "

@@ -20,6 +20,11 @@
  *   revision  header.revision of a one-key range
  * Revisions are etcd's: one counter for the whole cluster, raised by any
  * client's write, including writes outside the prefix.
+ *
+ * Once the store is claimed (store_etcd_claim.c), every transaction that
+ * writes carries a fence: one more comparison, that the owner key is still
+ * attached to this handle's lease. A daemon whose claim has passed to
+ * another can then write nothing, however late its request arrives.
  */
 #include "store/store.h"
 
@@ -38,13 +43,6 @@
  * range then starts again at the new revision, this many times at most. */
 #define ETCD_RANGE_RESTARTS 3
 
-struct etcd_store {
-    store base;
-    etcd_client *client;
-    const char *prefix; /* owned by client */
-    size_t prefix_len;
-};
-
 static int etcd_store_oom(gb_err *err)
 {
     return err_set(err, ERR_INTERNAL, "etcd store: out of memory");
@@ -53,13 +51,13 @@ static int etcd_store_oom(gb_err *err)
 /* ---- JSON pieces ----------------------------------------------------------- */
 
 /* Bytes as a base64 JSON string. */
-static json_t *etcd_json_bytes(const char *data, size_t n)
+json_t *etcd_json_bytes(const char *data, size_t n)
 {
     _cleanup_free_ char *b64 = base64_encode(data, n);
     return b64 ? json_string(b64) : NULL;
 }
 
-static json_t *etcd_json_int64(int64_t v)
+json_t *etcd_json_int64(int64_t v)
 {
     char buf[32];
     snprintf(buf, sizeof(buf), "%lld", (long long)v);
@@ -68,7 +66,7 @@ static json_t *etcd_json_int64(int64_t v)
 
 /* An int64 field of an answer: a JSON string of digits, or absent (zero),
  * as protobuf's JSON mapping writes them. */
-static int64_t etcd_json_get_int64(json_t *obj, const char *name)
+int64_t etcd_json_get_int64(json_t *obj, const char *name)
 {
     json_t *v = json_object_get(obj, name);
     if (json_is_integer(v))
@@ -90,7 +88,7 @@ static char *etcd_store_full_key(const struct etcd_store *es, const char *key, s
     return full;
 }
 
-static json_t *etcd_store_json_key(const struct etcd_store *es, const char *key)
+json_t *etcd_store_json_key(const struct etcd_store *es, const char *key)
 {
     size_t len = 0;
     _cleanup_free_ char *full = etcd_store_full_key(es, key, &len);
@@ -349,10 +347,14 @@ static json_t *etcd_store_json_op(const struct etcd_store *es, const store_op *o
     return NULL;
 }
 
-/* The request body: {"compare": [...], "success": [...]}. json_pack with
- * "o" takes a NULL from a failed allocation as failure, so one check does. */
+/* The request body: {"compare": [...], "success": [...]}, and with a
+ * fence (lease != 0) one more comparison - the owner key is still attached
+ * to lease - and a failure branch that reads the owner key, so that a
+ * transaction that did not succeed says whether the fence or the caller's
+ * comparisons failed. json_pack with "o" takes a NULL from a failed
+ * allocation as failure, so one check does. */
 static json_t *etcd_store_json_txn(const struct etcd_store *es, const store_cmp *cmps, size_t ncmps,
-                                   const store_op *ops, size_t nops)
+                                   const store_op *ops, size_t nops, int64_t lease)
 {
     _cleanup_json_ json_t *compare = json_array();
     _cleanup_json_ json_t *success = json_array();
@@ -364,7 +366,15 @@ static json_t *etcd_store_json_txn(const struct etcd_store *es, const store_cmp 
     for (size_t i = 0; i < nops; i++)
         if (json_array_append_new(success, etcd_store_json_op(es, &ops[i])) < 0)
             return NULL;
-    return json_pack("{s:O, s:O}", "compare", compare, "success", success);
+    if (!lease)
+        return json_pack("{s:O, s:O}", "compare", compare, "success", success);
+    if (json_array_append_new(compare,
+                              json_pack("{s:o, s:s, s:s, s:o}", "key",
+                                        etcd_store_json_key(es, STORE_OWNER_KEY), "target", "LEASE",
+                                        "result", "EQUAL", "lease", etcd_json_int64(lease))) < 0)
+        return NULL;
+    return json_pack("{s:O, s:O, s:[{s:{s:o}}]}", "compare", compare, "success", success, "failure",
+                     "request_range", "key", etcd_store_json_key(es, STORE_OWNER_KEY));
 }
 
 static int etcd_store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops,
@@ -372,7 +382,11 @@ static int etcd_store_txn(store *s, const store_cmp *cmps, size_t ncmps, const s
 {
     struct etcd_store *es = (struct etcd_store *)s;
     *succeeded = false;
-    _cleanup_json_ json_t *body = etcd_store_json_txn(es, cmps, ncmps, ops, nops);
+    /* Only writes need the fence: a read-only transaction changes nothing. */
+    int64_t lease = 0;
+    if (nops > 0 && etcd_claim_fence(es, &lease, err) < 0)
+        return err_prefix(err, "store transaction");
+    _cleanup_json_ json_t *body = etcd_store_json_txn(es, cmps, ncmps, ops, nops, lease);
     _cleanup_json_ json_t *reply = NULL;
     if (!body)
         return etcd_store_oom(err);
@@ -380,6 +394,8 @@ static int etcd_store_txn(store *s, const store_cmp *cmps, size_t ncmps, const s
     if (etcd_client_call(es->client, "/v3/kv/txn", body, nops > 0, &reply, NULL, err) < 0)
         return err_prefix(err, "store transaction");
     *succeeded = json_is_true(json_object_get(reply, "succeeded"));
+    if (!*succeeded && lease && etcd_claim_fence_failed(es, lease, reply, err) < 0)
+        return err_prefix(err, "store transaction");
     if (revision)
         *revision = etcd_json_get_int64(json_object_get(reply, "header"), "revision");
     return 0;
@@ -392,6 +408,10 @@ static void etcd_store_close(store *s)
     struct etcd_store *es = (struct etcd_store *)s;
     if (!es)
         return;
+    if (es->claim) {
+        etcd_store_release(s);
+        etcd_claim_free(es->claim);
+    }
     etcd_client_free(es->client);
     free(es);
 }
@@ -406,7 +426,12 @@ static int etcd_store_open(const char *url, store **out, gb_err *err)
         return etcd_store_oom(err);
     es->base.backend = &store_backend_etcd;
     int64_t rev = 0;
+    if (!(es->claim = etcd_claim_new())) {
+        free(es);
+        return etcd_store_oom(err);
+    }
     if (etcd_client_new(url, &es->client, err) < 0) {
+        etcd_claim_free(es->claim);
         free(es);
         return -1;
     }
@@ -429,4 +454,8 @@ const struct store_backend store_backend_etcd = {
     .range = etcd_store_range,
     .txn = etcd_store_txn,
     .revision = etcd_store_revision,
+    .claim = etcd_store_claim,
+    .release = etcd_store_release,
+    .claim_state = etcd_store_claim_state,
+    .claim_describe = etcd_store_claim_describe,
 };

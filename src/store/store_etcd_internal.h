@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "store/store.h"
 #include "util/err.h"
 
 /* gRPC status codes etcd puts in the "code" field of an error answer. */
@@ -45,5 +46,43 @@ const char *etcd_client_endpoints(const etcd_client *c);
  * *grpc_code (may be NULL) gets etcd's code, else 0. */
 int etcd_client_call(etcd_client *c, const char *path, json_t *body, bool writes, json_t **reply,
                      int *grpc_code, gb_err *err);
+
+/* ---- the store on top (store_etcd.c) and its claim (store_etcd_claim.c) ---- */
+
+struct etcd_claim;
+
+struct etcd_store {
+    store base;
+    etcd_client *client;
+    const char *prefix; /* owned by client */
+    size_t prefix_len;
+    struct etcd_claim *claim; /* always there; state NONE until claimed */
+};
+
+/* JSON pieces the gateway speaks: bytes as base64 strings, int64 as
+ * strings of digits (store_etcd.c). */
+json_t *etcd_json_bytes(const char *data, size_t n);
+json_t *etcd_json_int64(int64_t v);
+int64_t etcd_json_get_int64(json_t *obj, const char *name);
+/* gpubox key -> the etcd key under the prefix, as base64 JSON. */
+json_t *etcd_store_json_key(const struct etcd_store *es, const char *key);
+
+struct etcd_claim *etcd_claim_new(void);
+void etcd_claim_free(struct etcd_claim *c);
+int etcd_store_claim(store *s, const store_owner *me, int ttl_s, store_owner *holder, gb_err *err);
+void etcd_store_release(store *s);
+enum store_claim_state etcd_store_claim_state(store *s);
+void etcd_store_claim_describe(store *s, char *buf, size_t size);
+
+/* The fence every write of a claimed store carries: the owner key must
+ * still be attached to this handle's lease. *lease gets that lease, 0 when
+ * the store is not claimed (no fence). -1 with ERR_STORE_UNAVAILABLE when
+ * the claim is lost: the write must not be sent. */
+int etcd_claim_fence(struct etcd_store *es, int64_t *lease, gb_err *err);
+/* A fenced transaction came back not succeeded: its failure branch read
+ * the owner key. 0 when the key still carries lease (the caller's own
+ * comparisons failed); -1 with ERR_STORE_UNAVAILABLE when the fence did -
+ * the claim is then lost, and nothing was written. */
+int etcd_claim_fence_failed(struct etcd_store *es, int64_t lease, json_t *reply, gb_err *err);
 
 #endif

@@ -30,6 +30,14 @@
  *
  * Durability: synchronous=FULL in WAL mode syncs the WAL at every commit, so
  * a transaction that has returned survives kill -9 and power loss.
+ *
+ * One daemon per store: a claim is an exclusive flock on <file>.lock, held
+ * through lock_fd until released or the handle closed. flock belongs to the
+ * open file, not to the process, so a second open of the lock file - in
+ * another process or in this one - cannot take it, and the kernel frees it
+ * however the holder ends: no expiry is needed, and a holder that is in the
+ * way is alive. The holder writes who it is into the file (store_owner.c)
+ * for the message the next one gives.
  */
 #include "store/store.h"
 
@@ -40,6 +48,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -60,6 +72,9 @@ struct sqlite_store {
     pthread_mutex_t pool_lock; /* guards idle and nidle */
     sqlite3 *idle[SQLITE_STORE_POOL_MAX];
     size_t nidle;
+    pthread_mutex_t claim_lock; /* guards lock_fd and lock_path */
+    int lock_fd;                /* holds the claim's flock; -1 when not claimed */
+    char *lock_path;
 };
 
 static inline void sqlite3_finalizep(sqlite3_stmt **st)
@@ -321,11 +336,15 @@ static int sqlite_store_init_schema(struct sqlite_store *ss, gb_err *err)
     return 0;
 }
 
+static void sqlite_store_release(store *s);
+
 static void sqlite_store_close(store *s)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     if (!ss)
         return;
+    sqlite_store_release(s);
+    pthread_mutex_destroy(&ss->claim_lock);
     for (size_t i = 0; i < ss->nidle; i++)
         sqlite3_close(ss->idle[i]);
     sqlite3_close(ss->writer);
@@ -348,6 +367,8 @@ static int sqlite_store_open(const char *url, store **out, gb_err *err)
     ss->base.backend = &store_backend_sqlite;
     pthread_mutex_init(&ss->write_lock, NULL);
     pthread_mutex_init(&ss->pool_lock, NULL);
+    pthread_mutex_init(&ss->claim_lock, NULL);
+    ss->lock_fd = -1;
     if (sqlite_store_parse_url(url, &ss->path, &ss->busy_timeout_ms, err) < 0 ||
         sqlite_store_connect(ss, false, &ss->writer, err) < 0 ||
         sqlite_store_enable_wal(ss, err) < 0 || sqlite_store_init_schema(ss, err) < 0) {
@@ -675,6 +696,96 @@ static int sqlite_store_txn(store *s, const store_cmp *cmps, size_t ncmps, const
     return r;
 }
 
+/* ---- one daemon per store ------------------------------------------------ */
+
+/* The message for a lock file someone else holds, naming whoever wrote
+ * into it. The file is O_CLOEXEC everywhere, so its holder is a gpuboxd (or
+ * the migration tool), never a program one of them ran. */
+static int sqlite_store_claim_refused(const struct sqlite_store *ss, int fd, const char *path,
+                                      store_owner *holder, gb_err *err)
+{
+    char text[2048];
+    ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    if (store_owner_from_json(text, holder) < 0)
+        *holder = (store_owner){0}; /* it has not written yet */
+    char who[512];
+    store_owner_describe(holder, who, sizeof(who));
+    return err_set(err, ERR_CONFLICT,
+                   "the SQLite store %s is in use by %s, which holds its lock file %s; two "
+                   "daemons on one store would hand out the same GPUs and ports: stop that one "
+                   "first, or give this one a --data-dir (or --store) of its own",
+                   ss->path, who, path);
+}
+
+static int sqlite_store_claim(store *s, const store_owner *me, int ttl_s, store_owner *holder,
+                              gb_err *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    (void)ttl_s; /* the kernel frees the lock with its holder: nothing expires */
+    _cleanup_free_ char *path = NULL;
+    _cleanup_free_ char *json = store_owner_to_json(me);
+    if (!json || asprintf(&path, "%s.lock", ss->path) < 0)
+        return sqlite_store_oom(err);
+    _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return err_set(err, ERR_STORE_UNAVAILABLE,
+                       "cannot open %s, the lock file of the SQLite store: %s", path,
+                       strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno == EWOULDBLOCK)
+            return sqlite_store_claim_refused(ss, fd, path, holder, err);
+        return err_set(err, ERR_STORE_UNAVAILABLE, "cannot lock %s: %s", path, strerror(errno));
+    }
+    size_t len = strlen(json);
+    json[len] = '\n'; /* one line, for cat; the NUL is not written */
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, json, len + 1, 0) != (ssize_t)(len + 1))
+        return err_set(err, ERR_STORE_UNAVAILABLE, "cannot write who holds the store into %s: %s",
+                       path, strerror(errno));
+    pthread_mutex_lock(&ss->claim_lock);
+    ss->lock_fd = fd;
+    fd = -1;
+    ss->lock_path = steal_ptr(&path);
+    pthread_mutex_unlock(&ss->claim_lock);
+    return 0;
+}
+
+static void sqlite_store_release(store *s)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    pthread_mutex_lock(&ss->claim_lock);
+    if (ss->lock_fd >= 0) {
+        /* Emptied first: nobody should read a holder out of a free file. */
+        int rc = ftruncate(ss->lock_fd, 0);
+        (void)rc; /* the lock goes with the close all the same */
+        close(ss->lock_fd);
+        ss->lock_fd = -1;
+    }
+    free(ss->lock_path);
+    ss->lock_path = NULL;
+    pthread_mutex_unlock(&ss->claim_lock);
+}
+
+static enum store_claim_state sqlite_store_claim_state(store *s)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    pthread_mutex_lock(&ss->claim_lock);
+    bool held = ss->lock_fd >= 0;
+    pthread_mutex_unlock(&ss->claim_lock);
+    return held ? STORE_CLAIM_HELD : STORE_CLAIM_NONE;
+}
+
+static void sqlite_store_claim_describe(store *s, char *buf, size_t size)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    pthread_mutex_lock(&ss->claim_lock);
+    if (ss->lock_path)
+        snprintf(buf, size, "lock file %s", ss->lock_path);
+    else
+        snprintf(buf, size, "not claimed");
+    pthread_mutex_unlock(&ss->claim_lock);
+}
+
 const struct store_backend store_backend_sqlite = {
     .name = "sqlite",
     .scheme = "sqlite",
@@ -684,4 +795,8 @@ const struct store_backend store_backend_sqlite = {
     .range = sqlite_store_range,
     .txn = sqlite_store_txn,
     .revision = sqlite_store_revision,
+    .claim = sqlite_store_claim,
+    .release = sqlite_store_release,
+    .claim_state = sqlite_store_claim_state,
+    .claim_describe = sqlite_store_claim_describe,
 };

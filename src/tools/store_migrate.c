@@ -7,8 +7,11 @@
  *
  * Stop gpuboxd first: the copy reads the source once, as one snapshot, and
  * a daemon writing meanwhile would lose those writes in the target. The
- * work is store_copy (src/store/store_copy.c); this file parses arguments
- * and reports. Exit status: 0 copied, 1 failed, 2 usage.
+ * tool makes sure of it: it claims both stores as a daemon does
+ * (store_claim), so it refuses to run while a gpuboxd holds either, and no
+ * gpuboxd can start on them until it is done. The work is store_copy
+ * (src/store/store_copy.c); this file parses arguments and reports. Exit
+ * status: 0 copied, 1 failed (or a store in use), 2 usage.
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -23,7 +26,8 @@ static void store_migrate_usage(FILE *out)
 {
     fprintf(out, "usage: gpubox-store-migrate --from URL --to URL [--overwrite]\n"
                  "\n"
-                 "Copy every key of one gpubox store into another. Stop gpuboxd first.\n"
+                 "Copy every key of one gpubox store into another. Stop gpuboxd first: a store\n"
+                 "a running gpuboxd holds is refused.\n"
                  "\n"
                  "  --from URL     the store to read, e.g. sqlite:///var/lib/gpubox/state.db\n"
                  "  --to URL       the store to write, e.g. etcd://10.0.0.5:2379/gpubox\n"
@@ -78,12 +82,19 @@ int main(int argc, char **argv)
     }
     store *from = NULL, *to = NULL;
     gb_err err = GB_ERR_INIT;
+    store_owner me;
     size_t copied = 0;
     int status = 1;
-    if (store_open(from_url, &from, &err) < 0)
+    if (store_owner_self("gpubox-store-migrate", &me, &err) < 0)
+        fprintf(stderr, "gpubox-store-migrate: %s\n", err.msg);
+    else if (store_open(from_url, &from, &err) < 0)
         fprintf(stderr, "gpubox-store-migrate: opening the source %s: %s\n", from_shown, err.msg);
     else if (store_open(to_url, &to, &err) < 0)
         fprintf(stderr, "gpubox-store-migrate: opening the target %s: %s\n", to_shown, err.msg);
+    else if (store_claim(from, &me, STORE_CLAIM_TTL_S, NULL, &err) < 0)
+        fprintf(stderr, "gpubox-store-migrate: claiming the source %s: %s\n", from_shown, err.msg);
+    else if (store_claim(to, &me, STORE_CLAIM_TTL_S, NULL, &err) < 0)
+        fprintf(stderr, "gpubox-store-migrate: claiming the target %s: %s\n", to_shown, err.msg);
     else if (store_copy(from, to, overwrite, &copied, &err) < 0)
         fprintf(stderr, "gpubox-store-migrate: %s%s\n", err.msg,
                 copied ? " (the target is partly written; run again with --overwrite)" : "");

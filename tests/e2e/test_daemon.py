@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from conftest import run_gpuboxd
+import conftest
+from conftest import run_gpuboxd, store_args
+from rsutil import RUN_TAG, create_ok, delete, held_gpus, info_ok, remove_containers
 
 
 def test_help_lists_every_flag_with_its_default():
@@ -65,9 +67,13 @@ def test_ready_line_shows_the_port_picked(start_daemon):
 def test_start_up_log_names_store_docker_and_gpus(start_daemon, tmp_path):
     data = tmp_path / "deep" / "new" / "dir"
     d = start_daemon("--simulate-gpus", "1xT4-16GB", data_dir=data)
-    assert (data / "state.db").exists(), "the data dir and the store were not created"
     log = d.log()
-    assert f"store: sqlite at {data}/state.db" in log
+    if conftest.STORE_BACKEND == "etcd":
+        assert data.is_dir(), "the data dir was not created"
+        assert "store: etcd at " in log
+    else:
+        assert (data / "state.db").exists(), "the data dir and the store were not created"
+        assert f"store: sqlite at {data}/state.db" in log
     assert "docker: Docker " in log and "storage driver " in log
     assert "gpu 0: GPU-" in log
     assert "gpuboxd 0" in log and "starting" in log
@@ -246,3 +252,80 @@ def test_docker_going_away_shows_in_healthz_and_version(start_daemon, tmp_path):
     assert r.data["docker"]["error"]
     # what needs no Docker keeps working
     assert d.get("/api/v1/resources/gpus").status == 200
+
+
+# ---- one daemon per store ----------------------------------------------------
+
+@pytest.fixture
+def owner_sets():
+    """The prefix of the replica sets these tests create; their containers
+    are removed at the end."""
+    prefix = "e2eown" + RUN_TAG
+    yield prefix
+    remove_containers(prefix)
+
+
+def test_second_daemon_on_the_same_store_exits_while_the_first_serves(start_daemon, tmp_path,
+                                                                      owner_sets):
+    data = tmp_path / "shared"
+    first = start_daemon("--simulate-gpus", "2xT4-16GB", data_dir=data)
+    pid = first.proc.pid
+    assert f"store: claimed for this gpuboxd (pid {pid}): " in first.log()
+
+    # The same data dir, so the same SQLite file or etcd key prefix. On etcd
+    # the holder could be gone with its lease still running: the second
+    # waits --store-wait for it, then gives up.
+    t0 = time.monotonic()
+    rc, out, err = run_gpuboxd(["--listen", "127.0.0.1:0", "--data-dir", str(data),
+                                "--simulate-gpus", "2xT4-16GB", "--store-wait", "2",
+                                *store_args(data)])
+    took = time.monotonic() - t0
+    assert rc == 1, err
+    assert "ready" not in out
+    assert f"in use by gpuboxd pid {pid} on host {socket.gethostname()}" in err, err
+    assert "would hand out the same GPUs and ports" in err, err
+    if conftest.STORE_BACKEND == "etcd":
+        assert "its lease expires in" in err and "trying again every second" in err, err
+        assert "was not free within 2s (--store-wait)" in err, err
+        assert 1.5 < took < 10, took
+    else:
+        assert f"lock file {data}/state.db.lock" in err, err
+        assert took < 5, "a SQLite holder is alive: nothing to wait for"
+    # It never reached Docker or the pools.
+    assert "docker:" not in err and "reconcil" not in err
+
+    # The first serves on, changes included.
+    name = f"{owner_sets}_first"
+    assert create_ok(first, name, gpus=1)["version"] == 1
+    assert delete(first, name).status == 200
+    assert first.stop() == 0
+    assert "store: claim released" in first.log()
+
+    # Stopped, it no longer holds the store: a new daemon starts at once.
+    again = start_daemon("--simulate-gpus", "2xT4-16GB", data_dir=data)
+    assert again.get("/healthz").status == 200
+
+
+def test_daemon_killed_then_started_again_takes_over_at_once(start_daemon, tmp_path,
+                                                             owner_sets):
+    data = tmp_path / "killed"
+    first = start_daemon("--simulate-gpus", "2xT4-16GB", data_dir=data)
+    name = f"{owner_sets}_kept"
+    create_ok(first, name, gpus=1)
+    held = held_gpus(first)
+    first.proc.kill()  # kill -9, not reaped yet: a zombie holds nothing
+
+    t0 = time.monotonic()
+    second = start_daemon("--simulate-gpus", "2xT4-16GB", data_dir=data)
+    took = time.monotonic() - t0
+    # On etcd the dead daemon's lease would run 10 s more: this host can
+    # see its pid is gone, and takes the store over without waiting.
+    assert took < 8, took
+    log = second.log()
+    assert f"store: claimed for this gpuboxd (pid {second.proc.pid})" in log
+    if conftest.STORE_BACKEND == "etcd":
+        assert (f"took the store over from gpuboxd pid {first.proc.pid} on host "
+                f"{socket.gethostname()}") in log, log
+    first.proc.wait()
+    assert info_ok(second, name)["version"] == 1
+    assert held_gpus(second) == held

@@ -14,16 +14,23 @@ A write etcd did not confirm may still land: the daemon keeps what it
 concerns held, and settles it with etcd once etcd answers - a create that
 landed late is undone, one that never landed is given back.
 
+The daemon's claim on its key prefix (a lease of 10 s, kept alive every
+3 s) is lost when etcd is away for longer than that: gpuboxd says so in its
+log, refuses every change, and claims the prefix again once etcd is back.
+The same happens when another daemon's claim has replaced its own: changes
+answer 503 naming that daemon until it is gone.
+
 Each test has its own etcd (or its own proxy in front of one), so the
 outages touch no other test. This module runs whatever the session's
 --store-backend is.
 """
+import json
 import time
 
 import pytest
 
 from conftest import Daemon, docker_request
-from etcdutil import EtcdServer, HoldingProxy
+from etcdutil import EtcdServer, HoldingProxy, b64
 from rsutil import (RUN_TAG, call, container, containers_with_prefix, create, create_ok,
                     delete, gpu_map, held_gpus, history, info, lifecycle, list_sets,
                     remove_containers, remove_volumes_by_hand, used_ports, wait_until)
@@ -223,3 +230,75 @@ def test_stop_whose_record_is_in_doubt(proxied, lands):
         assert info(d, name).data["info"]["state"] == "running"
         assert lifecycle(d, name, "stop").status == 200
         assert held_gpus(d) == set() and used_ports(d) == []
+
+
+# ---- the daemon's claim on its prefix ---------------------------------------------
+
+def test_outage_longer_than_the_claim_ttl(etcd, daemons):
+    d = daemons(etcd.url("/lost", **TIMEOUTS))
+    create_ok(d, f"{PREFIX}_kept", gpus=1, containerPorts=["22"])
+    gpus_before, ports_before = held_gpus(d), used_ports(d)
+
+    etcd.kill()
+    t0 = time.monotonic()
+    assert wait_until(lambda: "lost the claim" in d.log(), timeout=20), d.log()
+    assert time.monotonic() - t0 > 6, "lost before the lease could have expired"
+    log = d.log()
+    assert "no keepalive was answered for 10 s, the lease's TTL" in log, log
+    assert "Writes are refused" in log
+    r = create(d, f"{PREFIX}_lost", gpus=1, containerPorts=["22"])
+    assert_store_down(r, etcd.endpoint)
+    assert_failed_create_left_nothing(d, f"{PREFIX}_lost", gpus_before, ports_before)
+
+    # etcd back (it renews the leases it had when it starts): the claim is
+    # this daemon's again, and changes work.
+    etcd.restart()
+    assert wait_until(lambda: "writes are accepted again" in d.log(), timeout=15), d.log()
+    assert create_ok(d, f"{PREFIX}_lost", gpus=1)["version"] == 1
+    assert lifecycle(d, f"{PREFIX}_kept", "stop").status == 200
+    assert not held_gpus(d) & gpus_before
+    assert delete(d, f"{PREFIX}_lost").status == 200
+    assert held_gpus(d) == set() and used_ports(d) == []
+
+
+def foreign_owner(etcd, prefix):
+    """Put another gpuboxd's claim into prefix's owner key, as a daemon on
+    another host with the same prefix would once this one's lease expired.
+    The put also takes the key off this daemon's lease."""
+    other = {"program": "gpuboxd", "host": "gpu-elsewhere", "pid": 4242,
+             "started": "2026-01-01T00:00:00Z", "bootId": "b", "pidNamespace": "pid:[1]",
+             "procStart": 7}
+    etcd.post("/v3/kv/put", {"key": b64(f"{prefix}/daemon/owner"),
+                             "value": b64(json.dumps(other))})
+
+
+def test_changes_refused_while_another_daemon_holds_the_prefix(etcd, daemons):
+    d = daemons(etcd.url("/taken", **TIMEOUTS))
+    mine = create_ok(d, f"{PREFIX}_mine", gpus=1)
+    gpus_before = held_gpus(d)
+
+    foreign_owner(etcd, "/taken")
+    r = create(d, f"{PREFIX}_refused", gpus=1)
+    assert r.status == 503 and r.code == 1111, r.json
+    assert "lost its claim on the store" in r.msg, r.msg
+    assert "gpuboxd pid 4242 on host gpu-elsewhere" in r.msg, r.msg
+    assert container(f"{PREFIX}_refused-1") is None
+    assert "lost the claim on etcd" in d.log()
+    # Every change is refused now, without a word to Docker; reads work.
+    assert lifecycle(d, f"{PREFIX}_mine", "stop").status == 503
+    assert container(mine["containerName"])["State"]["Running"] is True
+    assert info(d, f"{PREFIX}_mine").status == 200
+    assert f"{PREFIX}_refused" not in [s["name"] for s in list_sets(d, all_=True)]
+    time.sleep(2)
+    assert lifecycle(d, f"{PREFIX}_mine", "pause").status == 503
+
+    # The other daemon stops (its key goes): this one claims the prefix
+    # again, settles the refused create (it never reached the store), and
+    # changes work again.
+    etcd.post("/v3/kv/deleterange", {"key": b64("/taken/daemon/owner")})
+    assert wait_until(lambda: "writes are accepted again" in d.log(), timeout=10), d.log()
+    assert wait_until(lambda: held_gpus(d) == gpus_before, timeout=10)
+    assert create_ok(d, f"{PREFIX}_refused", gpus=1)["version"] == 1
+    assert lifecycle(d, f"{PREFIX}_mine", "stop").status == 200
+    owner = etcd.range("/taken/daemon/owner")
+    assert f'"pid":{d.proc.pid}' in owner["/taken/daemon/owner"], owner

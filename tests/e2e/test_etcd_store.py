@@ -1,8 +1,10 @@
 """gpuboxd and its etcd store as an operator meets them (issue 6, points 4-6):
 start-up while etcd is down (waits, says so, gives up after --store-wait,
-stops cleanly on SIGTERM meanwhile), history after etcd compacted its old
-revisions, and moving a daemon's state (replica sets, volumes) from SQLite
-to etcd and back with gpubox-store-migrate.
+stops cleanly on SIGTERM meanwhile), one daemon per key prefix (a second
+one on the same prefix gives up, one on another prefix runs beside it),
+history after etcd compacted its old revisions, and moving a daemon's
+state (replica sets, volumes) from SQLite to etcd and back with
+gpubox-store-migrate, which refuses a store a running daemon holds.
 
 Each test starts its own etcd; the module runs whatever the session's
 --store-backend is.
@@ -135,6 +137,46 @@ def test_sqlite_store_is_not_waited_for(tmp_path):
     assert "retrying" not in err
 
 
+# ---- one daemon per key prefix -------------------------------------------------
+
+def test_second_daemon_on_a_prefix_gives_up_another_prefix_works(etcd, daemons, tmp_path):
+    first = daemons(etcd.url("/shared"))
+    pid = first.proc.pid
+    owner = etcd.range("/shared/daemon/")
+    assert list(owner) == ["/shared/daemon/owner"], owner
+    assert f'"pid":{pid}' in owner["/shared/daemon/owner"]
+
+    # Another server (its own data dir) configured with the same prefix by
+    # mistake: it waits --store-wait for the claim to expire, then gives up.
+    t0 = time.monotonic()
+    rc, out, err = run_gpuboxd(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "other"),
+                                "--simulate-gpus", "4xA100-80GB", "--store", etcd.url("/shared"),
+                                "--store-wait", "3"])
+    took = time.monotonic() - t0
+    assert rc == 1, err
+    assert "ready" not in out
+    assert f"the store etcd at {etcd.endpoint} (key /shared/daemon/owner) is in use by gpuboxd " \
+           f"pid {pid}" in err, err
+    assert "its lease expires in" in err and "a key prefix of its own" in err, err
+    assert "was not free within 3s (--store-wait)" in err, err
+    assert 2.5 < took < 10, took
+
+    # With a prefix of its own it runs beside the first; both serve.
+    other = Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "other"),
+                    "--simulate-gpus", "4xA100-80GB", "--port-range", "61740-61749",
+                    "--store", etcd.url("/apart")], tmp_path / "other", tmp_path / "other.log")
+    other.start()
+    try:
+        assert create_ok(first, f"{PREFIX}_first", gpus=4)["version"] == 1
+        assert create_ok(other, f"{PREFIX}_apart", gpus=4)["version"] == 1
+        assert delete(other, f"{PREFIX}_apart", purge=True).status == 200
+    finally:
+        assert other.stop() == 0
+    assert delete(first, f"{PREFIX}_first", purge=True).status == 200
+    assert first.stop() == 0
+    assert etcd.range("/shared/daemon/") == {}, "stopping did not release the claim"
+
+
 # ---- history after compaction ------------------------------------------------
 
 def test_history_survives_compaction(etcd, daemons):
@@ -230,11 +272,18 @@ def test_migrate_sqlite_to_etcd_and_back(etcd, daemons, tmp_path):
     populate(d)
     before = view(d)
     assert len(before["sets"]) == 4 and sum(before["gpus"].values()) == 3
-    d.stop()
-
+    # Not while the daemon runs: its writes would be lost in the target.
     to_etcd = etcd.url("/migrated")
     rc, out = migrate("--from", f"sqlite://{tmp_path}/data/state.db", "--to", to_etcd)
+    assert rc == 1, out
+    assert f"claiming the source sqlite://{tmp_path}/data/state.db" in out, out
+    assert f"in use by gpuboxd pid {d.proc.pid}" in out, out
+    assert etcd.range("/migrated/") == {}
+    d.stop()
+
+    rc, out = migrate("--from", f"sqlite://{tmp_path}/data/state.db", "--to", to_etcd)
     assert rc == 0, out
+    assert etcd.range("/migrated/daemon/") == {}, "the tool's claim outlived it"
     d2 = daemons(to_etcd)
     assert view(d2) == before
     assert len(before["volumes"]) == 1
@@ -249,11 +298,13 @@ def test_migrate_sqlite_to_etcd_and_back(etcd, daemons, tmp_path):
     assert container(f"{PREFIX}_paused-1")["State"]["Running"] is True
     assert lifecycle(d2, f"{PREFIX}_paused", "pause").status == 200
     moved = view(d2)
-    d2.stop()
-
     back = f"sqlite://{tmp_path}/back/state.db"
     (tmp_path / "back").mkdir()
     rc, out = migrate("--from", to_etcd, "--to", back)
+    assert rc == 1 and f"in use by gpuboxd pid {d2.proc.pid}" in out, out
+    d2.stop()
+
+    rc, out = migrate("--from", to_etcd, "--to", back)  # the refused run wrote nothing
     assert rc == 0, out
     d3 = daemons(back)
     assert view(d3) == moved
