@@ -10,12 +10,16 @@
 #include "service/app.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sched/gpus.h"
 #include "service/metrics.h"
@@ -297,14 +301,53 @@ done:
     return rc;
 }
 
+/* The data dir holds the volumes' images and mount points: a second
+ * daemon on it, even with a store of its own (another etcd prefix), would
+ * attach and resize the same volumes. An exclusive flock on
+ * <data_dir>/gpuboxd.lock, held for the process's life and freed by the
+ * kernel however it ends; the holder's pid is written in it for the
+ * message. Taken after the store claim, so a daemon on the same store
+ * hears about the store first. */
+static int app_lock_data_dir(app *a, gb_err *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/gpuboxd.lock", a->cfg.data_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return err_set(err, ERR_INTERNAL, "cannot open %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int saved = errno;
+        char holder[32] = "";
+        ssize_t n = pread(fd, holder, sizeof(holder) - 1, 0);
+        holder[n > 0 ? n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        close(fd);
+        if (saved != EWOULDBLOCK)
+            return err_set(err, ERR_INTERNAL, "cannot lock %s: %s", path, strerror(saved));
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "data dir %s is in use by another gpuboxd (pid %s), with a store of its "
+                       "own; two daemons on one data dir would attach and resize the same "
+                       "volumes: give each its own --data-dir",
+                       a->cfg.data_dir, holder[0] ? holder : "unknown");
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        log_warn("cannot write the pid into %s: %s", path, strerror(errno));
+    a->data_dir_lock = fd;
+    return 0;
+}
+
 int app_open(const app_config *cfg, app **out, gb_err *err)
 {
     app *a = calloc(1, sizeof(*a));
     if (!a)
         return err_set(err, ERR_INTERNAL, "out of memory");
     a->cfg = *cfg;
+    a->data_dir_lock = -1;
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
-        app_claim_store(a, err) < 0 || app_connect_docker(a, err) < 0 || app_load_gpus(a, err) < 0)
+        app_claim_store(a, err) < 0 || app_lock_data_dir(a, err) < 0 ||
+        app_connect_docker(a, err) < 0 || app_load_gpus(a, err) < 0)
         goto fail;
     if (app_make_gpu_pool(a, err) < 0)
         goto fail;
@@ -351,5 +394,7 @@ void app_close(app *a)
         store_close(a->store);
         log_info("store: closed");
     }
+    if (a->data_dir_lock >= 0)
+        close(a->data_dir_lock);
     free(a);
 }

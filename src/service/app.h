@@ -68,6 +68,7 @@ typedef struct app {
     struct ops_metrics *ops;      /* operations by kind and result (metrics.h) */
     struct rs_settle *settle;     /* writes the store did not confirm (rs_settle.c) */
     struct volumes_ctx *volumes;  /* the volume service's state (volumes.h) */
+    int data_dir_lock;            /* flock on <data_dir>/gpuboxd.lock; -1 when none */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];
     char docker_api_version[16];
@@ -78,7 +79,9 @@ typedef struct app {
 /* Start-up, in order, logging a line for each: create the data dir, open the
  * store (retrying a remote one up to store_wait_s), claim it for this
  * daemon (store_claim: another daemon holding it fails start-up; an etcd
- * holder is waited for up to store_wait_s, as its claim may expire), connect to Docker
+ * holder is waited for up to store_wait_s, as its claim may expire), lock
+ * the data dir (two daemons on different stores must not share volume
+ * images and mounts either), connect to Docker
  * (retrying up to docker_wait_s), load the GPU inventory, build the pools,
  * open the volume backend and attach every volume, derive the pools from
  * the store, and reconcile the replica sets with Docker (which may start

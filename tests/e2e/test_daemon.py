@@ -306,6 +306,22 @@ def test_second_daemon_on_the_same_store_exits_while_the_first_serves(start_daem
     assert again.get("/healthz").status == 200
 
 
+def test_second_daemon_with_its_own_store_on_the_same_data_dir_exits(start_daemon, tmp_path):
+    """Another store (another SQLite file here; another etcd prefix alike)
+    but the same data dir: its volume images and mounts would be shared."""
+    data = tmp_path / "shareddir"
+    first = start_daemon("--simulate-gpus", "2xT4-16GB", data_dir=data)
+    rc, out, err = run_gpuboxd(["--listen", "127.0.0.1:0", "--data-dir", str(data),
+                                "--simulate-gpus", "2xT4-16GB",
+                                "--store", f"sqlite://{tmp_path / 'other.db'}"])
+    assert rc == 1, err
+    assert "ready" not in out
+    assert f"data dir {data} is in use by another gpuboxd (pid {first.proc.pid})" in err, err
+    assert "give each its own --data-dir" in err and "docker:" not in err, err
+    assert first.get("/healthz").status == 200
+    assert first.stop() == 0
+
+
 def test_daemon_killed_then_started_again_takes_over_at_once(start_daemon, tmp_path,
                                                              owner_sets):
     data = tmp_path / "killed"
