@@ -116,8 +116,7 @@ static int rs_op_commit(app *a, rs_record *r, journal_op *op, gb_err *err)
 static int rs_stop_settle(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
 {
     if (!journal_step_done(op, "container-stopped")) {
-        if (docker_container_stop(a->docker, r->container_name, RS_STOP_TIMEOUT_S, err) < 0 &&
-            err->code != ERR_NOT_FOUND) {
+        if (rs_container_stop(a, r->container_name, err) < 0 && err->code != ERR_NOT_FOUND) {
             err->code = ERR_STOP_FAILED;
             rs_op_abandon(a, r, op, err->msg);
             return err_prefix(err, "stopping %s", r->container_name);
@@ -177,7 +176,7 @@ int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_PAUSE, &r, err) < 0)
         return -1;
-    if (docker_container_stop(a->docker, r.container_name, RS_STOP_TIMEOUT_S, err) < 0) {
+    if (rs_container_stop(a, r.container_name, err) < 0) {
         err->code = ERR_PAUSE_FAILED;
         return err_prefix(err, "pausing %s", r.container_name);
     }

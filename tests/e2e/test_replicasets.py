@@ -769,3 +769,16 @@ def test_routes_are_in_openapi(d):
     for tail, method in (("history", "get"), ("stop", "patch"), ("pause", "patch"),
                          ("continue", "patch"), ("execute", "post"), ("commit", "post")):
         assert method in paths[f"/api/v1/replicaSet/{{name}}/{tail}"], tail
+
+
+def test_stop_and_pause_of_a_shell_are_not_waited_for(d):
+    """An interactive /bin/sh (the test image's CMD, with the TTY gpubox
+    gives) ignores SIGTERM: stop and pause end it at once instead of
+    waiting Docker's whole grace for nothing."""
+    name = f"{PREFIX}_shellstop"
+    create_ok(d, name, cmd=["/bin/sh"])
+    for action, state in (("pause", "paused"), ("continue", "running"), ("stop", "stopped")):
+        start = time.monotonic()
+        assert lifecycle(d, name, action).status == 200
+        assert time.monotonic() - start < 6, action
+        assert info_ok(d, name)["state"] == state
