@@ -237,6 +237,39 @@ void cli_help_command(const cli_command *cmd, FILE *out); /* gpubox CMD --help *
 void cli_help_man(FILE *out);                             /* gpubox help --man */
 void cli_completion_bash(FILE *out);                      /* gpubox completion bash */
 
+/* ---- cmd_common.c: what the subcommands share ---- */
+
+/* The one request most subcommands are. */
+typedef struct cli_req {
+    const char *method;
+    const char *path;
+    const json_t *body; /* borrowed; NULL: none */
+    /* Progress of replica set `name` shown labelled verb ("scale") while the
+     * request runs (cli_call_progress); NULL: a short request, none shown. */
+    const char *verb;
+    const char *name;
+    bool follow; /* follow the operation the answer names (cli_follow_operation) */
+} cli_req;
+
+/* Print an answer's data for people on ctx->out; arg is the subcommand's
+ * own (its cli_args, mostly). */
+typedef void cli_print_fn(cli_ctx *ctx, const json_t *data, const void *arg);
+
+/* Send req and print its answer: the data as JSON for --json, else through
+ * human. Returns 0, or the exit code of an error already reported. */
+int cli_exchange(cli_ctx *ctx, const cli_req *req, cli_print_fn *human, const void *arg);
+/* "<base>/<name escaped>[/suffix]" (malloc'd). */
+char *cli_path(cli_ctx *ctx, const char *base, const char *name, const char *suffix);
+/* The string field of obj, or "-" when there is none. */
+const char *cli_str(const json_t *obj, const char *field);
+/* printf onto the end of the string in buf, cut to size. */
+void cli_appendf(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The strings of a JSON array joined by sep into buf ("?" for a non-string). */
+void cli_join(const json_t *list, const char *sep, char *buf, size_t size);
+/* The name field of each object in list, one a line (for --quiet). */
+void cli_print_names(cli_ctx *ctx, const json_t *list);
+
 /* ---- the subcommands (cmd_*.c) ---- */
 
 int cli_cmd_gpus(cli_ctx *ctx, const cli_args *a);

@@ -2,11 +2,11 @@
  * cmd_replicasets.c - the subcommands on replica sets: ps, run, inspect,
  * history, scale, stop, start, pause, restart, rollback, exec, commit, rm.
  *
- * Each builds one request to /api/v1/replicaSet..., sends it (client.c;
- * the long ones with their progress shown meanwhile, progress.c), follows
- * the operation when the answer names one (operation.c), and
- * prints the answer: a table or a few lines for people, the server's data
- * for --json.
+ * Each builds one request to /api/v1/replicaSet... and says how to print
+ * the answer for people: a table or a few lines. Sending it (the long ones
+ * with their progress shown meanwhile), following the operation the answer
+ * names and printing the server's data for --json are cli_exchange's
+ * (cmd_common.c).
  */
 #include "cli/cli.h"
 
@@ -21,11 +21,7 @@
 /* "/api/v1/replicaSet/<name>[/suffix]" (malloc'd). */
 static char *rs_path(cli_ctx *ctx, const char *name, const char *suffix)
 {
-    _cleanup_free_ char *esc = cli_escape(ctx, name);
-    char *path = NULL;
-    if (asprintf(&path, RS_BASE "/%s%s%s", esc, suffix ? "/" : "", suffix ? suffix : "") < 0)
-        abort();
-    return path;
+    return cli_path(ctx, RS_BASE, name, suffix);
 }
 
 /* "40001->22/tcp, 40002->53/udp" into buf. */
@@ -36,63 +32,21 @@ static void rs_ports_text(const json_t *ports, char *buf, size_t size)
     json_t *p;
     json_array_foreach(ports, i, p)
     {
-        size_t len = strlen(buf);
         const char *proto = json_string_value(json_object_get(p, "protocol"));
-        snprintf(buf + len, size - len, "%s%" JSON_INTEGER_FORMAT "->%" JSON_INTEGER_FORMAT "/%s",
-                 i ? ", " : "", json_integer_value(json_object_get(p, "hostPort")),
-                 json_integer_value(json_object_get(p, "containerPort")), proto ? proto : "tcp");
+        cli_appendf(buf, size, "%s%" JSON_INTEGER_FORMAT "->%" JSON_INTEGER_FORMAT "/%s",
+                    i ? ", " : "", json_integer_value(json_object_get(p, "hostPort")),
+                    json_integer_value(json_object_get(p, "containerPort")), proto ? proto : "tcp");
     }
 }
 
-/* The strings of a JSON array joined by sep into buf. */
-static void rs_join(const json_t *list, const char *sep, char *buf, size_t size)
+static void ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
-    buf[0] = '\0';
+    const cli_args *a = arg;
+    json_t *sets = json_object_get(data, "replicaSets"), *s;
     size_t i;
-    json_t *v;
-    json_array_foreach(list, i, v)
-    {
-        size_t len = strlen(buf);
-        snprintf(buf + len, size - len, "%s%s", i ? sep : "",
-                 json_string_value(v) ? json_string_value(v) : "?");
-    }
-}
-
-static const char *rs_str(const json_t *obj, const char *field)
-{
-    const char *s = json_string_value(json_object_get(obj, field));
-    return s ? s : "-";
-}
-
-/* Print data for --json, else the one line `human` (a printf format with
- * the name first). */
-static int rs_done(cli_ctx *ctx, const json_t *data, const char *human, const char *name)
-{
-    if (ctx->json)
-        cli_print_json(ctx, data);
-    else
-        fprintf(ctx->out, human, name);
-    return CLI_EXIT_OK;
-}
-
-int cli_cmd_ps(cli_ctx *ctx, const cli_args *a)
-{
-    _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = cli_call(ctx, "GET", cli_flag(a, "all") ? RS_BASE "?all=true" : RS_BASE, NULL, &r);
-    if (rc)
-        return rc;
-    json_t *sets = json_object_get(r.data, "replicaSets"), *s;
-    size_t i;
-    if (ctx->json) {
-        cli_print_json(ctx, r.data);
-        return CLI_EXIT_OK;
-    }
     if (cli_flag(a, "quiet")) {
-        json_array_foreach(sets, i, s)
-        {
-            fprintf(ctx->out, "%s\n", rs_str(s, "name"));
-        }
-        return CLI_EXIT_OK;
+        cli_print_names(ctx, sets);
+        return;
     }
     static const char *const headers[] = {"NAME", "VERSION", "STATE",   "STATUS",
                                           "GPUS", "PORTS",   "CREATED", NULL};
@@ -104,13 +58,18 @@ int cli_cmd_ps(cli_ctx *ctx, const cli_args *a)
                  json_integer_value(json_object_get(s, "version")));
         snprintf(gpus, sizeof(gpus), "%zu", json_array_size(json_object_get(s, "gpus")));
         rs_ports_text(json_object_get(s, "ports"), ports, sizeof(ports));
-        const char *row[] = {rs_str(s, "name"),      version, rs_str(s, "state"),
-                             rs_str(s, "status"),    gpus,    ports[0] ? ports : "-",
-                             rs_str(s, "createTime")};
+        const char *row[] = {cli_str(s, "name"),      version, cli_str(s, "state"),
+                             cli_str(s, "status"),    gpus,    ports[0] ? ports : "-",
+                             cli_str(s, "createTime")};
         cli_table_add(t, row);
     }
     cli_table_print(t, ctx->out);
-    return CLI_EXIT_OK;
+}
+
+int cli_cmd_ps(cli_ctx *ctx, const cli_args *a)
+{
+    const char *path = cli_flag(a, "all") ? RS_BASE "?all=true" : RS_BASE;
+    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = path}, ps_print, a);
 }
 
 /* -v SRC:DEST[:ro|rw] -> {src, dest, readOnly}. */
@@ -262,26 +221,29 @@ static int run_body(cli_ctx *ctx, const cli_args *a, json_t **out)
     return 0;
 }
 
+static void run_print(cli_ctx *ctx, const json_t *data, const void *arg)
+{
+    const cli_args *a = arg;
+    char gpus[1024], ports[512];
+    cli_join(json_object_get(data, "gpus"), ", ", gpus, sizeof(gpus));
+    rs_ports_text(json_object_get(data, "ports"), ports, sizeof(ports));
+    fprintf(ctx->out, "%s: running as %s\n  gpus:  %s\n  ports: %s\n", a->pos[0],
+            cli_str(data, "containerName"), gpus[0] ? gpus : "-", ports[0] ? ports : "-");
+}
+
 int cli_cmd_run(cli_ctx *ctx, const cli_args *a)
 {
     _cleanup_json_ json_t *body = NULL;
     int rc = run_body(ctx, a, &body);
     if (rc)
         return rc;
-    _cleanup_(cli_reply_free) cli_reply r = {0};
-    if ((rc = cli_call_progress(ctx, "run", a->pos[0], "POST", RS_BASE, body, &r)) ||
-        (rc = cli_follow_operation(ctx, r.data)))
-        return rc;
-    if (ctx->json) {
-        cli_print_json(ctx, r.data);
-        return CLI_EXIT_OK;
-    }
-    char gpus[1024], ports[512];
-    rs_join(json_object_get(r.data, "gpus"), ", ", gpus, sizeof(gpus));
-    rs_ports_text(json_object_get(r.data, "ports"), ports, sizeof(ports));
-    fprintf(ctx->out, "%s: running as %s\n  gpus:  %s\n  ports: %s\n", a->pos[0],
-            rs_str(r.data, "containerName"), gpus[0] ? gpus : "-", ports[0] ? ports : "-");
-    return CLI_EXIT_OK;
+    cli_req req = {.method = "POST",
+                   .path = RS_BASE,
+                   .body = body,
+                   .verb = "run",
+                   .name = a->pos[0],
+                   .follow = true};
+    return cli_exchange(ctx, &req, run_print, a);
 }
 
 /* A spec's binds as "src:dest[:ro]" joined. */
@@ -292,34 +254,25 @@ static void rs_binds_text(const json_t *binds, char *buf, size_t size)
     json_t *b;
     json_array_foreach(binds, i, b)
     {
-        size_t len = strlen(buf);
-        snprintf(buf + len, size - len, "%s%s:%s%s", i ? ", " : "", rs_str(b, "src"),
-                 rs_str(b, "dest"), json_is_true(json_object_get(b, "readOnly")) ? ":ro" : "");
+        cli_appendf(buf, size, "%s%s:%s%s", i ? ", " : "", cli_str(b, "src"), cli_str(b, "dest"),
+                    json_is_true(json_object_get(b, "readOnly")) ? ":ro" : "");
     }
 }
 
-int cli_cmd_inspect(cli_ctx *ctx, const cli_args *a)
+static void inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
-    _cleanup_free_ char *path = rs_path(ctx, a->pos[0], NULL);
-    _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = cli_call(ctx, "GET", path, NULL, &r);
-    if (rc)
-        return rc;
-    if (ctx->json) {
-        cli_print_json(ctx, r.data);
-        return CLI_EXIT_OK;
-    }
-    json_t *info = json_object_get(r.data, "info"), *spec = json_object_get(info, "spec");
+    (void)arg;
+    json_t *info = json_object_get(data, "info"), *spec = json_object_get(info, "spec");
     char gpus[1024], ports[512], env[2048], cmd[1024], binds[1024];
-    rs_join(json_object_get(info, "gpus"), ", ", gpus, sizeof(gpus));
+    cli_join(json_object_get(info, "gpus"), ", ", gpus, sizeof(gpus));
     rs_ports_text(json_object_get(info, "ports"), ports, sizeof(ports));
-    rs_join(json_object_get(spec, "env"), " ", env, sizeof(env));
-    rs_join(json_object_get(spec, "cmd"), " ", cmd, sizeof(cmd));
+    cli_join(json_object_get(spec, "env"), " ", env, sizeof(env));
+    cli_join(json_object_get(spec, "cmd"), " ", cmd, sizeof(cmd));
     rs_binds_text(json_object_get(spec, "binds"), binds, sizeof(binds));
     char limits[160] = "-";
     json_t *gl = json_object_get(info, "gpuLimits");
     if (json_is_object(gl))
-        snprintf(limits, sizeof(limits), "%s, %s", rs_str(gl, "mode"),
+        snprintf(limits, sizeof(limits), "%s, %s", cli_str(gl, "mode"),
                  json_is_true(json_object_get(gl, "enforced")) ? "enforced"
                                                                : "scheduled but not enforced");
     fprintf(ctx->out,
@@ -327,30 +280,27 @@ int cli_cmd_inspect(cli_ctx *ctx, const cli_args *a)
             "\nContainer:  %s\nImage:      %s\nGPUs:       %s\nGPU limits: %s\nPorts:      %s\n"
             "Binds:      %s\n"
             "Env:        %s\nCmd:        %s\nCreated:    %s\nUpdated:    %s\n",
-            rs_str(info, "name"), rs_str(info, "state"), rs_str(info, "status"),
-            json_integer_value(json_object_get(info, "version")), rs_str(info, "containerName"),
-            rs_str(spec, "imageName"), gpus[0] ? gpus : "-", limits, ports[0] ? ports : "-",
+            cli_str(info, "name"), cli_str(info, "state"), cli_str(info, "status"),
+            json_integer_value(json_object_get(info, "version")), cli_str(info, "containerName"),
+            cli_str(spec, "imageName"), gpus[0] ? gpus : "-", limits, ports[0] ? ports : "-",
             binds[0] ? binds : "-", env[0] ? env : "-", cmd[0] ? cmd : "(image default)",
-            rs_str(info, "createTime"), rs_str(info, "updateTime"));
-    return CLI_EXIT_OK;
+            cli_str(info, "createTime"), cli_str(info, "updateTime"));
 }
 
-int cli_cmd_history(cli_ctx *ctx, const cli_args *a)
+int cli_cmd_inspect(cli_ctx *ctx, const cli_args *a)
 {
-    _cleanup_free_ char *path = rs_path(ctx, a->pos[0], "history");
-    _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = cli_call(ctx, "GET", path, NULL, &r);
-    if (rc)
-        return rc;
-    if (ctx->json) {
-        cli_print_json(ctx, r.data);
-        return CLI_EXIT_OK;
-    }
+    _cleanup_free_ char *path = rs_path(ctx, a->pos[0], NULL);
+    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = path}, inspect_print, NULL);
+}
+
+static void history_print(cli_ctx *ctx, const json_t *data, const void *arg)
+{
+    (void)arg;
     static const char *const headers[] = {"VERSION", "CREATED", "CONTAINER", "IMAGE", "GPUS", NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
     json_t *h;
     size_t i;
-    json_array_foreach(json_object_get(r.data, "history"), i, h)
+    json_array_foreach(json_object_get(data, "history"), i, h)
     {
         json_t *spec = json_object_get(h, "spec");
         char version[16], gpus[16];
@@ -358,33 +308,42 @@ int cli_cmd_history(cli_ctx *ctx, const cli_args *a)
                  json_integer_value(json_object_get(h, "version")));
         snprintf(gpus, sizeof(gpus), "%" JSON_INTEGER_FORMAT,
                  json_integer_value(json_object_get(spec, "gpuCount")));
-        const char *row[] = {version, rs_str(h, "createTime"), rs_str(h, "containerName"),
-                             rs_str(spec, "imageName"), gpus};
+        const char *row[] = {version, cli_str(h, "createTime"), cli_str(h, "containerName"),
+                             cli_str(spec, "imageName"), gpus};
         cli_table_add(t, row);
     }
     cli_table_print(t, ctx->out);
-    return CLI_EXIT_OK;
+}
+
+int cli_cmd_history(cli_ctx *ctx, const cli_args *a)
+{
+    _cleanup_free_ char *path = rs_path(ctx, a->pos[0], "history");
+    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = path}, history_print, NULL);
+}
+
+/* The line a PATCH prints for people: human is a format taking the set's
+ * name and the answer's containerName. */
+typedef struct rs_patch_line {
+    const char *name;
+    const char *human;
+} rs_patch_line;
+
+static void rs_patch_print(cli_ctx *ctx, const json_t *data, const void *arg)
+{
+    const rs_patch_line *line = arg;
+    fprintf(ctx->out, line->human, line->name, cli_str(data, "containerName"));
 }
 
 /* A PATCH .../suffix with body (may be NULL), its progress shown labelled
  * verb while it runs (NULL: a short one, none), its operation followed, and
- * one line for people: human is a format taking the name and the answer's
- * containerName. */
+ * one line for people (rs_patch_line). */
 static int rs_patch(cli_ctx *ctx, const char *verb, const char *name, const char *suffix,
                     const json_t *body, const char *human)
 {
     _cleanup_free_ char *path = rs_path(ctx, name, suffix);
-    _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = verb ? cli_call_progress(ctx, verb, name, "PATCH", path, body, &r)
-                  : cli_call(ctx, "PATCH", path, body, &r);
-    if (rc || (rc = cli_follow_operation(ctx, r.data)))
-        return rc;
-    if (ctx->json) {
-        cli_print_json(ctx, r.data);
-        return CLI_EXIT_OK;
-    }
-    fprintf(ctx->out, human, name, rs_str(r.data, "containerName"));
-    return CLI_EXIT_OK;
+    cli_req req = {
+        .method = "PATCH", .path = path, .body = body, .verb = verb, .name = name, .follow = true};
+    return cli_exchange(ctx, &req, rs_patch_print, &(rs_patch_line){name, human});
 }
 
 int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)
@@ -431,7 +390,7 @@ int cli_cmd_start(cli_ctx *ctx, const cli_args *a)
     int rc = cli_call(ctx, "GET", path, NULL, &r);
     if (rc)
         return rc;
-    const char *state = rs_str(json_object_get(r.data, "info"), "state");
+    const char *state = cli_str(json_object_get(r.data, "info"), "state");
     if (!strcmp(state, "paused"))
         return rs_patch(ctx, NULL, a->pos[0], "continue", NULL, "%s: running again (%s)\n");
     if (!strcmp(state, "stopped"))
@@ -502,22 +461,30 @@ int cli_cmd_exec(cli_ctx *ctx, const cli_args *a)
     return code < 0 || code > 255 ? CLI_EXIT_ERROR : (int)code;
 }
 
+static void commit_print(cli_ctx *ctx, const json_t *data, const void *arg)
+{
+    const cli_args *a = arg;
+    fprintf(ctx->out, "%s: committed to %s (%s)\n", a->pos[0], cli_str(data, "imageName"),
+            cli_str(data, "imageId"));
+}
+
 int cli_cmd_commit(cli_ctx *ctx, const cli_args *a)
 {
     _cleanup_json_ json_t *body =
         json_pack("{s:s, s:b}", "newImageName", a->pos[1], "overwrite", cli_flag(a, "overwrite"));
     _cleanup_free_ char *path = rs_path(ctx, a->pos[0], "commit");
-    _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = cli_call(ctx, "POST", path, body, &r);
-    if (rc)
-        return rc;
-    if (ctx->json) {
-        cli_print_json(ctx, r.data);
-        return CLI_EXIT_OK;
-    }
-    fprintf(ctx->out, "%s: committed to %s (%s)\n", a->pos[0], rs_str(r.data, "imageName"),
-            rs_str(r.data, "imageId"));
-    return CLI_EXIT_OK;
+    cli_req req = {.method = "POST", .path = path, .body = body};
+    return cli_exchange(ctx, &req, commit_print, a);
+}
+
+static void rm_print(cli_ctx *ctx, const json_t *data, const void *arg)
+{
+    (void)data;
+    const cli_args *a = arg;
+    if (cli_flag(a, "purge"))
+        fprintf(ctx->out, "%s: deleted, history purged\n", a->pos[0]);
+    else
+        fprintf(ctx->out, "%s: deleted (history kept: gpubox history)\n", a->pos[0]);
 }
 
 int cli_cmd_rm(cli_ctx *ctx, const cli_args *a)
@@ -526,12 +493,7 @@ int cli_cmd_rm(cli_ctx *ctx, const cli_args *a)
     _cleanup_free_ char *path = NULL;
     if (asprintf(&path, "%s%s", base, cli_flag(a, "purge") ? "?purge=true" : "") < 0)
         abort();
-    _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = cli_call_progress(ctx, "rm", a->pos[0], "DELETE", path, NULL, &r);
-    if (rc || (rc = cli_follow_operation(ctx, r.data)))
-        return rc;
-    return rs_done(ctx, r.data,
-                   cli_flag(a, "purge") ? "%s: deleted, history purged\n"
-                                        : "%s: deleted (history kept: gpubox history)\n",
-                   a->pos[0]);
+    cli_req req = {
+        .method = "DELETE", .path = path, .verb = "rm", .name = a->pos[0], .follow = true};
+    return cli_exchange(ctx, &req, rm_print, a);
 }

@@ -14,38 +14,23 @@ static void system_mib(json_int_t mib, char *buf, size_t size)
     size_format((uint64_t)mib * 1024 * 1024, buf, size);
 }
 
-int cli_cmd_gpus(cli_ctx *ctx, const cli_args *a)
+static void system_gpus_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
-    (void)a;
-    _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = cli_call(ctx, "GET", "/api/v1/resources/gpus", NULL, &r);
-    if (rc)
-        return rc;
-    if (ctx->json) {
-        cli_print_json(ctx, r.data);
-        return CLI_EXIT_OK;
-    }
+    (void)arg;
     static const char *const headers[] = {"INDEX", "UUID",    "MODEL",   "MEMORY", "USED",
                                           "MODE",  "HEALTHY", "TENANTS", NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
-    json_t *devices = json_object_get(r.data, "devices"), *d;
+    json_t *devices = json_object_get(data, "devices"), *d;
     size_t i;
     json_array_foreach(devices, i, d)
     {
-        char index[16], mem[32], used[32], tenants[512] = "";
+        char index[16], mem[32], used[32], tenants[512];
         snprintf(index, sizeof(index), "%" JSON_INTEGER_FORMAT,
                  json_integer_value(json_object_get(d, "index")));
         system_mib(json_integer_value(json_object_get(d, "memoryMiB")), mem, sizeof(mem));
         system_mib(json_integer_value(json_object_get(d, "allocatedMemoryMiB")), used,
                    sizeof(used));
-        json_t *tl = json_object_get(d, "tenants"), *tn;
-        size_t k;
-        json_array_foreach(tl, k, tn)
-        {
-            size_t len = strlen(tenants);
-            snprintf(tenants + len, sizeof(tenants) - len, "%s%s", k ? "," : "",
-                     json_string_value(tn) ? json_string_value(tn) : "?");
-        }
+        cli_join(json_object_get(d, "tenants"), ",", tenants, sizeof(tenants));
         const char *row[] = {index,
                              json_string_value(json_object_get(d, "uuid")),
                              json_string_value(json_object_get(d, "model")),
@@ -57,23 +42,21 @@ int cli_cmd_gpus(cli_ctx *ctx, const cli_args *a)
         cli_table_add(t, row);
     }
     cli_table_print(t, ctx->out);
-    if (json_is_true(json_object_get(r.data, "simulated")))
+    if (json_is_true(json_object_get(data, "simulated")))
         fputs("(simulated GPUs: gpuboxd runs with --simulate-gpus)\n", ctx->out);
-    return CLI_EXIT_OK;
 }
 
-int cli_cmd_ports(cli_ctx *ctx, const cli_args *a)
+int cli_cmd_gpus(cli_ctx *ctx, const cli_args *a)
 {
     (void)a;
-    _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = cli_call(ctx, "GET", "/api/v1/resources/ports", NULL, &r);
-    if (rc)
-        return rc;
-    if (ctx->json) {
-        cli_print_json(ctx, r.data);
-        return CLI_EXIT_OK;
-    }
-    json_t *p = json_object_get(r.data, "ports");
+    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = "/api/v1/resources/gpus"},
+                        system_gpus_print, NULL);
+}
+
+static void system_ports_print(cli_ctx *ctx, const json_t *data, const void *arg)
+{
+    (void)arg;
+    json_t *p = json_object_get(data, "ports");
     json_t *used = json_object_get(p, "usedPorts");
     fprintf(ctx->out,
             "RANGE        %" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT "\n"
@@ -88,7 +71,13 @@ int cli_cmd_ports(cli_ctx *ctx, const cli_args *a)
         fprintf(ctx->out, "%s%" JSON_INTEGER_FORMAT, i ? "," : ": ", json_integer_value(port));
     }
     fputc('\n', ctx->out);
-    return CLI_EXIT_OK;
+}
+
+int cli_cmd_ports(cli_ctx *ctx, const cli_args *a)
+{
+    (void)a;
+    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = "/api/v1/resources/ports"},
+                        system_ports_print, NULL);
 }
 
 int cli_cmd_version(cli_ctx *ctx, const cli_args *a)

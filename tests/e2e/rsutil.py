@@ -5,7 +5,8 @@ module's name prefix), even when a test failed half-way.
 
 Each test module names its replica sets with its own prefix and gives its
 daemon its own --port-range window, so modules never see each other's
-containers or ports. The windows lie above Linux's ephemeral port range
+containers or ports; module_daemon makes a module's two fixtures from
+those two. The windows lie above Linux's ephemeral port range
 (32768-60999 by default): a host port that is also the local port of some
 outgoing connection cannot be published, and gpubox rightly refuses it.
 """
@@ -15,6 +16,8 @@ import subprocess
 import time
 import urllib.parse
 from pathlib import Path
+
+import pytest
 
 from conftest import Daemon, docker_request
 
@@ -32,6 +35,35 @@ def start_module_daemon(tmp, port_range, *extra):
     return Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(tmp / "data"),
                    "--simulate-gpus", "8xA100-80GB", "--port-range", port_range, *extra],
                   tmp / "data", tmp / "gpuboxd.log").start()
+
+
+def module_daemon(prefix, port_start, port_end, *, allow_binds=False):
+    """A test module's two fixtures, `daemon, d = module_daemon(...)`.
+
+    daemon: one daemon for the whole module (start_module_daemon with the
+    window port_start-port_end; with allow_binds, binds allowed under the
+    module's own bind_root fixture), wiped and stopped after its last test.
+    d: that daemon for one test, left with no replica set and no container
+    under prefix after each test whatever the test did."""
+
+    @pytest.fixture(scope="module")
+    def daemon(request, tmp_path_factory):
+        extra = (("--bind-prefixes", str(request.getfixturevalue("bind_root")))
+                 if allow_binds else ())
+        started = start_module_daemon(tmp_path_factory.mktemp(prefix),
+                                      f"{port_start}-{port_end}", *extra)
+        yield started
+        try:
+            wipe(started, prefix)
+        finally:
+            started.stop()
+
+    @pytest.fixture
+    def d(daemon):
+        yield daemon
+        wipe(daemon, prefix)
+
+    return daemon, d
 
 
 def call(d, method, path, body=None, raw=None):
@@ -169,6 +201,23 @@ def wipe(d, prefix):
             delete(d, rs["name"], purge=True)
     finally:
         remove_containers(prefix)
+
+
+def snapshot(d, prefix):
+    """What a refused request must leave as it was: every set the API knows,
+    the GPU and port pools, and the containers under prefix."""
+    return (list_sets(d, all_=True), gpu_map(d), ports_state(d),
+            sorted(c["Id"] for c in containers_with_prefix(prefix)))
+
+
+def assert_refused_unchanged(d, prefix, method, path, raw, status, code):
+    """Send raw as the body of METHOD path: it must be refused with status
+    and code, and change nothing snapshot sees. Returns the answer."""
+    before = snapshot(d, prefix)
+    r = call(d, method, path, raw=raw)
+    assert r.status == status and r.code == code, r.json
+    assert snapshot(d, prefix) == before
+    return r
 
 
 def wait_until(check, timeout=10.0, interval=0.1):

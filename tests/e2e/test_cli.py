@@ -23,31 +23,16 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from conftest import BUILD_DIR, SANITIZER_MARKERS
-from rsutil import (IMAGE, RUN_TAG, container, image, info_ok, remove_image,
-                    start_module_daemon, used_ports, wipe)
+from rsutil import (IMAGE, RUN_TAG, container, image, info_ok, module_daemon, remove_image,
+                    used_ports, wipe)
 
 CLI = Path(os.environ.get("GPUBOX_CLI", BUILD_DIR / "gpubox"))
 PREFIX = "e2cli" + RUN_TAG
 PORT_START, PORT_END = 63000, 63049
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    d = start_module_daemon(tmp_path_factory.mktemp("cli"), f"{PORT_START}-{PORT_END}")
-    yield d
-    try:
-        wipe(d, PREFIX)
-    finally:
-        d.stop()
-
-
-@pytest.fixture
-def d(daemon):
-    yield daemon
-    wipe(daemon, PREFIX)
+daemon, d = module_daemon(PREFIX, PORT_START, PORT_END)
 
 
 def gpubox(d, *args, env=None, timeout=120):

@@ -10,28 +10,15 @@ import pytest
 
 from rsutil import RUN_TAG
 
-from rsutil import (IMAGE, LONG_RUNNING, call, container, containers_with_prefix, create_ok,
-                    env_of, execute, execute_ok, gpu_map, held_gpus, history, image, info, info_ok, list_sets,
-                    ports_state, remove_image, start_module_daemon, used_ports, wipe)
+from rsutil import (IMAGE, LONG_RUNNING, assert_refused_unchanged, call, container, create_ok,
+                    env_of, execute, execute_ok, held_gpus, history, image, info_ok, module_daemon,
+                    remove_image, used_ports, wipe)
 
 PREFIX = "e2lg" + RUN_TAG
 PORT_START, PORT_END = 61100, 61149
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    d = start_module_daemon(tmp_path_factory.mktemp("lg"), f"{PORT_START}-{PORT_END}")
-    yield d
-    try:
-        wipe(d, PREFIX)
-    finally:
-        d.stop()
-
-
-@pytest.fixture
-def d(daemon):
-    yield daemon
-    wipe(daemon, PREFIX)
+daemon, d = module_daemon(PREFIX, PORT_START, PORT_END)
 
 
 def path(name, tail=""):
@@ -167,11 +154,6 @@ def test_unknown_and_bad_names(d):
             assert r.status == status and r.code == code, (ref, method, tail, r.json)
 
 
-def snapshot(d):
-    return (list_sets(d, all_=True), gpu_map(d), ports_state(d),
-            sorted(c["Id"] for c in containers_with_prefix(PREFIX)))
-
-
 GOOD = {"imageName": IMAGE, "containerName": f"{PREFIX}_bad", "gpuCount": 1,
         "Ports": [{"hostPort": PORT_START + 9, "containerPort": 22}]}
 
@@ -194,10 +176,8 @@ GOOD = {"imageName": IMAGE, "containerName": f"{PREFIX}_bad", "gpuCount": 1,
 ])
 def test_bad_create_changes_nothing(d, raw, code):
     assert legacy_create(d, f"{PREFIX}_bystander", gpuCount=1).status == 200
-    before = snapshot(d)
-    r = call(d, "POST", "/api/v1/containers", raw=raw)
-    assert r.status == (413 if code == 1103 else 400) and r.code == code, r.json
-    assert snapshot(d) == before
+    assert_refused_unchanged(d, PREFIX, "POST", "/api/v1/containers", raw,
+                             413 if code == 1103 else 400, code)
 
 
 @pytest.mark.parametrize("method, tail, raw, code", [
@@ -211,10 +191,7 @@ def test_bad_create_changes_nothing(d, raw, code):
 def test_bad_bodies_change_nothing(d, method, tail, raw, code):
     name = f"{PREFIX}_target"
     assert legacy_create(d, name).status == 200
-    before = snapshot(d)
-    r = call(d, method, path(f"{name}-1", tail), raw=raw)
-    assert r.status == 400 and r.code == code, r.json
-    assert snapshot(d) == before
+    assert_refused_unchanged(d, PREFIX, method, path(f"{name}-1", tail), raw, 400, code)
 
 
 def test_volume_names_of_the_older_form_resolve_to_the_volume(d):

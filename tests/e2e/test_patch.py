@@ -17,10 +17,9 @@ import pytest
 from conftest import docker_request
 from schema import request_schema, response_schema, validate
 from rsutil import (IMAGE as IMAGE_NAME, RUN_TAG, call, container, containers_of,
-                    containers_with_prefix, create, create_ok, device_uuids, env_of, execute_ok,
-                    held_gpus, history, host_ports, info_ok, lifecycle, operation, patch, patch_ok,
-                    rs_path, start_module_daemon, system_disk, used_ports, wipe,
-                    write_system_disk)
+                    containers_with_prefix, create_ok, device_uuids, env_of, execute_ok, held_gpus,
+                    history, host_ports, info_ok, lifecycle, module_daemon, operation, patch,
+                    patch_ok, rs_path, system_disk, used_ports, wipe, write_system_disk)
 
 PREFIX = f"e2pt{RUN_TAG}"
 PORT_START, PORT_END = 64000, 64049
@@ -35,21 +34,7 @@ def bind_root(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory, bind_root):
-    d = start_module_daemon(tmp_path_factory.mktemp("pt"), f"{PORT_START}-{PORT_END}",
-                            "--bind-prefixes", str(bind_root))
-    yield d
-    try:
-        wipe(d, PREFIX)
-    finally:
-        d.stop()
-
-
-@pytest.fixture
-def d(daemon):
-    yield daemon
-    wipe(daemon, PREFIX)
+daemon, d = module_daemon(PREFIX, PORT_START, PORT_END, allow_binds=True)
 
 
 def assert_store_matches_docker(d, name):

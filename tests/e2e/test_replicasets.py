@@ -19,11 +19,11 @@ import pytest
 from rsutil import RUN_TAG
 
 from conftest import docker_request
-from rsutil import (IMAGE, LABEL_SET, LABEL_VERSION, LONG_RUNNING, call, container,
-                    containers_with_prefix, create, create_ok, delete, env_of, execute,
-                    execute_ok, gpu_devices, gpu_map, held_gpus, history, image, info, info_ok,
-                    lifecycle, list_sets, ports_state, remove_image, rs_path, start_module_daemon,
-                    used_ports, wait_until, wipe)
+from rsutil import (IMAGE, LABEL_SET, LABEL_VERSION, LONG_RUNNING, assert_refused_unchanged,
+                    call, container, containers_with_prefix, create, create_ok, delete, env_of,
+                    execute, execute_ok, gpu_devices, gpu_map, held_gpus, history, image, info,
+                    info_ok, lifecycle, list_sets, module_daemon, ports_state, remove_image,
+                    rs_path, used_ports, wait_until)
 
 PREFIX = "e2rs" + RUN_TAG
 PORT_START, PORT_END = 61000, 61049
@@ -38,23 +38,7 @@ def bind_root(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory, bind_root):
-    d = start_module_daemon(tmp_path_factory.mktemp("rs"), f"{PORT_START}-{PORT_END}",
-                            "--bind-prefixes", str(bind_root))
-    yield d
-    try:
-        wipe(d, PREFIX)
-    finally:
-        d.stop()
-
-
-@pytest.fixture
-def d(daemon):
-    """The module's daemon, left with no replica set and no container after
-    each test whatever the test did."""
-    yield daemon
-    wipe(daemon, PREFIX)
+daemon, d = module_daemon(PREFIX, PORT_START, PORT_END, allow_binds=True)
 
 
 def assert_nothing_held(d):
@@ -688,11 +672,6 @@ def test_delete_bad_query(d):
 # --- bad input over HTTP changes nothing ---------------------------------------------------
 
 
-def snapshot(d):
-    return (list_sets(d, all_=True), gpu_map(d), ports_state(d),
-            sorted(c["Id"] for c in containers_with_prefix(PREFIX)))
-
-
 GOOD = {"imageName": IMAGE, "replicaSetName": f"{PREFIX}_bad", "gpuCount": 1,
         "containerPorts": ["22"]}
 
@@ -723,11 +702,8 @@ GOOD = {"imageName": IMAGE, "replicaSetName": f"{PREFIX}_bad", "gpuCount": 1,
 ])
 def test_bad_create_changes_nothing(d, raw, status, code):
     create_ok(d, f"{PREFIX}_bystander", gpus=1, containerPorts=["22"])
-    before = snapshot(d)
-    r = call(d, "POST", "/api/v1/replicaSet", raw=raw)
-    assert r.status == status and r.code == code, r.json
+    r = assert_refused_unchanged(d, PREFIX, "POST", "/api/v1/replicaSet", raw, status, code)
     assert r.data is None
-    assert snapshot(d) == before
 
 
 @pytest.mark.parametrize("method, tail, raw, code", [
@@ -742,10 +718,7 @@ def test_bad_create_changes_nothing(d, raw, status, code):
 def test_bad_bodies_on_set_routes_change_nothing(d, method, tail, raw, code):
     name = f"{PREFIX}_target"
     create_ok(d, name, gpus=1, containerPorts=["22"])
-    before = snapshot(d)
-    r = call(d, method, rs_path(name, tail), raw=raw)
-    assert r.status == 400 and r.code == code, r.json
-    assert snapshot(d) == before
+    assert_refused_unchanged(d, PREFIX, method, rs_path(name, tail), raw, 400, code)
     assert container(f"{name}-1")["State"]["Running"] is True
 
 

@@ -13,27 +13,14 @@ import pytest
 from rsutil import RUN_TAG
 
 from rsutil import (call, container, containers_with_prefix, create, create_ok, delete,
-                    gpu_devices, held_gpus, info, lifecycle, list_sets, start_module_daemon,
-                    used_ports, wipe)
+                    gpu_devices, held_gpus, info, lifecycle, list_sets, module_daemon,
+                    used_ports)
 
 PREFIX = "e2cc" + RUN_TAG
 PORT_START, PORT_END = 61050, 61099
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    d = start_module_daemon(tmp_path_factory.mktemp("cc"), f"{PORT_START}-{PORT_END}")
-    yield d
-    try:
-        wipe(d, PREFIX)
-    finally:
-        d.stop()
-
-
-@pytest.fixture
-def d(daemon):
-    yield daemon
-    wipe(daemon, PREFIX)
+daemon, d = module_daemon(PREFIX, PORT_START, PORT_END)
 
 
 def race(calls):

@@ -18,28 +18,15 @@ import conftest
 from etcdutil import b64
 
 from rsutil import (RUN_TAG, call, container, containers_of, create, create_ok, device_uuids,
-                    env_of, held_gpus, history, host_ports, info_ok, lifecycle, operation,
-                    patch_ok, rollback, start_module_daemon, system_disk, used_ports, wipe,
+                    env_of, held_gpus, history, host_ports, info_ok, lifecycle, module_daemon,
+                    operation, patch_ok, rollback, system_disk, used_ports, wipe,
                     write_system_disk)
 
 PREFIX = f"e2rr{RUN_TAG}"
 PORT_START, PORT_END = 64050, 64099
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    d = start_module_daemon(tmp_path_factory.mktemp("rr"), f"{PORT_START}-{PORT_END}")
-    yield d
-    try:
-        wipe(d, PREFIX)
-    finally:
-        d.stop()
-
-
-@pytest.fixture
-def d(daemon):
-    yield daemon
-    wipe(daemon, PREFIX)
+daemon, d = module_daemon(PREFIX, PORT_START, PORT_END)
 
 
 def assert_matches_docker(d, name):

@@ -16,6 +16,19 @@
 #define ARGV(...) ((char *[]){"gpubox", __VA_ARGS__, NULL})
 #define ARGC(...) ((int)(sizeof((char *[]){"gpubox", __VA_ARGS__}) / sizeof(char *)))
 #define PARSE(a, msg, ...) cli_parse(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (a), (msg), sizeof(msg))
+/* The words after "gpubox" are a usage error whose message holds want. */
+#define ASSERT_USAGE(want, ...) assert_usage((want), ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
+
+static void assert_usage(const char *want, int argc, char **argv)
+{
+    cli_args a;
+    char msg[256] = "";
+    int rc = cli_parse(argc, argv, &a, msg, sizeof(msg));
+    cli_args_free(&a);
+    if (rc != CLI_EXIT_USAGE || !strstr(msg, want))
+        fail_msg("gpubox %s...: got %d '%s', want %d with '%s'", argv[1], rc, msg, CLI_EXIT_USAGE,
+                 want);
+}
 
 static void test_run_with_everything(void **state)
 {
@@ -65,12 +78,8 @@ static void test_group_commands(void **state)
     assert_true(cli_flag(&a, "quiet"));
     cli_args_free(&a);
 
-    assert_int_equal(PARSE(&a, msg, "volume"), CLI_EXIT_USAGE);
-    assert_non_null(strstr(msg, "needs a subcommand"));
-    cli_args_free(&a);
-    assert_int_equal(PARSE(&a, msg, "volume", "grow", "x"), CLI_EXIT_USAGE);
-    assert_non_null(strstr(msg, "unknown command 'volume grow'"));
-    cli_args_free(&a);
+    ASSERT_USAGE("needs a subcommand", "volume");
+    ASSERT_USAGE("unknown command 'volume grow'", "volume", "grow", "x");
 }
 
 static void test_usage_errors(void **state)
@@ -78,31 +87,17 @@ static void test_usage_errors(void **state)
     (void)state;
     cli_args a;
     char msg[256];
-    assert_int_equal(PARSE(&a, msg, "frobnicate"), CLI_EXIT_USAGE);
-    assert_non_null(strstr(msg, "unknown command 'frobnicate'"));
-    cli_args_free(&a);
+    ASSERT_USAGE("unknown command 'frobnicate'", "frobnicate");
     assert_int_equal(PARSE(&a, msg, "ps", "--bogus"), CLI_EXIT_USAGE);
     assert_non_null(strstr(msg, "unknown option --bogus"));
     assert_non_null(a.cmd); /* so main can point at `gpubox ps --help` */
     cli_args_free(&a);
-    assert_int_equal(PARSE(&a, msg, "rollback", "foo"), CLI_EXIT_USAGE);
-    assert_non_null(strstr(msg, "missing"));
-    cli_args_free(&a);
-    assert_int_equal(PARSE(&a, msg, "stop", "a", "b"), CLI_EXIT_USAGE);
-    assert_non_null(strstr(msg, "unexpected argument 'b'"));
-    cli_args_free(&a);
-    assert_int_equal(PARSE(&a, msg, "exec", "foo", "ls"), CLI_EXIT_USAGE);
-    assert_non_null(strstr(msg, "after \"--\""));
-    cli_args_free(&a);
-    assert_int_equal(PARSE(&a, msg, "run", "foo", "--image"), CLI_EXIT_USAGE);
-    assert_non_null(strstr(msg, "--image needs a value"));
-    cli_args_free(&a);
-    assert_int_equal(PARSE(&a, msg, "run", "foo", "--image", "a", "--image", "b"), CLI_EXIT_USAGE);
-    assert_non_null(strstr(msg, "given twice"));
-    cli_args_free(&a);
-    assert_int_equal(PARSE(&a, msg, "ps", "--all=yes"), CLI_EXIT_USAGE);
-    assert_non_null(strstr(msg, "takes no value"));
-    cli_args_free(&a);
+    ASSERT_USAGE("missing", "rollback", "foo");
+    ASSERT_USAGE("unexpected argument 'b'", "stop", "a", "b");
+    ASSERT_USAGE("after \"--\"", "exec", "foo", "ls");
+    ASSERT_USAGE("--image needs a value", "run", "foo", "--image");
+    ASSERT_USAGE("given twice", "run", "foo", "--image", "a", "--image", "b");
+    ASSERT_USAGE("takes no value", "ps", "--all=yes");
 }
 
 static void test_help_and_dashes(void **state)

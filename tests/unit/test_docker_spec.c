@@ -119,41 +119,46 @@ static json_t *replicaset_labels(void)
     return labels;
 }
 
+/* full_spec in mode with the replica set's labels, keeping ngpus of its
+ * two GPUs, prints exactly want. */
+static void assert_full_spec_json(enum docker_gpu_attach mode, size_t ngpus, const char *want)
+{
+    _cleanup_json_ json_t *labels = replicaset_labels();
+    docker_run_spec spec = full_spec(mode, labels);
+    spec.ngpus = ngpus;
+    _cleanup_json_ json_t *cfg = spec_json(&spec);
+    assert_json_is(cfg, want);
+}
+
 static void test_json_nvidia(void **state)
 {
     (void)state;
-    _cleanup_json_ json_t *labels = replicaset_labels();
-    docker_run_spec spec = full_spec(DOCKER_GPU_NVIDIA, labels);
-    _cleanup_json_ json_t *cfg = spec_json(&spec);
-    assert_json_is(cfg, "{" FULL_COMMON_TOP "\"Env\": [\"A=1\", \"B=two words\"],"
-                        "\"HostConfig\": {" FULL_COMMON_HOST ","
-                        "  \"DeviceRequests\": [{\"Driver\": \"nvidia\","
-                        "    \"DeviceIDs\": [\"GPU-aaaa\", \"GPU-bbbb\"],"
-                        "    \"Capabilities\": [[\"gpu\"]]}]}}");
+    assert_full_spec_json(DOCKER_GPU_NVIDIA, 2,
+                          "{" FULL_COMMON_TOP "\"Env\": [\"A=1\", \"B=two words\"],"
+                          "\"HostConfig\": {" FULL_COMMON_HOST ","
+                          "  \"DeviceRequests\": [{\"Driver\": \"nvidia\","
+                          "    \"DeviceIDs\": [\"GPU-aaaa\", \"GPU-bbbb\"],"
+                          "    \"Capabilities\": [[\"gpu\"]]}]}}");
 }
 
 static void test_json_cdi(void **state)
 {
     (void)state;
-    _cleanup_json_ json_t *labels = replicaset_labels();
-    docker_run_spec spec = full_spec(DOCKER_GPU_CDI, labels);
-    _cleanup_json_ json_t *cfg = spec_json(&spec);
-    assert_json_is(cfg, "{" FULL_COMMON_TOP "\"Env\": [\"A=1\", \"B=two words\"],"
-                        "\"HostConfig\": {" FULL_COMMON_HOST ","
-                        "  \"DeviceRequests\": [{\"Driver\": \"cdi\","
-                        "    \"DeviceIDs\": [\"nvidia.com/gpu=GPU-aaaa\","
-                        "                    \"nvidia.com/gpu=GPU-bbbb\"]}]}}");
+    assert_full_spec_json(DOCKER_GPU_CDI, 2,
+                          "{" FULL_COMMON_TOP "\"Env\": [\"A=1\", \"B=two words\"],"
+                          "\"HostConfig\": {" FULL_COMMON_HOST ","
+                          "  \"DeviceRequests\": [{\"Driver\": \"cdi\","
+                          "    \"DeviceIDs\": [\"nvidia.com/gpu=GPU-aaaa\","
+                          "                    \"nvidia.com/gpu=GPU-bbbb\"]}]}}");
 }
 
 static void test_json_runtime(void **state)
 {
     (void)state;
-    _cleanup_json_ json_t *labels = replicaset_labels();
-    docker_run_spec spec = full_spec(DOCKER_GPU_RUNTIME, labels);
-    _cleanup_json_ json_t *cfg = spec_json(&spec);
-    assert_json_is(cfg, "{" FULL_COMMON_TOP "\"Env\": [\"A=1\", \"B=two words\","
-                        "          \"NVIDIA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb\"],"
-                        "\"HostConfig\": {" FULL_COMMON_HOST ", \"Runtime\": \"nvidia\"}}");
+    assert_full_spec_json(DOCKER_GPU_RUNTIME, 2,
+                          "{" FULL_COMMON_TOP "\"Env\": [\"A=1\", \"B=two words\","
+                          "          \"NVIDIA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb\"],"
+                          "\"HostConfig\": {" FULL_COMMON_HOST ", \"Runtime\": \"nvidia\"}}");
 }
 
 /* No GPU: in every mode, nothing GPU-related but NVIDIA_VISIBLE_DEVICES=void. */
@@ -162,13 +167,11 @@ static void test_json_no_gpu(void **state)
     (void)state;
     const enum docker_gpu_attach modes[] = {DOCKER_GPU_NVIDIA, DOCKER_GPU_CDI, DOCKER_GPU_RUNTIME};
     for (size_t i = 0; i < ARRAY_SIZE(modes); i++) {
-        _cleanup_json_ json_t *labels = replicaset_labels();
-        docker_run_spec spec = full_spec(modes[i], labels);
-        spec.ngpus = 0;
-        _cleanup_json_ json_t *cfg = spec_json(&spec);
-        assert_json_is(cfg, "{" FULL_COMMON_TOP
-                            "\"Env\": [\"A=1\", \"B=two words\", \"NVIDIA_VISIBLE_DEVICES=void\"],"
-                            "\"HostConfig\": {" FULL_COMMON_HOST "}}");
+        assert_full_spec_json(
+            modes[i], 0,
+            "{" FULL_COMMON_TOP
+            "\"Env\": [\"A=1\", \"B=two words\", \"NVIDIA_VISIBLE_DEVICES=void\"],"
+            "\"HostConfig\": {" FULL_COMMON_HOST "}}");
     }
 }
 

@@ -13,11 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 
 #include <cmocka.h>
 
 #include "gpu/gpu.h"
+#include "gpus_test_util.h"
 #include "sched/gpus.h"
 
 static gpus_pool *pool_of_spec(const char *spec, gpu_inventory *inv)
@@ -133,30 +133,20 @@ static void test_take_at_startup(void **state)
 }
 
 /* An inventory by hand: card 0 fine, card 1 lost, card 2 in MIG mode with
- * two instances, card 3 fine. */
+ * two instances. */
 static void mixed_inventory(gpu_inventory *inv)
 {
+    static const gpus_test_card cards[] = {
+        {"GPU-0", "NVIDIA A100-SXM4-80GB", 0, 81920},
+        {"GPU-1", "NVIDIA A100-SXM4-80GB", 1, 81920}, /* lost */
+        {"GPU-2", "NVIDIA A100-SXM4-80GB", 2, 81920}, /* in MIG mode */
+        {"MIG-2a", "NVIDIA A100-SXM4-80GB", 2, 9856}, /* its instances */
+        {"MIG-2b", "NVIDIA A100-SXM4-80GB", 2, 9856},
+    };
     static gpu_device devs[5];
-    memset(devs, 0, sizeof(devs));
-    const char *uuids[] = {"GPU-0", "GPU-1", "GPU-2", "MIG-2a", "MIG-2b"};
-    for (int i = 0; i < 5; i++) {
-        snprintf(devs[i].uuid, sizeof(devs[i].uuid), "%s", uuids[i]);
-        snprintf(devs[i].model, sizeof(devs[i].model), "NVIDIA A100-SXM4-80GB");
-        devs[i].index = i < 3 ? i : 2;
-        devs[i].memory_mib = i < 3 ? 81920 : 9856;
-        devs[i].healthy = true;
-    }
+    gpus_test_inventory(inv, devs, cards, 5);
     devs[1].healthy = false;
-    devs[2].mig_enabled = true;
-    for (int i = 3; i < 5; i++) {
-        devs[i].is_mig = true;
-        devs[i].mig_index = i - 3;
-        strcpy(devs[i].parent_uuid, "GPU-2");
-    }
-    memset(inv, 0, sizeof(*inv));
-    inv->devices = devs;
-    inv->n = 5;
-    strcpy(inv->source, "nvml");
+    gpus_test_mig_mode(devs, 2, 2);
 }
 
 static void test_unhealthy_and_mig(void **state)
@@ -247,34 +237,26 @@ static void test_empty_and_long_lists(void **state)
 
 struct race {
     gpus_pool *pool;
-    pthread_barrier_t start;
     atomic_int successes, other_errors;
     char got[RACERS][GPU_UUID_MAX];
     bool ok[RACERS];
 };
 
-struct racer {
-    struct race *race;
-    int id;
-};
-
-static void *race_thread(void *arg)
+/* Racer id asks for one card as owner "rs<id>". */
+static void race_one_card(void *arg, int id)
 {
-    struct racer *me = arg;
-    struct race *r = me->race;
+    struct race *r = arg;
     char owner[16];
-    snprintf(owner, sizeof(owner), "rs%d", me->id);
-    pthread_barrier_wait(&r->start);
+    snprintf(owner, sizeof(owner), "rs%d", id);
     gb_err e = GB_ERR_INIT;
     char got[1][GPU_UUID_MAX];
     if (gpus_pool_alloc_whole(r->pool, 1, owner, got, &e) == 0) {
-        memcpy(r->got[me->id], got[0], GPU_UUID_MAX);
-        r->ok[me->id] = true;
+        memcpy(r->got[id], got[0], GPU_UUID_MAX);
+        r->ok[id] = true;
         atomic_fetch_add(&r->successes, 1);
     } else if (e.code != ERR_GPU_NOT_ENOUGH) {
         atomic_fetch_add(&r->other_errors, 1);
     }
-    return NULL;
 }
 
 static void test_fifty_threads_eight_cards(void **state)
@@ -283,15 +265,7 @@ static void test_fifty_threads_eight_cards(void **state)
     gpu_inventory inv;
     struct race *r = calloc(1, sizeof(*r));
     r->pool = pool_of_spec("8xA100-80GB", &inv);
-    pthread_barrier_init(&r->start, NULL, RACERS);
-    pthread_t t[RACERS];
-    struct racer racers[RACERS];
-    for (int i = 0; i < RACERS; i++) {
-        racers[i] = (struct racer){.race = r, .id = i};
-        assert_int_equal(pthread_create(&t[i], NULL, race_thread, &racers[i]), 0);
-    }
-    for (int i = 0; i < RACERS; i++)
-        pthread_join(t[i], NULL);
+    gpus_test_race(RACERS, race_one_card, r);
     assert_int_equal(atomic_load(&r->successes), 8);
     assert_int_equal(atomic_load(&r->other_errors), 0);
     for (int i = 0; i < RACERS; i++)
@@ -317,7 +291,6 @@ static void test_fifty_threads_eight_cards(void **state)
         assert_true(found);
     }
     gpus_status_free(&st);
-    pthread_barrier_destroy(&r->start);
     gpus_pool_free(r->pool);
     free(r);
     gpu_inventory_free(&inv);

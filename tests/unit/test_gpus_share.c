@@ -18,11 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 
 #include <cmocka.h>
 
 #include "gpu/gpu.h"
+#include "gpus_test_util.h"
 #include "sched/gpus.h"
 #include "util/cleanup.h"
 
@@ -418,34 +418,17 @@ static void test_oversubscription(void **state)
  * instances, card 3 fine (A100). */
 static void hand_inventory(gpu_inventory *inv, gpu_device *devs)
 {
-    const char *uuids[] = {"GPU-0", "GPU-1", "GPU-2", "MIG-2a", "MIG-2b", "GPU-3"};
-    const char *models[] = {"Tesla T4",
-                            "NVIDIA H100 80GB HBM3",
-                            "NVIDIA A100-SXM4-80GB",
-                            "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
-                            "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
-                            "NVIDIA A100-PCIE-40GB"};
-    uint64_t mem[] = {T4, H100, H100, 40192, 40192, A100};
-    int index[] = {0, 1, 2, 2, 2, 3};
-    memset(devs, 0, 6 * sizeof(*devs));
-    for (int i = 0; i < 6; i++) {
-        snprintf(devs[i].uuid, sizeof(devs[i].uuid), "%s", uuids[i]);
-        snprintf(devs[i].model, sizeof(devs[i].model), "%s", models[i]);
-        devs[i].index = index[i];
-        devs[i].memory_mib = mem[i];
-        devs[i].healthy = true;
-    }
+    static const gpus_test_card cards[] = {
+        {"GPU-0", "Tesla T4", 0, T4},
+        {"GPU-1", "NVIDIA H100 80GB HBM3", 1, H100},               /* lost */
+        {"GPU-2", "NVIDIA A100-SXM4-80GB", 2, H100},               /* in MIG mode */
+        {"MIG-2a", "NVIDIA A100-SXM4-80GB MIG 3g.40gb", 2, 40192}, /* its instances */
+        {"MIG-2b", "NVIDIA A100-SXM4-80GB MIG 3g.40gb", 2, 40192},
+        {"GPU-3", "NVIDIA A100-PCIE-40GB", 3, A100},
+    };
+    gpus_test_inventory(inv, devs, cards, 6);
     devs[1].healthy = false;
-    devs[2].mig_enabled = true;
-    for (int i = 3; i < 5; i++) {
-        devs[i].is_mig = true;
-        devs[i].mig_index = i - 3;
-        strcpy(devs[i].parent_uuid, "GPU-2");
-    }
-    memset(inv, 0, sizeof(*inv));
-    inv->devices = devs;
-    inv->n = 6;
-    strcpy(inv->source, "nvml");
+    gpus_test_mig_mode(devs, 2, 2);
 }
 
 static void test_unhealthy_and_mig_never_chosen(void **state)
@@ -842,6 +825,19 @@ static int take_json(gpus_pool *p, const char *owner, gb_err *e, const char *fmt
     return gpus_pool_take_grant(p, &g, owner, e);
 }
 
+/* take_json of a record holding one share of uuid: mode "memory" (replica
+ * < 0: the record has none) or "timeslice" in replica slot replica. */
+static int take_share(gpus_pool *p, const char *owner, gb_err *e, const char *uuid, unsigned mib,
+                      const char *mode, int replica)
+{
+    char slot[32] = "";
+    if (replica >= 0)
+        snprintf(slot, sizeof(slot), ",\"replica\":%d", replica);
+    return take_json(p, owner, e,
+                     "{\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":%u,\"mode\":\"%s\"%s}]}", uuid,
+                     mib, mode, slot);
+}
+
 static void test_take_grant_at_startup(void **state)
 {
     (void)state;
@@ -911,30 +907,14 @@ static void test_take_grant_at_startup(void **state)
     assert_int_equal(allocated(q, 1), 6144);
     assert_int_equal(take_json(q, "x", &e, "{\"gpus\":[\"%s\"]}", t0), -1);
     assert_non_null(strstr(e.msg, "is held by m"));
-    assert_int_equal(take_json(q, "x", &e,
-                               "{\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":1024,\"mode\":"
-                               "\"timeslice\",\"replica\":1}]}",
-                               t0),
-                     -1);
+    assert_int_equal(take_share(q, "x", &e, t0, 1024, "timeslice", 1), -1);
     assert_non_null(strstr(e.msg, "holds memory tenants, not timeslice"));
-    assert_int_equal(take_json(q, "x", &e,
-                               "{\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":1024,\"mode\":"
-                               "\"timeslice\",\"replica\":0}]}",
-                               h),
-                     -1);
+    assert_int_equal(take_share(q, "x", &e, h, 1024, "timeslice", 0), -1);
     assert_non_null(strstr(e.msg, "replica slot 0 is held by t"));
-    assert_int_equal(take_json(q, "m", &e,
-                               "{\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":1024,\"mode\":"
-                               "\"memory\"}]}",
-                               t0),
-                     -1);
+    assert_int_equal(take_share(q, "m", &e, t0, 1024, "memory", -1), -1);
     assert_non_null(strstr(e.msg, "already has a share for m"));
     /* More than 4x the card's memory: no setting could have allowed it. */
-    assert_int_equal(take_json(q, "x", &e,
-                               "{\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":60000,\"mode\":"
-                               "\"memory\"}]}",
-                               t1),
-                     -1);
+    assert_int_equal(take_share(q, "x", &e, t1, 60000, "memory", -1), -1);
     assert_non_null(strstr(e.msg, "would exceed 4x its 16384 MiB"));
     assert_int_equal(take_json(q, "x", &e, "{\"gpus\":[\"GPU-gone\"]}"), -1);
     assert_int_equal(e.code, ERR_INVALID_PARAMS);
@@ -942,11 +922,7 @@ static void test_take_grant_at_startup(void **state)
     /* Over today's settings but within what some setting allows: accepted
      * (the container runs with it), and the card takes no new share.
      * 6144 + 14000 MiB on a T4 was fine at oversubscription 1.5. */
-    assert_int_equal(take_json(q, "y", &e,
-                               "{\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":14000,\"mode\":"
-                               "\"memory\"}]}",
-                               t1),
-                     0);
+    assert_int_equal(take_share(q, "y", &e, t1, 14000, "memory", -1), 0);
     assert_int_equal(allocated(q, 1), 20144);
     gpus_status st;
     assert_int_equal(device_status(q, 1, &st).free_memory_mib, 0);
@@ -957,11 +933,7 @@ static void test_take_grant_at_startup(void **state)
     snprintf(want, sizeof(want), "GPU not enough: %s has 0 MiB free, 1 MiB asked", t1);
     assert_string_equal(e.msg, want);
     /* A replica slot beyond today's replicas (there were 8 once). */
-    assert_int_equal(take_json(q, "r", &e,
-                               "{\"gpuShares\":[{\"uuid\":\"%s\",\"memoryMiB\":10240,\"mode\":"
-                               "\"timeslice\",\"replica\":6}]}",
-                               h),
-                     0);
+    assert_int_equal(take_share(q, "r", &e, h, 10240, "timeslice", 6), 0);
     assert_int_equal(device_status(q, 3, &st).replicas_used, 2);
     gpus_status_free(&st);
     gpus_pool_free(q);
@@ -1099,57 +1071,40 @@ static void test_settings_parse(void **state)
 struct race {
     gpus_pool *pool;
     const gpu_inventory *inv;
-    pthread_barrier_t start;
     atomic_int granted, refused, other;
     int mix; /* 0: 4 GB shares; 1: mixed sizes, policies and time-slice */
     gpus_grant grants[RACERS];
 };
 
-struct racer {
-    struct race *race;
-    int id;
-};
-
-static void *race_thread(void *arg)
+/* Racer id asks for its share (by r->mix and id) as owner "rs<id>". */
+static void race_one_share(void *arg, int id)
 {
-    struct racer *me = arg;
-    struct race *r = me->race;
+    struct race *r = arg;
     char owner[16];
-    snprintf(owner, sizeof(owner), "rs%d", me->id);
+    snprintf(owner, sizeof(owner), "rs%d", id);
     gpus_request req = {.count = 1, .memory_mib = 4096};
     if (r->mix) {
         static const uint64_t sizes[] = {1024, 3072, 5120, 7000};
-        req.memory_mib = sizes[me->id % 4];
-        req.policy = me->id % 3 ? GPUS_POLICY_BINPACK : GPUS_POLICY_SPREAD;
-        req.count = me->id % 5 == 0 ? 2 : 1;
-        if (me->id % 7 == 0) {
+        req.memory_mib = sizes[id % 4];
+        req.policy = id % 3 ? GPUS_POLICY_BINPACK : GPUS_POLICY_SPREAD;
+        req.count = id % 5 == 0 ? 2 : 1;
+        if (id % 7 == 0) {
             req.memory_mib = 0;
             req.timeslice = true;
         }
     }
-    pthread_barrier_wait(&r->start);
     gb_err e = GB_ERR_INIT;
-    if (gpus_pool_alloc(r->pool, &req, owner, &r->grants[me->id], &e) == 0)
+    if (gpus_pool_alloc(r->pool, &req, owner, &r->grants[id], &e) == 0)
         atomic_fetch_add(&r->granted, 1);
     else if (e.code == ERR_GPU_NOT_ENOUGH)
         atomic_fetch_add(&r->refused, 1);
     else
         atomic_fetch_add(&r->other, 1);
-    return NULL;
 }
 
 static void race(struct race *r)
 {
-    pthread_barrier_init(&r->start, NULL, RACERS);
-    pthread_t t[RACERS];
-    struct racer racers[RACERS];
-    for (int i = 0; i < RACERS; i++) {
-        racers[i] = (struct racer){.race = r, .id = i};
-        assert_int_equal(pthread_create(&t[i], NULL, race_thread, &racers[i]), 0);
-    }
-    for (int i = 0; i < RACERS; i++)
-        pthread_join(t[i], NULL);
-    pthread_barrier_destroy(&r->start);
+    gpus_test_race(RACERS, race_one_share, r);
     assert_int_equal(atomic_load(&r->other), 0);
     assert_int_equal(atomic_load(&r->granted) + atomic_load(&r->refused), RACERS);
 }

@@ -34,6 +34,25 @@ static int parse_code(const char *text, char *msg, size_t msg_size)
     return e.code;
 }
 
+/* A body the spec must refuse: with code, and a message holding in_msg. */
+typedef struct spec_refusal {
+    const char *body;
+    int code;
+    const char *in_msg;
+} spec_refusal;
+
+/* Each of the n bodies refused as its case says; a failure names the body. */
+static void assert_refusals(const spec_refusal *cases, size_t n)
+{
+    char msg[512];
+    for (size_t i = 0; i < n; i++) {
+        int code = parse_code(cases[i].body, msg, sizeof(msg));
+        if (code != cases[i].code || !strstr(msg, cases[i].in_msg))
+            fail_msg("%s: got code %d msg '%s', want %d with '%s'", cases[i].body, code, msg,
+                     cases[i].code, cases[i].in_msg);
+    }
+}
+
 static void test_full_spec_roundtrip(void **state)
 {
     (void)state;
@@ -84,12 +103,7 @@ static void test_full_spec_roundtrip(void **state)
 static void test_spec_errors(void **state)
 {
     (void)state;
-    char msg[512];
-    struct {
-        const char *body;
-        int code;
-        const char *in_msg;
-    } cases[] = {
+    static const spec_refusal cases[] = {
         {"{}", ERR_IMAGE_EMPTY, "imageName"},
         {"{\"imageName\":\"\"}", ERR_IMAGE_EMPTY, "imageName"},
         {"{\"imageName\":5}", ERR_WRONG_TYPE, "imageName"},
@@ -147,12 +161,7 @@ static void test_spec_errors(void **state)
         {"{\"imageName\":\"x\",\"labels\":{\"a\":1}}", ERR_WRONG_TYPE, "labels.a"},
         {"{\"imageName\":\"x\",\"env\":[\"A=\\u0001\"]}", ERR_INVALID_PARAMS, "control"},
     };
-    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-        int code = parse_code(cases[i].body, msg, sizeof(msg));
-        if (code != cases[i].code || !strstr(msg, cases[i].in_msg))
-            fail_msg("%s: got code %d msg '%s', want %d with '%s'", cases[i].body, code, msg,
-                     cases[i].code, cases[i].in_msg);
-    }
+    assert_refusals(cases, ARRAY_SIZE(cases));
     assert_int_equal(parse_code("{\"imageName\":\"x\",\"gpuCount\":0,\"env\":null}", NULL, 0),
                      ERR_OK);
 }
@@ -293,12 +302,7 @@ static void test_gpu_share_fields(void **state)
 static void test_gpu_share_errors(void **state)
 {
     (void)state;
-    char msg[512];
-    struct {
-        const char *body;
-        int code;
-        const char *in_msg;
-    } cases[] = {
+    static const spec_refusal cases[] = {
         {"{\"imageName\":\"x\",\"gpuMemory\":\"8GB\",\"gpuShared\":true}", ERR_INVALID_PARAMS,
          "cannot be combined"},
         {"{\"imageName\":\"x\",\"gpuMemory\":\"8GB\",\"gpuCount\":0}", ERR_INVALID_PARAMS,
@@ -323,12 +327,7 @@ static void test_gpu_share_errors(void **state)
         {"{\"imageName\":\"x\",\"gpuModel\":\"a\\u0001\"}", ERR_INVALID_PARAMS, "control"},
         {"{\"imageName\":\"x\",\"gpuModel\":7}", ERR_WRONG_TYPE, "gpuModel"},
     };
-    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-        int code = parse_code(cases[i].body, msg, sizeof(msg));
-        if (code != cases[i].code || !strstr(msg, cases[i].in_msg))
-            fail_msg("%s: got code %d msg '%s', want %d with '%s'", cases[i].body, code, msg,
-                     cases[i].code, cases[i].in_msg);
-    }
+    assert_refusals(cases, ARRAY_SIZE(cases));
 }
 
 static void test_gpu_share_roundtrip(void **state)
