@@ -308,4 +308,27 @@ static inline void etcd_test_stop(struct etcd_test *e)
     e->dir = NULL;
 }
 
+/* One etcd for a whole cmocka group, for the files whose tests share a
+ * server (each test takes a key prefix of its own): pass
+ * etcd_test_group_setup and etcd_test_group_teardown to
+ * cmocka_run_group_tests and read etcd_test_shared.endpoint. */
+__attribute__((unused)) static struct etcd_test etcd_test_shared;
+
+static inline int etcd_test_group_setup(void **state)
+{
+    (void)state;
+    if (etcd_test_start(&etcd_test_shared) < 0) {
+        etcd_test_stop(&etcd_test_shared);
+        return -1;
+    }
+    return 0;
+}
+
+static inline int etcd_test_group_teardown(void **state)
+{
+    (void)state;
+    etcd_test_stop(&etcd_test_shared);
+    return 0;
+}
+
 #endif

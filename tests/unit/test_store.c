@@ -46,38 +46,20 @@ static char *sqlite_url(const char *tmpdir)
     return asprintf(&url, "sqlite://%s/state.db", tmpdir) < 0 ? NULL : url;
 }
 
-/* One etcd for the whole etcd group; each test gets a key prefix of its
- * own, so it starts from an empty store as the sqlite tests do. */
-static struct etcd_test store_test_etcd;
-
-static int etcd_group_setup(void **state)
-{
-    (void)state;
-    if (etcd_test_start(&store_test_etcd) < 0) {
-        etcd_test_stop(&store_test_etcd);
-        return -1;
-    }
-    return 0;
-}
-
-static int etcd_group_teardown(void **state)
-{
-    (void)state;
-    etcd_test_stop(&store_test_etcd);
-    return 0;
-}
-
+/* One etcd for the whole etcd group (etcd_test_shared); each test gets a
+ * key prefix of its own, so it starts from an empty store as the sqlite
+ * tests do. */
 static char *etcd_url(const char *tmpdir)
 {
     static int tests;
     (void)tmpdir;
     char *url = NULL;
-    return asprintf(&url, "etcd://%s/test-%d", store_test_etcd.endpoint, ++tests) < 0 ? NULL : url;
+    return asprintf(&url, "etcd://%s/test-%d", etcd_test_shared.endpoint, ++tests) < 0 ? NULL : url;
 }
 
 static const struct store_test_backend store_test_backends[] = {
     {"sqlite", sqlite_url, NULL, NULL},
-    {"etcd", etcd_url, etcd_group_setup, etcd_group_teardown},
+    {"etcd", etcd_url, etcd_test_group_setup, etcd_test_group_teardown},
 };
 
 /* ---- fixture and helpers ------------------------------------------------- */

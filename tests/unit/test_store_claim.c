@@ -40,8 +40,6 @@
  * TTL below its minimum (about 2 s with default settings). */
 #define TEST_TTL_S 2
 
-static struct etcd_test shared_etcd;
-
 /* ---- helpers --------------------------------------------------------------- */
 
 static store *open_ok(const char *url)
@@ -198,29 +196,13 @@ static char *etcd_url(const char *tmpdir)
     static int tests;
     (void)tmpdir;
     char *url = NULL;
-    return asprintf(&url, "etcd://%s/claim-%d", shared_etcd.endpoint, ++tests) < 0 ? NULL : url;
-}
-
-static int etcd_group_setup(void **state)
-{
-    (void)state;
-    if (etcd_test_start(&shared_etcd) < 0) {
-        etcd_test_stop(&shared_etcd);
-        return -1;
-    }
-    return 0;
-}
-
-static int etcd_group_teardown(void **state)
-{
-    (void)state;
-    etcd_test_stop(&shared_etcd);
-    return 0;
+    return asprintf(&url, "etcd://%s/claim-%d", etcd_test_shared.endpoint, ++tests) < 0 ? NULL
+                                                                                        : url;
 }
 
 static const struct claim_backend claim_backends[] = {
     {"sqlite", sqlite_url, NULL, NULL},
-    {"etcd", etcd_url, etcd_group_setup, etcd_group_teardown},
+    {"etcd", etcd_url, etcd_test_group_setup, etcd_test_group_teardown},
 };
 
 struct fixture {
@@ -412,11 +394,11 @@ static void test_etcd_claim_kept_alive_then_revoked(void **state)
 {
     (void)state;
     _cleanup_free_ char *url = NULL;
-    assert_true(asprintf(&url, "etcd://%s/alive", shared_etcd.endpoint) > 0);
+    assert_true(asprintf(&url, "etcd://%s/alive", etcd_test_shared.endpoint) > 0);
     store *s = open_ok(url);
     claim_ok(s, TEST_TTL_S);
     int64_t lease = 0;
-    _cleanup_free_ char *value = owner_raw(&shared_etcd, "/alive", &lease);
+    _cleanup_free_ char *value = owner_raw(&etcd_test_shared, "/alive", &lease);
     assert_non_null(value);
     store_owner o;
     assert_int_equal(store_owner_from_json(value, &o), 0);
@@ -428,7 +410,7 @@ static void test_etcd_claim_kept_alive_then_revoked(void **state)
     /* Three TTLs later it is still held: the thread keeps the lease alive. */
     sleep(3 * TEST_TTL_S);
     assert_int_equal(store_claim_state(s), STORE_CLAIM_HELD);
-    assert_true(lease_ttl(&shared_etcd, lease) > 0);
+    assert_true(lease_ttl(&etcd_test_shared, lease) > 0);
     put_ok(s, "k", "v");
     /* A fenced write may use the most comparisons a caller may give. */
     store_cmp cmps[STORE_TXN_CMPS_MAX];
@@ -452,21 +434,21 @@ static void test_etcd_claim_kept_alive_then_revoked(void **state)
 
     /* Closing revokes the lease, and etcd deletes the key with it. */
     store_close(s);
-    assert_int_equal(lease_ttl(&shared_etcd, lease), -1);
-    assert_null(owner_raw(&shared_etcd, "/alive", NULL));
+    assert_int_equal(lease_ttl(&etcd_test_shared, lease), -1);
+    assert_null(owner_raw(&etcd_test_shared, "/alive", NULL));
 }
 
 static void test_etcd_holder_elsewhere_waited_for(void **state)
 {
     (void)state;
     _cleanup_free_ char *url = NULL;
-    assert_true(asprintf(&url, "etcd://%s/elsewhere", shared_etcd.endpoint) > 0);
+    assert_true(asprintf(&url, "etcd://%s/elsewhere", etcd_test_shared.endpoint) > 0);
     store *s = open_ok(url);
     store_owner me = self_owner(), holder;
     gb_err e = GB_ERR_INIT;
 
     /* No lease: it never expires, and the message says so. */
-    owner_put_foreign(&shared_etcd, "/elsewhere", 0);
+    owner_put_foreign(&etcd_test_shared, "/elsewhere", 0);
     assert_int_equal(store_claim(s, &me, TEST_TTL_S, &holder, &e), -1);
     assert_int_equal(e.code, ERR_CONFLICT);
     assert_string_equal(holder.host, "gpu-elsewhere");
@@ -476,8 +458,8 @@ static void test_etcd_holder_elsewhere_waited_for(void **state)
     /* With a lease nobody keeps alive: refused until it expires, and the
      * message says when. A pid that is free here means nothing: the
      * holder is on another host. */
-    int64_t lease = lease_grant(&shared_etcd, TEST_TTL_S);
-    owner_put_foreign(&shared_etcd, "/elsewhere", lease);
+    int64_t lease = lease_grant(&etcd_test_shared, TEST_TTL_S);
+    owner_put_foreign(&etcd_test_shared, "/elsewhere", lease);
     assert_int_equal(store_claim(s, &me, TEST_TTL_S, &holder, &e), -1);
     assert_int_equal(e.code, ERR_CONFLICT);
     assert_non_null(strstr(e.msg, "its lease expires in "));
@@ -495,7 +477,7 @@ static void test_etcd_fence_refuses_writes_after_takeover(void **state)
 {
     (void)state;
     _cleanup_free_ char *url = NULL;
-    assert_true(asprintf(&url, "etcd://%s/fence", shared_etcd.endpoint) > 0);
+    assert_true(asprintf(&url, "etcd://%s/fence", etcd_test_shared.endpoint) > 0);
     store *s = open_ok(url);
     claim_ok(s, TEST_TTL_S);
     put_ok(s, "before", "1");
@@ -503,7 +485,7 @@ static void test_etcd_fence_refuses_writes_after_takeover(void **state)
     /* Another daemon's identity replaces ours in one put (which also takes
      * the key off our lease), as if it had taken the store over while this
      * one could not reach etcd. */
-    owner_put_foreign(&shared_etcd, "/fence", 0);
+    owner_put_foreign(&etcd_test_shared, "/fence", 0);
     gb_err e = GB_ERR_INIT;
     assert_int_equal(put(s, "after", "1", &e), -1);
     assert_int_equal(e.code, ERR_STORE_UNAVAILABLE);
@@ -520,10 +502,10 @@ static void test_etcd_fence_refuses_writes_after_takeover(void **state)
     assert_int_equal(store_claim_state(s), STORE_CLAIM_LOST);
 
     /* The other is gone: the thread claims it again by itself. */
-    owner_delete(&shared_etcd, "/fence");
+    owner_delete(&etcd_test_shared, "/fence");
     assert_true(wait_state(s, STORE_CLAIM_HELD, 5000));
     put_ok(s, "after", "2");
-    _cleanup_free_ char *value = owner_raw(&shared_etcd, "/fence", NULL);
+    _cleanup_free_ char *value = owner_raw(&etcd_test_shared, "/fence", NULL);
     store_owner o;
     assert_int_equal(store_owner_from_json(value, &o), 0);
     assert_int_equal(o.pid, (long)getpid());
@@ -534,19 +516,19 @@ static void test_etcd_revoked_lease_claimed_again(void **state)
 {
     (void)state;
     _cleanup_free_ char *url = NULL;
-    assert_true(asprintf(&url, "etcd://%s/revoked", shared_etcd.endpoint) > 0);
+    assert_true(asprintf(&url, "etcd://%s/revoked", etcd_test_shared.endpoint) > 0);
     store *s = open_ok(url);
     claim_ok(s, TEST_TTL_S);
     int64_t lease = 0;
-    free(owner_raw(&shared_etcd, "/revoked", &lease));
+    free(owner_raw(&etcd_test_shared, "/revoked", &lease));
     char body[64];
     snprintf(body, sizeof(body), "{\"ID\":\"%lld\"}", (long long)lease);
-    assert_int_equal(etcd_test_post(&shared_etcd, "/v3/lease/revoke", body, NULL), 200);
+    assert_int_equal(etcd_test_post(&etcd_test_shared, "/v3/lease/revoke", body, NULL), 200);
     /* The next keepalive finds the lease gone; a new one is taken. */
     double t0 = etcd_test_now_ms();
     int64_t now = 0;
     for (;;) {
-        free(owner_raw(&shared_etcd, "/revoked", &now));
+        free(owner_raw(&etcd_test_shared, "/revoked", &now));
         if (now != 0 && now != lease)
             break;
         assert_true(etcd_test_now_ms() - t0 < 5000);
@@ -604,7 +586,7 @@ static void test_etcd_copy_leaves_owner_key(void **state)
     (void)state;
     char *dir = store_test_mkdtemp();
     _cleanup_free_ char *etcd_url_a = NULL, *sqlite = NULL;
-    assert_true(asprintf(&etcd_url_a, "etcd://%s/copy-a", shared_etcd.endpoint) > 0);
+    assert_true(asprintf(&etcd_url_a, "etcd://%s/copy-a", etcd_test_shared.endpoint) > 0);
     assert_true(asprintf(&sqlite, "sqlite://%s/state.db", dir) > 0);
     store *a = open_ok(etcd_url_a), *b = open_ok(sqlite);
     claim_ok(a, TEST_TTL_S);
@@ -732,7 +714,7 @@ int main(void)
                                           claim_backends[b].group_teardown);
     }
     failed += cmocka_run_group_tests_name("sqlite only", sqlite_tests, NULL, NULL);
-    failed +=
-        cmocka_run_group_tests_name("etcd only", etcd_tests, etcd_group_setup, etcd_group_teardown);
+    failed += cmocka_run_group_tests_name("etcd only", etcd_tests, etcd_test_group_setup,
+                                          etcd_test_group_teardown);
     return failed;
 }

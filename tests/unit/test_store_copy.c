@@ -23,8 +23,6 @@
 #include "etcd_test_util.h"
 #include "store_test_util.h"
 
-static struct etcd_test etcd;
-
 struct fixture {
     char *dir;
     char *sqlite_a, *sqlite_b; /* sqlite:// URLs of two files in dir */
@@ -39,7 +37,7 @@ static int fixture_setup(void **state)
         return -1;
     if (asprintf(&f->sqlite_a, "sqlite://%s/a.db", f->dir) < 0 ||
         asprintf(&f->sqlite_b, "sqlite://%s/b.db", f->dir) < 0 ||
-        asprintf(&f->etcd_url, "etcd://%s/copy-%d", etcd.endpoint, ++tests) < 0)
+        asprintf(&f->etcd_url, "etcd://%s/copy-%d", etcd_test_shared.endpoint, ++tests) < 0)
         return -1;
     *state = f;
     return 0;
@@ -263,23 +261,6 @@ static void test_migrate_program(void **state)
     store_close(b);
 }
 
-static int group_setup(void **state)
-{
-    (void)state;
-    if (etcd_test_start(&etcd) < 0) {
-        etcd_test_stop(&etcd);
-        return -1;
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    etcd_test_stop(&etcd);
-    return 0;
-}
-
 int main(void)
 {
 #define COPY_TEST(fn) cmocka_unit_test_setup_teardown(fn, fixture_setup, fixture_teardown)
@@ -289,5 +270,6 @@ int main(void)
         COPY_TEST(test_migrate_program),
     };
 #undef COPY_TEST
-    return cmocka_run_group_tests_name("store_copy", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("store_copy", tests, etcd_test_group_setup,
+                                       etcd_test_group_teardown);
 }

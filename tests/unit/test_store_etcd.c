@@ -31,8 +31,6 @@
 #include "etcd_test_util.h"
 #include "store_test_util.h"
 
-static struct etcd_test shared_etcd;
-
 /* ---- helpers --------------------------------------------------------------- */
 
 static char *url_for(const struct etcd_test *e, const char *rest)
@@ -212,7 +210,7 @@ static void test_url_forms(void **state)
 static void test_key_prefix(void **state)
 {
     (void)state;
-    struct etcd_test *etcd = &shared_etcd;
+    struct etcd_test *etcd = &etcd_test_shared;
     _cleanup_free_ char *url_a = url_for(etcd, "/pfx/a");
     _cleanup_free_ char *url_a_slash = url_for(etcd, "/pfx/a/");
     _cleanup_free_ char *url_b = url_for(etcd, "/pfx/b?timeout_ms=3000&connect_timeout_ms=500");
@@ -267,7 +265,7 @@ static void test_key_prefix(void **state)
 static void test_range_pages(void **state)
 {
     (void)state;
-    _cleanup_free_ char *url = url_for(&shared_etcd, "/pages");
+    _cleanup_free_ char *url = url_for(&etcd_test_shared, "/pages");
     store *s = open_ok(url);
     enum { N = 1000 };
     char value[2048];
@@ -468,7 +466,7 @@ static void test_failover(void **state)
 static void test_compaction(void **state)
 {
     (void)state;
-    _cleanup_free_ char *url = url_for(&shared_etcd, "/compaction");
+    _cleanup_free_ char *url = url_for(&etcd_test_shared, "/compaction");
     store *s = open_ok(url);
     for (int v = 1; v <= 20; v++) {
         char key[32], value[32];
@@ -481,11 +479,11 @@ static void test_compaction(void **state)
     store_kv before = {0};
     assert_int_equal(store_get(s, "rs/foo", &before, &e), 1);
 
-    int64_t now = current_revision(&shared_etcd);
+    int64_t now = current_revision(&etcd_test_shared);
     char body[96];
     snprintf(body, sizeof(body), "{\"revision\":\"%lld\",\"physical\":true}", (long long)now);
     _cleanup_free_ char *reply = NULL;
-    if (etcd_test_post(&shared_etcd, "/v3/kv/compaction", body, &reply) != 200)
+    if (etcd_test_post(&etcd_test_shared, "/v3/kv/compaction", body, &reply) != 200)
         fail_msg("compaction failed: %s", reply ? reply : "no answer");
 
     /* Reads, history and the revisions of live keys are as before. */
@@ -634,23 +632,6 @@ static void test_tls(void **state)
     store_test_rmdir(dir);
 }
 
-static int group_setup(void **state)
-{
-    (void)state;
-    if (etcd_test_start(&shared_etcd) < 0) {
-        etcd_test_stop(&shared_etcd);
-        return -1;
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    etcd_test_stop(&shared_etcd);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -660,5 +641,6 @@ int main(void)
         cmocka_unit_test(test_compaction),    cmocka_unit_test(test_auth),
         cmocka_unit_test(test_tls),
     };
-    return cmocka_run_group_tests_name("store_etcd", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("store_etcd", tests, etcd_test_group_setup,
+                                       etcd_test_group_teardown);
 }
