@@ -87,21 +87,9 @@ static int group_teardown(void **state)
     for (size_t i = 0; i < sizeof(bind_dirs) / sizeof(bind_dirs[0]); i++)
         if (bind_dirs[i][0])
             umount2(bind_dirs[i], MNT_DETACH);
-    for (size_t i = 0; i < sizeof(loop_names) / sizeof(loop_names[0]); i++) {
-        if (volume_destroy(&loop_env, loop_names[i], &e) == 0)
-            continue;
-        /* A failed test may still hold a file open in it: detach lazily,
-         * the kernel finishes (and the loop device clears) at exit. */
-        fprintf(stderr, "cleanup of %s: %s\n", loop_names[i], e.msg);
-        char mnt[VOLUME_PATH_MAX];
-        vol_path(loop_names[i], "", mnt, sizeof(mnt));
-        umount2(mnt, MNT_DETACH);
-    }
     volume_destroy(&plain_env, "pl", &e);
-    char *const rm[] = {"/bin/rm", "-rf", "--one-file-system", data_dir, NULL};
-    proc_result r;
-    if (proc_run(rm, NULL, 60000, &r, &e) == 0)
-        proc_result_free(&r);
+    volume_test_cleanup(&loop_env, loop_names, sizeof(loop_names) / sizeof(loop_names[0]),
+                        data_dir);
     return 0;
 }
 

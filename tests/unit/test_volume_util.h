@@ -11,12 +11,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -180,6 +182,27 @@ static inline bool set_cap(int cap, bool on)
         caps[cap / 32].effective &= ~bit;
     assert_int_equal(syscall(SYS_capset, &hdr, caps), 0);
     return true;
+}
+
+/* A group's teardown: destroy each named volume of env; one a failed test
+ * still holds (a file open in it) is detached lazily instead, and the
+ * kernel finishes (the loop device clears) at exit. Then remove data_dir. */
+static inline void volume_test_cleanup(const volume_env *env, const char *const *names, size_t n,
+                                       const char *data_dir)
+{
+    gb_err e = GB_ERR_INIT;
+    for (size_t i = 0; i < n; i++) {
+        if (volume_destroy(env, names[i], &e) == 0)
+            continue;
+        fprintf(stderr, "cleanup of %s: %s\n", names[i], e.msg);
+        char mnt[VOLUME_PATH_MAX + NAME_MAX + 2];
+        snprintf(mnt, sizeof(mnt), "%s/%s", env->volumes_dir, names[i]);
+        umount2(mnt, MNT_DETACH);
+    }
+    char *const rm[] = {"/bin/rm", "-rf", "--one-file-system", (char *)data_dir, NULL};
+    proc_result r;
+    if (proc_run(rm, NULL, 60000, &r, &e) == 0)
+        proc_result_free(&r);
 }
 
 #endif

@@ -109,21 +109,9 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    gb_err e = GB_ERR_INIT;
     if (view[0])
         umount2(view, MNT_DETACH);
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (volume_destroy(&xfs_env, names[i], &e) == 0)
-            continue;
-        fprintf(stderr, "cleanup of %s: %s\n", names[i], e.msg);
-        char mnt[VOLUME_PATH_MAX];
-        vol_path(names[i], "", mnt, sizeof(mnt));
-        umount2(mnt, MNT_DETACH);
-    }
-    char *const rm[] = {"/bin/rm", "-rf", "--one-file-system", data_dir, NULL};
-    proc_result r;
-    if (proc_run(rm, NULL, 60000, &r, &e) == 0)
-        proc_result_free(&r);
+    volume_test_cleanup(&xfs_env, names, sizeof(names) / sizeof(names[0]), data_dir);
     return 0;
 }
 
