@@ -20,6 +20,16 @@ int system_health(app *a, json_t **out, gb_err *err)
     gb_err store_err = GB_ERR_INIT, docker_err = GB_ERR_INIT;
     int64_t rev = 0;
     int store_rc = store_revision(a->store, &rev, &store_err);
+    bool answered = store_rc == 0;
+    /* A lost claim (etcd) refuses every write until it is taken again:
+     * the store answers, but this daemon may not change it. */
+    static const char *const claim_names[] = {
+        [STORE_CLAIM_NONE] = "none", [STORE_CLAIM_HELD] = "held", [STORE_CLAIM_LOST] = "lost"};
+    enum store_claim_state claim = store_claim_state(a->store);
+    if (store_rc == 0 && claim == STORE_CLAIM_LOST)
+        store_rc = err_set(&store_err, ERR_STORE_UNAVAILABLE,
+                           "this gpuboxd lost its claim on the store; writes are refused until it "
+                           "claims it again");
     int docker_rc = docker_ping(a->docker, &docker_err);
 
     _cleanup_json_ json_t *store = health_part(store_rc, &store_err);
@@ -27,9 +37,10 @@ int system_health(app *a, json_t **out, gb_err *err)
     if (!store || !docker)
         return err_set(err, ERR_INTERNAL, "out of memory");
     json_object_set_new(store, "backend", json_string(store_backend_name(a->store)));
-    if (store_rc == 0)
+    if (answered)
         json_object_set_new(store, "revision", json_integer(rev));
     json_object_set_new(docker, "host", json_string(a->cfg.docker_host));
+    json_object_set_new(store, "claim", json_string(claim_names[claim]));
 
     bool ok = store_rc == 0 && docker_rc == 0;
     *out = json_pack("{s:s, s:O, s:O, s:{s:i, s:s, s:b}}", "status", ok ? "ok" : "degraded",

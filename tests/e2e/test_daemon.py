@@ -81,7 +81,8 @@ def test_start_up_log_names_store_docker_and_gpus(start_daemon, tmp_path):
 
 def test_sigterm_stops_gracefully(start_daemon):
     d = start_daemon("--simulate-gpus", "1xT4-16GB")
-    assert d.get("/healthz").status == 200
+    h = d.get("/healthz")
+    assert h.status == 200 and h.json["data"]["store"]["claim"] == "held", h.json
     assert d.stop(signal.SIGTERM) == 0
     log = d.log()
     assert "stopping" in log and "gpuboxd stopped" in log and "store: closed" in log

@@ -288,6 +288,10 @@ def test_changes_refused_while_another_daemon_holds_the_prefix(etcd, daemons):
     assert lifecycle(d, f"{PREFIX}_mine", "stop").status == 503
     assert container(mine["containerName"])["State"]["Running"] is True
     assert info(d, f"{PREFIX}_mine").status == 200
+    h = d.get("/healthz")
+    assert h.status == 503 and h.json["data"]["status"] == "degraded", h.json
+    assert h.json["data"]["store"]["claim"] == "lost" and "revision" in h.json["data"]["store"]
+    assert "lost its claim" in h.json["data"]["store"]["error"]
     assert f"{PREFIX}_refused" not in [s["name"] for s in list_sets(d, all_=True)]
     time.sleep(2)
     assert lifecycle(d, f"{PREFIX}_mine", "pause").status == 503
@@ -298,6 +302,8 @@ def test_changes_refused_while_another_daemon_holds_the_prefix(etcd, daemons):
     etcd.post("/v3/kv/deleterange", {"key": b64("/taken/daemon/owner")})
     assert wait_until(lambda: "writes are accepted again" in d.log(), timeout=10), d.log()
     assert wait_until(lambda: held_gpus(d) == gpus_before, timeout=10)
+    h = d.get("/healthz")
+    assert h.status == 200 and h.json["data"]["store"]["claim"] == "held", h.json
     assert create_ok(d, f"{PREFIX}_refused", gpus=1)["version"] == 1
     assert lifecycle(d, f"{PREFIX}_mine", "stop").status == 200
     owner = etcd.range("/taken/daemon/owner")
