@@ -120,10 +120,11 @@ def main():
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 20
     b = Bench(url, image)
     try:
-        # Warm-up (not timed): the template for the direct creates.
+        # Warm-up (not timed): the template for the direct creates. It stays
+        # until the end: the template binds its files (the GPU limits file
+        # gpuboxd writes per set), which go with the set.
         _, data = b.gpubox_create(f"{PREFIX}_warm")
         _, inspect = call(b.docker, "GET", f"/containers/{data['containerId']}/json")
-        b.gpubox_delete(f"{PREFIX}_warm")
 
         gpubox, direct = [], []
         for i in range(rounds):
@@ -139,6 +140,7 @@ def main():
                     took, cid = b.direct_create(name, direct_body(inspect, name))
                     direct.append(took)
                     b.docker_remove(cid)
+        b.gpubox_delete(f"{PREFIX}_warm")
     finally:
         b.cleanup()
 
