@@ -24,6 +24,16 @@ static void vol_names(const json_t *list, char *buf, size_t size)
     }
 }
 
+/* "loop (xfs)": the backend, with the filesystem of a loop volume. */
+static const char *vol_backend(const json_t *v, char *buf, size_t size)
+{
+    const char *fs = json_string_value(json_object_get(v, "filesystem"));
+    if (!fs)
+        return cli_str(v, "backend");
+    snprintf(buf, size, "%s (%s)", cli_str(v, "backend"), fs);
+    return buf;
+}
+
 static void vol_create_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     const cli_args *a = arg;
@@ -52,12 +62,12 @@ static void vol_ls_print(cli_ctx *ctx, const json_t *data, const void *arg)
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
     json_array_foreach(vols, i, v)
     {
-        char version[16];
+        char version[16], backend[64];
         snprintf(version, sizeof(version), "%" JSON_INTEGER_FORMAT,
                  json_integer_value(json_object_get(v, "version")));
         const char *row[] = {cli_str(v, "name"),
                              cli_str(v, "sizeText"),
-                             cli_str(v, "backend"),
+                             vol_backend(v, backend, sizeof(backend)),
                              cli_str(v, "state"),
                              version,
                              cli_str(v, "createTime")};
@@ -75,7 +85,7 @@ static void vol_inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     (void)arg;
     json_t *info = json_object_get(data, "info");
-    char used_by[1024], mounted_by[1024];
+    char used_by[1024], mounted_by[1024], backend[64];
     vol_names(json_object_get(info, "usedBy"), used_by, sizeof(used_by));
     vol_names(json_object_get(info, "mountedBy"), mounted_by, sizeof(mounted_by));
     fprintf(ctx->out,
@@ -83,7 +93,7 @@ static void vol_inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)
             "Version:    %" JSON_INTEGER_FORMAT "\nDocker:     %s\nUsed by:    %s\n"
             "Mounted by: %s\nCreated:    %s\nUpdated:    %s\n",
             cli_str(info, "name"), cli_str(info, "sizeText"), cli_str(info, "usedText"),
-            cli_str(info, "backend"),
+            vol_backend(info, backend, sizeof(backend)),
             json_is_false(json_object_get(info, "enforced")) ? " (size not enforced)" : "",
             cli_str(info, "state"), json_integer_value(json_object_get(info, "version")),
             cli_str(info, "dockerVolume"), used_by[0] ? used_by : "-",

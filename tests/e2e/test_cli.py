@@ -404,9 +404,10 @@ def test_volumes(d):
         assert gpubox(d, "volume", "create", vol, "64MB").returncode == 4
         assert gpubox(d, "volume", "create", PREFIX + "v2", "64XB").returncode == 2
         rows = [r for r in table(ok(d, "volume", "ls").stdout) if r["NAME"] == vol]
-        assert rows and rows[0]["SIZE"] == "64MB"
+        assert rows and rows[0]["SIZE"] == "64MB" and rows[0]["BACKEND"] == "loop (ext4)"
         assert vol in ok(d, "volume", "ls", "-q").stdout.split()
-        assert "Size:       64MB" in ok(d, "volume", "inspect", vol).stdout
+        shown = ok(d, "volume", "inspect", vol).stdout
+        assert "Size:       64MB" in shown and "Backend:    loop (ext4)\n" in shown
         assert as_json(d, "volume", "inspect", vol)["info"]["name"] == vol
         p = ok(d, "volume", "resize", vol, "128MB")
         assert p.stdout.startswith(f"volume {vol}: resized from 64MB to 128MB")
