@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "service/keys.h"
+#include "service/store_json.h"
 #include "util/cleanup.h"
 #include "util/fault.h"
 #include "util/json.h"
@@ -309,14 +310,12 @@ int journal_load(store *s, const char *id, journal_op *out, gb_err *err)
     char key[STORE_KEY_MAX];
     if (!journal_id_valid(id) || !keys_operation(key, sizeof(key), id))
         return 0;
-    _cleanup_(store_kv_free) store_kv kv = {0};
-    int found = store_get(s, key, &kv, err);
+    char what[JOURNAL_ID_MAX + 16];
+    snprintf(what, sizeof(what), "operation %s", id);
+    _cleanup_json_ json_t *j = NULL;
+    int found = store_get_json(s, key, what, &j, NULL, err);
     if (found <= 0)
         return found;
-    json_error_t jerr;
-    _cleanup_json_ json_t *j = json_loads(kv.value, 0, &jerr);
-    if (!j)
-        return err_set(err, ERR_INTERNAL, "operation %s is not JSON: %s", id, jerr.text);
     if (journal_op_from_json(j, out, err) < 0)
         return err_prefix(err, "reading operation %s", id);
     return 1;

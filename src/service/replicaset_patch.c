@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/store_json.h"
 #include "service/metrics.h"
 #include "service/namelock.h"
 #include "service/rs_internal.h"
@@ -113,11 +114,12 @@ static int rs_history_spec(app *a, const char *name, long long k, rs_spec *out, 
 {
     char key[STORE_KEY_MAX];
     keys_replicaset_history(key, sizeof(key), name, (long)k);
-    _cleanup_(store_kv_free) store_kv kv = {0};
-    int found = store_get(a->store, key, &kv, err);
+    char what[NAME_MAX_LEN + 48];
+    snprintf(what, sizeof(what), "history entry %lld of %s", k, name);
+    _cleanup_json_ json_t *entry = NULL;
+    int found = store_get_json(a->store, key, what, &entry, NULL, err);
     if (found <= 0)
         return found;
-    _cleanup_json_ json_t *entry = json_loads(kv.value, 0, NULL);
     if (rs_spec_from_json(json_object_get(entry, "spec"), NULL, out, err) < 0) {
         err->code = ERR_INTERNAL;
         return err_prefix(err, "history entry %lld of %s", k, name);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/store_json.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 
@@ -150,17 +151,16 @@ int vol_record_load(store *s, const char *name, vol_record *out, gb_err *err)
     char key[STORE_KEY_MAX];
     if (!keys_volume(key, sizeof(key), name))
         return err_set(err, ERR_INVALID_NAME, "volume name is too long");
-    _cleanup_(store_kv_free) store_kv kv = {0};
-    int found = store_get(s, key, &kv, err);
+    char what[NAME_MAX_LEN + 32];
+    snprintf(what, sizeof(what), "record of volume %s", name);
+    _cleanup_json_ json_t *j = NULL;
+    int64_t rev = 0;
+    int found = store_get_json(s, key, what, &j, &rev, err);
     if (found <= 0)
         return found;
-    json_error_t jerr;
-    _cleanup_json_ json_t *j = json_loads(kv.value, 0, &jerr);
-    if (!j)
-        return err_set(err, ERR_INTERNAL, "record of volume %s is not JSON: %s", name, jerr.text);
     if (vol_record_from_json(j, out, err) < 0)
         return err_prefix(err, "reading volume %s from the store", name);
-    out->mod_revision = kv.mod_revision;
+    out->mod_revision = rev;
     return 1;
 }
 
