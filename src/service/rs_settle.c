@@ -195,12 +195,22 @@ static int rs_doubt_undo_create(app *a, rs_doubt *d, gb_err *err)
     return 0;
 }
 
-static int rs_doubt_settle_create(app *a, rs_doubt *d, gb_err *err)
+/* Put the fence over the set's record if the record is still at the
+ * revision it had before the write in doubt: 1 the write never landed (and
+ * now never can: the fence moved the revision on), 0 it landed, -1 error. */
+static int rs_doubt_fence(app *a, rs_doubt *d, gb_err *err)
 {
     char key[STORE_KEY_MAX];
     keys_replicaset(key, sizeof(key), d->name);
     store_op fence = {.kind = STORE_OP_PUT, .key = key, .value = d->fence};
-    int not_landed = rs_doubt_txn(a, d, &fence, 1, err);
+    return rs_doubt_txn(a, d, &fence, 1, err);
+}
+
+static int rs_doubt_settle_create(app *a, rs_doubt *d, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    keys_replicaset(key, sizeof(key), d->name);
+    int not_landed = rs_doubt_fence(a, d, err);
     if (not_landed < 0)
         return -1;
     if (not_landed) {
@@ -226,10 +236,7 @@ static int rs_doubt_settle_create(app *a, rs_doubt *d, gb_err *err)
 
 static int rs_doubt_settle_release(app *a, rs_doubt *d, gb_err *err)
 {
-    char key[STORE_KEY_MAX];
-    keys_replicaset(key, sizeof(key), d->name);
-    store_op fence = {.kind = STORE_OP_PUT, .key = key, .value = d->fence};
-    int not_landed = rs_doubt_txn(a, d, &fence, 1, err);
+    int not_landed = rs_doubt_fence(a, d, err);
     if (not_landed < 0)
         return -1;
     if (not_landed) {
@@ -259,10 +266,7 @@ static int rs_doubt_record(const rs_doubt *d, const char *text, rs_record *out)
 
 static int rs_doubt_settle_operation(app *a, rs_doubt *d, gb_err *err)
 {
-    char key[STORE_KEY_MAX];
-    keys_replicaset(key, sizeof(key), d->name);
-    store_op fence = {.kind = STORE_OP_PUT, .key = key, .value = d->fence};
-    int not_landed = rs_doubt_txn(a, d, &fence, 1, err);
+    int not_landed = rs_doubt_fence(a, d, err);
     if (not_landed < 0)
         return -1;
     if (not_landed) {
