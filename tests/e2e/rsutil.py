@@ -12,6 +12,7 @@ outgoing connection cannot be published, and gpubox rightly refuses it.
 """
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.parse
@@ -288,18 +289,28 @@ SYSTEM_DISK_WRITE = " && ".join([
     "chmod 1777 /tmp",
     "rm /bin/arping",
     "rm /bin/ascii && echo replaced > /bin/ascii",
+    "echo conf > /etc/app.conf",
     "dd if=/dev/urandom of=/root/blob bs=1024 count=512 2>/dev/null",
 ])
 
+# What a user would notice of the system disk: contents, mode, owner, type,
+# symlink targets, hard links between files, deletions, and the image's own
+# files beside the user's in the directories the user touched (/bin, /etc).
+# Not a directory's link count or size: on overlayfs they depend on whether
+# the directory is merged with a lower layer and on the kernel, and a carry
+# may legitimately change that (a portable carry copies up /tmp, say).
 SYSTEM_DISK_MANIFEST = " ; ".join([
     "cd /",
-    "for p in opt opt/app opt/app/sub opt/app/sub/file.txt opt/empty opt/hard .rootdot "
-    "root/.bashrc root/blob bin/ascii tmp; do stat -c '%n %a %u:%g %h %F %s' $p; done",
-    "md5sum opt/app/sub/file.txt root/blob bin/ascii .rootdot root/.bashrc",
+    "for p in opt opt/app opt/app/sub opt/empty root tmp bin etc; do stat -c '%n %a %u:%g %F' $p; done",
+    "for p in opt/app/sub/file.txt opt/hard .rootdot root/.bashrc root/blob bin/ascii etc/app.conf "
+    "etc/passwd etc/group; do stat -c '%n %a %u:%g %h %F %s' $p; done",
+    "md5sum opt/app/sub/file.txt root/blob bin/ascii .rootdot root/.bashrc etc/app.conf etc/passwd",
     "readlink opt/link",
     "[ opt/hard -ef opt/app/sub/file.txt ] && echo hardlinked",
     "ls bin/arping 2>&1 || true",
-    "ls bin | wc -l",
+    "echo bin-entries $(ls bin | wc -l)",
+    "ls -A bin | md5sum",
+    "ls -A etc",
 ])
 
 
@@ -316,6 +327,10 @@ def system_disk(d, name):
     # The manifest must describe the changes, not an error.
     assert "hardlinked" in text and "/opt/app/sub/file.txt" in text, text
     assert "No such file" in text, text  # /bin/arping stays deleted
+    # The image's own files stay beside the user's in the directories the
+    # user changed: a carry that kept only the changed entries loses these.
+    assert "etc/passwd 644" in text and "app.conf" in text, text
+    assert int(re.search(r"^bin-entries (\d+)$", text, re.M).group(1)) > 100, text
     return text
 
 
