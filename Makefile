@@ -7,7 +7,7 @@ JOBS          ?= 2
 FUZZ_SECONDS  ?= 60
 ARGS          ?=
 
-.PHONY: all run test bench build build-test deps format clean fuzz
+.PHONY: all run test bench build build-test build-opt deps format clean fuzz
 
 all: build
 
@@ -24,6 +24,19 @@ build-test:
 	cmake -S . -B $(BUILD_TEST) -DCMAKE_BUILD_TYPE=Debug -DGPUBOX_SANITIZE=ON >/dev/null
 	cmake --build $(BUILD_TEST) -j$(JOBS)
 
+# The optimized build types compile with their tests and -Werror too (GCC
+# warns about more at -O2 and -O3 than at -O0); compiling is enough, the
+# tests run in the sanitizer build.
+OPT_TYPES ?= RelWithDebInfo Release
+build-opt:
+	@scripts/install-deps.sh test
+	@for t in $(OPT_TYPES); do \
+		echo "== $$t build with tests (compile only) =="; \
+		cmake -S . -B build/opt-$$t -DCMAKE_BUILD_TYPE=$$t -DGPUBOX_TESTS=ON >/dev/null && \
+		cmake --build build/opt-$$t -j$(JOBS) >build/opt-$$t.log 2>&1 || \
+		{ grep -E 'error|warning' build/opt-$$t.log | head -40; exit 1; }; \
+	done
+
 # Install what is missing, build, start gpuboxd with the embedded SQLite store.
 run:
 	@scripts/install-deps.sh run
@@ -31,7 +44,7 @@ run:
 	scripts/run.sh $(BUILD_RELEASE) $(ARGS)
 
 # Every test: C unit tests and end-to-end tests against the real dockerd.
-test: build-test
+test: build-test build-opt
 	scripts/test.sh $(BUILD_TEST)
 
 # libFuzzer targets (tests/fuzz), built with clang in build/fuzz, each run

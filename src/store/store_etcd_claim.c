@@ -373,13 +373,13 @@ int etcd_claim_fence_failed(struct etcd_store *es, int64_t lease, json_t *reply,
     etcd_owner_from_kvs(json_object_get(range, "kvs"), &now);
     if (now.present && now.lease == lease)
         return 0;
-    char why[400], who[300];
+    struct etcd_claim *c = es->claim;
+    char why[sizeof(c->lost_why)], who[200];
     store_owner_describe(&now.holder, who, sizeof(who));
     if (now.present)
         snprintf(why, sizeof(why), "the owner key is held by %s", who);
     else
         snprintf(why, sizeof(why), "the owner key is gone (its lease was revoked, or it expired)");
-    struct etcd_claim *c = es->claim;
     pthread_mutex_lock(&c->lock);
     if (c->lease == lease)
         etcd_claim_lose_locked(es, why);

@@ -37,10 +37,17 @@ static char base[256];
 
 /* ---- Building trees ---- */
 
+/* root/rel into p; a path that does not fit fails the test. */
+static void path_at(char *p, size_t size, const char *root, const char *rel)
+{
+    int n = snprintf(p, size, "%s/%s", root, rel);
+    assert_true(n > 0 && (size_t)n < size);
+}
+
 static void mk_dir(const char *root, const char *rel, mode_t mode)
 {
     char p[4096];
-    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    path_at(p, sizeof(p), root, rel);
     assert_int_equal(mkdir(p, 0755), 0);
     assert_int_equal(chmod(p, mode), 0);
 }
@@ -48,7 +55,7 @@ static void mk_dir(const char *root, const char *rel, mode_t mode)
 static void mk_file(const char *root, const char *rel, const char *content)
 {
     char p[4096];
-    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    path_at(p, sizeof(p), root, rel);
     FILE *f = fopen(p, "w");
     assert_non_null(f);
     fputs(content, f);
@@ -58,21 +65,21 @@ static void mk_file(const char *root, const char *rel, const char *content)
 static void mk_whiteout(const char *root, const char *rel)
 {
     char p[4096];
-    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    path_at(p, sizeof(p), root, rel);
     assert_int_equal(mknod(p, S_IFCHR | 0, makedev(0, 0)), 0);
 }
 
 static void set_xattr(const char *root, const char *rel, const char *name, const char *value)
 {
     char p[4096];
-    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    path_at(p, sizeof(p), root, rel);
     assert_int_equal(lsetxattr(p, name, value, strlen(value), 0), 0);
 }
 
 static void set_mtime(const char *root, const char *rel, time_t sec, long nsec)
 {
     char p[4096];
-    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    path_at(p, sizeof(p), root, rel);
     struct timespec t[2] = {{.tv_sec = sec, .tv_nsec = nsec}, {.tv_sec = sec, .tv_nsec = nsec}};
     assert_int_equal(utimensat(AT_FDCWD, p, t, AT_SYMLINK_NOFOLLOW), 0);
 }
@@ -82,7 +89,7 @@ static void set_mtime(const char *root, const char *rel, time_t sec, long nsec)
 static void set_all_mtimes(const char *root, const char *rel)
 {
     char p[4096];
-    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    path_at(p, sizeof(p), root, rel);
     struct dirent **ents;
     int count = scandir(p, &ents, NULL, alphasort);
     for (int i = 0; i < count; i++) {

@@ -127,7 +127,8 @@ static inline uint64_t write_random(int fd, uint64_t bytes, uint64_t seed)
 static inline void make_file(const char *dir, const char *name, uint64_t bytes, uint64_t seed)
 {
     char path[VOLUME_PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int len = snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_true(len > 0 && (size_t)len < sizeof(path));
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_true(fd >= 0);
     assert_int_equal(write_random(fd, bytes, seed), bytes);
