@@ -118,6 +118,12 @@ typedef struct docker_run_spec {
  * init process, private IPC, Docker's default capabilities, no host
  * namespaces. A bad spec gives ERR_INVALID_PARAMS naming the field. */
 int docker_run_spec_to_json(const docker_run_spec *spec, json_t **config, gb_err *err);
+/* The same container in the shape of the record gpu-docker-api keeps of a
+ * version: {config, hostConfig, networkingConfig, platform}, as the Engine
+ * API's create body splits them. hostConfig.Binds gets bind_strings
+ * ("src:dest[:ro]"), the form gpu-docker-api shows, in place of Mounts. */
+int docker_run_spec_view(const docker_run_spec *spec, const char *const *bind_strings,
+                         size_t nbind_strings, json_t **view, gb_err *err);
 
 /* ---- Images (docker_images.c, docker_imageref.c) ---- */
 

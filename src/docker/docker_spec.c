@@ -285,3 +285,37 @@ int docker_run_spec_to_json(const docker_run_spec *spec, json_t **config, gb_err
     *config = steal_ptr(&cfg);
     return 0;
 }
+
+/* The platform gpubox's containers run on, in the OCI image spec's words. */
+static const char *docker_spec_arch(void)
+{
+#if defined(__x86_64__)
+    return "amd64";
+#elif defined(__aarch64__)
+    return "arm64";
+#elif defined(__powerpc64__)
+    return "ppc64le";
+#else
+    return "";
+#endif
+}
+
+int docker_run_spec_view(const docker_run_spec *spec, const char *const *bind_strings,
+                         size_t nbind_strings, json_t **view, gb_err *err)
+{
+    *view = NULL;
+    _cleanup_json_ json_t *cfg = NULL;
+    if (docker_run_spec_to_json(spec, &cfg, err) < 0)
+        return -1;
+    json_t *host = json_incref(json_object_get(cfg, "HostConfig"));
+    json_object_del(cfg, "HostConfig");
+    if (nbind_strings &&
+        docker_spec_strings(host, "Binds", bind_strings, nbind_strings, "binds", err) < 0) {
+        json_decref(host);
+        return -1;
+    }
+    *view = json_pack("{s:O, s:o, s:{s:n}, s:{s:s, s:s}}", "config", cfg, "hostConfig", host,
+                      "networkingConfig", "EndpointsConfig", "platform", "architecture",
+                      docker_spec_arch(), "os", "linux");
+    return *view ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+}

@@ -65,16 +65,63 @@ static int rs_run_lists(const rs_record *r, const binds_resolved *binds, const r
     return 0;
 }
 
+int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_run_spec *ds,
+                     gb_err *err)
+{
+    const rs_spec *s = &r->spec;
+    p->uuids = calloc(r->ngpus + 1, sizeof(*p->uuids));
+    p->ports = calloc(r->nports + 1, sizeof(*p->ports));
+    p->labels = json_deep_copy(s->labels);
+    if (!p->uuids || !p->ports || !p->labels)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < r->ngpus; i++)
+        p->uuids[i] = r->gpus[i];
+    for (size_t i = 0; i < r->nports; i++)
+        p->ports[i] = (docker_port){.container_port = r->ports[i].container_port,
+                                    .host_port = r->ports[i].host_port,
+                                    .protocol = r->ports[i].protocol};
+    char version[16];
+    snprintf(version, sizeof(version), "%d", r->version);
+    json_object_set_new(p->labels, RS_LABEL_NAME, json_string(r->name));
+    json_object_set_new(p->labels, RS_LABEL_VERSION, json_string(version));
+    *ds = (docker_run_spec){
+        .image = s->image,
+        .cmd = (const char *const *)s->cmd,
+        .ncmd = s->ncmd,
+        .env = (const char *const *)s->env,
+        .nenv = s->nenv,
+        .labels = p->labels,
+        .ports = p->ports,
+        .nports = r->nports,
+        .gpu_attach = rs_gpu_attach(a),
+        .gpu_uuids = p->uuids,
+        .ngpus = r->ngpus,
+        .cpus = s->cpus,
+        .memory_bytes = s->memory_bytes,
+        .shm_bytes = s->shm_bytes,
+        .restart_policy = s->restart_policy,
+        .tty = true,
+        .hostname = r->name,
+    };
+    return 0;
+}
+
+void rs_run_spec_parts_free(rs_run_spec_parts *p)
+{
+    free(p->uuids);
+    free(p->ports);
+    json_decref(p->labels);
+    *p = (rs_run_spec_parts){0};
+}
+
 /* Create r's container, and start it when asked (rs_internal.h). */
 static int rs_container_make(app *a, const rs_record *r, const binds_resolved *binds, bool start,
                              char **id, gb_err *err)
 {
-    const rs_spec *s = &r->spec;
-    _cleanup_free_ const char **uuids = calloc(r->ngpus + 1, sizeof(*uuids));
-    _cleanup_free_ docker_port *ports = calloc(r->nports + 1, sizeof(*ports));
-    _cleanup_json_ json_t *labels = json_deep_copy(s->labels);
-    if (!uuids || !ports || !labels)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    _cleanup_(rs_run_spec_parts_free) rs_run_spec_parts parts = {0};
+    docker_run_spec ds;
+    if (rs_run_spec_base(a, r, &parts, &ds, err) < 0)
+        return -1;
     _cleanup_(rs_gpu_env_free) rs_gpu_env gpu_env = {0};
     _cleanup_free_ const char **env = NULL;
     _cleanup_free_ docker_bind *mounts = NULL;
@@ -84,38 +131,10 @@ static int rs_container_make(app *a, const rs_record *r, const binds_resolved *b
         rs_gpu_env_remove(a, r->container_name);
         return -1;
     }
-    for (size_t i = 0; i < r->ngpus; i++)
-        uuids[i] = r->gpus[i];
-    for (size_t i = 0; i < r->nports; i++)
-        ports[i] = (docker_port){.container_port = r->ports[i].container_port,
-                                 .host_port = r->ports[i].host_port,
-                                 .protocol = r->ports[i].protocol};
-    char version[16];
-    snprintf(version, sizeof(version), "%d", r->version);
-    json_object_set_new(labels, RS_LABEL_NAME, json_string(r->name));
-    json_object_set_new(labels, RS_LABEL_VERSION, json_string(version));
-
-    docker_run_spec ds = {
-        .image = s->image,
-        .cmd = (const char *const *)s->cmd,
-        .ncmd = s->ncmd,
-        .env = env,
-        .nenv = s->nenv + gpu_env.nenv,
-        .labels = labels,
-        .binds = mounts,
-        .nbinds = binds->n + gpu_env.nmounts,
-        .ports = ports,
-        .nports = r->nports,
-        .gpu_attach = rs_gpu_attach(a),
-        .gpu_uuids = uuids,
-        .ngpus = r->ngpus,
-        .cpus = s->cpus,
-        .memory_bytes = s->memory_bytes,
-        .shm_bytes = s->shm_bytes,
-        .restart_policy = s->restart_policy,
-        .tty = true,
-        .hostname = r->name,
-    };
+    ds.env = env;
+    ds.nenv = r->spec.nenv + gpu_env.nenv;
+    ds.binds = mounts;
+    ds.nbinds = binds->n + gpu_env.nmounts;
     _cleanup_json_ json_t *config = NULL;
     _cleanup_free_ char *cid = NULL;
     if (docker_run_spec_to_json(&ds, &config, err) < 0) {

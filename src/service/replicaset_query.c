@@ -126,7 +126,12 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     json_object_set_new(info, "gpuLimits", rs_gpu_limits(a, &r, inspect));
     if (r.operation[0])
         json_object_set_new(info, "operation", json_string(r.operation));
-    *out = json_pack("{s:o}", "info", info);
+    /* gpu-docker-api's record of the version beside gpubox's fields; its
+     * router answers it as "Info", its API description as "info". */
+    json_t *compat = rs_compat_version(a, &r);
+    if (compat)
+        json_object_update_missing(info, compat);
+    *out = json_pack("{s:o, s:o*}", "info", info, "Info", compat);
     return 0;
 }
 
@@ -145,8 +150,12 @@ int replicaset_history(app *a, const char *name, json_t **out, gb_err *err)
     /* Keys sort by zero-padded version: walk backwards for newest first. */
     for (size_t i = kvs.n; i-- > 0;) {
         json_t *entry = json_loads(kvs.items[i].value, 0, NULL);
-        if (entry)
-            json_array_append_new(history, entry);
+        if (!entry)
+            continue;
+        json_t *status = rs_compat_history_status(a, name, entry);
+        if (status)
+            json_object_set_new(entry, "status", status);
+        json_array_append_new(history, entry);
     }
     *out = json_pack("{s:o}", "history", history);
     return 0;

@@ -8,6 +8,7 @@
 #include "service/service.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,11 +203,19 @@ int resources_ports(app *a, json_t **out, gb_err *err)
     if (ports_pool_used(a->ports, &used, &n) < 0)
         return err_set(err, ERR_INTERNAL, "out of memory listing used ports");
     _cleanup_json_ json_t *list = json_array();
-    for (size_t i = 0; list && i < n; i++)
+    _cleanup_json_ json_t *set = json_object();
+    for (size_t i = 0; list && set && i < n; i++) {
+        char port[8];
+        snprintf(port, sizeof(port), "%u", (unsigned)used[i]);
         json_array_append_new(list, json_integer(used[i]));
-    *out =
-        json_pack("{s:{s:i, s:i, s:I, s:O}}", "ports", "startPort", (int)ports_pool_start(a->ports),
-                  "endPort", (int)ports_pool_end(a->ports), "availableCount",
-                  (json_int_t)ports_pool_available(a->ports), "usedPorts", list);
+        json_object_set_new(set, port, json_object());
+    }
+    int start = (int)ports_pool_start(a->ports), end = (int)ports_pool_end(a->ports);
+    json_int_t available = (json_int_t)ports_pool_available(a->ports);
+    /* gpu-docker-api's fields (StartPort, ..., UsedPortSet: an object whose
+     * keys are the ports in use) beside gpubox's own. */
+    *out = json_pack("{s:{s:i, s:i, s:I, s:O, s:i, s:i, s:I, s:O}}", "ports", "startPort", start,
+                     "endPort", end, "availableCount", available, "usedPorts", list, "StartPort",
+                     start, "EndPort", end, "AvailableCount", available, "UsedPortSet", set);
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }

@@ -6,6 +6,7 @@
 #ifndef GPUBOX_SERVICE_RS_INTERNAL_H
 #define GPUBOX_SERVICE_RS_INTERNAL_H
 
+#include "docker/docker.h"
 #include "service/app.h"
 #include "service/binds.h"
 #include "service/journal.h"
@@ -68,6 +69,27 @@ int rs_settle_name(app *a, const char *name, gb_err *err);
 /* The background thread that settles entries every second. */
 int rs_settle_start(app *a, gb_err *err);
 void rs_settle_stop(app *a);
+
+/* The run spec of r's container from its record alone: image, cmd, the
+ * spec's env, labels, ports, cards, limits; no binds and no GPU env (the
+ * caller adds what it needs). p owns what ds points into. */
+typedef struct rs_run_spec_parts {
+    const char **uuids;
+    docker_port *ports;
+    json_t *labels;
+} rs_run_spec_parts;
+int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_run_spec *ds,
+                     gb_err *err);
+void rs_run_spec_parts_free(rs_run_spec_parts *p);
+
+/* gpu-docker-api's record of r's version (rs_compat.c): {version,
+ * createTime, config, hostConfig, networkingConfig, platform,
+ * containerName}, as its GET /replicaSet/{name} ("info") and each history
+ * entry's "status" carry it. NULL when r's spec cannot be shown. */
+json_t *rs_compat_version(app *a, const rs_record *r);
+/* The same for a history entry of name (its spec, and the cards and ports
+ * the entry lists, when it lists them). */
+json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry);
 
 /* Create and start r's container (r->container_name) from r->spec and its
  * holdings; *id gets its id (malloc'd). On failure nothing is left behind:

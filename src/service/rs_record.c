@@ -185,9 +185,12 @@ json_t *rs_record_to_json(const rs_record *r)
 
 json_t *rs_record_history_entry(const rs_record *r, const char *reason)
 {
-    return json_pack("{s:i, s:s, s:s, s:o, s:s}", "version", r->version, "createTime",
+    /* The cards and ports the version was made with, so the history can
+     * show its container as it was (gpu-docker-api's "status"). */
+    return json_pack("{s:i, s:s, s:s, s:o, s:s, s:o, s:o}", "version", r->version, "createTime",
                      r->update_time, "containerName", r->container_name, "spec",
-                     rs_spec_to_json(&r->spec), "reason", reason);
+                     rs_spec_to_json(&r->spec), "reason", reason, "gpus", rs_record_gpus_json(r),
+                     "ports", rs_record_ports_json(r));
 }
 
 static int copy_field(const json_t *j, const char *field, char *dst, size_t size, gb_err *err)

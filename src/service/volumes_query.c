@@ -93,6 +93,19 @@ int volumes_usage_all(app *a, json_t **out, gb_err *err)
     return 0;
 }
 
+/* gpu-docker-api's record of one volume version, as its GET /volumes/{name}
+ * ("Info") and each history entry's "status" carry it: {version,
+ * createTime, opt: {Driver, DriverOpts: {size}, Name}}. Name is the Docker
+ * volume's name (gpu-docker-api's was "bar-1"; gpubox's keeps one Docker
+ * volume through every size). */
+static json_t *vol_compat_status(int version, const char *create_time, const char *size_text,
+                                 const char *docker_volume)
+{
+    return json_pack("{s:i, s:s, s:{s:s, s:{s:s}, s:s}}", "version", version, "createTime",
+                     create_time, "opt", "Driver", "local", "DriverOpts", "size", size_text, "Name",
+                     docker_volume);
+}
+
 int volumes_info(app *a, const char *name, json_t **out, gb_err *err)
 {
     _cleanup_(vol_record_free) vol_record r = {0};
@@ -110,7 +123,9 @@ int volumes_info(app *a, const char *name, json_t **out, gb_err *err)
     json_object_set(info, "usedBy", sets);
     json_object_set(info, "mountedBy", mounted);
     json_object_set_new(info, "inUse", json_boolean(json_array_size(mounted) > 0));
-    if (!(*out = json_pack("{s:O}", "info", info)))
+    /* "Info" is gpu-docker-api's answer, beside gpubox's "info". */
+    json_t *compat = vol_compat_status(r.version, r.update_time, r.size_text, r.docker_volume);
+    if (!compat || !(*out = json_pack("{s:O, s:o}", "info", info, "Info", compat)))
         return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
 }
@@ -137,6 +152,14 @@ int volumes_history(app *a, const char *name, json_t **out, gb_err *err)
             return err_set(err, ERR_VOLUME_HISTORY_FAILED,
                            "history entry %s of volume %s is not JSON", kvs.items[i - 1].key, name);
         json_array_append_new(history, entry);
+        /* gpu-docker-api's fields beside gpubox's: createTime, and status. */
+        const char *time = json_string_value(json_object_get(entry, "time"));
+        const char *size = json_string_value(json_object_get(entry, "sizeText"));
+        int version = (int)json_integer_value(json_object_get(entry, "version"));
+        json_object_set_new(entry, "createTime", json_string(time ? time : ""));
+        json_object_set_new(
+            entry, "status",
+            vol_compat_status(version, time ? time : "", size ? size : "", r.docker_volume));
     }
     if (!(*out = json_pack("{s:O}", "history", history)))
         return err_set(err, ERR_INTERNAL, "out of memory");

@@ -192,7 +192,7 @@ def test_error_answers_conform(d, doc):
         assert r.status == 409 and r.code == 1013
         check(doc, "/api/v1/replicaSet", "post", r)
         r = call(d, "POST", "/api/v1/replicaSet", raw=b"{not json")
-        assert r.status == 400 and r.code == 1104
+        assert r.status == 400 and r.code == 1000
         check(doc, "/api/v1/replicaSet", "post", r)
     finally:
         delete(d, name, purge=True)
@@ -202,7 +202,8 @@ def test_schema_checker_catches_wrong_answers(doc):
     """The checker is no rubber stamp: answers that break the schemas fail."""
     schema = response_schema(doc, "/api/v1/resources/ports", "get", 200)
     good = {"code": 200, "msg": "success", "data": {"ports": {
-        "startPort": 1, "endPort": 2, "availableCount": 2, "usedPorts": []}}}
+        "startPort": 1, "endPort": 2, "availableCount": 2, "usedPorts": [],
+        "StartPort": 1, "EndPort": 2, "AvailableCount": 2, "UsedPortSet": {}}}}
     assert validate(good, schema, doc) == []
     bad = json.loads(json.dumps(good))
     bad["data"]["ports"]["usedPorts"] = ["22"]
