@@ -136,8 +136,10 @@ static void test_timeout_kills_tree(void **state)
     double t0 = dtu_now();
     assert_int_equal(docker_exec_run(dtu_client, box, cmd, 3, NULL, 1, 0, &r, &e), 0);
     double took = dtu_now() - t0;
+    /* Upper bounds leave room for a slow, loaded machine; without the
+     * limit the command would run for 31 s. */
     assert_true(took >= 0.9);
-    assert_true(took < 2.5);
+    assert_true(took < 10);
     assert_true(r.timed_out);
     assert_string_equal(r.out_stdout, "started\n");
     assert_string_equal(r.out_stderr, "warn\n");
@@ -150,7 +152,7 @@ static void test_timeout_kills_tree(void **state)
     const char *sleeper[] = {"sleep", "32"};
     t0 = dtu_now();
     assert_int_equal(docker_exec_run(dtu_client, box, sleeper, 2, NULL, 1, 0, &r, &e), 0);
-    assert_true(dtu_now() - t0 < 2.5);
+    assert_true(dtu_now() - t0 < 10);
     assert_true(r.timed_out);
     docker_exec_result_free(&r);
     assert_false(box_runs("sleep 32"));
@@ -245,9 +247,15 @@ struct exec_job {
 static void *exec_thread(void *arg)
 {
     struct exec_job *job = arg;
-    char script[128];
-    snprintf(script, sizeof(script), "sleep 0.3; echo job%d; echo e%d >&2; exit %d", job->index,
-             job->index, job->index);
+    /* Each job says it has started, then waits (up to 30 s) until all
+     * eight have: execs run one after another would never get there. */
+    char script[512];
+    snprintf(script, sizeof(script),
+             "touch /tmp/started.%d; n=0; "
+             "while [ $(ls /tmp/started.* | wc -l) -lt 8 ] && [ $n -lt 300 ]; do "
+             "sleep 0.1; n=$((n+1)); done; [ $n -lt 300 ] || exit 99; "
+             "echo job%d; echo e%d >&2; exit %d",
+             job->index, job->index, job->index, job->index);
     const char *cmd[] = {"sh", "-c", script};
     job->e = (gb_err)GB_ERR_INIT;
     job->rc = docker_exec_run(dtu_client, box, cmd, 3, NULL, 30, 0, &job->r, &job->e);
@@ -255,20 +263,24 @@ static void *exec_thread(void *arg)
 }
 
 /* Execs in parallel each get their own output and exit code, and they run
- * at the same time rather than one after another. */
+ * at the same time rather than one after another (each waits in its
+ * container for the others to start, whatever the machine's speed). */
 static void test_concurrent(void **state)
 {
     (void)state;
     struct exec_job jobs[8];
     pthread_t threads[8];
-    double t0 = dtu_now();
+    const char *clear[] = {"sh", "-c", "rm -f /tmp/started.*"};
+    docker_exec_result cleared = {0};
+    gb_err e = GB_ERR_INIT;
+    assert_int_equal(docker_exec_run(dtu_client, box, clear, 3, NULL, 30, 0, &cleared, &e), 0);
+    docker_exec_result_free(&cleared);
     for (int i = 0; i < 8; i++) {
         jobs[i].index = i;
         assert_int_equal(pthread_create(&threads[i], NULL, exec_thread, &jobs[i]), 0);
     }
     for (int i = 0; i < 8; i++)
         pthread_join(threads[i], NULL);
-    double took = dtu_now() - t0;
     for (int i = 0; i < 8; i++) {
         if (jobs[i].rc != 0)
             fail_msg("job %d: %s", i, jobs[i].e.msg);
@@ -280,7 +292,6 @@ static void test_concurrent(void **state)
         assert_int_equal(jobs[i].r.exit_code, i);
         docker_exec_result_free(&jobs[i].r);
     }
-    assert_true(took < 8 * 0.3);
 }
 
 int main(void)

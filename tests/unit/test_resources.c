@@ -226,9 +226,10 @@ static void test_ports_answer(void **state)
     assert_int_equal(ports_pool_take(f->app.ports, held, 2, false, &err), 0);
     _cleanup_json_ json_t *v = NULL;
     assert_int_equal(resources_ports(&f->app, &v, &err), 0);
-    _cleanup_json_ json_t *want =
-        json_pack("{s:{s:i, s:i, s:i, s:[i,i]}}", "ports", "startPort", 41000, "endPort", 41009,
-                  "availableCount", 9, "usedPorts", 41003, 50000);
+    _cleanup_json_ json_t *want = json_pack(
+        "{s:{s:i, s:i, s:i, s:[i,i], s:i, s:i, s:i, s:{s:{}, s:{}}}}", "ports", "startPort", 41000,
+        "endPort", 41009, "availableCount", 9, "usedPorts", 41003, 50000, "StartPort", 41000,
+        "EndPort", 41009, "AvailableCount", 9, "UsedPortSet", "41003", "50000");
     assert_true(json_equal(v, want));
 }
 

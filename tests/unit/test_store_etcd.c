@@ -319,7 +319,7 @@ static void test_outage_killed(void **state)
     etcd_test_signal(&etcd, SIGKILL);
     char needle[64];
     snprintf(needle, sizeof(needle), "etcd at %s is unreachable", etcd.endpoint);
-    expect_all_unavailable(s, 2000, needle);
+    expect_all_unavailable(s, 4000, needle); /* "at once": well under the 5 s timeout */
     /* Opening fails the same way, so a daemon can wait and retry. */
     store *other = NULL;
     double start = etcd_test_now_ms();
@@ -364,7 +364,8 @@ static void test_outage_frozen(void **state)
     put_ok(s, "o/stable", "before");
 
     etcd_test_signal(&etcd, SIGSTOP);
-    expect_all_unavailable(s, 2500, "etcd at");
+    /* Bounds with room for a loaded machine, below the 5 s default. */
+    expect_all_unavailable(s, 4000, "etcd at");
 
     /* The default request timeout is 5 s. */
     gb_err e = GB_ERR_INIT;
@@ -373,7 +374,7 @@ static void test_outage_frozen(void **state)
     assert_int_equal(store_get(s_default, "o/stable", &kv, &e), -1);
     double took = etcd_test_now_ms() - start;
     assert_int_equal(e.code, ERR_STORE_UNAVAILABLE);
-    if (took < 4500 || took > 7000)
+    if (took < 4500 || took > 12000)
         fail_msg("a read of a frozen etcd gave up after %.0f ms; expected about 5000", took);
 
     /* A write that reached etcd is uncertain, and says so. */
