@@ -1,5 +1,5 @@
 # embed.cmake - turn a file into a C array, so a program carries the file's
-# bytes (gpuboxd serves docs/openapi.yaml from it).
+# bytes (gpuboxd serves docs/openapi.yaml, and its JSON form, from them).
 #   cmake -DINPUT=docs/openapi.yaml -DOUTPUT=openapi_yaml.c -DNAME=gpubox_openapi_yaml -P embed.cmake
 # defines `const unsigned char NAME[]` (NUL-terminated) and `const size_t NAME_len`.
 file(READ "${INPUT}" hex HEX)

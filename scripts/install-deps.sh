@@ -6,8 +6,10 @@
 # Usage: scripts/install-deps.sh [build|run|test|bench|all]   (default: all)
 set -euo pipefail
 
+# libyaml-dev: the build converts docs/openapi.yaml to JSON with it
+# (src/tools/yaml2json.c); gpuboxd itself does not link it.
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcurl4-openssl-dev
-            libjansson-dev libsqlite3-dev libcmocka-dev)
+            libjansson-dev libsqlite3-dev libcmocka-dev libyaml-dev)
 run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # clang brings libFuzzer (tests/fuzz); openssl makes the TLS tests' certificate;
 # nodejs runs the OpenAPI validator (tools/openapi, from the npm registry);

@@ -1,6 +1,6 @@
 /*
  * openapi.c - the OpenAPI document (see openapi.h): the embedded YAML, its
- * JSON form, and generated entries for routes the file lacks (one path
+ * embedded JSON form, and generated entries for routes the file lacks (one path
  * item per pattern, one operation per method, path parameters taken from
  * the "{name}" segments, answering the envelope).
  */
@@ -11,12 +11,20 @@
 
 #include "util/cleanup.h"
 #include "util/log.h"
-#include "util/yaml.h"
 
 const char *openapi_yaml(size_t *len)
 {
     *len = gpubox_openapi_yaml_len;
     return (const char *)gpubox_openapi_yaml;
+}
+
+json_t *openapi_file_document(gb_err *err)
+{
+    json_error_t jerr;
+    json_t *doc = json_loadb((const char *)gpubox_openapi_json, gpubox_openapi_json_len, 0, &jerr);
+    if (!doc)
+        err_set(err, ERR_INTERNAL, "the embedded OpenAPI JSON does not load: %s", jerr.text);
+    return doc;
 }
 
 static void openapi_lower(const char *method, char *out, size_t size)
@@ -60,8 +68,7 @@ static json_t *openapi_generated(const http_route *route)
 
 json_t *openapi_document(const http_router *r, gb_err *err)
 {
-    _cleanup_json_ json_t *doc =
-        yaml_parse((const char *)gpubox_openapi_yaml, gpubox_openapi_yaml_len, err);
+    _cleanup_json_ json_t *doc = openapi_file_document(err);
     if (!doc)
         return NULL;
     json_t *paths = json_object_get(doc, "paths");
