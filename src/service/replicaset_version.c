@@ -103,15 +103,15 @@ static int rs_step(rs_change *c, const char *step, gb_err *err)
 /* 1 exists (running set), 0 absent, -1 Docker did not answer. */
 static int rs_inspect_running(app *a, const char *name, bool *running, gb_err *err)
 {
-    _cleanup_json_ json_t *info = NULL;
+    docker_container_state st;
     gb_err e = GB_ERR_INIT;
-    if (docker_container_inspect(a->docker, name, &info, &e) < 0) {
+    if (docker_container_state_get(a->docker, name, &st, &e) < 0) {
         if (e.code == ERR_NOT_FOUND)
             return 0;
         *err = e;
         return -1;
     }
-    *running = json_is_true(json_object_get(json_object_get(info, "State"), "Running"));
+    *running = st.running;
     return 1;
 }
 
