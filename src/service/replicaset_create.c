@@ -33,6 +33,7 @@
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 static enum docker_gpu_attach rs_gpu_attach(const app *a)
 {
@@ -255,7 +256,7 @@ static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **pre
 static int rs_create_record(app *a, rs_record *r, journal_op *op, gb_err *err)
 {
     r->state = RS_STATE_CREATING;
-    rs_time_now(r->update_time);
+    time_iso_now(r->update_time, sizeof(r->update_time));
     memcpy(r->create_time, r->update_time, sizeof(r->create_time));
     snprintf(r->operation, sizeof(r->operation), "%s", op->id);
     journal_mark(op, "record");

@@ -48,6 +48,7 @@
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 static const char *const rs_version_steps[] = {
     "begin",   "container-created", "old-stopped", "carry-begin",
@@ -236,7 +237,7 @@ static int rs_change_commit(rs_change *c, gb_err *err)
     char hkey[STORE_KEY_MAX];
     keys_replicaset_history(hkey, sizeof(hkey), c->to.name, c->to.version);
     const char *reason = json_string_value(json_object_get(c->op->data, "reason"));
-    rs_time_now(c->to.update_time);
+    time_iso_now(c->to.update_time, sizeof(c->to.update_time));
     _cleanup_json_ json_t *hist = rs_record_history_entry(&c->to, reason ? reason : "patch");
     _cleanup_free_ char *htext = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
     if (!htext)
