@@ -17,10 +17,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 static const char *const method_names[] = {"auto", "overlay", "portable"};
 
@@ -232,13 +232,6 @@ static int run_portable(docker_client *c, const struct side *from, const struct 
     return rc;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int carry_run(docker_client *c, const char *from_ref, const char *to_ref,
                      enum carry_method method, carry_stats *st, gb_err *err)
 {
@@ -278,9 +271,9 @@ int carry_system_disk(docker_client *c, const char *from, const char *to, enum c
     if ((unsigned)method > CARRY_PORTABLE)
         return err_set(err, ERR_INVALID_PARAMS, "carrying the system disk: unknown method %d",
                        (int)method);
-    double start = now_s();
+    int64_t start = time_mono_ns();
     int rc = carry_run(c, from, to, method, st, err);
-    st->seconds = now_s() - start;
+    st->seconds = time_since_s(start);
     if (rc == 0)
         log_info("carry: %s -> %s by %s: %llu entries, %llu bytes in %.3f s%s", from, to,
                  carry_method_name(st->used), (unsigned long long)st->entries,

@@ -31,11 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include <curl/curl.h>
 
 #include "util/cleanup.h"
+#include "util/time.h"
 
 #define PROGRESS_INTERVAL_MS 250
 #define PROGRESS_ENV "GPUBOX_PROGRESS"
@@ -46,13 +46,13 @@ struct cli_progress {
     pthread_t thread;
     atomic_bool stop;
     char *verb, *name;
-    char *set_path;     /* /api/v1/replicaSet/<name> */
-    char *op_path;      /* /api/v1/operations/<id> once the set names a new one */
-    char op_id[128];    /* that id */
-    char ignored[128];  /* the id the set named before, or the last that ended */
-    char last[256];     /* the plain line last written */
-    bool drawn;         /* a terminal line is on screen */
-    struct timespec t0; /* when the request began */
+    char *set_path;    /* /api/v1/replicaSet/<name> */
+    char *op_path;     /* /api/v1/operations/<id> once the set names a new one */
+    char op_id[128];   /* that id */
+    char ignored[128]; /* the id the set named before, or the last that ended */
+    char last[256];    /* the plain line last written */
+    bool drawn;        /* a terminal line is on screen */
+    int64_t t0_ns;     /* when the request began (time_mono_ns) */
 };
 
 typedef struct cli_progress cli_progress;
@@ -90,9 +90,7 @@ static int progress_perform(cli_ctx *ctx)
 
 static double progress_elapsed(const cli_progress *p)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - p->t0.tv_sec) + (double)(now.tv_nsec - p->t0.tv_nsec) / 1e9;
+    return time_since_s(p->t0_ns);
 }
 
 void cli_progress_line(const char *verb, const char *name, const json_t *op, double elapsed_s,
@@ -232,7 +230,7 @@ void cli_progress_start(cli_ctx *ctx, const char *verb, const char *name)
     p->multi = curl_multi_init();
     p->verb = strdup(verb);
     p->name = strdup(name);
-    clock_gettime(CLOCK_MONOTONIC, &p->t0);
+    p->t0_ns = time_mono_ns();
     if (!p->poll.curl || !p->multi || !p->verb || !p->name) {
         progress_free(p);
         return;

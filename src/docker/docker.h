@@ -64,6 +64,15 @@ int docker_ping(docker_client *c, gb_err *err);
 int docker_version(docker_client *c, json_t **out, gb_err *err);
 int docker_info(docker_client *c, json_t **out, gb_err *err);
 
+/* ---- The labels gpubox puts on what it makes in Docker. Users' own
+ * labels may not start with DOCKER_LABEL_PREFIX. ---- */
+#define DOCKER_LABEL_PREFIX "gpubox."
+#define DOCKER_LABEL_REPLICASET "gpubox.replicaset"        /* a container: its replica set */
+#define DOCKER_LABEL_VERSION "gpubox.version"              /* a container: its version number */
+#define DOCKER_LABEL_VOLUME "gpubox.volume"                /* a Docker volume: its gpubox volume */
+#define DOCKER_LABEL_CREATED "gpubox.created"              /* an image gpubox committed: "true" */
+#define DOCKER_LABEL_COMMITTED_FROM "gpubox.committedFrom" /* ... from this container */
+
 /* ---- The run spec (docker_spec.c): a container as gpubox's services
  * describe it; only docker/ turns it into Engine API JSON. ---- */
 
@@ -167,6 +176,12 @@ int docker_container_start(docker_client *c, const char *id_or_name, gb_err *err
  * stopped container is success. */
 int docker_container_stop(docker_client *c, const char *id_or_name, int timeout_s, gb_err *err);
 int docker_container_inspect(docker_client *c, const char *id_or_name, json_t **out, gb_err *err);
+/* docker_container_stop_promptly (docker_stop.c): the same, with no grace
+ * at all when the stop signal reaches no process in the container that
+ * acts on it (an interactive shell under docker-init ignores SIGTERM), as
+ * far as the Docker host's /proc tells; timeout_s otherwise. */
+int docker_container_stop_promptly(docker_client *c, const char *id_or_name, int timeout_s,
+                                   gb_err *err);
 /* Removing an absent container is success. force kills a running one
  * (without it, a running container gives ERR_CONFLICT). Anonymous volumes
  * are kept (v=0): they may hold data a later version takes over. */
@@ -174,6 +189,44 @@ int docker_container_remove(docker_client *c, const char *id_or_name, bool force
 /* GET /containers/json?all=1&filters={"label":[label]}; label is "k" or "k=v"
  * (NULL: every container). *out is the JSON array Docker returns. */
 int docker_container_list(docker_client *c, const char *label, json_t **out, gb_err *err);
+
+/* ---- A container's state, typed (docker_state.c) ---- */
+
+typedef struct docker_container_state {
+    bool exists;     /* false when Docker has no such container (or did not answer) */
+    bool running;    /* State.Running: true while paused too */
+    bool paused;     /* State.Paused */
+    char status[16]; /* State.Status: "created", "running", "paused", "restarting",
+                      * "removing", "exited", "dead"; "" when Docker did not say */
+    int pid;         /* State.Pid: its PID 1 as the host sees it; 0 when not running */
+    char id[65];     /* the full id */
+} docker_container_state;
+
+/* GET /containers/{id}/json, read into *out (zeroed on any error: exists
+ * false). An absent container is ERR_NOT_FOUND, as docker_container_inspect. */
+int docker_container_state_get(docker_client *c, const char *id_or_name,
+                               docker_container_state *out, gb_err *err);
+/* The same from an inspect the caller already holds. */
+void docker_container_state_of(const json_t *inspect, docker_container_state *out);
+
+/* One container of a list. */
+typedef struct docker_container_brief {
+    char *name;       /* its own name, without Docker's leading '/'; NULL when none */
+    char *status;     /* State: "created", "running", "paused", ...; NULL when none */
+    char *replicaset; /* its DOCKER_LABEL_REPLICASET label; NULL when it has none */
+} docker_container_brief;
+
+typedef struct docker_container_briefs {
+    docker_container_brief *items;
+    size_t n;
+} docker_container_briefs;
+
+/* docker_container_list, typed: every container (label as there), or with
+ * volume not NULL only those that mount that Docker volume. Free *out with
+ * docker_container_briefs_free (also after an error). */
+int docker_container_list_briefs(docker_client *c, const char *label, const char *volume,
+                                 docker_container_briefs *out, gb_err *err);
+void docker_container_briefs_free(docker_container_briefs *l);
 
 /* POST /containers/{id}/wait?condition=not-running: blocks until the
  * container is not running (at once if it already exited) and sets

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "util/cleanup.h"
+#include "util/time.h"
 
 /* After the stream ends (or the kill), how long to wait for Docker to
  * record the exit code. */
@@ -40,13 +41,6 @@
  * stream before the reader gives up on it (Docker itself closes it 2 s
  * after the process exits, should a stray process hold the pipes). */
 #define DOCKER_EXEC_KILL_GRACE_MS 15000
-
-long docker_exec_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* POST /containers/{id}/exec: *exec_id (malloc'd) names the new exec. */
 static int docker_exec_create(docker_client *c, const char *id, const char *const *cmd, size_t ncmd,
@@ -99,14 +93,14 @@ int docker_exec_inspect(docker_client *c, const char *eid, struct docker_exec_st
 static int docker_exec_wait_exit(docker_client *c, const char *eid, long *pid, long *exit_code,
                                  gb_err *err)
 {
-    long until = docker_exec_now_ms() + DOCKER_EXEC_EXIT_WAIT_MS;
+    long until = time_mono_ms() + DOCKER_EXEC_EXIT_WAIT_MS;
     for (;;) {
         struct docker_exec_state st;
         if (docker_exec_inspect(c, eid, &st, err) < 0)
             return -1;
         *pid = st.pid;
         *exit_code = st.running ? -1 : st.exit_code;
-        if (!st.running || docker_exec_now_ms() >= until)
+        if (!st.running || time_mono_ms() >= until)
             return 0;
         nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
     }
@@ -172,7 +166,7 @@ static int docker_exec_read(docker_client *c, const char *eid, long deadline_ms,
                                .sink_ctx = &reader};
     /* A backstop only: the watchdog ends the stream at the deadline. */
     if (deadline_ms)
-        req->timeout_ms = deadline_ms - docker_exec_now_ms() + DOCKER_EXEC_KILL_GRACE_MS;
+        req->timeout_ms = deadline_ms - time_mono_ms() + DOCKER_EXEC_KILL_GRACE_MS;
     int rc = docker_send(c, req, err);
     req->path = NULL; /* both die with this frame */
     req->body = NULL;
@@ -223,7 +217,7 @@ int docker_exec_run(docker_client *c, const char *id, const char *const *cmd, si
                     gb_err *err)
 {
     *out = (docker_exec_result){.exit_code = -1};
-    long deadline_ms = timeout_s > 0 ? docker_exec_now_ms() + (long)timeout_s * 1000 : 0;
+    long deadline_ms = timeout_s > 0 ? time_mono_ms() + (long)timeout_s * 1000 : 0;
     if (!cmd || ncmd == 0 || !cmd[0] || !*cmd[0])
         return err_set(err, ERR_INVALID_PARAMS, "exec in container '%s': the command is empty",
                        id ? id : "");

@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/time.h"
 
 struct docker_exec_watch {
     pthread_t thread;
@@ -238,7 +239,7 @@ static void docker_exec_watch_kill(struct docker_exec_watch *w)
             return; /* it ended by itself */
         pthread_mutex_lock(&w->lock);
         if (!w->done)
-            docker_exec_watch_sleep(w, docker_exec_now_ms() + 20);
+            docker_exec_watch_sleep(w, time_mono_ms() + 20);
         bool stop = w->done;
         pthread_mutex_unlock(&w->lock);
         if (stop)
@@ -251,7 +252,7 @@ static void *docker_exec_watchdog(void *arg)
 {
     struct docker_exec_watch *w = arg;
     pthread_mutex_lock(&w->lock);
-    while (!w->done && !w->kill_now && !(w->deadline_ms && docker_exec_now_ms() >= w->deadline_ms))
+    while (!w->done && !w->kill_now && !(w->deadline_ms && time_mono_ms() >= w->deadline_ms))
         docker_exec_watch_sleep(w, w->deadline_ms);
     bool stand_down = w->done;
     w->by_deadline = !w->kill_now;

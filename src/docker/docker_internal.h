@@ -147,7 +147,6 @@ void docker_demux_free(struct docker_demux *d);
 char *docker_buf_take(struct docker_buf *b);
 
 /* What docker_exec.c shares with its watchdog (docker_exec_watch.c). */
-long docker_exec_now_ms(void); /* CLOCK_MONOTONIC, in ms */
 /* What GET /exec/{eid}/json says of an exec. */
 struct docker_exec_state {
     bool running;
@@ -159,7 +158,7 @@ int docker_exec_inspect(docker_client *c, const char *eid, struct docker_exec_st
                         gb_err *err);
 
 /* A thread that kills exec eid's process tree at deadline_ms (of
- * docker_exec_now_ms; 0 = never) or when fired, whichever comes first. */
+ * time_mono_ms; 0 = never) or when fired, whichever comes first. */
 struct docker_exec_watch;
 struct docker_exec_watch *docker_exec_watch_start(docker_client *c, const char *eid,
                                                   long deadline_ms, gb_err *err);

@@ -1,6 +1,6 @@
 /*
- * request.c - request lookups, the lazily parsed JSON body, and the
- * req_json_* helpers: util/json.h's typed field checks applied to the body.
+ * request.c - request lookups and the lazily parsed JSON body (whose
+ * fields handlers read with util/json.h's typed field checks).
  */
 #include "http/request.h"
 
@@ -73,42 +73,4 @@ int req_json_body(http_request *req, json_t **out, gb_err *err)
     }
     *out = req->json;
     return 0;
-}
-
-/* The req_json_* forms: the same checks on the body object. */
-#define REQ_BODY_OR_FAIL(req, err)                                                                 \
-    json_t *body;                                                                                  \
-    if (req_json_body(req, &body, err) < 0)                                                        \
-    return -1
-
-int req_json_string(http_request *req, const char *field, const char **out, bool required,
-                    gb_err *err)
-{
-    REQ_BODY_OR_FAIL(req, err);
-    return json_field_string(body, NULL, field, out, required, err);
-}
-
-int req_json_int(http_request *req, const char *field, long long *out, bool required, gb_err *err)
-{
-    REQ_BODY_OR_FAIL(req, err);
-    return json_field_int(body, NULL, field, out, required, err);
-}
-
-int req_json_bool(http_request *req, const char *field, bool *out, bool required, gb_err *err)
-{
-    REQ_BODY_OR_FAIL(req, err);
-    return json_field_bool(body, NULL, field, out, required, err);
-}
-
-int req_json_string_array(http_request *req, const char *field, const char ***out, size_t *n,
-                          bool required, gb_err *err)
-{
-    REQ_BODY_OR_FAIL(req, err);
-    return json_field_string_array(body, NULL, field, out, n, required, err);
-}
-
-int req_json_object(http_request *req, const char *field, json_t **out, bool required, gb_err *err)
-{
-    REQ_BODY_OR_FAIL(req, err);
-    return json_field_object(body, NULL, field, out, required, err);
 }

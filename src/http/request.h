@@ -74,15 +74,4 @@ const char *http_request_header(const http_request *req, const char *name);
  * JSON or a non-object is an error. */
 int req_json_body(http_request *req, json_t **out, gb_err *err);
 
-/* Typed fields of the body object. Strings and arrays are borrowed from the
- * parsed body (valid while req lives); *out of req_json_string_array is a
- * malloc'd array of borrowed strings the caller frees. */
-int req_json_string(http_request *req, const char *field, const char **out, bool required,
-                    gb_err *err);
-int req_json_int(http_request *req, const char *field, long long *out, bool required, gb_err *err);
-int req_json_bool(http_request *req, const char *field, bool *out, bool required, gb_err *err);
-int req_json_string_array(http_request *req, const char *field, const char ***out, size_t *n,
-                          bool required, gb_err *err);
-int req_json_object(http_request *req, const char *field, json_t **out, bool required, gb_err *err);
-
 #endif

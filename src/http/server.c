@@ -29,6 +29,7 @@
 #include "http/metrics.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* A client that keeps sending after the body limit is read and dropped up to
  * this many bytes, so it still gets its 413; beyond it the connection is
@@ -61,8 +62,8 @@ typedef struct http_exchange {
     bool preflight;               /* a CORS preflight from an allowed origin */
     const char *www_authenticate; /* a 401's challenge (static string) */
     http_identity who;            /* for the audit line */
-    const char *route; /* the matched route's pattern, for the metrics; NULL: none */
-    struct timespec start;
+    const char *route;            /* the matched route's pattern, for the metrics; NULL: none */
+    int64_t start_ns;             /* time_mono_ns */
 } http_exchange;
 
 static http_exchange *exchange_new(http_server *s, const char *method, const char *url)
@@ -79,7 +80,7 @@ static http_exchange *exchange_new(http_server *s, const char *method, const cha
     x->req.metrics = s->metrics;
     uint64_t n = atomic_fetch_add(&s->next_id, 1);
     snprintf(x->req.id, sizeof(x->req.id), "%s-%" PRIx64, s->id_prefix, n);
-    clock_gettime(CLOCK_MONOTONIC, &x->start);
+    x->start_ns = time_mono_ns();
     atomic_fetch_add(&s->in_flight, 1);
     return x;
 }
@@ -399,10 +400,7 @@ static void server_completed(void *cls, struct MHD_Connection *conn, void **con_
     if (!x)
         return;
     *con_cls = NULL;
-    struct timespec end;
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    double ms = (double)(end.tv_sec - x->start.tv_sec) * 1e3 +
-                (double)(end.tv_nsec - x->start.tv_nsec) / 1e6;
+    double ms = time_since_s(x->start_ns) * 1e3;
     char result[64];
     if (x->answered && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
         http_metrics_observe(s->metrics, x->route, x->req.method, x->resp.status, ms / 1e3);

@@ -30,6 +30,7 @@
 #include "service/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* mkdir -p, one component at a time. */
 static int app_make_dir(const char *dir, gb_err *err)
@@ -82,13 +83,6 @@ static int app_pause(const app *a, unsigned ms)
     }
 }
 
-static unsigned app_seconds_since(const struct timespec *start)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (unsigned)(now.tv_sec - start->tv_sec);
-}
-
 /* Open the store and read its revision once, so that a store that cannot be
  * reached shows now. A remote store (etcd) may come up after gpuboxd, as
  * Docker may: it is retried every second for store_wait_s, with a line in
@@ -102,8 +96,7 @@ static int app_open_store(app *a, gb_err *err)
         return err_set(err, ERR_INTERNAL, "out of memory");
     const char *where = strstr(shown, "://") ? strstr(shown, "://") + 3 : shown;
     bool remote = store_url_is_remote(url);
-    struct timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    int64_t start = time_mono_ns();
     for (unsigned attempt = 0;; attempt++) {
         gb_err e = GB_ERR_INIT;
         int64_t rev = 0;
@@ -119,7 +112,7 @@ static int app_open_store(app *a, gb_err *err)
         *err = e;
         if (!remote || e.code != ERR_STORE_UNAVAILABLE)
             return err_prefix(err, "opening the store");
-        unsigned waited = app_seconds_since(&start);
+        unsigned waited = (unsigned)time_since_s(start);
         if (waited >= a->cfg.store_wait_s)
             return err_prefix(err, "the store did not answer within %us (--store-wait)",
                               a->cfg.store_wait_s);
@@ -144,8 +137,7 @@ static int app_claim_store(app *a, gb_err *err)
     if (store_owner_self("gpuboxd", &me, err) < 0)
         return err_prefix(err, "claiming the store");
     bool remote = store_url_is_remote(a->cfg.store_url);
-    struct timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    int64_t start = time_mono_ns();
     for (unsigned attempt = 0;; attempt++) {
         gb_err e = GB_ERR_INIT;
         if (store_claim(a->store, &me, STORE_CLAIM_TTL_S, NULL, &e) == 0) {
@@ -159,7 +151,7 @@ static int app_claim_store(app *a, gb_err *err)
         bool passes = e.code == ERR_CONFLICT || e.code == ERR_STORE_UNAVAILABLE;
         if (!remote || !passes)
             return err_prefix(err, "claiming the store");
-        unsigned waited = app_seconds_since(&start);
+        unsigned waited = (unsigned)time_since_s(start);
         if (waited >= a->cfg.store_wait_s)
             return err_prefix(err, "the store was not free within %us (--store-wait)",
                               a->cfg.store_wait_s);
@@ -183,14 +175,12 @@ static int app_connect_docker(app *a, gb_err *err)
 {
     if (!(a->docker = docker_client_new(a->cfg.docker_host, err)))
         return err_prefix(err, "--docker-host %s", a->cfg.docker_host);
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    int64_t start = time_mono_ns();
     for (unsigned attempt = 0;; attempt++) {
         gb_err ping = GB_ERR_INIT;
         if (docker_ping(a->docker, &ping) == 0)
             break;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec >= (time_t)a->cfg.docker_wait_s)
+        if (time_since_s(start) >= a->cfg.docker_wait_s)
             return err_set(err, ERR_DOCKER_UNAVAILABLE,
                            "Docker at %s did not answer within %us: %s. Is dockerd running? "
                            "Point --docker-host (or $DOCKER_HOST) at it",

@@ -21,6 +21,7 @@
 #include "util/fault.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/time.h"
 
 static const char *const journal_kind_names[] = {
     [JOURNAL_CREATE] = "create",     [JOURNAL_PATCH] = "patch",   [JOURNAL_RESTART] = "restart",
@@ -52,23 +53,13 @@ static int journal_parse_name(const char *const *names, size_t n, const char *s)
     return -1;
 }
 
-/* Milliseconds from *since to now (CLOCK_MONOTONIC); *since becomes now. */
-static double journal_lap(struct timespec *since)
+/* Milliseconds from *since_ns to now (time_mono_ns); *since_ns becomes now. */
+static double journal_lap(int64_t *since_ns)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double ms =
-        (double)(now.tv_sec - since->tv_sec) * 1e3 + (double)(now.tv_nsec - since->tv_nsec) / 1e6;
-    *since = now;
+    int64_t now = time_mono_ns();
+    double ms = (double)(now - *since_ns) / 1e6;
+    *since_ns = now;
     return ms;
-}
-
-static void journal_time_now(char buf[JOURNAL_TIME_MAX])
-{
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(buf, JOURNAL_TIME_MAX, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
 /* "20260512T101530123-a1b2c3d4": the time to the millisecond, so ids sort
@@ -103,12 +94,12 @@ int journal_op_init(journal_op *op, enum journal_kind kind, const char *target,
         op->steps[i].ms = -1;
     }
     op->nsteps = nsteps;
-    clock_gettime(CLOCK_MONOTONIC, &op->since);
+    op->since_ns = time_mono_ns();
     journal_new_id(op->id);
     op->kind = kind;
     snprintf(op->target, sizeof(op->target), "%s", target);
     op->state = JOURNAL_RUNNING;
-    journal_time_now(op->create_time);
+    time_iso_now(op->create_time, sizeof(op->create_time));
     memcpy(op->update_time, op->create_time, sizeof(op->update_time));
     return 0;
 }
@@ -203,7 +194,7 @@ int journal_op_from_json(const json_t *j, journal_op *out, gb_err *err)
     if (journal_steps_from_json(steps, out, err) < 0)
         goto fail;
     /* A resumed operation times its next step from its load. */
-    clock_gettime(CLOCK_MONOTONIC, &out->since);
+    out->since_ns = time_mono_ns();
     return 0;
 fail:
     if (err)
@@ -240,8 +231,8 @@ void journal_mark(journal_op *op, const char *step)
     if (s->done)
         return;
     s->done = true;
-    journal_time_now(s->time);
-    s->ms = journal_lap(&op->since);
+    time_iso_now(s->time, sizeof(s->time));
+    s->ms = journal_lap(&op->since_ns);
 }
 
 void journal_finish(journal_op *op, enum journal_state state, const char *error)
@@ -255,7 +246,7 @@ int journal_txn_op(journal_op *op, char key[STORE_KEY_MAX], char **value, store_
 {
     if (!keys_operation(key, STORE_KEY_MAX, op->id))
         return err_set(err, ERR_INTERNAL, "operation id %s is too long", op->id);
-    journal_time_now(op->update_time);
+    time_iso_now(op->update_time, sizeof(op->update_time));
     _cleanup_json_ json_t *j = journal_op_to_json(op);
     *value = j ? json_dumps(j, JSON_COMPACT) : NULL;
     if (!*value)
@@ -283,7 +274,7 @@ void journal_step_written(journal_op *op, const char *step)
         return;
     /* The write counts in the step's time; the record's next write
      * carries it. */
-    double work = st->ms, write = journal_lap(&op->since);
+    double work = st->ms, write = journal_lap(&op->since_ns);
     st->ms = work + write;
     log_debug("%s %s (%s): step %s took %.1f ms (%.1f ms work, %.1f ms store write)",
               journal_kind_name(op->kind), op->target, op->id, step, work + write, work, write);
@@ -356,13 +347,6 @@ int journal_unfinished(store *s, journal_op **out, size_t *n, gb_err *err)
     return 0;
 }
 
-static time_t journal_parse_time(const char *s)
-{
-    struct tm tm = {0};
-    const char *end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return end && !*end ? timegm(&tm) : 0;
-}
-
 int journal_prune(store *s, long max_age_s, size_t *deleted, gb_err *err)
 {
     if (deleted)
@@ -377,7 +361,7 @@ int journal_prune(store *s, long max_age_s, size_t *deleted, gb_err *err)
         const char *updated = json_string_value(json_object_get(j, "updateTime"));
         if (!state || strcmp(state, "running") == 0 || !updated)
             continue;
-        time_t t = journal_parse_time(updated);
+        time_t t = time_iso_parse(updated);
         if (t == 0 || now - t <= max_age_s)
             continue;
         if (store_delete(s, kvs.items[i].key, err) < 0)

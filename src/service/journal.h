@@ -84,8 +84,8 @@ typedef struct journal_op {
     json_t *data; /* object, owned; kind-specific */
     char create_time[JOURNAL_TIME_MAX];
     char update_time[JOURNAL_TIME_MAX];
-    char error[512];       /* why it was undone or failed; "" otherwise */
-    struct timespec since; /* CLOCK_MONOTONIC: when the last step ended (in memory only) */
+    char error[512];  /* why it was undone or failed; "" otherwise */
+    int64_t since_ns; /* time_mono_ns: when the last step ended (in memory only) */
 } journal_op;
 
 const char *journal_kind_name(enum journal_kind k);

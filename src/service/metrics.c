@@ -15,6 +15,7 @@
 #include "service/volumes.h"
 #include "util/cleanup.h"
 #include "util/prom.h"
+#include "util/time.h"
 
 struct ops_metrics {
     prom_family *total;
@@ -70,7 +71,7 @@ ops_timer ops_timer_start(app *a, const char *kind, json_t **out, const gb_err *
     ops_timer t = {.m = a ? a->ops : NULL, .kind = kind, .out = out, .err = err};
     if (out)
         *out = NULL; /* set means success when the timer ends */
-    clock_gettime(CLOCK_MONOTONIC, &t.start);
+    t.start_ns = time_mono_ns();
     return t;
 }
 
@@ -78,10 +79,7 @@ void ops_timer_done(ops_timer *t)
 {
     if (!t->m)
         return;
-    struct timespec end;
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    double s =
-        (double)(end.tv_sec - t->start.tv_sec) + (double)(end.tv_nsec - t->start.tv_nsec) / 1e9;
+    double s = time_since_s(t->start_ns);
     char result[48] = "ok";
     if (!t->out || !*t->out) {
         const char *name = err_name(t->err ? t->err->code : ERR_INTERNAL);

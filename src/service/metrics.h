@@ -32,7 +32,7 @@ typedef struct ops_timer {
     const char *kind;
     json_t **out;
     const gb_err *err;
-    struct timespec start;
+    int64_t start_ns; /* time_mono_ns */
 } ops_timer;
 
 ops_timer ops_timer_start(app *a, const char *kind, json_t **out, const gb_err *err);

@@ -33,6 +33,7 @@
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 static enum docker_gpu_attach rs_gpu_attach(const app *a)
 {
@@ -82,8 +83,8 @@ int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_ru
                                     .protocol = r->ports[i].protocol};
     char version[16];
     snprintf(version, sizeof(version), "%d", r->version);
-    json_object_set_new(p->labels, RS_LABEL_NAME, json_string(r->name));
-    json_object_set_new(p->labels, RS_LABEL_VERSION, json_string(version));
+    json_object_set_new(p->labels, DOCKER_LABEL_REPLICASET, json_string(r->name));
+    json_object_set_new(p->labels, DOCKER_LABEL_VERSION, json_string(version));
     *ds = (docker_run_spec){
         .image = s->image,
         .cmd = (const char *const *)s->cmd,
@@ -114,9 +115,8 @@ void rs_run_spec_parts_free(rs_run_spec_parts *p)
     *p = (rs_run_spec_parts){0};
 }
 
-/* Create r's container, and start it when asked (rs_internal.h). */
-static int rs_container_make(app *a, const rs_record *r, const binds_resolved *binds, bool start,
-                             char **id, gb_err *err)
+int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
+                        gb_err *err)
 {
     _cleanup_(rs_run_spec_parts_free) rs_run_spec_parts parts = {0};
     docker_run_spec ds;
@@ -145,29 +145,8 @@ static int rs_container_make(app *a, const rs_record *r, const binds_resolved *b
         rs_gpu_env_remove(a, r->container_name);
         return err_prefix(err, "creating container %s", r->container_name);
     }
-    if (start && docker_container_start(a->docker, cid, err) < 0) {
-        gb_err rm = GB_ERR_INIT;
-        if (docker_container_remove(a->docker, cid, true, &rm) < 0)
-            log_warn("replica set %s: removing container %s after a failed start: %s", r->name,
-                     r->container_name, rm.msg);
-        else
-            rs_gpu_env_remove(a, r->container_name);
-        return err_prefix(err, "starting container %s", r->container_name);
-    }
     *id = steal_ptr(&cid);
     return 0;
-}
-
-int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, char **id,
-                     gb_err *err)
-{
-    return rs_container_make(a, r, binds, true, id, err);
-}
-
-int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
-                        gb_err *err)
-{
-    return rs_container_make(a, r, binds, false, id, err);
 }
 
 static const char *const rs_create_steps[] = {"record", "container-created", "started"};
@@ -277,7 +256,7 @@ static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **pre
 static int rs_create_record(app *a, rs_record *r, journal_op *op, gb_err *err)
 {
     r->state = RS_STATE_CREATING;
-    rs_time_now(r->update_time);
+    time_iso_now(r->update_time, sizeof(r->update_time));
     memcpy(r->create_time, r->update_time, sizeof(r->create_time));
     snprintf(r->operation, sizeof(r->operation), "%s", op->id);
     journal_mark(op, "record");
@@ -394,23 +373,14 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
     return rc;
 }
 
-/* 1 exists (*running set), 0 absent, -1 Docker did not answer. */
-static int rs_docker_state(app *a, const char *name, bool *running, gb_err *err)
-{
-    _cleanup_json_ json_t *info = NULL;
-    if (docker_container_inspect(a->docker, name, &info, err) < 0)
-        return err->code == ERR_NOT_FOUND ? 0 : -1;
-    *running = json_is_true(json_object_get(json_object_get(info, "State"), "Running"));
-    return 1;
-}
-
 /* Finish the create if its container exists (starting it), else undo it. */
 static int rs_create_settle(app *a, rs_record *r, journal_op *op, const char *previous, gb_err *err)
 {
-    bool running = false;
-    int exists = rs_docker_state(a, r->container_name, &running, err);
-    if (exists < 0)
+    docker_container_state st;
+    if (docker_container_state_get(a->docker, r->container_name, &st, err) < 0 &&
+        err->code != ERR_NOT_FOUND)
         return err_prefix(err, "asking Docker about %s", r->container_name);
+    bool exists = st.exists, running = st.running;
     gb_err start = GB_ERR_INIT;
     if (exists && !running && !rs_volumes_ready(a, r))
         snprintf(start.msg, sizeof(start.msg), "a volume it binds is not available");

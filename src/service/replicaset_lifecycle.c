@@ -33,6 +33,11 @@
 static const char *const rs_stop_steps[] = {"begin", "container-stopped", "committed"};
 static const char *const rs_delete_steps[] = {"begin", "container-removed", "committed"};
 
+int rs_container_stop(app *a, const char *container, gb_err *err)
+{
+    return docker_container_stop_promptly(a->docker, container, RS_STOP_TIMEOUT_S, err);
+}
+
 static json_t *rs_state_answer(const rs_record *r)
 {
     return json_pack("{s:s, s:s, s:s, s:i, s:o, s:o}", "name", r->name, "state",

@@ -40,9 +40,9 @@ static const char *const rs_restart_same_steps[] = {"begin", "started", "committ
  * carries. code is the kind's envelope code. */
 static int rs_check_container(app *a, const rs_record *r, int code, gb_err *err)
 {
-    _cleanup_json_ json_t *info = NULL;
+    docker_container_state st;
     gb_err e = GB_ERR_INIT;
-    if (docker_container_inspect(a->docker, r->container_name, &info, &e) == 0)
+    if (docker_container_state_get(a->docker, r->container_name, &st, &e) == 0)
         return 0;
     if (e.code != ERR_NOT_FOUND) {
         *err = e;

@@ -15,8 +15,10 @@
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 
-/* rs_container_status, keeping Docker's inspect in *inspect (NULL when
- * Docker has no answer). */
+/* Docker's live status of r's container: "running", "exited", ...,
+ * "missing" when Docker has no such container, "unknown" when Docker did not
+ * answer; Docker's inspect stays in *inspect (NULL when Docker has no
+ * answer) for what else the caller reads of it. */
 static const char *rs_container_inspect(app *a, const rs_record *r, json_t **inspect, char *buf,
                                         size_t size)
 {
@@ -26,16 +28,10 @@ static const char *rs_container_inspect(app *a, const rs_record *r, json_t **ins
     gb_err e = GB_ERR_INIT;
     if (docker_container_inspect(a->docker, r->container_name, inspect, &e) < 0)
         return e.code == ERR_NOT_FOUND ? "missing" : "unknown";
-    const char *status =
-        json_string_value(json_object_get(json_object_get(*inspect, "State"), "Status"));
-    snprintf(buf, size, "%s", status ? status : "unknown");
+    docker_container_state st;
+    docker_container_state_of(*inspect, &st);
+    snprintf(buf, size, "%s", st.status[0] ? st.status : "unknown");
     return buf;
-}
-
-const char *rs_container_status(app *a, const rs_record *r, char *buf, size_t size)
-{
-    _cleanup_json_ json_t *inspect = NULL;
-    return rs_container_inspect(a, r, &inspect, buf, size);
 }
 
 /* {mode, enforced, enforcedBy}: whether the container's GPU limits hold
@@ -61,22 +57,14 @@ static json_t *rs_summary(const rs_record *r, const char *status)
 /* Docker's status of every gpubox container, by container name. */
 static json_t *rs_docker_states(app *a, bool *docker_ok)
 {
-    _cleanup_json_ json_t *list = NULL;
+    _cleanup_(docker_container_briefs_free) docker_container_briefs list = {0};
     gb_err e = GB_ERR_INIT;
     json_t *states = json_object();
-    *docker_ok = docker_container_list(a->docker, RS_LABEL_NAME, &list, &e) == 0;
-    size_t i;
-    json_t *c;
-    json_array_foreach(list, i, c)
-    {
-        const char *state = json_string_value(json_object_get(c, "State"));
-        json_t *names = json_object_get(c, "Names");
-        for (size_t k = 0; k < json_array_size(names); k++) {
-            const char *n = json_string_value(json_array_get(names, k));
-            if (n && state)
-                json_object_set_new(states, n[0] == '/' ? n + 1 : n, json_string(state));
-        }
-    }
+    *docker_ok =
+        docker_container_list_briefs(a->docker, DOCKER_LABEL_REPLICASET, NULL, &list, &e) == 0;
+    for (size_t i = 0; i < list.n; i++)
+        if (list.items[i].name && list.items[i].status)
+            json_object_set_new(states, list.items[i].name, json_string(list.items[i].status));
     return states;
 }
 

@@ -33,16 +33,6 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
-/* Docker's view of one container: 1 exists (running set), 0 absent, -1 error. */
-static int rs_docker_state(app *a, const char *name, bool *running, gb_err *err)
-{
-    _cleanup_json_ json_t *info = NULL;
-    if (docker_container_inspect(a->docker, name, &info, err) < 0)
-        return err->code == ERR_NOT_FOUND ? 0 : -1;
-    *running = json_is_true(json_object_get(json_object_get(info, "State"), "Running"));
-    return 1;
-}
-
 bool rs_volumes_ready(app *a, const rs_record *r)
 {
     for (size_t i = 0; i < r->spec.nbinds; i++) {
@@ -76,16 +66,16 @@ static void rs_reconcile_one(app *a, rs_record *r)
     if (r->state == RS_STATE_DELETED)
         return;
     gb_err err = GB_ERR_INIT;
-    bool running = false;
-    int exists = rs_docker_state(a, r->container_name, &running, &err);
-    if (exists < 0) {
+    docker_container_state st;
+    if (docker_container_state_get(a->docker, r->container_name, &st, &err) < 0 &&
+        err.code != ERR_NOT_FOUND) {
         log_warn("reconcile: %s: cannot ask Docker about %s: %s", r->name, r->container_name,
                  err.msg);
-    } else if (!exists) {
+    } else if (!st.exists) {
         log_warn("reconcile: %s: container %s is missing from Docker (removed by hand?); it "
                  "still holds %zu GPU(s) and %zu port(s) until stopped or deleted",
                  r->name, r->container_name, r->ngpus, r->nports);
-    } else if (r->state == RS_STATE_RUNNING && !running && rs_volumes_ready(a, r)) {
+    } else if (r->state == RS_STATE_RUNNING && !st.running && rs_volumes_ready(a, r)) {
         if (docker_container_start(a->docker, r->container_name, &err) == 0)
             log_info("reconcile: %s: started %s again (it was running before gpuboxd stopped)",
                      r->name, r->container_name);
@@ -98,17 +88,12 @@ static void rs_reconcile_one(app *a, rs_record *r)
 /* Containers carrying gpubox's label that no record names. */
 static void rs_report_orphans(app *a, json_t *known)
 {
-    _cleanup_json_ json_t *list = NULL;
+    _cleanup_(docker_container_briefs_free) docker_container_briefs list = {0};
     gb_err err = GB_ERR_INIT;
-    if (docker_container_list(a->docker, RS_LABEL_NAME, &list, &err) < 0)
+    if (docker_container_list_briefs(a->docker, DOCKER_LABEL_REPLICASET, NULL, &list, &err) < 0)
         return;
-    size_t i;
-    json_t *c;
-    json_array_foreach(list, i, c)
-    {
-        const char *n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
-        if (n && n[0] == '/')
-            n++;
+    for (size_t i = 0; i < list.n; i++) {
+        const char *n = list.items[i].name;
         if (n && !json_object_get(known, n))
             log_warn("reconcile: container %s carries gpubox's label but no replica set owns it; "
                      "leaving it alone",

@@ -76,7 +76,7 @@ static int rs_commit_check_target(app *a, const char *image, bool overwrite, gb_
                        "another name",
                        image);
     json_t *labels = json_object_get(json_object_get(existing, "Config"), "Labels");
-    const char *made = json_string_value(json_object_get(labels, "gpubox.created"));
+    const char *made = json_string_value(json_object_get(labels, DOCKER_LABEL_CREATED));
     if (!made || strcmp(made, "true") != 0)
         return err_set(err, ERR_FORBIDDEN,
                        "image %s was not created by gpubox; refusing to overwrite it", image);
@@ -101,8 +101,8 @@ int replicaset_commit(app *a, const char *name, const char *image, bool overwrit
     snprintf(full, sizeof(full), "%s:%s", repo, tag);
     if (rs_commit_check_target(a, full, overwrite, err) < 0)
         return -1;
-    _cleanup_json_ json_t *labels =
-        json_pack("{s:s, s:s}", "gpubox.created", "true", "gpubox.committedFrom", r.container_name);
+    _cleanup_json_ json_t *labels = json_pack("{s:s, s:s}", DOCKER_LABEL_CREATED, "true",
+                                              DOCKER_LABEL_COMMITTED_FROM, r.container_name);
     _cleanup_free_ char *image_id = NULL;
     char comment[128];
     snprintf(comment, sizeof(comment), "gpubox commit of %s", r.container_name);

@@ -48,6 +48,7 @@
 #include "service/rs_internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 static const char *const rs_version_steps[] = {
     "begin",   "container-created", "old-stopped", "carry-begin",
@@ -103,15 +104,15 @@ static int rs_step(rs_change *c, const char *step, gb_err *err)
 /* 1 exists (running set), 0 absent, -1 Docker did not answer. */
 static int rs_inspect_running(app *a, const char *name, bool *running, gb_err *err)
 {
-    _cleanup_json_ json_t *info = NULL;
+    docker_container_state st;
     gb_err e = GB_ERR_INIT;
-    if (docker_container_inspect(a->docker, name, &info, &e) < 0) {
+    if (docker_container_state_get(a->docker, name, &st, &e) < 0) {
         if (e.code == ERR_NOT_FOUND)
             return 0;
         *err = e;
         return -1;
     }
-    *running = json_is_true(json_object_get(json_object_get(info, "State"), "Running"));
+    *running = st.running;
     return 1;
 }
 
@@ -236,7 +237,7 @@ static int rs_change_commit(rs_change *c, gb_err *err)
     char hkey[STORE_KEY_MAX];
     keys_replicaset_history(hkey, sizeof(hkey), c->to.name, c->to.version);
     const char *reason = json_string_value(json_object_get(c->op->data, "reason"));
-    rs_time_now(c->to.update_time);
+    time_iso_now(c->to.update_time, sizeof(c->to.update_time));
     _cleanup_json_ json_t *hist = rs_record_history_entry(&c->to, reason ? reason : "patch");
     _cleanup_free_ char *htext = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
     if (!htext)

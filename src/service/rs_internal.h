@@ -91,26 +91,18 @@ json_t *rs_compat_version(app *a, const rs_record *r);
  * the entry lists, when it lists them). */
 json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry);
 
-/* Create and start r's container (r->container_name) from r->spec and its
- * holdings; *id gets its id (malloc'd). On failure nothing is left behind:
- * a container that was created is removed. */
-int rs_container_run(app *a, const rs_record *r, const binds_resolved *binds, char **id,
-                     gb_err *err);
-/* The same, without starting it (a new version, before its system disk
- * is carried in). */
+/* Create r's container (r->container_name) from r->spec and its holdings,
+ * without starting it (the caller starts it, a new version once its system
+ * disk is carried in); *id gets its id (malloc'd). On failure nothing is
+ * left behind. */
 int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
                         gb_err *err);
 
-/* rs_stop.c: stop a container (idempotent, as docker_container_stop),
- * giving its processes RS_STOP_TIMEOUT_S to end on SIGTERM, or no time at
- * all when the signal reaches no process that acts on it (an interactive
- * shell under docker-init ignores it). */
+/* Stop a set's container (idempotent, as docker_container_stop), giving
+ * its processes RS_STOP_TIMEOUT_S to end on SIGTERM, or no time at all when
+ * the signal reaches no process that acts on it
+ * (docker_container_stop_promptly). */
 int rs_container_stop(app *a, const char *container, gb_err *err);
-
-/* Docker's live status of r's container: "running", "exited", ...,
- * "missing" when Docker has no such container, "unknown" when Docker did not
- * answer. */
-const char *rs_container_status(app *a, const rs_record *r, char *buf, size_t size);
 
 /* replicaset_version.c: make version N+1 (`to`: new spec, full holdings,
  * state) from `from` (the record as loaded, under the name lock), carrying
@@ -158,9 +150,6 @@ int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err);
  * (logs why not). */
 bool rs_volumes_ready(app *a, const rs_record *r);
 
-/* The replica-set label gpubox puts on every container it makes. */
-#define RS_LABEL_NAME "gpubox.replicaset"
-#define RS_LABEL_VERSION "gpubox.version"
 #define RS_STOP_TIMEOUT_S 10
 
 #endif

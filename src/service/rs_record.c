@@ -7,12 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "service/keys.h"
 #include "service/store_json.h"
 #include "util/cleanup.h"
 #include "util/json.h"
+#include "util/time.h"
 
 static const char *const rs_state_names[] = {
     [RS_STATE_CREATING] = "creating", [RS_STATE_RUNNING] = "running", [RS_STATE_PAUSED] = "paused",
@@ -86,14 +86,6 @@ int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err)
     }
     return err_set(err, ERR_STATE_CONFLICT, "cannot %s replica set '%s': it is %s%s",
                    rs_op_names[op], r->name, rs_state_name(r->state), hint);
-}
-
-void rs_time_now(char buf[RS_TIME_MAX])
-{
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(buf, RS_TIME_MAX, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
 static json_t *rs_gpu_list_json(char (*gpus)[GPU_UUID_MAX], size_t n)
@@ -388,7 +380,7 @@ int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra,
     char key[STORE_KEY_MAX];
     if (!keys_replicaset(key, sizeof(key), r->name))
         return err_set(err, ERR_INVALID_NAME, "replica set name is too long");
-    rs_time_now(r->update_time);
+    time_iso_now(r->update_time, sizeof(r->update_time));
     if (!r->create_time[0])
         memcpy(r->create_time, r->update_time, sizeof(r->create_time));
     _cleanup_json_ json_t *j = rs_record_to_json(r);

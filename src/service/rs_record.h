@@ -155,7 +155,4 @@ json_t *rs_record_history_entry(const rs_record *r, const char *reason);
  * success r->mod_revision is the new revision. */
 int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra, gb_err *err);
 
-/* UTC time as "2026-11-22T01:28:28Z". */
-void rs_time_now(char buf[RS_TIME_MAX]);
-
 #endif

@@ -47,6 +47,7 @@
 #include "service/namelock.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #define RS_SETTLE_INTERVAL_S 1
 
@@ -94,7 +95,7 @@ static char *rs_tombstone_dump(const rs_record *r)
 {
     rs_record t = {.version = 0, .state = RS_STATE_DELETED, .spec = r->spec};
     memcpy(t.name, r->name, sizeof(t.name));
-    rs_time_now(t.update_time);
+    time_iso_now(t.update_time, sizeof(t.update_time));
     memcpy(t.create_time, t.update_time, sizeof(t.create_time));
     return rs_record_dump(&t);
 }

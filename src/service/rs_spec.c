@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "docker/docker.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/names.h"
@@ -405,10 +406,10 @@ static int parse_labels(const json_t *obj, rs_spec *out, gb_err *err)
         if (!json_is_string(v))
             return err_set(err, ERR_WRONG_TYPE, "labels.%.64s must be a string, not %s", k,
                            json_type_name(v));
-        if (!*k || strncmp(k, "gpubox.", 7) == 0)
+        if (!*k || strncmp(k, DOCKER_LABEL_PREFIX, strlen(DOCKER_LABEL_PREFIX)) == 0)
             return err_set(err, ERR_INVALID_PARAMS,
                            "label '%.64s' is not allowed; names "
-                           "starting with 'gpubox.' are gpubox's own",
+                           "starting with '" DOCKER_LABEL_PREFIX "' are gpubox's own",
                            k);
         if (check_text("label name", k, 255, err) < 0 ||
             check_text("label value", json_string_value(v), RS_MAX_STRING, err) < 0)

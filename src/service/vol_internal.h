@@ -18,9 +18,6 @@
 #include "service/volumes.h"
 #include "volume/volume.h"
 
-/* The Docker volume's label: the gpubox volume it belongs to. */
-#define VOL_LABEL "gpubox.volume"
-
 struct volumes_ctx {
     volume_env env;
     pthread_mutex_t mutex; /* guards unavailable */

@@ -12,6 +12,7 @@
 #include "service/store_json.h"
 #include "util/cleanup.h"
 #include "util/json.h"
+#include "util/time.h"
 
 static const char *const vol_state_names[] = {
     [VOL_STATE_CREATING] = "creating",
@@ -177,7 +178,7 @@ int vol_record_save(store *s, vol_record *r, const store_op *extra, size_t nextr
     char key[STORE_KEY_MAX];
     if (!keys_volume(key, sizeof(key), r->name))
         return err_set(err, ERR_INVALID_NAME, "volume name is too long");
-    rs_time_now(r->update_time);
+    time_iso_now(r->update_time, sizeof(r->update_time));
     if (!r->create_time[0])
         memcpy(r->create_time, r->update_time, sizeof(r->create_time));
     _cleanup_json_ json_t *j = vol_record_to_json(r);

@@ -37,6 +37,7 @@
 #include "util/fault.h"
 #include "util/log.h"
 #include "util/size.h"
+#include "util/time.h"
 
 static json_t *vol_answer(const vol_record *r)
 {
@@ -99,7 +100,7 @@ static int vol_make(app *a, vol_record *r, gb_err *err)
     char hkey[STORE_KEY_MAX];
     keys_volume_history(hkey, sizeof(hkey), r->name, r->version);
     r->state = VOL_STATE_READY;
-    rs_time_now(r->update_time);
+    time_iso_now(r->update_time, sizeof(r->update_time));
     _cleanup_json_ json_t *hist = vol_history_entry(r);
     _cleanup_free_ char *hist_text = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
     store_op hist_op = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};

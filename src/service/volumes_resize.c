@@ -37,6 +37,7 @@
 #include "util/fault.h"
 #include "util/log.h"
 #include "util/size.h"
+#include "util/time.h"
 
 int vol_commit_resize(app *a, vol_record *r, uint64_t new_size, gb_err *err)
 {
@@ -45,7 +46,7 @@ int vol_commit_resize(app *a, vol_record *r, uint64_t new_size, gb_err *err)
     r->version++;
     r->resizing_to = 0;
     r->resizing_text[0] = '\0';
-    rs_time_now(r->update_time);
+    time_iso_now(r->update_time, sizeof(r->update_time));
     char hkey[STORE_KEY_MAX];
     keys_volume_history(hkey, sizeof(hkey), r->name, r->version);
     _cleanup_json_ json_t *hist = vol_history_entry(r);

@@ -152,14 +152,14 @@ static void vol_report_orphans(app *a)
 {
     _cleanup_json_ json_t *list = NULL;
     gb_err e = GB_ERR_INIT;
-    if (docker_volume_list(a->docker, VOL_LABEL, &list, &e) < 0)
+    if (docker_volume_list(a->docker, DOCKER_LABEL_VOLUME, &list, &e) < 0)
         return;
     size_t i;
     json_t *v;
     json_array_foreach(list, i, v)
     {
         const char *owner =
-            json_string_value(json_object_get(json_object_get(v, "Labels"), VOL_LABEL));
+            json_string_value(json_object_get(json_object_get(v, "Labels"), DOCKER_LABEL_VOLUME));
         const char *dname = json_string_value(json_object_get(v, "Name"));
         _cleanup_(vol_record_free) vol_record r = {0};
         if (owner && dname && vol_record_load(a->store, owner, &r, &e) == 0)

@@ -58,48 +58,26 @@ int vol_bound_by(app *a, const char *name, json_t **sets, gb_err *err)
     return 0;
 }
 
-/* Does Docker's list entry c mount Docker volume `docker_volume`? */
-static bool vol_container_mounts(json_t *c, const char *docker_volume)
-{
-    size_t i;
-    json_t *m;
-    json_array_foreach(json_object_get(c, "Mounts"), i, m)
-    {
-        const char *type = json_string_value(json_object_get(m, "Type"));
-        const char *mname = json_string_value(json_object_get(m, "Name"));
-        if (type && mname && strcmp(type, "volume") == 0 && strcmp(mname, docker_volume) == 0)
-            return true;
-    }
-    return false;
-}
-
 int vol_mounted_by(app *a, const char *docker_volume, json_t **containers, gb_err *err)
 {
     *containers = NULL;
-    _cleanup_json_ json_t *list = NULL;
-    if (docker_container_list(a->docker, NULL, &list, err) < 0)
+    _cleanup_(docker_container_briefs_free) docker_container_briefs list = {0};
+    if (docker_container_list_briefs(a->docker, NULL, docker_volume, &list, err) < 0)
         return err_prefix(err, "finding the containers that use Docker volume %s", docker_volume);
     _cleanup_json_ json_t *found = json_array();
     if (!found)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    size_t i;
-    json_t *c;
-    json_array_foreach(list, i, c)
-    {
+    for (size_t i = 0; i < list.n; i++) {
         /* Docker mounts a volume when a container starts and unmounts it
          * when the last running user stops; a frozen (docker-paused) or
          * restarting container still holds it. */
-        const char *state = json_string_value(json_object_get(c, "State"));
-        if (!state || !vol_container_mounts(c, docker_volume) ||
-            (strcmp(state, "running") != 0 && strcmp(state, "paused") != 0 &&
-             strcmp(state, "restarting") != 0))
+        const docker_container_brief *c = &list.items[i];
+        if (!c->status || (strcmp(c->status, "running") != 0 && strcmp(c->status, "paused") != 0 &&
+                           strcmp(c->status, "restarting") != 0))
             continue;
-        const char *n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
-        json_t *set = json_object_get(json_object_get(c, "Labels"), "gpubox.replicaset");
         json_array_append_new(found,
-                              json_pack("{s:s, s:O, s:s}", "container",
-                                        n && n[0] == '/' ? n + 1 : (n ? n : "?"), "replicaSet",
-                                        set ? set : json_null(), "state", state));
+                              json_pack("{s:s, s:s?, s:s}", "container", c->name ? c->name : "?",
+                                        "replicaSet", c->replicaset, "state", c->status));
     }
     *containers = steal_ptr(&found);
     return 0;
@@ -238,7 +216,7 @@ int vol_docker_create(app *a, vol_record *r, bool *created, gb_err *err)
         /* Docker's create would hand back this one whatever its options:
          * take it only if it is exactly what this volume needs. */
         json_t *labels = json_object_get(existing, "Labels");
-        const char *owner = json_string_value(json_object_get(labels, VOL_LABEL));
+        const char *owner = json_string_value(json_object_get(labels, DOCKER_LABEL_VOLUME));
         if (!owner || strcmp(owner, r->name) != 0 ||
             !json_equal(json_object_get(existing, "Options"), r->docker_options))
             return err_set(err, ERR_VOLUME_EXISTS,
@@ -249,7 +227,7 @@ int vol_docker_create(app *a, vol_record *r, bool *created, gb_err *err)
         *err = probe;
         return -1;
     } else {
-        _cleanup_json_ json_t *labels = json_pack("{s:s}", VOL_LABEL, r->name);
+        _cleanup_json_ json_t *labels = json_pack("{s:s}", DOCKER_LABEL_VOLUME, r->name);
         if (docker_volume_create(a->docker, r->docker_volume, "local", r->docker_options, labels,
                                  &existing, err) < 0)
             return -1;
@@ -270,8 +248,8 @@ int vol_docker_remove(app *a, const vol_record *r, gb_err *err)
         *err = probe;
         return -1;
     }
-    const char *owner =
-        json_string_value(json_object_get(json_object_get(existing, "Labels"), VOL_LABEL));
+    const char *owner = json_string_value(
+        json_object_get(json_object_get(existing, "Labels"), DOCKER_LABEL_VOLUME));
     if (!owner || strcmp(owner, r->name) != 0) {
         log_warn("volume %s: Docker volume %s was not made for it; leaving it alone", r->name,
                  r->docker_volume);

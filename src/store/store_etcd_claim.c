@@ -40,6 +40,7 @@
 #include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* How often the thread tries again after a failed keepalive, and while the
  * claim is lost. */
@@ -72,13 +73,6 @@ struct etcd_owner_kv {
     int64_t lease;
     store_owner holder; /* pid 0 when its value is not an owner's identity */
 };
-
-static int64_t etcd_claim_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int etcd_claim_oom(gb_err *err)
 {
@@ -289,7 +283,7 @@ static int etcd_claim_try(struct etcd_store *es, store_owner *holder, gb_err *er
     if (cur.present && !takeover)
         return etcd_claim_refused(es, &cur, holder, err);
 
-    int64_t lease = 0, granted = 0, sent = etcd_claim_now_ns();
+    int64_t lease = 0, granted = 0, sent = time_mono_ns();
     bool ok = false;
     struct etcd_owner_kv now;
     if (etcd_lease_grant(es, ttl_s, &lease, &granted, err) < 0)
@@ -338,7 +332,7 @@ static void etcd_claim_lose_locked(struct etcd_store *es, const char *why)
 static void etcd_claim_check_expiry_locked(struct etcd_store *es)
 {
     struct etcd_claim *c = es->claim;
-    if (c->state != STORE_CLAIM_HELD || etcd_claim_now_ns() < c->valid_until)
+    if (c->state != STORE_CLAIM_HELD || time_mono_ns() < c->valid_until)
         return;
     char why[sizeof(c->lost_why)];
     snprintf(why, sizeof(why), "no keepalive was answered for %lld s, the lease's TTL%s%.200s%s",
@@ -408,7 +402,7 @@ static void etcd_claim_tick(struct etcd_store *es)
     gb_err e = GB_ERR_INIT;
 
     if (lease) {
-        int64_t sent = etcd_claim_now_ns(), ttl = 0;
+        int64_t sent = time_mono_ns(), ttl = 0;
         if (etcd_lease_keepalive(es, lease, &ttl, &e) < 0) {
             pthread_mutex_lock(&c->lock);
             c->last_ok = false;
@@ -473,7 +467,7 @@ static void *etcd_claim_run(void *arg)
          * before the lease is in danger. */
         int64_t wait_ms = c->state == STORE_CLAIM_HELD && c->last_ok ? c->granted_ttl * 1000 / 3
                                                                      : ETCD_CLAIM_RETRY_MS;
-        int64_t until = etcd_claim_now_ns() + wait_ms * 1000000;
+        int64_t until = time_mono_ns() + wait_ms * 1000000;
         struct timespec ts = {.tv_sec = until / 1000000000, .tv_nsec = until % 1000000000};
         while (!c->stopping && pthread_cond_timedwait(&c->wake, &c->lock, &ts) != ETIMEDOUT) {
         }

@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "util/cleanup.h"
+#include "util/time.h"
 
 /* The first line of a small file, without its newline; "" when unreadable. */
 static void store_owner_read_line(const char *path, char *buf, size_t size)
@@ -102,9 +103,7 @@ int store_owner_self(const char *program, store_owner *out, gb_err *err)
 char *store_owner_to_json(const store_owner *o)
 {
     char started[32];
-    time_t t = (time_t)o->started;
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || !strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", &tm))
+    if (time_iso_format((time_t)o->started, started, sizeof(started)) < 0)
         snprintf(started, sizeof(started), "unknown");
     _cleanup_json_ json_t *j =
         json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:I}", "program", o->program, "host", o->host,
@@ -134,9 +133,7 @@ int store_owner_from_json(const char *text, store_owner *out)
     json_t *start = json_object_get(j, "procStart");
     out->proc_start = json_is_integer(start) ? (unsigned long long)json_integer_value(start) : 0;
     const char *started = json_string_value(json_object_get(j, "started"));
-    struct tm tm = {0};
-    const char *end = started ? strptime(started, "%Y-%m-%dT%H:%M:%SZ", &tm) : NULL;
-    out->started = end && !*end ? (int64_t)timegm(&tm) : 0;
+    out->started = (int64_t)time_iso_parse(started);
     return 0;
 }
 

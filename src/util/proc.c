@@ -21,10 +21,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/time.h"
 
 extern char **environ;
 
@@ -33,13 +33,6 @@ struct proc_pipe {
     char *buf;
     size_t len;
 };
-
-static int64_t proc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool proc_is_executable(const char *path)
 {
@@ -112,7 +105,7 @@ static int proc_left_ms(int64_t deadline)
 {
     if (deadline < 0)
         return -1;
-    int64_t left = deadline - proc_now_ms();
+    int64_t left = deadline - time_mono_ms();
     return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
 }
 
@@ -142,7 +135,7 @@ static int proc_collect(pid_t pid, struct proc_pipe p[2], int *status, int64_t d
             return 0;
         if (w < 0 && errno != EINTR)
             return *why = "vanished (waitpid failed)", -1;
-        if (deadline >= 0 && proc_now_ms() >= deadline)
+        if (deadline >= 0 && time_mono_ms() >= deadline)
             return *why = NULL, -1;
         if (deadline >= 0)
             usleep(5000);
@@ -188,7 +181,7 @@ int proc_run(char *const argv[], char *const envp[], int timeout_ms, proc_result
         proc_close_pair(errp);
         return err_set(err, ERR_INTERNAL, "cannot run %s: %s", argv[0], strerror(saved));
     }
-    int64_t deadline = timeout_ms > 0 ? proc_now_ms() + timeout_ms : -1;
+    int64_t deadline = timeout_ms > 0 ? time_mono_ms() + timeout_ms : -1;
     pid_t pid = fork();
     if (pid == 0)
         proc_child(argv, envp, devnull, outp[1], errp[1]);

@@ -9,11 +9,17 @@
  * process group, so that a tool that outlives its time limit is killed with
  * everything it started. No shell ever sees the arguments: they are passed
  * to execve as they are.
+ *
+ * It also reads what /proc says of a running process (its signal masks,
+ * its cgroups, its children), for callers that must know how a process
+ * will take a signal before they send one.
  */
 #ifndef GPUBOX_UTIL_PROC_H
 #define GPUBOX_UTIL_PROC_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "util/err.h"
 
@@ -57,5 +63,25 @@ const char *proc_first_line(const proc_result *r, char *buf, size_t len);
  * "<what> exited with status N: <first line>" or "<what> was killed by
  * signal N". */
 int proc_check_exit(const char *what, const proc_result *r, int code, gb_err *err);
+
+/* ---- A running process, through /proc (proc_status.c) ---- */
+
+#define PROC_SIG_BIT(sig) (1ULL << ((sig)-1))
+
+/* What /proc/<pid>/status says of a process's signals. */
+typedef struct proc_signals {
+    unsigned long long ignored, caught; /* SigIgn, SigCgt */
+    unsigned long long blocked;         /* SigBlk of every thread together */
+    long ns_pid;                        /* its pid in its own pid namespace (NSpid) */
+} proc_signals;
+
+/* pid's signal masks; -1 when /proc cannot tell (no such process, or not
+ * this host's /proc). */
+int proc_signals_of(pid_t pid, proc_signals *out);
+/* Some line of /proc/<pid>/cgroup contains text (a container's id names
+ * its cgroup under every cgroup version and driver). */
+bool proc_cgroup_mentions(pid_t pid, const char *text);
+/* The only child of pid; 0 when it has none or several. */
+pid_t proc_only_child(pid_t pid);
 
 #endif

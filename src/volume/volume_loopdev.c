@@ -29,10 +29,10 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/time.h"
 
 #define LOOPDEV_ATTACH_TRIES 32
 #define LOOPDEV_RELEASE_WAIT_MS 5000
@@ -186,13 +186,6 @@ int volume_loopdev_set_capacity(int index, gb_err *err)
     return 0;
 }
 
-static int64_t loopdev_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Loop until no device is bound to image. An exclusive open fails with
  * EBUSY exactly while a filesystem on the device is mounted anywhere, in
  * any mount namespace; once we hold it exclusively, nothing is mounted, and
@@ -200,7 +193,7 @@ static int64_t loopdev_now_ms(void)
  * it to unbind on that last close, which we wait for). */
 int volume_loopdev_release(const char *image, gb_err *err)
 {
-    int64_t deadline = loopdev_now_ms() + LOOPDEV_RELEASE_WAIT_MS;
+    int64_t deadline = time_mono_ms() + LOOPDEV_RELEASE_WAIT_MS;
     int index = -1;
     for (;;) {
         int found = volume_loopdev_find(image, &index, err);
@@ -216,7 +209,7 @@ int volume_loopdev_release(const char *image, gb_err *err)
         } else if (saved != EBUSY && saved != ENXIO && saved != ENOENT && saved != ENODEV) {
             return err_set(err, ERR_INTERNAL, "cannot open %s: %s", path, strerror(saved));
         }
-        if (loopdev_now_ms() >= deadline)
+        if (time_mono_ms() >= deadline)
             break;
         usleep(20 * 1000);
     }

@@ -19,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/log.h"
 #include "util/size.h"
+#include "util/time.h"
 
 #define PLAIN_DU_MAX_ENTRIES 1000000
 #define PLAIN_DU_MAX_MS 10000
@@ -51,19 +51,12 @@ struct plain_walk {
 
 static __thread struct plain_walk *plain_walk_now;
 
-static int64_t plain_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int plain_du_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
     (void)path, (void)type, (void)ftw;
     struct plain_walk *w = plain_walk_now;
     if (++w->entries > PLAIN_DU_MAX_ENTRIES ||
-        ((w->entries & 1023) == 0 && plain_now_ms() > w->deadline_ms)) {
+        ((w->entries & 1023) == 0 && time_mono_ms() > w->deadline_ms)) {
         w->truncated = true;
         return FTW_STOP;
     }
@@ -97,7 +90,7 @@ static int plain_inode_cmp(const void *a, const void *b)
 /* du of dir, in bytes. */
 static int plain_du(const char *name, const char *dir, uint64_t *used, gb_err *err)
 {
-    struct plain_walk w = {.deadline_ms = plain_now_ms() + PLAIN_DU_MAX_MS};
+    struct plain_walk w = {.deadline_ms = time_mono_ms() + PLAIN_DU_MAX_MS};
     plain_walk_now = &w;
     int rc = nftw(dir, plain_du_entry, PLAIN_NFTW_FDS, FTW_PHYS | FTW_MOUNT | FTW_ACTIONRETVAL);
     int saved = w.error ? w.error : errno;

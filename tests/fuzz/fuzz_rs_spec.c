@@ -14,8 +14,9 @@
 #include "http/json_depth.h"
 #include "http/request.h"
 #include "service/rs_spec.h"
+#include "util/json.h"
 
-static void fuzz_fields(http_request *req)
+static void fuzz_fields(const json_t *body)
 {
     gb_err err;
     const char *s = NULL;
@@ -24,12 +25,12 @@ static void fuzz_fields(http_request *req)
     const char **list = NULL;
     size_t count = 0;
     json_t *obj = NULL;
-    req_json_string(req, "replicaSetName", &s, true, &err);
-    req_json_int(req, "gpuCount", &n, false, &err);
-    req_json_bool(req, "overwrite", &b, false, &err);
-    if (req_json_string_array(req, "cmd", &list, &count, false, &err) == 1)
+    json_field_string(body, NULL, "replicaSetName", &s, true, &err);
+    json_field_int(body, NULL, "gpuCount", &n, false, &err);
+    json_field_bool(body, NULL, "overwrite", &b, false, &err);
+    if (json_field_string_array(body, NULL, "cmd", &list, &count, false, &err) == 1)
         free(list);
-    req_json_object(req, "labels", &obj, false, &err);
+    json_field_object(body, NULL, "labels", &obj, false, &err);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -38,9 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;                          /* the server refuses these before any handler */
     char *text = fuzz_cstring(data, size); /* the server NUL-terminates bodies */
     http_request req = {.body = text, .body_len = size};
-    fuzz_fields(&req);
     json_t *body = NULL;
     if (req_json_body(&req, &body, NULL) == 0) {
+        fuzz_fields(body);
         static const char *const also[] = {"replicaSetName", NULL};
         rs_spec spec = {0};
         gb_err err;

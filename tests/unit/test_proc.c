@@ -209,6 +209,40 @@ static void test_output_cap(void **state)
     proc_result_free(&r);
 }
 
+/* What /proc says of a process: its SIGTERM disposition, its only child. */
+static void test_proc_status(void **state)
+{
+    (void)state;
+    proc_signals s;
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+    assert_int_equal(sigaction(SIGTERM, &ign, &old), 0);
+    assert_int_equal(proc_signals_of(getpid(), &s), 0);
+    assert_true(s.ignored & PROC_SIG_BIT(SIGTERM));
+    assert_false(s.caught & PROC_SIG_BIT(SIGTERM));
+    assert_true(s.ns_pid > 0);
+    assert_int_equal(sigaction(SIGTERM, &old, NULL), 0);
+    assert_int_equal(proc_signals_of(getpid(), &s), 0);
+    assert_false(s.ignored & PROC_SIG_BIT(SIGTERM));
+    assert_int_equal(proc_signals_of(-1, &s), -1);
+
+    assert_false(proc_cgroup_mentions(getpid(), "no-such-cgroup-name"));
+    assert_true(proc_cgroup_mentions(getpid(), ":")); /* every line is id:controllers:path */
+
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    /* the children file lists the child once it exists */
+    for (int i = 0; i < 100 && proc_only_child(getpid()) != child; i++)
+        usleep(10000);
+    assert_int_equal(proc_only_child(getpid()), child);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    assert_int_equal(proc_only_child(getpid()), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_environment_and_fds),
         cmocka_unit_test(test_timeout_kills_group),
         cmocka_unit_test(test_output_cap),
+        cmocka_unit_test(test_proc_status),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

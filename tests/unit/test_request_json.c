@@ -1,7 +1,8 @@
 /*
- * test_request_json.c - the request body helpers: malformed JSON with its
- * position, wrong types naming the field, required and optional fields,
- * nested objects, and the lookups of params, query and headers.
+ * test_request_json.c - the request body as handlers read it (req_json_body,
+ * then util/json.h's typed field checks): malformed JSON with its position,
+ * wrong types naming the field, required and optional fields, nested
+ * objects, and the lookups of params, query and headers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,10 +13,20 @@
 #include <cmocka.h>
 
 #include "http/request.h"
+#include "util/json.h"
 
 static http_request req_with(const char *body)
 {
     return (http_request){.body = body, .body_len = strlen(body)};
+}
+
+/* The parsed body, which the request must have. */
+static json_t *body_of(http_request *req)
+{
+    json_t *body = NULL;
+    gb_err err = GB_ERR_INIT;
+    assert_int_equal(req_json_body(req, &body, &err), 0);
+    return body;
 }
 
 static void test_reads_typed_fields(void **state)
@@ -24,23 +35,24 @@ static void test_reads_typed_fields(void **state)
     http_request req = req_with("{\"imageName\":\"ubuntu\",\"gpuCount\":2,\"force\":true,"
                                 "\"env\":[\"A=1\",\"B=2\"],\"gpuPatch\":{\"gpuCount\":3}}");
     gb_err err = GB_ERR_INIT;
+    json_t *body = body_of(&req);
     const char *image = NULL;
     long long count = 0;
     bool force = false;
     const char **env = NULL;
     size_t nenv = 0;
     json_t *patch = NULL;
-    assert_int_equal(req_json_string(&req, "imageName", &image, true, &err), 1);
+    assert_int_equal(json_field_string(body, NULL, "imageName", &image, true, &err), 1);
     assert_string_equal(image, "ubuntu");
-    assert_int_equal(req_json_int(&req, "gpuCount", &count, true, &err), 1);
+    assert_int_equal(json_field_int(body, NULL, "gpuCount", &count, true, &err), 1);
     assert_int_equal(count, 2);
-    assert_int_equal(req_json_bool(&req, "force", &force, false, &err), 1);
+    assert_int_equal(json_field_bool(body, NULL, "force", &force, false, &err), 1);
     assert_true(force);
-    assert_int_equal(req_json_string_array(&req, "env", &env, &nenv, false, &err), 1);
+    assert_int_equal(json_field_string_array(body, NULL, "env", &env, &nenv, false, &err), 1);
     assert_int_equal(nenv, 2);
     assert_string_equal(env[1], "B=2");
     free(env);
-    assert_int_equal(req_json_object(&req, "gpuPatch", &patch, false, &err), 1);
+    assert_int_equal(json_field_object(body, NULL, "gpuPatch", &patch, false, &err), 1);
     assert_int_equal(json_field_int(patch, "gpuPatch", "gpuCount", &count, true, &err), 1);
     assert_int_equal(count, 3);
     http_request_clear(&req);
@@ -51,16 +63,17 @@ static void test_absent_and_null_fields(void **state)
     (void)state;
     http_request req = req_with("{\"cmd\":null}");
     gb_err err = GB_ERR_INIT;
+    json_t *body = body_of(&req);
     const char **cmd = NULL;
     size_t n = 7;
     const char *s = "untouched";
-    assert_int_equal(req_json_string_array(&req, "cmd", &cmd, &n, false, &err), 0);
+    assert_int_equal(json_field_string_array(body, NULL, "cmd", &cmd, &n, false, &err), 0);
     assert_null(cmd);
     assert_int_equal(n, 7);
-    assert_int_equal(req_json_string(&req, "imageName", &s, false, &err), 0);
+    assert_int_equal(json_field_string(body, NULL, "imageName", &s, false, &err), 0);
     assert_string_equal(s, "untouched");
 
-    assert_int_equal(req_json_string(&req, "imageName", &s, true, &err), -1);
+    assert_int_equal(json_field_string(body, NULL, "imageName", &s, true, &err), -1);
     assert_int_equal(err.code, ERR_INVALID_PARAMS);
     assert_string_equal(err.msg, "field 'imageName' is required (a string)");
     http_request_clear(&req);
@@ -72,33 +85,34 @@ static void test_wrong_types_name_field_and_type(void **state)
     http_request req = req_with("{\"imageName\":5,\"gpuCount\":\"2\",\"ratio\":1.5,"
                                 "\"force\":\"yes\",\"env\":[\"A=1\",7],\"binds\":{}}");
     gb_err err = GB_ERR_INIT;
+    json_t *body = body_of(&req);
     const char *s;
     long long i;
     bool b;
     const char **arr = NULL;
     size_t n;
-    assert_int_equal(req_json_string(&req, "imageName", &s, true, &err), -1);
+    assert_int_equal(json_field_string(body, NULL, "imageName", &s, true, &err), -1);
     assert_int_equal(err.code, ERR_WRONG_TYPE);
     assert_string_equal(err.msg, "field 'imageName' must be a string, got an integer");
 
-    assert_int_equal(req_json_int(&req, "gpuCount", &i, true, &err), -1);
+    assert_int_equal(json_field_int(body, NULL, "gpuCount", &i, true, &err), -1);
     assert_int_equal(err.code, ERR_WRONG_TYPE);
     assert_string_equal(err.msg, "field 'gpuCount' must be an integer, got a string");
 
-    assert_int_equal(req_json_int(&req, "ratio", &i, false, &err), -1);
+    assert_int_equal(json_field_int(body, NULL, "ratio", &i, false, &err), -1);
     assert_string_equal(err.msg, "field 'ratio' must be an integer, got a number with a fraction");
 
-    assert_int_equal(req_json_bool(&req, "force", &b, false, &err), -1);
+    assert_int_equal(json_field_bool(body, NULL, "force", &b, false, &err), -1);
     assert_int_equal(err.code, ERR_WRONG_TYPE);
     assert_non_null(strstr(err.msg, "'force' must be a boolean"));
 
-    assert_int_equal(req_json_string_array(&req, "env", &arr, &n, false, &err), -1);
+    assert_int_equal(json_field_string_array(body, NULL, "env", &arr, &n, false, &err), -1);
     assert_int_equal(err.code, ERR_WRONG_TYPE);
     assert_string_equal(err.msg,
                         "field 'env' must be an array of strings; element 1 is an integer");
     assert_null(arr);
 
-    assert_int_equal(req_json_string_array(&req, "binds", &arr, &n, false, &err), -1);
+    assert_int_equal(json_field_string_array(body, NULL, "binds", &arr, &n, false, &err), -1);
     assert_string_equal(err.msg, "field 'binds' must be an array of strings, got an object");
     http_request_clear(&req);
 }
@@ -108,14 +122,15 @@ static void test_nested_field_names(void **state)
     (void)state;
     http_request req = req_with("{\"gpuPatch\":{\"gpuCount\":\"two\"},\"volumePatch\":3}");
     gb_err err = GB_ERR_INIT;
+    json_t *body = body_of(&req);
     json_t *patch = NULL;
     long long n;
-    assert_int_equal(req_json_object(&req, "gpuPatch", &patch, true, &err), 1);
+    assert_int_equal(json_field_object(body, NULL, "gpuPatch", &patch, true, &err), 1);
     assert_int_equal(json_field_int(patch, "gpuPatch", "gpuCount", &n, true, &err), -1);
     assert_string_equal(err.msg, "field 'gpuPatch.gpuCount' must be an integer, got a string");
     assert_int_equal(json_field_int(patch, "gpuPatch", "other", &n, true, &err), -1);
     assert_string_equal(err.msg, "field 'gpuPatch.other' is required (an integer)");
-    assert_int_equal(req_json_object(&req, "volumePatch", &patch, true, &err), -1);
+    assert_int_equal(json_field_object(body, NULL, "volumePatch", &patch, true, &err), -1);
     assert_string_equal(err.msg, "field 'volumePatch' must be an object, got an integer");
     http_request_clear(&req);
 }
@@ -125,13 +140,13 @@ static void test_malformed_json_reports_position(void **state)
     (void)state;
     http_request req = req_with("{\n  \"imageName\": \"x\",\n  \"gpuCount\": ,\n}");
     gb_err err = GB_ERR_INIT;
-    const char *s;
-    assert_int_equal(req_json_string(&req, "imageName", &s, true, &err), -1);
+    json_t *body = NULL;
+    assert_int_equal(req_json_body(&req, &body, &err), -1);
     assert_int_equal(err.code, ERR_MALFORMED_JSON);
     assert_non_null(strstr(err.msg, "malformed JSON body at line 3, column"));
     /* asking again gives the same answer without reparsing */
     gb_err again = GB_ERR_INIT;
-    assert_int_equal(req_json_int(&req, "gpuCount", &(long long){0}, false, &again), -1);
+    assert_int_equal(req_json_body(&req, &body, &again), -1);
     assert_string_equal(again.msg, err.msg);
     http_request_clear(&req);
 }
@@ -142,15 +157,15 @@ static void test_duplicate_keys_are_refused(void **state)
     (void)state;
     http_request req = req_with("{\"gpuCount\": 1, \"env\": [], \"gpuCount\": 8}");
     gb_err err = GB_ERR_INIT;
-    long long n = 0;
-    assert_int_equal(req_json_int(&req, "gpuCount", &n, true, &err), -1);
+    json_t *body = NULL;
+    assert_int_equal(req_json_body(&req, &body, &err), -1);
     assert_int_equal(err.code, ERR_MALFORMED_JSON);
     assert_non_null(strstr(err.msg, "duplicate object key"));
     http_request_clear(&req);
     /* the same key in two different objects is fine */
     req = req_with("{\"a\": {\"k\": 1}, \"b\": {\"k\": 2}}");
     json_t *a = NULL;
-    assert_int_equal(req_json_object(&req, "a", &a, true, &err), 1);
+    assert_int_equal(json_field_object(body_of(&req), NULL, "a", &a, true, &err), 1);
     http_request_clear(&req);
 }
 

@@ -1,0 +1,33 @@
+/*
+ * time.h - the clocks gpubox reads and the one timestamp format it writes.
+ *
+ * Durations and deadlines use the monotonic clock (CLOCK_MONOTONIC), which
+ * no change of the wall clock moves. Times that are stored or shown
+ * (records, history, the operation journal, the store's owner) are UTC, ISO
+ * 8601 to the second: "2026-11-22T01:28:28Z".
+ */
+#ifndef GPUBOX_UTIL_TIME_H
+#define GPUBOX_UTIL_TIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* "2026-11-22T01:28:28Z" and its NUL. */
+#define TIME_ISO_MAX 21
+
+/* The monotonic clock, in nanoseconds and in milliseconds. */
+int64_t time_mono_ns(void);
+int64_t time_mono_ms(void);
+/* Seconds (with the fraction) since start_ns, a time_mono_ns() reading. */
+double time_since_s(int64_t start_ns);
+
+/* t as "2026-11-22T01:28:28Z" into buf; -1 (buf "" if size allows) when it
+ * does not fit or t has no such date. */
+int time_iso_format(time_t t, char *buf, size_t size);
+/* The wall clock now, as time_iso_format writes it. */
+void time_iso_now(char *buf, size_t size);
+/* The time s names in that form; 0 unless s is exactly that form. */
+time_t time_iso_parse(const char *s);
+
+#endif
