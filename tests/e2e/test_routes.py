@@ -73,7 +73,8 @@ def test_resources_ports_shows_the_range(simulated):
     r = simulated.get("/api/v1/resources/ports")
     assert r.status == 200 and r.code == 200
     assert r.data == {"ports": {"startPort": 41000, "endPort": 41009, "availableCount": 10,
-                                "usedPorts": []}}
+                                "usedPorts": [], "StartPort": 41000, "EndPort": 41009,
+                                "AvailableCount": 10, "UsedPortSet": {}}}
 
 
 def test_openapi_lists_every_route(simulated):
