@@ -275,9 +275,16 @@ nsd_up() {
 }
 
 nsd_import_image() {
-    local name=${1:-} image=${2:-}
+    local name=${1:-} image=${2:-} created=${TESTIMAGE_CREATED:-}
     _nsd_valid_name "$name" || return 1
-    DOCKER_HOST=$(nsd_docker_host "$name") testimage_ensure "$image"
+    DOCKER_HOST=$(nsd_docker_host "$name") testimage_ensure "$image" || true
+    # TESTIMAGE_CREATED speaks of the default dockerd's image: the sandbox's
+    # goes with the sandbox
+    TESTIMAGE_CREATED=$created
+    if ! _nsd_docker "$name" image inspect "$image" >/dev/null 2>&1; then
+        echo "netns-dockerd: sandbox $name: cannot import the test image $image" >&2
+        return 1
+    fi
 }
 
 nsd_exec() {
