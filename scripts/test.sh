@@ -145,7 +145,7 @@ else
 test: WARNING: cannot make a sandbox (a network namespace with its own
 test: dockerd) for each end-to-end group; see the messages above. Running
 test: the groups ONE AFTER THE OTHER on the default dockerd instead, which
-test: takes about twice as long.
+test: takes longer (their times add up).
 ########################################################################
 
 MSG
