@@ -295,9 +295,17 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+# The dockerd the tests ask directly: the unix socket $DOCKER_HOST names
+# (scripts/test.sh gives each group of tests it runs side by side its own
+# dockerd, and gpuboxd follows $DOCKER_HOST too), else the default one.
+_docker_host = os.environ.get("DOCKER_HOST", "")
+DOCKER_SOCKET = (_docker_host[len("unix://"):] if _docker_host.startswith("unix://")
+                 else "/var/run/docker.sock")
+
+
 def docker_request(method, path, body=None):
-    """One Engine API call on /var/run/docker.sock; body is JSON-encoded."""
-    conn = UnixHTTPConnection("/var/run/docker.sock")
+    """One Engine API call on DOCKER_SOCKET; body is JSON-encoded."""
+    conn = UnixHTTPConnection(DOCKER_SOCKET)
     try:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if data is not None else {}

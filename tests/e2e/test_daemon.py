@@ -184,7 +184,7 @@ class DockerLink:
     can see what gpuboxd says when Docker stops answering. Nothing is faked:
     every byte comes from the real daemon until the link is cut."""
 
-    def __init__(self, path, upstream="/var/run/docker.sock"):
+    def __init__(self, path, upstream=conftest.DOCKER_SOCKET):
         self.path = str(path)
         self.upstream = upstream
         self.sockets = []

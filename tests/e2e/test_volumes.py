@@ -31,7 +31,7 @@ import pytest
 
 from rsutil import RUN_TAG
 
-from conftest import Daemon, UnixHTTPConnection, request, run_gpuboxd
+from conftest import DOCKER_SOCKET, Daemon, UnixHTTPConnection, request, run_gpuboxd
 
 IMAGE = os.environ.get("GPUBOX_TEST_IMAGE", "gpubox-test:latest")
 PREFIX = "vt" + RUN_TAG
@@ -43,7 +43,7 @@ MB = 1024 * 1024
 
 
 def docker(method, path, body=None):
-    conn = UnixHTTPConnection("/var/run/docker.sock")
+    conn = UnixHTTPConnection(DOCKER_SOCKET)
     try:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if data is not None else {}
