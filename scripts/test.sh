@@ -87,8 +87,8 @@ e2e_store=${GPUBOX_E2E_STORE:-sqlite}
 # sets, the older routes, patch / restart / rollback, volumes. A pattern
 # that matches no module (yet) is left out.
 etcd_modules=()
-for m in tests/e2e/test_replicasets*.py tests/e2e/test_legacy_routes.py tests/e2e/test_patch*.py \
-    tests/e2e/test_restart_rollback*.py tests/e2e/test_volumes*.py; do
+for m in tests/e2e/test_replicasets*.py tests/e2e/test_daemon_restart*.py tests/e2e/test_legacy_routes.py \
+    tests/e2e/test_patch*.py tests/e2e/test_volumes*.py; do
     [[ -e $m ]] && etcd_modules+=("$m")
 done
 pytest=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
