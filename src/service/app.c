@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "sched/gpus.h"
+#include "service/engine.h"
 #include "service/metrics.h"
 #include "service/service.h"
 #include "service/namelock.h"
@@ -335,6 +336,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
         return err_set(err, ERR_INTERNAL, "out of memory");
     a->cfg = *cfg;
     a->data_dir_lock = -1;
+    a->op_kinds = op_kinds;
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
         app_claim_store(a, err) < 0 || app_lock_data_dir(a, err) < 0 ||
         app_connect_docker(a, err) < 0 || app_load_gpus(a, err) < 0)

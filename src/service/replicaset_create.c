@@ -149,7 +149,8 @@ int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds,
     return 0;
 }
 
-static const char *const rs_create_steps[] = {"record", "container-created", "started"};
+static const char *const rs_create_steps[] = {OP_STEP_RECORD, OP_STEP_CONTAINER_CREATED,
+                                              OP_STEP_STARTED};
 
 /* Put the store back as it was before step 3: the deleted record of an
  * earlier life (previous_json) or no record; the new history entry goes,
@@ -158,29 +159,22 @@ static const char *const rs_create_steps[] = {"record", "container-created", "st
 static int rs_create_undo(app *a, const rs_record *r, const char *previous_json, journal_op *op,
                           const char *why, gb_err *err)
 {
-    char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX], okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
+    char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX];
     keys_replicaset(key, sizeof(key), r->name);
     keys_replicaset_history(hkey, sizeof(hkey), r->name, r->version);
     store_op ops[3] = {{.kind = STORE_OP_DELETE, .key = hkey}};
     ops[1] = previous_json ? (store_op){.kind = STORE_OP_PUT, .key = key, .value = previous_json}
                            : (store_op){.kind = STORE_OP_DELETE, .key = key};
-    size_t nops = 2;
-    if (op) {
-        journal_finish(op, JOURNAL_UNDONE, why);
-        if (journal_txn_op(op, okey, &oval, &ops[nops++], err) < 0)
-            return -1;
-    }
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
-    bool ok = false;
-    if (store_txn(a->store, &cmp, 1, ops, nops, &ok, NULL, err) < 0) {
+    int landed = op_close_txn(a, op, JOURNAL_UNDONE, why, &cmp, ops, 2, err);
+    if (landed < 0) {
         /* The record still lists the GPUs until the undo is known to have
          * landed: they stay held meanwhile (rs_settle.c). */
         if (err && err->code == ERR_STORE_UNAVAILABLE)
             rs_settle_hold(a, RS_DOUBT_CREATE_UNDO, r, previous_json);
         return -1;
     }
-    if (!ok)
+    if (!landed)
         return err_set(err, ERR_CONFLICT, "replica set %s changed meanwhile", r->name);
     rs_alloc_give_back(a, r);
     return 0;
@@ -189,23 +183,10 @@ static int rs_create_undo(app *a, const rs_record *r, const char *previous_json,
 /* The record says running, and the operation (may be NULL) is done. */
 static int rs_create_finish(app *a, rs_record *r, journal_op *op, gb_err *err)
 {
-    char okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
-    store_op put;
     r->state = RS_STATE_RUNNING;
-    r->operation[0] = '\0';
-    if (op) {
-        journal_mark(op, "container-created");
-        journal_mark(op, "started");
-        journal_finish(op, JOURNAL_DONE, NULL);
-        if (journal_txn_op(op, okey, &oval, &put, err) < 0)
-            return -1;
-    }
-    if (rs_record_save(a->store, r, op ? &put : NULL, op ? 1 : 0, err) < 0)
-        return -1;
     if (op)
-        journal_fault("create", "started");
-    return 0;
+        journal_mark(op, OP_STEP_CONTAINER_CREATED);
+    return op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err);
 }
 
 static json_t *rs_create_answer(const rs_record *r, const char *op_id)
@@ -258,25 +239,20 @@ static int rs_create_record(app *a, rs_record *r, journal_op *op, gb_err *err)
     r->state = RS_STATE_CREATING;
     time_iso_now(r->update_time, sizeof(r->update_time));
     memcpy(r->create_time, r->update_time, sizeof(r->create_time));
-    snprintf(r->operation, sizeof(r->operation), "%s", op->id);
-    journal_mark(op, "record");
-    char hkey[STORE_KEY_MAX], okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
+    char hkey[STORE_KEY_MAX];
     keys_replicaset_history(hkey, sizeof(hkey), r->name, r->version);
     _cleanup_json_ json_t *hist = rs_record_history_entry(r, "create");
     _cleanup_free_ char *hist_text = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
-    store_op ops[2] = {{.kind = STORE_OP_PUT, .key = hkey, .value = hist_text}};
+    store_op put = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
     if (!hist_text)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    if (journal_txn_op(op, okey, &oval, &ops[1], err) < 0)
-        return -1;
-    if (rs_record_save(a->store, r, ops, 2, err) < 0) {
+    /* No `before`: a create in doubt is settled as a create (the caller). */
+    if (op_begin(a, op, r, NULL, &put, 1, err) < 0) {
         if (err && err->code == ERR_CONFLICT)
             err_set(err, ERR_EXISTS, "replica set '%s' was just created by another request",
                     r->name);
         return -1;
     }
-    journal_fault("create", "record");
     return 0;
 }
 
@@ -288,7 +264,7 @@ static int rs_create_container(app *a, rs_record *r, journal_op *op, const binds
     if (rs_container_create(a, r, binds, &id, err) < 0)
         return -1;
     snprintf(r->container_id, sizeof(r->container_id), "%s", id);
-    if (journal_record_step(a->store, op, "container-created", err) < 0 ||
+    if (op_step(a, op, OP_STEP_CONTAINER_CREATED, err) < 0 ||
         docker_container_start(a->docker, id, err) < 0) {
         gb_err rm = GB_ERR_INIT;
         if (docker_container_remove(a->docker, id, true, &rm) < 0)
@@ -324,8 +300,7 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
 
     /* 2 and 3: allocate, then commit record, history and operation. */
     journal_op op = {0};
-    if (journal_op_init(&op, JOURNAL_CREATE, name, rs_create_steps, ARRAY_SIZE(rs_create_steps),
-                        json_pack("{s:s?}", "previous", previous), err) < 0)
+    if (op_init(&op, &rs_op_create, name, json_pack("{s:s?}", "previous", previous), err) < 0)
         return -1;
     if (rs_alloc_take(a, &r, err) < 0) {
         journal_op_free(&op);
@@ -434,3 +409,18 @@ void rs_create_settle_legacy(app *a, rs_record *r)
     if (rs_create_settle(a, r, NULL, previous, &err) < 0)
         log_warn("reconcile: %s: could not settle an interrupted create: %s", r->name, err.msg);
 }
+
+const op_kind rs_op_create = {
+    .name = "create",
+    .journalled = true,
+    .kind = JOURNAL_CREATE,
+    .steps = rs_create_steps,
+    .nsteps = ARRAY_SIZE(rs_create_steps),
+    .forward = "GPUs and ports taken; the record (creating), its history entry and the "
+               "operation in one transaction; the container created; started, the record "
+               "running",
+    .back = "whenever the container does not run: removed, the record back to what it was "
+            "(the deleted earlier life or none), the history entry gone, the pools get the "
+            "GPUs and ports back",
+    .resume = rs_create_resume,
+};

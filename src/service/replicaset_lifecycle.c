@@ -30,8 +30,10 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
-static const char *const rs_stop_steps[] = {"begin", "container-stopped", "committed"};
-static const char *const rs_delete_steps[] = {"begin", "container-removed", "committed"};
+static const char *const rs_stop_steps[] = {OP_STEP_BEGIN, OP_STEP_CONTAINER_STOPPED,
+                                            OP_STEP_COMMITTED};
+static const char *const rs_delete_steps[] = {OP_STEP_BEGIN, OP_STEP_CONTAINER_REMOVED,
+                                              OP_STEP_COMMITTED};
 
 int rs_container_stop(app *a, const char *container, gb_err *err)
 {
@@ -64,69 +66,35 @@ static int rs_release_failed(app *a, const rs_record *held, gb_err *err, const c
     return err_prefix(err, "%s %s", doing, held->name);
 }
 
-/* begin: the record names op, written together with op. */
-static int rs_op_begin(app *a, rs_record *r, journal_op *op, gb_err *err)
-{
-    char okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
-    store_op put;
-    _cleanup_(rs_record_free) rs_record before = {0};
-    if (rs_record_copy(r, &before) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    snprintf(r->operation, sizeof(r->operation), "%s", op->id);
-    journal_mark(op, "begin");
-    if (journal_txn_op(op, okey, &oval, &put, err) < 0)
-        return -1;
-    if (rs_record_save(a->store, r, &put, 1, err) < 0)
-        return rs_begin_failed(a, &before, r, err);
-    journal_fault(journal_kind_name(op->kind), "begin");
-    return 0;
-}
-
 /* The first Docker step failed: the record names no operation again, and
  * the operation is undone; nothing else changed. */
 static void rs_op_abandon(app *a, rs_record *r, journal_op *op, const char *why)
 {
-    char okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
-    store_op put;
     gb_err e = GB_ERR_INIT;
-    r->operation[0] = '\0';
-    journal_finish(op, JOURNAL_UNDONE, why);
-    if (journal_txn_op(op, okey, &oval, &put, &e) < 0 ||
-        rs_record_save(a->store, r, &put, 1, &e) < 0)
+    if (op_close(a, op, JOURNAL_UNDONE, why, r, NULL, 0, &e) < 0)
         log_warn("replica set %s: could not record that %s was undone: %s", r->name,
                  journal_kind_name(op->kind), e.msg);
 }
 
-/* The last transaction: r as it is now (naming no operation) with op done. */
-static int rs_op_commit(app *a, rs_record *r, journal_op *op, gb_err *err)
+/* begin, with r as it is now (before naming op). */
+static int rs_op_begin(app *a, rs_record *r, journal_op *op, gb_err *err)
 {
-    char okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
-    store_op put;
-    r->operation[0] = '\0';
-    journal_mark(op, "committed");
-    journal_finish(op, JOURNAL_DONE, NULL);
-    if (journal_txn_op(op, okey, &oval, &put, err) < 0 ||
-        rs_record_save(a->store, r, &put, 1, err) < 0) {
-        op->state = JOURNAL_RUNNING;
-        return -1;
-    }
-    journal_fault(journal_kind_name(op->kind), "committed");
-    return 0;
+    _cleanup_(rs_record_free) rs_record before = {0};
+    if (rs_record_copy(r, &before) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return op_begin(a, op, r, &before, NULL, 0, err);
 }
 
 /* Stop from wherever op got to; r is the record naming op. */
 static int rs_stop_settle(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
 {
-    if (!journal_step_done(op, "container-stopped")) {
+    if (!journal_step_done(op, OP_STEP_CONTAINER_STOPPED)) {
         if (rs_container_stop(a, r->container_name, err) < 0 && err->code != ERR_NOT_FOUND) {
             err->code = ERR_STOP_FAILED;
             rs_op_abandon(a, r, op, err->msg);
             return err_prefix(err, "stopping %s", r->container_name);
         }
-        if (journal_record_step(a->store, op, "container-stopped", err) < 0)
+        if (op_step(a, op, OP_STEP_CONTAINER_STOPPED, err) < 0)
             return -1;
     }
     /* The record to save holds nothing and remembers what it held, for a
@@ -136,7 +104,7 @@ static int rs_stop_settle(app *a, journal_op *op, rs_record *r, json_t **out, gb
         return err_set(err, ERR_INTERNAL, "out of memory");
     r->state = RS_STATE_STOPPED;
     rs_record_remember_holdings(r);
-    if (rs_op_commit(a, r, op, err) < 0)
+    if (op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err) < 0)
         return rs_release_failed(a, &held, err, "stopping");
     rs_alloc_give_back(a, &held);
     log_info("replica set %s: stopped; gave back %zu GPU(s) and %zu port(s)", r->name, held.ngpus,
@@ -158,8 +126,7 @@ int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
     if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_STOP, &r, err) < 0)
         return -1;
     journal_op op = {0};
-    if (journal_op_init(&op, JOURNAL_STOP, name, rs_stop_steps, ARRAY_SIZE(rs_stop_steps), NULL,
-                        err) < 0)
+    if (op_init(&op, &rs_op_stop, name, NULL, err) < 0)
         return -1;
     int rc = rs_op_begin(a, &r, &op, err) < 0 ? -1 : rs_stop_settle(a, &op, &r, out, err);
     journal_op_free(&op);
@@ -223,31 +190,21 @@ int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err)
     return rs_continue_locked(a, &r, out, err);
 }
 
-/* The record and every history entry go, with op done, in one transaction,
- * so the name starts afresh. */
+/* The record and every history entry go, with op (may be NULL) done, in
+ * one transaction, so the name starts afresh. */
 static int rs_purge(app *a, rs_record *r, journal_op *op, gb_err *err)
 {
-    char key[STORE_KEY_MAX], prefix[STORE_KEY_MAX], okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
+    char key[STORE_KEY_MAX], prefix[STORE_KEY_MAX];
     keys_replicaset(key, sizeof(key), r->name);
     keys_replicaset_history_prefix(prefix, sizeof(prefix), r->name);
     store_op ops[3] = {{.kind = STORE_OP_DELETE, .key = key},
                        {.kind = STORE_OP_DELETE_PREFIX, .key = prefix}};
-    size_t nops = 2;
-    if (op) {
-        journal_mark(op, "committed");
-        journal_finish(op, JOURNAL_DONE, NULL);
-        if (journal_txn_op(op, okey, &oval, &ops[nops++], err) < 0)
-            return -1;
-    }
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
-    bool ok = false;
-    if (store_txn(a->store, &cmp, 1, ops, nops, &ok, NULL, err) < 0)
+    int landed = op_close_txn(a, op, JOURNAL_DONE, NULL, &cmp, ops, 2, err);
+    if (landed < 0)
         return -1;
-    if (!ok)
+    if (!landed)
         return err_set(err, ERR_CONFLICT, "replica set %s changed meanwhile; try again", r->name);
-    if (op)
-        journal_fault("delete", "committed");
     return 0;
 }
 
@@ -255,14 +212,14 @@ static int rs_purge(app *a, rs_record *r, journal_op *op, gb_err *err)
 static int rs_delete_settle(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
 {
     bool purge = json_is_true(json_object_get(op->data, "purge"));
-    if (!journal_step_done(op, "container-removed")) {
+    if (!journal_step_done(op, OP_STEP_CONTAINER_REMOVED)) {
         if (docker_container_remove(a->docker, r->container_name, true, err) < 0) {
             err->code = ERR_DELETE_FAILED;
             rs_op_abandon(a, r, op, err->msg);
             return err_prefix(err, "removing container %s", r->container_name);
         }
         rs_gpu_env_remove(a, r->container_name);
-        if (journal_record_step(a->store, op, "container-removed", err) < 0)
+        if (op_step(a, op, OP_STEP_CONTAINER_REMOVED, err) < 0)
             return -1;
     }
     _cleanup_(rs_record_free) rs_record held = {0};
@@ -275,7 +232,7 @@ static int rs_delete_settle(app *a, journal_op *op, rs_record *r, json_t **out, 
         r->state = RS_STATE_DELETED;
         rs_record_clear_holdings(r);
         rs_record_forget_last(r);
-        rc = rs_op_commit(a, r, op, err);
+        rc = op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err);
     }
     if (rc < 0)
         return rs_release_failed(a, &held, err, "deleting");
@@ -308,8 +265,7 @@ int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err
     if (rs_lifecycle_check(RS_OP_DELETE, &r, err) < 0)
         return -1;
     journal_op op = {0};
-    if (journal_op_init(&op, JOURNAL_DELETE, name, rs_delete_steps, ARRAY_SIZE(rs_delete_steps),
-                        json_pack("{s:b}", "purge", purge), err) < 0)
+    if (op_init(&op, &rs_op_delete, name, json_pack("{s:b}", "purge", purge), err) < 0)
         return -1;
     int rc = rs_op_begin(a, &r, &op, err) < 0 ? -1 : rs_delete_settle(a, &op, &r, out, err);
     journal_op_free(&op);
@@ -323,3 +279,27 @@ int rs_delete_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
         return err_set(err, ERR_INTERNAL, "out of memory");
     return rs_delete_settle(a, op, &cur, NULL, err);
 }
+
+const op_kind rs_op_stop = {
+    .name = "stop",
+    .journalled = true,
+    .kind = JOURNAL_STOP,
+    .steps = rs_stop_steps,
+    .nsteps = ARRAY_SIZE(rs_stop_steps),
+    .forward = "the record names the operation; the container is stopped; the record says "
+               "stopped, its holdings moved to lastGpus/lastPorts, and the pools get them back",
+    .back = "only when the container cannot be stopped: the record names no operation again",
+    .resume = rs_stop_resume,
+};
+
+const op_kind rs_op_delete = {
+    .name = "delete",
+    .journalled = true,
+    .kind = JOURNAL_DELETE,
+    .steps = rs_delete_steps,
+    .nsteps = ARRAY_SIZE(rs_delete_steps),
+    .forward = "the record names the operation; the container is removed; the record says "
+               "deleted (or it and its history go, purging), and the pools get its holdings back",
+    .back = "only when the container cannot be removed: the record names no operation again",
+    .resume = rs_delete_resume,
+};

@@ -34,7 +34,8 @@
 #include "util/json.h"
 #include "util/log.h"
 
-static const char *const rs_restart_same_steps[] = {"begin", "started", "committed"};
+static const char *const rs_restart_same_steps[] = {OP_STEP_BEGIN, OP_STEP_STARTED,
+                                                    OP_STEP_COMMITTED};
 
 /* The old container must exist: its system disk is what a new version
  * carries. code is the kind's envelope code. */
@@ -73,10 +74,10 @@ static int rs_next_version(const rs_record *from, const rs_spec *spec, rs_record
 
 /* The common tail of patch and rollback: binds checked, the difference
  * taken, the change run. */
-static int rs_change_to_spec(app *a, enum journal_kind kind, const rs_record *r,
-                             const rs_spec *spec, const char *reason, json_t **out, gb_err *err)
+static int rs_change_to_spec(app *a, const op_kind *kind, const rs_record *r, const rs_spec *spec,
+                             const char *reason, json_t **out, gb_err *err)
 {
-    int code = kind == JOURNAL_ROLLBACK ? ERR_ROLLBACK_FAILED : ERR_PATCH_FAILED;
+    int code = kind == &rs_op_rollback ? ERR_ROLLBACK_FAILED : ERR_PATCH_FAILED;
     _cleanup_(binds_resolved_free) binds_resolved binds = {0};
     _cleanup_(rs_record_free) rs_record to = {0};
     bool swapped = false;
@@ -106,7 +107,7 @@ int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out
                       rs_record_gpus_json(&r), "ports", rs_record_ports_json(&r), "changed", 0);
         return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
     }
-    return rs_change_to_spec(a, JOURNAL_PATCH, &r, &spec, "patch", out, err);
+    return rs_change_to_spec(a, &rs_op_patch, &r, &spec, "patch", out, err);
 }
 
 /* Version k's spec from the history: 1 found, 0 absent, -1 error. */
@@ -161,7 +162,7 @@ int replicaset_rollback(app *a, const char *name, long long version, json_t **ou
                        version, spec.image, r.version, r.spec.image);
     char reason[48];
     snprintf(reason, sizeof(reason), "rollback to %lld", version);
-    return rs_change_to_spec(a, JOURNAL_ROLLBACK, &r, &spec, reason, out, err);
+    return rs_change_to_spec(a, &rs_op_rollback, &r, &spec, reason, out, err);
 }
 
 static json_t *rs_restart_answer(const rs_record *r, bool same, const char *op_id)
@@ -173,49 +174,30 @@ static json_t *rs_restart_answer(const rs_record *r, bool same, const char *op_i
                      rs_record_ports_json(r), "sameContainer", same, "operationId", op_id);
 }
 
-/* The record, naming no operation, written with op in its final state. */
-static int rs_restart_close(app *a, rs_record *r, journal_op *op, gb_err *err)
-{
-    char okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
-    store_op put;
-    r->operation[0] = '\0';
-    if (journal_txn_op(op, okey, &oval, &put, err) < 0 ||
-        rs_record_save(a->store, r, &put, 1, err) < 0) {
-        op->state = JOURNAL_RUNNING;
-        return -1;
-    }
-    return 0;
-}
-
 /* Same cards, from wherever op got to; r names op and holds the cards. */
 static int rs_restart_same_settle(app *a, journal_op *op, rs_record *r, gb_err *err)
 {
-    if (!journal_step_done(op, "started")) {
+    if (!journal_step_done(op, OP_STEP_STARTED)) {
         if (docker_container_start(a->docker, r->container_name, err) < 0) {
             gb_err e = *err;
             _cleanup_(rs_record_free) rs_record held = {0};
             if (rs_record_copy(r, &held) < 0)
                 return err_set(err, ERR_INTERNAL, "out of memory");
             rs_record_clear_holdings(r);
-            journal_finish(op, JOURNAL_UNDONE, e.msg);
-            if (rs_restart_close(a, r, op, err) < 0)
+            if (op_close(a, op, JOURNAL_UNDONE, e.msg, r, NULL, 0, err) < 0)
                 return -1;
             rs_alloc_give_back(a, &held);
             *err = e;
             err->code = ERR_RESTART_FAILED;
             return err_prefix(err, "starting %s", r->container_name);
         }
-        if (journal_record_step(a->store, op, "started", err) < 0)
+        if (op_step(a, op, OP_STEP_STARTED, err) < 0)
             return -1;
     }
     r->state = RS_STATE_RUNNING;
     rs_record_forget_last(r);
-    journal_mark(op, "committed");
-    journal_finish(op, JOURNAL_DONE, NULL);
-    if (rs_restart_close(a, r, op, err) < 0)
+    if (op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err) < 0)
         return -1;
-    journal_fault("restart", "committed");
     log_info("replica set %s: restarted %s on the same %zu GPU(s) and %zu port(s)", r->name,
              r->container_name, r->ngpus, r->nports);
     return 0;
@@ -234,26 +216,16 @@ int rs_restart_same_resume(app *a, journal_op *op, const rs_record *r, gb_err *e
 static int rs_restart_same(app *a, rs_record *r, const rs_record *before, json_t **out, gb_err *err)
 {
     journal_op op = {0};
-    if (journal_op_init(&op, JOURNAL_RESTART, r->name, rs_restart_same_steps,
-                        ARRAY_SIZE(rs_restart_same_steps), json_pack("{s:s}", "mode", "same"),
-                        err) < 0) {
+    if (op_init(&op, &rs_op_restart_same, r->name, json_pack("{s:s}", "mode", "same"), err) < 0) {
         rs_alloc_give_back(a, r);
         return -1;
     }
-    char okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
-    store_op put;
-    snprintf(r->operation, sizeof(r->operation), "%s", op.id);
-    journal_mark(&op, "begin");
     int rc = -1;
-    if (journal_txn_op(&op, okey, &oval, &put, err) < 0 ||
-        rs_record_save(a->store, r, &put, 1, err) < 0) {
-        if (err->code == ERR_STORE_UNAVAILABLE)
-            rs_begin_failed(a, before, r, err);
-        else
+    if (op_begin(a, &op, r, before, NULL, 0, err) < 0) {
+        /* Not in doubt: nothing was recorded, the cards go straight back. */
+        if (err->code != ERR_STORE_UNAVAILABLE)
             rs_alloc_give_back(a, r);
     } else {
-        journal_fault("restart", "begin");
         rc = rs_restart_same_settle(a, &op, r, err);
     }
     if (rc == 0)
@@ -311,8 +283,22 @@ int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
     if (binds_resolve(a, &r.spec, &binds, err) < 0 || rs_next_version(&r, &r.spec, &to, err) < 0 ||
         rs_alloc_take_preferring_last(a, &to, err) < 0)
         return -1;
-    if (rs_version_change(a, JOURNAL_RESTART, &r, &to, false, "restart", out, err) < 0)
+    if (rs_version_change(a, &rs_op_restart_new, &r, &to, false, "restart", out, err) < 0)
         return -1;
     json_object_set_new(*out, "sameContainer", json_false());
     return 0;
 }
+
+const op_kind rs_op_restart_same = {
+    .name = "restart-same",
+    .journalled = true,
+    .kind = JOURNAL_RESTART,
+    .mode = "same",
+    .steps = rs_restart_same_steps,
+    .nsteps = ARRAY_SIZE(rs_restart_same_steps),
+    .forward = "a stopped set's last cards and ports taken again: the record holds them and "
+               "names the operation; its container is started; the record says running",
+    .back = "only when the container cannot start: the record holds nothing again and the "
+            "pools get the cards back",
+    .resume = rs_restart_same_resume,
+};

@@ -27,37 +27,6 @@
 
 #define JOURNAL_KEEP_S (7L * 24 * 3600)
 
-int rs_recover_op(app *a, journal_op *op, const rs_record *r, gb_err *err)
-{
-    if (!r || strcmp(r->operation, op->id) != 0) {
-        journal_finish(op, JOURNAL_FAILED,
-                       "the replica set's record no longer names this operation; left alone");
-        log_error("recover: operation %s (%s of %s): %s", op->id, journal_kind_name(op->kind),
-                  op->target, op->error);
-        return journal_save(a->store, op, err);
-    }
-    log_info("recover: operation %s (%s of %s) did not finish; settling it", op->id,
-             journal_kind_name(op->kind), op->target);
-    switch (op->kind) {
-    case JOURNAL_CREATE:
-        return rs_create_resume(a, op, r, err);
-    case JOURNAL_STOP:
-        return rs_stop_resume(a, op, r, err);
-    case JOURNAL_DELETE:
-        return rs_delete_resume(a, op, r, err);
-    case JOURNAL_RESTART: {
-        const char *mode = json_string_value(json_object_get(op->data, "mode"));
-        if (mode && strcmp(mode, "same") == 0)
-            return rs_restart_same_resume(a, op, r, err);
-        return rs_version_resume(a, op, r, err);
-    }
-    case JOURNAL_PATCH:
-    case JOURNAL_ROLLBACK:
-        return rs_version_resume(a, op, r, err);
-    }
-    return err_set(err, ERR_INTERNAL, "operation %s has an unknown kind", op->id);
-}
-
 /* r names an operation: settle it, or forget it when it already ended. */
 static void rs_settle_named(app *a, const char *name, rs_record *r)
 {
@@ -69,7 +38,7 @@ static void rs_settle_named(app *a, const char *name, rs_record *r)
         return;
     }
     if (found && op.state == JOURNAL_RUNNING) {
-        if (rs_recover_op(a, &op, r, &e) < 0)
+        if (op_resume(a, &op, r, &e) < 0)
             log_warn("replica set %s: operation %s is still pending: %s", name, op.id, e.msg);
     } else {
         /* It ended (or is gone): the record only kept its name by mistake. */
@@ -114,25 +83,6 @@ int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err)
     }
 }
 
-int rs_begin_failed(app *a, const rs_record *before, const rs_record *after, gb_err *err)
-{
-    if (!err || err->code != ERR_STORE_UNAVAILABLE)
-        return -1;
-    _cleanup_json_ json_t *j = rs_record_to_json(before);
-    _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    if (text)
-        rs_settle_hold(a, RS_DOUBT_OPERATION, after, text);
-    else
-        log_error("replica set %s: out of memory remembering a write the store did not confirm; "
-                  "what it holds stays held until gpuboxd restarts",
-                  after->name);
-    return err_prefix(err,
-                      "replica set '%s': the store did not confirm the start of the change; "
-                      "gpuboxd carries it out or forgets it by itself once the store answers "
-                      "(what the set holds stays held until then)",
-                      after->name);
-}
-
 int replicaset_recover(app *a, gb_err *err)
 {
     journal_op *ops = NULL;
@@ -143,7 +93,7 @@ int replicaset_recover(app *a, gb_err *err)
         _cleanup_(rs_record_free) rs_record r = {0};
         gb_err e = GB_ERR_INIT;
         int found = rs_record_load(a->store, ops[i].target, &r, &e);
-        if (found < 0 || rs_recover_op(a, &ops[i], found ? &r : NULL, &e) < 0)
+        if (found < 0 || op_resume(a, &ops[i], found ? &r : NULL, &e) < 0)
             log_error("recover: operation %s (%s of %s): %s", ops[i].id,
                       journal_kind_name(ops[i].kind), ops[i].target, e.msg);
     }

@@ -51,8 +51,8 @@
 #include "util/time.h"
 
 static const char *const rs_version_steps[] = {
-    "begin",   "container-created", "old-stopped", "carry-begin",
-    "carried", "new-started",       "old-removed", "committed",
+    OP_STEP_BEGIN,   OP_STEP_CONTAINER_CREATED, OP_STEP_OLD_STOPPED, OP_STEP_CARRY_BEGIN,
+    OP_STEP_CARRIED, OP_STEP_NEW_STARTED,       OP_STEP_OLD_REMOVED, OP_STEP_COMMITTED,
 };
 
 /* Everything one change works with. */
@@ -98,7 +98,7 @@ static void rs_change_note_to(rs_change *c)
 
 static int rs_step(rs_change *c, const char *step, gb_err *err)
 {
-    return journal_record_step(c->a->store, c->op, step, err);
+    return op_step(c->a, c->op, step, err);
 }
 
 /* 1 exists (running set), 0 absent, -1 Docker did not answer. */
@@ -138,7 +138,7 @@ static int rs_step_create(rs_change *c, gb_err *err)
         return -1;
     snprintf(c->to.container_id, sizeof(c->to.container_id), "%s", id);
     rs_change_note_to(c);
-    return rs_step(c, "container-created", err);
+    return rs_step(c, OP_STEP_CONTAINER_CREATED, err);
 }
 
 static int rs_step_carry(rs_change *c, gb_err *err)
@@ -160,7 +160,7 @@ static int rs_step_carry(rs_change *c, gb_err *err)
         if (!old_exists && !running)
             log_error("%s %s: container %s is gone; its system disk could not be carried",
                       rs_change_kind(c), c->to.name, c->from.container_name);
-        return rs_step(c, "carried", err);
+        return rs_step(c, OP_STEP_CARRIED, err);
     }
     carry_stats st = {0};
     if (carry_system_disk(a->docker, c->from.container_name, c->to.container_name,
@@ -172,37 +172,37 @@ static int rs_step_carry(rs_change *c, gb_err *err)
                                   carry_method_name(st.used), "entries", (json_int_t)st.entries,
                                   "bytes", (json_int_t)st.bytes, "seconds", st.seconds, "unapplied",
                                   (json_int_t)st.unapplied, "note", st.note));
-    return rs_step(c, "carried", err);
+    return rs_step(c, OP_STEP_CARRIED, err);
 }
 
 /* Every step after begin that is not done yet, in order. */
 static int rs_change_forward(rs_change *c, gb_err *err)
 {
     app *a = c->a;
-    if (!journal_step_done(c->op, "container-created") && rs_step_create(c, err) < 0)
+    if (!journal_step_done(c->op, OP_STEP_CONTAINER_CREATED) && rs_step_create(c, err) < 0)
         return -1;
-    if (!journal_step_done(c->op, "old-stopped")) {
+    if (!journal_step_done(c->op, OP_STEP_OLD_STOPPED)) {
         if (rs_container_stop(a, c->from.container_name, err) < 0 && err->code != ERR_NOT_FOUND)
             return err_prefix(err, "stopping %s", c->from.container_name);
-        if (rs_step(c, "old-stopped", err) < 0)
+        if (rs_step(c, OP_STEP_OLD_STOPPED, err) < 0)
             return -1;
     }
-    if (!journal_step_done(c->op, "carry-begin") && rs_step(c, "carry-begin", err) < 0)
+    if (!journal_step_done(c->op, OP_STEP_CARRY_BEGIN) && rs_step(c, OP_STEP_CARRY_BEGIN, err) < 0)
         return -1;
-    if (!journal_step_done(c->op, "carried") && rs_step_carry(c, err) < 0)
+    if (!journal_step_done(c->op, OP_STEP_CARRIED) && rs_step_carry(c, err) < 0)
         return -1;
-    if (!journal_step_done(c->op, "new-started")) {
+    if (!journal_step_done(c->op, OP_STEP_NEW_STARTED)) {
         if (c->to.state == RS_STATE_RUNNING &&
             docker_container_start(a->docker, c->to.container_name, err) < 0)
             return err_prefix(err, "starting %s", c->to.container_name);
-        if (rs_step(c, "new-started", err) < 0)
+        if (rs_step(c, OP_STEP_NEW_STARTED, err) < 0)
             return -1;
     }
-    if (!journal_step_done(c->op, "old-removed")) {
+    if (!journal_step_done(c->op, OP_STEP_OLD_REMOVED)) {
         if (docker_container_remove(a->docker, c->from.container_name, true, err) < 0)
             return err_prefix(err, "removing %s", c->from.container_name);
         rs_gpu_env_remove(a, c->from.container_name);
-        if (rs_step(c, "old-removed", err) < 0)
+        if (rs_step(c, OP_STEP_OLD_REMOVED, err) < 0)
             return -1;
     }
     return 0;
@@ -212,18 +212,11 @@ static int rs_change_forward(rs_change *c, gb_err *err)
  * operation), the operation in its final state, plus extra (may be NULL:
  * the history entry going forward); then the pools get back what only cur
  * held (or, undoing a swap, hold from's GPUs again). */
-static int rs_change_close(rs_change *c, rs_record *final, const store_op *extra, gb_err *err)
+static int rs_change_close(rs_change *c, enum journal_state state, const char *why,
+                           rs_record *final, const store_op *extra, gb_err *err)
 {
-    char okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
-    store_op ops[2];
-    if (journal_txn_op(c->op, okey, &oval, &ops[0], err) < 0)
-        return -1;
-    if (extra)
-        ops[1] = *extra;
-    final->operation[0] = '\0';
     final->mod_revision = c->cur.mod_revision;
-    if (rs_record_save(c->a->store, final, ops, extra ? 2 : 1, err) < 0)
+    if (op_close(c->a, c->op, state, why, final, extra, extra ? 1 : 0, err) < 0)
         return -1;
     if (c->swapped && final == &c->from)
         rs_alloc_swap_back(c->a, &c->cur, &c->from);
@@ -243,15 +236,9 @@ static int rs_change_commit(rs_change *c, gb_err *err)
     if (!htext)
         return err_set(err, ERR_INTERNAL, "out of memory");
     store_op hop = {.kind = STORE_OP_PUT, .key = hkey, .value = htext};
-    journal_mark(c->op, "committed");
-    journal_finish(c->op, JOURNAL_DONE, NULL);
     rs_record_forget_last(&c->to);
-    if (rs_change_close(c, &c->to, &hop, err) < 0) {
-        c->op->state = JOURNAL_RUNNING;
+    if (rs_change_close(c, JOURNAL_DONE, NULL, &c->to, &hop, err) < 0)
         return err_prefix(err, "recording version %d of %s", c->to.version, c->to.name);
-    }
-    journal_step_written(c->op, "committed");
-    journal_fault(rs_change_kind(c), "committed");
     log_info("%s %s: version %d (%s) runs%s, %zu GPU(s), %zu port(s)", rs_change_kind(c),
              c->to.name, c->to.version, c->to.container_name,
              c->to.state == RS_STATE_PAUSED ? " (paused)" : "", c->to.ngpus, c->to.nports);
@@ -268,7 +255,7 @@ static int rs_change_undo(rs_change *c, const char *why, gb_err *err)
     int old_exists = rs_inspect_running(a, c->from.container_name, &old_running, err);
     if (new_exists < 0 || old_exists < 0)
         return -1;
-    if (journal_step_done(c->op, "carry-begin") && new_exists) {
+    if (journal_step_done(c->op, OP_STEP_CARRY_BEGIN) && new_exists) {
         if (!old_exists)
             return err_set(err, ERR_INTERNAL,
                            "container %s is gone; version %d can only go forward",
@@ -287,11 +274,8 @@ static int rs_change_undo(rs_change *c, const char *why, gb_err *err)
         docker_container_start(a->docker, c->from.container_name, &start) < 0)
         log_warn("%s %s: could not start %s again: %s", rs_change_kind(c), c->from.name,
                  c->from.container_name, start.msg);
-    journal_finish(c->op, JOURNAL_UNDONE, why);
-    if (rs_change_close(c, &c->from, NULL, err) < 0) {
-        c->op->state = JOURNAL_RUNNING;
+    if (rs_change_close(c, JOURNAL_UNDONE, why, &c->from, NULL, err) < 0)
         return -1;
-    }
     log_info("%s %s: undone, back at version %d: %s", rs_change_kind(c), c->from.name,
              c->from.version, why);
     return 0;
@@ -308,7 +292,7 @@ static int rs_change_settle(rs_change *c, bool try_forward, gb_err *err)
     if (!try_forward)
         snprintf(fwd.msg, sizeof(fwd.msg), "gpuboxd stopped before the system disk was carried");
     gb_err back = GB_ERR_INIT;
-    if (!journal_step_done(c->op, "new-started") && rs_change_undo(c, fwd.msg, &back) == 0) {
+    if (!journal_step_done(c->op, OP_STEP_NEW_STARTED) && rs_change_undo(c, fwd.msg, &back) == 0) {
         if (!try_forward)
             return 0;
         /* Errors that tell the user what to change keep their code; the
@@ -348,24 +332,14 @@ static int rs_change_begin(rs_change *c, gb_err *err)
     if (rs_record_copy(&c->from, &c->cur) < 0 ||
         rs_alloc_union(&c->from, &c->to, c->swapped, &c->cur, err) < 0)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    snprintf(c->cur.operation, sizeof(c->cur.operation), "%s", c->op->id);
-    journal_mark(c->op, "begin");
-    char okey[STORE_KEY_MAX];
-    _cleanup_free_ char *oval = NULL;
-    store_op put;
-    if (journal_txn_op(c->op, okey, &oval, &put, err) < 0 ||
-        rs_record_save(c->a->store, &c->cur, &put, 1, err) < 0)
-        return -1;
-    journal_step_written(c->op, "begin");
-    journal_fault(rs_change_kind(c), "begin");
-    return 0;
+    return op_begin(c->a, c->op, &c->cur, &c->from, NULL, 0, err);
 }
 
-int rs_version_change(app *a, enum journal_kind kind, const rs_record *from, rs_record *to,
+int rs_version_change(app *a, const op_kind *kind, const rs_record *from, rs_record *to,
                       bool swapped, const char *reason, json_t **out, gb_err *err)
 {
     _cleanup_(rs_change_free)
-        rs_change c = {.a = a, .swapped = swapped, .fail_code = rs_kind_fail_code(kind)};
+        rs_change c = {.a = a, .swapped = swapped, .fail_code = rs_kind_fail_code(kind->kind)};
     journal_op op = {0};
     _cleanup_json_ json_t *data =
         json_pack("{s:o, s:o, s:s, s:b}", "from", rs_record_to_json(from), "to",
@@ -376,17 +350,16 @@ int rs_version_change(app *a, enum journal_kind kind, const rs_record *from, rs_
         goto give_back;
     }
     c.from.operation[0] = '\0';
-    if (journal_op_init(&op, kind, from->name, rs_version_steps, ARRAY_SIZE(rs_version_steps),
-                        json_incref(data), err) < 0)
+    if (op_init(&op, kind, from->name, json_incref(data), err) < 0)
         goto give_back;
     c.op = &op;
     if (rs_change_begin(&c, err) < 0) {
         journal_op_free(&op);
         /* A begin the store did not confirm may have landed, the record
-         * listing what `to` took: rs_settle.c finds out, and gives it back
-         * or undoes the change. */
+         * listing what `to` took: op_begin handed it to rs_settle.c, which
+         * finds out, and gives it back or undoes the change. */
         if (err && err->code == ERR_STORE_UNAVAILABLE)
-            return rs_begin_failed(a, &c.from, &c.cur, err);
+            return -1;
         goto give_back;
     }
     rc = rs_change_settle(&c, true, err);
@@ -416,5 +389,52 @@ int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err)
     if (rs_record_copy(cur, &c.cur) < 0)
         return err_set(err, ERR_INTERNAL, "out of memory");
     /* Before the carry began, back; from there on, forward. */
-    return rs_change_settle(&c, journal_step_done(op, "carry-begin"), err);
+    return rs_change_settle(&c, journal_step_done(op, OP_STEP_CARRY_BEGIN), err);
 }
+
+#define RS_VERSION_FORWARD                                                                         \
+    "the record holds what both versions need and names the operation; <name>-(N+1) is "           \
+    "created; <name>-N stopped; the point of no return; the system disk carried; "                 \
+    "<name>-(N+1) started; <name>-N removed; the record at N+1 with its history entry, and "       \
+    "the pools get back what only version N held"
+#define RS_VERSION_BACK                                                                            \
+    "before carry-begin (or before the new container runs, the disk carried back first): "         \
+    "<name>-(N+1) removed, <name>-N started again, the record back at N, the pools get back "      \
+    "what only N+1 held"
+
+const op_kind rs_op_patch = {
+    .name = "patch",
+    .journalled = true,
+    .kind = JOURNAL_PATCH,
+    .steps = rs_version_steps,
+    .nsteps = ARRAY_SIZE(rs_version_steps),
+    .no_return = OP_STEP_CARRY_BEGIN,
+    .forward = RS_VERSION_FORWARD,
+    .back = RS_VERSION_BACK,
+    .resume = rs_version_resume,
+};
+
+const op_kind rs_op_rollback = {
+    .name = "rollback",
+    .journalled = true,
+    .kind = JOURNAL_ROLLBACK,
+    .steps = rs_version_steps,
+    .nsteps = ARRAY_SIZE(rs_version_steps),
+    .no_return = OP_STEP_CARRY_BEGIN,
+    .forward = RS_VERSION_FORWARD,
+    .back = RS_VERSION_BACK,
+    .resume = rs_version_resume,
+};
+
+/* A stopped set's restart when its cards or ports were taken meanwhile. */
+const op_kind rs_op_restart_new = {
+    .name = "restart-new",
+    .journalled = true,
+    .kind = JOURNAL_RESTART,
+    .steps = rs_version_steps,
+    .nsteps = ARRAY_SIZE(rs_version_steps),
+    .no_return = OP_STEP_CARRY_BEGIN,
+    .forward = RS_VERSION_FORWARD,
+    .back = RS_VERSION_BACK,
+    .resume = rs_version_resume,
+};

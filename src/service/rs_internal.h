@@ -9,6 +9,7 @@
 #include "docker/docker.h"
 #include "service/app.h"
 #include "service/binds.h"
+#include "service/engine.h"
 #include "service/journal.h"
 #include "service/rs_record.h"
 #include "util/err.h"
@@ -60,7 +61,7 @@ int rs_alloc_take_preferring_last(app *a, rs_record *r, gb_err *err);
  *                transaction wrote it, naming the operation, r->mod_revision
  *                what the key had before; previous the record before). If
  *                it landed, the operation is finished or undone
- *                (rs_recover_op); if not, the pools hold previous's again. */
+ *                (op_resume, engine.h); if not, the pools hold previous's again. */
 enum rs_doubt_kind { RS_DOUBT_CREATE, RS_DOUBT_CREATE_UNDO, RS_DOUBT_RELEASE, RS_DOUBT_OPERATION };
 void rs_settle_hold(app *a, enum rs_doubt_kind kind, const rs_record *r, const char *previous);
 /* Settle what is in doubt for name; call with its name lock held, before
@@ -113,16 +114,12 @@ int rs_container_stop(app *a, const char *container, gb_err *err);
  * version N+1 runs. reason goes into the history ("patch", "rollback to
  * 2"). data: {name, replicaSetName, containerName, containerId, version,
  * state, gpus, ports, changed: true, operationId, carry}. */
-int rs_version_change(app *a, enum journal_kind kind, const rs_record *from, rs_record *to,
+int rs_version_change(app *a, const op_kind *kind, const rs_record *from, rs_record *to,
                       bool swapped, const char *reason, json_t **out, gb_err *err);
 /* Start-up or a later call: finish or undo an unfinished change; cur is
  * the set's record (it names op). */
 int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err);
 
-/* Resume or undo one unfinished operation of any kind (start-up, or a call
- * on a set whose record names one). r is its target's record (NULL when
- * the store has none). */
-int rs_recover_op(app *a, journal_op *op, const rs_record *r, gb_err *err);
 /* The first transaction of an operation, which wrote `after` (naming the
  * operation), failed. When the store did not confirm it, it may have landed:
  * it is handed to rs_settle.c with `before` (the record as it was) and the
@@ -149,6 +146,11 @@ int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err);
 /* replicaset_reconcile.c: whether every volume r binds can be mounted now
  * (logs why not). */
 bool rs_volumes_ready(app *a, const rs_record *r);
+
+/* The replica-set kinds of the operation engine's table (op_kinds.c), each
+ * defined in the file that holds its steps. */
+extern const op_kind rs_op_create, rs_op_stop, rs_op_delete, rs_op_restart_same, rs_op_restart_new,
+    rs_op_patch, rs_op_rollback;
 
 #define RS_STOP_TIMEOUT_S 10
 

@@ -293,7 +293,7 @@ static int rs_doubt_settle_operation(app *a, rs_doubt *d, gb_err *err)
     if (found < 0)
         return -1;
     gb_err e = GB_ERR_INIT;
-    int rc = found && op.state == JOURNAL_RUNNING ? rs_recover_op(a, &op, &cur, &e) : 0;
+    int rc = found && op.state == JOURNAL_RUNNING ? op_resume(a, &op, &cur, &e) : 0;
     journal_op_free(&op);
     if (rc < 0 && e.code == ERR_STORE_UNAVAILABLE) {
         *err = e;
@@ -461,4 +461,23 @@ void rs_settle_stop(app *a)
     pthread_mutex_destroy(&s->lock);
     free(s);
     a->settle = NULL;
+}
+
+int rs_begin_failed(app *a, const rs_record *before, const rs_record *after, gb_err *err)
+{
+    if (!err || err->code != ERR_STORE_UNAVAILABLE)
+        return -1;
+    _cleanup_json_ json_t *j = rs_record_to_json(before);
+    _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (text)
+        rs_settle_hold(a, RS_DOUBT_OPERATION, after, text);
+    else
+        log_error("replica set %s: out of memory remembering a write the store did not confirm; "
+                  "what it holds stays held until gpuboxd restarts",
+                  after->name);
+    return err_prefix(err,
+                      "replica set '%s': the store did not confirm the start of the change; "
+                      "gpuboxd carries it out or forgets it by itself once the store answers "
+                      "(what the set holds stays held until then)",
+                      after->name);
 }

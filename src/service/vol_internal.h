@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "service/app.h"
+#include "service/engine.h"
 #include "service/namelock.h"
 #include "service/vol_record.h"
 #include "service/volumes.h"
@@ -83,5 +84,9 @@ void vol_undo_create(app *a, vol_record *r, bool created_docker);
 /* Commit a resize that the storage completed: size, version + 1, the
  * history entry, the marker cleared, in one transaction. */
 int vol_commit_resize(app *a, vol_record *r, uint64_t new_size, gb_err *err);
+
+/* The volume kinds of the operation engine's table (op_kinds.c): not
+ * journalled, listed for their steps and fault points. */
+extern const op_kind vol_op_create, vol_op_delete, vol_op_resize;
 
 #endif

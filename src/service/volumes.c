@@ -23,18 +23,19 @@
  *
  * Fault points (GPUBOX_FAULT, util/fault.h): volume.create.recorded,
  * volume.create.storage, volume.create.docker, volume.delete.marked,
- * volume.delete.docker.
+ * volume.delete.docker; their steps are listed once, in vol_op_create and
+ * vol_op_delete (the operation engine's table, engine.h).
  */
 #include "service/volumes.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "service/engine.h"
 #include "service/keys.h"
 #include "service/metrics.h"
 #include "service/vol_internal.h"
 #include "util/cleanup.h"
-#include "util/fault.h"
 #include "util/log.h"
 #include "util/size.h"
 #include "util/time.h"
@@ -88,7 +89,7 @@ static int vol_make(app *a, vol_record *r, gb_err *err)
             log_error("volume %s: removing the record of a failed create: %s", r->name, e.msg);
         return -1;
     }
-    fault_point("volume.create.storage");
+    op_fault(&vol_op_create, OP_STEP_STORAGE);
     for (size_t i = 0; i < opts.n; i++)
         json_object_set_new(r->docker_options, opts.items[i].key, json_string(opts.items[i].value));
     bool created = false;
@@ -96,7 +97,7 @@ static int vol_make(app *a, vol_record *r, gb_err *err)
         vol_undo_create(a, r, false);
         return -1;
     }
-    fault_point("volume.create.docker");
+    op_fault(&vol_op_create, OP_STEP_DOCKER);
     char hkey[STORE_KEY_MAX];
     keys_volume_history(hkey, sizeof(hkey), r->name, r->version);
     r->state = VOL_STATE_READY;
@@ -143,7 +144,7 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
         return err_set(err, ERR_INTERNAL, "out of memory");
     if (vol_record_save(a->store, &r, NULL, 0, err) < 0)
         return vol_create_code(err);
-    fault_point("volume.create.recorded");
+    op_fault(&vol_op_create, OP_STEP_RECORDED);
     if (vol_make(a, &r, err) < 0)
         return vol_create_code(err);
     log_info("volume %s: created, %s (%s backend%s%s%s), Docker volume %s", name, r.size_text,
@@ -168,7 +169,7 @@ int vol_finish_delete(app *a, vol_record *r, gb_err *err)
         }
         goto restore;
     }
-    fault_point("volume.delete.docker");
+    op_fault(&vol_op_delete, OP_STEP_DOCKER);
     if (volume_destroy(&a->volumes->env, r->name, err) < 0) {
         bool created = false;
         gb_err e = GB_ERR_INIT;
@@ -225,10 +226,33 @@ int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
         if (vol_record_save(a->store, &r, NULL, 0, err) < 0)
             return err_prefix(err, "deleting volume %s", name);
     }
-    fault_point("volume.delete.marked");
+    op_fault(&vol_op_delete, OP_STEP_MARKED);
     if (vol_finish_delete(a, &r, err) < 0)
         return -1;
     log_info("volume %s: deleted, with its data and its size history", name);
     *out = json_pack("{s:s, s:b}", "name", name, "deleted", 1);
     return 0;
 }
+
+static const char *const vol_create_steps[] = {OP_STEP_RECORDED, OP_STEP_STORAGE, OP_STEP_DOCKER};
+static const char *const vol_delete_steps[] = {OP_STEP_MARKED, OP_STEP_DOCKER};
+
+const op_kind vol_op_create = {
+    .name = "volume.create",
+    .steps = vol_create_steps,
+    .nsteps = ARRAY_SIZE(vol_create_steps),
+    .forward = "the record (creating); the storage; the Docker volume; the record ready with "
+               "history entry 1",
+    .back = "what was made is removed in reverse order; a crash after the record is undone at "
+            "start-up (volumes_startup.c)",
+};
+
+const op_kind vol_op_delete = {
+    .name = "volume.delete",
+    .steps = vol_delete_steps,
+    .nsteps = ARRAY_SIZE(vol_delete_steps),
+    .forward = "the record deleting; the Docker volume; the storage; the record and its history "
+               "go",
+    .back = "a failure at the storage makes the Docker volume again and the record ready; a "
+            "crash after the mark is finished at start-up",
+};

@@ -23,18 +23,19 @@
  *      mark cleared. On a failure at 4 the mark is cleared and the volume
  *      keeps its size (the layer guarantees it).
  *
- * Fault points (GPUBOX_FAULT): volume.resize.marked, volume.resize.storage.
+ * Fault points (GPUBOX_FAULT): volume.resize.marked, volume.resize.storage
+ * (vol_op_resize, in the operation engine's table, engine.h).
  */
 #include "service/volumes.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "service/engine.h"
 #include "service/keys.h"
 #include "service/metrics.h"
 #include "service/vol_internal.h"
 #include "util/cleanup.h"
-#include "util/fault.h"
 #include "util/log.h"
 #include "util/size.h"
 #include "util/time.h"
@@ -133,7 +134,7 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
     size_format(new_size, r.resizing_text, sizeof(r.resizing_text));
     if (vol_record_save(a->store, &r, NULL, 0, err) < 0)
         return vol_resize_code(err);
-    fault_point("volume.resize.marked");
+    op_fault(&vol_op_resize, OP_STEP_MARKED);
     if (volume_resize(&a->volumes->env, name, r.docker_mountpoint, new_size, in_use, err) < 0) {
         gb_err e = GB_ERR_INIT;
         r.resizing_to = 0;
@@ -148,7 +149,7 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
             return vol_refuse_in_use(&r, new_size, grow, mounted, err);
         return vol_resize_code(err);
     }
-    fault_point("volume.resize.storage");
+    op_fault(&vol_op_resize, OP_STEP_STORAGE);
     vol_set_unavailable(a, name, NULL); /* the layer attached it */
     if (vol_commit_resize(a, &r, new_size, err) < 0)
         return err_prefix(err,
@@ -165,3 +166,15 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
         return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
 }
+
+static const char *const vol_resize_steps[] = {OP_STEP_MARKED, OP_STEP_STORAGE};
+
+const op_kind vol_op_resize = {
+    .name = "volume.resize",
+    .steps = vol_resize_steps,
+    .nsteps = ARRAY_SIZE(vol_resize_steps),
+    .forward = "the record resizing; the storage resized; the new size, version + 1 and the "
+               "history entry in one transaction, the mark cleared",
+    .back = "a failure at the storage clears the mark (the size stays); a crash after the mark "
+            "is finished at start-up",
+};
