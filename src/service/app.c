@@ -26,9 +26,9 @@
 #include "service/metrics.h"
 #include "service/service.h"
 #include "service/namelock.h"
-#include "service/replicaset.h"
-#include "service/rs_internal.h"
-#include "service/volumes.h"
+#include "service/replicaset/replicaset.h"
+#include "service/replicaset/doubt.h"
+#include "service/volume/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -354,7 +354,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     /* Volumes before the replica sets: reconciling may start containers,
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
-        replicaset_reconcile(a, err) < 0 || rs_settle_start(a, err) < 0)
+        replicaset_reconcile(a, err) < 0 || rs_doubt_start(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
@@ -369,7 +369,7 @@ void app_close(app *a)
 {
     if (!a)
         return;
-    rs_settle_stop(a); /* first: it takes name locks and gives back to the pools */
+    rs_doubt_stop(a); /* first: it takes name locks and gives back to the pools */
     volumes_close(a->volumes);
     resources_cache_free(a->gpus_cache);
     namelock_table_free(a->locks);

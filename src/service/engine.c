@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "service/rs_internal.h"
-#include "service/rs_record.h"
+#include "service/replicaset/doubt.h"
+#include "service/replicaset/record.h"
 #include "util/cleanup.h"
 #include "util/fault.h"
 #include "util/log.h"
@@ -65,7 +65,7 @@ int op_begin(app *a, journal_op *op, rs_record *r, const rs_record *before, cons
     if (journal_txn_op(op, okey, &oval, &ops[nextra], err) < 0)
         return -1;
     if (rs_record_save(a->store, r, ops, nextra + 1, err) < 0)
-        return before ? rs_begin_failed(a, before, r, err) : -1;
+        return before ? rs_doubt_begin_failed(a, before, r, err) : -1;
     journal_step_written(op, first);
     journal_fault(journal_kind_name(op->kind), first);
     return 0;

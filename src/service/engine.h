@@ -96,7 +96,7 @@ int op_init(journal_op *op, const op_kind *k, const char *target, json_t *data, 
  * with extra (may be NULL/0) as one compare-and-swap on r
  * (rs_record_save); then the fault point <kind>:<first step>. When the
  * store did not confirm it and before is given (r as it was loaded), the
- * write is handed to the doubt handling (doubt.h: rs_begin_failed) and the
+ * write is handed to the doubt handling (doubt.h: rs_doubt_begin_failed) and the
  * error says so: the caller gives back nothing then (err->code stays
  * ERR_STORE_UNAVAILABLE). */
 int op_begin(app *a, journal_op *op, struct rs_record *r, const struct rs_record *before,

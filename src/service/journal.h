@@ -27,7 +27,7 @@
  *
  * This module knows the record's form and its place in the store; what each
  * kind does, and how it resumes, belongs to the replica-set service
- * (replicaset_recover.c). Each step's work must be idempotent: after a crash
+ * (replicaset/recover.c). Each step's work must be idempotent: after a crash
  * it may run again.
  *
  * Fault injection (for tests): with GPUBOX_FAULT=<kind>:<step> in its

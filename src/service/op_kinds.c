@@ -7,8 +7,8 @@
  * through app->op_kinds) and gpuboxd --list-fault-points read it.
  */
 #include "service/engine.h"
-#include "service/rs_internal.h"
-#include "service/vol_internal.h"
+#include "service/replicaset/replicaset.h"
+#include "service/volume/volumes.h"
 
 const op_kind *const op_kinds[] = {
     &rs_op_create, &rs_op_stop,     &rs_op_delete,  &rs_op_restart_same, &rs_op_restart_new,
