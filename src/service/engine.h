@@ -82,6 +82,9 @@ typedef struct op_kind {
     op_resume_fn resume;   /* journalled: how it resumes after a crash */
 } op_kind;
 
+/* An op_kind's steps, from an array of names. */
+#define OP_STEPS(list) .steps = (list), .nsteps = sizeof(list) / sizeof((list)[0])
+
 /* The table (op_kinds.c): every kind, NULL-terminated. */
 extern const op_kind *const op_kinds[];
 

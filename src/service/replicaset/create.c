@@ -301,8 +301,7 @@ const op_kind rs_op_create = {
     .name = "create",
     .journalled = true,
     .kind = JOURNAL_CREATE,
-    .steps = rs_create_steps,
-    .nsteps = ARRAY_SIZE(rs_create_steps),
+    OP_STEPS(rs_create_steps),
     .forward = "GPUs and ports taken; the record (creating), its history entry and the "
                "operation in one transaction; the container created; started, the record "
                "running",

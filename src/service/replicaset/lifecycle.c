@@ -128,12 +128,21 @@ int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
     return rc;
 }
 
-int rs_stop_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+typedef int (*rs_run_fn)(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err);
+
+/* Resume with run on a copy of r (the record naming op); nobody waits for
+ * an answer. */
+static int rs_resume_with(app *a, journal_op *op, const rs_record *r, rs_run_fn run, gb_err *err)
 {
     _cleanup_(rs_record_free) rs_record cur = {0};
     if (rs_record_copy(r, &cur) < 0)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    return rs_stop_run(a, op, &cur, NULL, err);
+    return run(a, op, &cur, NULL, err);
+}
+
+int rs_stop_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+{
+    return rs_resume_with(a, op, r, rs_stop_run, err);
 }
 
 int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
@@ -269,18 +278,14 @@ int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err
 
 int rs_delete_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
 {
-    _cleanup_(rs_record_free) rs_record cur = {0};
-    if (rs_record_copy(r, &cur) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    return rs_delete_run(a, op, &cur, NULL, err);
+    return rs_resume_with(a, op, r, rs_delete_run, err);
 }
 
 const op_kind rs_op_stop = {
     .name = "stop",
     .journalled = true,
     .kind = JOURNAL_STOP,
-    .steps = rs_stop_steps,
-    .nsteps = ARRAY_SIZE(rs_stop_steps),
+    OP_STEPS(rs_stop_steps),
     .forward = "the record names the operation; the container is stopped; the record says "
                "stopped, its holdings moved to lastGpus/lastPorts, and the pools get them back",
     .back = "only when the container cannot be stopped: the record names no operation again",
@@ -291,8 +296,7 @@ const op_kind rs_op_delete = {
     .name = "delete",
     .journalled = true,
     .kind = JOURNAL_DELETE,
-    .steps = rs_delete_steps,
-    .nsteps = ARRAY_SIZE(rs_delete_steps),
+    OP_STEPS(rs_delete_steps),
     .forward = "the record names the operation; the container is removed; the record says "
                "deleted (or it and its history go, purging), and the pools get its holdings back",
     .back = "only when the container cannot be removed: the record names no operation again",

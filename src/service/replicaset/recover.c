@@ -4,10 +4,11 @@
  * rest of reconciliation), and on a later call on a set whose record still
  * names one (an operation that could go neither way when it ran).
  *
- * Each kind decides in its own file (replicaset/internal.h lists them):
+ * Each kind decides in its own file, reached through the operation
+ * engine's table (op_resume, engine.h):
  *   create               container exists: started, running; else undone
  *   patch, rollback,     before carry-begin: undone; from carry-begin on:
- *   restart (new cards)  forward (replicaset/version.c)
+ *   restart (new cards)  forward (version.c)
  *   restart (same cards) forward: the container is started
  *   stop, delete         forward
  * An operation whose set's record no longer names it (changed by hand) is

@@ -156,8 +156,7 @@ const op_kind rs_op_restart_same = {
     .journalled = true,
     .kind = JOURNAL_RESTART,
     .mode = "same",
-    .steps = rs_restart_same_steps,
-    .nsteps = ARRAY_SIZE(rs_restart_same_steps),
+    OP_STEPS(rs_restart_same_steps),
     .forward = "a stopped set's last cards and ports taken again: the record holds them and "
                "names the operation; its container is started; the record says running",
     .back = "only when the container cannot start: the record holds nothing again and the "

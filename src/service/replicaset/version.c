@@ -437,39 +437,15 @@ int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err)
     "<name>-(N+1) removed, <name>-N started again, the record back at N, the pools get back "      \
     "what only N+1 held"
 
-const op_kind rs_op_patch = {
-    .name = "patch",
-    .journalled = true,
-    .kind = JOURNAL_PATCH,
-    .steps = rs_version_steps,
-    .nsteps = ARRAY_SIZE(rs_version_steps),
-    .no_return = OP_STEP_CARRY_BEGIN,
-    .forward = RS_VERSION_FORWARD,
-    .back = RS_VERSION_BACK,
-    .resume = rs_version_resume,
-};
+/* patch, rollback and restart-new are one change under three names. */
+#define RS_VERSION_KIND(label, journal_kind)                                                       \
+    {                                                                                              \
+        .name = label, .journalled = true, .kind = journal_kind, OP_STEPS(rs_version_steps),       \
+        .no_return = OP_STEP_CARRY_BEGIN, .forward = RS_VERSION_FORWARD, .back = RS_VERSION_BACK,  \
+        .resume = rs_version_resume,                                                               \
+    }
 
-const op_kind rs_op_rollback = {
-    .name = "rollback",
-    .journalled = true,
-    .kind = JOURNAL_ROLLBACK,
-    .steps = rs_version_steps,
-    .nsteps = ARRAY_SIZE(rs_version_steps),
-    .no_return = OP_STEP_CARRY_BEGIN,
-    .forward = RS_VERSION_FORWARD,
-    .back = RS_VERSION_BACK,
-    .resume = rs_version_resume,
-};
-
+const op_kind rs_op_patch = RS_VERSION_KIND("patch", JOURNAL_PATCH);
+const op_kind rs_op_rollback = RS_VERSION_KIND("rollback", JOURNAL_ROLLBACK);
 /* A stopped set's restart when its cards or ports were taken meanwhile. */
-const op_kind rs_op_restart_new = {
-    .name = "restart-new",
-    .journalled = true,
-    .kind = JOURNAL_RESTART,
-    .steps = rs_version_steps,
-    .nsteps = ARRAY_SIZE(rs_version_steps),
-    .no_return = OP_STEP_CARRY_BEGIN,
-    .forward = RS_VERSION_FORWARD,
-    .back = RS_VERSION_BACK,
-    .resume = rs_version_resume,
-};
+const op_kind rs_op_restart_new = RS_VERSION_KIND("restart-new", JOURNAL_RESTART);

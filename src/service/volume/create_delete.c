@@ -239,8 +239,7 @@ static const char *const vol_delete_steps[] = {OP_STEP_MARKED, OP_STEP_DOCKER};
 
 const op_kind vol_op_create = {
     .name = "volume.create",
-    .steps = vol_create_steps,
-    .nsteps = ARRAY_SIZE(vol_create_steps),
+    OP_STEPS(vol_create_steps),
     .forward = "the record (creating); the storage; the Docker volume; the record ready with "
                "history entry 1",
     .back = "what was made is removed in reverse order; a crash after the record is undone at "
@@ -249,8 +248,7 @@ const op_kind vol_op_create = {
 
 const op_kind vol_op_delete = {
     .name = "volume.delete",
-    .steps = vol_delete_steps,
-    .nsteps = ARRAY_SIZE(vol_delete_steps),
+    OP_STEPS(vol_delete_steps),
     .forward = "the record deleting; the Docker volume; the storage; the record and its history "
                "go",
     .back = "a failure at the storage makes the Docker volume again and the record ready; a "

@@ -171,8 +171,7 @@ static const char *const vol_resize_steps[] = {OP_STEP_MARKED, OP_STEP_STORAGE};
 
 const op_kind vol_op_resize = {
     .name = "volume.resize",
-    .steps = vol_resize_steps,
-    .nsteps = ARRAY_SIZE(vol_resize_steps),
+    OP_STEPS(vol_resize_steps),
     .forward = "the record resizing; the storage resized; the new size, version + 1 and the "
                "history entry in one transaction, the mark cleared",
     .back = "a failure at the storage clears the mark (the size stays); a crash after the mark "
