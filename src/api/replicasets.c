@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/replicaset.h"
+#include "service/replicaset/replicaset.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/names.h"

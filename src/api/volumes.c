@@ -8,7 +8,7 @@
  */
 #include "api/api.h"
 
-#include "service/volumes.h"
+#include "service/volume/volumes.h"
 
 /* One service answer into the response (call it with the service's
  * result already in hand: argument order is unspecified in C). */

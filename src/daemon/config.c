@@ -274,6 +274,10 @@ static const config_option config_options[] = {
             config_file),
     OPT_CLI("help", NULL, NULL, "show this help and exit", show_help),
     OPT_CLI("version", NULL, NULL, "show the version and exit", show_version),
+    OPT_CLI("list-fault-points", NULL, NULL,
+            "list the steps GPUBOX_FAULT can stop at (one a line: the value, a tab, the "
+            "operation) and exit",
+            show_fault_points),
 };
 
 static const config_option *config_find(const char *name, size_t len)
@@ -548,8 +552,9 @@ int config_load(daemon_config *cfg, int argc, char **argv, gb_err *err)
 {
     if (config_init(cfg, err) < 0)
         return -1;
-    /* Pass 1: check every flag's syntax and find --config, --help and
-     * --version, so the file can be read before the flags that override it. */
+    /* Pass 1: check every flag's syntax and find --config, --help,
+     * --version and --list-fault-points, so the file can be read before the flags that override it.
+     */
     for (int i = 1; i < argc; i++) {
         const config_option *o = NULL;
         const char *value = NULL;
@@ -559,10 +564,12 @@ int config_load(daemon_config *cfg, int argc, char **argv, gb_err *err)
             cfg->show_help = true;
         else if (strcmp(o->name, "version") == 0)
             cfg->show_version = true;
+        else if (strcmp(o->name, "list-fault-points") == 0)
+            cfg->show_fault_points = true;
         else if (strcmp(o->name, "config") == 0 && set_string(&cfg->config_file, value, err) < 0)
             return -1;
     }
-    if (cfg->show_help || cfg->show_version)
+    if (cfg->show_help || cfg->show_version || cfg->show_fault_points)
         return 0;
     if (cfg->config_file && config_parse_file(cfg, cfg->config_file, err) < 0)
         return -1;

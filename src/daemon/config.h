@@ -44,7 +44,7 @@ typedef struct daemon_config {
     unsigned connection_timeout_s;
     unsigned shutdown_timeout_s;
 
-    bool show_help, show_version;
+    bool show_help, show_version, show_fault_points;
 
     /* Where settings came from while reading (enum config_origin); only the
      * two GPU settings that interact remember theirs. */
@@ -59,7 +59,7 @@ void config_free(daemon_config *cfg);
 
 /* The whole sequence gpuboxd runs: defaults, then the --config file if any,
  * then the flags, then config_finalize. With --help or --version it stops
- * early with show_help / show_version set. */
+ * early with show_help / show_version / show_fault_points set. */
 int config_load(daemon_config *cfg, int argc, char **argv, gb_err *err);
 
 /* The pieces, for tests. */

@@ -22,6 +22,7 @@
 #include "daemon/security.h"
 #include "http/server.h"
 #include "service/app.h"
+#include "service/engine.h"
 #include "util/log.h"
 
 static int exit_code_for(const gb_err *err)
@@ -106,6 +107,8 @@ int main(int argc, char **argv)
         config_usage(stdout);
     } else if (cfg.show_version) {
         printf("gpuboxd %s (API %s)\n", GPUBOX_VERSION, APP_API_VERSION);
+    } else if (cfg.show_fault_points) {
+        op_print_fault_points(op_kinds, stdout);
     } else {
         log_set_level(cfg.log_level);
         /* Security files are read before anything starts, so a mistake in

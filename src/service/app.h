@@ -54,7 +54,8 @@ typedef struct app_config {
 } app_config;
 
 typedef struct resources_cache resources_cache;
-struct rs_settle;
+struct rs_doubts;
+struct op_kind;
 
 typedef struct app {
     app_config cfg;
@@ -66,9 +67,10 @@ typedef struct app {
     resources_cache *gpus_cache;  /* serialized GET /resources/gpus (resources.c) */
     struct namelock_table *locks; /* per-name serialization (namelock.h) */
     struct ops_metrics *ops;      /* operations by kind and result (metrics.h) */
-    struct rs_settle *settle;     /* writes the store did not confirm (rs_settle.c) */
-    struct volumes_ctx *volumes;  /* the volume service's state (volumes.h) */
-    int data_dir_lock;            /* flock on <data_dir>/gpuboxd.lock; -1 when none */
+    struct rs_doubts *doubts; /* writes the store did not confirm: in doubt (replicaset/doubt.c) */
+    const struct op_kind *const *op_kinds; /* the operation engine's table (engine.h) */
+    struct volumes_ctx *volumes;           /* the volume service's state (volumes.h) */
+    int data_dir_lock;                     /* flock on <data_dir>/gpuboxd.lock; -1 when none */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];
     char docker_api_version[16];

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/volumes.h"
+#include "service/volume/volumes.h"
 #include "util/cleanup.h"
 
 /* Paths no bind may mount, whatever the prefixes say: the host itself. The

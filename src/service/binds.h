@@ -18,7 +18,7 @@
 
 #include "docker/docker.h"
 #include "service/app.h"
-#include "service/rs_spec.h"
+#include "service/replicaset/spec.h"
 #include "util/err.h"
 
 typedef struct binds_resolved {

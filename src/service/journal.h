@@ -26,9 +26,9 @@
  * Each step also logs its time, split into work and write, at debug level.
  *
  * This module knows the record's form and its place in the store; what each
- * kind does, and how it resumes, belongs to the replica-set service
- * (replicaset_recover.c). Each step's work must be idempotent: after a crash
- * it may run again.
+ * kind does, and how it resumes, is the operation engine's table (engine.h,
+ * op_kinds.c), each kind in its own file. Each step's work must be
+ * idempotent: after a crash it may run again.
  *
  * Fault injection (for tests): with GPUBOX_FAULT=<kind>:<step> in its
  * environment, gpuboxd exits at once with status 99 right after that step is

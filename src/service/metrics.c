@@ -12,7 +12,7 @@
 
 #include "sched/gpus.h"
 #include "service/keys.h"
-#include "service/volumes.h"
+#include "service/volume/volumes.h"
 #include "util/cleanup.h"
 #include "util/prom.h"
 #include "util/time.h"

@@ -1,6 +1,6 @@
 /*
  * store_json.h - reading one record of the store as JSON, for the service's
- * record modules (rs_record.c, vol_record.c, journal.c): the store treats
+ * record modules (replicaset/record.c, volume/record.c, journal.c): the store treats
  * values as opaque strings, and every record gpubox writes is a JSON
  * object.
  */

@@ -22,9 +22,11 @@ import http.client
 import json
 import os
 import sqlite3
+import subprocess
 
 import pytest
 
+from conftest import GPUBOXD
 from rsutil import (IMAGE, LONG_RUNNING, RUN_TAG, call, container, containers_of, create,
                     create_ok, delete, device_uuids, gpu_devices, held_gpus, history, host_ports,
                     info, lifecycle, list_sets, patch, patch_ok, remove_containers, rollback,
@@ -36,27 +38,40 @@ ARGS = ("--simulate-gpus", "8xA100-80GB", "--port-range", PORT_RANGE)
 NAME = f"{PREFIX}_set"
 THIEF = f"{PREFIX}_thief"
 
-VERSION_STEPS = ["begin", "container-created", "old-stopped", "carry-begin", "carried",
-                 "new-started", "old-removed", "committed"]
-DOCKER_STEPS = ["container-created", "old-stopped", "carry-begin", "carried", "new-started",
-                "old-removed"]
+
+
+def fault_points():
+    """{operation: [its fault points, as GPUBOX_FAULT names them after
+    "<kind>:"]}, from the daemon's own table (gpuboxd --list-fault-points),
+    in step order."""
+    out = subprocess.run([str(GPUBOXD), "--list-fault-points"], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    points = {}
+    for line in out.splitlines():
+        value, op = line.split("\t")
+        if ":" in value:  # the journalled operations' (volumes' are "volume.create.docker")
+            points.setdefault(op, []).append(value.split(":", 1)[1])
+    return points
+
+
+POINTS = fault_points()
+VERSION_STEPS = [s for s in POINTS["patch"] if not s.startswith("before:")]
 # Up to here a new version is undone; from carry-begin on it goes forward.
-UNDONE = {"begin", "container-created", "old-stopped", "before:container-created",
-          "before:old-stopped", "before:carry-begin"}
+NO_RETURN = VERSION_STEPS.index("carry-begin")
+UNDONE = set(VERSION_STEPS[:NO_RETURN]) | {f"before:{s}" for s in VERSION_STEPS[1:NO_RETURN + 1]}
 
 
 def cases():
-    out = [("create", s) for s in ("record", "before:container-created", "container-created",
-                                   "started")]
-    out += [("patch", s) for s in VERSION_STEPS + [f"before:{s}" for s in DOCKER_STEPS]]
-    out += [("patch-share", s) for s in VERSION_STEPS]
-    out += [("rollback", s) for s in VERSION_STEPS]
-    out += [("restart-new", s) for s in VERSION_STEPS]
-    out += [("restart-same", s) for s in ("begin", "before:started", "started", "committed")]
-    out += [("stop", s) for s in ("begin", "before:container-stopped", "container-stopped",
-                                  "committed")]
-    out += [("delete", s) for s in ("begin", "before:container-removed", "container-removed",
-                                    "committed")]
+    """Every fault point of create, patch, restart on the same cards, stop
+    and delete; the recorded steps of a share patch, a rollback and a
+    restart on other cards (the same steps as patch)."""
+    recorded = [("patch-share", "patch"), ("rollback", "rollback"), ("restart-new", "restart-new")]
+    out = [("create", s) for s in POINTS["create"]]
+    out += [("patch", s) for s in POINTS["patch"]]
+    for kind, op in recorded:
+        out += [(kind, s) for s in POINTS[op] if not s.startswith("before:")]
+    for kind in ("restart-same", "stop", "delete"):
+        out += [(kind, s) for s in POINTS[kind]]
     return out
 
 

@@ -13,7 +13,7 @@
 
 #include "http/json_depth.h"
 #include "http/request.h"
-#include "service/rs_spec.h"
+#include "service/replicaset/spec.h"
 #include "util/json.h"
 
 static void fuzz_fields(const json_t *body)

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "service/rs_spec.h"
+#include "service/replicaset/spec.h"
 #include "util/cleanup.h"
 
 static const char *const base_text =

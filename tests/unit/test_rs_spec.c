@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "service/rs_record.h"
-#include "service/rs_spec.h"
+#include "service/replicaset/record.h"
+#include "service/replicaset/spec.h"
 #include "util/cleanup.h"
 
 static const char *const create_extra[] = {"replicaSetName", NULL};

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "service/keys.h"
-#include "service/vol_record.h"
+#include "service/volume/record.h"
 #include "store_test_util.h"
 #include "util/cleanup.h"
 

@@ -1,0 +1,152 @@
+/*
+ * container.c - a version's container: its run spec from the record, made
+ * (not started) with its binds and GPU env, stopped; and whether the
+ * volumes it binds can be mounted now. Shared by every operation that
+ * makes, stops or starts a set's container (internal.h).
+ */
+#include "service/replicaset/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/replicaset/gpu_env.h"
+#include "service/volume/volumes.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+static enum docker_gpu_attach rs_gpu_attach(const app *a)
+{
+    const char *mode = a->cfg.gpu_attach ? a->cfg.gpu_attach : "nvidia";
+    if (strcmp(mode, "cdi") == 0)
+        return DOCKER_GPU_CDI;
+    if (strcmp(mode, "runtime") == 0)
+        return DOCKER_GPU_RUNTIME;
+    return DOCKER_GPU_NVIDIA;
+}
+
+/* The spec's env then the GPU env, the user's binds then gpubox's mounts:
+ * one array each, pointing into their owners. */
+static int rs_run_lists(const rs_record *r, const binds_resolved *binds, const rs_gpu_env *ge,
+                        const char ***env, docker_bind **mounts, gb_err *err)
+{
+    const rs_spec *s = &r->spec;
+    *env = calloc(s->nenv + ge->nenv + 1, sizeof(**env));
+    *mounts = calloc(binds->n + ge->nmounts + 1, sizeof(**mounts));
+    if (!*env || !*mounts)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < s->nenv; i++)
+        (*env)[i] = s->env[i];
+    for (size_t i = 0; i < ge->nenv; i++)
+        (*env)[s->nenv + i] = ge->env[i];
+    for (size_t i = 0; i < binds->n; i++)
+        (*mounts)[i] = binds->binds[i];
+    for (size_t i = 0; i < ge->nmounts; i++)
+        (*mounts)[binds->n + i] = ge->mounts[i];
+    return 0;
+}
+
+int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_run_spec *ds,
+                     gb_err *err)
+{
+    const rs_spec *s = &r->spec;
+    p->uuids = calloc(r->ngpus + 1, sizeof(*p->uuids));
+    p->ports = calloc(r->nports + 1, sizeof(*p->ports));
+    p->labels = json_deep_copy(s->labels);
+    if (!p->uuids || !p->ports || !p->labels)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < r->ngpus; i++)
+        p->uuids[i] = r->gpus[i];
+    for (size_t i = 0; i < r->nports; i++)
+        p->ports[i] = (docker_port){.container_port = r->ports[i].container_port,
+                                    .host_port = r->ports[i].host_port,
+                                    .protocol = r->ports[i].protocol};
+    char version[16];
+    snprintf(version, sizeof(version), "%d", r->version);
+    json_object_set_new(p->labels, DOCKER_LABEL_REPLICASET, json_string(r->name));
+    json_object_set_new(p->labels, DOCKER_LABEL_VERSION, json_string(version));
+    *ds = (docker_run_spec){
+        .image = s->image,
+        .cmd = (const char *const *)s->cmd,
+        .ncmd = s->ncmd,
+        .env = (const char *const *)s->env,
+        .nenv = s->nenv,
+        .labels = p->labels,
+        .ports = p->ports,
+        .nports = r->nports,
+        .gpu_attach = rs_gpu_attach(a),
+        .gpu_uuids = p->uuids,
+        .ngpus = r->ngpus,
+        .cpus = s->cpus,
+        .memory_bytes = s->memory_bytes,
+        .shm_bytes = s->shm_bytes,
+        .restart_policy = s->restart_policy,
+        .tty = true,
+        .hostname = r->name,
+    };
+    return 0;
+}
+
+void rs_run_spec_parts_free(rs_run_spec_parts *p)
+{
+    free(p->uuids);
+    free(p->ports);
+    json_decref(p->labels);
+    *p = (rs_run_spec_parts){0};
+}
+
+int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
+                        gb_err *err)
+{
+    _cleanup_(rs_run_spec_parts_free) rs_run_spec_parts parts = {0};
+    docker_run_spec ds;
+    if (rs_run_spec_base(a, r, &parts, &ds, err) < 0)
+        return -1;
+    _cleanup_(rs_gpu_env_free) rs_gpu_env gpu_env = {0};
+    _cleanup_free_ const char **env = NULL;
+    _cleanup_free_ docker_bind *mounts = NULL;
+    if (rs_gpu_env_prepare(a, r, binds, &gpu_env, err) < 0)
+        return -1;
+    if (rs_run_lists(r, binds, &gpu_env, &env, &mounts, err) < 0) {
+        rs_gpu_env_remove(a, r->container_name);
+        return -1;
+    }
+    ds.env = env;
+    ds.nenv = r->spec.nenv + gpu_env.nenv;
+    ds.binds = mounts;
+    ds.nbinds = binds->n + gpu_env.nmounts;
+    _cleanup_json_ json_t *config = NULL;
+    _cleanup_free_ char *cid = NULL;
+    if (docker_run_spec_to_json(&ds, &config, err) < 0) {
+        rs_gpu_env_remove(a, r->container_name);
+        return -1;
+    }
+    if (docker_container_create(a->docker, r->container_name, config, &cid, err) < 0) {
+        rs_gpu_env_remove(a, r->container_name);
+        return err_prefix(err, "creating container %s", r->container_name);
+    }
+    *id = steal_ptr(&cid);
+    return 0;
+}
+
+int rs_container_stop(app *a, const char *container, gb_err *err)
+{
+    return docker_container_stop_promptly(a->docker, container, RS_STOP_TIMEOUT_S, err);
+}
+
+bool rs_volumes_ready(app *a, const rs_record *r)
+{
+    for (size_t i = 0; i < r->spec.nbinds; i++) {
+        if (r->spec.binds[i].src[0] == '/')
+            continue;
+        char *docker_name = NULL;
+        gb_err err = GB_ERR_INIT;
+        int rc = volumes_bind_source(a, r->spec.binds[i].src, &docker_name, &err);
+        free(docker_name);
+        if (rc < 0) {
+            log_error("reconcile: %s: not starting %s: %s", r->name, r->container_name, err.msg);
+            return false;
+        }
+    }
+    return true;
+}

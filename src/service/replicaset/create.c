@@ -1,0 +1,312 @@
+/*
+ * create.c - creating a replica set (its container is made by
+ * container.c, shared with the operations that make new versions).
+ *
+ * Order, so that a failure at any step gives everything back:
+ *   1. checks that change nothing: name, existing record, image, binds;
+ *   2. GPUs and ports from the pools (all or nothing);
+ *   3. one store transaction: the record (state "creating") and the history
+ *      entry, only if the name is still free; from here the store says who
+ *      holds what, before any container exists;
+ *   4. Docker: create and start <name>-<version>;
+ *   5. the record says "running".
+ * If 4 fails, the container is removed, the record goes back to what it was
+ * and the pools get their GPUs and ports back.
+ *
+ * The operation journal (journal.h) follows it: the operation is written
+ * with the record in step 3 (step "record"), then "container-created", then
+ * "started" with the record saying running. A crash in between leaves a
+ * "creating" record and an unfinished operation; at the next start the
+ * create is finished if its container exists (started, running) and undone
+ * otherwise (rs_create_resume).
+ */
+#include "service/replicaset/replicaset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/metrics.h"
+#include "service/namelock.h"
+#include "service/replicaset/gpu_env.h"
+#include "service/replicaset/internal.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/time.h"
+
+static const char *const rs_create_steps[] = {OP_STEP_RECORD, OP_STEP_CONTAINER_CREATED,
+                                              OP_STEP_STARTED};
+
+/* Put the store back as it was before step 3: the deleted record of an
+ * earlier life (previous_json) or no record; the new history entry goes,
+ * and op (may be NULL) is written undone with why. Then the pools get r's
+ * GPUs and ports back. */
+static int rs_create_undo(app *a, const rs_record *r, const char *previous_json, journal_op *op,
+                          const char *why, gb_err *err)
+{
+    char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX];
+    keys_replicaset(key, sizeof(key), r->name);
+    keys_replicaset_history(hkey, sizeof(hkey), r->name, r->version);
+    store_op ops[3] = {{.kind = STORE_OP_DELETE, .key = hkey}};
+    ops[1] = previous_json ? (store_op){.kind = STORE_OP_PUT, .key = key, .value = previous_json}
+                           : (store_op){.kind = STORE_OP_DELETE, .key = key};
+    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
+    int landed = op_close_txn(a, op, JOURNAL_UNDONE, why, &cmp, ops, 2, err);
+    if (landed < 0) {
+        /* The record still lists the GPUs until the undo is known to have
+         * landed: they stay held meanwhile (replicaset/doubt.c). */
+        if (err && err->code == ERR_STORE_UNAVAILABLE)
+            rs_doubt_hold(a, RS_DOUBT_CREATE_UNDO, r, previous_json);
+        return -1;
+    }
+    if (!landed)
+        return err_set(err, ERR_CONFLICT, "replica set %s changed meanwhile", r->name);
+    rs_alloc_give_back(a, r);
+    return 0;
+}
+
+/* The record says running, and the operation (may be NULL) is done. */
+static int rs_create_finish(app *a, rs_record *r, journal_op *op, gb_err *err)
+{
+    r->state = RS_STATE_RUNNING;
+    if (op)
+        journal_mark(op, OP_STEP_CONTAINER_CREATED);
+    return op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err);
+}
+
+static json_t *rs_create_answer(const rs_record *r, const char *op_id)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:s}", "name", r->container_name,
+                     "replicaSetName", r->name, "containerName", r->container_name, "containerId",
+                     r->container_id, "version", r->version, "gpus", rs_record_gpus_json(r),
+                     "gpuShares", rs_record_gpu_shares_json(r), "ports", rs_record_ports_json(r),
+                     "operationId", op_id);
+}
+
+/* Step 1: what must hold before anything is taken. *previous gets the JSON
+ * of a deleted earlier life (NULL if none), whose versions r continues. */
+static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **previous, gb_err *err)
+{
+    if (rs_doubt_resolve(a, r->name, err) < 0)
+        return -1;
+    rs_record old = {0};
+    int found = rs_record_load(a->store, r->name, &old, err);
+    if (found < 0)
+        return -1;
+    if (found && old.state != RS_STATE_DELETED) {
+        err_set(err, ERR_EXISTS,
+                "replica set '%s' already exists (%s, container %s); pick another name or "
+                "delete it first",
+                r->name, rs_state_name(old.state), old.container_name);
+        rs_record_free(&old);
+        return -1;
+    }
+    if (found) {
+        json_t *j = rs_record_to_json(&old);
+        *previous = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        r->version = old.version + 1;
+        r->mod_revision = old.mod_revision;
+        rs_record_free(&old);
+    } else {
+        r->version = 1;
+    }
+    _cleanup_json_ json_t *image = NULL;
+    if (docker_image_inspect(a->docker, spec->image, &image, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* Step 3: record (state creating), history entry and operation, in one
+ * transaction, only if the name is still as step 1 saw it. */
+static int rs_create_record(app *a, rs_record *r, journal_op *op, gb_err *err)
+{
+    r->state = RS_STATE_CREATING;
+    time_iso_now(r->update_time, sizeof(r->update_time));
+    memcpy(r->create_time, r->update_time, sizeof(r->create_time));
+    char hkey[STORE_KEY_MAX];
+    keys_replicaset_history(hkey, sizeof(hkey), r->name, r->version);
+    _cleanup_json_ json_t *hist = rs_record_history_entry(r, "create");
+    _cleanup_free_ char *hist_text = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
+    store_op put = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
+    if (!hist_text)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    /* No `before`: a create in doubt is settled as a create (the caller). */
+    if (op_begin(a, op, r, NULL, &put, 1, err) < 0) {
+        if (err && err->code == ERR_CONFLICT)
+            err_set(err, ERR_EXISTS, "replica set '%s' was just created by another request",
+                    r->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Step 4: create, record, start. On failure the container is removed. */
+static int rs_create_container(app *a, rs_record *r, journal_op *op, const binds_resolved *binds,
+                               gb_err *err)
+{
+    _cleanup_free_ char *id = NULL;
+    if (rs_container_create(a, r, binds, &id, err) < 0)
+        return -1;
+    snprintf(r->container_id, sizeof(r->container_id), "%s", id);
+    if (op_step(a, op, OP_STEP_CONTAINER_CREATED, err) < 0 ||
+        docker_container_start(a->docker, id, err) < 0) {
+        gb_err rm = GB_ERR_INIT;
+        if (docker_container_remove(a->docker, id, true, &rm) < 0)
+            log_warn("replica set %s: removing container %s after a failed start: %s", r->name,
+                     r->container_name, rm.msg);
+        else
+            rs_gpu_env_remove(a, r->container_name);
+        return err_prefix(err, "starting container %s", r->container_name);
+    }
+    return 0;
+}
+
+int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "create", out, err);
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    _cleanup_free_ char *previous = NULL;
+    snprintf(r.name, sizeof(r.name), "%s", name);
+    if (rs_spec_copy(spec, &r.spec) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (rs_create_check(a, &r, spec, &previous, err) < 0) {
+        if (err && err->code == ERR_STORE_UNAVAILABLE)
+            err_prefix(err, "creating replica set '%s': nothing was changed", name);
+        return -1;
+    }
+    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
+    if (binds_resolve(a, spec, &binds, err) < 0)
+        return -1;
+    snprintf(r.container_name, sizeof(r.container_name), "%s-%d", name, r.version);
+
+    /* 2 and 3: allocate, then commit record, history and operation. */
+    journal_op op = {0};
+    if (op_init(&op, &rs_op_create, name, json_pack("{s:s?}", "previous", previous), err) < 0)
+        return -1;
+    if (rs_alloc_take(a, &r, err) < 0) {
+        journal_op_free(&op);
+        return -1;
+    }
+    if (rs_create_record(a, &r, &op, err) < 0) {
+        journal_op_free(&op);
+        if (err && err->code == ERR_STORE_UNAVAILABLE) {
+            /* The record may have landed, listing these GPUs and ports:
+             * they stay held until replicaset/doubt.c knows. */
+            rs_doubt_hold(a, RS_DOUBT_CREATE, &r, previous);
+            char why[sizeof(err->msg)];
+            snprintf(why, sizeof(why), "%s", err->msg);
+            return err_set(err, ERR_STORE_UNAVAILABLE,
+                           "creating replica set '%s': the store did not confirm the record (%s); "
+                           "no container was made, and gpuboxd undoes the record by itself once "
+                           "the store answers (its GPUs and ports stay held until then)",
+                           name, why);
+        }
+        rs_alloc_give_back(a, &r);
+        return -1;
+    }
+
+    /* 4 and 5 */
+    int rc = -1;
+    if (rs_create_container(a, &r, &op, &binds, err) < 0) {
+        gb_err undo = GB_ERR_INIT;
+        if (rs_create_undo(a, &r, previous, &op, err->msg, &undo) < 0)
+            log_error("replica set %s: could not undo a failed create (%s); it is settled at the "
+                      "next start",
+                      name, undo.msg);
+        if (err && err->code != ERR_IMAGE_NOT_FOUND)
+            err->code = ERR_RUN_FAILED;
+    } else if (rs_create_finish(a, &r, &op, err) < 0) {
+        /* The container runs and the store holds its allocations as
+         * "creating": the journal finishes it. Say so. */
+        err_prefix(err, "container %s runs, but recording it failed", r.container_name);
+    } else {
+        log_info("replica set %s: created version %d (%s), %zu GPU(s), %zu port(s)", name,
+                 r.version, r.container_name, r.ngpus, r.nports);
+        *out = rs_create_answer(&r, op.id);
+        rc = 0;
+    }
+    journal_op_free(&op);
+    return rc;
+}
+
+/* Finish the create if its container exists (starting it), else undo it. */
+static int rs_create_conclude(app *a, rs_record *r, journal_op *op, const char *previous,
+                              gb_err *err)
+{
+    docker_container_state st;
+    if (docker_container_state_get(a->docker, r->container_name, &st, err) < 0 &&
+        err->code != ERR_NOT_FOUND)
+        return err_prefix(err, "asking Docker about %s", r->container_name);
+    bool exists = st.exists, running = st.running;
+    gb_err start = GB_ERR_INIT;
+    if (exists && !running && !rs_volumes_ready(a, r))
+        snprintf(start.msg, sizeof(start.msg), "a volume it binds is not available");
+    else if (exists &&
+             (running || docker_container_start(a->docker, r->container_name, &start) == 0)) {
+        if (rs_create_finish(a, r, op, err) < 0)
+            return -1;
+        log_info("recover: %s: finished the create interrupted before %s ran", r->name,
+                 r->container_name);
+        return 0;
+    }
+    if (exists && docker_container_remove(a->docker, r->container_name, true, err) < 0)
+        return -1;
+    rs_gpu_env_remove(a, r->container_name);
+    if (rs_create_undo(a, r, previous, op,
+                       exists ? start.msg : "gpuboxd stopped before the container was created",
+                       err) < 0)
+        return -1;
+    log_info("recover: %s: undid a create interrupted before its container ran", r->name);
+    return 0;
+}
+
+int rs_create_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+{
+    _cleanup_(rs_record_free) rs_record cur = {0};
+    if (rs_record_copy(r, &cur) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    const char *previous = json_string_value(json_object_get(op->data, "previous"));
+    return rs_create_conclude(a, &cur, op, previous, err);
+}
+
+void rs_create_conclude_legacy(app *a, rs_record *r)
+{
+    /* No operation to say what was there before: the versions before this
+     * one, if any, stay as a deleted set. */
+    _cleanup_free_ char *previous = NULL;
+    if (r->version > 1) {
+        _cleanup_(rs_record_free) rs_record prev = {0};
+        if (rs_record_copy(r, &prev) < 0)
+            return;
+        prev.state = RS_STATE_DELETED;
+        prev.version--;
+        snprintf(prev.container_name, sizeof(prev.container_name), "%s-%d", r->name, prev.version);
+        rs_record_clear_holdings(&prev);
+        _cleanup_json_ json_t *j = rs_record_to_json(&prev);
+        previous = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        if (!previous)
+            return;
+    }
+    gb_err err = GB_ERR_INIT;
+    if (rs_create_conclude(a, r, NULL, previous, &err) < 0)
+        log_warn("reconcile: %s: could not settle an interrupted create: %s", r->name, err.msg);
+}
+
+const op_kind rs_op_create = {
+    .name = "create",
+    .journalled = true,
+    .kind = JOURNAL_CREATE,
+    OP_STEPS(rs_create_steps),
+    .forward = "GPUs and ports taken; the record (creating), its history entry and the "
+               "operation in one transaction; the container created; started, the record "
+               "running",
+    .back = "whenever the container does not run: removed, the record back to what it was "
+            "(the deleted earlier life or none), the history entry gone, the pools get the "
+            "GPUs and ports back",
+    .resume = rs_create_resume,
+};

@@ -1,0 +1,224 @@
+/*
+ * gpu_env.c - what a container gets besides its cards: the limits of its
+ * GPU grant as environment variables and as a read-only file, and, when the
+ * host has HAMi-core, the library that enforces them.
+ *
+ * For a grant with cards (sched/gpus.h):
+ *   - env: gpus_grant_env's lines (CUDA_DEVICE_MEMORY_LIMIT_<i>,
+ *     GPUBOX_GPU_MEMORY_MIB, GPUBOX_GPU_SHARE, ...), after the user's, so a
+ *     user's entry of the same name cannot override them;
+ *   - the same lines in a host file <data-dir>/gpu-env/<container>.env,
+ *     bind-mounted read-only at GPUS_ENV_FILE_PATH, so a login shell (which
+ *     starts from a clean environment) can source them. It is gpubox's own
+ *     mount: the user-bind policy of binds.c, which refuses the data dir,
+ *     does not apply. The file lives as long as its container; it is
+ *     removed with the container, and start-up removes files no record's
+ *     container names (a crash between the two);
+ *   - shares only, with --hami-core: the library mounted read-only at
+ *     RS_HAMI_CORE_PATH and LD_PRELOAD naming it (in the env and the file),
+ *     so HAMi-core enforces the memory limits. Without it the limits are
+ *     scheduled but not enforced, and the API says so (rs_gpu_enforced
+ *     reads it from the container itself, which outlives a change of the
+ *     host setting).
+ */
+#include "service/replicaset/gpu_env.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define RS_GPU_ENV_DIR "gpu-env"
+#define RS_GPU_ENV_SUFFIX ".env"
+
+/* A memory share or time-slice replica (a grant has one mode). */
+static bool rs_grant_is_share(const rs_record *r)
+{
+    return r->ngpus && r->grant.n == r->ngpus && r->grant.cards[0].mode != GPUS_MODE_WHOLE;
+}
+
+static bool rs_hami_core_set(const app *a)
+{
+    return a->cfg.hami_core && *a->cfg.hami_core;
+}
+
+/* Docker's inspect says LD_PRELOAD names the library and it is mounted. */
+static bool rs_hami_core_in(const json_t *inspect)
+{
+    bool preload = false, mounted = false;
+    json_t *env = json_object_get(json_object_get(inspect, "Config"), "Env");
+    for (size_t i = 0; i < json_array_size(env); i++) {
+        const char *e = json_string_value(json_array_get(env, i));
+        if (e && strncmp(e, "LD_PRELOAD=", 11) == 0) /* the last one is what counts */
+            preload = strcmp(e + 11, RS_HAMI_CORE_PATH) == 0;
+    }
+    json_t *mounts = json_object_get(inspect, "Mounts");
+    for (size_t i = 0; i < json_array_size(mounts); i++) {
+        const char *dest =
+            json_string_value(json_object_get(json_array_get(mounts, i), "Destination"));
+        mounted = mounted || (dest && strcmp(dest, RS_HAMI_CORE_PATH) == 0);
+    }
+    return preload && mounted;
+}
+
+bool rs_gpu_enforced(const app *a, const rs_record *r, const json_t *inspect)
+{
+    if (!rs_grant_is_share(r))
+        return true;
+    return inspect ? rs_hami_core_in(inspect) : rs_hami_core_set(a);
+}
+
+static int rs_gpu_env_path(const app *a, const char *container, char *path, size_t size)
+{
+    int n = snprintf(path, size, "%s/" RS_GPU_ENV_DIR "/%s" RS_GPU_ENV_SUFFIX, a->cfg.data_dir,
+                     container);
+    return n > 0 && (size_t)n < size ? 0 : -1;
+}
+
+/* Write text to path through a temporary file and a rename, so a container
+ * (re)started at any moment mounts a whole file. */
+static int rs_gpu_env_write(const char *path, const char *text, gb_err *err)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+        return err_set(err, ERR_INTERNAL, "GPU env file path is too long: %s", path);
+    _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return err_set(err, ERR_INTERNAL, "cannot write %s: %s", tmp, strerror(errno));
+    size_t len = strlen(text), done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, text + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            unlink(tmp);
+            return err_set(err, ERR_INTERNAL, "cannot write %s: %s", tmp, strerror(errno));
+        }
+        done += (size_t)w;
+    }
+    /* 0644 whatever the umask: processes of any user in the container read it */
+    if (fchmod(fd, 0644) < 0 || fsync(fd) < 0 || rename(tmp, path) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(err, ERR_INTERNAL, "cannot write %s: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+/* The grant's lines, plus LD_PRELOAD for a share when HAMi-core is set. */
+static int rs_gpu_env_lines(const app *a, const rs_record *r, rs_gpu_env *out, gb_err *err)
+{
+    if (gpus_grant_env(&r->grant, &out->env, &out->nenv, err) < 0)
+        return -1;
+    if (!rs_hami_core_set(a) || !rs_grant_is_share(r))
+        return 0;
+    char **grown = realloc(out->env, (out->nenv + 2) * sizeof(*grown));
+    if (!grown)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    out->env = grown;
+    if (!(out->env[out->nenv] = strdup("LD_PRELOAD=" RS_HAMI_CORE_PATH)))
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    out->nenv++;
+    out->mounts[out->nmounts++] =
+        (docker_bind){.src = a->cfg.hami_core, .dest = RS_HAMI_CORE_PATH, .read_only = true};
+    return 0;
+}
+
+/* The lines into <data-dir>/gpu-env/<container>.env; out->file its path. */
+static int rs_gpu_env_write_file(const app *a, const rs_record *r, rs_gpu_env *out, gb_err *err)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < out->nenv; i++)
+        fprintf(f, "%s\n", out->env[i]);
+    if (fclose(f) != 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    char dir[PATH_MAX], path[PATH_MAX];
+    if (snprintf(dir, sizeof(dir), "%s/" RS_GPU_ENV_DIR, a->cfg.data_dir) >= (int)sizeof(dir) ||
+        rs_gpu_env_path(a, r->container_name, path, sizeof(path)) < 0)
+        return err_set(err, ERR_INTERNAL, "data dir path is too long for the GPU env files");
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return err_set(err, ERR_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
+    if (rs_gpu_env_write(path, text, err) < 0)
+        return -1;
+    if (!(out->file = strdup(path))) {
+        unlink(path);
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    }
+    return 0;
+}
+
+int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, rs_gpu_env *out,
+                       gb_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (r->ngpus == 0 || r->grant.n != r->ngpus)
+        return 0;
+    /* rs_spec refuses binds there; a spec made before that rule is caught here */
+    for (size_t i = 0; i < binds->n; i++)
+        if (strcmp(binds->binds[i].dest, GPUS_ENV_FILE_PATH) == 0 ||
+            strcmp(binds->binds[i].dest, RS_HAMI_CORE_PATH) == 0)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "a bind mounts on %s, where gpubox puts the GPU limits; pick another "
+                           "dest",
+                           binds->binds[i].dest);
+    if (rs_gpu_env_lines(a, r, out, err) < 0 || rs_gpu_env_write_file(a, r, out, err) < 0) {
+        rs_gpu_env_free(out);
+        return -1;
+    }
+    out->mounts[out->nmounts++] =
+        (docker_bind){.src = out->file, .dest = GPUS_ENV_FILE_PATH, .read_only = true};
+    return 0;
+}
+
+void rs_gpu_env_free(rs_gpu_env *e)
+{
+    gpus_grant_env_free(e->env, e->nenv);
+    free(e->file);
+    memset(e, 0, sizeof(*e));
+}
+
+void rs_gpu_env_remove(app *a, const char *container)
+{
+    char path[PATH_MAX];
+    if (rs_gpu_env_path(a, container, path, sizeof(path)) == 0 && unlink(path) < 0 &&
+        errno != ENOENT)
+        log_warn("replica sets: cannot remove %s: %s", path, strerror(errno));
+}
+
+void rs_gpu_env_sweep(app *a, const json_t *containers)
+{
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof(dir), "%s/" RS_GPU_ENV_DIR, a->cfg.data_dir) >= (int)sizeof(dir))
+        return;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t removed = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name), s = strlen(RS_GPU_ENV_SUFFIX);
+        if (e->d_name[0] == '.')
+            continue;
+        bool env = n > s && strcmp(e->d_name + n - s, RS_GPU_ENV_SUFFIX) == 0;
+        char container[NAME_MAX + 1];
+        snprintf(container, sizeof(container), "%.*s", env ? (int)(n - s) : (int)n, e->d_name);
+        if (env && json_object_get(containers, container))
+            continue;
+        /* a stale file, or a .tmp left by a crash mid-write */
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+            removed++;
+    }
+    closedir(d);
+    if (removed)
+        log_info("reconcile: removed %zu GPU env file(s) no container uses", removed);
+}

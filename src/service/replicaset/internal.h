@@ -1,0 +1,135 @@
+/*
+ * internal.h - what the replica-set service's files share: taking and
+ * giving back allocations, and making a version's container.
+ * Not for use outside src/service/replicaset/.
+ */
+#ifndef GPUBOX_SERVICE_REPLICASET_INTERNAL_H
+#define GPUBOX_SERVICE_REPLICASET_INTERNAL_H
+
+#include "docker/docker.h"
+#include "service/app.h"
+#include "service/binds.h"
+#include "service/engine.h"
+#include "service/replicaset/doubt.h"
+#include "service/journal.h"
+#include "service/replicaset/record.h"
+#include "util/err.h"
+
+/* Take GPUs and host ports for r->spec into r (all or nothing), owned by
+ * r->name. Only sched/ decides which; this only asks. */
+int rs_alloc_take(app *a, rs_record *r, gb_err *err);
+/* Give back to the pools what r lists as held (the caller has already
+ * committed to the store that r no longer holds them). */
+void rs_alloc_give_back(app *a, const rs_record *r);
+
+/* What a new version needs (to->spec), starting from what `held` holds,
+ * taking only the difference from the pools, all or nothing; to gets the
+ * full holdings. Whole cards: held's that the spec still allows are kept
+ * (growing adds cards, shrinking keeps the first ones) and new ones held
+ * alongside; nothing is given back here. Shares (or a change between
+ * shares and whole cards): the pool exchanges held's grant for the new one
+ * at once, *swapped true. A GPU request that did not change keeps held's
+ * grant. Ports the new spec still asks for keep their host port. */
+int rs_alloc_next(app *a, const rs_record *held, rs_record *to, bool *swapped, gb_err *err);
+/* out's holdings become x's and y's together, each once (only y's GPUs
+ * when swapped: the pool holds nothing else). */
+int rs_alloc_union(const rs_record *x, const rs_record *y, bool swapped, rs_record *out,
+                   gb_err *err);
+/* Give back what held lists and keep does not (tenancies by card, ports). */
+void rs_alloc_give_back_except(app *a, const rs_record *held, const rs_record *keep);
+/* Undo a swap: the pool holds from's grant again instead of to's, and the
+ * ports only to took go back. */
+void rs_alloc_swap_back(app *a, const rs_record *to, const rs_record *from);
+/* A stopped set's restart on the same cards: the spec's GPUs pinned to
+ * lastGpus and exactly lastPorts, all or nothing (ERR_GPU_NOT_ENOUGH or
+ * ERR_PORT_NOT_ENOUGH when one is no longer free). */
+int rs_alloc_retake_last(app *a, rs_record *r, gb_err *err);
+/* A stopped set's restart on other cards: GPUs and ports for r->spec,
+ * keeping those of its last host ports that are still free. */
+int rs_alloc_take_preferring_last(app *a, rs_record *r, gb_err *err);
+
+/* The run spec of r's container from its record alone: image, cmd, the
+ * spec's env, labels, ports, cards, limits; no binds and no GPU env (the
+ * caller adds what it needs). p owns what ds points into. */
+typedef struct rs_run_spec_parts {
+    const char **uuids;
+    docker_port *ports;
+    json_t *labels;
+} rs_run_spec_parts;
+int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_run_spec *ds,
+                     gb_err *err);
+void rs_run_spec_parts_free(rs_run_spec_parts *p);
+
+/* gpu-docker-api's record of r's version (replicaset/compat.c): {version,
+ * createTime, config, hostConfig, networkingConfig, platform,
+ * containerName}, as its GET /replicaSet/{name} ("info") and each history
+ * entry's "status" carry it. NULL when r's spec cannot be shown. */
+json_t *rs_compat_version(app *a, const rs_record *r);
+/* The same for a history entry of name (its spec, and the cards and ports
+ * the entry lists, when it lists them). */
+json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry);
+
+/* Create r's container (r->container_name) from r->spec and its holdings,
+ * without starting it (the caller starts it, a new version once its system
+ * disk is carried in); *id gets its id (malloc'd). On failure nothing is
+ * left behind. */
+int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
+                        gb_err *err);
+
+/* Stop a set's container (idempotent, as docker_container_stop), giving
+ * its processes RS_STOP_TIMEOUT_S to end on SIGTERM, or no time at all when
+ * the signal reaches no process that acts on it
+ * (docker_container_stop_promptly). */
+int rs_container_stop(app *a, const char *container, gb_err *err);
+
+/* replicaset/version.c: make version N+1 (`to`: new spec, full holdings,
+ * state) from `from` (the record as loaded, under the name lock), carrying
+ * the system disk, through the journal as an operation of `kind`. What
+ * `to` took beyond `from` (rs_alloc_next; swapped as it said) is owned by
+ * the change from here:
+ * given back if it fails, and what only `from` held is given back once
+ * version N+1 runs. reason goes into the history ("patch", "rollback to
+ * 2"). data: {name, replicaSetName, containerName, containerId, version,
+ * state, gpus, ports, changed: true, operationId, carry}. */
+int rs_version_change(app *a, const op_kind *kind, const rs_record *from, rs_record *to,
+                      bool swapped, const char *reason, json_t **out, gb_err *err);
+/* The old container must exist: its system disk is what a new version
+ * carries (code: the kind's envelope code when it does not). */
+int rs_version_check_container(app *a, const rs_record *r, int code, gb_err *err);
+/* Version N+1 of from, with spec (copied), in the state from's is heading
+ * for: a paused set stays paused, anything else runs. */
+int rs_version_next(const rs_record *from, const rs_spec *spec, rs_record *to, gb_err *err);
+/* Start-up or a later call: finish or undo an unfinished change; cur is
+ * the set's record (it names op). */
+int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err);
+
+/* Load name's record for a change: 404 when absent; an operation the
+ * record names that is still unfinished is finished or undone first (and
+ * the record loaded again). */
+int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err);
+
+/* The kind-specific resumes (each file owns its kind's steps). */
+int rs_create_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
+int rs_stop_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
+int rs_delete_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
+int rs_restart_same_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
+/* The "creating" record of a create that left no operation (a data dir of
+ * a gpuboxd before the journal): finished if its container exists, else
+ * undone. */
+void rs_create_conclude_legacy(app *a, rs_record *r);
+
+/* replicaset/lifecycle.c: continue, with the name lock held and r loaded. */
+int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err);
+
+/* container.c: whether every volume r binds can be mounted now
+ * (logs why not). */
+bool rs_volumes_ready(app *a, const rs_record *r);
+
+/* The replica-set kinds of the operation engine's table (op_kinds.c), each
+ * defined in the file that holds its steps. */
+extern const op_kind rs_op_create, rs_op_stop, rs_op_delete, rs_op_restart_same, rs_op_restart_new,
+    rs_op_patch, rs_op_rollback;
+
+#define RS_STOP_TIMEOUT_S 10
+
+#endif

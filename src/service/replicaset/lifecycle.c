@@ -1,0 +1,304 @@
+/*
+ * lifecycle.c - stop, pause, continue and delete.
+ *
+ * Each runs under the set's name lock, checks the lifecycle table
+ * (replicaset/record.h), does the Docker step, then commits the new record. What
+ * the set gives back goes to the pools only after the store says it no
+ * longer holds it, so a card is never free in memory while the store still
+ * gives it to someone, and is given back exactly once: the record that
+ * listed it is replaced by one that does not.
+ *
+ * Stop and delete go through the operation journal (journal.h), steps:
+ *   stop:   begin (the record names the operation), container-stopped,
+ *           committed (record stopped, holdings moved to lastGpus/lastPorts)
+ *   delete: begin, container-removed, committed (record deleted or purged)
+ * A crash part way is finished at the next start (rs_stop_resume,
+ * rs_delete_resume): the user asked for the set to stop or go, and both
+ * Docker steps are safe to repeat. A Docker failure at the first step
+ * undoes the operation (nothing changed) and is answered as before.
+ */
+#include "service/replicaset/replicaset.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/metrics.h"
+#include "service/namelock.h"
+#include "service/replicaset/gpu_env.h"
+#include "service/replicaset/internal.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+static const char *const rs_stop_steps[] = {OP_STEP_BEGIN, OP_STEP_CONTAINER_STOPPED,
+                                            OP_STEP_COMMITTED};
+static const char *const rs_delete_steps[] = {OP_STEP_BEGIN, OP_STEP_CONTAINER_REMOVED,
+                                              OP_STEP_COMMITTED};
+
+static json_t *rs_state_answer(const rs_record *r)
+{
+    return json_pack("{s:s, s:s, s:s, s:i, s:o, s:o}", "name", r->name, "state",
+                     rs_state_name(r->state), "containerName", r->container_name, "version",
+                     r->version, "gpus", rs_record_gpus_json(r), "ports", rs_record_ports_json(r));
+}
+
+/* The record that gives back held's GPUs and ports was not written. When
+ * the store did not answer, it may have been all the same: the pools keep
+ * them until replicaset/doubt.c knows (held names the operation, so if it had not
+ * landed the operation is finished later). Either way the caller gets an
+ * error. */
+static int rs_release_failed(app *a, const rs_record *held, gb_err *err, const char *doing)
+{
+    if (err && err->code == ERR_STORE_UNAVAILABLE) {
+        rs_doubt_hold(a, RS_DOUBT_RELEASE, held, NULL);
+        return err_prefix(err,
+                          "%s replica set '%s': its container is %s, but the store did not "
+                          "confirm the record; gpuboxd settles it once the store answers (try "
+                          "again then)",
+                          doing, held->name,
+                          strcmp(doing, "stopping") == 0 ? "stopped" : "removed");
+    }
+    return err_prefix(err, "%s %s", doing, held->name);
+}
+
+/* The first Docker step failed: the record names no operation again, and
+ * the operation is undone; nothing else changed. */
+static void rs_op_abandon(app *a, rs_record *r, journal_op *op, const char *why)
+{
+    gb_err e = GB_ERR_INIT;
+    if (op_close(a, op, JOURNAL_UNDONE, why, r, NULL, 0, &e) < 0)
+        log_warn("replica set %s: could not record that %s was undone: %s", r->name,
+                 journal_kind_name(op->kind), e.msg);
+}
+
+/* begin, with r as it is now (before naming op). */
+static int rs_op_begin(app *a, rs_record *r, journal_op *op, gb_err *err)
+{
+    _cleanup_(rs_record_free) rs_record before = {0};
+    if (rs_record_copy(r, &before) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return op_begin(a, op, r, &before, NULL, 0, err);
+}
+
+/* Stop from wherever op got to; r is the record naming op. */
+static int rs_stop_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
+{
+    if (!journal_step_done(op, OP_STEP_CONTAINER_STOPPED)) {
+        if (rs_container_stop(a, r->container_name, err) < 0 && err->code != ERR_NOT_FOUND) {
+            err->code = ERR_STOP_FAILED;
+            rs_op_abandon(a, r, op, err->msg);
+            return err_prefix(err, "stopping %s", r->container_name);
+        }
+        if (op_step(a, op, OP_STEP_CONTAINER_STOPPED, err) < 0)
+            return -1;
+    }
+    /* The record to save holds nothing and remembers what it held, for a
+     * restart on the same cards; `held` keeps the list to give back. */
+    _cleanup_(rs_record_free) rs_record held = {0};
+    if (rs_record_copy(r, &held) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    r->state = RS_STATE_STOPPED;
+    rs_record_remember_holdings(r);
+    if (op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err) < 0)
+        return rs_release_failed(a, &held, err, "stopping");
+    rs_alloc_give_back(a, &held);
+    log_info("replica set %s: stopped; gave back %zu GPU(s) and %zu port(s)", r->name, held.ngpus,
+             held.nports);
+    if (out) {
+        *out = rs_state_answer(r);
+        json_object_set_new(*out, "released",
+                            json_pack("{s:o, s:o}", "gpus", rs_record_gpus_json(&held), "ports",
+                                      rs_record_ports_json(&held)));
+    }
+    return 0;
+}
+
+int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "stop", out, err);
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_STOP, &r, err) < 0)
+        return -1;
+    journal_op op = {0};
+    if (op_init(&op, &rs_op_stop, name, NULL, err) < 0)
+        return -1;
+    int rc = rs_op_begin(a, &r, &op, err) < 0 ? -1 : rs_stop_run(a, &op, &r, out, err);
+    journal_op_free(&op);
+    return rc;
+}
+
+typedef int (*rs_run_fn)(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err);
+
+/* Resume with run on a copy of r (the record naming op); nobody waits for
+ * an answer. */
+static int rs_resume_with(app *a, journal_op *op, const rs_record *r, rs_run_fn run, gb_err *err)
+{
+    _cleanup_(rs_record_free) rs_record cur = {0};
+    if (rs_record_copy(r, &cur) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return run(a, op, &cur, NULL, err);
+}
+
+int rs_stop_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+{
+    return rs_resume_with(a, op, r, rs_stop_run, err);
+}
+
+int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "pause", out, err);
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_PAUSE, &r, err) < 0)
+        return -1;
+    if (rs_container_stop(a, r.container_name, err) < 0) {
+        err->code = ERR_PAUSE_FAILED;
+        return err_prefix(err, "pausing %s", r.container_name);
+    }
+    r.state = RS_STATE_PAUSED;
+    if (rs_record_save(a->store, &r, NULL, 0, err) < 0)
+        return err_prefix(err, "pausing %s", name);
+    log_info("replica set %s: paused, keeping its GPUs and ports", name);
+    *out = rs_state_answer(&r);
+    return 0;
+}
+
+int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err)
+{
+    if (docker_container_start(a->docker, r->container_name, err) < 0) {
+        if (err->code == ERR_NOT_FOUND)
+            err_set(err, ERR_CONTINUE_FAILED,
+                    "container %s is missing from Docker (removed by hand?); delete the set or "
+                    "stop and restart it",
+                    r->container_name);
+        else
+            err->code = ERR_CONTINUE_FAILED;
+        return err_prefix(err, "continuing %s", r->name);
+    }
+    r->state = RS_STATE_RUNNING;
+    if (rs_record_save(a->store, r, NULL, 0, err) < 0)
+        return err_prefix(err, "continuing %s", r->name);
+    log_info("replica set %s: continued", r->name);
+    *out = rs_state_answer(r);
+    return 0;
+}
+
+int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "continue", out, err);
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_CONTINUE, &r, err) < 0)
+        return -1;
+    return rs_continue_locked(a, &r, out, err);
+}
+
+/* The record and every history entry go, with op (may be NULL) done, in
+ * one transaction, so the name starts afresh. */
+static int rs_purge(app *a, rs_record *r, journal_op *op, gb_err *err)
+{
+    char key[STORE_KEY_MAX], prefix[STORE_KEY_MAX];
+    keys_replicaset(key, sizeof(key), r->name);
+    keys_replicaset_history_prefix(prefix, sizeof(prefix), r->name);
+    store_op ops[3] = {{.kind = STORE_OP_DELETE, .key = key},
+                       {.kind = STORE_OP_DELETE_PREFIX, .key = prefix}};
+    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
+    int landed = op_close_txn(a, op, JOURNAL_DONE, NULL, &cmp, ops, 2, err);
+    if (landed < 0)
+        return -1;
+    if (!landed)
+        return err_set(err, ERR_CONFLICT, "replica set %s changed meanwhile; try again", r->name);
+    return 0;
+}
+
+/* Delete from wherever op got to; r is the record naming op. */
+static int rs_delete_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
+{
+    bool purge = json_is_true(json_object_get(op->data, "purge"));
+    if (!journal_step_done(op, OP_STEP_CONTAINER_REMOVED)) {
+        if (docker_container_remove(a->docker, r->container_name, true, err) < 0) {
+            err->code = ERR_DELETE_FAILED;
+            rs_op_abandon(a, r, op, err->msg);
+            return err_prefix(err, "removing container %s", r->container_name);
+        }
+        rs_gpu_env_remove(a, r->container_name);
+        if (op_step(a, op, OP_STEP_CONTAINER_REMOVED, err) < 0)
+            return -1;
+    }
+    _cleanup_(rs_record_free) rs_record held = {0};
+    if (rs_record_copy(r, &held) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    int rc;
+    if (purge) {
+        rc = rs_purge(a, r, op, err);
+    } else {
+        r->state = RS_STATE_DELETED;
+        rs_record_clear_holdings(r);
+        rs_record_forget_last(r);
+        rc = op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err);
+    }
+    if (rc < 0)
+        return rs_release_failed(a, &held, err, "deleting");
+    rs_alloc_give_back(a, &held);
+    log_info("replica set %s: deleted%s; gave back %zu GPU(s) and %zu port(s)", r->name,
+             purge ? " and purged its history" : "", held.ngpus, held.nports);
+    if (out)
+        *out = json_pack("{s:s, s:b, s:{s:o, s:o}}", "name", r->name, "purged", purge, "released",
+                         "gpus", rs_record_gpus_json(&held), "ports", rs_record_ports_json(&held));
+    return 0;
+}
+
+int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "delete", out, err);
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    if (rs_load_settled(a, name, &r, err) < 0)
+        return -1;
+    if (purge && r.state == RS_STATE_DELETED) {
+        /* A deleted set holds nothing and has no container: one transaction. */
+        if (rs_purge(a, &r, NULL, err) < 0)
+            return err_prefix(err, "deleting %s", name);
+        log_info("replica set %s: purged its history", name);
+        *out = json_pack("{s:s, s:b, s:{s:[], s:[]}}", "name", name, "purged", true, "released",
+                         "gpus", "ports");
+        return 0;
+    }
+    /* Deleting a deleted set again is "not found". */
+    if (rs_lifecycle_check(RS_OP_DELETE, &r, err) < 0)
+        return -1;
+    journal_op op = {0};
+    if (op_init(&op, &rs_op_delete, name, json_pack("{s:b}", "purge", purge), err) < 0)
+        return -1;
+    int rc = rs_op_begin(a, &r, &op, err) < 0 ? -1 : rs_delete_run(a, &op, &r, out, err);
+    journal_op_free(&op);
+    return rc;
+}
+
+int rs_delete_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+{
+    return rs_resume_with(a, op, r, rs_delete_run, err);
+}
+
+const op_kind rs_op_stop = {
+    .name = "stop",
+    .journalled = true,
+    .kind = JOURNAL_STOP,
+    OP_STEPS(rs_stop_steps),
+    .forward = "the record names the operation; the container is stopped; the record says "
+               "stopped, its holdings moved to lastGpus/lastPorts, and the pools get them back",
+    .back = "only when the container cannot be stopped: the record names no operation again",
+    .resume = rs_stop_resume,
+};
+
+const op_kind rs_op_delete = {
+    .name = "delete",
+    .journalled = true,
+    .kind = JOURNAL_DELETE,
+    OP_STEPS(rs_delete_steps),
+    .forward = "the record names the operation; the container is removed; the record says "
+               "deleted (or it and its history go, purging), and the pools get its holdings back",
+    .back = "only when the container cannot be removed: the record names no operation again",
+    .resume = rs_delete_resume,
+};

@@ -1,0 +1,119 @@
+/*
+ * patch.c - patch and rollback: the operations that give a replica set
+ * a new version with another spec, keeping its system disk (a stopped
+ * set's restart on other cards is the same change: restart.c).
+ *
+ * Each checks what it can before anything is taken (the state, the new
+ * spec, the binds, that the old container exists to carry from), lets
+ * rs_alloc_next take only the difference from the pools, and hands the rest
+ * to rs_version_change (replicaset/version.c), which runs it through the
+ * journal.
+ */
+#include "service/replicaset/replicaset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/store_json.h"
+#include "service/metrics.h"
+#include "service/namelock.h"
+#include "service/replicaset/internal.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+#include "util/log.h"
+
+/* The common tail of patch and rollback: binds checked, the difference
+ * taken, the change run. */
+static int rs_change_to_spec(app *a, const op_kind *kind, const rs_record *r, const rs_spec *spec,
+                             const char *reason, json_t **out, gb_err *err)
+{
+    int code = kind == &rs_op_rollback ? ERR_ROLLBACK_FAILED : ERR_PATCH_FAILED;
+    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
+    _cleanup_(rs_record_free) rs_record to = {0};
+    bool swapped = false;
+    if (rs_version_check_container(a, r, code, err) < 0 ||
+        binds_resolve(a, spec, &binds, err) < 0 || rs_version_next(r, spec, &to, err) < 0 ||
+        rs_alloc_next(a, r, &to, &swapped, err) < 0)
+        return -1;
+    return rs_version_change(a, kind, r, &to, swapped, reason, out, err);
+}
+
+int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "patch", out, err);
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    _cleanup_(rs_spec_free) rs_spec spec = {0};
+    bool changed = false;
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_PATCH, &r, err) < 0 ||
+        rs_spec_patch(&r.spec, patch, &spec, &changed, err) < 0)
+        return -1;
+    if (!changed) {
+        *out =
+            json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b}", "name", r.container_name,
+                      "replicaSetName", name, "containerName", r.container_name, "containerId",
+                      r.container_id, "version", r.version, "state", rs_state_name(r.state), "gpus",
+                      rs_record_gpus_json(&r), "ports", rs_record_ports_json(&r), "changed", 0);
+        return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+    }
+    return rs_change_to_spec(a, &rs_op_patch, &r, &spec, "patch", out, err);
+}
+
+/* Version k's spec from the history: 1 found, 0 absent, -1 error. */
+static int rs_history_spec(app *a, const char *name, long long k, rs_spec *out, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    keys_replicaset_history(key, sizeof(key), name, (long)k);
+    char what[NAME_MAX_LEN + 48];
+    snprintf(what, sizeof(what), "history entry %lld of %s", k, name);
+    _cleanup_json_ json_t *entry = NULL;
+    int found = store_get_json(a->store, key, what, &entry, NULL, err);
+    if (found <= 0)
+        return found;
+    if (rs_spec_from_json(json_object_get(entry, "spec"), NULL, out, err) < 0) {
+        err->code = ERR_INTERNAL;
+        return err_prefix(err, "history entry %lld of %s", k, name);
+    }
+    return 1;
+}
+
+int replicaset_rollback(app *a, const char *name, long long version, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "rollback", out, err);
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    if (version < 0)
+        return err_set(err, ERR_VERSION_NEGATIVE, "version is %lld; versions start at 1", version);
+    if (version == 0)
+        return err_set(err, ERR_INVALID_PARAMS, "version is 0; versions start at 1");
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    _cleanup_(rs_spec_free) rs_spec spec = {0};
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_ROLLBACK, &r, err) < 0)
+        return -1;
+    if (version == r.version)
+        return err_set(err, ERR_NO_NEED_ROLLBACK,
+                       "replica set '%s' already runs version %lld (%s); no need to roll back",
+                       name, version, r.container_name);
+    int found = version > r.version ? 0 : rs_history_spec(a, name, version, &spec, err);
+    if (found < 0)
+        return -1;
+    if (!found)
+        return err_set(err, ERR_NOT_FOUND,
+                       "replica set '%s' has no version %lld (its versions are 1 to %d; GET "
+                       "its history)",
+                       name, version, r.version);
+    /* A system disk records changes against one image. */
+    if (strcmp(spec.image, r.spec.image) != 0)
+        return err_set(err, ERR_ROLLBACK_FAILED,
+                       "version %lld ran image %s, version %d runs %s; the system disk can only "
+                       "be carried between containers of one image",
+                       version, spec.image, r.version, r.spec.image);
+    char reason[48];
+    snprintf(reason, sizeof(reason), "rollback to %lld", version);
+    return rs_change_to_spec(a, &rs_op_rollback, &r, &spec, reason, out, err);
+}

@@ -1,0 +1,175 @@
+/*
+ * query.c - reading replica sets: list, info, history, and
+ * resolving the older routes' "foo-N" names. Nothing here changes state, so
+ * nothing takes the name lock; each answer is one consistent read of the
+ * store plus Docker's live view.
+ */
+#include "service/replicaset/replicaset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/replicaset/gpu_env.h"
+#include "service/replicaset/internal.h"
+#include "util/cleanup.h"
+
+/* Docker's live status of r's container: "running", "exited", ...,
+ * "missing" when Docker has no such container, "unknown" when Docker did not
+ * answer; Docker's inspect stays in *inspect (NULL when Docker has no
+ * answer) for what else the caller reads of it. */
+static const char *rs_container_inspect(app *a, const rs_record *r, json_t **inspect, char *buf,
+                                        size_t size)
+{
+    *inspect = NULL;
+    if (r->state == RS_STATE_DELETED)
+        return "deleted";
+    gb_err e = GB_ERR_INIT;
+    if (docker_container_inspect(a->docker, r->container_name, inspect, &e) < 0)
+        return e.code == ERR_NOT_FOUND ? "missing" : "unknown";
+    docker_container_state st;
+    docker_container_state_of(*inspect, &st);
+    snprintf(buf, size, "%s", st.status[0] ? st.status : "unknown");
+    return buf;
+}
+
+/* {mode, enforced, enforcedBy}: whether the container's GPU limits hold
+ * (docs/gpus.md, "What is enforced"), read from the container itself. */
+static json_t *rs_gpu_limits(app *a, const rs_record *r, const json_t *inspect)
+{
+    const char *mode = rs_record_gpu_mode(r);
+    bool whole = strcmp(mode, "whole") == 0, none = strcmp(mode, "none") == 0;
+    bool enforced = rs_gpu_enforced(a, r, inspect);
+    const char *by = whole ? "exclusive cards" : none || !enforced ? NULL : "HAMi-core";
+    return json_pack("{s:s, s:b, s:s?}", "mode", mode, "enforced", enforced, "enforcedBy", by);
+}
+
+static json_t *rs_summary(const rs_record *r, const char *status)
+{
+    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s}", "name", r->name,
+                     "version", r->version, "state", rs_state_name(r->state), "status", status,
+                     "containerName", r->container_name, "gpus", rs_record_gpus_json(r),
+                     "gpuShares", rs_record_gpu_shares_json(r), "ports", rs_record_ports_json(r),
+                     "createTime", r->create_time, "updateTime", r->update_time);
+}
+
+/* Docker's status of every gpubox container, by container name. */
+static json_t *rs_docker_states(app *a, bool *docker_ok)
+{
+    _cleanup_(docker_container_briefs_free) docker_container_briefs list = {0};
+    gb_err e = GB_ERR_INIT;
+    json_t *states = json_object();
+    *docker_ok =
+        docker_container_list_briefs(a->docker, DOCKER_LABEL_REPLICASET, NULL, &list, &e) == 0;
+    for (size_t i = 0; i < list.n; i++)
+        if (list.items[i].name && list.items[i].status)
+            json_object_set_new(states, list.items[i].name, json_string(list.items[i].status));
+    return states;
+}
+
+int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err)
+{
+    _cleanup_(store_kvs_free) store_kvs kvs = {0};
+    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
+        return err_prefix(err, "listing replica sets");
+    bool docker_ok = false;
+    _cleanup_json_ json_t *states = rs_docker_states(a, &docker_ok);
+    _cleanup_json_ json_t *list = json_array();
+    for (size_t i = 0; i < kvs.n; i++) {
+        if (!keys_is_replicaset_record(kvs.items[i].key))
+            continue;
+        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
+        _cleanup_(rs_record_free) rs_record r = {0};
+        if (rs_record_from_json(j, &r, err) < 0)
+            return err_prefix(err, "listing replica sets");
+        if ((r.state == RS_STATE_DELETED && !include_deleted) || rs_record_is_tombstone(&r))
+            continue;
+        const char *status = json_string_value(json_object_get(states, r.container_name));
+        if (r.state == RS_STATE_DELETED)
+            status = "deleted";
+        else if (!status)
+            status = docker_ok ? "missing" : "unknown";
+        json_array_append_new(list, rs_summary(&r, status));
+    }
+    *out = json_pack("{s:O}", "replicaSets", list);
+    return 0;
+}
+
+int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
+{
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    _cleanup_(rs_record_free) rs_record r = {0};
+    int found = rs_record_load(a->store, name, &r, err);
+    if (found < 0)
+        return err_prefix(err, "reading replica set '%s'", name);
+    if (!found || rs_record_is_tombstone(&r))
+        return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+    char buf[32];
+    _cleanup_json_ json_t *inspect = NULL;
+    json_t *info = rs_summary(&r, rs_container_inspect(a, &r, &inspect, buf, sizeof(buf)));
+    json_object_set_new(info, "containerId", json_string(r.container_id));
+    json_object_set_new(info, "spec", rs_spec_to_json(&r.spec));
+    json_object_set_new(info, "gpuLimits", rs_gpu_limits(a, &r, inspect));
+    if (r.operation[0])
+        json_object_set_new(info, "operation", json_string(r.operation));
+    /* gpu-docker-api's record of the version beside gpubox's fields; its
+     * router answers it as "Info", its API description as "info". */
+    json_t *compat = rs_compat_version(a, &r);
+    if (compat)
+        json_object_update_missing(info, compat);
+    *out = json_pack("{s:o, s:o*}", "info", info, "Info", compat);
+    return 0;
+}
+
+int replicaset_history(app *a, const char *name, json_t **out, gb_err *err)
+{
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    char prefix[STORE_KEY_MAX];
+    keys_replicaset_history_prefix(prefix, sizeof(prefix), name);
+    _cleanup_(store_kvs_free) store_kvs kvs = {0};
+    if (store_range(a->store, prefix, &kvs, err) < 0)
+        return err_prefix(err, "reading the history of %s", name);
+    if (kvs.n == 0)
+        return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+    json_t *history = json_array();
+    /* Keys sort by zero-padded version: walk backwards for newest first. */
+    for (size_t i = kvs.n; i-- > 0;) {
+        json_t *entry = json_loads(kvs.items[i].value, 0, NULL);
+        if (!entry)
+            continue;
+        json_t *status = rs_compat_history_status(a, name, entry);
+        if (status)
+            json_object_set_new(entry, "status", status);
+        json_array_append_new(history, entry);
+    }
+    *out = json_pack("{s:o}", "history", history);
+    return 0;
+}
+
+int replicaset_resolve_name(app *a, const char *name_or_container, char *base, gb_err *err)
+{
+    if (name_check_replicaset(name_or_container, NULL) == 0) {
+        snprintf(base, NAME_MAX_LEN + 1, "%s", name_or_container);
+        return 0;
+    }
+    int version = 0;
+    if (name_split_versioned(name_or_container, base, &version) == 0) {
+        /* "foo-N" names a container: only the current version's exists. */
+        _cleanup_(rs_record_free) rs_record r = {0};
+        int found = rs_record_load(a->store, base, &r, err);
+        if (found < 0)
+            return -1;
+        if (found && r.version == version && r.state != RS_STATE_DELETED)
+            return 0;
+        if (found)
+            return err_set(err, ERR_NOT_FOUND,
+                           "no container named '%.80s'; replica set '%s' is %s at version %d (%s)",
+                           name_or_container, base, rs_state_name(r.state), r.version,
+                           r.container_name);
+    }
+    return err_set(err, ERR_NOT_FOUND, "no replica set or container named '%.80s'",
+                   name_or_container);
+}

@@ -1,0 +1,110 @@
+/*
+ * reconcile.c - start-up: make the store and Docker agree after
+ * whatever happened while gpuboxd was down (a crash, a host reboot, someone
+ * removing a container by hand).
+ *
+ * Runs after the pools were derived from the store, before the API serves:
+ *   - first, every operation the journal holds unfinished is finished or
+ *     undone (replicaset/recover.c); a set whose operation could not be
+ *     settled is left alone below;
+ *   - "creating" records left by a gpuboxd from before the journal: if the
+ *     container exists, the create finishes; if not, it is undone;
+ *   - running records whose container is not running (a host reboot) get
+ *     their container started again: they still hold their GPUs and ports;
+ *     but not while a volume they bind is unavailable (volumes_open runs
+ *     first and attaches every volume it can; a container started on an
+ *     unattached volume would see its bare mountpoint);
+ *   - records whose container Docker no longer has are logged; the API
+ *     reports their status as "missing" and they keep what they hold until
+ *     the operator deletes or stops them;
+ *   - containers labelled as gpubox's that no record owns are logged;
+ *   - GPU env files (replicaset/gpu_env.h) of containers no record names go.
+ */
+#include "service/replicaset/replicaset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/replicaset/gpu_env.h"
+#include "service/replicaset/internal.h"
+#include "service/volume/volumes.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+static void rs_reconcile_one(app *a, rs_record *r)
+{
+    if (r->operation[0]) {
+        /* Recovery could not settle it: leave the containers as they are
+         * until it can (the next call on the set tries again). */
+        log_warn("reconcile: %s: operation %s is still unfinished; see GET /api/v1/operations/%s",
+                 r->name, r->operation, r->operation);
+        return;
+    }
+    if (r->state == RS_STATE_CREATING) {
+        rs_create_conclude_legacy(a, r);
+        return;
+    }
+    if (r->state == RS_STATE_DELETED)
+        return;
+    gb_err err = GB_ERR_INIT;
+    docker_container_state st;
+    if (docker_container_state_get(a->docker, r->container_name, &st, &err) < 0 &&
+        err.code != ERR_NOT_FOUND) {
+        log_warn("reconcile: %s: cannot ask Docker about %s: %s", r->name, r->container_name,
+                 err.msg);
+    } else if (!st.exists) {
+        log_warn("reconcile: %s: container %s is missing from Docker (removed by hand?); it "
+                 "still holds %zu GPU(s) and %zu port(s) until stopped or deleted",
+                 r->name, r->container_name, r->ngpus, r->nports);
+    } else if (r->state == RS_STATE_RUNNING && !st.running && rs_volumes_ready(a, r)) {
+        if (docker_container_start(a->docker, r->container_name, &err) == 0)
+            log_info("reconcile: %s: started %s again (it was running before gpuboxd stopped)",
+                     r->name, r->container_name);
+        else
+            log_warn("reconcile: %s: cannot start %s again: %s", r->name, r->container_name,
+                     err.msg);
+    }
+}
+
+/* Containers carrying gpubox's label that no record names. */
+static void rs_report_orphans(app *a, json_t *known)
+{
+    _cleanup_(docker_container_briefs_free) docker_container_briefs list = {0};
+    gb_err err = GB_ERR_INIT;
+    if (docker_container_list_briefs(a->docker, DOCKER_LABEL_REPLICASET, NULL, &list, &err) < 0)
+        return;
+    for (size_t i = 0; i < list.n; i++) {
+        const char *n = list.items[i].name;
+        if (n && !json_object_get(known, n))
+            log_warn("reconcile: container %s carries gpubox's label but no replica set owns it; "
+                     "leaving it alone",
+                     n);
+    }
+}
+
+int replicaset_reconcile(app *a, gb_err *err)
+{
+    if (replicaset_recover(a, err) < 0)
+        return err_prefix(err, "recovering unfinished operations");
+    _cleanup_(store_kvs_free) store_kvs kvs = {0};
+    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
+        return err_prefix(err, "reconciling replica sets");
+    _cleanup_json_ json_t *known = json_object();
+    for (size_t i = 0; i < kvs.n; i++) {
+        if (!keys_is_replicaset_record(kvs.items[i].key))
+            continue;
+        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
+        _cleanup_(rs_record_free) rs_record r = {0};
+        if (rs_record_from_json(j, &r, err) < 0)
+            return err_prefix(err, "reconciling replica sets");
+        r.mod_revision = kvs.items[i].mod_revision;
+        rs_reconcile_one(a, &r);
+        if (r.state != RS_STATE_DELETED)
+            json_object_set_new(known, r.container_name, json_true());
+    }
+    rs_report_orphans(a, known);
+    rs_gpu_env_sweep(a, known);
+    return 0;
+}

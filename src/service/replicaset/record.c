@@ -1,0 +1,404 @@
+/*
+ * record.c - replica-set records: JSON form, store load/save, and the
+ * lifecycle table (see replicaset/record.h).
+ */
+#include "service/replicaset/record.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/store_json.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+#include "util/time.h"
+
+static const char *const rs_state_names[] = {
+    [RS_STATE_CREATING] = "creating", [RS_STATE_RUNNING] = "running", [RS_STATE_PAUSED] = "paused",
+    [RS_STATE_STOPPED] = "stopped",   [RS_STATE_DELETED] = "deleted",
+};
+
+static const char *const rs_op_names[] = {
+    [RS_OP_STOP] = "stop",       [RS_OP_PAUSE] = "pause",        [RS_OP_CONTINUE] = "continue",
+    [RS_OP_EXECUTE] = "execute", [RS_OP_COMMIT] = "commit",      [RS_OP_DELETE] = "delete",
+    [RS_OP_PATCH] = "patch",     [RS_OP_ROLLBACK] = "roll back", [RS_OP_RESTART] = "restart",
+};
+
+/* allowed[op] is a bit set of states (replicaset/record.h has the table). */
+#define S(x) (1u << RS_STATE_##x)
+static const unsigned rs_allowed[] = {
+    [RS_OP_STOP] = S(RUNNING) | S(PAUSED),
+    [RS_OP_PAUSE] = S(RUNNING),
+    [RS_OP_CONTINUE] = S(PAUSED),
+    [RS_OP_EXECUTE] = S(RUNNING),
+    [RS_OP_COMMIT] = S(RUNNING) | S(PAUSED) | S(STOPPED),
+    [RS_OP_DELETE] = S(CREATING) | S(RUNNING) | S(PAUSED) | S(STOPPED),
+    [RS_OP_PATCH] = S(RUNNING) | S(PAUSED),
+    [RS_OP_ROLLBACK] = S(RUNNING) | S(PAUSED),
+    [RS_OP_RESTART] = S(RUNNING) | S(PAUSED) | S(STOPPED),
+};
+#undef S
+
+const char *rs_state_name(enum rs_state s)
+{
+    return s <= RS_STATE_DELETED ? rs_state_names[s] : "unknown";
+}
+
+static int rs_state_parse(const char *s)
+{
+    for (size_t i = 0; s && i < ARRAY_SIZE(rs_state_names); i++)
+        if (strcmp(s, rs_state_names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err)
+{
+    if (rs_allowed[op] & (1u << r->state))
+        return 0;
+    if (r->state == RS_STATE_DELETED)
+        return err_set(err, ERR_NOT_FOUND, "replica set '%s' was deleted", r->name);
+    const char *hint = "";
+    switch (op) {
+    case RS_OP_CONTINUE:
+        hint = r->state == RS_STATE_STOPPED ? "; a stopped set gave back its GPUs and ports: "
+                                              "restart it instead"
+                                            : "; only a paused set can continue";
+        break;
+    case RS_OP_STOP:
+        hint = "; it is already stopped";
+        break;
+    case RS_OP_PAUSE:
+        hint = "; only a running set can be paused";
+        break;
+    case RS_OP_EXECUTE:
+        hint = "; commands run only in a running set";
+        break;
+    case RS_OP_PATCH:
+    case RS_OP_ROLLBACK:
+        hint = r->state == RS_STATE_STOPPED ? "; a stopped set holds no GPUs or ports: restart it "
+                                              "first, then change it"
+                                            : "";
+        break;
+    default:
+        break;
+    }
+    return err_set(err, ERR_STATE_CONFLICT, "cannot %s replica set '%s': it is %s%s",
+                   rs_op_names[op], r->name, rs_state_name(r->state), hint);
+}
+
+static json_t *rs_gpu_list_json(char (*gpus)[GPU_UUID_MAX], size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(gpus[i]));
+    return a;
+}
+
+static json_t *rs_port_list_json(const rs_held_port *ports, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:i, s:i, s:s}", "hostPort", ports[i].host_port,
+                                           "containerPort", ports[i].container_port, "protocol",
+                                           ports[i].protocol));
+    return a;
+}
+
+json_t *rs_record_gpus_json(const rs_record *r)
+{
+    return rs_gpu_list_json(r->gpus, r->ngpus);
+}
+
+const char *rs_record_gpu_mode(const rs_record *r)
+{
+    if (r->ngpus == 0)
+        return "none";
+    if (r->grant.n != r->ngpus)
+        return "whole";
+    return gpus_mode_name(r->grant.cards[0].mode);
+}
+
+json_t *rs_record_gpu_shares_json(const rs_record *r)
+{
+    _cleanup_json_ json_t *tmp = json_object();
+    if (!tmp || r->grant.n != r->ngpus || gpus_grant_to_json(&r->grant, tmp, NULL) < 0)
+        return json_array();
+    json_t *shares = json_object_get(tmp, "gpuShares");
+    return shares ? json_incref(shares) : json_array();
+}
+
+int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err)
+{
+    char(*gpus)[GPU_UUID_MAX] = calloc(g->n + 1, sizeof(*gpus));
+    if (!gpus)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < g->n; i++)
+        memcpy(gpus[i], g->cards[i].uuid, GPU_UUID_MAX);
+    free(r->gpus);
+    gpus_grant_free(&r->grant);
+    r->gpus = gpus;
+    r->ngpus = g->n;
+    r->grant = *g;
+    *g = (gpus_grant){0};
+    return 0;
+}
+
+json_t *rs_record_ports_json(const rs_record *r)
+{
+    return rs_port_list_json(r->ports, r->nports);
+}
+
+json_t *rs_record_to_json(const rs_record *r)
+{
+    json_t *j =
+        json_pack("{s:s, s:i, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s}", "name", r->name, "version",
+                  r->version, "state", rs_state_name(r->state), "spec", rs_spec_to_json(&r->spec),
+                  "containerName", r->container_name, "containerId", r->container_id, "gpus",
+                  rs_record_gpus_json(r), "ports", rs_record_ports_json(r), "createTime",
+                  r->create_time, "updateTime", r->update_time);
+    /* The grant adds gpuShares; a record whose gpus were set without one
+     * holds whole cards, which "gpus" alone already says. */
+    if (j && r->ngpus && r->grant.n == r->ngpus && gpus_grant_to_json(&r->grant, j, NULL) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    /* Optional fields appear only when set, so records stay as they were
+     * for sets that never used them. */
+    if (j && r->operation[0])
+        json_object_set_new(j, "operation", json_string(r->operation));
+    if (j && (r->nlast_gpus || r->nlast_ports)) {
+        json_object_set_new(j, "lastGpus", rs_gpu_list_json(r->last_gpus, r->nlast_gpus));
+        json_object_set_new(j, "lastPorts", rs_port_list_json(r->last_ports, r->nlast_ports));
+    }
+    return j;
+}
+
+json_t *rs_record_history_entry(const rs_record *r, const char *reason)
+{
+    /* The cards and ports the version was made with, so the history can
+     * show its container as it was (gpu-docker-api's "status"). */
+    return json_pack("{s:i, s:s, s:s, s:o, s:s, s:o, s:o}", "version", r->version, "createTime",
+                     r->update_time, "containerName", r->container_name, "spec",
+                     rs_spec_to_json(&r->spec), "reason", reason, "gpus", rs_record_gpus_json(r),
+                     "ports", rs_record_ports_json(r));
+}
+
+static int copy_field(const json_t *j, const char *field, char *dst, size_t size, gb_err *err)
+{
+    const char *v = "";
+    if (json_field_string(j, "record", field, &v, false, err) < 0)
+        return -1;
+    if (strlen(v) >= size)
+        return err_set(err, ERR_INTERNAL, "record field %s is too long", field);
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+/* A list of held ports under `field` ("ports" or "lastPorts"). */
+static int rs_ports_from_json(const json_t *j, const char *name, const char *field,
+                              rs_held_port **out, size_t *n, gb_err *err)
+{
+    json_t *ports = json_object_get(j, field);
+    size_t np = json_array_size(ports);
+    rs_held_port *p = *out = calloc(np + 1, sizeof(*p));
+    if (!p)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < np; i++) {
+        json_t *e = json_array_get(ports, i);
+        json_int_t host = json_integer_value(json_object_get(e, "hostPort"));
+        json_int_t cont = json_integer_value(json_object_get(e, "containerPort"));
+        const char *proto = json_string_value(json_object_get(e, "protocol"));
+        if (host < 1 || host > 65535 || cont < 1 || cont > 65535 || !proto || strlen(proto) > 3)
+            return err_set(err, ERR_INTERNAL, "record of %s: %s[%zu] is malformed", name, field, i);
+        p[i] = (rs_held_port){.host_port = (uint16_t)host, .container_port = (uint16_t)cont};
+        strcpy(p[i].protocol, proto);
+    }
+    *n = np;
+    return 0;
+}
+
+static int rs_last_gpus_from_json(const json_t *j, rs_record *r, gb_err *err)
+{
+    json_t *gpus = json_object_get(j, "lastGpus");
+    size_t n = json_array_size(gpus);
+    r->last_gpus = calloc(n + 1, sizeof(*r->last_gpus));
+    if (!r->last_gpus)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *u = json_string_value(json_array_get(gpus, i));
+        if (!u || strlen(u) >= GPU_UUID_MAX)
+            return err_set(err, ERR_INTERNAL, "record of %s: lastGpus[%zu] is not a UUID", r->name,
+                           i);
+        strcpy(r->last_gpus[i], u);
+    }
+    r->nlast_gpus = n;
+    return 0;
+}
+
+static int rs_record_holdings_from_json(const json_t *j, rs_record *r, gb_err *err)
+{
+    _cleanup_(gpus_grant_free) gpus_grant grant = {0};
+    if (gpus_grant_from_json(j, &grant, err) < 0)
+        return err_prefix(err, "record of %s", r->name);
+    if (rs_record_set_grant(r, &grant, err) < 0 ||
+        rs_ports_from_json(j, r->name, "ports", &r->ports, &r->nports, err) < 0 ||
+        rs_ports_from_json(j, r->name, "lastPorts", &r->last_ports, &r->nlast_ports, err) < 0)
+        return -1;
+    return rs_last_gpus_from_json(j, r, err);
+}
+
+int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    const char *state = NULL;
+    long long version = 0;
+    json_t *spec = NULL;
+    if (!json_is_object(j) || copy_field(j, "name", out->name, sizeof(out->name), err) < 0 ||
+        json_field_int(j, "record", "version", &version, true, err) < 0 ||
+        json_field_string(j, "record", "state", &state, true, err) < 0 ||
+        json_field_object(j, "record", "spec", &spec, true, err) < 0 ||
+        copy_field(j, "containerName", out->container_name, sizeof(out->container_name), err) < 0 ||
+        copy_field(j, "containerId", out->container_id, sizeof(out->container_id), err) < 0 ||
+        copy_field(j, "createTime", out->create_time, sizeof(out->create_time), err) < 0 ||
+        copy_field(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0 ||
+        copy_field(j, "operation", out->operation, sizeof(out->operation), err) < 0)
+        goto fail;
+    int s = rs_state_parse(state);
+    if (s < 0 || version < 0 || version > 1000000000) {
+        err_set(err, ERR_INTERNAL, "record of %s has state '%s', version %lld", out->name, state,
+                version);
+        goto fail;
+    }
+    out->state = (enum rs_state)s;
+    out->version = (int)version;
+    if (rs_spec_from_json(spec, NULL, &out->spec, err) < 0 ||
+        rs_record_holdings_from_json(j, out, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    if (err)
+        err->code = ERR_INTERNAL;
+    rs_record_free(out);
+    return -1;
+}
+
+int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    if (!keys_replicaset(key, sizeof(key), name))
+        return err_set(err, ERR_INVALID_NAME, "replica set name is too long");
+    char what[NAME_MAX_LEN + 32];
+    snprintf(what, sizeof(what), "record of %s", name);
+    _cleanup_json_ json_t *j = NULL;
+    int64_t rev = 0;
+    int found = store_get_json(s, key, what, &j, &rev, err);
+    if (found <= 0)
+        return found;
+    if (rs_record_from_json(j, out, err) < 0)
+        return err_prefix(err, "reading replica set %s from the store", name);
+    out->mod_revision = rev;
+    return 1;
+}
+
+bool rs_record_is_tombstone(const rs_record *r)
+{
+    return r->state == RS_STATE_DELETED && r->version == 0;
+}
+
+void rs_record_clear_holdings(rs_record *r)
+{
+    r->ngpus = 0;
+    r->grant.n = 0;
+    r->nports = 0;
+}
+
+void rs_record_forget_last(rs_record *r)
+{
+    free(r->last_gpus);
+    free(r->last_ports);
+    r->last_gpus = NULL;
+    r->last_ports = NULL;
+    r->nlast_gpus = r->nlast_ports = 0;
+}
+
+void rs_record_remember_holdings(rs_record *r)
+{
+    rs_record_forget_last(r);
+    r->last_gpus = r->gpus;
+    r->nlast_gpus = r->ngpus;
+    r->last_ports = r->ports;
+    r->nlast_ports = r->nports;
+    r->gpus = calloc(1, sizeof(*r->gpus));
+    r->ports = calloc(1, sizeof(*r->ports));
+    r->ngpus = r->nports = 0;
+    gpus_grant_free(&r->grant);
+}
+
+static void *rs_dup(const void *p, size_t n, size_t size)
+{
+    void *d = calloc(n + 1, size);
+    if (d && n)
+        memcpy(d, p, n * size);
+    return d;
+}
+
+int rs_record_copy(const rs_record *src, rs_record *dst)
+{
+    *dst = *src;
+    dst->gpus = rs_dup(src->gpus, src->ngpus, sizeof(*src->gpus));
+    dst->grant.cards = rs_dup(src->grant.cards, src->grant.n, sizeof(*src->grant.cards));
+    dst->ports = rs_dup(src->ports, src->nports, sizeof(*src->ports));
+    dst->last_gpus = rs_dup(src->last_gpus, src->nlast_gpus, sizeof(*src->last_gpus));
+    dst->last_ports = rs_dup(src->last_ports, src->nlast_ports, sizeof(*src->last_ports));
+    memset(&dst->spec, 0, sizeof(dst->spec));
+    if (!dst->gpus || !dst->grant.cards || !dst->ports || !dst->last_gpus || !dst->last_ports ||
+        rs_spec_copy(&src->spec, &dst->spec) < 0) {
+        rs_record_free(dst);
+        return -1;
+    }
+    return 0;
+}
+
+void rs_record_free(rs_record *r)
+{
+    if (!r)
+        return;
+    rs_spec_free(&r->spec);
+    gpus_grant_free(&r->grant);
+    free(r->gpus);
+    free(r->ports);
+    r->gpus = NULL;
+    r->ports = NULL;
+    r->ngpus = r->nports = 0;
+    rs_record_forget_last(r);
+}
+
+int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    if (!keys_replicaset(key, sizeof(key), r->name))
+        return err_set(err, ERR_INVALID_NAME, "replica set name is too long");
+    time_iso_now(r->update_time, sizeof(r->update_time));
+    if (!r->create_time[0])
+        memcpy(r->create_time, r->update_time, sizeof(r->create_time));
+    _cleanup_json_ json_t *j = rs_record_to_json(r);
+    _cleanup_free_ char *value = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    _cleanup_free_ store_op *ops = calloc(nextra + 1, sizeof(*ops));
+    if (!value || !ops)
+        return err_set(err, ERR_INTERNAL, "out of memory saving replica set %s", r->name);
+    ops[0] = (store_op){.kind = STORE_OP_PUT, .key = key, .value = value};
+    for (size_t i = 0; i < nextra; i++)
+        ops[i + 1] = extra[i];
+    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
+    bool ok = false;
+    int64_t rev = 0;
+    if (store_txn(s, &cmp, 1, ops, nextra + 1, &ok, &rev, err) < 0)
+        return err_prefix(err, "saving replica set %s", r->name);
+    if (!ok)
+        return err_set(err, ERR_CONFLICT,
+                       "replica set %s was changed by someone else meanwhile; try again", r->name);
+    r->mod_revision = rev;
+    return 0;
+}

@@ -1,0 +1,158 @@
+/*
+ * record.h - a replica set's record in the store, and its lifecycle.
+ *
+ * The record (key: keys_replicaset) is the one source of truth for the set:
+ *   {"name": "foo", "version": 3, "state": "running",
+ *    "spec": {...rs_spec...},
+ *    "containerName": "foo-3", "containerId": "ab12...",
+ *    "gpus": ["GPU-..."],                                 every card held
+ *    "gpuShares": [{"uuid", "memoryMiB", "mode", "replica"}], shares only
+ *    "ports": [{"hostPort": 40001, "containerPort": 22, "protocol": "tcp"}],
+ *    "createTime": "...Z", "updateTime": "...Z",
+ *    "operation": "2026...-a1b2c3d4",                   only while one is in flight
+ *    "lastGpus": [...], "lastPorts": [...]}             only when stopped
+ * `gpus`, `gpuShares` and `ports` list exactly what the set holds now:
+ * empty once it is stopped or deleted; while an operation that makes a new
+ * version runs, what the old and the new version hold together. `gpus` +
+ * `gpuShares` are sched/'s grant JSON (gpus_grant_to_json; a record with
+ * `gpus` only holds whole cards, the form records had before sharing). The
+ * pools are rebuilt from them at start-up (allocations.c). A stopped set
+ * remembers in lastGpus and lastPorts which cards and ports it gave back,
+ * so a restart can take the same ones again if they are still free.
+ *
+ * Each version's spec is also kept under keys_replicaset_history as
+ * {"version", "createTime", "containerName", "spec", "reason"}.
+ *
+ * States and what each operation may do from them (rs_lifecycle_check):
+ *
+ *              creating  running  paused  stopped  deleted
+ *   stop          -        yes     yes      -        -
+ *   pause         -        yes      -       -        -
+ *   continue      -         -      yes      -        -
+ *   execute       -        yes      -       -        -
+ *   commit        -        yes     yes     yes       -
+ *   delete       yes       yes     yes     yes       -
+ *   patch         -        yes     yes      -        -
+ *   rollback      -        yes     yes      -        -
+ *   restart       -        yes     yes     yes       -
+ *
+ * "creating" is only seen between the allocation's commit and the
+ * container's start, or after a crash there (replicaset_reconcile settles it).
+ */
+#ifndef GPUBOX_SERVICE_REPLICASET_RECORD_H
+#define GPUBOX_SERVICE_REPLICASET_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "gpu/gpu.h"
+#include "sched/gpus.h"
+#include "service/replicaset/spec.h"
+#include "store/store.h"
+#include "util/err.h"
+#include "util/names.h"
+
+enum rs_state {
+    RS_STATE_CREATING,
+    RS_STATE_RUNNING,
+    RS_STATE_PAUSED,
+    RS_STATE_STOPPED,
+    RS_STATE_DELETED,
+};
+
+enum rs_op {
+    RS_OP_STOP,
+    RS_OP_PAUSE,
+    RS_OP_CONTINUE,
+    RS_OP_EXECUTE,
+    RS_OP_COMMIT,
+    RS_OP_DELETE,
+    RS_OP_PATCH,
+    RS_OP_ROLLBACK,
+    RS_OP_RESTART,
+};
+
+typedef struct rs_held_port {
+    uint16_t host_port;
+    uint16_t container_port;
+    char protocol[4];
+} rs_held_port;
+
+#define RS_CONTAINER_NAME_MAX (NAME_MAX_LEN + 16)
+#define RS_TIME_MAX 32
+#define RS_OPERATION_MAX 40 /* JOURNAL_ID_MAX */
+
+typedef struct rs_record {
+    char name[NAME_MAX_LEN + 1];
+    int version;
+    enum rs_state state;
+    rs_spec spec;
+    char container_name[RS_CONTAINER_NAME_MAX];
+    char container_id[80];
+    char (*gpus)[GPU_UUID_MAX]; /* every card held, in container order: grant's UUIDs */
+    size_t ngpus;
+    gpus_grant grant; /* how each card is held; grant.n == ngpus (rs_record_set_grant) */
+    rs_held_port *ports;
+    size_t nports;
+    char create_time[RS_TIME_MAX];
+    char update_time[RS_TIME_MAX];
+    char operation[RS_OPERATION_MAX]; /* id of the operation in flight; "" when none */
+    char (*last_gpus)[GPU_UUID_MAX];  /* stopped: the cards it gave back */
+    size_t nlast_gpus;
+    rs_held_port *last_ports;
+    size_t nlast_ports;
+    int64_t mod_revision; /* of the store key when loaded; 0 for a new record */
+} rs_record;
+
+const char *rs_state_name(enum rs_state s);
+
+/* 0 when op is allowed in r's state; otherwise ERR_STATE_CONFLICT (or
+ * ERR_NOT_FOUND for a deleted set) saying why and what to do instead. */
+int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err);
+
+/* Load name's record: 1 found, 0 absent, -1 error. */
+int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err);
+int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err);
+json_t *rs_record_to_json(const rs_record *r);
+void rs_record_free(rs_record *r);
+
+/* A deleted record at version 0: the fence replicaset/doubt.c leaves where a
+ * create cut off by a store outage might still land. It holds nothing and
+ * has no history; queries treat the name as unknown, and the next create
+ * starts at version 1 over it. */
+bool rs_record_is_tombstone(const rs_record *r);
+
+/* Drop what the record holds (gpus, ports). Nothing is freed: a shallow
+ * copy made before may still list it, to give back to the pools. */
+void rs_record_clear_holdings(rs_record *r);
+/* Make g (moved in: *g is left empty) what r holds, gpus included. */
+int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err);
+/* Move the cards and ports it holds into lastGpus/lastPorts (stop),
+ * holding nothing. */
+void rs_record_remember_holdings(rs_record *r);
+/* Forget lastGpus/lastPorts. */
+void rs_record_forget_last(rs_record *r);
+/* Deep copy (spec, grant, holdings, last holdings); 0, or -1 out of memory. */
+int rs_record_copy(const rs_record *src, rs_record *dst);
+/* The JSON lists of what it holds, for answers. */
+json_t *rs_record_gpus_json(const rs_record *r);
+/* [{uuid, memoryMiB, mode, replica?}] for a share grant, [] otherwise. */
+json_t *rs_record_gpu_shares_json(const rs_record *r);
+/* "none" | "whole" | "memory" | "timeslice": how r holds its cards. */
+const char *rs_record_gpu_mode(const rs_record *r);
+json_t *rs_record_ports_json(const rs_record *r);
+
+/* The history entry for r's current version; reason says what made it
+ * ("create", "patch", "restart", "rollback to 2"). */
+json_t *rs_record_history_entry(const rs_record *r, const char *reason);
+
+/* Write r back if nobody changed it since it was loaded (compare-and-swap on
+ * mod_revision; 0 = must not exist). extra ops (may be NULL/0) go in the
+ * same transaction. ERR_CONFLICT when the record changed underneath. On
+ * success r->mod_revision is the new revision. */
+int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra, gb_err *err);
+
+#endif

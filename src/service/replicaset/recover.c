@@ -1,0 +1,127 @@
+/*
+ * recover.c - finishing or undoing operations that did not end:
+ * at start-up for every unfinished operation in the journal (before the
+ * rest of reconciliation), and on a later call on a set whose record still
+ * names one (an operation that could go neither way when it ran).
+ *
+ * Each kind decides in its own file, reached through the operation
+ * engine's table (op_resume, engine.h):
+ *   create               container exists: started, running; else undone
+ *   patch, rollback,     before carry-begin: undone; from carry-begin on:
+ *   restart (new cards)  forward (version.c)
+ *   restart (same cards) forward: the container is started
+ *   stop, delete         forward
+ * An operation whose set's record no longer names it (changed by hand) is
+ * marked failed and left alone: guessing could hand a card out twice.
+ *
+ * Finished operations stay in the journal for GET /api/v1/operations/{id};
+ * start-up removes those older than JOURNAL_KEEP_S.
+ */
+#include "service/replicaset/replicaset.h"
+
+#include <string.h>
+
+#include "service/journal.h"
+#include "service/replicaset/internal.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define JOURNAL_KEEP_S (7L * 24 * 3600)
+
+/* r names an operation: settle it, or forget it when it already ended. */
+static void rs_resume_named(app *a, const char *name, rs_record *r)
+{
+    journal_op op = {0};
+    gb_err e = GB_ERR_INIT;
+    int found = journal_load(a->store, r->operation, &op, &e);
+    if (found < 0) {
+        log_warn("replica set %s: cannot read operation %s: %s", name, r->operation, e.msg);
+        return;
+    }
+    if (found && op.state == JOURNAL_RUNNING) {
+        if (op_resume(a, &op, r, &e) < 0)
+            log_warn("replica set %s: operation %s is still pending: %s", name, op.id, e.msg);
+    } else {
+        /* It ended (or is gone): the record only kept its name by mistake. */
+        log_warn("replica set %s: forgetting operation %s, which is %s", name, r->operation,
+                 found ? journal_state_name(op.state) : "not in the journal");
+        r->operation[0] = '\0';
+        if (rs_record_save(a->store, r, NULL, 0, &e) < 0)
+            log_warn("replica set %s: %s", name, e.msg);
+    }
+    journal_op_free(&op);
+}
+
+int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err)
+{
+    /* First what a store outage left in doubt (replicaset/doubt.c), then what a
+     * crash or a failure left unfinished (the journal). */
+    if (name_check_replicaset(name, err) < 0 || rs_doubt_resolve(a, name, err) < 0)
+        return -1;
+    for (int attempt = 0;; attempt++) {
+        int found = rs_record_load(a->store, name, r, err);
+        if (found < 0) {
+            if (err && err->code == ERR_STORE_UNAVAILABLE)
+                err_prefix(err, "replica set '%s': nothing was changed", name);
+            return -1;
+        }
+        if (!found || rs_record_is_tombstone(r)) {
+            rs_record_free(r);
+            return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+        }
+        if (!r->operation[0])
+            return 0;
+        if (attempt == 1) {
+            err_set(err, ERR_STATE_CONFLICT,
+                    "replica set '%s' has an unfinished operation %s that could not be settled; "
+                    "see GET /api/v1/operations/%s",
+                    name, r->operation, r->operation);
+            rs_record_free(r);
+            return -1;
+        }
+        rs_resume_named(a, name, r);
+        rs_record_free(r);
+    }
+}
+
+int replicaset_recover(app *a, gb_err *err)
+{
+    journal_op *ops = NULL;
+    size_t n = 0;
+    if (journal_unfinished(a->store, &ops, &n, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        _cleanup_(rs_record_free) rs_record r = {0};
+        gb_err e = GB_ERR_INIT;
+        int found = rs_record_load(a->store, ops[i].target, &r, &e);
+        if (found < 0 || op_resume(a, &ops[i], found ? &r : NULL, &e) < 0)
+            log_error("recover: operation %s (%s of %s): %s", ops[i].id,
+                      journal_kind_name(ops[i].kind), ops[i].target, e.msg);
+    }
+    journal_ops_free(ops, n);
+    size_t pruned = 0;
+    gb_err e = GB_ERR_INIT;
+    if (journal_prune(a->store, JOURNAL_KEEP_S, &pruned, &e) < 0)
+        log_warn("recover: %s", e.msg);
+    else if (pruned)
+        log_info("recover: removed %zu finished operation(s) older than 7 days", pruned);
+    return 0;
+}
+
+int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err)
+{
+    if (!journal_id_valid(id))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "operation id '%.64s' is malformed; ids look like "
+                       "20260512T101530123-a1b2c3d4",
+                       id ? id : "");
+    journal_op op = {0};
+    int found = journal_load(a->store, id, &op, err);
+    if (found < 0)
+        return -1;
+    if (!found)
+        return err_set(err, ERR_NOT_FOUND, "no operation '%s' (finished ones are kept 7 days)", id);
+    *out = journal_op_to_json(&op);
+    journal_op_free(&op);
+    return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+}

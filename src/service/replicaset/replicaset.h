@@ -1,0 +1,136 @@
+/*
+ * replicaset.h - the replica-set service: what each replica-set operation
+ * does, in which order, against the store, the pools and Docker.
+ *
+ * A replica set `foo` is one user instance: a spec plus, at any time, one
+ * container `foo-N` (N = version). Its record in the store (replicaset/record.h)
+ * holds its state and every GPU and host port it holds; the pools in memory
+ * follow the store, never the other way round.
+ *
+ * Lifecycle (replicaset/record.h has the table):
+ *   create   -> running
+ *   pause    running -> paused     container stopped, GPUs and ports kept
+ *   continue paused  -> running    same container started again
+ *   stop     running|paused -> stopped   container stopped, GPUs and ports released
+ *   delete   any -> deleted        container removed, everything released;
+ *                                  history kept unless purge, and a later
+ *                                  create of the same name continues the
+ *                                  version numbers (after purge: from 1)
+ *   patch    running|paused        new version N+1 with the patched spec,
+ *                                  the system disk carried into it
+ *   rollback running|paused        new version whose spec is version k's
+ *   restart  stopped -> running    the same container on the same cards if
+ *                                  they are free, else a new version
+ * Create, patch, rollback, restart, stop and delete go through the
+ * operation journal (journal.h), so a crash at any step is finished or
+ * undone at the next start (replicaset_recover).
+ * Operations on one name run one at a time (namelock.h); on different names
+ * in parallel.
+ *
+ * Every function returns 0 and sets *out to the `data` of the answer, or -1
+ * with *err saying what went wrong in words a user can act on.
+ */
+#ifndef GPUBOX_SERVICE_REPLICASET_H
+#define GPUBOX_SERVICE_REPLICASET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "service/app.h"
+#include "service/replicaset/spec.h"
+#include "util/err.h"
+
+/* Create `name` from spec: allocate GPUs and ports all-or-nothing, commit
+ * the record (one transaction), then create and start `name-1` (or the next
+ * version after a delete that kept history). On any failure everything taken
+ * is given back. data: {name, replicaSetName, containerName, containerId,
+ * version, gpus:[uuid], gpuShares:[{uuid, memoryMiB, mode, replica?}] (shares
+ * only; [] for whole cards), ports:[{hostPort, containerPort, protocol}]}. */
+int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **out, gb_err *err);
+
+/* data: {replicaSets:[{name, version, state, status, containerName, gpus,
+ * gpuShares, ports, createTime, updateTime}]}; deleted sets only with include_deleted.
+ * status is Docker's live view: "running", "exited", ..., or "missing" when
+ * the container is gone from Docker. */
+int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err);
+/* data: {info:{name, version, state, status, createTime, updateTime, spec,
+ * containerName, containerId, gpus, gpuShares, ports, gpuLimits:{mode, enforced,
+ * enforcedBy}}}: gpuLimits says whether the container's GPU limits are
+ * enforced (a share only with HAMi-core). ERR_NOT_FOUND when unknown. */
+int replicaset_info(app *a, const char *name, json_t **out, gb_err *err);
+/* data: {history:[{version, createTime, containerName, spec}]}, newest first. */
+int replicaset_history(app *a, const char *name, json_t **out, gb_err *err);
+
+/* data: {name, state, containerName, gpus, ports} after the change; for
+ * stop also released:{gpus, ports}. */
+int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err);
+int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err);
+int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err);
+
+/* data: {name, purged, released:{gpus, ports}}. */
+int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err *err);
+
+/* Patch (rs_spec_patch says what a patch may carry): a new version with the
+ * new spec and the system disk carried, or, when the patch changes
+ * nothing, no new version. data: {name, replicaSetName, containerName,
+ * containerId, version, state, gpus, ports, changed, operationId (when
+ * changed), carry}. */
+int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out, gb_err *err);
+/* A new version whose spec is version `version`'s, carrying the current
+ * system disk. ERR_VERSION_NEGATIVE below 0, ERR_INVALID_PARAMS for 0,
+ * ERR_NO_NEED_ROLLBACK for the current version, ERR_NOT_FOUND for one the
+ * history lacks. data as patch's. */
+int replicaset_rollback(app *a, const char *name, long long version, json_t **out, gb_err *err);
+/* Stopped: the same container again when the cards and ports it gave back
+ * are all free (data: {..., version unchanged, sameContainer: true}), else
+ * a new version on other cards with the system disk carried. Paused: as
+ * continue. Running: the container is restarted. */
+int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err);
+
+/* GET /api/v1/operations/{id}: the operation record (journal.h). */
+int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err);
+
+#define RS_EXEC_DEFAULT_TIMEOUT_S 60
+#define RS_EXEC_MAX_TIMEOUT_S 3600
+#define RS_EXEC_OUTPUT_CAP (1024 * 1024) /* bytes kept per stream */
+
+typedef struct rs_exec_request {
+    const char *const *cmd; /* argv; at least one */
+    size_t ncmd;
+    const char *workdir; /* NULL: the image's */
+    int timeout_s;       /* 0: RS_EXEC_DEFAULT_TIMEOUT_S */
+} rs_exec_request;
+
+/* Run a command in the running container. data: {stdout, stderr, exitCode,
+ * stdoutTruncated, stderrTruncated, timedOut}. */
+int replicaset_execute(app *a, const char *name, const rs_exec_request *req, json_t **out,
+                       gb_err *err);
+
+/* Commit the container to image `image` ("repo[:tag]"). An existing tag is
+ * refused unless overwrite, and never overwritten if gpubox did not create
+ * it. data: {imageName, imageId}. */
+int replicaset_commit(app *a, const char *name, const char *image, bool overwrite, json_t **out,
+                      gb_err *err);
+
+/* gpu-docker-api's older routes name a set as "foo" or by its container
+ * "foo-N": write the replica-set name into base (NAME_MAX_LEN + 1 bytes). */
+int replicaset_resolve_name(app *a, const char *name_or_container, char *base, gb_err *err);
+
+/* Start-up, after the pools are derived: finish or undo every operation the
+ * journal holds unfinished (replicaset_recover), then settle records caught
+ * mid-create by a crash, start containers of running sets that stopped
+ * while gpuboxd was down, and log sets whose containers Docker no longer
+ * has. */
+int replicaset_reconcile(app *a, gb_err *err);
+/* The first part alone. */
+int replicaset_recover(app *a, gb_err *err);
+
+/* The replica-set kinds of the operation engine's table (engine.h,
+ * op_kinds.c), each defined in the file that holds its steps. */
+struct op_kind;
+extern const struct op_kind rs_op_create, rs_op_stop, rs_op_delete, rs_op_restart_same,
+    rs_op_restart_new, rs_op_patch, rs_op_rollback;
+
+#endif

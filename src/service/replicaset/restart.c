@@ -1,0 +1,165 @@
+/*
+ * restart.c - restarting a replica set: a running one in place, a paused
+ * one as continue, a stopped one on its last cards and ports when they
+ * are still free, else as a new version on other cards (the version
+ * change, version.c, kind rs_op_restart_new).
+ *
+ * A restart on the same cards is its own short operation, steps:
+ *   begin      the record holds lastGpus/lastPorts again and names the
+ *              operation (taken from the pools just before)
+ *   started    the same container started
+ *   committed  the record says running, no lastGpus/lastPorts
+ * A crash part way is finished at the next start (the set was asked to
+ * run); a failed start undoes it (the record stopped again, holding
+ * nothing, the cards back in the pools).
+ */
+#include "service/replicaset/replicaset.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "service/metrics.h"
+#include "service/namelock.h"
+#include "service/replicaset/internal.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+static const char *const rs_restart_same_steps[] = {OP_STEP_BEGIN, OP_STEP_STARTED,
+                                                    OP_STEP_COMMITTED};
+
+static json_t *rs_restart_answer(const rs_record *r, bool same, const char *op_id)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b, s:s?}", "name",
+                     r->container_name, "replicaSetName", r->name, "containerName",
+                     r->container_name, "containerId", r->container_id, "version", r->version,
+                     "state", rs_state_name(r->state), "gpus", rs_record_gpus_json(r), "ports",
+                     rs_record_ports_json(r), "sameContainer", same, "operationId", op_id);
+}
+
+/* Same cards, from wherever op got to; r names op and holds the cards. */
+static int rs_restart_same_run(app *a, journal_op *op, rs_record *r, gb_err *err)
+{
+    if (!journal_step_done(op, OP_STEP_STARTED)) {
+        if (docker_container_start(a->docker, r->container_name, err) < 0) {
+            gb_err e = *err;
+            _cleanup_(rs_record_free) rs_record held = {0};
+            if (rs_record_copy(r, &held) < 0)
+                return err_set(err, ERR_INTERNAL, "out of memory");
+            rs_record_clear_holdings(r);
+            if (op_close(a, op, JOURNAL_UNDONE, e.msg, r, NULL, 0, err) < 0)
+                return -1;
+            rs_alloc_give_back(a, &held);
+            *err = e;
+            err->code = ERR_RESTART_FAILED;
+            return err_prefix(err, "starting %s", r->container_name);
+        }
+        if (op_step(a, op, OP_STEP_STARTED, err) < 0)
+            return -1;
+    }
+    r->state = RS_STATE_RUNNING;
+    rs_record_forget_last(r);
+    if (op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err) < 0)
+        return -1;
+    log_info("replica set %s: restarted %s on the same %zu GPU(s) and %zu port(s)", r->name,
+             r->container_name, r->ngpus, r->nports);
+    return 0;
+}
+
+int rs_restart_same_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+{
+    _cleanup_(rs_record_free) rs_record cur = {0};
+    if (rs_record_copy(r, &cur) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return rs_restart_same_run(a, op, &cur, err);
+}
+
+/* r (stopped) now holds its last cards and ports: run the same container.
+ * before is r as it was loaded. */
+static int rs_restart_same(app *a, rs_record *r, const rs_record *before, json_t **out, gb_err *err)
+{
+    journal_op op = {0};
+    if (op_init(&op, &rs_op_restart_same, r->name, json_pack("{s:s}", "mode", "same"), err) < 0) {
+        rs_alloc_give_back(a, r);
+        return -1;
+    }
+    int rc = -1;
+    if (op_begin(a, &op, r, before, NULL, 0, err) < 0) {
+        /* Not in doubt: nothing was recorded, the cards go straight back. */
+        if (err->code != ERR_STORE_UNAVAILABLE)
+            rs_alloc_give_back(a, r);
+    } else {
+        rc = rs_restart_same_run(a, &op, r, err);
+    }
+    if (rc == 0)
+        *out = rs_restart_answer(r, true, op.id);
+    journal_op_free(&op);
+    return rc;
+}
+
+/* A running set: its container restarted in place. */
+static int rs_restart_running(app *a, rs_record *r, json_t **out, gb_err *err)
+{
+    if (rs_container_stop(a, r->container_name, err) < 0 ||
+        docker_container_start(a->docker, r->container_name, err) < 0) {
+        err->code = err->code == ERR_NOT_FOUND ? ERR_NOT_FOUND : ERR_RESTART_FAILED;
+        return err_prefix(err, "restarting %s", r->container_name);
+    }
+    log_info("replica set %s: restarted %s", r->name, r->container_name);
+    *out = rs_restart_answer(r, true, NULL);
+    return 0;
+}
+
+int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "restart", out, err);
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(rs_record_free) rs_record r = {0};
+    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_RESTART, &r, err) < 0)
+        return -1;
+    if (r.state == RS_STATE_PAUSED) {
+        /* As continue, answered as every restart is. */
+        json_t *state = NULL;
+        if (rs_continue_locked(a, &r, &state, err) < 0)
+            return -1;
+        json_decref(state);
+        *out = rs_restart_answer(&r, true, NULL);
+        return 0;
+    }
+    if (r.state == RS_STATE_RUNNING)
+        return rs_restart_running(a, &r, out, err);
+    if (rs_version_check_container(a, &r, ERR_RESTART_FAILED, err) < 0)
+        return -1;
+    gb_err busy = GB_ERR_INIT;
+    _cleanup_(rs_record_free) rs_record before = {0};
+    if (rs_record_copy(&r, &before) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (rs_alloc_retake_last(a, &r, &busy) == 0)
+        return rs_restart_same(a, &r, &before, out, err);
+    log_info("replica set %s: its cards or ports were taken meanwhile (%s); restarting as a new "
+             "version",
+             name, busy.msg);
+    _cleanup_(rs_record_free) rs_record to = {0};
+    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
+    if (binds_resolve(a, &r.spec, &binds, err) < 0 || rs_version_next(&r, &r.spec, &to, err) < 0 ||
+        rs_alloc_take_preferring_last(a, &to, err) < 0)
+        return -1;
+    if (rs_version_change(a, &rs_op_restart_new, &r, &to, false, "restart", out, err) < 0)
+        return -1;
+    json_object_set_new(*out, "sameContainer", json_false());
+    return 0;
+}
+
+const op_kind rs_op_restart_same = {
+    .name = "restart-same",
+    .journalled = true,
+    .kind = JOURNAL_RESTART,
+    .mode = "same",
+    OP_STEPS(rs_restart_same_steps),
+    .forward = "a stopped set's last cards and ports taken again: the record holds them and "
+               "names the operation; its container is started; the record says running",
+    .back = "only when the container cannot start: the record holds nothing again and the "
+            "pools get the cards back",
+    .resume = rs_restart_same_resume,
+};

@@ -1,0 +1,451 @@
+/*
+ * version.c - making version N+1 of a replica set while keeping
+ * its system disk: what patch, rollback and a restart on other cards share.
+ *
+ * The caller has taken from the pools what the new version needs beyond
+ * what the set holds (rs_alloc_next), and describes the change as two
+ * records: `from` (version N as it is) and `to` (version N+1: new spec, the
+ * full holdings it will have, its state). The steps, each recorded in the
+ * operation journal (journal.h) before the next begins:
+ *
+ *   begin              one transaction: the set's record holds what from
+ *                      and to hold together (so nothing can be given to
+ *                      anyone else meanwhile) and names the operation; the
+ *                      operation record, with from and to, is written
+ *   container-created  <name>-(N+1) created, not started
+ *   old-stopped        <name>-N stopped
+ *   carry-begin        the point of no return: from here the change goes
+ *                      forward, never back
+ *   carried            the system disk moved from <name>-N into <name>-(N+1)
+ *                      (carry_system_disk, idempotent)
+ *   new-started        <name>-(N+1) started (a paused set stays stopped)
+ *   old-removed        <name>-N removed
+ *   committed          one transaction: the record at version N+1 holding
+ *                      only what to holds, the history entry N+1, the
+ *                      operation done
+ * and then the pools get back what only from held (a shrinking patch gives
+ * its cards back only now, after the new container runs).
+ *
+ * Undo (a failure, or a crash, before carry-begin): <name>-(N+1) removed,
+ * <name>-N started again if it ran, the record back to from, the operation
+ * "undone", and the pools get back what only to held. A failure after
+ * carry-begin but before the new container runs is undone too, with the
+ * disk carried back first; after it runs, only forward. A change that can
+ * go neither way stays "running" in the journal, and the set's record keeps
+ * naming it: the next call on the set, or the next start of gpuboxd, tries
+ * again (rs_version_resume).
+ */
+#include "service/replicaset/replicaset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "carry/carry.h"
+#include "service/journal.h"
+#include "service/keys.h"
+#include "service/replicaset/gpu_env.h"
+#include "service/replicaset/internal.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/time.h"
+
+static const char *const rs_version_steps[] = {
+    OP_STEP_BEGIN,   OP_STEP_CONTAINER_CREATED, OP_STEP_OLD_STOPPED, OP_STEP_CARRY_BEGIN,
+    OP_STEP_CARRIED, OP_STEP_NEW_STARTED,       OP_STEP_OLD_REMOVED, OP_STEP_COMMITTED,
+};
+
+/* Everything one change works with. */
+typedef struct rs_change {
+    app *a;
+    journal_op *op;
+    rs_record from; /* version N as it was */
+    rs_record to;   /* version N+1 as it will be */
+    rs_record cur;  /* the record in the store now: from and to's holdings */
+    bool swapped;   /* the pool exchanged from's GPUs for to's (shares) */
+    int fail_code;  /* the kind's envelope code for Docker or carry failures */
+} rs_change;
+
+static void rs_change_free(rs_change *c)
+{
+    rs_record_free(&c->from);
+    rs_record_free(&c->to);
+    rs_record_free(&c->cur);
+}
+
+static int rs_kind_fail_code(enum journal_kind k)
+{
+    switch (k) {
+    case JOURNAL_ROLLBACK:
+        return ERR_ROLLBACK_FAILED;
+    case JOURNAL_RESTART:
+        return ERR_RESTART_FAILED;
+    default:
+        return ERR_PATCH_FAILED;
+    }
+}
+
+static const char *rs_change_kind(const rs_change *c)
+{
+    return journal_kind_name(c->op->kind);
+}
+
+/* Keep the operation's copy of `to` current (its container id, once known). */
+static void rs_change_note_to(rs_change *c)
+{
+    json_object_set_new(c->op->data, "to", rs_record_to_json(&c->to));
+}
+
+static int rs_step(rs_change *c, const char *step, gb_err *err)
+{
+    return op_step(c->a, c->op, step, err);
+}
+
+/* 1 exists (running set), 0 absent, -1 Docker did not answer. */
+static int rs_inspect_running(app *a, const char *name, bool *running, gb_err *err)
+{
+    docker_container_state st;
+    gb_err e = GB_ERR_INIT;
+    if (docker_container_state_get(a->docker, name, &st, &e) < 0) {
+        if (e.code == ERR_NOT_FOUND)
+            return 0;
+        *err = e;
+        return -1;
+    }
+    *running = st.running;
+    return 1;
+}
+
+static enum carry_method rs_carry_method(const app *a)
+{
+    int m = carry_method_parse(a->cfg.carry_method ? a->cfg.carry_method : "auto");
+    return m < 0 ? CARRY_AUTO : (enum carry_method)m;
+}
+
+static int rs_step_create(rs_change *c, gb_err *err)
+{
+    app *a = c->a;
+    /* A container of this name is a leftover of this very step (created,
+     * not recorded) or of an undo that could not remove it: nothing has
+     * been carried into it yet, so make it afresh from `to`. */
+    if (docker_container_remove(a->docker, c->to.container_name, true, err) < 0)
+        return -1;
+    rs_gpu_env_remove(a, c->to.container_name);
+    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
+    _cleanup_free_ char *id = NULL;
+    if (binds_resolve(a, &c->to.spec, &binds, err) < 0 ||
+        rs_container_create(a, &c->to, &binds, &id, err) < 0)
+        return -1;
+    snprintf(c->to.container_id, sizeof(c->to.container_id), "%s", id);
+    rs_change_note_to(c);
+    return rs_step(c, OP_STEP_CONTAINER_CREATED, err);
+}
+
+static int rs_step_carry(rs_change *c, gb_err *err)
+{
+    app *a = c->a;
+    bool running = false, old_running = false;
+    int new_exists = rs_inspect_running(a, c->to.container_name, &running, err);
+    int old_exists = rs_inspect_running(a, c->from.container_name, &old_running, err);
+    if (new_exists < 0 || old_exists < 0)
+        return -1;
+    if (!new_exists)
+        return err_set(err, ERR_INTERNAL,
+                       "container %s disappeared before the system disk was "
+                       "carried into it",
+                       c->to.container_name);
+    if (running || !old_exists) {
+        /* Started already (the carry ran before it), or the old container
+         * is gone (removed after the start): nothing left to carry. */
+        if (!old_exists && !running)
+            log_error("%s %s: container %s is gone; its system disk could not be carried",
+                      rs_change_kind(c), c->to.name, c->from.container_name);
+        return rs_step(c, OP_STEP_CARRIED, err);
+    }
+    carry_stats st = {0};
+    if (carry_system_disk(a->docker, c->from.container_name, c->to.container_name,
+                          rs_carry_method(a), &st, err) < 0)
+        return err_prefix(err, "carrying the system disk of %s into %s", c->from.container_name,
+                          c->to.container_name);
+    json_object_set_new(c->op->data, "carry",
+                        json_pack("{s:s, s:I, s:I, s:f, s:I, s:s}", "method",
+                                  carry_method_name(st.used), "entries", (json_int_t)st.entries,
+                                  "bytes", (json_int_t)st.bytes, "seconds", st.seconds, "unapplied",
+                                  (json_int_t)st.unapplied, "note", st.note));
+    return rs_step(c, OP_STEP_CARRIED, err);
+}
+
+/* Every step after begin that is not done yet, in order. */
+static int rs_change_forward(rs_change *c, gb_err *err)
+{
+    app *a = c->a;
+    if (!journal_step_done(c->op, OP_STEP_CONTAINER_CREATED) && rs_step_create(c, err) < 0)
+        return -1;
+    if (!journal_step_done(c->op, OP_STEP_OLD_STOPPED)) {
+        if (rs_container_stop(a, c->from.container_name, err) < 0 && err->code != ERR_NOT_FOUND)
+            return err_prefix(err, "stopping %s", c->from.container_name);
+        if (rs_step(c, OP_STEP_OLD_STOPPED, err) < 0)
+            return -1;
+    }
+    if (!journal_step_done(c->op, OP_STEP_CARRY_BEGIN) && rs_step(c, OP_STEP_CARRY_BEGIN, err) < 0)
+        return -1;
+    if (!journal_step_done(c->op, OP_STEP_CARRIED) && rs_step_carry(c, err) < 0)
+        return -1;
+    if (!journal_step_done(c->op, OP_STEP_NEW_STARTED)) {
+        if (c->to.state == RS_STATE_RUNNING &&
+            docker_container_start(a->docker, c->to.container_name, err) < 0)
+            return err_prefix(err, "starting %s", c->to.container_name);
+        if (rs_step(c, OP_STEP_NEW_STARTED, err) < 0)
+            return -1;
+    }
+    if (!journal_step_done(c->op, OP_STEP_OLD_REMOVED)) {
+        if (docker_container_remove(a->docker, c->from.container_name, true, err) < 0)
+            return err_prefix(err, "removing %s", c->from.container_name);
+        rs_gpu_env_remove(a, c->from.container_name);
+        if (rs_step(c, OP_STEP_OLD_REMOVED, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The last transaction of either way: the record as `final` (with no
+ * operation), the operation in its final state, plus extra (may be NULL:
+ * the history entry going forward); then the pools get back what only cur
+ * held (or, undoing a swap, hold from's GPUs again). */
+static int rs_change_close(rs_change *c, enum journal_state state, const char *why,
+                           rs_record *final, const store_op *extra, gb_err *err)
+{
+    final->mod_revision = c->cur.mod_revision;
+    if (op_close(c->a, c->op, state, why, final, extra, extra ? 1 : 0, err) < 0)
+        return -1;
+    if (c->swapped && final == &c->from)
+        rs_alloc_swap_back(c->a, &c->cur, &c->from);
+    else
+        rs_alloc_give_back_except(c->a, &c->cur, final);
+    return 0;
+}
+
+static int rs_change_commit(rs_change *c, gb_err *err)
+{
+    char hkey[STORE_KEY_MAX];
+    keys_replicaset_history(hkey, sizeof(hkey), c->to.name, c->to.version);
+    const char *reason = json_string_value(json_object_get(c->op->data, "reason"));
+    time_iso_now(c->to.update_time, sizeof(c->to.update_time));
+    _cleanup_json_ json_t *hist = rs_record_history_entry(&c->to, reason ? reason : "patch");
+    _cleanup_free_ char *htext = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
+    if (!htext)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    store_op hop = {.kind = STORE_OP_PUT, .key = hkey, .value = htext};
+    rs_record_forget_last(&c->to);
+    if (rs_change_close(c, JOURNAL_DONE, NULL, &c->to, &hop, err) < 0)
+        return err_prefix(err, "recording version %d of %s", c->to.version, c->to.name);
+    log_info("%s %s: version %d (%s) runs%s, %zu GPU(s), %zu port(s)", rs_change_kind(c),
+             c->to.name, c->to.version, c->to.container_name,
+             c->to.state == RS_STATE_PAUSED ? " (paused)" : "", c->to.ngpus, c->to.nports);
+    return 0;
+}
+
+/* Back to version N (see the file comment): carried back first when the
+ * carry may have begun. */
+static int rs_change_undo(rs_change *c, const char *why, gb_err *err)
+{
+    app *a = c->a;
+    bool new_running = false, old_running = false;
+    int new_exists = rs_inspect_running(a, c->to.container_name, &new_running, err);
+    int old_exists = rs_inspect_running(a, c->from.container_name, &old_running, err);
+    if (new_exists < 0 || old_exists < 0)
+        return -1;
+    if (journal_step_done(c->op, OP_STEP_CARRY_BEGIN) && new_exists) {
+        if (!old_exists)
+            return err_set(err, ERR_INTERNAL,
+                           "container %s is gone; version %d can only go forward",
+                           c->from.container_name, c->to.version);
+        if (new_running && rs_container_stop(a, c->to.container_name, err) < 0)
+            return -1;
+        if (carry_system_disk(a->docker, c->to.container_name, c->from.container_name,
+                              rs_carry_method(a), NULL, err) < 0)
+            return err_prefix(err, "carrying the system disk back into %s", c->from.container_name);
+    }
+    if (docker_container_remove(a->docker, c->to.container_name, true, err) < 0)
+        return -1;
+    rs_gpu_env_remove(a, c->to.container_name);
+    gb_err start = GB_ERR_INIT;
+    if (c->from.state == RS_STATE_RUNNING && old_exists &&
+        docker_container_start(a->docker, c->from.container_name, &start) < 0)
+        log_warn("%s %s: could not start %s again: %s", rs_change_kind(c), c->from.name,
+                 c->from.container_name, start.msg);
+    if (rs_change_close(c, JOURNAL_UNDONE, why, &c->from, NULL, err) < 0)
+        return -1;
+    log_info("%s %s: undone, back at version %d: %s", rs_change_kind(c), c->from.name,
+             c->from.version, why);
+    return 0;
+}
+
+/* Forward, and when that fails, back while back is still possible. The
+ * caller's error says what failed; when neither way worked the operation
+ * stays pending and the message says so. */
+static int rs_change_run(rs_change *c, bool try_forward, gb_err *err)
+{
+    gb_err fwd = GB_ERR_INIT;
+    if (try_forward && rs_change_forward(c, &fwd) == 0 && rs_change_commit(c, &fwd) == 0)
+        return 0;
+    if (!try_forward)
+        snprintf(fwd.msg, sizeof(fwd.msg), "gpuboxd stopped before the system disk was carried");
+    gb_err back = GB_ERR_INIT;
+    if (!journal_step_done(c->op, OP_STEP_NEW_STARTED) && rs_change_undo(c, fwd.msg, &back) == 0) {
+        if (!try_forward)
+            return 0;
+        /* Errors that tell the user what to change keep their code; the
+         * rest are the kind's "failed". */
+        *err = fwd;
+        if (fwd.code != ERR_INVALID_PARAMS && fwd.code != ERR_FORBIDDEN &&
+            fwd.code != ERR_IMAGE_NOT_FOUND)
+            err->code = c->fail_code;
+        return err_prefix(err, "%s of %s undone", rs_change_kind(c), c->from.name);
+    }
+    /* Neither way: leave it pending, saying why, for the next attempt. */
+    snprintf(c->op->error, sizeof(c->op->error), "%.250s%s%.250s", fwd.msg,
+             back.msg[0] ? "; undo: " : "", back.msg);
+    gb_err ignored = GB_ERR_INIT;
+    journal_save(c->a->store, c->op, &ignored);
+    return err_set(err, c->fail_code,
+                   "%s of %s stopped part way (%s); operation %s will be finished by the next call "
+                   "on the set or the next start of gpuboxd",
+                   rs_change_kind(c), c->from.name, c->op->error, c->op->id);
+}
+
+static json_t *rs_change_answer(const rs_change *c)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:o, s:b, s:s, s:O*}", "name",
+                     c->to.container_name, "replicaSetName", c->to.name, "containerName",
+                     c->to.container_name, "containerId", c->to.container_id, "version",
+                     c->to.version, "state", rs_state_name(c->to.state), "gpus",
+                     rs_record_gpus_json(&c->to), "gpuShares", rs_record_gpu_shares_json(&c->to),
+                     "ports", rs_record_ports_json(&c->to), "changed", 1, "operationId", c->op->id,
+                     "carry", json_object_get(c->op->data, "carry"));
+}
+
+/* begin: the record holds from and to together, and the operation is
+ * written, in one transaction (compare-and-swap on the record as loaded). */
+static int rs_change_begin(rs_change *c, gb_err *err)
+{
+    if (rs_record_copy(&c->from, &c->cur) < 0 ||
+        rs_alloc_union(&c->from, &c->to, c->swapped, &c->cur, err) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return op_begin(c->a, c->op, &c->cur, &c->from, NULL, 0, err);
+}
+
+/* The old container must exist: its system disk is what a new version
+ * carries. code is the kind's envelope code. */
+int rs_version_check_container(app *a, const rs_record *r, int code, gb_err *err)
+{
+    docker_container_state st;
+    gb_err e = GB_ERR_INIT;
+    if (docker_container_state_get(a->docker, r->container_name, &st, &e) == 0)
+        return 0;
+    if (e.code != ERR_NOT_FOUND) {
+        *err = e;
+        return -1;
+    }
+    return err_set(err, code,
+                   "container %s of replica set '%s' is missing from Docker (removed by hand?), "
+                   "so there is no system disk to carry; delete the set and create it again",
+                   r->container_name, r->name);
+}
+
+/* Version N+1 of from, with spec (copied), in the state from's is heading
+ * for: a paused set stays paused, anything else runs. */
+int rs_version_next(const rs_record *from, const rs_spec *spec, rs_record *to, gb_err *err)
+{
+    if (rs_record_copy(from, to) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_spec_free(&to->spec);
+    if (rs_spec_copy(spec, &to->spec) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    to->version = from->version + 1;
+    snprintf(to->container_name, sizeof(to->container_name), "%s-%d", from->name, to->version);
+    to->container_id[0] = '\0';
+    to->operation[0] = '\0';
+    to->state = from->state == RS_STATE_PAUSED ? RS_STATE_PAUSED : RS_STATE_RUNNING;
+    return 0;
+}
+
+int rs_version_change(app *a, const op_kind *kind, const rs_record *from, rs_record *to,
+                      bool swapped, const char *reason, json_t **out, gb_err *err)
+{
+    _cleanup_(rs_change_free)
+        rs_change c = {.a = a, .swapped = swapped, .fail_code = rs_kind_fail_code(kind->kind)};
+    journal_op op = {0};
+    _cleanup_json_ json_t *data =
+        json_pack("{s:o, s:o, s:s, s:b}", "from", rs_record_to_json(from), "to",
+                  rs_record_to_json(to), "reason", reason, "gpuSwap", swapped);
+    int rc = -1;
+    if (rs_record_copy(from, &c.from) < 0 || rs_record_copy(to, &c.to) < 0 || !data) {
+        err_set(err, ERR_INTERNAL, "out of memory");
+        goto give_back;
+    }
+    c.from.operation[0] = '\0';
+    if (op_init(&op, kind, from->name, json_incref(data), err) < 0)
+        goto give_back;
+    c.op = &op;
+    if (rs_change_begin(&c, err) < 0) {
+        journal_op_free(&op);
+        /* A begin the store did not confirm may have landed, the record
+         * listing what `to` took: op_begin handed it to replicaset/doubt.c, which
+         * finds out, and gives it back or undoes the change. */
+        if (err && err->code == ERR_STORE_UNAVAILABLE)
+            return -1;
+        goto give_back;
+    }
+    rc = rs_change_run(&c, true, err);
+    if (rc == 0)
+        *out = rs_change_answer(&c);
+    journal_op_free(&op);
+    return rc;
+give_back:
+    /* Nothing was recorded: what was taken for `to` goes straight back. */
+    if (swapped)
+        rs_alloc_swap_back(a, to, from);
+    else
+        rs_alloc_give_back_except(a, to, from);
+    return -1;
+}
+
+int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err)
+{
+    _cleanup_(rs_change_free)
+        rs_change c = {.a = a,
+                       .op = op,
+                       .swapped = json_is_true(json_object_get(op->data, "gpuSwap")),
+                       .fail_code = rs_kind_fail_code(op->kind)};
+    json_t *from = json_object_get(op->data, "from"), *to = json_object_get(op->data, "to");
+    if (rs_record_from_json(from, &c.from, err) < 0 || rs_record_from_json(to, &c.to, err) < 0)
+        return err_prefix(err, "operation %s", op->id);
+    if (rs_record_copy(cur, &c.cur) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    /* Before the carry began, back; from there on, forward. */
+    return rs_change_run(&c, journal_step_done(op, OP_STEP_CARRY_BEGIN), err);
+}
+
+#define RS_VERSION_FORWARD                                                                         \
+    "the record holds what both versions need and names the operation; <name>-(N+1) is "           \
+    "created; <name>-N stopped; the point of no return; the system disk carried; "                 \
+    "<name>-(N+1) started; <name>-N removed; the record at N+1 with its history entry, and "       \
+    "the pools get back what only version N held"
+#define RS_VERSION_BACK                                                                            \
+    "before carry-begin (or before the new container runs, the disk carried back first): "         \
+    "<name>-(N+1) removed, <name>-N started again, the record back at N, the pools get back "      \
+    "what only N+1 held"
+
+/* patch, rollback and restart-new are one change under three names. */
+#define RS_VERSION_KIND(label, journal_kind)                                                       \
+    {                                                                                              \
+        .name = label, .journalled = true, .kind = journal_kind, OP_STEPS(rs_version_steps),       \
+        .no_return = OP_STEP_CARRY_BEGIN, .forward = RS_VERSION_FORWARD, .back = RS_VERSION_BACK,  \
+        .resume = rs_version_resume,                                                               \
+    }
+
+const op_kind rs_op_patch = RS_VERSION_KIND("patch", JOURNAL_PATCH);
+const op_kind rs_op_rollback = RS_VERSION_KIND("rollback", JOURNAL_ROLLBACK);
+/* A stopped set's restart when its cards or ports were taken meanwhile. */
+const op_kind rs_op_restart_new = RS_VERSION_KIND("restart-new", JOURNAL_RESTART);

@@ -1,0 +1,256 @@
+/*
+ * create_delete.c - creating and deleting volumes (see volumes.h), all or
+ * nothing.
+ *
+ * Create, so that a failure (or a crash) at any step leaves nothing:
+ *   1. checks that change nothing: name (1024/1031/1032), size (1029),
+ *      no volume of that name (1026);
+ *   2. the record, state "creating", only if the name is still free: from
+ *      here a crash is undone at start-up, and no replica set can bind it;
+ *   3. the storage (volume_create), which says which Docker options to use;
+ *   4. the Docker volume gpubox_<name>, labelled gpubox.volume=<name>;
+ *   5. one transaction: the record "ready" and history entry 1.
+ * If 3-5 fail, what was made is removed in reverse order.
+ *
+ * Delete, refused while a replica set binds the volume:
+ *   1. the record says "deleting" (no set can bind it from here);
+ *   2. the Docker volume goes (Docker refuses while any container, gpubox's
+ *      or not, running or not, still references it: then nothing changed);
+ *   3. the storage and its data go;
+ *   4. the record and the whole size history go.
+ * A failure at 3 makes the Docker volume again and puts the record back to
+ * "ready"; a crash after 1 is finished at start-up.
+ *
+ * Fault points (GPUBOX_FAULT, util/fault.h): volume.create.recorded,
+ * volume.create.storage, volume.create.docker, volume.delete.marked,
+ * volume.delete.docker; their steps are listed once, in vol_op_create and
+ * vol_op_delete (the operation engine's table, engine.h).
+ */
+#include "service/volume/volumes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "service/engine.h"
+#include "service/keys.h"
+#include "service/metrics.h"
+#include "service/volume/internal.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/size.h"
+#include "util/time.h"
+
+static json_t *vol_answer(const vol_record *r)
+{
+    json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:b, s:i, s:s, s:s}", "name", r->name, "size",
+                          (json_int_t)r->size, "sizeText", r->size_text, "backend", r->backend,
+                          "enforced", r->enforced, "version", r->version, "dockerVolume",
+                          r->docker_volume, "createTime", r->create_time);
+    if (j && vol_record_fs(r))
+        json_object_set_new(j, "filesystem", json_string(vol_record_fs(r)));
+    return j;
+}
+
+/* Lower layers' generic failures become "volume create failed"; precise
+ * codes (exists, bad size, Docker unreachable, ...) stay. */
+static int vol_create_code(gb_err *err)
+{
+    if (err && (err->code == ERR_INTERNAL || err->code == ERR_CONFLICT))
+        err->code = ERR_VOLUME_CREATE_FAILED;
+    return -1;
+}
+
+void vol_undo_create(app *a, vol_record *r, bool created_docker)
+{
+    gb_err e = GB_ERR_INIT;
+    if (created_docker && vol_docker_remove(a, r, &e) < 0)
+        log_error("volume %s: removing Docker volume %s after a failed create: %s", r->name,
+                  r->docker_volume, e.msg);
+    err_clear(&e);
+    if (volume_destroy(&a->volumes->env, r->name, &e) < 0) {
+        /* Keep the record: it says what is left, and start-up tries again. */
+        log_error("volume %s: removing the storage of a failed create: %s; start-up will try "
+                  "again",
+                  r->name, e.msg);
+        return;
+    }
+    if (vol_record_delete(a->store, r, &e) < 0)
+        log_error("volume %s: removing the record of a failed create: %s; start-up will try again",
+                  r->name, e.msg);
+}
+
+/* Steps 3-5; the record of step 2 is in r. */
+static int vol_make(app *a, vol_record *r, gb_err *err)
+{
+    volume_docker_opts opts;
+    if (volume_create(&a->volumes->env, r->name, r->size, &opts, err) < 0) {
+        gb_err e = GB_ERR_INIT;
+        if (vol_record_delete(a->store, r, &e) < 0)
+            log_error("volume %s: removing the record of a failed create: %s", r->name, e.msg);
+        return -1;
+    }
+    op_fault(&vol_op_create, OP_STEP_STORAGE);
+    for (size_t i = 0; i < opts.n; i++)
+        json_object_set_new(r->docker_options, opts.items[i].key, json_string(opts.items[i].value));
+    bool created = false;
+    if (vol_docker_create(a, r, &created, err) < 0) {
+        vol_undo_create(a, r, false);
+        return -1;
+    }
+    op_fault(&vol_op_create, OP_STEP_DOCKER);
+    char hkey[STORE_KEY_MAX];
+    keys_volume_history(hkey, sizeof(hkey), r->name, r->version);
+    r->state = VOL_STATE_READY;
+    time_iso_now(r->update_time, sizeof(r->update_time));
+    _cleanup_json_ json_t *hist = vol_history_entry(r);
+    _cleanup_free_ char *hist_text = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
+    store_op hist_op = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
+    if (!hist_text || vol_record_save(a->store, r, &hist_op, 1, err) < 0) {
+        if (!hist_text)
+            err_set(err, ERR_INTERNAL, "out of memory");
+        vol_undo_create(a, r, created);
+        return -1;
+    }
+    return 0;
+}
+
+int volumes_create(app *a, const char *name, const char *size_text, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "volume_create", out, err);
+    uint64_t size = 0;
+    if (name_check_volume(name, err) < 0 || size_parse(size_text, &size, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "vol", name);
+    _cleanup_(vol_record_free) vol_record r = {0};
+    int found = vol_record_load(a->store, name, &r, err);
+    if (found < 0)
+        return -1;
+    if (found)
+        return err_set(err, ERR_VOLUME_EXISTS,
+                       "volume '%s' already exists (%s, %s); pick another name or delete it first",
+                       name, r.size_text, vol_state_name(r.state));
+    const volume_env *env = &a->volumes->env;
+    snprintf(r.name, sizeof(r.name), "%s", name);
+    r.state = VOL_STATE_CREATING;
+    r.version = 1;
+    r.size = size;
+    size_format(size, r.size_text, sizeof(r.size_text));
+    snprintf(r.backend, sizeof(r.backend), "%s", volume_backend_name(env));
+    r.enforced = volume_enforced(env);
+    if (volume_fs(env))
+        snprintf(r.filesystem, sizeof(r.filesystem), "%s", volume_fs(env));
+    snprintf(r.docker_volume, sizeof(r.docker_volume), VOL_DOCKER_NAME_PREFIX "%s", name);
+    if (!(r.docker_options = json_object()))
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (vol_record_save(a->store, &r, NULL, 0, err) < 0)
+        return vol_create_code(err);
+    op_fault(&vol_op_create, OP_STEP_RECORDED);
+    if (vol_make(a, &r, err) < 0)
+        return vol_create_code(err);
+    log_info("volume %s: created, %s (%s backend%s%s%s), Docker volume %s", name, r.size_text,
+             r.backend, r.filesystem[0] ? ", " : "", r.filesystem,
+             r.enforced ? "" : ", size not enforced", r.docker_volume);
+    if (!(*out = vol_answer(&r)))
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return 0;
+}
+
+/* Delete steps 2-4 (see the top of the file). */
+int vol_finish_delete(app *a, vol_record *r, gb_err *err)
+{
+    if (vol_docker_remove(a, r, err) < 0) {
+        if (err->code == ERR_CONFLICT) {
+            char docker_says[sizeof(err->msg)];
+            memcpy(docker_says, err->msg, sizeof(docker_says));
+            err_set(err, ERR_STATE_CONFLICT,
+                    "volume '%s' is still used by a container (Docker: %.300s); remove that "
+                    "container first",
+                    r->name, docker_says);
+        }
+        goto restore;
+    }
+    op_fault(&vol_op_delete, OP_STEP_DOCKER);
+    if (volume_destroy(&a->volumes->env, r->name, err) < 0) {
+        bool created = false;
+        gb_err e = GB_ERR_INIT;
+        if (vol_docker_create(a, r, &created, &e) < 0)
+            log_error("volume %s: making Docker volume %s again after a failed delete: %s", r->name,
+                      r->docker_volume, e.msg);
+        goto restore;
+    }
+    if (vol_record_delete(a->store, r, err) < 0)
+        return err_prefix(err, "volume '%s': storage and data are gone, but its record stays",
+                          r->name);
+    vol_set_unavailable(a, r->name, NULL);
+    return 0;
+restore:;
+    /* A "creating" leftover stays one; a volume being deleted is whole
+     * again. */
+    gb_err e = GB_ERR_INIT;
+    if (r->state == VOL_STATE_DELETING) {
+        r->state = VOL_STATE_READY;
+        if (vol_record_save(a->store, r, NULL, 0, &e) < 0)
+            log_error("volume %s: putting the record back to ready after a failed delete: %s",
+                      r->name, e.msg);
+    }
+    if (err->code == ERR_INTERNAL || err->code == ERR_CONFLICT)
+        err->code = ERR_VOLUME_DELETE_FAILED;
+    return -1;
+}
+
+int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "volume_delete", out, err);
+    if (name_check_volume(name, err) < 0)
+        return -1;
+    _cleanup_(vol_locks_release) vol_locks locks = {0};
+    _cleanup_json_ json_t *sets = NULL;
+    _cleanup_(vol_record_free) vol_record r = {0};
+    if (vol_lock_with_users(a, name, &locks, &sets, err) < 0 ||
+        vol_load_existing(a, name, &r, err) < 0)
+        return -1;
+    if (json_array_size(sets) > 0) {
+        char who[300];
+        vol_describe_sets(sets, who, sizeof(who));
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "volume '%s' is used by replica set(s) %s; delete them first (DELETE "
+                       "/api/v1/replicaSet/{name}), or bind another volume in their place",
+                       name, who);
+    }
+    /* Under the lock a "creating" record is what a failed create could not
+     * clean up (a create holds the lock to its end): delete finishes it. */
+    if (vol_check_backend(a, &r, err) < 0)
+        return -1;
+    if (r.state == VOL_STATE_READY) {
+        r.state = VOL_STATE_DELETING;
+        if (vol_record_save(a->store, &r, NULL, 0, err) < 0)
+            return err_prefix(err, "deleting volume %s", name);
+    }
+    op_fault(&vol_op_delete, OP_STEP_MARKED);
+    if (vol_finish_delete(a, &r, err) < 0)
+        return -1;
+    log_info("volume %s: deleted, with its data and its size history", name);
+    *out = json_pack("{s:s, s:b}", "name", name, "deleted", 1);
+    return 0;
+}
+
+static const char *const vol_create_steps[] = {OP_STEP_RECORDED, OP_STEP_STORAGE, OP_STEP_DOCKER};
+static const char *const vol_delete_steps[] = {OP_STEP_MARKED, OP_STEP_DOCKER};
+
+const op_kind vol_op_create = {
+    .name = "volume.create",
+    OP_STEPS(vol_create_steps),
+    .forward = "the record (creating); the storage; the Docker volume; the record ready with "
+               "history entry 1",
+    .back = "what was made is removed in reverse order; a crash after the record is undone at "
+            "start-up (volume/startup.c)",
+};
+
+const op_kind vol_op_delete = {
+    .name = "volume.delete",
+    OP_STEPS(vol_delete_steps),
+    .forward = "the record deleting; the Docker volume; the storage; the record and its history "
+               "go",
+    .back = "a failure at the storage makes the Docker volume again and the record ready; a "
+            "crash after the mark is finished at start-up",
+};

@@ -1,0 +1,257 @@
+/*
+ * record.c - volume records: JSON form, store load/save/delete, and the
+ * history entries (see volume/record.h).
+ */
+#include "service/volume/record.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/store_json.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+#include "util/time.h"
+
+static const char *const vol_state_names[] = {
+    [VOL_STATE_CREATING] = "creating",
+    [VOL_STATE_READY] = "ready",
+    [VOL_STATE_DELETING] = "deleting",
+};
+
+const char *vol_state_name(enum vol_state s)
+{
+    return s <= VOL_STATE_DELETING ? vol_state_names[s] : "unknown";
+}
+
+static int vol_state_parse(const char *s)
+{
+    for (size_t i = 0; s && i < ARRAY_SIZE(vol_state_names); i++)
+        if (strcmp(s, vol_state_names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+json_t *vol_record_to_json(const vol_record *r)
+{
+    json_t *j = json_pack(
+        "{s:s, s:s, s:i, s:I, s:s, s:s, s:b, s:s, s:O, s:s, s:s, s:s}", "name", r->name, "state",
+        vol_state_name(r->state), "version", r->version, "size", (json_int_t)r->size, "sizeText",
+        r->size_text, "backend", r->backend, "enforced", r->enforced, "dockerVolume",
+        r->docker_volume, "dockerOptions", r->docker_options, "dockerMountpoint",
+        r->docker_mountpoint, "createTime", r->create_time, "updateTime", r->update_time);
+    if (j && r->filesystem[0] &&
+        json_object_set_new(j, "filesystem", json_string(r->filesystem)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    if (j && r->resizing_to &&
+        json_object_set_new(j, "resizing",
+                            json_pack("{s:I, s:s}", "size", (json_int_t)r->resizing_to, "sizeText",
+                                      r->resizing_text)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+const char *vol_record_fs(const vol_record *r)
+{
+    if (r->filesystem[0])
+        return r->filesystem;
+    return strcmp(r->backend, "loop") == 0 ? "ext4" : NULL;
+}
+
+json_t *vol_history_entry(const vol_record *r)
+{
+    return json_pack("{s:i, s:I, s:s, s:s}", "version", r->version, "size", (json_int_t)r->size,
+                     "sizeText", r->size_text, "time", r->update_time);
+}
+
+static int copy_field(const json_t *j, const char *field, char *dst, size_t size, gb_err *err)
+{
+    const char *v = "";
+    if (json_field_string(j, "volume record", field, &v, false, err) < 0)
+        return -1;
+    if (strlen(v) >= size)
+        return err_set(err, ERR_INTERNAL, "volume record field %s is too long", field);
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+}
+
+static int vol_size_field(const json_t *j, const char *field, uint64_t *out, gb_err *err)
+{
+    long long v = 0;
+    if (json_field_int(j, "volume record", field, &v, true, err) < 0)
+        return -1;
+    if (v < 0)
+        return err_set(err, ERR_INTERNAL, "volume record field %s is negative", field);
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int vol_resizing_from_json(const json_t *j, vol_record *out, gb_err *err)
+{
+    json_t *resizing = NULL;
+    int present = json_field_object(j, "volume record", "resizing", &resizing, false, err);
+    if (present <= 0)
+        return present;
+    return vol_size_field(resizing, "size", &out->resizing_to, err) < 0 ||
+                   copy_field(resizing, "sizeText", out->resizing_text, sizeof(out->resizing_text),
+                              err) < 0
+               ? -1
+               : 0;
+}
+
+int vol_record_from_json(const json_t *j, vol_record *out, gb_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    const char *state = NULL;
+    long long version = 0;
+    json_t *opts = NULL;
+    if (!json_is_object(j) || copy_field(j, "name", out->name, sizeof(out->name), err) < 0 ||
+        json_field_string(j, "volume record", "state", &state, true, err) < 0 ||
+        json_field_int(j, "volume record", "version", &version, true, err) < 0 ||
+        vol_size_field(j, "size", &out->size, err) < 0 ||
+        copy_field(j, "sizeText", out->size_text, sizeof(out->size_text), err) < 0 ||
+        copy_field(j, "backend", out->backend, sizeof(out->backend), err) < 0 ||
+        json_field_bool(j, "volume record", "enforced", &out->enforced, false, err) < 0 ||
+        copy_field(j, "filesystem", out->filesystem, sizeof(out->filesystem), err) < 0 ||
+        copy_field(j, "dockerVolume", out->docker_volume, sizeof(out->docker_volume), err) < 0 ||
+        json_field_object(j, "volume record", "dockerOptions", &opts, false, err) < 0 ||
+        copy_field(j, "dockerMountpoint", out->docker_mountpoint, sizeof(out->docker_mountpoint),
+                   err) < 0 ||
+        copy_field(j, "createTime", out->create_time, sizeof(out->create_time), err) < 0 ||
+        copy_field(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0 ||
+        vol_resizing_from_json(j, out, err) < 0)
+        goto fail;
+    int s = vol_state_parse(state);
+    if (s < 0 || version < 0 || version > 1000000000) {
+        err_set(err, ERR_INTERNAL, "volume record of %s has state '%s', version %lld", out->name,
+                state, version);
+        goto fail;
+    }
+    out->state = (enum vol_state)s;
+    out->version = (int)version;
+    out->docker_options = opts ? json_deep_copy(opts) : json_object();
+    if (!out->docker_options) {
+        err_set(err, ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    return 0;
+fail:
+    if (err)
+        err->code = ERR_INTERNAL;
+    vol_record_free(out);
+    return -1;
+}
+
+int vol_record_load(store *s, const char *name, vol_record *out, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    if (!keys_volume(key, sizeof(key), name))
+        return err_set(err, ERR_INVALID_NAME, "volume name is too long");
+    char what[NAME_MAX_LEN + 32];
+    snprintf(what, sizeof(what), "record of volume %s", name);
+    _cleanup_json_ json_t *j = NULL;
+    int64_t rev = 0;
+    int found = store_get_json(s, key, what, &j, &rev, err);
+    if (found <= 0)
+        return found;
+    if (vol_record_from_json(j, out, err) < 0)
+        return err_prefix(err, "reading volume %s from the store", name);
+    out->mod_revision = rev;
+    return 1;
+}
+
+void vol_record_free(vol_record *r)
+{
+    if (!r)
+        return;
+    json_decref(r->docker_options);
+    r->docker_options = NULL;
+}
+
+int vol_record_save(store *s, vol_record *r, const store_op *extra, size_t nextra, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    if (!keys_volume(key, sizeof(key), r->name))
+        return err_set(err, ERR_INVALID_NAME, "volume name is too long");
+    time_iso_now(r->update_time, sizeof(r->update_time));
+    if (!r->create_time[0])
+        memcpy(r->create_time, r->update_time, sizeof(r->create_time));
+    _cleanup_json_ json_t *j = vol_record_to_json(r);
+    _cleanup_free_ char *value = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    _cleanup_free_ store_op *ops = calloc(nextra + 1, sizeof(*ops));
+    if (!value || !ops)
+        return err_set(err, ERR_INTERNAL, "out of memory saving volume %s", r->name);
+    ops[0] = (store_op){.kind = STORE_OP_PUT, .key = key, .value = value};
+    for (size_t i = 0; i < nextra; i++)
+        ops[i + 1] = extra[i];
+    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
+    bool ok = false;
+    int64_t rev = 0;
+    if (store_txn(s, &cmp, 1, ops, nextra + 1, &ok, &rev, err) < 0)
+        return err_prefix(err, "saving volume %s", r->name);
+    if (!ok)
+        return err_set(err, r->mod_revision ? ERR_CONFLICT : ERR_VOLUME_EXISTS,
+                       r->mod_revision
+                           ? "volume %s was changed by someone else meanwhile; try again"
+                           : "volume %s was just created by another request",
+                       r->name);
+    r->mod_revision = rev;
+    return 0;
+}
+
+int vol_record_delete(store *s, const vol_record *r, gb_err *err)
+{
+    char key[STORE_KEY_MAX], prefix[STORE_KEY_MAX];
+    keys_volume(key, sizeof(key), r->name);
+    keys_volume_history_prefix(prefix, sizeof(prefix), r->name);
+    store_op ops[] = {{.kind = STORE_OP_DELETE, .key = key},
+                      {.kind = STORE_OP_DELETE_PREFIX, .key = prefix}};
+    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
+    bool ok = false;
+    if (store_txn(s, &cmp, 1, ops, ARRAY_SIZE(ops), &ok, NULL, err) < 0)
+        return err_prefix(err, "deleting the record of volume %s", r->name);
+    if (!ok)
+        return err_set(err, ERR_CONFLICT, "volume %s changed meanwhile; try again", r->name);
+    return 0;
+}
+
+int vol_records_load_all(store *s, vol_record **out, size_t *n, gb_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    _cleanup_(store_kvs_free) store_kvs kvs = {0};
+    if (store_range(s, KEYS_VOLUMES, &kvs, err) < 0)
+        return err_prefix(err, "listing volumes");
+    vol_record *v = calloc(kvs.n + 1, sizeof(*v));
+    if (!v)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    size_t count = 0;
+    for (size_t i = 0; i < kvs.n; i++) {
+        if (strchr(kvs.items[i].key + strlen(KEYS_VOLUMES), '/'))
+            continue; /* not a record of this layout */
+        json_error_t jerr;
+        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, &jerr);
+        if (!j || vol_record_from_json(j, &v[count], err) < 0) {
+            if (!j)
+                err_set(err, ERR_INTERNAL, "not JSON: %s", jerr.text);
+            vol_records_free(v, count);
+            return err_prefix(err, "reading %s from the store", kvs.items[i].key);
+        }
+        v[count++].mod_revision = kvs.items[i].mod_revision;
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}
+
+void vol_records_free(vol_record *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        vol_record_free(&v[i]);
+    free(v);
+}

@@ -1,0 +1,311 @@
+/*
+ * users.c - who uses a volume, and the locks that keep them still:
+ * the replica sets that bind it (their specs, in the store), the
+ * containers that mount it (Docker's live view), and the Docker volume
+ * itself (see volume/internal.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "service/replicaset/record.h"
+#include "service/volume/internal.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+int vol_load_existing(app *a, const char *name, vol_record *r, gb_err *err)
+{
+    if (name_check_volume(name, err) < 0)
+        return -1;
+    int found = vol_record_load(a->store, name, r, err);
+    if (found < 0)
+        return -1;
+    if (!found)
+        return err_set(err, ERR_NOT_FOUND, "no volume named '%s'", name);
+    return 0;
+}
+
+static bool vol_spec_binds(const rs_spec *spec, const char *name)
+{
+    for (size_t i = 0; i < spec->nbinds; i++)
+        if (strcmp(spec->binds[i].src, name) == 0)
+            return true;
+    return false;
+}
+
+int vol_bound_by(app *a, const char *name, json_t **sets, gb_err *err)
+{
+    *sets = NULL;
+    _cleanup_(store_kvs_free) store_kvs kvs = {0};
+    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
+        return err_prefix(err, "finding the replica sets that use volume %s", name);
+    _cleanup_json_ json_t *found = json_array();
+    if (!found)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < kvs.n; i++) {
+        if (!keys_is_replicaset_record(kvs.items[i].key))
+            continue;
+        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
+        _cleanup_(rs_record_free) rs_record r = {0};
+        if (rs_record_from_json(j, &r, err) < 0)
+            return err_prefix(err, "finding the replica sets that use volume %s", name);
+        if (r.state != RS_STATE_DELETED && vol_spec_binds(&r.spec, name))
+            json_array_append_new(
+                found, json_pack("{s:s, s:s}", "name", r.name, "state", rs_state_name(r.state)));
+    }
+    *sets = steal_ptr(&found);
+    return 0;
+}
+
+int vol_mounted_by(app *a, const char *docker_volume, json_t **containers, gb_err *err)
+{
+    *containers = NULL;
+    _cleanup_(docker_container_briefs_free) docker_container_briefs list = {0};
+    if (docker_container_list_briefs(a->docker, NULL, docker_volume, &list, err) < 0)
+        return err_prefix(err, "finding the containers that use Docker volume %s", docker_volume);
+    _cleanup_json_ json_t *found = json_array();
+    if (!found)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < list.n; i++) {
+        /* Docker mounts a volume when a container starts and unmounts it
+         * when the last running user stops; a frozen (docker-paused) or
+         * restarting container still holds it. */
+        const docker_container_brief *c = &list.items[i];
+        if (!c->status || (strcmp(c->status, "running") != 0 && strcmp(c->status, "paused") != 0 &&
+                           strcmp(c->status, "restarting") != 0))
+            continue;
+        json_array_append_new(found,
+                              json_pack("{s:s, s:s?, s:s}", "container", c->name ? c->name : "?",
+                                        "replicaSet", c->replicaset, "state", c->status));
+    }
+    *containers = steal_ptr(&found);
+    return 0;
+}
+
+void vol_describe_sets(const json_t *sets, char *buf, size_t size)
+{
+    size_t used = 0, i;
+    json_t *s;
+    buf[0] = '\0';
+    json_array_foreach(sets, i, s)
+    {
+        int n = snprintf(buf + used, size - used, "%s%s (%s)", i ? ", " : "",
+                         json_string_value(json_object_get(s, "name")),
+                         json_string_value(json_object_get(s, "state")));
+        if (n < 0 || (size_t)n >= size - used)
+            break;
+        used += (size_t)n;
+    }
+}
+
+void vol_describe_mounts(const json_t *containers, char *buf, size_t size)
+{
+    size_t used = 0, i;
+    json_t *c;
+    buf[0] = '\0';
+    json_array_foreach(containers, i, c)
+    {
+        const char *set = json_string_value(json_object_get(c, "replicaSet"));
+        const char *state = json_string_value(json_object_get(c, "state"));
+        const char *container = json_string_value(json_object_get(c, "container"));
+        int n = set ? snprintf(buf + used, size - used, "%sreplica set %s (container %s, %s)",
+                               i ? ", " : "", set, container, state)
+                    : snprintf(buf + used, size - used, "%scontainer %s (%s, not gpubox's)",
+                               i ? ", " : "", container, state);
+        if (n < 0 || (size_t)n >= size - used)
+            break;
+        used += (size_t)n;
+    }
+}
+
+/* The names in sets, all present in before? */
+static bool vol_sets_within(const json_t *sets, const json_t *before)
+{
+    size_t i, k;
+    json_t *s, *b;
+    json_array_foreach(sets, i, s)
+    {
+        bool seen = false;
+        json_array_foreach(before, k, b)
+        {
+            if (json_equal(json_object_get(s, "name"), json_object_get(b, "name")))
+                seen = true;
+        }
+        if (!seen)
+            return false;
+    }
+    return true;
+}
+
+void vol_locks_release(vol_locks *l)
+{
+    if (l->vol)
+        namelock_release(l->vol);
+    for (size_t i = l->nrs; i > 0; i--)
+        namelock_release(l->rs[i - 1]);
+    free(l->rs);
+    memset(l, 0, sizeof(*l));
+}
+
+/* Take the sets' locks (they come sorted by name from the store), then
+ * the volume's. */
+static int vol_lock_all(app *a, const char *name, const json_t *sets, vol_locks *l, gb_err *err)
+{
+    memset(l, 0, sizeof(*l));
+    l->rs = calloc(json_array_size(sets) + 1, sizeof(*l->rs));
+    if (!l->rs)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    size_t i;
+    json_t *s;
+    json_array_foreach(sets, i, s)
+    {
+        if (!(l->rs[l->nrs] =
+                  namelock_acquire(a->locks, "rs", json_string_value(json_object_get(s, "name")))))
+            goto oom;
+        l->nrs++;
+    }
+    if ((l->vol = namelock_acquire(a->locks, "vol", name)))
+        return 0;
+oom:
+    vol_locks_release(l);
+    return err_set(err, ERR_INTERNAL, "out of memory");
+}
+
+int vol_lock_with_users(app *a, const char *name, vol_locks *l, json_t **sets, gb_err *err)
+{
+    /* A set created between reading the list and taking the locks would
+     * be missed: read again under the locks, and start over if one
+     * appeared (rare, so a few rounds are plenty). */
+    for (int attempt = 0; attempt < 5; attempt++) {
+        _cleanup_json_ json_t *before = NULL, *now = NULL;
+        if (vol_bound_by(a, name, &before, err) < 0 || vol_lock_all(a, name, before, l, err) < 0)
+            return -1;
+        if (vol_bound_by(a, name, &now, err) < 0) {
+            vol_locks_release(l);
+            return -1;
+        }
+        if (vol_sets_within(now, before)) {
+            if (sets)
+                *sets = steal_ptr(&now);
+            return 0;
+        }
+        vol_locks_release(l);
+    }
+    return err_set(err, ERR_CONFLICT,
+                   "the replica sets using volume %s keep changing; try again in a moment", name);
+}
+
+int vol_check_backend(app *a, const vol_record *r, gb_err *err)
+{
+    const char *running = volume_backend_name(&a->volumes->env);
+    if (strcmp(r->backend, running) == 0)
+        return 0;
+    return err_set(err, ERR_STATE_CONFLICT,
+                   "volume '%s' was made by the %s backend, but gpuboxd runs with "
+                   "--volume-backend %s; restart gpuboxd with --volume-backend %s to use it",
+                   r->name, r->backend, running, r->backend);
+}
+
+int vol_docker_create(app *a, vol_record *r, bool *created, gb_err *err)
+{
+    *created = false;
+    _cleanup_json_ json_t *existing = NULL;
+    gb_err probe = GB_ERR_INIT;
+    if (docker_volume_inspect(a->docker, r->docker_volume, &existing, &probe) == 0) {
+        /* Docker's create would hand back this one whatever its options:
+         * take it only if it is exactly what this volume needs. */
+        json_t *labels = json_object_get(existing, "Labels");
+        const char *owner = json_string_value(json_object_get(labels, DOCKER_LABEL_VOLUME));
+        if (!owner || strcmp(owner, r->name) != 0 ||
+            !json_equal(json_object_get(existing, "Options"), r->docker_options))
+            return err_set(err, ERR_VOLUME_EXISTS,
+                           "a Docker volume named %s already exists and was not made for gpubox "
+                           "volume '%s'; remove it (docker volume rm %s) or pick another name",
+                           r->docker_volume, r->name, r->docker_volume);
+    } else if (probe.code != ERR_NOT_FOUND) {
+        *err = probe;
+        return -1;
+    } else {
+        _cleanup_json_ json_t *labels = json_pack("{s:s}", DOCKER_LABEL_VOLUME, r->name);
+        if (docker_volume_create(a->docker, r->docker_volume, "local", r->docker_options, labels,
+                                 &existing, err) < 0)
+            return -1;
+        *created = true;
+    }
+    const char *mp = json_string_value(json_object_get(existing, "Mountpoint"));
+    snprintf(r->docker_mountpoint, sizeof(r->docker_mountpoint), "%s", mp ? mp : "");
+    return 0;
+}
+
+int vol_docker_remove(app *a, const vol_record *r, gb_err *err)
+{
+    _cleanup_json_ json_t *existing = NULL;
+    gb_err probe = GB_ERR_INIT;
+    if (docker_volume_inspect(a->docker, r->docker_volume, &existing, &probe) < 0) {
+        if (probe.code == ERR_NOT_FOUND)
+            return 0;
+        *err = probe;
+        return -1;
+    }
+    const char *owner = json_string_value(
+        json_object_get(json_object_get(existing, "Labels"), DOCKER_LABEL_VOLUME));
+    if (!owner || strcmp(owner, r->name) != 0) {
+        log_warn("volume %s: Docker volume %s was not made for it; leaving it alone", r->name,
+                 r->docker_volume);
+        return 0;
+    }
+    return docker_volume_remove(a->docker, r->docker_volume, false, err);
+}
+
+void vol_set_unavailable(app *a, const char *name, const char *why)
+{
+    volumes_ctx *v = a->volumes;
+    pthread_mutex_lock(&v->mutex);
+    if (why)
+        json_object_set_new(v->unavailable, name, json_string(why));
+    else
+        json_object_del(v->unavailable, name);
+    pthread_mutex_unlock(&v->mutex);
+}
+
+bool vol_unavailable(app *a, const char *name, char *why, size_t size)
+{
+    volumes_ctx *v = a->volumes;
+    pthread_mutex_lock(&v->mutex);
+    const char *s = json_string_value(json_object_get(v->unavailable, name));
+    if (s && why)
+        snprintf(why, size, "%s", s);
+    pthread_mutex_unlock(&v->mutex);
+    return s != NULL;
+}
+
+int volumes_bind_source(app *a, const char *name, char **docker_name, gb_err *err)
+{
+    *docker_name = NULL;
+    _cleanup_(vol_record_free) vol_record r = {0};
+    int found = vol_record_load(a->store, name, &r, err);
+    if (found < 0)
+        return -1;
+    if (!found)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "bind source '%s' is not a gpubox volume; create it with POST "
+                       "/api/v1/volumes, or give an absolute host path",
+                       name);
+    char why[256];
+    if (r.state != VOL_STATE_READY)
+        return err_set(err, ERR_STATE_CONFLICT, "volume '%s' is being %s; it cannot be bound now",
+                       name, r.state == VOL_STATE_CREATING ? "created" : "deleted");
+    if (r.resizing_to)
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "volume '%s' is being resized to %s; try again when that is done", name,
+                       r.resizing_text);
+    if (vol_unavailable(a, name, why, sizeof(why)))
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "volume '%s' is not attached (%s); see gpuboxd's log, fix it and restart "
+                       "gpuboxd",
+                       name, why);
+    if (!(*docker_name = strdup(r.docker_volume[0] ? r.docker_volume : name)))
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return 0;
+}
