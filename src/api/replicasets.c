@@ -9,6 +9,7 @@
  * helpers that legacy.c shares, so both route families accept the same
  * input. Also here: patch, rollback, restart, and GET /operations/{id}.
  */
+#include "util/xalloc.h"
 #include "api/api.h"
 
 #include <stdio.h>
@@ -127,7 +128,7 @@ static int exec_cmd(const json_t *body, const char ***argv, size_t *n, gb_err *e
         const char *script = json_string_value(cmd);
         if (!*script)
             return err_set(err, ERR_INVALID_PARAMS, "field 'cmd' is an empty string");
-        *argv = malloc(3 * sizeof(char *));
+        *argv = xmalloc(3 * sizeof(char *));
         if (!*argv)
             return err_set(err, ERR_INTERNAL, "out of memory");
         (*argv)[0] = "sh";

@@ -2,6 +2,7 @@
  * system.c - handlers of the system routes: /healthz, /version, /metrics
  * and the OpenAPI document.
  */
+#include "util/xalloc.h"
 #include "api/api.h"
 
 #include <stdio.h>
@@ -49,7 +50,7 @@ int api_openapi_yaml(http_request *req, http_response *resp, gb_err *err)
     (void)req;
     size_t len = 0;
     const char *yaml = openapi_yaml(&len);
-    char *body = malloc(len + 1);
+    char *body = xmalloc(len + 1);
     if (!body)
         return err_set(err, ERR_INTERNAL, "out of memory serving the OpenAPI document");
     memcpy(body, yaml, len + 1);

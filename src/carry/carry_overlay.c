@@ -32,6 +32,7 @@
  * only when it cannot be the user's: by the invariant, anything already
  * moved has no counterpart left in the old directory.
  */
+#include "util/xalloc.h"
 #include "carry/carry_internal.h"
 
 #include <dirent.h>
@@ -134,7 +135,7 @@ static ssize_t list_xattrs(int fd, char **out)
         ssize_t size = flistxattr(fd, NULL, 0);
         if (size <= 0)
             return size;
-        char *buf = malloc((size_t)size);
+        char *buf = xmalloc((size_t)size);
         if (!buf)
             return -1;
         ssize_t n = flistxattr(fd, buf, (size_t)size);
@@ -162,7 +163,7 @@ static int copy_one_xattr(int src, int dst, const char *name, const char *rel, g
         ssize_t size = fgetxattr(src, name, NULL, 0);
         if (size < 0)
             return errno == ENODATA ? 0 : sys_err(err, "reading xattrs of", rel);
-        _cleanup_free_ char *value = malloc(size ? (size_t)size : 1);
+        _cleanup_free_ char *value = xmalloc(size ? (size_t)size : 1);
         if (!value)
             return err_set(err, ERR_INTERNAL, "out of memory");
         ssize_t n = fgetxattr(src, name, value, (size_t)size);
@@ -284,12 +285,12 @@ static int read_names(int fd, const char *rel, char ***out, size_t *count, gb_er
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 32;
-            char **grown = realloc(names, cap * sizeof(*names));
+            char **grown = xrealloc(names, cap * sizeof(*names));
             if (!grown)
                 goto oom;
             names = grown;
         }
-        if (!(names[n] = strdup(de->d_name)))
+        if (!(names[n] = xstrdup(de->d_name)))
             goto oom;
         n++;
     }

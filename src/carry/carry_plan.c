@@ -31,6 +31,7 @@
  * Paths are kept in carry_path_cmp order, in which a directory's subtree
  * directly follows it, so "what is inside X" is a contiguous run.
  */
+#include "util/xalloc.h"
 #include "carry/carry_internal.h"
 
 #include <stdlib.h>
@@ -74,13 +75,13 @@ int carry_paths_add(carry_paths *s, const char *path)
         len--;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
-        char **grown = realloc(s->v, cap * sizeof(*grown));
+        char **grown = xrealloc(s->v, cap * sizeof(*grown));
         if (!grown)
             return -1;
         s->v = grown;
         s->cap = cap;
     }
-    if (!(s->v[s->n] = strndup(path, len)))
+    if (!(s->v[s->n] = xstrndup(path, len)))
         return -1;
     s->n++;
     return 0;
@@ -116,13 +117,13 @@ int carry_plan_add(carry_plan *plan, enum carry_op_kind kind, const char *path)
 {
     if (plan->nops == plan->cap) {
         size_t cap = plan->cap ? plan->cap * 2 : 16;
-        carry_op *grown = realloc(plan->ops, cap * sizeof(*grown));
+        carry_op *grown = xrealloc(plan->ops, cap * sizeof(*grown));
         if (!grown)
             return -1;
         plan->ops = grown;
         plan->cap = cap;
     }
-    char *copy = strdup(path);
+    char *copy = xstrdup(path);
     if (!copy)
         return -1;
     plan->ops[plan->nops++] = (carry_op){.kind = kind, .path = copy};
@@ -271,7 +272,7 @@ int carry_plan_build(const carry_plan_input *in, carry_plan *plan, gb_err *err)
     if (!json_is_array(in->changes))
         return err_set(err, ERR_INTERNAL, "Docker's list of changes is not a list");
     size_t total = json_array_size(in->changes);
-    _cleanup_free_ struct change *ch = calloc(total ? total : 1, sizeof(*ch));
+    _cleanup_free_ struct change *ch = xcalloc(total ? total : 1, sizeof(*ch));
     if (!ch)
         return err_set(err, ERR_INTERNAL, "out of memory");
     size_t n = 0;

@@ -23,6 +23,7 @@
  * closes its pipe and the feeder stops at its next write; when the feeder
  * fails it ends the stream with a corrupt block so the PUT fails too.
  */
+#include "util/xalloc.h"
 #include "carry/carry_internal.h"
 
 #include <errno.h>
@@ -119,7 +120,7 @@ struct feeder {
 static char *parent_prefix(const char *path)
 {
     const char *slash = strrchr(path, '/');
-    return strndup(path + 1, (size_t)(slash - path));
+    return xstrndup(path + 1, (size_t)(slash - path));
 }
 
 /* Whether entry e (at container path cpath) goes into the new container. */

@@ -16,6 +16,7 @@
  * header and its PAX records at a time (records are capped at 1 MiB), so a
  * stream of any size takes bounded memory.
  */
+#include "util/xalloc.h"
 #include "carry/carry_internal.h"
 
 #include <errno.h>
@@ -54,7 +55,7 @@ int carry_write_all(int fd, const void *buf, size_t n)
 
 carry_tar_reader *carry_tar_reader_new(int fd)
 {
-    carry_tar_reader *r = calloc(1, sizeof(*r));
+    carry_tar_reader *r = xcalloc(1, sizeof(*r));
     if (r)
         r->fd = fd;
     return r;
@@ -181,7 +182,7 @@ static void set_checksum(unsigned char *h)
 
 static char *field_string(const unsigned char *f, size_t len)
 {
-    return strndup((const char *)f, strnlen((const char *)f, len));
+    return xstrndup((const char *)f, strnlen((const char *)f, len));
 }
 
 static bool is_zero_block(const unsigned char *h)
@@ -228,15 +229,15 @@ static int pax_parse(struct pending *p, const char *data, size_t len, gb_err *er
         size_t value_len = (size_t)(data + pos + rec_len - 1 - value);
         if (key_len == 4 && memcmp(key, "path", 4) == 0) {
             free(p->path);
-            p->path = strndup(value, value_len);
+            p->path = xstrndup(value, value_len);
         } else if (key_len == 8 && memcmp(key, "linkpath", 8) == 0) {
             free(p->linkpath);
-            p->linkpath = strndup(value, value_len);
+            p->linkpath = xstrndup(value, value_len);
         } else if (key_len == 4 && memcmp(key, "size", 4) == 0) {
             p->has_size = true;
             p->size = strtoull(value, NULL, 10);
         } else {
-            char *grown = realloc(p->records, p->records_len + rec_len);
+            char *grown = xrealloc(p->records, p->records_len + rec_len);
             if (!grown)
                 return err_set(err, ERR_INTERNAL, "out of memory");
             memcpy(grown + p->records_len, data + pos, rec_len);
@@ -257,7 +258,7 @@ static char *read_meta(carry_tar_reader *r, uint64_t n, gb_err *err)
         return NULL;
     }
     size_t padded = (size_t)((n + CARRY_TAR_BLOCK - 1) / CARRY_TAR_BLOCK * CARRY_TAR_BLOCK);
-    char *data = malloc(padded + 1);
+    char *data = xmalloc(padded + 1);
     if (!data) {
         err_set(err, ERR_INTERNAL, "out of memory");
         return NULL;
@@ -323,10 +324,10 @@ int carry_tar_next(carry_tar_reader *r, carry_tar_entry *e, gb_err *err)
             }
             if (type == 'L') {
                 free(p.path);
-                p.path = strndup(data, strnlen(data, (size_t)size));
+                p.path = xstrndup(data, strnlen(data, (size_t)size));
             } else if (type == 'K') {
                 free(p.linkpath);
-                p.linkpath = strndup(data, strnlen(data, (size_t)size));
+                p.linkpath = xstrndup(data, strnlen(data, (size_t)size));
             }
             continue;
         }
@@ -408,7 +409,7 @@ static int pax_append(char **buf, size_t *len, const char *key, const char *valu
     char digits[24];
     while (total != body + (size_t)snprintf(digits, sizeof(digits), "%zu", total))
         total = body + (size_t)snprintf(digits, sizeof(digits), "%zu", total);
-    char *grown = realloc(*buf, *len + total + 1);
+    char *grown = xrealloc(*buf, *len + total + 1);
     if (!grown)
         return -1;
     snprintf(grown + *len, total + 1, "%zu %s=%s\n", total, key, value);
@@ -437,7 +438,7 @@ int carry_tar_write_header(int fd, const carry_tar_entry *e, const char *name, c
         (big && pax_append(&pax, &pax_len, "size", size_text) < 0))
         return err_set(err, ERR_INTERNAL, "out of memory");
     if (e->pax_len) {
-        char *grown = realloc(pax, pax_len + e->pax_len);
+        char *grown = xrealloc(pax, pax_len + e->pax_len);
         if (!grown)
             return err_set(err, ERR_INTERNAL, "out of memory");
         memcpy(grown + pax_len, e->pax, e->pax_len);

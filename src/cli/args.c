@@ -12,6 +12,7 @@
  * Values are checked by the subcommands (cli_parse_int and friends), so
  * the parser knows only shapes, and every check gives exit status 2.
  */
+#include "util/xalloc.h"
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -156,8 +157,8 @@ int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t size)
     *a = (cli_args){0};
     msg[0] = '\0';
     size_t cap = argc > 0 ? (size_t)argc : 1;
-    a->pos = calloc(cap, sizeof(*a->pos));
-    a->opts = calloc(cap, sizeof(*a->opts));
+    a->pos = xcalloc(cap, sizeof(*a->pos));
+    a->opts = xcalloc(cap, sizeof(*a->opts));
     if (!a->pos || !a->opts)
         return args_error(msg, size, "out of memory");
 

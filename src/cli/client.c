@@ -12,6 +12,7 @@
  * else 1. A route the server does not have (404 code 1101, 405 code 1102)
  * means an older gpuboxd: the message says so rather than "no route".
  */
+#include "util/xalloc.h"
 #include "cli/cli.h"
 
 #include <stdlib.h>
@@ -31,7 +32,7 @@ static size_t client_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     client_buf *b = userdata;
     size_t n = size * nmemb;
-    char *grown = realloc(b->data, b->len + n + 1);
+    char *grown = xrealloc(b->data, b->len + n + 1);
     if (!grown)
         return 0;
     memcpy(grown + b->len, ptr, n);
@@ -69,7 +70,7 @@ int cli_exit_for_code(int code)
 char *cli_escape(cli_ctx *ctx, const char *segment)
 {
     char *curl_owned = curl_easy_escape(ctx->curl, segment, 0);
-    char *s = curl_owned ? strdup(curl_owned) : NULL;
+    char *s = curl_owned ? xstrdup(curl_owned) : NULL;
     curl_free(curl_owned);
     if (!s) {
         fputs("gpubox: out of memory\n", ctx->err);

@@ -8,6 +8,7 @@
  * names and printing the server's data for --json are cli_exchange's
  * (cmd_common.c).
  */
+#include "util/xalloc.h"
 #include "cli/cli.h"
 
 #include <stdlib.h>
@@ -75,7 +76,7 @@ int cli_cmd_ps(cli_ctx *ctx, const cli_args *a)
 /* -v SRC:DEST[:ro|rw] -> {src, dest, readOnly}. */
 static int run_bind(cli_ctx *ctx, const cli_args *a, const char *text, json_t *binds)
 {
-    _cleanup_free_ char *copy = strdup(text);
+    _cleanup_free_ char *copy = xstrdup(text);
     char *parts[4] = {0};
     size_t n = 0;
     for (char *save = NULL, *tok = strtok_r(copy, ":", &save); tok && n < 4;
@@ -101,8 +102,8 @@ static int run_port(cli_ctx *ctx, const cli_args *a, const char *text, json_t *c
         json_array_append_new(container_ports, json_string(text));
         return 0;
     }
-    _cleanup_free_ char *host = strndup(text, (size_t)(colon - text));
-    _cleanup_free_ char *cport = strdup(colon + 1);
+    _cleanup_free_ char *host = xstrndup(text, (size_t)(colon - text));
+    _cleanup_free_ char *cport = xstrdup(colon + 1);
     char *slash = strchr(cport, '/');
     const char *proto = "tcp";
     if (slash) {
@@ -165,7 +166,7 @@ static int run_lists(cli_ctx *ctx, const cli_args *a, json_t *body)
             if (!eq || eq == v)
                 rc = cli_usage_error(ctx, a->cmd, "--label '%s': give K=V", v);
             else {
-                _cleanup_free_ char *k = strndup(v, (size_t)(eq - v));
+                _cleanup_free_ char *k = xstrndup(v, (size_t)(eq - v));
                 json_object_set_new(labels, k, json_string(eq + 1));
             }
         }

@@ -9,6 +9,7 @@
 
 #include <curl/curl.h>
 
+#include "util/xalloc.h"
 #include "cli/cli.h"
 
 /* The address without trailing slashes, with http:// when no scheme is
@@ -29,6 +30,7 @@ static const char *main_host(const char *flag)
 
 int main(int argc, char **argv)
 {
+    xalloc_init("gpubox");
     cli_ctx ctx = {.out = stdout, .err = stderr};
     cli_args a;
     char msg[512];

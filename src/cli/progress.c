@@ -23,6 +23,7 @@
  * inside its own request while the poller runs and joins it before it
  * writes anything on stderr (cli_fail stops it first), so lines never mix.
  */
+#include "util/xalloc.h"
 #include "cli/cli.h"
 
 #include <pthread.h>
@@ -216,7 +217,7 @@ void cli_progress_start(cli_ctx *ctx, const char *verb, const char *name)
 {
     if (ctx->progress || ctx->silent || !progress_wanted())
         return;
-    cli_progress *p = calloc(1, sizeof(*p));
+    cli_progress *p = xcalloc(1, sizeof(*p));
     if (!p)
         return;
     p->poll = (cli_ctx){.host = ctx->host,
@@ -228,8 +229,8 @@ void cli_progress_start(cli_ctx *ctx, const char *verb, const char *name)
                         .silent = true,
                         .perform = progress_perform};
     p->multi = curl_multi_init();
-    p->verb = strdup(verb);
-    p->name = strdup(name);
+    p->verb = xstrdup(verb);
+    p->name = xstrdup(name);
     p->t0_ns = time_mono_ns();
     if (!p->poll.curl || !p->multi || !p->verb || !p->name) {
         progress_free(p);

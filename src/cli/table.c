@@ -7,6 +7,7 @@
  * Layout: every cell (header included) is one malloc'd string in a flat
  * array, row after row; widths are measured when printing.
  */
+#include "util/xalloc.h"
 #include "cli/cli.h"
 
 #include <stdlib.h>
@@ -22,14 +23,14 @@ static void table_row(cli_table *t, const char *const *cells)
 {
     if (t->nrows == t->cap_rows) {
         size_t cap = t->cap_rows ? t->cap_rows * 2 : 16;
-        char **grown = realloc(t->cells, cap * t->ncols * sizeof(*grown));
+        char **grown = xrealloc(t->cells, cap * t->ncols * sizeof(*grown));
         if (!grown)
             abort();
         t->cells = grown;
         t->cap_rows = cap;
     }
     for (size_t c = 0; c < t->ncols; c++) {
-        char *s = strdup(cells[c] ? cells[c] : "-");
+        char *s = xstrdup(cells[c] ? cells[c] : "-");
         if (!s)
             abort();
         t->cells[t->nrows * t->ncols + c] = s;
@@ -39,7 +40,7 @@ static void table_row(cli_table *t, const char *const *cells)
 
 cli_table *cli_table_new(const char *const *headers)
 {
-    cli_table *t = calloc(1, sizeof(*t));
+    cli_table *t = xcalloc(1, sizeof(*t));
     if (!t)
         abort();
     while (headers[t->ncols])
@@ -64,7 +65,7 @@ static size_t table_width(const char *s)
 
 void cli_table_print(cli_table *t, FILE *out)
 {
-    size_t *width = calloc(t->ncols, sizeof(*width));
+    size_t *width = xcalloc(t->ncols, sizeof(*width));
     if (!width)
         abort();
     for (size_t r = 0; r < t->nrows; r++)

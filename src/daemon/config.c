@@ -10,6 +10,7 @@
  * (CONFIG_FROM_FLAG); the origin only matters where two settings interact
  * (--simulate-gpus implies --gpu-source simulated).
  */
+#include "util/xalloc.h"
 #include "daemon/config.h"
 
 #include <ctype.h>
@@ -48,7 +49,7 @@ static int apply_listen(daemon_config *cfg, const char *value, gb_err *err)
     uint16_t port = 0;
     if (config_parse_listen(value, &host, &port, err) < 0)
         return -1;
-    char *copy = strdup(value);
+    char *copy = xstrdup(value);
     if (!copy) {
         free(host);
         return err_set(err, ERR_INTERNAL, "out of memory");
@@ -79,7 +80,7 @@ static int apply_gpu_source(daemon_config *cfg, const char *value, gb_err *err)
 
 static int apply_simulate_gpus(daemon_config *cfg, const char *value, gb_err *err)
 {
-    char *copy = strdup(value);
+    char *copy = xstrdup(value);
     if (!copy)
         return err_set(err, ERR_INTERNAL, "out of memory");
     free(cfg->simulate_gpus);
@@ -112,7 +113,7 @@ static int apply_gpu_list(char **field, const char *what, const char *value, gb_
     if (gpus_settings_parse_list(value, what, &list, &n, err) < 0)
         return -1;
     gpus_settings_list_free(list, n);
-    char *copy = strdup(value);
+    char *copy = xstrdup(value);
     if (!copy)
         return err_set(err, ERR_INTERNAL, "out of memory");
     free(*field);
@@ -316,7 +317,7 @@ static bool choice_ok(const char *choices, const char *value)
 
 static int set_string(char **field, const char *value, gb_err *err)
 {
-    char *copy = strdup(value);
+    char *copy = xstrdup(value);
     if (!copy)
         return err_set(err, ERR_INTERNAL, "out of memory");
     free(*field);
@@ -392,7 +393,7 @@ int config_parse_listen(const char *s, char **host, uint16_t *port, gb_err *err)
     unsigned long p = strtoul(colon + 1, &end, 10);
     if (!isdigit((unsigned char)colon[1]) || *end || errno || p > 65535)
         return err_set(err, ERR_INVALID_PARAMS, "'%s': port must be a number from 0 to 65535", s);
-    if (!(*host = strndup(h, (size_t)(h_end - h))))
+    if (!(*host = xstrndup(h, (size_t)(h_end - h))))
         return err_set(err, ERR_INTERNAL, "out of memory");
     *port = (uint16_t)p;
     return 0;
@@ -457,7 +458,7 @@ static char *trim(char *s)
 
 int config_parse_text(daemon_config *cfg, const char *text, const char *origin_name, gb_err *err)
 {
-    _cleanup_free_ char *copy = strdup(text);
+    _cleanup_free_ char *copy = xstrdup(text);
     if (!copy)
         return err_set(err, ERR_INTERNAL, "out of memory");
     cfg->origin_now = CONFIG_FROM_FILE;

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/xalloc.h"
 #include "api/api.h"
 #include "daemon/config.h"
 #include "daemon/security.h"
@@ -95,6 +96,7 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
 
 int main(int argc, char **argv)
 {
+    xalloc_init("gpuboxd");
     daemon_config cfg;
     gb_err err = GB_ERR_INIT;
     if (config_load(&cfg, argc, argv, &err) < 0) {

@@ -1,6 +1,7 @@
 /*
  * security.c - loading the security flags' files (see security.h).
  */
+#include "util/xalloc.h"
 #include "daemon/security.h"
 
 #include <errno.h>
@@ -35,7 +36,7 @@ static int security_read_pem(const char *flag, const char *path, bool secret, co
     if (st.st_size <= 0 || st.st_size > SECURITY_PEM_MAX)
         return err_set(err, ERR_INVALID_PARAMS, "%s: %s is empty or larger than %d bytes", flag,
                        path, SECURITY_PEM_MAX);
-    char *text = calloc(1, (size_t)st.st_size + 1);
+    char *text = xcalloc(1, (size_t)st.st_size + 1);
     if (!text)
         return err_set(err, ERR_INTERNAL, "%s: out of memory", flag);
     size_t got = 0;

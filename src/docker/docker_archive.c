@@ -14,6 +14,7 @@
  * Writing to a pipe whose reader is gone raises SIGPIPE; gpuboxd ignores
  * that signal, so the write fails with EPIPE and the call reports it.
  */
+#include "util/xalloc.h"
 #include "docker/docker_internal.h"
 
 #include <errno.h>
@@ -43,7 +44,7 @@ static int docker_change_cmp(const void *a, const void *b)
 static json_t *docker_changes_sorted(json_t *changes)
 {
     size_t n = json_array_size(changes);
-    _cleanup_free_ json_t **items = calloc(n ? n : 1, sizeof(*items));
+    _cleanup_free_ json_t **items = xcalloc(n ? n : 1, sizeof(*items));
     json_t *sorted = json_array();
     if (!items || !sorted) {
         json_decref(sorted);

@@ -9,6 +9,7 @@
  * Logs of a container without a TTY come as Docker's multiplexed stream,
  * which the demultiplexer of docker_stream.c splits into stdout and stderr.
  */
+#include "util/xalloc.h"
 #include "docker/docker_internal.h"
 
 #include <stdint.h>
@@ -73,7 +74,7 @@ int docker_container_create(docker_client *c, const char *name, json_t *config, 
     json_array_foreach(json_object_get(resp, "Warnings"), i, warning)
         log_warn("creating container '%s': Docker warns: %s", name ? name : "",
                  json_string_value(warning) ? json_string_value(warning) : "?");
-    *id_out = strdup(id);
+    *id_out = xstrdup(id);
     return *id_out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
 
@@ -142,7 +143,7 @@ int docker_container_list(docker_client *c, const char *label, json_t **out, gb_
         if (!esc || asprintf(&path, "/containers/json?all=1&filters=%s", esc) < 0)
             path = NULL;
     } else {
-        path = strdup("/containers/json?all=1");
+        path = xstrdup("/containers/json?all=1");
     }
     if (!path)
         return err_set(err, ERR_INTERNAL, "out of memory");

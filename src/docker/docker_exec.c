@@ -24,6 +24,7 @@
  * code of 126 and no process id; that is turned into ERR_INVALID_PARAMS
  * with Docker's words rather than passed off as the command's output.
  */
+#include "util/xalloc.h"
 #include "docker/docker_internal.h"
 
 #include <stdio.h>
@@ -68,7 +69,7 @@ static int docker_exec_create(docker_client *c, const char *id, const char *cons
     if (!eid)
         return err_set(err, ERR_INTERNAL,
                        "running '%s' in container '%s': Docker's answer has no Id", cmd[0], id);
-    *exec_id = strdup(eid);
+    *exec_id = xstrdup(eid);
     return *exec_id ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
 

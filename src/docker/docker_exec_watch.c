@@ -34,6 +34,7 @@
  * The pid list is a plain growable array: trees are small, and the scan of
  * /proc dominates.
  */
+#include "util/xalloc.h"
 #include "docker/docker_internal.h"
 
 #include <dirent.h>
@@ -97,7 +98,7 @@ static bool docker_pidset_add(struct docker_pidset *s, pid_t pid)
 {
     if (s->len == s->alloc) {
         size_t want = s->alloc ? 2 * s->alloc : 16;
-        pid_t *grown = realloc(s->pids, want * sizeof(*grown));
+        pid_t *grown = xrealloc(s->pids, want * sizeof(*grown));
         if (!grown)
             return false;
         s->pids = grown;
@@ -265,7 +266,7 @@ static void *docker_exec_watchdog(void *arg)
 struct docker_exec_watch *docker_exec_watch_start(docker_client *c, const char *eid,
                                                   long deadline_ms, gb_err *err)
 {
-    struct docker_exec_watch *w = calloc(1, sizeof(*w));
+    struct docker_exec_watch *w = xcalloc(1, sizeof(*w));
     if (!w) {
         err_set(err, ERR_INTERNAL, "out of memory");
         return NULL;

@@ -6,6 +6,7 @@
  * An image reference in a path keeps its '/' (registry/repo) and ':'/'@'
  * (tag, digest) as the docker CLI sends them; anything else is escaped.
  */
+#include "util/xalloc.h"
 #include "docker/docker_internal.h"
 
 #include <stdio.h>
@@ -96,7 +97,7 @@ int docker_container_commit(docker_client *c, const char *id_or_name, const char
     if (!id)
         return err_set(err, ERR_INTERNAL, "committing container '%s': Docker's answer has no Id",
                        id_or_name);
-    if (image_id && !(*image_id = strdup(id)))
+    if (image_id && !(*image_id = xstrdup(id)))
         return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
 }

@@ -13,6 +13,7 @@
  * error, where Binds would quietly create an empty directory owned by root;
  * and a path holding ':' cannot be misread.
  */
+#include "util/xalloc.h"
 #include "docker/docker_internal.h"
 
 #include <math.h>
@@ -207,7 +208,7 @@ static int docker_spec_gpus(json_t *cfg, json_t *host, const docker_run_spec *sp
         return 0;
     case DOCKER_GPU_RUNTIME: {
         json_decref(ids);
-        _cleanup_free_ char *var = malloc(sizeof("NVIDIA_VISIBLE_DEVICES=") + joined_len);
+        _cleanup_free_ char *var = xmalloc(sizeof("NVIDIA_VISIBLE_DEVICES=") + joined_len);
         if (!var)
             return err_set(err, ERR_INTERNAL, "out of memory");
         strcpy(var, "NVIDIA_VISIBLE_DEVICES=");

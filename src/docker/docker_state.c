@@ -7,6 +7,7 @@
  * gpubox's replica-set label), optionally only the containers that mount a
  * given Docker volume.
  */
+#include "util/xalloc.h"
 #include "docker/docker_internal.h"
 
 #include <stdint.h>
@@ -79,9 +80,9 @@ static int docker_brief_set(docker_container_brief *b, const json_t *e)
     const char *status = json_string_value(json_object_get(e, "State"));
     const char *set =
         json_string_value(json_object_get(json_object_get(e, "Labels"), DOCKER_LABEL_REPLICASET));
-    b->name = name ? strdup(name) : NULL;
-    b->status = status ? strdup(status) : NULL;
-    b->replicaset = set ? strdup(set) : NULL;
+    b->name = name ? xstrdup(name) : NULL;
+    b->status = status ? xstrdup(status) : NULL;
+    b->replicaset = set ? xstrdup(set) : NULL;
     return (name && !b->name) || (status && !b->status) || (set && !b->replicaset) ? -1 : 0;
 }
 
@@ -92,7 +93,7 @@ int docker_container_list_briefs(docker_client *c, const char *label, const char
     _cleanup_json_ json_t *list = NULL;
     if (docker_container_list(c, label, &list, err) < 0)
         return -1;
-    out->items = calloc(json_array_size(list) + 1, sizeof(*out->items));
+    out->items = xcalloc(json_array_size(list) + 1, sizeof(*out->items));
     if (!out->items)
         return err_set(err, ERR_INTERNAL, "out of memory");
     size_t i;

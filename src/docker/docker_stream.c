@@ -15,6 +15,7 @@
  * overflow flag set and the stream kept draining; past drain_limit bytes in
  * total the drain_exceeded flag tells the owner to end the stream.
  */
+#include "util/xalloc.h"
 #include "docker/docker_internal.h"
 
 #include <stdlib.h>
@@ -108,7 +109,7 @@ json_t *docker_demux_error_body(const struct docker_demux *d)
 
 char *docker_buf_take(struct docker_buf *b)
 {
-    char *s = b->data ? b->data : strdup("");
+    char *s = b->data ? b->data : xstrdup("");
     b->data = NULL;
     b->len = b->alloc = 0;
     return s;

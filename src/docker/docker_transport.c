@@ -16,6 +16,7 @@
  * the extras are closed when given back, so at most DOCKER_POOL_MAX idle
  * connections stay open.
  */
+#include "util/xalloc.h"
 #include "docker/docker_internal.h"
 
 #include <errno.h>
@@ -69,8 +70,8 @@ static int docker_parse_host(docker_client *c, const char *host, gb_err *err)
             return err_set(err, ERR_INVALID_PARAMS,
                            "Docker host '%s': a unix socket path must be shorter than %zu bytes",
                            host, sizeof(((struct sockaddr_un *)NULL)->sun_path));
-        c->socket_path = strdup(path);
-        c->base_url = strdup("http://localhost");
+        c->socket_path = xstrdup(path);
+        c->base_url = xstrdup("http://localhost");
     } else if (strncmp(host, "tcp://", 6) == 0) {
         const char *addr = host + 6;
         size_t n = strcspn(addr, "/");
@@ -103,13 +104,13 @@ docker_client *docker_client_new(const char *host, gb_err *err)
         const char *env = getenv("DOCKER_HOST");
         host = env && *env ? env : DOCKER_DEFAULT_HOST;
     }
-    docker_client *c = calloc(1, sizeof(*c));
+    docker_client *c = xcalloc(1, sizeof(*c));
     if (!c) {
         err_set(err, ERR_INTERNAL, "out of memory");
         return NULL;
     }
     pthread_mutex_init(&c->lock, NULL);
-    c->host = strdup(host);
+    c->host = xstrdup(host);
     if (!c->host) {
         err_set(err, ERR_INTERNAL, "out of memory");
         docker_client_free(c);
@@ -363,7 +364,7 @@ bool docker_buf_append(struct docker_buf *b, const char *data, size_t n)
         size_t want = b->alloc ? b->alloc : 4096;
         while (want < b->len + n + 1)
             want *= 2;
-        char *grown = realloc(b->data, want);
+        char *grown = xrealloc(b->data, want);
         if (!grown)
             return false;
         b->data = grown;
@@ -454,7 +455,7 @@ int docker_status_err(long status, json_t *resp, gb_err *err, const char *what_f
 char *docker_escape(const char *s, const char *keep)
 {
     static const char hex[] = "0123456789ABCDEF";
-    char *out = malloc(3 * strlen(s) + 1);
+    char *out = xmalloc(3 * strlen(s) + 1);
     if (!out)
         return NULL;
     char *o = out;

@@ -7,6 +7,7 @@
  * how they do it. Volumes carry gpubox's labels (gpubox.volume) so the
  * start-up reconciliation can list them.
  */
+#include "util/xalloc.h"
 #include "docker/docker_internal.h"
 
 #include <stdio.h>
@@ -112,7 +113,7 @@ int docker_volume_list(docker_client *c, const char *label, json_t **out, gb_err
         if (!esc || asprintf(&path, "/volumes?filters=%s", esc) < 0)
             path = NULL;
     } else {
-        path = strdup("/volumes");
+        path = xstrdup("/volumes");
     }
     if (!path)
         return err_set(err, ERR_INTERNAL, "out of memory");

@@ -6,6 +6,7 @@
  * instances right after their card); it is read once at start-up, so lookups
  * are linear scans over at most a few dozen entries.
  */
+#include "util/xalloc.h"
 #include "gpu/gpu_source.h"
 
 #include <stdlib.h>
@@ -106,7 +107,7 @@ int gpu_inventory_add(gpu_inventory *inv, const gpu_device *d, gb_err *err)
      * so the public struct needs no capacity field. */
     if (inv->n == 0 || (inv->n >= 8 && (inv->n & (inv->n - 1)) == 0)) {
         size_t cap = inv->n ? inv->n * 2 : 8;
-        gpu_device *grown = realloc(inv->devices, cap * sizeof(*grown));
+        gpu_device *grown = xrealloc(inv->devices, cap * sizeof(*grown));
         if (!grown)
             return err_set(err, ERR_INTERNAL, "out of memory listing GPUs");
         inv->devices = grown;

@@ -6,6 +6,7 @@
  * token; that copy and the table are wiped (explicit_bzero) before they are
  * freed, so tokens do not linger in freed heap memory.
  */
+#include "util/xalloc.h"
 #include "http/auth.h"
 
 #include <ctype.h>
@@ -168,8 +169,8 @@ static int auth_check_unique(const http_auth *a, const auth_entry *e, const char
 int http_auth_parse(const char *text, const char *origin, http_auth **out, gb_err *err)
 {
     *out = NULL;
-    _cleanup_(auth_text_wipe) char *copy = strdup(text);
-    _cleanup_(http_auth_freep) http_auth *a = calloc(1, sizeof(*a));
+    _cleanup_(auth_text_wipe) char *copy = xstrdup(text);
+    _cleanup_(http_auth_freep) http_auth *a = xcalloc(1, sizeof(*a));
     if (!copy || !a)
         return err_set(err, ERR_INTERNAL, "out of memory reading %s", origin);
     size_t cap = 0;
@@ -185,7 +186,7 @@ int http_auth_parse(const char *text, const char *origin, http_auth **out, gb_er
                            AUTH_MAX_TOKENS);
         if (a->n == cap) {
             size_t ncap = cap ? cap * 2 : 8;
-            auth_entry *grown = calloc(ncap, sizeof(*grown));
+            auth_entry *grown = xcalloc(ncap, sizeof(*grown));
             if (!grown)
                 return err_set(err, ERR_INTERNAL, "out of memory reading %s", origin);
             if (a->n) {
@@ -233,7 +234,7 @@ int http_auth_load(const char *path, http_auth **out, gb_err *err)
     if (st.st_size > AUTH_FILE_MAX)
         return err_set(err, ERR_INVALID_PARAMS, "token file %s is larger than %d bytes", path,
                        AUTH_FILE_MAX);
-    _cleanup_(auth_text_wipe) char *text = calloc(1, (size_t)st.st_size + 1);
+    _cleanup_(auth_text_wipe) char *text = xcalloc(1, (size_t)st.st_size + 1);
     if (!text)
         return err_set(err, ERR_INTERNAL, "out of memory reading %s", path);
     size_t got = 0;

@@ -2,6 +2,7 @@
  * cors.c - parsing --cors-origins and matching a request's Origin (see
  * cors.h).
  */
+#include "util/xalloc.h"
 #include "http/cors.h"
 
 #include <ctype.h>
@@ -63,8 +64,8 @@ static bool cors_origin_ok(const char *s)
 int http_cors_parse(const char *list, http_cors **out, gb_err *err)
 {
     *out = NULL;
-    _cleanup_free_ char *copy = strdup(list ? list : "");
-    _cleanup_(http_cors_freep) http_cors *c = calloc(1, sizeof(*c));
+    _cleanup_free_ char *copy = xstrdup(list ? list : "");
+    _cleanup_(http_cors_freep) http_cors *c = xcalloc(1, sizeof(*c));
     if (!copy || !c)
         return err_set(err, ERR_INTERNAL, "out of memory");
     char *save = NULL;
@@ -85,7 +86,7 @@ int http_cors_parse(const char *list, http_cors **out, gb_err *err)
             return err_set(err, ERR_INVALID_PARAMS, "more than %d origins", HTTP_CORS_MAX_ORIGINS);
         for (char *p = o; *p; p++)
             *p = (char)tolower((unsigned char)*p);
-        if (!(c->origins[c->n] = strdup(o)))
+        if (!(c->origins[c->n] = xstrdup(o)))
             return err_set(err, ERR_INTERNAL, "out of memory");
         c->n++;
     }

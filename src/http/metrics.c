@@ -2,6 +2,7 @@
  * metrics.c - the HTTP server's request counter and latency histogram
  * (see metrics.h), two families of util/prom.h.
  */
+#include "util/xalloc.h"
 #include "http/metrics.h"
 
 #include <stdlib.h>
@@ -23,7 +24,7 @@ http_metrics *http_metrics_new(void)
 {
     static const char *const req_labels[] = {"route", "method", "status", NULL};
     static const char *const dur_labels[] = {"route", "method", NULL};
-    http_metrics *m = calloc(1, sizeof(*m));
+    http_metrics *m = xcalloc(1, sizeof(*m));
     if (!m)
         return NULL;
     m->requests =

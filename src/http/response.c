@@ -1,6 +1,7 @@
 /*
  * response.c - building responses: the envelope and its HTTP status.
  */
+#include "util/xalloc.h"
 #include "http/response.h"
 
 #include <stdlib.h>
@@ -57,7 +58,7 @@ int http_response_data_text(http_response *resp, const char *data, size_t len, g
 {
     static const char head[] = "{\"code\":200,\"msg\":\"" HTTP_SUCCESS_MSG "\",\"data\":";
     size_t total = sizeof(head) - 1 + len + 1;
-    char *body = malloc(total + 1);
+    char *body = xmalloc(total + 1);
     if (!body)
         return err_set(err, ERR_INTERNAL, "out of memory building the response");
     memcpy(body, head, sizeof(head) - 1);
@@ -86,7 +87,7 @@ void http_response_error(http_response *resp, const gb_err *e)
     resp->code = ERR_INTERNAL;
     resp->envelope = true;
     resp->content_type = HTTP_JSON;
-    resp->body = strdup(fallback); /* may be NULL: the server then sends an empty body */
+    resp->body = xstrdup(fallback); /* may be NULL: the server then sends an empty body */
     resp->body_len = resp->body ? strlen(fallback) : 0;
 }
 

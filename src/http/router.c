@@ -6,6 +6,7 @@
  * split the same way into a scratch copy that the match owns, so path
  * parameters are plain pointers into it and need no allocation of their own.
  */
+#include "util/xalloc.h"
 #include "http/router.h"
 
 #include <stdbool.h>
@@ -31,7 +32,7 @@ struct http_router {
 
 http_router *router_new(void)
 {
-    return calloc(1, sizeof(http_router));
+    return xcalloc(1, sizeof(http_router));
 }
 
 void router_free(http_router *r)
@@ -68,7 +69,7 @@ static int router_entry_init(router_entry *e, const http_route *route, gb_err *e
                 p ? p : "(null)");
         return -1;
     }
-    if (!(e->copy = strdup(p))) {
+    if (!(e->copy = xstrdup(p))) {
         err_set(err, ERR_INTERNAL, "out of memory adding route %s", p);
         return -1;
     }
@@ -124,7 +125,7 @@ int router_add(http_router *r, const http_route *route, gb_err *err)
     }
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 32;
-        router_entry *grown = realloc(r->entries, cap * sizeof(*grown));
+        router_entry *grown = xrealloc(r->entries, cap * sizeof(*grown));
         if (!grown) {
             free(e.copy);
             return err_set(err, ERR_INTERNAL, "out of memory adding route %s", route->pattern);
@@ -161,7 +162,7 @@ enum router_result router_match_request(const http_router *r, const char *method
                                         router_match *m)
 {
     *m = (router_match){0};
-    m->scratch = strdup(path ? path : "");
+    m->scratch = xstrdup(path ? path : "");
     const char *seg[ROUTER_MAX_SEGMENTS];
     int nseg = m->scratch ? router_split(m->scratch, seg) : -1;
     if (nseg < 0)

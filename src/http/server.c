@@ -10,6 +10,7 @@
  * the request id, the start time, the body buffer, and the response status
  * for the access log written at completion.
  */
+#include "util/xalloc.h"
 #include "http/server.h"
 
 #include <inttypes.h>
@@ -68,7 +69,7 @@ typedef struct http_exchange {
 
 static http_exchange *exchange_new(http_server *s, const char *method, const char *url)
 {
-    http_exchange *x = calloc(1, sizeof(*x));
+    http_exchange *x = xcalloc(1, sizeof(*x));
     if (!x)
         return NULL;
     x->server = s;
@@ -114,7 +115,7 @@ static bool exchange_receive(http_exchange *x, const char *data, size_t size)
             cap *= 2;
         if (cap > limit + 1)
             cap = limit + 1;
-        char *grown = realloc(x->body, cap);
+        char *grown = xrealloc(x->body, cap);
         if (!grown)
             return false;
         x->body = grown;
@@ -150,7 +151,7 @@ static int exchange_collect_kv(http_exchange *x, struct MHD_Connection *conn)
     size_t total = (size_t)(nq > 0 ? nq : 0) + (size_t)(nh > 0 ? nh : 0);
     if (total == 0)
         return 0;
-    http_kv *items = calloc(total, sizeof(*items));
+    http_kv *items = xcalloc(total, sizeof(*items));
     if (!items)
         return -1;
     kv_fill q = {.items = items, .cap = (size_t)(nq > 0 ? nq : 0)};
@@ -461,7 +462,7 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
     struct sockaddr_storage addr = {0};
     if (server_resolve(cfg->host, cfg->port, &addr, err) < 0)
         return NULL;
-    _cleanup_free_ http_server *s = calloc(1, sizeof(*s));
+    _cleanup_free_ http_server *s = xcalloc(1, sizeof(*s));
     if (!s) {
         err_set(err, ERR_INTERNAL, "out of memory starting the HTTP server");
         return NULL;

@@ -4,6 +4,7 @@
  * is gpus_alloc.c, start-up re-marking gpus_take.c, the host settings
  * gpus_settings.c, and a grant's JSON and environment gpus_grant.c.
  */
+#include "util/xalloc.h"
 #include "sched/gpus_internal.h"
 
 #include <stdarg.h>
@@ -85,7 +86,7 @@ int gpus_slot_reserve(struct gpus_slot *s)
     if (s->ntenants < s->cap)
         return 0;
     size_t cap = s->cap ? s->cap * 2 : 4;
-    gpus_tenant *grown = realloc(s->tenants, cap * sizeof(*grown));
+    gpus_tenant *grown = xrealloc(s->tenants, cap * sizeof(*grown));
     if (!grown)
         return -1;
     s->tenants = grown;
@@ -203,13 +204,13 @@ gpus_pool *gpus_pool_new_with(const gpu_inventory *inv, const gpus_settings *set
     const gpus_settings *s = settings ? settings : &defaults;
     if (gpus_settings_validate(s, inv, err) < 0)
         return NULL;
-    gpus_pool *p = calloc(1, sizeof(*p));
+    gpus_pool *p = xcalloc(1, sizeof(*p));
     size_t n = inv ? inv->n : 0;
     if (p) {
-        p->slots = calloc(n ? n : 1, sizeof(*p->slots));
-        p->offers = calloc(n ? n : 1, sizeof(*p->offers));
-        p->by_uuid = calloc(n ? n : 1, sizeof(struct gpus_slot *));
-        p->devices = calloc(n ? n : 1, sizeof(*p->devices));
+        p->slots = xcalloc(n ? n : 1, sizeof(*p->slots));
+        p->offers = xcalloc(n ? n : 1, sizeof(*p->offers));
+        p->by_uuid = xcalloc(n ? n : 1, sizeof(struct gpus_slot *));
+        p->devices = xcalloc(n ? n : 1, sizeof(*p->devices));
     }
     if (!p || !p->slots || !p->offers || !p->by_uuid || !p->devices) {
         if (p) {
@@ -351,11 +352,11 @@ int gpus_pool_status(gpus_pool *p, gpus_status *out, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&p->lock);
-    out->devices = calloc(p->n ? p->n : 1, sizeof(*out->devices));
+    out->devices = xcalloc(p->n ? p->n : 1, sizeof(*out->devices));
     for (size_t i = 0; out->devices && i < p->n; i++) {
         const struct gpus_slot *s = &p->slots[i];
         gpus_device_status *d = &out->devices[i];
-        d->tenants = calloc(s->ntenants ? s->ntenants : 1, sizeof(*d->tenants));
+        d->tenants = xcalloc(s->ntenants ? s->ntenants : 1, sizeof(*d->tenants));
         if (!d->tenants)
             break;
         out->n++;

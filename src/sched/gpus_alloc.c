@@ -13,6 +13,7 @@
  * every slot again to say why, naming the cards that could take the
  * request and the largest share that would fit.
  */
+#include "util/xalloc.h"
 #include "sched/gpus_internal.h"
 
 #include <stdio.h>
@@ -340,7 +341,7 @@ static int gpus_choose(gpus_pool *p, size_t count, const struct gpus_want *w, si
             return gpus_not_enough_whole(p, count, w, err);
         return 0; /* found in slot order */
     }
-    _cleanup_free_ struct gpus_candidate *best = calloc(count, sizeof(*best));
+    _cleanup_free_ struct gpus_candidate *best = xcalloc(count, sizeof(*best));
     if (!best)
         return err_set(err, ERR_INTERNAL, "out of memory choosing GPUs");
     if (gpus_choose_shares(p, count, w, best) < count)
@@ -394,7 +395,7 @@ static int gpus_free_replica(const gpus_pool *p, const struct gpus_slot *s)
 static int gpus_commit(gpus_pool *p, const size_t *chosen, size_t count, const struct gpus_want *w,
                        gpus_grant *out, gb_err *err)
 {
-    out->cards = calloc(count, sizeof(*out->cards));
+    out->cards = xcalloc(count, sizeof(*out->cards));
     if (!out->cards)
         return err_set(err, ERR_INTERNAL, "out of memory allocating GPUs");
     for (size_t k = 0; k < count; k++)
@@ -459,7 +460,7 @@ int gpus_alloc_locked(gpus_pool *p, const gpus_request *req, const char *owner, 
     if (count > p->n && !req->npin)
         return w.mode == GPUS_MODE_WHOLE ? gpus_not_enough_whole(p, count, &w, err)
                                          : gpus_not_enough_share(p, count, &w, err);
-    _cleanup_free_ size_t *chosen = calloc(count, sizeof(*chosen));
+    _cleanup_free_ size_t *chosen = xcalloc(count, sizeof(*chosen));
     if (!chosen)
         return err_set(err, ERR_INTERNAL, "out of memory choosing GPUs");
     int rc = req->npin ? gpus_choose_pinned(p, req, &w, chosen, err)
@@ -495,7 +496,7 @@ int gpus_pool_realloc(gpus_pool *p, const gpus_grant *old, const gpus_request *r
     if (gpus_check_owner(owner, err) < 0)
         return -1;
     size_t nold = old ? old->n : 0;
-    _cleanup_free_ struct gpus_saved *saved = calloc(nold ? nold : 1, sizeof(*saved));
+    _cleanup_free_ struct gpus_saved *saved = xcalloc(nold ? nold : 1, sizeof(*saved));
     if (!saved)
         return err_set(err, ERR_INTERNAL, "out of memory");
     size_t nsaved = 0;

@@ -11,6 +11,7 @@
  * "gpus" keeps the form records have always had, so whatever reads it
  * (the API's info.gpus, the attach modes) sees every card either way.
  */
+#include "util/xalloc.h"
 #include "sched/gpus.h"
 
 #include <stdarg.h>
@@ -165,7 +166,7 @@ int gpus_grant_from_json(const json_t *record, gpus_grant *out, gb_err *err)
                        json_type_name(shares));
     size_t nshares = json_array_size(shares);
     size_t n = nshares ? nshares : nuuids;
-    _cleanup_(gpus_grant_free) gpus_grant g = {.cards = calloc(n ? n : 1, sizeof(*g.cards))};
+    _cleanup_(gpus_grant_free) gpus_grant g = {.cards = xcalloc(n ? n : 1, sizeof(*g.cards))};
     if (!g.cards)
         return err_set(err, ERR_INTERNAL, "out of memory reading a GPU grant");
     if (nshares) {
@@ -241,7 +242,7 @@ int gpus_grant_env(const gpus_grant *g, char ***env, size_t *n, gb_err *err)
         return -1;
     size_t cards = mode == GPUS_MODE_FREE ? 0 : g->n;
     /* a limit per card, then order, memory, share, and a NULL at the end */
-    char **lines = calloc(cards + 4, sizeof(*lines));
+    char **lines = xcalloc(cards + 4, sizeof(*lines));
     if (!lines)
         return err_set(err, ERR_INTERNAL, "out of memory");
     size_t k = 0;
@@ -277,7 +278,7 @@ int gpus_grant_env_file(const gpus_grant *g, char **text, gb_err *err)
     size_t len = 1;
     for (size_t i = 0; i < n; i++)
         len += strlen(env[i]) + 1;
-    char *out = malloc(len), *at = out;
+    char *out = xmalloc(len), *at = out;
     for (size_t i = 0; out && i < n; i++)
         at += sprintf(at, "%s\n", env[i]);
     if (out)

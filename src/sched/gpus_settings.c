@@ -7,6 +7,7 @@
  * instances (they carry the card's index and its UUID as parent), so
  * excluding a card in MIG mode keeps its instances out as well.
  */
+#include "util/xalloc.h"
 #include "sched/gpus_internal.h"
 
 #include <ctype.h>
@@ -134,7 +135,7 @@ static int gpus_settings_add_entry(const char *b, const char *e, const char *wha
         if (strlen(list[i]) == len && strncmp(list[i], b, len) == 0)
             return err_set(err, ERR_INVALID_PARAMS, "%s: '%.*s' is listed twice", what, (int)len,
                            b);
-    if (!(list[*n] = strndup(b, len)))
+    if (!(list[*n] = xstrndup(b, len)))
         return err_set(err, ERR_INTERNAL, "out of memory");
     (*n)++;
     return 0;
@@ -150,7 +151,7 @@ int gpus_settings_parse_list(const char *text, const char *what, char ***out, si
     size_t entries = 1;
     for (const char *c = text ? text : ""; *c; c++)
         entries += *c == ',';
-    char **list = calloc(entries + 1, sizeof(*list));
+    char **list = xcalloc(entries + 1, sizeof(*list));
     if (!list)
         return err_set(err, ERR_INTERNAL, "out of memory");
     size_t count = 0;

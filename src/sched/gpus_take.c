@@ -11,6 +11,7 @@
  * the card takes no new tenant until enough have left. A refused record is
  * taken not at all (all or nothing) and the caller logs it.
  */
+#include "util/xalloc.h"
 #include "sched/gpus_internal.h"
 
 #include <stdio.h>
@@ -97,7 +98,7 @@ static void gpus_warn_overrun(const gpus_pool *p, const struct gpus_slot *s,
 /* Check every card, make room, then mark; called locked. */
 static int gpus_take_locked(gpus_pool *p, const gpus_grant *g, const char *owner, gb_err *err)
 {
-    _cleanup_free_ struct gpus_slot **slots = calloc(g->n ? g->n : 1, sizeof(struct gpus_slot *));
+    _cleanup_free_ struct gpus_slot **slots = xcalloc(g->n ? g->n : 1, sizeof(struct gpus_slot *));
     if (!slots)
         return err_set(err, ERR_INTERNAL, "out of memory marking GPUs");
     for (size_t k = 0; k < g->n; k++) {
@@ -138,7 +139,7 @@ int gpus_pool_take(gpus_pool *p, const char *const *uuids, size_t n, const char 
 {
     if (gpus_check_owner(owner, err) < 0)
         return -1;
-    _cleanup_(gpus_grant_free) gpus_grant g = {.cards = calloc(n ? n : 1, sizeof(*g.cards))};
+    _cleanup_(gpus_grant_free) gpus_grant g = {.cards = xcalloc(n ? n : 1, sizeof(*g.cards))};
     if (!g.cards)
         return err_set(err, ERR_INTERNAL, "out of memory marking GPUs");
     for (size_t i = 0; i < n; i++) {

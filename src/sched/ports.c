@@ -9,6 +9,7 @@
  * "lowest free" exact at the cost of serializing allocations, a few
  * microseconds each.
  */
+#include "util/xalloc.h"
 #include "sched/ports.h"
 
 #include <arpa/inet.h>
@@ -82,7 +83,7 @@ ports_pool *ports_pool_new(uint16_t start, uint16_t end)
 {
     if (start == 0 || start > end)
         return NULL;
-    ports_pool *p = calloc(1, sizeof(*p));
+    ports_pool *p = xcalloc(1, sizeof(*p));
     if (!p)
         return NULL;
     pthread_mutex_init(&p->lock, NULL);
@@ -215,7 +216,7 @@ int ports_pool_used(const ports_pool *p, uint16_t **out, size_t *n)
     size_t count = 0;
     for (size_t w = 0; w < PORTS_ALL / 64; w++)
         count += (size_t)__builtin_popcountll(p->held[w]);
-    uint16_t *list = malloc((count ? count : 1) * sizeof(*list));
+    uint16_t *list = xmalloc((count ? count : 1) * sizeof(*list));
     if (!list) {
         pthread_mutex_unlock(ports_lock_of(p));
         return -1;

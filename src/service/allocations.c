@@ -16,6 +16,7 @@
  * has (a card was removed) or a port another record also claims is logged
  * and left for the replica-set reconciliation to settle.
  */
+#include "util/xalloc.h"
 #include "service/service.h"
 
 #include <stdlib.h>
@@ -41,7 +42,7 @@ static int allocations_mark(app *a, const char *name, json_t *record, gb_err *er
 {
     json_t *ports = json_object_get(record, "ports");
     size_t nports = json_array_size(ports);
-    _cleanup_free_ uint16_t *held = calloc(nports + 1, sizeof(*held));
+    _cleanup_free_ uint16_t *held = xcalloc(nports + 1, sizeof(*held));
     if (!held)
         return err_set(err, ERR_INTERNAL, "out of memory");
     _cleanup_(gpus_grant_free) gpus_grant grant = {0};

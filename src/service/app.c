@@ -7,6 +7,7 @@
  * GPUs and from where. Simulated GPUs get a
  * banner nobody can miss: everything else about the host is real.
  */
+#include "util/xalloc.h"
 #include "service/app.h"
 
 #include <errno.h>
@@ -331,7 +332,7 @@ static int app_lock_data_dir(app *a, gb_err *err)
 
 int app_open(const app_config *cfg, app **out, gb_err *err)
 {
-    app *a = calloc(1, sizeof(*a));
+    app *a = xcalloc(1, sizeof(*a));
     if (!a)
         return err_set(err, ERR_INTERNAL, "out of memory");
     a->cfg = *cfg;

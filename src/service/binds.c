@@ -1,6 +1,7 @@
 /*
  * binds.c - resolving and policing bind mounts (see binds.h).
  */
+#include "util/xalloc.h"
 #include "service/binds.h"
 
 #include <limits.h>
@@ -55,7 +56,7 @@ static bool path_allowed(const char *prefixes, const char *path)
 {
     if (!prefixes || !*prefixes)
         return false;
-    _cleanup_free_ char *list = strdup(prefixes);
+    _cleanup_free_ char *list = xstrdup(prefixes);
     char *save = NULL;
     for (char *p = list ? strtok_r(list, ",", &save) : NULL; p; p = strtok_r(NULL, ",", &save)) {
         char resolved[PATH_MAX];
@@ -87,7 +88,7 @@ static int bind_host_path(app *a, const char *src, char **out, gb_err *err)
                            ? a->cfg.bind_prefixes
                            : "none (use gpubox volumes, or start gpuboxd with "
                              "--bind-prefixes)");
-    *out = strdup(resolved);
+    *out = xstrdup(resolved);
     return 0;
 }
 
@@ -103,8 +104,8 @@ int binds_resolve(app *a, const rs_spec *spec, binds_resolved *out, gb_err *err)
     memset(out, 0, sizeof(*out));
     if (spec->nbinds == 0)
         return 0;
-    out->binds = calloc(spec->nbinds, sizeof(*out->binds));
-    out->owned = calloc(spec->nbinds, sizeof(*out->owned));
+    out->binds = xcalloc(spec->nbinds, sizeof(*out->binds));
+    out->owned = xcalloc(spec->nbinds, sizeof(*out->owned));
     if (!out->binds || !out->owned) {
         binds_resolved_free(out);
         return err_set(err, ERR_INTERNAL, "out of memory");

@@ -6,6 +6,7 @@
  * by the request (or the start-up recovery) that owns its replica set's name
  * lock, so nobody else writes it meanwhile.
  */
+#include "util/xalloc.h"
 #include "service/journal.h"
 
 #include <stdio.h>
@@ -84,7 +85,7 @@ int journal_op_init(journal_op *op, enum journal_kind kind, const char *target,
 {
     memset(op, 0, sizeof(*op));
     op->data = data ? data : json_object();
-    op->steps = calloc(nsteps + 1, sizeof(*op->steps));
+    op->steps = xcalloc(nsteps + 1, sizeof(*op->steps));
     if (!op->data || !op->steps || strlen(target) > NAME_MAX_LEN) {
         journal_op_free(op);
         return err_set(err, ERR_INTERNAL, "out of memory starting an operation on %s", target);
@@ -147,7 +148,7 @@ static int journal_copy(const json_t *j, const char *field, char *dst, size_t si
 static int journal_steps_from_json(const json_t *steps, journal_op *out, gb_err *err)
 {
     size_t n = json_array_size(steps);
-    out->steps = calloc(n + 1, sizeof(*out->steps));
+    out->steps = xcalloc(n + 1, sizeof(*out->steps));
     if (!out->steps)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < n; i++) {
@@ -326,7 +327,7 @@ int journal_unfinished(store *s, journal_op **out, size_t *n, gb_err *err)
     _cleanup_(store_kvs_free) store_kvs kvs = {0};
     if (store_range(s, KEYS_OPERATIONS, &kvs, err) < 0)
         return err_prefix(err, "reading the operation journal");
-    journal_op *ops = calloc(kvs.n + 1, sizeof(*ops));
+    journal_op *ops = xcalloc(kvs.n + 1, sizeof(*ops));
     if (!ops)
         return err_set(err, ERR_INTERNAL, "out of memory");
     size_t count = 0;

@@ -4,6 +4,7 @@
  * the pools (memory only) and the store (replica-set records by state,
  * and a revision read as the health check).
  */
+#include "util/xalloc.h"
 #include "service/metrics.h"
 
 #include <ctype.h>
@@ -30,7 +31,7 @@ ops_metrics *ops_metrics_new(void)
 {
     static const char *const total_labels[] = {"kind", "result", NULL};
     static const char *const dur_labels[] = {"kind", NULL};
-    ops_metrics *m = calloc(1, sizeof(*m));
+    ops_metrics *m = xcalloc(1, sizeof(*m));
     if (!m)
         return NULL;
     m->total = prom_counter_new("gpubox_operations_total",

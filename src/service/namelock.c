@@ -6,6 +6,7 @@
  * Each entry counts its users (holding or waiting); the last one out unlinks
  * and frees it.
  */
+#include "util/xalloc.h"
 #include "service/namelock.h"
 
 #include <pthread.h>
@@ -28,9 +29,8 @@ struct namelock_table {
 
 namelock_table *namelock_table_new(void)
 {
-    namelock_table *t = calloc(1, sizeof(*t));
-    if (t)
-        pthread_mutex_init(&t->mutex, NULL);
+    namelock_table *t = xcalloc(1, sizeof(*t));
+    pthread_mutex_init(&t->mutex, NULL);
     return t;
 }
 
@@ -57,11 +57,7 @@ namelock *namelock_acquire(namelock_table *t, const char *kind, const char *name
     while (l && strcmp(l->key, key) != 0)
         l = l->next;
     if (!l) {
-        l = calloc(1, sizeof(*l));
-        if (!l) {
-            pthread_mutex_unlock(&t->mutex);
-            return NULL;
-        }
+        l = xcalloc(1, sizeof(*l));
         l->table = t;
         memcpy(l->key, key, sizeof(key));
         pthread_mutex_init(&l->mutex, NULL);

@@ -15,7 +15,8 @@ namelock_table *namelock_table_new(void);
 void namelock_table_free(namelock_table *t);
 
 /* Block until this thread holds `name` (kind separates namespaces such as
- * "rs" and "vol"). Returns the held lock; NULL only when out of memory. */
+ * "rs" and "vol"). Returns the held lock, never NULL: out of memory aborts
+ * (util/xalloc.h), so callers need no check. */
 namelock *namelock_acquire(namelock_table *t, const char *kind, const char *name);
 void namelock_release(namelock *l);
 

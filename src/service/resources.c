@@ -5,6 +5,7 @@
  * the pools, which mirror the store), so a monitoring loop polling them
  * costs neither a store read nor a Docker call.
  */
+#include "util/xalloc.h"
 #include "service/service.h"
 
 #include <pthread.h>
@@ -133,7 +134,7 @@ static bool resources_same(const gpus_status *x, const gpus_status *y)
 
 resources_cache *resources_cache_new(void)
 {
-    resources_cache *c = calloc(1, sizeof(*c));
+    resources_cache *c = xcalloc(1, sizeof(*c));
     if (c)
         pthread_mutex_init(&c->lock, NULL);
     return c;
@@ -157,7 +158,7 @@ int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
         return -1;
     pthread_mutex_lock(&c->lock);
     if (c->text && resources_same(&c->snapshot, &st)) {
-        *out = malloc(c->len + 1);
+        *out = xmalloc(c->len + 1);
         if (*out) {
             memcpy(*out, c->text, c->len + 1);
             *len = c->len;
@@ -171,7 +172,7 @@ int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
     if (resources_gpus_from(a, &st, &data, err) < 0)
         return -1;
     _cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
-    _cleanup_free_ char *copy = text ? strdup(text) : NULL;
+    _cleanup_free_ char *copy = text ? xstrdup(text) : NULL;
     if (!copy)
         return err_set(err, ERR_INTERNAL, "out of memory");
     pthread_mutex_lock(&c->lock);

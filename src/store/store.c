@@ -4,6 +4,7 @@
  * limits, transactions etcd would refuse), then forwards each call through
  * the backend's function table. Backends may therefore assume valid input.
  */
+#include "util/xalloc.h"
 #include "store/store.h"
 
 #include <stdlib.h>
@@ -194,7 +195,7 @@ char *store_url_redact(const char *url)
     const char *query = strchr(url, '?');
     /* Each password value shrinks to "***"; the result is never longer
      * than the URL plus three bytes per option. */
-    char *out = malloc(strlen(url) * 2 + 4), *o = out;
+    char *out = xmalloc(strlen(url) * 2 + 4), *o = out;
     if (!out)
         return NULL;
     size_t head = query ? (size_t)(query - url) + 1 : strlen(url);

@@ -15,6 +15,7 @@
  * a store (the migration tool itself, while it copies), and copied it would
  * claim the target for a process that never claimed it, for good.
  */
+#include "util/xalloc.h"
 #include "store/store.h"
 
 #include <stdlib.h>
@@ -98,7 +99,7 @@ int store_copy(store *from, store *to, bool overwrite, size_t *copied, gb_err *e
                 dst.n, dst.items[0].key);
         goto out;
     }
-    ops = calloc(src.n > dst.n ? src.n : dst.n, sizeof(*ops));
+    ops = xcalloc(src.n > dst.n ? src.n : dst.n, sizeof(*ops));
     if (!ops && (src.n || dst.n)) {
         err_set(err, ERR_INTERNAL, "copying a store: out of memory");
         goto out;

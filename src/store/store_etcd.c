@@ -26,6 +26,7 @@
  * attached to this handle's lease. A daemon whose claim has passed to
  * another can then write nothing, however late its request arrives.
  */
+#include "util/xalloc.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -79,7 +80,7 @@ int64_t etcd_json_get_int64(json_t *obj, const char *name)
 static char *etcd_store_full_key(const struct etcd_store *es, const char *key, size_t *len)
 {
     size_t klen = strlen(key);
-    char *full = malloc(es->prefix_len + klen + 1);
+    char *full = xmalloc(es->prefix_len + klen + 1);
     if (!full)
         return NULL;
     memcpy(full, es->prefix, es->prefix_len);
@@ -104,7 +105,7 @@ static json_t *etcd_json_range_end(const char *key, size_t len)
         len--;
     if (len == 0)
         return etcd_json_bytes("", 1);
-    _cleanup_free_ char *end = malloc(len);
+    _cleanup_free_ char *end = xmalloc(len);
     if (!end)
         return NULL;
     memcpy(end, key, len);
@@ -151,7 +152,7 @@ static int etcd_store_kv_from_json(const struct etcd_store *es, json_t *j, store
         free(steal_ptr(full));
         return -1;
     }
-    kv->key = strdup(*full + es->prefix_len);
+    kv->key = xstrdup(*full + es->prefix_len);
     if (!kv->key || etcd_store_decode(j, "value", kv->key, &kv->value, &value_len, err) < 0) {
         if (!kv->key)
             etcd_store_oom(err);
@@ -191,7 +192,7 @@ static int etcd_store_kvs_grow(store_kvs *kvs, size_t *cap, size_t more)
     size_t ncap = *cap ? *cap : 16;
     while (ncap < kvs->n + more)
         ncap *= 2;
-    store_kv *items = realloc(kvs->items, ncap * sizeof(*items));
+    store_kv *items = xrealloc(kvs->items, ncap * sizeof(*items));
     if (!items)
         return -1;
     kvs->items = items;
@@ -255,7 +256,7 @@ static int etcd_store_range_once(struct etcd_store *es, const char *prefix, stor
         }
         if (more) {
             /* The next page starts just after the last key: last + "\0". */
-            _cleanup_free_ char *next = realloc(last, last_len + 1);
+            _cleanup_free_ char *next = xrealloc(last, last_len + 1);
             if (next) {
                 last = NULL; /* moved into next */
                 next[last_len] = '\0';
@@ -421,7 +422,7 @@ static void etcd_store_close(store *s)
  * first request. */
 static int etcd_store_open(const char *url, store **out, gb_err *err)
 {
-    struct etcd_store *es = calloc(1, sizeof(*es));
+    struct etcd_store *es = xcalloc(1, sizeof(*es));
     if (!es)
         return etcd_store_oom(err);
     es->base.backend = &store_backend_etcd;

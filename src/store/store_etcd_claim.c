@@ -28,6 +28,7 @@
  * Everything below the mutex is read and changed under it; requests to
  * etcd are sent without it held.
  */
+#include "util/xalloc.h"
 #include "store/store_etcd_internal.h"
 
 #include <errno.h>
@@ -81,7 +82,7 @@ static int etcd_claim_oom(gb_err *err)
 
 struct etcd_claim *etcd_claim_new(void)
 {
-    struct etcd_claim *c = calloc(1, sizeof(*c));
+    struct etcd_claim *c = xcalloc(1, sizeof(*c));
     if (!c)
         return NULL;
     pthread_condattr_t attr;
@@ -271,7 +272,7 @@ static int etcd_claim_try(struct etcd_store *es, store_owner *holder, gb_err *er
     pthread_mutex_lock(&c->lock);
     store_owner me = c->me;
     int ttl_s = c->ttl_s;
-    _cleanup_free_ char *value = strdup(c->value);
+    _cleanup_free_ char *value = xstrdup(c->value);
     pthread_mutex_unlock(&c->lock);
     if (!value)
         return etcd_claim_oom(err);

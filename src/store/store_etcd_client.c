@@ -25,6 +25,7 @@
  * URL) so that callers fail fast with ERR_STORE_UNAVAILABLE when etcd is
  * down or hung, rather than stalling the daemon's request threads.
  */
+#include "util/xalloc.h"
 #include "store/store_etcd_internal.h"
 
 #include <errno.h>
@@ -97,7 +98,7 @@ static int etcd_hex(char c)
 /* %-decode n bytes of s (option values: passwords may hold '&' or '='). */
 static int etcd_url_decode(const char *s, size_t n, char **out)
 {
-    char *d = malloc(n + 1), *o = d;
+    char *d = xmalloc(n + 1), *o = d;
     if (!d)
         return -1;
     for (size_t i = 0; i < n; i++) {
@@ -198,9 +199,9 @@ static int etcd_parse_endpoints(etcd_client *c, const char *shown, const char *h
     size_t n = 1;
     for (size_t i = 0; i < len; i++)
         n += hosts[i] == ',';
-    c->endpoints = calloc(n, sizeof(char *));
-    c->base_urls = calloc(n, sizeof(char *));
-    c->endpoints_text = strndup(hosts, len);
+    c->endpoints = xcalloc(n, sizeof(char *));
+    c->base_urls = xcalloc(n, sizeof(char *));
+    c->endpoints_text = xstrndup(hosts, len);
     if (!c->endpoints || !c->base_urls || !c->endpoints_text)
         return etcd_oom(err);
     const char *scheme = c->cacert || c->cert ? "https" : "http";
@@ -239,7 +240,7 @@ static int etcd_parse_endpoints(etcd_client *c, const char *shown, const char *h
 static int etcd_parse_prefix(etcd_client *c, const char *path, size_t len, gb_err *err)
 {
     if (len <= 1) /* "" or "/" */
-        c->prefix = strdup("");
+        c->prefix = xstrdup("");
     else if (asprintf(&c->prefix, "%.*s%s", (int)len, path, path[len - 1] == '/' ? "" : "/") < 0)
         c->prefix = NULL;
     if (!c->prefix)
@@ -305,7 +306,7 @@ int etcd_client_new(const char *url, etcd_client **out, gb_err *err)
     if (etcd_curl_init_rc != CURLE_OK)
         return err_set(err, ERR_INTERNAL, "cannot initialize libcurl: %s",
                        curl_easy_strerror(etcd_curl_init_rc));
-    etcd_client *c = calloc(1, sizeof(*c));
+    etcd_client *c = xcalloc(1, sizeof(*c));
     if (!c)
         return etcd_oom(err);
     pthread_mutex_init(&c->pool_lock, NULL);
@@ -351,7 +352,7 @@ static size_t etcd_buf_sink(char *data, size_t size, size_t nmemb, void *userdat
         size_t want = b->alloc ? b->alloc : 4096;
         while (want < b->len + n + 1)
             want *= 2;
-        char *grown = realloc(b->data, want);
+        char *grown = xrealloc(b->data, want);
         if (!grown)
             return 0;
         b->data = grown;
@@ -564,7 +565,7 @@ static int etcd_authenticate(etcd_client *c, char **token, gb_err *err)
                        "etcd at %s gave no auth token for user '%s' (HTTP %ld); is "
                        "authentication enabled there?",
                        c->endpoints[i], c->user, x.status);
-    *token = strdup(t);
+    *token = xstrdup(t);
     return *token ? 0 : etcd_oom(err);
 }
 
@@ -587,7 +588,7 @@ static int etcd_token(etcd_client *c, const char *stale, char **out, gb_err *err
             c->token = fresh;
         }
     }
-    if (r == 0 && !(*out = strdup(c->token)))
+    if (r == 0 && !(*out = xstrdup(c->token)))
         r = etcd_oom(err);
     pthread_mutex_unlock(&c->token_lock);
     return r;

@@ -39,6 +39,7 @@
  * way is alive. The holder writes who it is into the file (store_owner.c)
  * for the message the next one gives.
  */
+#include "util/xalloc.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -197,7 +198,7 @@ static int sqlite_store_parse_url(const char *url, char **path, int *busy_timeou
                        "store URL '%s': the only option is busy_timeout_ms=<milliseconds>, "
                        "as in %s?busy_timeout_ms=5000",
                        url, example);
-    *path = strndup(p, len);
+    *path = xstrndup(p, len);
     return *path ? 0 : sqlite_store_oom(err);
 }
 
@@ -361,7 +362,7 @@ static int sqlite_store_open(const char *url, store **out, gb_err *err)
     if (!sqlite3_threadsafe())
         return err_set(err, ERR_INTERNAL,
                        "the SQLite library was built without thread support; gpuboxd needs it");
-    struct sqlite_store *ss = calloc(1, sizeof(*ss));
+    struct sqlite_store *ss = xcalloc(1, sizeof(*ss));
     if (!ss)
         return sqlite_store_oom(err);
     ss->base.backend = &store_backend_sqlite;
@@ -386,7 +387,7 @@ static int sqlite_store_dup_column(sqlite3_stmt *st, int col, char **out, gb_err
     const unsigned char *text = sqlite3_column_text(st, col);
     if (!text)
         return sqlite_store_oom(err); /* columns are NOT NULL: only OOM gets here */
-    *out = strndup((const char *)text, (size_t)sqlite3_column_bytes(st, col));
+    *out = xstrndup((const char *)text, (size_t)sqlite3_column_bytes(st, col));
     return *out ? 0 : sqlite_store_oom(err);
 }
 
@@ -443,7 +444,7 @@ static int sqlite_store_prefix_end(const char *prefix, char **end, gb_err *err)
         len--;
     if (len == 0)
         return 0;
-    char *e = strndup(prefix, len);
+    char *e = xstrndup(prefix, len);
     if (!e)
         return sqlite_store_oom(err);
     e[len - 1] = (char)((unsigned char)e[len - 1] + 1);
@@ -474,7 +475,7 @@ static int sqlite_store_range_on(struct sqlite_store *ss, sqlite3 *db, const cha
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (kvs.n == cap) {
             size_t ncap = cap ? cap * 2 : 16;
-            store_kv *items = realloc(kvs.items, ncap * sizeof(*items));
+            store_kv *items = xrealloc(kvs.items, ncap * sizeof(*items));
             if (!items) {
                 store_kvs_free(&kvs);
                 return sqlite_store_oom(err);

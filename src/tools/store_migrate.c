@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/xalloc.h"
 #include "store/store.h"
 #include "util/cleanup.h"
 
@@ -38,6 +39,7 @@ static void store_migrate_usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    xalloc_init("gpubox-store-migrate");
     static const struct option options[] = {
         {"from", required_argument, NULL, 'f'},
         {"to", required_argument, NULL, 't'},

@@ -5,6 +5,7 @@
  * group of 1 or 2 bytes ends in "==" or "=". Decoding runs through a
  * 256-entry table in which every byte outside the alphabet is -1.
  */
+#include "util/xalloc.h"
 #include "util/base64.h"
 
 #include <errno.h>
@@ -23,7 +24,7 @@ size_t base64_encoded_len(size_t n)
 char *base64_encode(const void *data, size_t n)
 {
     const unsigned char *in = data;
-    char *out = malloc(base64_encoded_len(n) + 1);
+    char *out = xmalloc(base64_encoded_len(n) + 1);
     if (!out)
         return NULL;
     char *p = out;
@@ -71,7 +72,7 @@ int base64_decode(const char *text, size_t len, char **out, size_t *n)
     size_t pad = 0;
     if (len > 0 && text[len - 1] == '=')
         pad = len > 1 && text[len - 2] == '=' ? 2 : 1;
-    unsigned char *buf = malloc(len / 4 * 3 + 1);
+    unsigned char *buf = xmalloc(len / 4 * 3 + 1);
     if (!buf) {
         errno = ENOMEM;
         return -1;

@@ -2,6 +2,7 @@
  * json.c - typed field access on jansson objects with errors a client can
  * act on (see json.h).
  */
+#include "util/xalloc.h"
 #include "util/json.h"
 
 #include <stdlib.h>
@@ -118,7 +119,7 @@ int json_field_string_array(const json_t *obj, const char *where, const char *fi
     if (!json_is_array(v))
         return field_wrong_type(v, where, field, "an array of strings", err);
     size_t count = json_array_size(v);
-    _cleanup_free_ const char **items = calloc(count ? count : 1, sizeof(*items));
+    _cleanup_free_ const char **items = xcalloc(count ? count : 1, sizeof(*items));
     if (!items)
         return err_set(err, ERR_INTERNAL, "out of memory reading field '%s'", field);
     for (size_t i = 0; i < count; i++) {
@@ -165,7 +166,7 @@ static size_t utf8_sequence(const unsigned char *s, size_t left)
 
 json_t *json_string_lossy(const char *s, size_t len)
 {
-    char *buf = malloc(len * 3 + 1);
+    char *buf = xmalloc(len * 3 + 1);
     if (!buf)
         return NULL;
     size_t o = 0;

@@ -7,6 +7,7 @@
  * started. The child inherits only the three descriptors it is given:
  * everything above 2 is closed before exec.
  */
+#include "util/xalloc.h"
 #include "util/proc.h"
 
 #include <ctype.h>
@@ -45,7 +46,7 @@ static bool proc_search(const char *name, const char *dirs, char *path, size_t l
 {
     if (!dirs)
         return false;
-    char *copy = strdup(dirs), *save = NULL;
+    char *copy = xstrdup(dirs), *save = NULL;
     bool found = false;
     for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
          dir = strtok_r(NULL, ":", &save)) {
@@ -90,7 +91,7 @@ static int proc_drain(struct proc_pipe *pp)
     }
     if (pp->len + (size_t)n > PROC_OUTPUT_MAX)
         return -1;
-    char *grown = realloc(pp->buf, pp->len + (size_t)n + 1);
+    char *grown = xrealloc(pp->buf, pp->len + (size_t)n + 1);
     if (!grown)
         return -1;
     memcpy(grown + pp->len, chunk, (size_t)n);
@@ -213,9 +214,9 @@ int proc_run(char *const argv[], char *const envp[], int timeout_ms, proc_result
                            timeout_ms);
         return err_set(err, ERR_INTERNAL, "%s %s; killed it", argv[0], why);
     }
-    r->out = p[0].buf ? p[0].buf : strdup("");
+    r->out = p[0].buf ? p[0].buf : xstrdup("");
     r->out_len = p[0].len;
-    r->err = p[1].buf ? p[1].buf : strdup("");
+    r->err = p[1].buf ? p[1].buf : xstrdup("");
     r->err_len = p[1].len;
     if (!r->out || !r->err) {
         proc_result_free(r);

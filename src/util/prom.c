@@ -7,6 +7,7 @@
  * counts, the sum and the count (histogram). Bucket counts are kept per
  * bucket and made cumulative when written, as the format wants.
  */
+#include "util/xalloc.h"
 #include "util/prom.h"
 
 #include <math.h>
@@ -36,7 +37,7 @@ struct prom_family {
 
 static prom_family *prom_family_new(const char *name, const char *help, const char *const *labels)
 {
-    prom_family *f = calloc(1, sizeof(*f));
+    prom_family *f = xcalloc(1, sizeof(*f));
     if (!f)
         return NULL;
     pthread_mutex_init(&f->lock, NULL);
@@ -91,7 +92,7 @@ static prom_series *prom_series_get(prom_family *f, const char *const *values)
         return NULL;
     if (f->n == f->cap) {
         size_t cap = f->cap ? f->cap * 2 : 16;
-        prom_series *grown = realloc(f->series, cap * sizeof(*grown));
+        prom_series *grown = xrealloc(f->series, cap * sizeof(*grown));
         if (!grown)
             return NULL;
         f->series = grown;
@@ -100,7 +101,7 @@ static prom_series *prom_series_get(prom_family *f, const char *const *values)
     prom_series *s = &f->series[f->n];
     *s = (prom_series){0};
     for (size_t k = 0; k < f->nlabels; k++) {
-        if (!(s->values[k] = strdup(values[k] ? values[k] : ""))) {
+        if (!(s->values[k] = xstrdup(values[k] ? values[k] : ""))) {
             while (k--)
                 free(s->values[k]);
             return NULL;

@@ -11,6 +11,7 @@
  * PLAIN_DU_MAX_ENTRIES entries or PLAIN_DU_MAX_MS milliseconds, whichever
  * comes first; the figure is then a lower bound, and a warning is logged.
  */
+#include "util/xalloc.h"
 #include "volume/volume_internal.h"
 
 #include <errno.h>
@@ -67,7 +68,7 @@ static int plain_du_entry(const char *path, const struct stat *st, int type, str
     }
     if (w->nlinked == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 256;
-        struct plain_inode *grown = realloc(w->linked, cap * sizeof(*grown));
+        struct plain_inode *grown = xrealloc(w->linked, cap * sizeof(*grown));
         if (!grown) {
             w->error = ENOMEM;
             return FTW_STOP;

@@ -14,6 +14,7 @@
  * of shares (or between shares and whole cards) is one exchange in the
  * pool (gpus_pool_realloc): "swapped", undone by rs_alloc_swap_back.
  */
+#include "util/xalloc.h"
 #include "service/replicaset/internal.h"
 
 #include <stdlib.h>
@@ -28,8 +29,8 @@ static int rs_alloc_ports(app *a, rs_record *r, gb_err *err)
 {
     const rs_spec *spec = &r->spec;
     size_t nexplicit = 0, nauto = rs_spec_ports_to_allocate(spec);
-    _cleanup_free_ uint16_t *explicit_ports = calloc(spec->nports + 1, sizeof(uint16_t));
-    _cleanup_free_ uint16_t *auto_ports = calloc(nauto + 1, sizeof(uint16_t));
+    _cleanup_free_ uint16_t *explicit_ports = xcalloc(spec->nports + 1, sizeof(uint16_t));
+    _cleanup_free_ uint16_t *auto_ports = xcalloc(nauto + 1, sizeof(uint16_t));
     if (!explicit_ports || !auto_ports)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < spec->nports; i++)
@@ -41,7 +42,7 @@ static int rs_alloc_ports(app *a, rs_record *r, gb_err *err)
         ports_pool_release(a->ports, explicit_ports, nexplicit);
         return -1;
     }
-    r->ports = calloc(spec->nports + 1, sizeof(*r->ports));
+    r->ports = xcalloc(spec->nports + 1, sizeof(*r->ports));
     if (!r->ports) {
         ports_pool_release(a->ports, explicit_ports, nexplicit);
         ports_pool_release(a->ports, auto_ports, nauto);
@@ -86,7 +87,7 @@ void rs_alloc_give_back(app *a, const rs_record *r)
         gpus_pool_release_grant(a->gpu_pool, &r->grant, r->name);
     } else if (r->ngpus) {
         /* gpus set without a grant: whole cards, released by UUID */
-        _cleanup_free_ const char **uuids = calloc(r->ngpus, sizeof(*uuids));
+        _cleanup_free_ const char **uuids = xcalloc(r->ngpus, sizeof(*uuids));
         if (uuids) {
             for (size_t i = 0; i < r->ngpus; i++)
                 uuids[i] = r->gpus[i];
@@ -94,7 +95,7 @@ void rs_alloc_give_back(app *a, const rs_record *r)
         }
     }
     if (r->nports) {
-        _cleanup_free_ uint16_t *ports = calloc(r->nports, sizeof(*ports));
+        _cleanup_free_ uint16_t *ports = xcalloc(r->nports, sizeof(*ports));
         if (ports) {
             for (size_t i = 0; i < r->nports; i++)
                 ports[i] = r->ports[i].host_port;
@@ -110,12 +111,12 @@ void rs_alloc_give_back(app *a, const rs_record *r)
 static int rs_alloc_next_ports(app *a, const rs_record *held, rs_record *to, gb_err *err)
 {
     const rs_spec *spec = &to->spec;
-    _cleanup_free_ bool *used = calloc(held->nports + 1, sizeof(bool));
-    _cleanup_free_ uint16_t *take = calloc(spec->nports + 1, sizeof(uint16_t));
-    _cleanup_free_ uint16_t *got = calloc(spec->nports + 1, sizeof(uint16_t));
-    _cleanup_free_ size_t *auto_at = calloc(spec->nports + 1, sizeof(size_t));
+    _cleanup_free_ bool *used = xcalloc(held->nports + 1, sizeof(bool));
+    _cleanup_free_ uint16_t *take = xcalloc(spec->nports + 1, sizeof(uint16_t));
+    _cleanup_free_ uint16_t *got = xcalloc(spec->nports + 1, sizeof(uint16_t));
+    _cleanup_free_ size_t *auto_at = xcalloc(spec->nports + 1, sizeof(size_t));
     free(to->ports);
-    to->ports = calloc(spec->nports + 1, sizeof(*to->ports));
+    to->ports = xcalloc(spec->nports + 1, sizeof(*to->ports));
     to->nports = 0;
     if (!used || !take || !got || !auto_at || !to->ports)
         return err_set(err, ERR_INTERNAL, "out of memory");
@@ -199,8 +200,8 @@ static int rs_alloc_whole_next(app *a, const rs_record *held, rs_record *to, gb_
 {
     const rs_spec *s = &to->spec;
     size_t want = s->ngpu_uuids ? s->ngpu_uuids : (size_t)s->gpu_count;
-    _cleanup_(gpus_grant_free) gpus_grant g = {.cards = calloc(want + 1, sizeof(gpus_grant_card))};
-    _cleanup_free_ const char **pins = calloc(s->ngpu_uuids + 1, sizeof(*pins));
+    _cleanup_(gpus_grant_free) gpus_grant g = {.cards = xcalloc(want + 1, sizeof(gpus_grant_card))};
+    _cleanup_free_ const char **pins = xcalloc(s->ngpu_uuids + 1, sizeof(*pins));
     if (!g.cards || !pins)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < held->grant.n && g.n < want; i++)
@@ -236,7 +237,7 @@ static int rs_alloc_next_gpus(app *a, const rs_record *held, rs_record *to, bool
     _cleanup_(gpus_grant_free) gpus_grant g = {0};
     if (rs_same_gpu_request(&held->spec, &to->spec) || to_none) {
         /* The same cards held the same way, or none: nothing to take. */
-        g.cards = calloc(held->grant.n + 1, sizeof(*g.cards));
+        g.cards = xcalloc(held->grant.n + 1, sizeof(*g.cards));
         if (!g.cards)
             return err_set(err, ERR_INTERNAL, "out of memory");
         if (!to_none && held->grant.n)
@@ -287,9 +288,9 @@ int rs_alloc_union(const rs_record *x, const rs_record *y, bool swapped, rs_reco
     /* Swapped: the pool holds only y's; otherwise both are whole cards (or
      * one side holds none), each card once. */
     _cleanup_(gpus_grant_free)
-        gpus_grant g = {.cards = calloc(x->grant.n + y->grant.n + 1, sizeof(gpus_grant_card))};
+        gpus_grant g = {.cards = xcalloc(x->grant.n + y->grant.n + 1, sizeof(gpus_grant_card))};
     free(out->ports);
-    out->ports = calloc(x->nports + y->nports + 1, sizeof(*out->ports));
+    out->ports = xcalloc(x->nports + y->nports + 1, sizeof(*out->ports));
     out->nports = 0;
     if (!g.cards || !out->ports)
         return err_set(err, ERR_INTERNAL, "out of memory");
@@ -308,8 +309,8 @@ int rs_alloc_union(const rs_record *x, const rs_record *y, bool swapped, rs_reco
 
 void rs_alloc_give_back_except(app *a, const rs_record *held, const rs_record *keep)
 {
-    _cleanup_free_ gpus_grant_card *cards = calloc(held->grant.n + 1, sizeof(*cards));
-    _cleanup_free_ uint16_t *ports = calloc(held->nports + 1, sizeof(*ports));
+    _cleanup_free_ gpus_grant_card *cards = xcalloc(held->grant.n + 1, sizeof(*cards));
+    _cleanup_free_ uint16_t *ports = xcalloc(held->nports + 1, sizeof(*ports));
     if (!cards || !ports)
         return;
     gpus_grant g = {.cards = cards};
@@ -335,7 +336,7 @@ void rs_alloc_swap_back(app *a, const rs_record *to, const rs_record *from)
     if (from->grant.n && gpus_pool_take_grant(a->gpu_pool, &from->grant, from->name, &e) < 0)
         log_error("replica set %s: could not take its GPUs back after an undone change: %s",
                   from->name, e.msg);
-    _cleanup_free_ uint16_t *ports = calloc(to->nports + 1, sizeof(*ports));
+    _cleanup_free_ uint16_t *ports = xcalloc(to->nports + 1, sizeof(*ports));
     size_t np = 0;
     for (size_t i = 0; ports && i < to->nports; i++)
         if (!rs_has_port(from, to->ports[i].host_port))
@@ -355,9 +356,9 @@ int rs_alloc_retake_last(app *a, rs_record *r, gb_err *err)
                        "the cards and ports %s held before it stopped are not "
                        "all recorded",
                        r->name);
-    _cleanup_free_ const char **pins = calloc(r->nlast_gpus + 1, sizeof(*pins));
-    _cleanup_free_ uint16_t *ports = calloc(r->nlast_ports + 1, sizeof(*ports));
-    _cleanup_free_ rs_held_port *held = calloc(r->nlast_ports + 1, sizeof(*held));
+    _cleanup_free_ const char **pins = xcalloc(r->nlast_gpus + 1, sizeof(*pins));
+    _cleanup_free_ uint16_t *ports = xcalloc(r->nlast_ports + 1, sizeof(*ports));
+    _cleanup_free_ rs_held_port *held = xcalloc(r->nlast_ports + 1, sizeof(*held));
     if (!pins || !ports || !held)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < r->nlast_gpus; i++)
@@ -395,7 +396,7 @@ int rs_alloc_take_preferring_last(app *a, rs_record *r, gb_err *err)
      * kept by rs_alloc_next_ports like a patch keeps its ports. */
     rs_record pref = {0};
     memcpy(pref.name, r->name, sizeof(pref.name));
-    _cleanup_free_ rs_held_port *ports = calloc(r->nlast_ports + 1, sizeof(*ports));
+    _cleanup_free_ rs_held_port *ports = xcalloc(r->nlast_ports + 1, sizeof(*ports));
     if (!ports)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < r->nlast_ports; i++) {

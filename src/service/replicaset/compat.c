@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/xalloc.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -27,7 +28,7 @@ json_t *rs_compat_version(app *a, const rs_record *r)
     docker_run_spec ds;
     gb_err e = GB_ERR_INIT;
     const rs_spec *s = &r->spec;
-    _cleanup_free_ char **binds = calloc(s->nbinds + 1, sizeof(*binds));
+    _cleanup_free_ char **binds = xcalloc(s->nbinds + 1, sizeof(*binds));
     json_t *view = NULL;
     if (binds && rs_run_spec_base(a, r, &parts, &ds, &e) == 0) {
         size_t n = 0;

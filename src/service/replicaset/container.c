@@ -4,6 +4,7 @@
  * volumes it binds can be mounted now. Shared by every operation that
  * makes, stops or starts a set's container (internal.h).
  */
+#include "util/xalloc.h"
 #include "service/replicaset/internal.h"
 
 #include <stdio.h>
@@ -31,8 +32,8 @@ static int rs_run_lists(const rs_record *r, const binds_resolved *binds, const r
                         const char ***env, docker_bind **mounts, gb_err *err)
 {
     const rs_spec *s = &r->spec;
-    *env = calloc(s->nenv + ge->nenv + 1, sizeof(**env));
-    *mounts = calloc(binds->n + ge->nmounts + 1, sizeof(**mounts));
+    *env = xcalloc(s->nenv + ge->nenv + 1, sizeof(**env));
+    *mounts = xcalloc(binds->n + ge->nmounts + 1, sizeof(**mounts));
     if (!*env || !*mounts)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < s->nenv; i++)
@@ -50,8 +51,8 @@ int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_ru
                      gb_err *err)
 {
     const rs_spec *s = &r->spec;
-    p->uuids = calloc(r->ngpus + 1, sizeof(*p->uuids));
-    p->ports = calloc(r->nports + 1, sizeof(*p->ports));
+    p->uuids = xcalloc(r->ngpus + 1, sizeof(*p->uuids));
+    p->ports = xcalloc(r->nports + 1, sizeof(*p->ports));
     p->labels = json_deep_copy(s->labels);
     if (!p->uuids || !p->ports || !p->labels)
         return err_set(err, ERR_INTERNAL, "out of memory");

@@ -34,6 +34,7 @@
  * The entries live in a list under a mutex: there are none outside an
  * outage, and a handful during one.
  */
+#include "util/xalloc.h"
 #include "service/replicaset/internal.h"
 
 #include <pthread.h>
@@ -102,20 +103,20 @@ static char *rs_tombstone_dump(const rs_record *r)
 
 void rs_doubt_hold(app *a, enum rs_doubt_kind kind, const rs_record *r, const char *previous)
 {
-    rs_doubt *d = calloc(1, sizeof(*d));
+    rs_doubt *d = xcalloc(1, sizeof(*d));
     if (d) {
         d->kind = kind;
         memcpy(d->name, r->name, sizeof(d->name));
         d->version = r->version;
         d->expected_rev = r->mod_revision;
         d->held = rs_record_dump(r);
-        d->previous = previous ? strdup(previous) : NULL;
+        d->previous = previous ? xstrdup(previous) : NULL;
         if (kind == RS_DOUBT_CREATE)
-            d->fence = previous ? strdup(previous) : rs_tombstone_dump(r);
+            d->fence = previous ? xstrdup(previous) : rs_tombstone_dump(r);
         else if (kind == RS_DOUBT_RELEASE)
-            d->fence = d->held ? strdup(d->held) : NULL;
+            d->fence = d->held ? xstrdup(d->held) : NULL;
         else if (kind == RS_DOUBT_OPERATION)
-            d->fence = previous ? strdup(previous) : NULL;
+            d->fence = previous ? xstrdup(previous) : NULL;
     }
     if (!d || !d->held || (previous && !d->previous) ||
         (kind != RS_DOUBT_CREATE_UNDO && !d->fence)) {
@@ -374,7 +375,7 @@ static size_t rs_doubt_names(struct rs_doubts *s, char (**names)[NAME_MAX_LEN + 
     size_t n = 0;
     for (rs_doubt *d = s->head; d; d = d->next)
         n++;
-    *names = n ? calloc(n, sizeof(**names)) : NULL;
+    *names = n ? xcalloc(n, sizeof(**names)) : NULL;
     if (!*names)
         return 0;
     size_t i = 0;
@@ -419,7 +420,7 @@ static void *rs_doubt_thread(void *arg)
 
 int rs_doubt_start(app *a, gb_err *err)
 {
-    struct rs_doubts *s = calloc(1, sizeof(*s));
+    struct rs_doubts *s = xcalloc(1, sizeof(*s));
     if (!s)
         return err_set(err, ERR_INTERNAL, "out of memory");
     pthread_condattr_t attr;

@@ -21,6 +21,7 @@
  *     reads it from the container itself, which outlives a change of the
  *     host setting).
  */
+#include "util/xalloc.h"
 #include "service/replicaset/gpu_env.h"
 
 #include <dirent.h>
@@ -119,11 +120,11 @@ static int rs_gpu_env_lines(const app *a, const rs_record *r, rs_gpu_env *out, g
         return -1;
     if (!rs_hami_core_set(a) || !rs_grant_is_share(r))
         return 0;
-    char **grown = realloc(out->env, (out->nenv + 2) * sizeof(*grown));
+    char **grown = xrealloc(out->env, (out->nenv + 2) * sizeof(*grown));
     if (!grown)
         return err_set(err, ERR_INTERNAL, "out of memory");
     out->env = grown;
-    if (!(out->env[out->nenv] = strdup("LD_PRELOAD=" RS_HAMI_CORE_PATH)))
+    if (!(out->env[out->nenv] = xstrdup("LD_PRELOAD=" RS_HAMI_CORE_PATH)))
         return err_set(err, ERR_INTERNAL, "out of memory");
     out->nenv++;
     out->mounts[out->nmounts++] =
@@ -151,7 +152,7 @@ static int rs_gpu_env_write_file(const app *a, const rs_record *r, rs_gpu_env *o
         return err_set(err, ERR_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
     if (rs_gpu_env_write(path, text, err) < 0)
         return -1;
-    if (!(out->file = strdup(path))) {
+    if (!(out->file = xstrdup(path))) {
         unlink(path);
         return err_set(err, ERR_INTERNAL, "out of memory");
     }

@@ -2,6 +2,7 @@
  * record.c - replica-set records: JSON form, store load/save, and the
  * lifecycle table (see replicaset/record.h).
  */
+#include "util/xalloc.h"
 #include "service/replicaset/record.h"
 
 #include <stdio.h>
@@ -131,7 +132,7 @@ json_t *rs_record_gpu_shares_json(const rs_record *r)
 
 int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err)
 {
-    char(*gpus)[GPU_UUID_MAX] = calloc(g->n + 1, sizeof(*gpus));
+    char(*gpus)[GPU_UUID_MAX] = xcalloc(g->n + 1, sizeof(*gpus));
     if (!gpus)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < g->n; i++)
@@ -202,7 +203,7 @@ static int rs_ports_from_json(const json_t *j, const char *name, const char *fie
 {
     json_t *ports = json_object_get(j, field);
     size_t np = json_array_size(ports);
-    rs_held_port *p = *out = calloc(np + 1, sizeof(*p));
+    rs_held_port *p = *out = xcalloc(np + 1, sizeof(*p));
     if (!p)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < np; i++) {
@@ -223,7 +224,7 @@ static int rs_last_gpus_from_json(const json_t *j, rs_record *r, gb_err *err)
 {
     json_t *gpus = json_object_get(j, "lastGpus");
     size_t n = json_array_size(gpus);
-    r->last_gpus = calloc(n + 1, sizeof(*r->last_gpus));
+    r->last_gpus = xcalloc(n + 1, sizeof(*r->last_gpus));
     if (!r->last_gpus)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < n; i++) {
@@ -330,15 +331,15 @@ void rs_record_remember_holdings(rs_record *r)
     r->nlast_gpus = r->ngpus;
     r->last_ports = r->ports;
     r->nlast_ports = r->nports;
-    r->gpus = calloc(1, sizeof(*r->gpus));
-    r->ports = calloc(1, sizeof(*r->ports));
+    r->gpus = xcalloc(1, sizeof(*r->gpus));
+    r->ports = xcalloc(1, sizeof(*r->ports));
     r->ngpus = r->nports = 0;
     gpus_grant_free(&r->grant);
 }
 
 static void *rs_dup(const void *p, size_t n, size_t size)
 {
-    void *d = calloc(n + 1, size);
+    void *d = xcalloc(n + 1, size);
     if (d && n)
         memcpy(d, p, n * size);
     return d;
@@ -385,7 +386,7 @@ int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra,
         memcpy(r->create_time, r->update_time, sizeof(r->create_time));
     _cleanup_json_ json_t *j = rs_record_to_json(r);
     _cleanup_free_ char *value = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    _cleanup_free_ store_op *ops = calloc(nextra + 1, sizeof(*ops));
+    _cleanup_free_ store_op *ops = xcalloc(nextra + 1, sizeof(*ops));
     if (!value || !ops)
         return err_set(err, ERR_INTERNAL, "out of memory saving replica set %s", r->name);
     ops[0] = (store_op){.kind = STORE_OP_PUT, .key = key, .value = value};

@@ -3,6 +3,7 @@
  * replicaset/spec.h). Each field has one small parser; rs_spec_from_json walks the
  * object once, refusing unknown fields, and calls them.
  */
+#include "util/xalloc.h"
 #include "service/replicaset/spec.h"
 
 #include <math.h>
@@ -52,7 +53,7 @@ static int parse_image(const json_t *obj, rs_spec *out, gb_err *err)
         return -1;
     if (strpbrk(image, " \t"))
         return err_set(err, ERR_INVALID_PARAMS, "imageName '%s' contains whitespace", image);
-    out->image = strdup(image);
+    out->image = xstrdup(image);
     return 0;
 }
 
@@ -105,11 +106,11 @@ static int parse_strings(const json_t *obj, const char *field, bool is_env, char
     }
     if (count == 0)
         return 0;
-    *out = calloc(count, sizeof(char *));
+    *out = xcalloc(count, sizeof(char *));
     if (!*out)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < count; i++)
-        (*out)[i] = strdup(items[i]);
+        (*out)[i] = xstrdup(items[i]);
     *n = count;
     return 0;
 }
@@ -163,7 +164,7 @@ static int parse_binds(const json_t *obj, rs_spec *out, gb_err *err)
                        RS_MAX_BINDS);
     if (n == 0)
         return 0;
-    out->binds = calloc(n, sizeof(rs_bind));
+    out->binds = xcalloc(n, sizeof(rs_bind));
     if (!out->binds)
         return err_set(err, ERR_INTERNAL, "out of memory");
     char where[32];
@@ -196,8 +197,8 @@ static int parse_binds(const json_t *obj, rs_spec *out, gb_err *err)
                                "binds[%zu] and binds[%zu] both mount "
                                "on '%.64s'",
                                j, i, dest);
-        out->binds[i].src = strdup(src);
-        out->binds[i].dest = strdup(dest);
+        out->binds[i].src = xstrdup(src);
+        out->binds[i].dest = xstrdup(dest);
         out->binds[i].read_only = ro;
         out->nbinds = i + 1;
     }
@@ -297,7 +298,7 @@ static int parse_ports(const json_t *obj, rs_spec *out, gb_err *err)
                        RS_MAX_PORTS);
     if (nc + np == 0)
         return 0;
-    out->ports = calloc(nc + np, sizeof(rs_port));
+    out->ports = xcalloc(nc + np, sizeof(rs_port));
     if (!out->ports)
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < nc + np; i++) {
@@ -382,7 +383,7 @@ static int parse_limits(const json_t *obj, rs_spec *out, gb_err *err)
                            "restartPolicy '%.32s' is unknown; use no, "
                            "always, unless-stopped or on-failure",
                            policy);
-        out->restart_policy = strdup(policy);
+        out->restart_policy = xstrdup(policy);
     }
     return 0;
 }

@@ -22,6 +22,7 @@
  * Whether a share fits any card is sched/'s question (code 1013), asked at
  * allocation: a spec is valid on any host.
  */
+#include "util/xalloc.h"
 #include "service/replicaset/spec.h"
 
 #include <stdio.h>
@@ -163,10 +164,10 @@ static int rs_gpu_read_uuids(const json_t *obj, rs_gpu_input *in, gb_err *err)
     }
     if (n == 0)
         return 0;
-    if (!(in->uuids = calloc(n, sizeof(char *))))
+    if (!(in->uuids = xcalloc(n, sizeof(char *))))
         return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < n; i++, in->nuuids = i)
-        if (!(in->uuids[i] = strdup(items[i])))
+        if (!(in->uuids[i] = xstrdup(items[i])))
             return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
 }
@@ -185,7 +186,7 @@ static int rs_gpu_read_model(const json_t *obj, rs_gpu_input *in, gb_err *err)
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)model[i] < 0x20)
             return err_set(err, ERR_INVALID_PARAMS, "gpuModel contains a control character");
-    if (len && !(in->model = strdup(model)))
+    if (len && !(in->model = xstrdup(model)))
         return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
 }

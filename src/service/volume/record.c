@@ -2,6 +2,7 @@
  * record.c - volume records: JSON form, store load/save/delete, and the
  * history entries (see volume/record.h).
  */
+#include "util/xalloc.h"
 #include "service/volume/record.h"
 
 #include <stdio.h>
@@ -183,7 +184,7 @@ int vol_record_save(store *s, vol_record *r, const store_op *extra, size_t nextr
         memcpy(r->create_time, r->update_time, sizeof(r->create_time));
     _cleanup_json_ json_t *j = vol_record_to_json(r);
     _cleanup_free_ char *value = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    _cleanup_free_ store_op *ops = calloc(nextra + 1, sizeof(*ops));
+    _cleanup_free_ store_op *ops = xcalloc(nextra + 1, sizeof(*ops));
     if (!value || !ops)
         return err_set(err, ERR_INTERNAL, "out of memory saving volume %s", r->name);
     ops[0] = (store_op){.kind = STORE_OP_PUT, .key = key, .value = value};
@@ -227,7 +228,7 @@ int vol_records_load_all(store *s, vol_record **out, size_t *n, gb_err *err)
     _cleanup_(store_kvs_free) store_kvs kvs = {0};
     if (store_range(s, KEYS_VOLUMES, &kvs, err) < 0)
         return err_prefix(err, "listing volumes");
-    vol_record *v = calloc(kvs.n + 1, sizeof(*v));
+    vol_record *v = xcalloc(kvs.n + 1, sizeof(*v));
     if (!v)
         return err_set(err, ERR_INTERNAL, "out of memory");
     size_t count = 0;

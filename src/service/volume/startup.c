@@ -21,6 +21,7 @@
  * neither created nor started (volumes_bind_source) until a later start
  * attaches it. The daemon still starts, so everything else keeps working.
  */
+#include "util/xalloc.h"
 #include "service/volume/volumes.h"
 
 #include <stdlib.h>
@@ -171,7 +172,7 @@ static void vol_report_orphans(app *a)
 
 int volumes_open(app *a, gb_err *err)
 {
-    volumes_ctx *v = calloc(1, sizeof(*v));
+    volumes_ctx *v = xcalloc(1, sizeof(*v));
     if (!v || !(v->unavailable = json_object())) {
         free(v);
         return err_set(err, ERR_INTERNAL, "out of memory");

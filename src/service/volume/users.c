@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/xalloc.h"
 #include "service/keys.h"
 #include "service/replicaset/record.h"
 #include "service/volume/internal.h"
@@ -153,7 +154,7 @@ void vol_locks_release(vol_locks *l)
 static int vol_lock_all(app *a, const char *name, const json_t *sets, vol_locks *l, gb_err *err)
 {
     memset(l, 0, sizeof(*l));
-    l->rs = calloc(json_array_size(sets) + 1, sizeof(*l->rs));
+    l->rs = xcalloc(json_array_size(sets) + 1, sizeof(*l->rs));
     if (!l->rs)
         return err_set(err, ERR_INTERNAL, "out of memory");
     size_t i;
@@ -305,7 +306,7 @@ int volumes_bind_source(app *a, const char *name, char **docker_name, gb_err *er
                        "volume '%s' is not attached (%s); see gpuboxd's log, fix it and restart "
                        "gpuboxd",
                        name, why);
-    if (!(*docker_name = strdup(r.docker_volume[0] ? r.docker_volume : name)))
+    if (!(*docker_name = xstrdup(r.docker_volume[0] ? r.docker_volume : name)))
         return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
 }
