@@ -25,8 +25,6 @@ char *base64_encode(const void *data, size_t n)
 {
     const unsigned char *in = data;
     char *out = xmalloc(base64_encoded_len(n) + 1);
-    if (!out)
-        return NULL;
     char *p = out;
     size_t i = 0;
     for (; i + 3 <= n; i += 3) {
@@ -73,10 +71,6 @@ int base64_decode(const char *text, size_t len, char **out, size_t *n)
     if (len > 0 && text[len - 1] == '=')
         pad = len > 1 && text[len - 2] == '=' ? 2 : 1;
     unsigned char *buf = xmalloc(len / 4 * 3 + 1);
-    if (!buf) {
-        errno = ENOMEM;
-        return -1;
-    }
     size_t o = 0;
     for (size_t i = 0; i < len; i += 4) {
         bool last = i + 4 == len;

@@ -120,8 +120,6 @@ int json_field_string_array(const json_t *obj, const char *where, const char *fi
         return field_wrong_type(v, where, field, "an array of strings", err);
     size_t count = json_array_size(v);
     _cleanup_free_ const char **items = xcalloc(count ? count : 1, sizeof(*items));
-    if (!items)
-        return err_set(err, ERR_INTERNAL, "out of memory reading field '%s'", field);
     for (size_t i = 0; i < count; i++) {
         json_t *item = json_array_get(v, i);
         if (!json_is_string(item))
@@ -167,8 +165,6 @@ static size_t utf8_sequence(const unsigned char *s, size_t left)
 json_t *json_string_lossy(const char *s, size_t len)
 {
     char *buf = xmalloc(len * 3 + 1);
-    if (!buf)
-        return NULL;
     size_t o = 0;
     for (size_t i = 0; i < len;) {
         size_t n = utf8_sequence((const unsigned char *)s + i, len - i);

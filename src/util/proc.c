@@ -92,8 +92,6 @@ static int proc_drain(struct proc_pipe *pp)
     if (pp->len + (size_t)n > PROC_OUTPUT_MAX)
         return -1;
     char *grown = xrealloc(pp->buf, pp->len + (size_t)n + 1);
-    if (!grown)
-        return -1;
     memcpy(grown + pp->len, chunk, (size_t)n);
     pp->buf = grown;
     pp->len += (size_t)n;

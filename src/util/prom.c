@@ -38,8 +38,6 @@ struct prom_family {
 static prom_family *prom_family_new(const char *name, const char *help, const char *const *labels)
 {
     prom_family *f = xcalloc(1, sizeof(*f));
-    if (!f)
-        return NULL;
     pthread_mutex_init(&f->lock, NULL);
     f->name = name;
     f->help = help;
@@ -93,8 +91,6 @@ static prom_series *prom_series_get(prom_family *f, const char *const *values)
     if (f->n == f->cap) {
         size_t cap = f->cap ? f->cap * 2 : 16;
         prom_series *grown = xrealloc(f->series, cap * sizeof(*grown));
-        if (!grown)
-            return NULL;
         f->series = grown;
         f->cap = cap;
     }
