@@ -342,8 +342,6 @@ static int gpus_choose(gpus_pool *p, size_t count, const struct gpus_want *w, si
         return 0; /* found in slot order */
     }
     _cleanup_free_ struct gpus_candidate *best = xcalloc(count, sizeof(*best));
-    if (!best)
-        return err_set(err, ERR_INTERNAL, "out of memory choosing GPUs");
     if (gpus_choose_shares(p, count, w, best) < count)
         return gpus_not_enough_share(p, count, w, err);
     for (size_t k = 0; k < count; k++)
@@ -396,8 +394,6 @@ static int gpus_commit(gpus_pool *p, const size_t *chosen, size_t count, const s
                        gpus_grant *out, gb_err *err)
 {
     out->cards = xcalloc(count, sizeof(*out->cards));
-    if (!out->cards)
-        return err_set(err, ERR_INTERNAL, "out of memory allocating GPUs");
     for (size_t k = 0; k < count; k++)
         if (gpus_slot_reserve(&p->slots[chosen[k]]) < 0) {
             gpus_grant_free(out);
@@ -461,8 +457,6 @@ int gpus_alloc_locked(gpus_pool *p, const gpus_request *req, const char *owner, 
         return w.mode == GPUS_MODE_WHOLE ? gpus_not_enough_whole(p, count, &w, err)
                                          : gpus_not_enough_share(p, count, &w, err);
     _cleanup_free_ size_t *chosen = xcalloc(count, sizeof(*chosen));
-    if (!chosen)
-        return err_set(err, ERR_INTERNAL, "out of memory choosing GPUs");
     int rc = req->npin ? gpus_choose_pinned(p, req, &w, chosen, err)
                        : gpus_choose(p, count, &w, chosen, err);
     if (rc < 0)
@@ -497,8 +491,6 @@ int gpus_pool_realloc(gpus_pool *p, const gpus_grant *old, const gpus_request *r
         return -1;
     size_t nold = old ? old->n : 0;
     _cleanup_free_ struct gpus_saved *saved = xcalloc(nold ? nold : 1, sizeof(*saved));
-    if (!saved)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     size_t nsaved = 0;
     pthread_mutex_lock(&p->lock);
     for (size_t i = 0; i < nold; i++) {

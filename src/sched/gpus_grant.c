@@ -243,8 +243,6 @@ int gpus_grant_env(const gpus_grant *g, char ***env, size_t *n, gb_err *err)
     size_t cards = mode == GPUS_MODE_FREE ? 0 : g->n;
     /* a limit per card, then order, memory, share, and a NULL at the end */
     char **lines = xcalloc(cards + 4, sizeof(*lines));
-    if (!lines)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     size_t k = 0;
     bool ok = true;
     if (mode == GPUS_MODE_WHOLE)

@@ -135,8 +135,7 @@ static int gpus_settings_add_entry(const char *b, const char *e, const char *wha
         if (strlen(list[i]) == len && strncmp(list[i], b, len) == 0)
             return err_set(err, ERR_INVALID_PARAMS, "%s: '%.*s' is listed twice", what, (int)len,
                            b);
-    if (!(list[*n] = xstrndup(b, len)))
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    list[*n] = xstrndup(b, len);
     (*n)++;
     return 0;
 }
@@ -152,8 +151,6 @@ int gpus_settings_parse_list(const char *text, const char *what, char ***out, si
     for (const char *c = text ? text : ""; *c; c++)
         entries += *c == ',';
     char **list = xcalloc(entries + 1, sizeof(*list));
-    if (!list)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     size_t count = 0;
     const char *b = text ? text : "";
     bool blank = true;

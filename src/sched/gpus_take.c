@@ -99,8 +99,6 @@ static void gpus_warn_overrun(const gpus_pool *p, const struct gpus_slot *s,
 static int gpus_take_locked(gpus_pool *p, const gpus_grant *g, const char *owner, gb_err *err)
 {
     _cleanup_free_ struct gpus_slot **slots = xcalloc(g->n ? g->n : 1, sizeof(struct gpus_slot *));
-    if (!slots)
-        return err_set(err, ERR_INTERNAL, "out of memory marking GPUs");
     for (size_t k = 0; k < g->n; k++) {
         const char *uuid = g->cards[k].uuid;
         if (!(slots[k] = gpus_find(p, uuid)))

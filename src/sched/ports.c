@@ -84,8 +84,6 @@ ports_pool *ports_pool_new(uint16_t start, uint16_t end)
     if (start == 0 || start > end)
         return NULL;
     ports_pool *p = xcalloc(1, sizeof(*p));
-    if (!p)
-        return NULL;
     pthread_mutex_init(&p->lock, NULL);
     p->start = start;
     p->end = end;
@@ -217,10 +215,6 @@ int ports_pool_used(const ports_pool *p, uint16_t **out, size_t *n)
     for (size_t w = 0; w < PORTS_ALL / 64; w++)
         count += (size_t)__builtin_popcountll(p->held[w]);
     uint16_t *list = xmalloc((count ? count : 1) * sizeof(*list));
-    if (!list) {
-        pthread_mutex_unlock(ports_lock_of(p));
-        return -1;
-    }
     size_t k = 0;
     for (unsigned port = 1; port < PORTS_ALL && k < count; port++)
         if (ports_is_held(p, port))
