@@ -196,8 +196,6 @@ char *store_url_redact(const char *url)
     /* Each password value shrinks to "***"; the result is never longer
      * than the URL plus three bytes per option. */
     char *out = xmalloc(strlen(url) * 2 + 4), *o = out;
-    if (!out)
-        return NULL;
     size_t head = query ? (size_t)(query - url) + 1 : strlen(url);
     /* user:password@host, which no backend accepts but a user may type. */
     const char *auth = strstr(url, "://");

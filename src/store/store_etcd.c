@@ -81,8 +81,6 @@ static char *etcd_store_full_key(const struct etcd_store *es, const char *key, s
 {
     size_t klen = strlen(key);
     char *full = xmalloc(es->prefix_len + klen + 1);
-    if (!full)
-        return NULL;
     memcpy(full, es->prefix, es->prefix_len);
     memcpy(full + es->prefix_len, key, klen + 1);
     *len = es->prefix_len + klen;
@@ -106,8 +104,6 @@ static json_t *etcd_json_range_end(const char *key, size_t len)
     if (len == 0)
         return etcd_json_bytes("", 1);
     _cleanup_free_ char *end = xmalloc(len);
-    if (!end)
-        return NULL;
     memcpy(end, key, len);
     end[len - 1] = (char)((unsigned char)end[len - 1] + 1);
     return etcd_json_bytes(end, len);
@@ -193,8 +189,6 @@ static int etcd_store_kvs_grow(store_kvs *kvs, size_t *cap, size_t more)
     while (ncap < kvs->n + more)
         ncap *= 2;
     store_kv *items = xrealloc(kvs->items, ncap * sizeof(*items));
-    if (!items)
-        return -1;
     kvs->items = items;
     *cap = ncap;
     return 0;
@@ -423,8 +417,6 @@ static void etcd_store_close(store *s)
 static int etcd_store_open(const char *url, store **out, gb_err *err)
 {
     struct etcd_store *es = xcalloc(1, sizeof(*es));
-    if (!es)
-        return etcd_store_oom(err);
     es->base.backend = &store_backend_etcd;
     int64_t rev = 0;
     if (!(es->claim = etcd_claim_new())) {

@@ -83,8 +83,6 @@ static int etcd_claim_oom(gb_err *err)
 struct etcd_claim *etcd_claim_new(void)
 {
     struct etcd_claim *c = xcalloc(1, sizeof(*c));
-    if (!c)
-        return NULL;
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);

@@ -99,8 +99,6 @@ static int etcd_hex(char c)
 static int etcd_url_decode(const char *s, size_t n, char **out)
 {
     char *d = xmalloc(n + 1), *o = d;
-    if (!d)
-        return -1;
     for (size_t i = 0; i < n; i++) {
         if (s[i] != '%') {
             *o++ = s[i];
@@ -307,8 +305,6 @@ int etcd_client_new(const char *url, etcd_client **out, gb_err *err)
         return err_set(err, ERR_INTERNAL, "cannot initialize libcurl: %s",
                        curl_easy_strerror(etcd_curl_init_rc));
     etcd_client *c = xcalloc(1, sizeof(*c));
-    if (!c)
-        return etcd_oom(err);
     pthread_mutex_init(&c->pool_lock, NULL);
     pthread_mutex_init(&c->token_lock, NULL);
     c->connect_timeout_ms = ETCD_CONNECT_TIMEOUT_MS;
@@ -353,8 +349,6 @@ static size_t etcd_buf_sink(char *data, size_t size, size_t nmemb, void *userdat
         while (want < b->len + n + 1)
             want *= 2;
         char *grown = xrealloc(b->data, want);
-        if (!grown)
-            return 0;
         b->data = grown;
         b->alloc = want;
     }

@@ -363,8 +363,6 @@ static int sqlite_store_open(const char *url, store **out, gb_err *err)
         return err_set(err, ERR_INTERNAL,
                        "the SQLite library was built without thread support; gpuboxd needs it");
     struct sqlite_store *ss = xcalloc(1, sizeof(*ss));
-    if (!ss)
-        return sqlite_store_oom(err);
     ss->base.backend = &store_backend_sqlite;
     pthread_mutex_init(&ss->write_lock, NULL);
     pthread_mutex_init(&ss->pool_lock, NULL);
@@ -435,30 +433,26 @@ static int sqlite_store_get(store *s, const char *key, store_kv *out, gb_err *er
 }
 
 /* The least string above every string that starts with prefix: drop trailing
- * 0xff bytes, then add one to the last byte. NULL (*end untouched) when there
- * is none - prefix "" or all 0xff - and the range has no upper bound. */
-static int sqlite_store_prefix_end(const char *prefix, char **end, gb_err *err)
+ * 0xff bytes, then add one to the last byte. NULL when there is none -
+ * prefix "" or all 0xff - and the range has no upper bound. */
+static char *sqlite_store_prefix_end(const char *prefix)
 {
     size_t len = strlen(prefix);
     while (len > 0 && (unsigned char)prefix[len - 1] == 0xff)
         len--;
     if (len == 0)
-        return 0;
+        return NULL;
     char *e = xstrndup(prefix, len);
-    if (!e)
-        return sqlite_store_oom(err);
     e[len - 1] = (char)((unsigned char)e[len - 1] + 1);
-    *end = e;
-    return 0;
+    return e;
 }
 
 static int sqlite_store_range_on(struct sqlite_store *ss, sqlite3 *db, const char *prefix,
                                  store_kvs *out, gb_err *err)
 {
-    _cleanup_free_ char *end = NULL;
+    _cleanup_free_ char *end = sqlite_store_prefix_end(prefix);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    if (sqlite_store_prefix_end(prefix, &end, err) < 0 ||
-        sqlite_store_prepare(ss, db,
+    if (sqlite_store_prepare(ss, db,
                              end ? "SELECT key, value, create_revision, mod_revision FROM kv"
                                    " WHERE key >= ?1 AND key < ?2 ORDER BY key"
                                  : "SELECT key, value, create_revision, mod_revision FROM kv"
@@ -476,10 +470,6 @@ static int sqlite_store_range_on(struct sqlite_store *ss, sqlite3 *db, const cha
         if (kvs.n == cap) {
             size_t ncap = cap ? cap * 2 : 16;
             store_kv *items = xrealloc(kvs.items, ncap * sizeof(*items));
-            if (!items) {
-                store_kvs_free(&kvs);
-                return sqlite_store_oom(err);
-            }
             kvs.items = items;
             cap = ncap;
         }
@@ -601,8 +591,7 @@ static int sqlite_store_apply_op(struct sqlite_store *ss, const store_op *op, in
         sql = "DELETE FROM kv WHERE key = ?1";
         break;
     case STORE_OP_DELETE_PREFIX:
-        if (sqlite_store_prefix_end(op->key, &end, err) < 0)
-            return -1;
+        end = sqlite_store_prefix_end(op->key);
         sql =
             end ? "DELETE FROM kv WHERE key >= ?1 AND key < ?2" : "DELETE FROM kv WHERE key >= ?1";
         break;
