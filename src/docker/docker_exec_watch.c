@@ -99,8 +99,6 @@ static bool docker_pidset_add(struct docker_pidset *s, pid_t pid)
     if (s->len == s->alloc) {
         size_t want = s->alloc ? 2 * s->alloc : 16;
         pid_t *grown = xrealloc(s->pids, want * sizeof(*grown));
-        if (!grown)
-            return false;
         s->pids = grown;
         s->alloc = want;
     }
@@ -267,10 +265,6 @@ struct docker_exec_watch *docker_exec_watch_start(docker_client *c, const char *
                                                   long deadline_ms, gb_err *err)
 {
     struct docker_exec_watch *w = xcalloc(1, sizeof(*w));
-    if (!w) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        return NULL;
-    }
     *w = (struct docker_exec_watch){
         .c = c, .eid = eid, .deadline_ms = deadline_ms, .err = GB_ERR_INIT};
     pthread_mutex_init(&w->lock, NULL);

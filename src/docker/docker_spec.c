@@ -209,8 +209,6 @@ static int docker_spec_gpus(json_t *cfg, json_t *host, const docker_run_spec *sp
     case DOCKER_GPU_RUNTIME: {
         json_decref(ids);
         _cleanup_free_ char *var = xmalloc(sizeof("NVIDIA_VISIBLE_DEVICES=") + joined_len);
-        if (!var)
-            return err_set(err, ERR_INTERNAL, "out of memory");
         strcpy(var, "NVIDIA_VISIBLE_DEVICES=");
         for (size_t i = 0; i < spec->ngpus; i++) {
             strcat(var, spec->gpu_uuids[i]);

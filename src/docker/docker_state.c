@@ -94,8 +94,6 @@ int docker_container_list_briefs(docker_client *c, const char *label, const char
     if (docker_container_list(c, label, &list, err) < 0)
         return -1;
     out->items = xcalloc(json_array_size(list) + 1, sizeof(*out->items));
-    if (!out->items)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     size_t i;
     json_t *e;
     json_array_foreach(list, i, e)

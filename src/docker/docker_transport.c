@@ -105,17 +105,8 @@ docker_client *docker_client_new(const char *host, gb_err *err)
         host = env && *env ? env : DOCKER_DEFAULT_HOST;
     }
     docker_client *c = xcalloc(1, sizeof(*c));
-    if (!c) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        return NULL;
-    }
     pthread_mutex_init(&c->lock, NULL);
     c->host = xstrdup(host);
-    if (!c->host) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        docker_client_free(c);
-        return NULL;
-    }
     if (docker_parse_host(c, host, err) < 0) {
         docker_client_free(c);
         return NULL;
@@ -365,8 +356,6 @@ bool docker_buf_append(struct docker_buf *b, const char *data, size_t n)
         while (want < b->len + n + 1)
             want *= 2;
         char *grown = xrealloc(b->data, want);
-        if (!grown)
-            return false;
         b->data = grown;
         b->alloc = want;
     }
@@ -456,8 +445,6 @@ char *docker_escape(const char *s, const char *keep)
 {
     static const char hex[] = "0123456789ABCDEF";
     char *out = xmalloc(3 * strlen(s) + 1);
-    if (!out)
-        return NULL;
     char *o = out;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
