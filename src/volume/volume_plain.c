@@ -69,10 +69,6 @@ static int plain_du_entry(const char *path, const struct stat *st, int type, str
     if (w->nlinked == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 256;
         struct plain_inode *grown = xrealloc(w->linked, cap * sizeof(*grown));
-        if (!grown) {
-            w->error = ENOMEM;
-            return FTW_STOP;
-        }
         w->linked = grown;
         w->cap = cap;
     }
