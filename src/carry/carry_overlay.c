@@ -136,8 +136,6 @@ static ssize_t list_xattrs(int fd, char **out)
         if (size <= 0)
             return size;
         char *buf = xmalloc((size_t)size);
-        if (!buf)
-            return -1;
         ssize_t n = flistxattr(fd, buf, (size_t)size);
         if (n >= 0) {
             *out = buf;
@@ -164,8 +162,6 @@ static int copy_one_xattr(int src, int dst, const char *name, const char *rel, g
         if (size < 0)
             return errno == ENODATA ? 0 : sys_err(err, "reading xattrs of", rel);
         _cleanup_free_ char *value = xmalloc(size ? (size_t)size : 1);
-        if (!value)
-            return err_set(err, ERR_INTERNAL, "out of memory");
         ssize_t n = fgetxattr(src, name, value, (size_t)size);
         if (n < 0 && errno == ERANGE)
             continue; /* it grew meanwhile */
@@ -286,12 +282,9 @@ static int read_names(int fd, const char *rel, char ***out, size_t *count, gb_er
         if (n == cap) {
             cap = cap ? cap * 2 : 32;
             char **grown = xrealloc(names, cap * sizeof(*names));
-            if (!grown)
-                goto oom;
             names = grown;
         }
-        if (!(names[n] = xstrdup(de->d_name)))
-            goto oom;
+        names[n] = xstrdup(de->d_name);
         n++;
     }
     closedir(d);
@@ -300,10 +293,6 @@ static int read_names(int fd, const char *rel, char ***out, size_t *count, gb_er
     *out = names;
     *count = n;
     return 0;
-oom:
-    closedir(d);
-    free_names(names, n);
-    return err_set(err, ERR_INTERNAL, "out of memory");
 }
 
 /* One rename; 1 when the test hook says stop here. */

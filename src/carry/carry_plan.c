@@ -76,13 +76,10 @@ int carry_paths_add(carry_paths *s, const char *path)
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
         char **grown = xrealloc(s->v, cap * sizeof(*grown));
-        if (!grown)
-            return -1;
         s->v = grown;
         s->cap = cap;
     }
-    if (!(s->v[s->n] = xstrndup(path, len)))
-        return -1;
+    s->v[s->n] = xstrndup(path, len);
     s->n++;
     return 0;
 }
@@ -118,14 +115,10 @@ int carry_plan_add(carry_plan *plan, enum carry_op_kind kind, const char *path)
     if (plan->nops == plan->cap) {
         size_t cap = plan->cap ? plan->cap * 2 : 16;
         carry_op *grown = xrealloc(plan->ops, cap * sizeof(*grown));
-        if (!grown)
-            return -1;
         plan->ops = grown;
         plan->cap = cap;
     }
     char *copy = xstrdup(path);
-    if (!copy)
-        return -1;
     plan->ops[plan->nops++] = (carry_op){.kind = kind, .path = copy};
     return 0;
 }
@@ -273,8 +266,6 @@ int carry_plan_build(const carry_plan_input *in, carry_plan *plan, gb_err *err)
         return err_set(err, ERR_INTERNAL, "Docker's list of changes is not a list");
     size_t total = json_array_size(in->changes);
     _cleanup_free_ struct change *ch = xcalloc(total ? total : 1, sizeof(*ch));
-    if (!ch)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     size_t n = 0;
     size_t i;
     json_t *item;

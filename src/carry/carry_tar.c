@@ -238,8 +238,6 @@ static int pax_parse(struct pending *p, const char *data, size_t len, gb_err *er
             p->size = strtoull(value, NULL, 10);
         } else {
             char *grown = xrealloc(p->records, p->records_len + rec_len);
-            if (!grown)
-                return err_set(err, ERR_INTERNAL, "out of memory");
             memcpy(grown + p->records_len, data + pos, rec_len);
             p->records = grown;
             p->records_len += rec_len;
@@ -259,10 +257,6 @@ static char *read_meta(carry_tar_reader *r, uint64_t n, gb_err *err)
     }
     size_t padded = (size_t)((n + CARRY_TAR_BLOCK - 1) / CARRY_TAR_BLOCK * CARRY_TAR_BLOCK);
     char *data = xmalloc(padded + 1);
-    if (!data) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        return NULL;
-    }
     if (reader_take(r, data, padded, -1) < 0) {
         free(data);
         err_set(err, ERR_INTERNAL, "carrying the system disk: the archive ends inside a header");
@@ -410,8 +404,6 @@ static int pax_append(char **buf, size_t *len, const char *key, const char *valu
     while (total != body + (size_t)snprintf(digits, sizeof(digits), "%zu", total))
         total = body + (size_t)snprintf(digits, sizeof(digits), "%zu", total);
     char *grown = xrealloc(*buf, *len + total + 1);
-    if (!grown)
-        return -1;
     snprintf(grown + *len, total + 1, "%zu %s=%s\n", total, key, value);
     *buf = grown;
     *len += total;
@@ -439,8 +431,6 @@ int carry_tar_write_header(int fd, const carry_tar_entry *e, const char *name, c
         return err_set(err, ERR_INTERNAL, "out of memory");
     if (e->pax_len) {
         char *grown = xrealloc(pax, pax_len + e->pax_len);
-        if (!grown)
-            return err_set(err, ERR_INTERNAL, "out of memory");
         memcpy(grown + pax_len, e->pax, e->pax_len);
         pax = grown;
         pax_len += e->pax_len;
