@@ -187,8 +187,6 @@ int http_auth_parse(const char *text, const char *origin, http_auth **out, gb_er
         if (a->n == cap) {
             size_t ncap = cap ? cap * 2 : 8;
             auth_entry *grown = xcalloc(ncap, sizeof(*grown));
-            if (!grown)
-                return err_set(err, ERR_INTERNAL, "out of memory reading %s", origin);
             if (a->n) {
                 memcpy(grown, a->entries, a->n * sizeof(*grown));
                 explicit_bzero(a->entries, a->n * sizeof(*grown));
@@ -235,8 +233,6 @@ int http_auth_load(const char *path, http_auth **out, gb_err *err)
         return err_set(err, ERR_INVALID_PARAMS, "token file %s is larger than %d bytes", path,
                        AUTH_FILE_MAX);
     _cleanup_(auth_text_wipe) char *text = xcalloc(1, (size_t)st.st_size + 1);
-    if (!text)
-        return err_set(err, ERR_INTERNAL, "out of memory reading %s", path);
     size_t got = 0;
     while (got < (size_t)st.st_size) {
         ssize_t n = read(fd, text + got, (size_t)st.st_size - got);

@@ -86,8 +86,7 @@ int http_cors_parse(const char *list, http_cors **out, gb_err *err)
             return err_set(err, ERR_INVALID_PARAMS, "more than %d origins", HTTP_CORS_MAX_ORIGINS);
         for (char *p = o; *p; p++)
             *p = (char)tolower((unsigned char)*p);
-        if (!(c->origins[c->n] = xstrdup(o)))
-            return err_set(err, ERR_INTERNAL, "out of memory");
+        c->origins[c->n] = xstrdup(o);
         c->n++;
     }
     if (c->n == 0)

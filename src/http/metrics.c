@@ -25,8 +25,6 @@ http_metrics *http_metrics_new(void)
     static const char *const req_labels[] = {"route", "method", "status", NULL};
     static const char *const dur_labels[] = {"route", "method", NULL};
     http_metrics *m = xcalloc(1, sizeof(*m));
-    if (!m)
-        return NULL;
     m->requests =
         prom_counter_new("gpubox_http_requests_total",
                          "HTTP requests answered, by route pattern, method and status", req_labels);

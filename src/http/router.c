@@ -126,10 +126,6 @@ int router_add(http_router *r, const http_route *route, gb_err *err)
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 32;
         router_entry *grown = xrealloc(r->entries, cap * sizeof(*grown));
-        if (!grown) {
-            free(e.copy);
-            return err_set(err, ERR_INTERNAL, "out of memory adding route %s", route->pattern);
-        }
         r->entries = grown;
         r->cap = cap;
     }

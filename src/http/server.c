@@ -70,8 +70,6 @@ typedef struct http_exchange {
 static http_exchange *exchange_new(http_server *s, const char *method, const char *url)
 {
     http_exchange *x = xcalloc(1, sizeof(*x));
-    if (!x)
-        return NULL;
     x->server = s;
     x->req.method = method;
     x->req.path = url;
@@ -116,8 +114,6 @@ static bool exchange_receive(http_exchange *x, const char *data, size_t size)
         if (cap > limit + 1)
             cap = limit + 1;
         char *grown = xrealloc(x->body, cap);
-        if (!grown)
-            return false;
         x->body = grown;
         x->body_cap = cap;
     }
@@ -152,8 +148,6 @@ static int exchange_collect_kv(http_exchange *x, struct MHD_Connection *conn)
     if (total == 0)
         return 0;
     http_kv *items = xcalloc(total, sizeof(*items));
-    if (!items)
-        return -1;
     kv_fill q = {.items = items, .cap = (size_t)(nq > 0 ? nq : 0)};
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, kv_collect, &q);
     kv_fill h = {.items = items + q.cap, .cap = total - q.cap};
@@ -463,10 +457,6 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
     if (server_resolve(cfg->host, cfg->port, &addr, err) < 0)
         return NULL;
     _cleanup_free_ http_server *s = xcalloc(1, sizeof(*s));
-    if (!s) {
-        err_set(err, ERR_INTERNAL, "out of memory starting the HTTP server");
-        return NULL;
-    }
     s->cfg = *cfg;
     s->cfg.host = NULL; /* not kept: only needed to bind */
     if (!s->cfg.body_limit)
