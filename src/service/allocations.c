@@ -43,8 +43,6 @@ static int allocations_mark(app *a, const char *name, json_t *record, gb_err *er
     json_t *ports = json_object_get(record, "ports");
     size_t nports = json_array_size(ports);
     _cleanup_free_ uint16_t *held = xcalloc(nports + 1, sizeof(*held));
-    if (!held)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     _cleanup_(gpus_grant_free) gpus_grant grant = {0};
     if (gpus_grant_from_json(record, &grant, err) < 0) {
         err->code = ERR_INTERNAL;

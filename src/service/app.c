@@ -333,8 +333,6 @@ static int app_lock_data_dir(app *a, gb_err *err)
 int app_open(const app_config *cfg, app **out, gb_err *err)
 {
     app *a = xcalloc(1, sizeof(*a));
-    if (!a)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     a->cfg = *cfg;
     a->data_dir_lock = -1;
     a->op_kinds = op_kinds;

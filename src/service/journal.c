@@ -149,8 +149,6 @@ static int journal_steps_from_json(const json_t *steps, journal_op *out, gb_err 
 {
     size_t n = json_array_size(steps);
     out->steps = xcalloc(n + 1, sizeof(*out->steps));
-    if (!out->steps)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *s = json_array_get(steps, i);
         journal_step *st = &out->steps[i];
@@ -328,8 +326,6 @@ int journal_unfinished(store *s, journal_op **out, size_t *n, gb_err *err)
     if (store_range(s, KEYS_OPERATIONS, &kvs, err) < 0)
         return err_prefix(err, "reading the operation journal");
     journal_op *ops = xcalloc(kvs.n + 1, sizeof(*ops));
-    if (!ops)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     size_t count = 0;
     for (size_t i = 0; i < kvs.n; i++) {
         _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);

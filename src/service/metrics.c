@@ -32,8 +32,6 @@ ops_metrics *ops_metrics_new(void)
     static const char *const total_labels[] = {"kind", "result", NULL};
     static const char *const dur_labels[] = {"kind", NULL};
     ops_metrics *m = xcalloc(1, sizeof(*m));
-    if (!m)
-        return NULL;
     m->total = prom_counter_new("gpubox_operations_total",
                                 "Operations the services ran, by kind and result (ok, or the "
                                 "error's name)",

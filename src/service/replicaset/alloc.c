@@ -43,11 +43,6 @@ static int rs_alloc_ports(app *a, rs_record *r, gb_err *err)
         return -1;
     }
     r->ports = xcalloc(spec->nports + 1, sizeof(*r->ports));
-    if (!r->ports) {
-        ports_pool_release(a->ports, explicit_ports, nexplicit);
-        ports_pool_release(a->ports, auto_ports, nauto);
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
     size_t next_auto = 0;
     for (size_t i = 0; i < spec->nports; i++) {
         const rs_port *p = &spec->ports[i];
@@ -238,8 +233,6 @@ static int rs_alloc_next_gpus(app *a, const rs_record *held, rs_record *to, bool
     if (rs_same_gpu_request(&held->spec, &to->spec) || to_none) {
         /* The same cards held the same way, or none: nothing to take. */
         g.cards = xcalloc(held->grant.n + 1, sizeof(*g.cards));
-        if (!g.cards)
-            return err_set(err, ERR_INTERNAL, "out of memory");
         if (!to_none && held->grant.n)
             memcpy(g.cards, held->grant.cards, held->grant.n * sizeof(*g.cards));
         g.n = to_none ? 0 : held->grant.n;
@@ -397,8 +390,6 @@ int rs_alloc_take_preferring_last(app *a, rs_record *r, gb_err *err)
     rs_record pref = {0};
     memcpy(pref.name, r->name, sizeof(pref.name));
     _cleanup_free_ rs_held_port *ports = xcalloc(r->nlast_ports + 1, sizeof(*ports));
-    if (!ports)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < r->nlast_ports; i++) {
         gb_err ignored = GB_ERR_INIT;
         if (ports_pool_take(a->ports, &r->last_ports[i].host_port, 1, true, &ignored) == 0)

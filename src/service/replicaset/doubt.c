@@ -421,8 +421,6 @@ static void *rs_doubt_thread(void *arg)
 int rs_doubt_start(app *a, gb_err *err)
 {
     struct rs_doubts *s = xcalloc(1, sizeof(*s));
-    if (!s)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);

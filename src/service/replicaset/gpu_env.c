@@ -121,11 +121,8 @@ static int rs_gpu_env_lines(const app *a, const rs_record *r, rs_gpu_env *out, g
     if (!rs_hami_core_set(a) || !rs_grant_is_share(r))
         return 0;
     char **grown = xrealloc(out->env, (out->nenv + 2) * sizeof(*grown));
-    if (!grown)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     out->env = grown;
-    if (!(out->env[out->nenv] = xstrdup("LD_PRELOAD=" RS_HAMI_CORE_PATH)))
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    out->env[out->nenv] = xstrdup("LD_PRELOAD=" RS_HAMI_CORE_PATH);
     out->nenv++;
     out->mounts[out->nmounts++] =
         (docker_bind){.src = a->cfg.hami_core, .dest = RS_HAMI_CORE_PATH, .read_only = true};

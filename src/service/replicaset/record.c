@@ -225,8 +225,6 @@ static int rs_last_gpus_from_json(const json_t *j, rs_record *r, gb_err *err)
     json_t *gpus = json_object_get(j, "lastGpus");
     size_t n = json_array_size(gpus);
     r->last_gpus = xcalloc(n + 1, sizeof(*r->last_gpus));
-    if (!r->last_gpus)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const char *u = json_string_value(json_array_get(gpus, i));
         if (!u || strlen(u) >= GPU_UUID_MAX)

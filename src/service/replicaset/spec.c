@@ -165,8 +165,6 @@ static int parse_binds(const json_t *obj, rs_spec *out, gb_err *err)
     if (n == 0)
         return 0;
     out->binds = xcalloc(n, sizeof(rs_bind));
-    if (!out->binds)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     char where[32];
     for (size_t i = 0; i < n; i++) {
         json_t *b = json_array_get(binds, i);
@@ -299,8 +297,6 @@ static int parse_ports(const json_t *obj, rs_spec *out, gb_err *err)
     if (nc + np == 0)
         return 0;
     out->ports = xcalloc(nc + np, sizeof(rs_port));
-    if (!out->ports)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < nc + np; i++) {
         rs_port *p = &out->ports[i];
         int rc = i < nc ? parse_container_port(json_array_get(cports, i), i, p, err)

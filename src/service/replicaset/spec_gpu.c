@@ -164,11 +164,9 @@ static int rs_gpu_read_uuids(const json_t *obj, rs_gpu_input *in, gb_err *err)
     }
     if (n == 0)
         return 0;
-    if (!(in->uuids = xcalloc(n, sizeof(char *))))
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    in->uuids = xcalloc(n, sizeof(char *));
     for (size_t i = 0; i < n; i++, in->nuuids = i)
-        if (!(in->uuids[i] = xstrdup(items[i])))
-            return err_set(err, ERR_INTERNAL, "out of memory");
+        in->uuids[i] = xstrdup(items[i]);
     return 0;
 }
 

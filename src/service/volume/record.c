@@ -229,8 +229,6 @@ int vol_records_load_all(store *s, vol_record **out, size_t *n, gb_err *err)
     if (store_range(s, KEYS_VOLUMES, &kvs, err) < 0)
         return err_prefix(err, "listing volumes");
     vol_record *v = xcalloc(kvs.n + 1, sizeof(*v));
-    if (!v)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     size_t count = 0;
     for (size_t i = 0; i < kvs.n; i++) {
         if (strchr(kvs.items[i].key + strlen(KEYS_VOLUMES), '/'))

@@ -155,8 +155,6 @@ static int vol_lock_all(app *a, const char *name, const json_t *sets, vol_locks 
 {
     memset(l, 0, sizeof(*l));
     l->rs = xcalloc(json_array_size(sets) + 1, sizeof(*l->rs));
-    if (!l->rs)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     size_t i;
     json_t *s;
     json_array_foreach(sets, i, s)
@@ -306,7 +304,6 @@ int volumes_bind_source(app *a, const char *name, char **docker_name, gb_err *er
                        "volume '%s' is not attached (%s); see gpuboxd's log, fix it and restart "
                        "gpuboxd",
                        name, why);
-    if (!(*docker_name = xstrdup(r.docker_volume[0] ? r.docker_volume : name)))
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    *docker_name = xstrdup(r.docker_volume[0] ? r.docker_volume : name);
     return 0;
 }
