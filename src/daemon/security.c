@@ -37,8 +37,6 @@ static int security_read_pem(const char *flag, const char *path, bool secret, co
         return err_set(err, ERR_INVALID_PARAMS, "%s: %s is empty or larger than %d bytes", flag,
                        path, SECURITY_PEM_MAX);
     char *text = xcalloc(1, (size_t)st.st_size + 1);
-    if (!text)
-        return err_set(err, ERR_INTERNAL, "%s: out of memory", flag);
     size_t got = 0;
     while (got < (size_t)st.st_size) {
         ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
