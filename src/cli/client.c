@@ -33,8 +33,6 @@ static size_t client_write(char *ptr, size_t size, size_t nmemb, void *userdata)
     client_buf *b = userdata;
     size_t n = size * nmemb;
     char *grown = xrealloc(b->data, b->len + n + 1);
-    if (!grown)
-        return 0;
     memcpy(grown + b->len, ptr, n);
     b->data = grown;
     b->len += n;

@@ -218,8 +218,6 @@ void cli_progress_start(cli_ctx *ctx, const char *verb, const char *name)
     if (ctx->progress || ctx->silent || !progress_wanted())
         return;
     cli_progress *p = xcalloc(1, sizeof(*p));
-    if (!p)
-        return;
     p->poll = (cli_ctx){.host = ctx->host,
                         .token = ctx->token,
                         .progress_tty = ctx->progress_tty,

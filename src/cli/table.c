@@ -24,15 +24,11 @@ static void table_row(cli_table *t, const char *const *cells)
     if (t->nrows == t->cap_rows) {
         size_t cap = t->cap_rows ? t->cap_rows * 2 : 16;
         char **grown = xrealloc(t->cells, cap * t->ncols * sizeof(*grown));
-        if (!grown)
-            abort();
         t->cells = grown;
         t->cap_rows = cap;
     }
     for (size_t c = 0; c < t->ncols; c++) {
         char *s = xstrdup(cells[c] ? cells[c] : "-");
-        if (!s)
-            abort();
         t->cells[t->nrows * t->ncols + c] = s;
     }
     t->nrows++;
@@ -41,8 +37,6 @@ static void table_row(cli_table *t, const char *const *cells)
 cli_table *cli_table_new(const char *const *headers)
 {
     cli_table *t = xcalloc(1, sizeof(*t));
-    if (!t)
-        abort();
     while (headers[t->ncols])
         t->ncols++;
     table_row(t, headers);
@@ -66,8 +60,6 @@ static size_t table_width(const char *s)
 void cli_table_print(cli_table *t, FILE *out)
 {
     size_t *width = xcalloc(t->ncols, sizeof(*width));
-    if (!width)
-        abort();
     for (size_t r = 0; r < t->nrows; r++)
         for (size_t c = 0; c < t->ncols; c++) {
             size_t w = table_width(t->cells[r * t->ncols + c]);
