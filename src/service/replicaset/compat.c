@@ -64,7 +64,7 @@ json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry)
     json_t *time = json_object_get(j, "createTime");
     json_object_set_new(j, "name", json_string(name));
     json_object_set_new(j, "state", json_string("running"));
-    json_object_set(j, "updateTime", time ? time : json_string(""));
+    json_object_set_new(j, "updateTime", time ? json_incref(time) : json_string(""));
     json_object_del(j, "reason");
     _cleanup_(rs_record_free) rs_record r = {0};
     gb_err e = GB_ERR_INIT;
