@@ -41,12 +41,15 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 cleanup() {
-    local rc=$? name
-    # the sandboxes and what still runs in them (an interrupted run's tests)
+    local rc=$? name destroyers=()
+    # the sandboxes and what still runs in them (an interrupted run's tests);
+    # waited for by pid: a bare `wait` would also wait for the dockerd that
+    # dockerd_ensure started in the background, which never ends by itself
     for name in ${NSD_CREATED[@]+"${NSD_CREATED[@]}"}; do
         nsd_destroy "$name" &
+        destroyers+=($!)
     done
-    wait
+    [ ${#destroyers[@]} -eq 0 ] || wait "${destroyers[@]}" || true
     testimage_remove_if_created "$GPUBOX_TEST_IMAGE"
     dockerd_stop_if_started
     exit $rc
