@@ -168,7 +168,7 @@ static inline int dtu_setup(const char *suite)
     snprintf(dtu_label_key, sizeof(dtu_label_key), "gbtest.dk.%s", suite);
     snprintf(dtu_label, sizeof(dtu_label), "%s=%s", dtu_label_key, dtu_pid);
     gb_err e = GB_ERR_INIT;
-    dtu_client = docker_client_new("unix:///var/run/docker.sock", &e);
+    dtu_client = docker_client_new(NULL, &e); /* $DOCKER_HOST, or the default */
     if (!dtu_client) {
         fprintf(stderr, "%s\n", e.msg);
         return -1;

@@ -96,7 +96,7 @@ static int group_setup(void **state)
     snprintf(pid_text, sizeof(pid_text), "%d", (int)getpid());
     snprintf(test_label, sizeof(test_label), "gbtest.docker=%s", pid_text);
     gb_err e = GB_ERR_INIT;
-    client = docker_client_new("unix:///var/run/docker.sock", &e);
+    client = docker_client_new(NULL, &e); /* $DOCKER_HOST, or the default */
     if (!client) {
         fprintf(stderr, "%s\n", e.msg);
         return -1;
@@ -406,7 +406,9 @@ static void test_host_selection(void **state)
     docker_client *deflt = docker_client_new(NULL, &e);
     assert_non_null(deflt);
     assert_string_equal(docker_client_host(deflt), "unix:///var/run/docker.sock");
-    assert_int_equal(docker_ping(deflt, &e), 0);
+    /* the default answers where the tests run on it (no $DOCKER_HOST) */
+    if (!saved)
+        assert_int_equal(docker_ping(deflt, &e), 0);
     docker_client_free(deflt);
     if (saved)
         setenv("DOCKER_HOST", saved, 1);
@@ -416,7 +418,7 @@ static void test_keep_alive(void **state)
 {
     (void)state;
     gb_err e = GB_ERR_INIT;
-    docker_client *c = docker_client_new("unix:///var/run/docker.sock", &e);
+    docker_client *c = docker_client_new(NULL, &e); /* $DOCKER_HOST, or the default */
     assert_non_null(c);
     for (int i = 0; i < 50; i++)
         assert_int_equal(docker_ping(c, &e), 0);
@@ -469,7 +471,7 @@ static void test_concurrent_calls(void **state)
     name_of(name, sizeof(name), "shared");
     _cleanup_free_ char *id = create_container("shared", config_new(NULL));
     struct hammer h = {.container = name, .lock = PTHREAD_MUTEX_INITIALIZER};
-    h.c = docker_client_new("unix:///var/run/docker.sock", &e);
+    h.c = docker_client_new(NULL, &e); /* $DOCKER_HOST, or the default */
     assert_non_null(h.c);
     pthread_t threads[8];
     for (size_t i = 0; i < ARRAY_SIZE(threads); i++)
