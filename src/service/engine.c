@@ -36,9 +36,47 @@ const op_kind *op_kind_of(const op_kind *const *kinds, const journal_op *op)
     return any;
 }
 
+#define OP_STEPS_MAX 16
+
 int op_init(journal_op *op, const op_kind *k, const char *target, json_t *data, gb_err *err)
 {
-    return journal_op_init(op, k->kind, target, k->steps, k->nsteps, data, err);
+    const char *names[OP_STEPS_MAX];
+    if (k->nsteps > OP_STEPS_MAX) {
+        json_decref(data);
+        return err_set(err, ERR_INTERNAL, "operation kind %s has too many steps", k->name);
+    }
+    for (size_t i = 0; i < k->nsteps; i++)
+        names[i] = k->steps[i].name;
+    return journal_op_init(op, k->kind, target, names, k->nsteps, data, err);
+}
+
+int op_forward(app *a, const op_kind *k, journal_op *op, void *ctx, gb_err *err)
+{
+    for (size_t i = 1; i < k->nsteps; i++) {
+        const op_step_def *s = &k->steps[i];
+        if (journal_step_done(op, s->name))
+            continue;
+        if (s->forward && s->forward(ctx, err) < 0)
+            return OP_FORWARD_WORK_FAILED;
+        if (i + 1 < k->nsteps && op_step(a, op, s->name, err) < 0)
+            return OP_FORWARD_RECORD_FAILED;
+    }
+    return 0;
+}
+
+int op_back(const op_kind *k, const journal_op *op, void *ctx, gb_err *err)
+{
+    size_t begun = 1;
+    while (begun < k->nsteps && journal_step_done(op, k->steps[begun].name))
+        begun++;
+    if (begun == k->nsteps)
+        begun--;
+    for (size_t i = begun; i >= 1; i--) {
+        const op_step_def *s = &k->steps[i];
+        if (s->back && s->back(ctx, err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* ops gets extra, then room for the operation's put. */
@@ -158,11 +196,35 @@ int op_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
     return k->resume(a, op, r, err);
 }
 
-void op_fault(const op_kind *k, const char *step)
+/* Fault injection at a step of an unjournalled kind:
+ * GPUBOX_FAULT=<kind name>.<step>. */
+static void op_fault(const op_kind *k, const char *step)
 {
     char point[96];
     snprintf(point, sizeof(point), "%s.%s", k->name, step);
     fault_point(point);
+}
+
+int op_steps_run(const op_kind *k, size_t from, void *ctx, gb_err *err)
+{
+    for (size_t i = from; i < k->nsteps; i++) {
+        const op_step_def *s = &k->steps[i];
+        if (s->forward && s->forward(ctx, err) < 0) {
+            op_steps_back(k, i, ctx);
+            return -1;
+        }
+        op_fault(k, s->name);
+    }
+    return 0;
+}
+
+void op_steps_back(const op_kind *k, size_t upto, void *ctx)
+{
+    for (size_t i = upto; i-- > 0;) {
+        gb_err e = GB_ERR_INIT;
+        if (k->steps[i].back && k->steps[i].back(ctx, &e) < 0)
+            return;
+    }
 }
 
 void op_print_fault_points(const op_kind *const *kinds, FILE *out)
@@ -171,15 +233,15 @@ void op_print_fault_points(const op_kind *const *kinds, FILE *out)
         const op_kind *k = kinds[i];
         for (size_t s = 0; s < k->nsteps; s++) {
             if (!k->journalled) {
-                fprintf(out, "%s.%s\t%s\n", k->name, k->steps[s], k->name);
+                fprintf(out, "%s.%s\t%s\n", k->name, k->steps[s].name, k->name);
                 continue;
             }
             const char *kind = journal_kind_name(k->kind);
             /* Only the steps between the first and the last transaction
              * are recorded by op_step, which has a point before the write. */
             if (s > 0 && s + 1 < k->nsteps)
-                fprintf(out, "%s:before:%s\t%s\n", kind, k->steps[s], k->name);
-            fprintf(out, "%s:%s\t%s\n", kind, k->steps[s], k->name);
+                fprintf(out, "%s:before:%s\t%s\n", kind, k->steps[s].name, k->name);
+            fprintf(out, "%s:%s\t%s\n", kind, k->steps[s].name, k->name);
         }
     }
 }

@@ -3,30 +3,35 @@
  * described once, in a table (op_kinds.c), and driven by the same few
  * helpers, as git's refs.c drives each ref_storage_be.
  *
- * A kind (op_kind) gives its step names in order, what it does at each
- * (forward, and back when it fails before its point of no return), and how
- * it resumes after a crash. A journalled kind's steps are written the same
- * way by every kind:
+ * A kind (op_kind) gives its steps in order, each an op_step_def: its
+ * name, its forward (the step's work) and its back (how that work is
+ * undone), and how the kind resumes after a crash. A journalled kind's
+ * steps are written the same way by every kind:
  *   steps[0]            op_begin: one transaction, the target's record
  *                       naming the operation and the operation itself
- *   steps[1..n-2]       op_step: the step's work done, then its record
- *                       (journal_record_step); fault points <kind>:<step>
- *                       and <kind>:before:<step>
- *   steps[n-1]          op_close: one transaction, the record naming no
- *                       operation and the operation done (or undone, with
- *                       no step marked)
- * and start-up (or a later call on the set) resumes an unfinished one
- * through op_resume, which picks the kind's entry in the table. Volume
- * operations are not journalled; their entries name the steps at which
- * they have fault points (GPUBOX_FAULT=volume.create.storage).
+ *   steps[1..n-2]       op_forward: each step's forward, then its record
+ *                       (op_step, journal_record_step); fault points
+ *                       <kind>:<step> and <kind>:before:<step>
+ *   steps[n-1]          its forward (op_forward too), then op_close: one
+ *                       transaction, the record naming no operation and the
+ *                       operation done (or undone, with no step marked)
+ * Going back (op_back) runs the back of every step begun, the latest
+ * first: a step done, and the first not done, whose work may have begun
+ * when a failure or a crash came. The kind's code says when it goes back
+ * (before its point of no return) and writes the undone record. Start-up
+ * (or a later call on the set) resumes an unfinished operation through
+ * op_resume, which picks the kind's entry in the table. Volume operations
+ * are not journalled: op_steps_run runs their steps with a fault point
+ * after each (GPUBOX_FAULT=volume.create.storage), and on a failure the
+ * steps done go back; start-up settles what a crash left (volume/startup.c).
  *
  * The engine does not know the kinds (no symbol of a kind's file is used
  * here): the table reaches it through app->op_kinds, set by app_open, so
  * the kinds' files use the engine and never the other way round.
  *
- * A new kind: its step names below, its entry (an op_kind) in its own
- * file, a line in op_kinds.c, and, if it is journalled, its name in
- * journal.h's enum journal_kind.
+ * A new kind: its step names below, its steps (op_step_def) and its entry
+ * (an op_kind) in its own file, a line in op_kinds.c, and, if it is
+ * journalled, its name in journal.h's enum journal_kind.
  */
 #ifndef GPUBOX_SERVICE_ENGINE_H
 #define GPUBOX_SERVICE_ENGINE_H
@@ -66,6 +71,19 @@ struct rs_record;
  * record, naming op. */
 typedef int (*op_resume_fn)(app *a, journal_op *op, const struct rs_record *r, gb_err *err);
 
+/* A step's work, on the kind's own context (what one run of an operation
+ * works with: the set's record, the operation, ...). */
+typedef int (*op_step_fn)(void *ctx, gb_err *err);
+
+/* One step of a kind. */
+typedef struct op_step_def {
+    const char *name;   /* an OP_STEP_* constant */
+    op_step_fn forward; /* its work, done before the step is recorded; NULL: nothing but the
+                           record (a point of no return) */
+    op_step_fn back;    /* undoes what forward may have done, recorded or not (a crash can come
+                           between the two), so it is safe to repeat; NULL: nothing to undo */
+} op_step_def;
+
 typedef struct op_kind {
     const char *name;         /* the table's name: "create", "restart-same", "volume.create" */
     bool journalled;          /* false: volume operations (fault points only) */
@@ -73,7 +91,9 @@ typedef struct op_kind {
     const char *mode;         /* journalled: the op's data.mode that picks this entry among
                                  the kind's ("same" for a restart on the same cards); NULL:
                                  any other */
-    const char *const *steps; /* in order */
+    const op_step_def *steps; /* in order; the first and the last are the operation's first
+                                 and last transactions (op_begin, op_close), whose work
+                                 (forward) the kind's own code does around them */
     size_t nsteps;
     const char *no_return; /* the step from which it only goes forward; NULL: forward
                               whenever it can (its docs say when it is undone) */
@@ -82,7 +102,7 @@ typedef struct op_kind {
     op_resume_fn resume;   /* journalled: how it resumes after a crash */
 } op_kind;
 
-/* An op_kind's steps, from an array of names. */
+/* An op_kind's steps, from an array of op_step_def. */
 #define OP_STEPS(list) .steps = (list), .nsteps = sizeof(list) / sizeof((list)[0])
 
 /* The table (op_kinds.c): every kind, NULL-terminated. */
@@ -119,15 +139,40 @@ int op_close(app *a, journal_op *op, enum journal_state state, const char *why, 
 int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *why,
                  const store_cmp *cmp, store_op *ops, size_t nops, gb_err *err);
 
+/* Forward from wherever op got to: for each step after the first that is
+ * not done, its forward; each step between the first and the last is then
+ * recorded (op_step). The last step's forward is the work before the
+ * closing transaction, which the caller writes (op_close). Stops at the
+ * first failure: -1 when a step's work failed (the caller may go back),
+ * -2 when its work was done but recording it failed (the operation stays
+ * where the store has it, and resumes from there). */
+#define OP_FORWARD_WORK_FAILED (-1)
+#define OP_FORWARD_RECORD_FAILED (-2)
+int op_forward(app *a, const op_kind *k, journal_op *op, void *ctx, gb_err *err);
+
+/* Back over what op began, the latest first: the back of every step done
+ * and of the first step not done (its work may have begun). Stops at the
+ * first back that fails, with its error; the caller then leaves the
+ * operation to be tried again. The first step's back is the caller's
+ * (its closing transaction, undone). */
+int op_back(const op_kind *k, const journal_op *op, void *ctx, gb_err *err);
+
+/* An unjournalled kind's steps (volume operations), from steps[from] on
+ * (the ones before count as done): each one's forward, then its fault
+ * point <kind>.<step>. When a forward fails (it cleans up its own part
+ * first), the steps done go back, the latest first (op_steps_back), and its
+ * error is returned. The work after the last step (the record's last
+ * write) is the caller's; when it fails, op_steps_back(k, k->nsteps, ctx). */
+int op_steps_run(const op_kind *k, size_t from, void *ctx, gb_err *err);
+/* Back over steps[upto-1] down to steps[0], stopping at the first back
+ * that fails (each back logs its own trouble: start-up tries again). */
+void op_steps_back(const op_kind *k, size_t upto, void *ctx);
+
 /* Resume or undo one unfinished operation through the table (start-up, or
  * a call on a set whose record names one). r is its target's record (NULL
  * when the store has none): when it no longer names op, op is marked
  * failed and left alone. */
 int op_resume(app *a, journal_op *op, const struct rs_record *r, gb_err *err);
-
-/* Fault injection at a step of an unjournalled kind:
- * GPUBOX_FAULT=<kind name>.<step>. */
-void op_fault(const op_kind *k, const char *step);
 
 /* Every fault point of every kind in kinds, one a line: the GPUBOX_FAULT
  * value, a tab, the entry's name ("restart:begin\trestart-same"). */

@@ -35,8 +35,47 @@
 #include "util/log.h"
 #include "util/time.h"
 
-static const char *const rs_create_steps[] = {OP_STEP_RECORD, OP_STEP_CONTAINER_CREATED,
-                                              OP_STEP_STARTED};
+/* What one create works with (engine.h). */
+typedef struct rs_cr {
+    app *a;
+    rs_record *r;
+    const binds_resolved *binds;
+} rs_cr;
+
+/* container-created, forward. */
+static int rs_create_make(void *ctx, gb_err *err)
+{
+    rs_cr *c = ctx;
+    _cleanup_free_ char *id = NULL;
+    if (rs_container_create(c->a, c->r, c->binds, &id, err) < 0)
+        return -1;
+    snprintf(c->r->container_id, sizeof(c->r->container_id), "%s", id);
+    return 0;
+}
+
+/* container-created, back. */
+static int rs_create_make_back(void *ctx, gb_err *err)
+{
+    rs_cr *c = ctx;
+    if (docker_container_remove(c->a->docker, c->r->container_name, true, err) < 0)
+        return -1;
+    rs_gpu_env_remove(c->a, c->r->container_name);
+    return 0;
+}
+
+/* started, forward: the work before the last transaction (rs_create_finish). */
+static int rs_create_start(void *ctx, gb_err *err)
+{
+    rs_cr *c = ctx;
+    return docker_container_start(c->a->docker, c->r->container_name, err);
+}
+
+/* The first step's back is rs_create_undo: the record as it was. */
+static const op_step_def rs_create_steps[] = {
+    {OP_STEP_RECORD, NULL, NULL},
+    {OP_STEP_CONTAINER_CREATED, rs_create_make, rs_create_make_back},
+    {OP_STEP_STARTED, rs_create_start, NULL},
+};
 
 /* Put the store back as it was before step 3: the deleted record of an
  * earlier life (previous_json) or no record; the new history entry goes,
@@ -146,21 +185,16 @@ static int rs_create_record(app *a, rs_record *r, journal_op *op, gb_err *err)
 static int rs_create_container(app *a, rs_record *r, journal_op *op, const binds_resolved *binds,
                                gb_err *err)
 {
-    _cleanup_free_ char *id = NULL;
-    if (rs_container_create(a, r, binds, &id, err) < 0)
-        return -1;
-    snprintf(r->container_id, sizeof(r->container_id), "%s", id);
-    if (op_step(a, op, OP_STEP_CONTAINER_CREATED, err) < 0 ||
-        docker_container_start(a->docker, id, err) < 0) {
-        gb_err rm = GB_ERR_INIT;
-        if (docker_container_remove(a->docker, id, true, &rm) < 0)
-            log_warn("replica set %s: removing container %s after a failed start: %s", r->name,
-                     r->container_name, rm.msg);
-        else
-            rs_gpu_env_remove(a, r->container_name);
-        return err_prefix(err, "starting container %s", r->container_name);
-    }
-    return 0;
+    rs_cr c = {.a = a, .r = r, .binds = binds};
+    if (op_forward(a, &rs_op_create, op, &c, err) == 0)
+        return 0;
+    if (!journal_step_done(op, OP_STEP_CONTAINER_CREATED) && !r->container_id[0])
+        return -1; /* not made */
+    gb_err rm = GB_ERR_INIT;
+    if (op_back(&rs_op_create, op, &c, &rm) < 0)
+        log_warn("replica set %s: removing container %s after a failed start: %s", r->name,
+                 r->container_name, rm.msg);
+    return err_prefix(err, "starting container %s", r->container_name);
 }
 
 int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **out, gb_err *err)

@@ -30,10 +30,45 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
-static const char *const rs_stop_steps[] = {OP_STEP_BEGIN, OP_STEP_CONTAINER_STOPPED,
-                                            OP_STEP_COMMITTED};
-static const char *const rs_delete_steps[] = {OP_STEP_BEGIN, OP_STEP_CONTAINER_REMOVED,
-                                              OP_STEP_COMMITTED};
+/* What one stop or delete works with: the steps' context (engine.h). */
+typedef struct rs_lc {
+    app *a;
+    rs_record *r; /* the record naming the operation */
+} rs_lc;
+
+static int rs_stop_container(void *ctx, gb_err *err)
+{
+    rs_lc *c = ctx;
+    if (rs_container_stop(c->a, c->r->container_name, err) < 0 && err->code != ERR_NOT_FOUND) {
+        err->code = ERR_STOP_FAILED;
+        return err_prefix(err, "stopping %s", c->r->container_name);
+    }
+    return 0;
+}
+
+static int rs_delete_container(void *ctx, gb_err *err)
+{
+    rs_lc *c = ctx;
+    if (docker_container_remove(c->a->docker, c->r->container_name, true, err) < 0) {
+        err->code = ERR_DELETE_FAILED;
+        return err_prefix(err, "removing container %s", c->r->container_name);
+    }
+    rs_gpu_env_remove(c->a, c->r->container_name);
+    return 0;
+}
+
+/* Neither goes back: a container that could not be stopped or removed is
+ * left as it was, and the operation undone (rs_op_abandon). */
+static const op_step_def rs_stop_steps[] = {
+    {OP_STEP_BEGIN, NULL, NULL},
+    {OP_STEP_CONTAINER_STOPPED, rs_stop_container, NULL},
+    {OP_STEP_COMMITTED, NULL, NULL},
+};
+static const op_step_def rs_delete_steps[] = {
+    {OP_STEP_BEGIN, NULL, NULL},
+    {OP_STEP_CONTAINER_REMOVED, rs_delete_container, NULL},
+    {OP_STEP_COMMITTED, NULL, NULL},
+};
 
 static json_t *rs_state_answer(const rs_record *r)
 {
@@ -83,15 +118,12 @@ static int rs_op_begin(app *a, rs_record *r, journal_op *op, gb_err *err)
 /* Stop from wherever op got to; r is the record naming op. */
 static int rs_stop_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
 {
-    if (!journal_step_done(op, OP_STEP_CONTAINER_STOPPED)) {
-        if (rs_container_stop(a, r->container_name, err) < 0 && err->code != ERR_NOT_FOUND) {
-            err->code = ERR_STOP_FAILED;
-            rs_op_abandon(a, r, op, err->msg);
-            return err_prefix(err, "stopping %s", r->container_name);
-        }
-        if (op_step(a, op, OP_STEP_CONTAINER_STOPPED, err) < 0)
-            return -1;
-    }
+    rs_lc c = {.a = a, .r = r};
+    int fwd = op_forward(a, &rs_op_stop, op, &c, err);
+    if (fwd == OP_FORWARD_WORK_FAILED)
+        rs_op_abandon(a, r, op, err->msg);
+    if (fwd < 0)
+        return -1;
     /* The record to save holds nothing and remembers what it held, for a
      * restart on the same cards; `held` keeps the list to give back. */
     _cleanup_(rs_record_free) rs_record held = {0};
@@ -216,16 +248,12 @@ static int rs_purge(app *a, rs_record *r, journal_op *op, gb_err *err)
 static int rs_delete_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
 {
     bool purge = json_is_true(json_object_get(op->data, "purge"));
-    if (!journal_step_done(op, OP_STEP_CONTAINER_REMOVED)) {
-        if (docker_container_remove(a->docker, r->container_name, true, err) < 0) {
-            err->code = ERR_DELETE_FAILED;
-            rs_op_abandon(a, r, op, err->msg);
-            return err_prefix(err, "removing container %s", r->container_name);
-        }
-        rs_gpu_env_remove(a, r->container_name);
-        if (op_step(a, op, OP_STEP_CONTAINER_REMOVED, err) < 0)
-            return -1;
-    }
+    rs_lc c = {.a = a, .r = r};
+    int fwd = op_forward(a, &rs_op_delete, op, &c, err);
+    if (fwd == OP_FORWARD_WORK_FAILED)
+        rs_op_abandon(a, r, op, err->msg);
+    if (fwd < 0)
+        return -1;
     _cleanup_(rs_record_free) rs_record held = {0};
     if (rs_record_copy(r, &held) < 0)
         return err_set(err, ERR_INTERNAL, "out of memory");

@@ -24,8 +24,25 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
-static const char *const rs_restart_same_steps[] = {OP_STEP_BEGIN, OP_STEP_STARTED,
-                                                    OP_STEP_COMMITTED};
+/* What one restart on the same cards works with (engine.h). */
+typedef struct rs_rs {
+    app *a;
+    rs_record *r; /* the record naming the operation, holding the cards */
+} rs_rs;
+
+static int rs_restart_start(void *ctx, gb_err *err)
+{
+    rs_rs *c = ctx;
+    return docker_container_start(c->a->docker, c->r->container_name, err);
+}
+
+/* A container that does not start has nothing to undo: the operation is
+ * undone and the cards go back (rs_restart_same_run). */
+static const op_step_def rs_restart_same_steps[] = {
+    {OP_STEP_BEGIN, NULL, NULL},
+    {OP_STEP_STARTED, rs_restart_start, NULL},
+    {OP_STEP_COMMITTED, NULL, NULL},
+};
 
 static json_t *rs_restart_answer(const rs_record *r, bool same, const char *op_id)
 {
@@ -39,22 +56,22 @@ static json_t *rs_restart_answer(const rs_record *r, bool same, const char *op_i
 /* Same cards, from wherever op got to; r names op and holds the cards. */
 static int rs_restart_same_run(app *a, journal_op *op, rs_record *r, gb_err *err)
 {
-    if (!journal_step_done(op, OP_STEP_STARTED)) {
-        if (docker_container_start(a->docker, r->container_name, err) < 0) {
-            gb_err e = *err;
-            _cleanup_(rs_record_free) rs_record held = {0};
-            if (rs_record_copy(r, &held) < 0)
-                return err_set(err, ERR_INTERNAL, "out of memory");
-            rs_record_clear_holdings(r);
-            if (op_close(a, op, JOURNAL_UNDONE, e.msg, r, NULL, 0, err) < 0)
-                return -1;
-            rs_alloc_give_back(a, &held);
-            *err = e;
-            err->code = ERR_RESTART_FAILED;
-            return err_prefix(err, "starting %s", r->container_name);
-        }
-        if (op_step(a, op, OP_STEP_STARTED, err) < 0)
+    rs_rs c = {.a = a, .r = r};
+    int fwd = op_forward(a, &rs_op_restart_same, op, &c, err);
+    if (fwd == OP_FORWARD_RECORD_FAILED)
+        return -1;
+    if (fwd == OP_FORWARD_WORK_FAILED) {
+        gb_err e = *err;
+        _cleanup_(rs_record_free) rs_record held = {0};
+        if (rs_record_copy(r, &held) < 0)
+            return err_set(err, ERR_INTERNAL, "out of memory");
+        rs_record_clear_holdings(r);
+        if (op_close(a, op, JOURNAL_UNDONE, e.msg, r, NULL, 0, err) < 0)
             return -1;
+        rs_alloc_give_back(a, &held);
+        *err = e;
+        err->code = ERR_RESTART_FAILED;
+        return err_prefix(err, "starting %s", r->container_name);
     }
     r->state = RS_STATE_RUNNING;
     rs_record_forget_last(r);

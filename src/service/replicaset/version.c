@@ -50,11 +50,6 @@
 #include "util/log.h"
 #include "util/time.h"
 
-static const char *const rs_version_steps[] = {
-    OP_STEP_BEGIN,   OP_STEP_CONTAINER_CREATED, OP_STEP_OLD_STOPPED, OP_STEP_CARRY_BEGIN,
-    OP_STEP_CARRIED, OP_STEP_NEW_STARTED,       OP_STEP_OLD_REMOVED, OP_STEP_COMMITTED,
-};
-
 /* Everything one change works with. */
 typedef struct rs_change {
     app *a;
@@ -96,11 +91,6 @@ static void rs_change_note_to(rs_change *c)
     json_object_set_new(c->op->data, "to", rs_record_to_json(&c->to));
 }
 
-static int rs_step(rs_change *c, const char *step, gb_err *err)
-{
-    return op_step(c->a, c->op, step, err);
-}
-
 /* 1 exists (running set), 0 absent, -1 Docker did not answer. */
 static int rs_inspect_running(app *a, const char *name, bool *running, gb_err *err)
 {
@@ -122,8 +112,10 @@ static enum carry_method rs_carry_method(const app *a)
     return m < 0 ? CARRY_AUTO : (enum carry_method)m;
 }
 
-static int rs_step_create(rs_change *c, gb_err *err)
+/* container-created, forward. */
+static int rs_step_create(void *ctx, gb_err *err)
 {
+    rs_change *c = ctx;
     app *a = c->a;
     /* A container of this name is a leftover of this very step (created,
      * not recorded) or of an undo that could not remove it: nothing has
@@ -138,11 +130,49 @@ static int rs_step_create(rs_change *c, gb_err *err)
         return -1;
     snprintf(c->to.container_id, sizeof(c->to.container_id), "%s", id);
     rs_change_note_to(c);
-    return rs_step(c, OP_STEP_CONTAINER_CREATED, err);
+    return 0;
 }
 
-static int rs_step_carry(rs_change *c, gb_err *err)
+/* container-created, back: <name>-(N+1) removed. */
+static int rs_step_create_back(void *ctx, gb_err *err)
 {
+    rs_change *c = ctx;
+    if (docker_container_remove(c->a->docker, c->to.container_name, true, err) < 0)
+        return -1;
+    rs_gpu_env_remove(c->a, c->to.container_name);
+    return 0;
+}
+
+/* old-stopped, forward. */
+static int rs_step_stop_old(void *ctx, gb_err *err)
+{
+    rs_change *c = ctx;
+    if (rs_container_stop(c->a, c->from.container_name, err) < 0 && err->code != ERR_NOT_FOUND)
+        return err_prefix(err, "stopping %s", c->from.container_name);
+    return 0;
+}
+
+/* old-stopped, back: <name>-N started again if it ran (a failure is only
+ * logged: the record goes back to version N all the same). */
+static int rs_step_stop_old_back(void *ctx, gb_err *err)
+{
+    rs_change *c = ctx;
+    bool old_running = false;
+    int old_exists = rs_inspect_running(c->a, c->from.container_name, &old_running, err);
+    if (old_exists < 0)
+        return -1;
+    gb_err start = GB_ERR_INIT;
+    if (c->from.state == RS_STATE_RUNNING && old_exists &&
+        docker_container_start(c->a->docker, c->from.container_name, &start) < 0)
+        log_warn("%s %s: could not start %s again: %s", rs_change_kind(c), c->from.name,
+                 c->from.container_name, start.msg);
+    return 0;
+}
+
+/* carried, forward. */
+static int rs_step_carry(void *ctx, gb_err *err)
+{
+    rs_change *c = ctx;
     app *a = c->a;
     bool running = false, old_running = false;
     int new_exists = rs_inspect_running(a, c->to.container_name, &running, err);
@@ -160,7 +190,7 @@ static int rs_step_carry(rs_change *c, gb_err *err)
         if (!old_exists && !running)
             log_error("%s %s: container %s is gone; its system disk could not be carried",
                       rs_change_kind(c), c->to.name, c->from.container_name);
-        return rs_step(c, OP_STEP_CARRIED, err);
+        return 0;
     }
     carry_stats st = {0};
     if (carry_system_disk(a->docker, c->from.container_name, c->to.container_name,
@@ -172,41 +202,65 @@ static int rs_step_carry(rs_change *c, gb_err *err)
                                   carry_method_name(st.used), "entries", (json_int_t)st.entries,
                                   "bytes", (json_int_t)st.bytes, "seconds", st.seconds, "unapplied",
                                   (json_int_t)st.unapplied, "note", st.note));
-    return rs_step(c, OP_STEP_CARRIED, err);
-}
-
-/* Every step after begin that is not done yet, in order. */
-static int rs_change_forward(rs_change *c, gb_err *err)
-{
-    app *a = c->a;
-    if (!journal_step_done(c->op, OP_STEP_CONTAINER_CREATED) && rs_step_create(c, err) < 0)
-        return -1;
-    if (!journal_step_done(c->op, OP_STEP_OLD_STOPPED)) {
-        if (rs_container_stop(a, c->from.container_name, err) < 0 && err->code != ERR_NOT_FOUND)
-            return err_prefix(err, "stopping %s", c->from.container_name);
-        if (rs_step(c, OP_STEP_OLD_STOPPED, err) < 0)
-            return -1;
-    }
-    if (!journal_step_done(c->op, OP_STEP_CARRY_BEGIN) && rs_step(c, OP_STEP_CARRY_BEGIN, err) < 0)
-        return -1;
-    if (!journal_step_done(c->op, OP_STEP_CARRIED) && rs_step_carry(c, err) < 0)
-        return -1;
-    if (!journal_step_done(c->op, OP_STEP_NEW_STARTED)) {
-        if (c->to.state == RS_STATE_RUNNING &&
-            docker_container_start(a->docker, c->to.container_name, err) < 0)
-            return err_prefix(err, "starting %s", c->to.container_name);
-        if (rs_step(c, OP_STEP_NEW_STARTED, err) < 0)
-            return -1;
-    }
-    if (!journal_step_done(c->op, OP_STEP_OLD_REMOVED)) {
-        if (docker_container_remove(a->docker, c->from.container_name, true, err) < 0)
-            return err_prefix(err, "removing %s", c->from.container_name);
-        rs_gpu_env_remove(a, c->from.container_name);
-        if (rs_step(c, OP_STEP_OLD_REMOVED, err) < 0)
-            return -1;
-    }
     return 0;
 }
+
+/* carried, back (the carry began): the disk carried back into <name>-N,
+ * <name>-(N+1) stopped first. */
+static int rs_step_carry_back(void *ctx, gb_err *err)
+{
+    rs_change *c = ctx;
+    app *a = c->a;
+    bool new_running = false, old_running = false;
+    int new_exists = rs_inspect_running(a, c->to.container_name, &new_running, err);
+    int old_exists = rs_inspect_running(a, c->from.container_name, &old_running, err);
+    if (new_exists < 0 || old_exists < 0)
+        return -1;
+    if (!new_exists)
+        return 0;
+    if (!old_exists)
+        return err_set(err, ERR_INTERNAL, "container %s is gone; version %d can only go forward",
+                       c->from.container_name, c->to.version);
+    if (new_running && rs_container_stop(a, c->to.container_name, err) < 0)
+        return -1;
+    if (carry_system_disk(a->docker, c->to.container_name, c->from.container_name,
+                          rs_carry_method(a), NULL, err) < 0)
+        return err_prefix(err, "carrying the system disk back into %s", c->from.container_name);
+    return 0;
+}
+
+/* new-started, forward (a paused set's stays stopped). */
+static int rs_step_start_new(void *ctx, gb_err *err)
+{
+    rs_change *c = ctx;
+    if (c->to.state == RS_STATE_RUNNING &&
+        docker_container_start(c->a->docker, c->to.container_name, err) < 0)
+        return err_prefix(err, "starting %s", c->to.container_name);
+    return 0;
+}
+
+/* old-removed, forward. */
+static int rs_step_remove_old(void *ctx, gb_err *err)
+{
+    rs_change *c = ctx;
+    if (docker_container_remove(c->a->docker, c->from.container_name, true, err) < 0)
+        return err_prefix(err, "removing %s", c->from.container_name);
+    rs_gpu_env_remove(c->a, c->from.container_name);
+    return 0;
+}
+
+/* The steps (the file comment says what each does). Back runs, the latest
+ * first, over the steps begun; from new-started on there is no back. */
+static const op_step_def rs_version_steps[] = {
+    {OP_STEP_BEGIN, NULL, NULL},
+    {OP_STEP_CONTAINER_CREATED, rs_step_create, rs_step_create_back},
+    {OP_STEP_OLD_STOPPED, rs_step_stop_old, rs_step_stop_old_back},
+    {OP_STEP_CARRY_BEGIN, NULL, NULL},
+    {OP_STEP_CARRIED, rs_step_carry, rs_step_carry_back},
+    {OP_STEP_NEW_STARTED, rs_step_start_new, NULL},
+    {OP_STEP_OLD_REMOVED, rs_step_remove_old, NULL},
+    {OP_STEP_COMMITTED, NULL, NULL},
+};
 
 /* The last transaction of either way: the record as `final` (with no
  * operation), the operation in its final state, plus extra (may be NULL:
@@ -245,35 +299,13 @@ static int rs_change_commit(rs_change *c, gb_err *err)
     return 0;
 }
 
-/* Back to version N (see the file comment): carried back first when the
- * carry may have begun. */
+/* Back to version N (see the file comment): each step begun goes back,
+ * the latest first (rs_version_steps), then the record and the pools. */
 static int rs_change_undo(rs_change *c, const char *why, gb_err *err)
 {
-    app *a = c->a;
-    bool new_running = false, old_running = false;
-    int new_exists = rs_inspect_running(a, c->to.container_name, &new_running, err);
-    int old_exists = rs_inspect_running(a, c->from.container_name, &old_running, err);
-    if (new_exists < 0 || old_exists < 0)
+    const op_kind *k = op_kind_of(c->a->op_kinds, c->op);
+    if (!k || op_back(k, c->op, c, err) < 0)
         return -1;
-    if (journal_step_done(c->op, OP_STEP_CARRY_BEGIN) && new_exists) {
-        if (!old_exists)
-            return err_set(err, ERR_INTERNAL,
-                           "container %s is gone; version %d can only go forward",
-                           c->from.container_name, c->to.version);
-        if (new_running && rs_container_stop(a, c->to.container_name, err) < 0)
-            return -1;
-        if (carry_system_disk(a->docker, c->to.container_name, c->from.container_name,
-                              rs_carry_method(a), NULL, err) < 0)
-            return err_prefix(err, "carrying the system disk back into %s", c->from.container_name);
-    }
-    if (docker_container_remove(a->docker, c->to.container_name, true, err) < 0)
-        return -1;
-    rs_gpu_env_remove(a, c->to.container_name);
-    gb_err start = GB_ERR_INIT;
-    if (c->from.state == RS_STATE_RUNNING && old_exists &&
-        docker_container_start(a->docker, c->from.container_name, &start) < 0)
-        log_warn("%s %s: could not start %s again: %s", rs_change_kind(c), c->from.name,
-                 c->from.container_name, start.msg);
     if (rs_change_close(c, JOURNAL_UNDONE, why, &c->from, NULL, err) < 0)
         return -1;
     log_info("%s %s: undone, back at version %d: %s", rs_change_kind(c), c->from.name,
@@ -287,7 +319,10 @@ static int rs_change_undo(rs_change *c, const char *why, gb_err *err)
 static int rs_change_run(rs_change *c, bool try_forward, gb_err *err)
 {
     gb_err fwd = GB_ERR_INIT;
-    if (try_forward && rs_change_forward(c, &fwd) == 0 && rs_change_commit(c, &fwd) == 0)
+    const op_kind *k = op_kind_of(c->a->op_kinds, c->op);
+    if (!k)
+        return err_set(err, ERR_INTERNAL, "operation %s has an unknown kind", c->op->id);
+    if (try_forward && op_forward(c->a, k, c->op, c, &fwd) == 0 && rs_change_commit(c, &fwd) == 0)
         return 0;
     if (!try_forward)
         snprintf(fwd.msg, sizeof(fwd.msg), "gpuboxd stopped before the system disk was carried");

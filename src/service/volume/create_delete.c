@@ -60,55 +60,104 @@ static int vol_create_code(gb_err *err)
     return -1;
 }
 
-void vol_undo_create(app *a, vol_record *r, bool created_docker)
+/* What one create or delete works with (engine.h). */
+typedef struct vol_cd {
+    app *a;
+    vol_record *r;
+    bool created_docker; /* the Docker volume was made by this create */
+} vol_cd;
+
+/* recorded, forward: the record (creating). */
+static int vol_create_record(void *ctx, gb_err *err)
 {
-    gb_err e = GB_ERR_INIT;
-    if (created_docker && vol_docker_remove(a, r, &e) < 0)
-        log_error("volume %s: removing Docker volume %s after a failed create: %s", r->name,
-                  r->docker_volume, e.msg);
-    err_clear(&e);
-    if (volume_destroy(&a->volumes->env, r->name, &e) < 0) {
-        /* Keep the record: it says what is left, and start-up tries again. */
-        log_error("volume %s: removing the storage of a failed create: %s; start-up will try "
-                  "again",
-                  r->name, e.msg);
-        return;
-    }
-    if (vol_record_delete(a->store, r, &e) < 0)
-        log_error("volume %s: removing the record of a failed create: %s; start-up will try again",
-                  r->name, e.msg);
+    vol_cd *c = ctx;
+    return vol_record_save(c->a->store, c->r, NULL, 0, err);
 }
 
-/* Steps 3-5; the record of step 2 is in r. */
+/* recorded, back: the record goes. */
+static int vol_create_record_back(void *ctx, gb_err *err)
+{
+    vol_cd *c = ctx;
+    if (vol_record_delete(c->a->store, c->r, err) < 0) {
+        log_error("volume %s: removing the record of a failed create: %s; start-up will try again",
+                  c->r->name, err->msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* storage, forward: the layer makes it (and cleans up after itself when it
+ * cannot); what Docker needs to mount it goes into the record. */
+static int vol_create_storage(void *ctx, gb_err *err)
+{
+    vol_cd *c = ctx;
+    volume_docker_opts opts;
+    if (volume_create(&c->a->volumes->env, c->r->name, c->r->size, &opts, err) < 0)
+        return -1;
+    for (size_t i = 0; i < opts.n; i++)
+        json_object_set_new(c->r->docker_options, opts.items[i].key,
+                            json_string(opts.items[i].value));
+    return 0;
+}
+
+/* storage, back. A failure keeps the record: it says what is left, and
+ * start-up tries again. */
+static int vol_create_storage_back(void *ctx, gb_err *err)
+{
+    vol_cd *c = ctx;
+    if (volume_destroy(&c->a->volumes->env, c->r->name, err) < 0) {
+        log_error("volume %s: removing the storage of a failed create: %s; start-up will try "
+                  "again",
+                  c->r->name, err->msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* docker, forward. */
+static int vol_create_docker(void *ctx, gb_err *err)
+{
+    vol_cd *c = ctx;
+    return vol_docker_create(c->a, c->r, &c->created_docker, err);
+}
+
+/* docker, back: the Docker volume, if this create made it. */
+static int vol_create_docker_back(void *ctx, gb_err *err)
+{
+    vol_cd *c = ctx;
+    if (c->created_docker && vol_docker_remove(c->a, c->r, err) < 0)
+        log_error("volume %s: removing Docker volume %s after a failed create: %s", c->r->name,
+                  c->r->docker_volume, err->msg);
+    return 0;
+}
+
+static const op_step_def vol_create_steps[] = {
+    {OP_STEP_RECORDED, vol_create_record, vol_create_record_back},
+    {OP_STEP_STORAGE, vol_create_storage, vol_create_storage_back},
+    {OP_STEP_DOCKER, vol_create_docker, vol_create_docker_back},
+};
+
+void vol_undo_create(app *a, vol_record *r, bool created_docker)
+{
+    vol_cd c = {.a = a, .r = r, .created_docker = created_docker};
+    op_steps_back(&vol_op_create, vol_op_create.nsteps, &c);
+}
+
+/* The steps, then the record ready with history entry 1. */
 static int vol_make(app *a, vol_record *r, gb_err *err)
 {
-    volume_docker_opts opts;
-    if (volume_create(&a->volumes->env, r->name, r->size, &opts, err) < 0) {
-        gb_err e = GB_ERR_INIT;
-        if (vol_record_delete(a->store, r, &e) < 0)
-            log_error("volume %s: removing the record of a failed create: %s", r->name, e.msg);
+    vol_cd c = {.a = a, .r = r};
+    if (op_steps_run(&vol_op_create, 0, &c, err) < 0)
         return -1;
-    }
-    op_fault(&vol_op_create, OP_STEP_STORAGE);
-    for (size_t i = 0; i < opts.n; i++)
-        json_object_set_new(r->docker_options, opts.items[i].key, json_string(opts.items[i].value));
-    bool created = false;
-    if (vol_docker_create(a, r, &created, err) < 0) {
-        vol_undo_create(a, r, false);
-        return -1;
-    }
-    op_fault(&vol_op_create, OP_STEP_DOCKER);
     char hkey[STORE_KEY_MAX];
     keys_volume_history(hkey, sizeof(hkey), r->name, r->version);
     r->state = VOL_STATE_READY;
     time_iso_now(r->update_time, sizeof(r->update_time));
     _cleanup_json_ json_t *hist = vol_history_entry(r);
-    _cleanup_free_ char *hist_text = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
+    _cleanup_free_ char *hist_text = json_dumps(hist, JSON_COMPACT);
     store_op hist_op = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
-    if (!hist_text || vol_record_save(a->store, r, &hist_op, 1, err) < 0) {
-        if (!hist_text)
-            err_set(err, ERR_INTERNAL, "out of memory");
-        vol_undo_create(a, r, created);
+    if (vol_record_save(a->store, r, &hist_op, 1, err) < 0) {
+        op_steps_back(&vol_op_create, vol_op_create.nsteps, &c);
         return -1;
     }
     return 0;
@@ -142,9 +191,6 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
     snprintf(r.docker_volume, sizeof(r.docker_volume), VOL_DOCKER_NAME_PREFIX "%s", name);
     if (!(r.docker_options = json_object()))
         return err_set(err, ERR_INTERNAL, "out of memory");
-    if (vol_record_save(a->store, &r, NULL, 0, err) < 0)
-        return vol_create_code(err);
-    op_fault(&vol_op_create, OP_STEP_RECORDED);
     if (vol_make(a, &r, err) < 0)
         return vol_create_code(err);
     log_info("volume %s: created, %s (%s backend%s%s%s), Docker volume %s", name, r.size_text,
@@ -155,47 +201,97 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
     return 0;
 }
 
-/* Delete steps 2-4 (see the top of the file). */
-int vol_finish_delete(app *a, vol_record *r, gb_err *err)
+/* Lower layers' generic failures become "volume delete failed". */
+static int vol_delete_code(gb_err *err)
 {
-    if (vol_docker_remove(a, r, err) < 0) {
+    if (err->code == ERR_INTERNAL || err->code == ERR_CONFLICT)
+        err->code = ERR_VOLUME_DELETE_FAILED;
+    return -1;
+}
+
+/* marked, forward: a ready volume's record says deleting (a "creating"
+ * leftover stays one). */
+static int vol_delete_mark(void *ctx, gb_err *err)
+{
+    vol_cd *c = ctx;
+    if (c->r->state != VOL_STATE_READY)
+        return 0;
+    c->r->state = VOL_STATE_DELETING;
+    if (vol_record_save(c->a->store, c->r, NULL, 0, err) < 0) {
+        c->r->state = VOL_STATE_READY;
+        return err_prefix(err, "deleting volume %s", c->r->name);
+    }
+    return 0;
+}
+
+/* marked, back: a volume being deleted is whole again. */
+static int vol_delete_mark_back(void *ctx, gb_err *err)
+{
+    vol_cd *c = ctx;
+    if (c->r->state != VOL_STATE_DELETING)
+        return 0;
+    c->r->state = VOL_STATE_READY;
+    if (vol_record_save(c->a->store, c->r, NULL, 0, err) < 0)
+        log_error("volume %s: putting the record back to ready after a failed delete: %s",
+                  c->r->name, err->msg);
+    return 0;
+}
+
+/* docker, forward: the Docker volume goes (refused while a container has it). */
+static int vol_delete_docker(void *ctx, gb_err *err)
+{
+    vol_cd *c = ctx;
+    if (vol_docker_remove(c->a, c->r, err) < 0) {
         if (err->code == ERR_CONFLICT) {
             char docker_says[sizeof(err->msg)];
             memcpy(docker_says, err->msg, sizeof(docker_says));
             err_set(err, ERR_STATE_CONFLICT,
                     "volume '%s' is still used by a container (Docker: %.300s); remove that "
                     "container first",
-                    r->name, docker_says);
+                    c->r->name, docker_says);
         }
-        goto restore;
+        return vol_delete_code(err);
     }
-    op_fault(&vol_op_delete, OP_STEP_DOCKER);
+    return 0;
+}
+
+/* docker, back: made again (the storage could not go). */
+static int vol_delete_docker_back(void *ctx, gb_err *err)
+{
+    vol_cd *c = ctx;
+    bool created = false;
+    if (vol_docker_create(c->a, c->r, &created, err) < 0)
+        log_error("volume %s: making Docker volume %s again after a failed delete: %s", c->r->name,
+                  c->r->docker_volume, err->msg);
+    return 0;
+}
+
+static const op_step_def vol_delete_steps[] = {
+    {OP_STEP_MARKED, vol_delete_mark, vol_delete_mark_back},
+    {OP_STEP_DOCKER, vol_delete_docker, vol_delete_docker_back},
+};
+
+/* The delete's steps from steps[from] on, then the storage and the record
+ * with its history. */
+static int vol_delete_run(app *a, vol_record *r, size_t from, gb_err *err)
+{
+    vol_cd c = {.a = a, .r = r};
+    if (op_steps_run(&vol_op_delete, from, &c, err) < 0)
+        return -1;
     if (volume_destroy(&a->volumes->env, r->name, err) < 0) {
-        bool created = false;
-        gb_err e = GB_ERR_INIT;
-        if (vol_docker_create(a, r, &created, &e) < 0)
-            log_error("volume %s: making Docker volume %s again after a failed delete: %s", r->name,
-                      r->docker_volume, e.msg);
-        goto restore;
+        op_steps_back(&vol_op_delete, vol_op_delete.nsteps, &c);
+        return vol_delete_code(err);
     }
     if (vol_record_delete(a->store, r, err) < 0)
         return err_prefix(err, "volume '%s': storage and data are gone, but its record stays",
                           r->name);
     vol_set_unavailable(a, r->name, NULL);
     return 0;
-restore:;
-    /* A "creating" leftover stays one; a volume being deleted is whole
-     * again. */
-    gb_err e = GB_ERR_INIT;
-    if (r->state == VOL_STATE_DELETING) {
-        r->state = VOL_STATE_READY;
-        if (vol_record_save(a->store, r, NULL, 0, &e) < 0)
-            log_error("volume %s: putting the record back to ready after a failed delete: %s",
-                      r->name, e.msg);
-    }
-    if (err->code == ERR_INTERNAL || err->code == ERR_CONFLICT)
-        err->code = ERR_VOLUME_DELETE_FAILED;
-    return -1;
+}
+
+int vol_finish_delete(app *a, vol_record *r, gb_err *err)
+{
+    return vol_delete_run(a, r, 1, err);
 }
 
 int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
@@ -221,21 +317,12 @@ int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
      * clean up (a create holds the lock to its end): delete finishes it. */
     if (vol_check_backend(a, &r, err) < 0)
         return -1;
-    if (r.state == VOL_STATE_READY) {
-        r.state = VOL_STATE_DELETING;
-        if (vol_record_save(a->store, &r, NULL, 0, err) < 0)
-            return err_prefix(err, "deleting volume %s", name);
-    }
-    op_fault(&vol_op_delete, OP_STEP_MARKED);
-    if (vol_finish_delete(a, &r, err) < 0)
+    if (vol_delete_run(a, &r, 0, err) < 0)
         return -1;
     log_info("volume %s: deleted, with its data and its size history", name);
     *out = json_pack("{s:s, s:b}", "name", name, "deleted", 1);
     return 0;
 }
-
-static const char *const vol_create_steps[] = {OP_STEP_RECORDED, OP_STEP_STORAGE, OP_STEP_DOCKER};
-static const char *const vol_delete_steps[] = {OP_STEP_MARKED, OP_STEP_DOCKER};
 
 const op_kind vol_op_create = {
     .name = "volume.create",

@@ -112,6 +112,52 @@ static int vol_resize_checks(app *a, const vol_record *r, uint64_t new_size, gb_
     return 0;
 }
 
+/* What one resize works with (engine.h). */
+typedef struct vol_rz {
+    app *a;
+    vol_record *r;
+    uint64_t new_size;
+    bool in_use;
+    bool marked; /* the mark was written */
+} vol_rz;
+
+/* marked, forward: the record says which size it is going to. */
+static int vol_resize_mark(void *ctx, gb_err *err)
+{
+    vol_rz *c = ctx;
+    c->r->resizing_to = c->new_size;
+    size_format(c->new_size, c->r->resizing_text, sizeof(c->r->resizing_text));
+    if (vol_record_save(c->a->store, c->r, NULL, 0, err) < 0)
+        return -1;
+    c->marked = true;
+    return 0;
+}
+
+/* marked, back: the mark cleared (the size stays). */
+static int vol_resize_mark_back(void *ctx, gb_err *err)
+{
+    vol_rz *c = ctx;
+    c->r->resizing_to = 0;
+    c->r->resizing_text[0] = '\0';
+    if (vol_record_save(c->a->store, c->r, NULL, 0, err) < 0)
+        log_error("volume %s: clearing the resize mark after a failed resize: %s", c->r->name,
+                  err->msg);
+    return 0;
+}
+
+/* storage, forward: the layer resizes it, or refuses and changes nothing. */
+static int vol_resize_storage(void *ctx, gb_err *err)
+{
+    vol_rz *c = ctx;
+    return volume_resize(&c->a->volumes->env, c->r->name, c->r->docker_mountpoint, c->new_size,
+                         c->in_use, err);
+}
+
+static const op_step_def vol_resize_steps[] = {
+    {OP_STEP_MARKED, vol_resize_mark, vol_resize_mark_back},
+    {OP_STEP_STORAGE, vol_resize_storage, NULL},
+};
+
 int volumes_resize(app *a, const char *name, const char *size_text, json_t **out, gb_err *err)
 {
     OPS_TIMED(a, "volume_resize", out, err);
@@ -130,17 +176,10 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
     char old_text[VOL_SIZE_TEXT_MAX];
     snprintf(old_text, sizeof(old_text), "%s", r.size_text);
 
-    r.resizing_to = new_size;
-    size_format(new_size, r.resizing_text, sizeof(r.resizing_text));
-    if (vol_record_save(a->store, &r, NULL, 0, err) < 0)
-        return vol_resize_code(err);
-    op_fault(&vol_op_resize, OP_STEP_MARKED);
-    if (volume_resize(&a->volumes->env, name, r.docker_mountpoint, new_size, in_use, err) < 0) {
-        gb_err e = GB_ERR_INIT;
-        r.resizing_to = 0;
-        r.resizing_text[0] = '\0';
-        if (vol_record_save(a->store, &r, NULL, 0, &e) < 0)
-            log_error("volume %s: clearing the resize mark after a failed resize: %s", name, e.msg);
+    vol_rz c = {.a = a, .r = &r, .new_size = new_size, .in_use = in_use};
+    if (op_steps_run(&vol_op_resize, 0, &c, err) < 0) {
+        if (!c.marked)
+            return vol_resize_code(err);
         /* The layer refuses what it cannot do mounted, changing nothing:
          * say who mounts it and what to do. */
         bool grow = new_size > old_size;
@@ -149,7 +188,6 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
             return vol_refuse_in_use(&r, new_size, grow, mounted, err);
         return vol_resize_code(err);
     }
-    op_fault(&vol_op_resize, OP_STEP_STORAGE);
     vol_set_unavailable(a, name, NULL); /* the layer attached it */
     if (vol_commit_resize(a, &r, new_size, err) < 0)
         return err_prefix(err,
@@ -166,8 +204,6 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
         return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
 }
-
-static const char *const vol_resize_steps[] = {OP_STEP_MARKED, OP_STEP_STORAGE};
 
 const op_kind vol_op_resize = {
     .name = "volume.resize",
