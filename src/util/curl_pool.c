@@ -31,8 +31,8 @@ void curl_pool_free(curl_pool *p)
 {
     if (!p)
         return;
-    for (size_t i = 0; i < p->nidle; i++)
-        curl_easy_cleanup(p->idle[i]);
+    while (p->nidle > 0)
+        curl_easy_cleanup(p->idle[--p->nidle]);
     pthread_mutex_destroy(&p->lock);
     free(p->idle);
     free(p);

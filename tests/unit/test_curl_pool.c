@@ -23,6 +23,20 @@
 
 #include "util/curl_pool.h"
 
+/* Every test makes handles: curl_global_init once for the group. */
+static int curl_setup(void **state)
+{
+    (void)state;
+    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+static int curl_teardown(void **state)
+{
+    (void)state;
+    curl_global_cleanup();
+    return 0;
+}
+
 static void test_borrow_gives_distinct_handles(void **state)
 {
     (void)state;
@@ -197,19 +211,6 @@ static void test_connection_survives_give_back(void **state)
     curl_pool_free(p); /* closes the connection: the server goes back to accept */
     tiny_stop(&s);
     assert_int_equal(atomic_load(&s.accepted), 1);
-}
-
-static int curl_setup(void **state)
-{
-    (void)state;
-    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-static int curl_teardown(void **state)
-{
-    (void)state;
-    curl_global_cleanup();
-    return 0;
 }
 
 int main(void)
