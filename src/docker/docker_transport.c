@@ -1,20 +1,12 @@
 /*
- * docker_transport.c - the client object, its pool of curl handles, sending
- * one request, and mapping Docker's answers to gb_err.
+ * docker_transport.c - the client object, sending one request, and mapping
+ * Docker's answers to gb_err.
  *
  * A docker_client holds the host as the user gave it, how to reach it (a
- * unix socket path, or an http://host:port base URL for tcp://) and a stack
- * of idle curl easy handles guarded by a mutex.
- *
- * Why a pool of handles rather than one CURLSH sharing a connection cache: a
- * curl easy handle may be used by one thread at a time, and it keeps its
- * open connection across curl_easy_reset. So a call borrows a handle (taking
- * the most recently used, whose connection is warm), runs with no lock held,
- * and gives it back; the next call on that handle reuses the connection. A
- * share object would get the same reuse only through lock callbacks around
- * curl's internals. In a burst more handles are made than the pool keeps;
- * the extras are closed when given back, so at most DOCKER_POOL_MAX idle
- * connections stay open.
+ * unix socket path, or an http://host:port base URL for tcp://) and a pool
+ * of idle curl handles (util/curl_pool.h says why a pool): a call borrows a
+ * handle, runs with no lock held and gives it back, so the next call reuses
+ * its connection. At most DOCKER_POOL_MAX idle connections stay open.
  */
 #include "util/xalloc.h"
 #include "docker/docker_internal.h"
@@ -33,18 +25,17 @@
 #include <curl/curl.h>
 
 #include "util/cleanup.h"
+#include "util/curl_pool.h"
 #include "util/log.h"
 
 #define DOCKER_DEFAULT_HOST "unix:///var/run/docker.sock"
 #define DOCKER_POOL_MAX 8
 
 struct docker_client {
-    char *host;        /* as configured: unix:///path or tcp://host:port */
-    char *socket_path; /* the unix socket; NULL for tcp */
-    char *base_url;    /* "http://localhost" (unix) or "http://host:port" */
-    pthread_mutex_t lock;
-    CURL *idle[DOCKER_POOL_MAX]; /* a stack: the top is the warmest handle */
-    size_t nidle;
+    char *host;            /* as configured: unix:///path or tcp://host:port */
+    char *socket_path;     /* the unix socket; NULL for tcp */
+    char *base_url;        /* "http://localhost" (unix) or "http://host:port" */
+    curl_pool *pool;       /* idle handles, at most DOCKER_POOL_MAX */
     atomic_ulong connects; /* connections opened over the client's life */
 };
 
@@ -79,16 +70,13 @@ static int docker_parse_host(docker_client *c, const char *host, gb_err *err)
             return err_set(err, ERR_INVALID_PARAMS,
                            "Docker host '%s': expected tcp://host:port with nothing after the port",
                            host);
-        if (asprintf(&c->base_url, "http://%.*s", (int)n, addr) < 0)
-            c->base_url = NULL;
+        c->base_url = xasprintf("http://%.*s", (int)n, addr);
     } else {
         return err_set(err, ERR_INVALID_PARAMS,
                        "Docker host '%s' is not supported; use unix:///path/to/docker.sock or "
                        "tcp://host:port (ssh:// and TLS are not supported)",
                        host);
     }
-    if (!c->base_url || (strncmp(host, "unix://", 7) == 0 && !c->socket_path))
-        return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
 }
 
@@ -105,7 +93,7 @@ docker_client *docker_client_new(const char *host, gb_err *err)
         host = env && *env ? env : DOCKER_DEFAULT_HOST;
     }
     docker_client *c = xcalloc(1, sizeof(*c));
-    pthread_mutex_init(&c->lock, NULL);
+    c->pool = curl_pool_new(DOCKER_POOL_MAX);
     c->host = xstrdup(host);
     if (docker_parse_host(c, host, err) < 0) {
         docker_client_free(c);
@@ -118,9 +106,7 @@ void docker_client_free(docker_client *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->nidle; i++)
-        curl_easy_cleanup(c->idle[i]);
-    pthread_mutex_destroy(&c->lock);
+    curl_pool_free(c->pool);
     free(c->host);
     free(c->socket_path);
     free(c->base_url);
@@ -135,29 +121,6 @@ const char *docker_client_host(const docker_client *c)
 unsigned long docker_client_connects(const docker_client *c)
 {
     return atomic_load(&c->connects);
-}
-
-static CURL *docker_borrow(docker_client *c)
-{
-    CURL *h = NULL;
-    pthread_mutex_lock(&c->lock);
-    if (c->nidle > 0)
-        h = c->idle[--c->nidle];
-    pthread_mutex_unlock(&c->lock);
-    return h ? h : curl_easy_init();
-}
-
-static void docker_give_back(docker_client *c, CURL *h)
-{
-    curl_easy_reset(h); /* forget this call's options; the connection stays open */
-    pthread_mutex_lock(&c->lock);
-    if (c->nidle < DOCKER_POOL_MAX) {
-        c->idle[c->nidle++] = h;
-        h = NULL;
-    }
-    pthread_mutex_unlock(&c->lock);
-    if (h)
-        curl_easy_cleanup(h);
 }
 
 /* Options that depend on the method: GET, POST (always with a body, empty if
@@ -267,12 +230,8 @@ int docker_send(docker_client *c, struct docker_req *req, gb_err *err)
     req->status = 0;
     req->timed_out = false;
     const char *method = req->method, *path = req->path;
-    _cleanup_free_ char *url = NULL;
+    _cleanup_free_ char *url = xasprintf("%s/%s%s", c->base_url, DOCKER_API_VERSION, path);
     _cleanup_free_ char *payload = NULL;
-    if (asprintf(&url, "%s/%s%s", c->base_url, DOCKER_API_VERSION, path) < 0) {
-        url = NULL;
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
     if (req->body && !(payload = json_dumps(req->body, JSON_COMPACT)))
         return err_set(err, ERR_INTERNAL, "%s %s: cannot serialize the request body", method, path);
     /* With no body, "Content-Type:" stops curl from sending its default
@@ -285,7 +244,7 @@ int docker_send(docker_client *c, struct docker_req *req, gb_err *err)
     /* "Expect:" stops curl from pausing for a 100-continue on larger bodies. */
     struct curl_slist *headers = curl_slist_append(NULL, "Expect:");
     struct curl_slist *with_type = headers ? curl_slist_append(headers, content_type) : NULL;
-    CURL *h = with_type ? docker_borrow(c) : NULL;
+    CURL *h = with_type ? curl_pool_borrow(c->pool) : NULL;
     if (!h) {
         curl_slist_free_all(headers);
         return err_set(err, ERR_INTERNAL, "%s %s: out of memory", method, path);
@@ -319,7 +278,7 @@ int docker_send(docker_client *c, struct docker_req *req, gb_err *err)
     curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects);
     atomic_fetch_add(&c->connects, (unsigned long)connects);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &req->status);
-    docker_give_back(c, h);
+    curl_pool_give_back(c->pool, h);
     curl_slist_free_all(headers);
 
     if (rc != CURLE_OK) {

@@ -10,9 +10,9 @@
  *   - current: the endpoint that answered last. Calls start there and move
  *     on to the next only when it cannot be reached, so a dead first
  *     endpoint costs one failed connect once, not on every call;
- *   - a stack of idle curl handles (the newest on top, its connection
- *     warm), as docker_transport.c keeps one: a call borrows a handle, runs
- *     without any lock held and gives it back;
+ *   - a pool of idle curl handles (util/curl_pool.h), as the Docker client
+ *     keeps one: a call borrows a handle, runs without any lock held and
+ *     gives it back, so the next call reuses its connection;
  *   - the auth token, when the URL names a user, fetched on first use and
  *     again when etcd says it expired.
  *
@@ -40,6 +40,7 @@
 
 #include "store/store.h"
 #include "util/cleanup.h"
+#include "util/curl_pool.h"
 #include "util/log.h"
 
 #define ETCD_DEFAULT_PORT 2379
@@ -62,9 +63,7 @@ struct etcd_client {
     char *user, *password;
     char *cacert, *cert, *key;
     long connect_timeout_ms, timeout_ms;
-    pthread_mutex_t pool_lock; /* guards idle and nidle */
-    CURL *idle[ETCD_POOL_MAX];
-    size_t nidle;
+    curl_pool *pool;            /* idle handles, at most ETCD_POOL_MAX */
     pthread_mutex_t token_lock; /* guards token; held while authenticating */
     char *token;
 };
@@ -221,12 +220,9 @@ static int etcd_parse_endpoints(etcd_client *c, const char *shown, const char *h
                            "store URL '%s': endpoint %zu is empty or malformed; write host:port, "
                            "as in %s",
                            shown, i + 1, ETCD_URL_EXAMPLE);
-        int r = has_port ? asprintf(&c->endpoints[i], "%.*s", (int)l, p)
-                         : asprintf(&c->endpoints[i], "%.*s:%d", (int)l, p, ETCD_DEFAULT_PORT);
-        if (r < 0 || asprintf(&c->base_urls[i], "%s://%s", scheme, c->endpoints[i]) < 0) {
-            c->endpoints[i] = c->base_urls[i] = NULL;
-            return etcd_oom(err);
-        }
+        c->endpoints[i] = has_port ? xasprintf("%.*s", (int)l, p)
+                                   : xasprintf("%.*s:%d", (int)l, p, ETCD_DEFAULT_PORT);
+        c->base_urls[i] = xasprintf("%s://%s", scheme, c->endpoints[i]);
         c->nendpoints = i + 1;
         p += l + 1;
     }
@@ -235,16 +231,13 @@ static int etcd_parse_endpoints(etcd_client *c, const char *shown, const char *h
 
 /* The path is the key prefix, taken literally; a '/' is added at its end so
  * that etcd://h/gpubox keeps keys under "/gpubox/", never "/gpuboxrs/...". */
-static int etcd_parse_prefix(etcd_client *c, const char *path, size_t len, gb_err *err)
+static void etcd_parse_prefix(etcd_client *c, const char *path, size_t len)
 {
     if (len <= 1) /* "" or "/" */
         c->prefix = xstrdup("");
-    else if (asprintf(&c->prefix, "%.*s%s", (int)len, path, path[len - 1] == '/' ? "" : "/") < 0)
-        c->prefix = NULL;
-    if (!c->prefix)
-        return etcd_oom(err);
+    else
+        c->prefix = xasprintf("%.*s%s", (int)len, path, path[len - 1] == '/' ? "" : "/");
     c->prefix_len = strlen(c->prefix);
-    return 0;
 }
 
 static int etcd_parse_url(etcd_client *c, const char *url, gb_err *err)
@@ -267,9 +260,9 @@ static int etcd_parse_url(etcd_client *c, const char *url, gb_err *err)
                        shown, ETCD_URL_EXAMPLE);
     /* The query first: it decides http or https for the endpoints. */
     if ((*query == '?' && etcd_parse_query(c, shown, query + 1, err) < 0) ||
-        etcd_parse_endpoints(c, shown, hosts, hosts_len, err) < 0 ||
-        etcd_parse_prefix(c, path, path_len, err) < 0)
+        etcd_parse_endpoints(c, shown, hosts, hosts_len, err) < 0)
         return -1;
+    etcd_parse_prefix(c, path, path_len);
     return 0;
 }
 
@@ -277,8 +270,7 @@ void etcd_client_free(etcd_client *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->nidle; i++)
-        curl_easy_cleanup(c->idle[i]);
+    curl_pool_free(c->pool);
     for (size_t i = 0; i < c->nendpoints; i++) {
         free(c->endpoints[i]);
         free(c->base_urls[i]);
@@ -293,7 +285,6 @@ void etcd_client_free(etcd_client *c)
     free(c->cert);
     free(c->key);
     free(c->token);
-    pthread_mutex_destroy(&c->pool_lock);
     pthread_mutex_destroy(&c->token_lock);
     free(c);
 }
@@ -305,7 +296,7 @@ int etcd_client_new(const char *url, etcd_client **out, gb_err *err)
         return err_set(err, ERR_INTERNAL, "cannot initialize libcurl: %s",
                        curl_easy_strerror(etcd_curl_init_rc));
     etcd_client *c = xcalloc(1, sizeof(*c));
-    pthread_mutex_init(&c->pool_lock, NULL);
+    c->pool = curl_pool_new(ETCD_POOL_MAX);
     pthread_mutex_init(&c->token_lock, NULL);
     c->connect_timeout_ms = ETCD_CONNECT_TIMEOUT_MS;
     c->timeout_ms = ETCD_TIMEOUT_MS;
@@ -358,29 +349,6 @@ static size_t etcd_buf_sink(char *data, size_t size, size_t nmemb, void *userdat
     return n;
 }
 
-static CURL *etcd_borrow(etcd_client *c)
-{
-    CURL *h = NULL;
-    pthread_mutex_lock(&c->pool_lock);
-    if (c->nidle > 0)
-        h = c->idle[--c->nidle];
-    pthread_mutex_unlock(&c->pool_lock);
-    return h ? h : curl_easy_init();
-}
-
-static void etcd_give_back(etcd_client *c, CURL *h)
-{
-    curl_easy_reset(h); /* forget this call's options; the connection stays open */
-    pthread_mutex_lock(&c->pool_lock);
-    if (c->nidle < ETCD_POOL_MAX) {
-        c->idle[c->nidle++] = h;
-        h = NULL;
-    }
-    pthread_mutex_unlock(&c->pool_lock);
-    if (h)
-        curl_easy_cleanup(h);
-}
-
 struct etcd_exchange {
     long status;
     struct etcd_buf reply;
@@ -392,10 +360,8 @@ struct etcd_exchange {
 static CURLcode etcd_post(etcd_client *c, size_t i, const char *path, const char *payload,
                           struct curl_slist *headers, struct etcd_exchange *x)
 {
-    _cleanup_free_ char *url = NULL;
-    if (asprintf(&url, "%s%s", c->base_urls[i], path) < 0)
-        return CURLE_OUT_OF_MEMORY;
-    CURL *h = etcd_borrow(c);
+    _cleanup_free_ char *url = xasprintf("%s%s", c->base_urls[i], path);
+    CURL *h = curl_pool_borrow(c->pool);
     if (!h)
         return CURLE_OUT_OF_MEMORY;
     x->why[0] = '\0';
@@ -423,7 +389,7 @@ static CURLcode etcd_post(etcd_client *c, size_t i, const char *path, const char
     x->sent = request_size > 0;
     if (rc != CURLE_OK && !x->why[0])
         snprintf(x->why, sizeof(x->why), "%s", curl_easy_strerror(rc));
-    etcd_give_back(c, h);
+    curl_pool_give_back(c->pool, h);
     return rc;
 }
 
@@ -432,9 +398,7 @@ static CURLcode etcd_post(etcd_client *c, size_t i, const char *path, const char
 static int etcd_send(etcd_client *c, const char *path, const char *payload, const char *token,
                      bool writes, struct etcd_exchange *x, size_t *used, gb_err *err)
 {
-    _cleanup_free_ char *auth = NULL;
-    if (token && asprintf(&auth, "Authorization: %s", token) < 0)
-        return etcd_oom(err);
+    _cleanup_free_ char *auth = token ? xasprintf("Authorization: %s", token) : NULL;
     /* "Expect:" stops curl from waiting for a 100-continue on large bodies. */
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
     struct curl_slist *h2 = headers ? curl_slist_append(headers, "Expect:") : NULL;
