@@ -106,10 +106,6 @@ int binds_resolve(app *a, const rs_spec *spec, binds_resolved *out, gb_err *err)
         return 0;
     out->binds = xcalloc(spec->nbinds, sizeof(*out->binds));
     out->owned = xcalloc(spec->nbinds, sizeof(*out->owned));
-    if (!out->binds || !out->owned) {
-        binds_resolved_free(out);
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
     for (size_t i = 0; i < spec->nbinds; i++) {
         const rs_bind *b = &spec->binds[i];
         int rc = b->src[0] == '/' ? bind_host_path(a, b->src, &out->owned[i], err)

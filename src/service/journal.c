@@ -86,9 +86,9 @@ int journal_op_init(journal_op *op, enum journal_kind kind, const char *target,
     memset(op, 0, sizeof(*op));
     op->data = data ? data : json_object();
     op->steps = xcalloc(nsteps + 1, sizeof(*op->steps));
-    if (!op->data || !op->steps || strlen(target) > NAME_MAX_LEN) {
+    if (strlen(target) > NAME_MAX_LEN) {
         journal_op_free(op);
-        return err_set(err, ERR_INTERNAL, "out of memory starting an operation on %s", target);
+        return err_set(err, ERR_INTERNAL, "operation target %s is too long", target);
     }
     for (size_t i = 0; i < nsteps; i++) {
         snprintf(op->steps[i].name, sizeof(op->steps[i].name), "%s", steps[i]);
@@ -247,9 +247,7 @@ int journal_txn_op(journal_op *op, char key[STORE_KEY_MAX], char **value, store_
         return err_set(err, ERR_INTERNAL, "operation id %s is too long", op->id);
     time_iso_now(op->update_time, sizeof(op->update_time));
     _cleanup_json_ json_t *j = journal_op_to_json(op);
-    *value = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    if (!*value)
-        return err_set(err, ERR_INTERNAL, "out of memory writing operation %s", op->id);
+    *value = json_dumps(j, JSON_COMPACT);
     *out = (store_op){.kind = STORE_OP_PUT, .key = key, .value = *value};
     return 0;
 }

@@ -159,12 +159,10 @@ int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
     pthread_mutex_lock(&c->lock);
     if (c->text && resources_same(&c->snapshot, &st)) {
         *out = xmalloc(c->len + 1);
-        if (*out) {
-            memcpy(*out, c->text, c->len + 1);
-            *len = c->len;
-        }
+        memcpy(*out, c->text, c->len + 1);
+        *len = c->len;
         pthread_mutex_unlock(&c->lock);
-        return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+        return 0;
     }
     pthread_mutex_unlock(&c->lock);
 
@@ -172,9 +170,7 @@ int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
     if (resources_gpus_from(a, &st, &data, err) < 0)
         return -1;
     _cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
-    _cleanup_free_ char *copy = text ? xstrdup(text) : NULL;
-    if (!copy)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    _cleanup_free_ char *copy = xstrdup(text);
     pthread_mutex_lock(&c->lock);
     gpus_status_free(&c->snapshot);
     free(c->text);

@@ -30,23 +30,18 @@ json_t *rs_compat_version(app *a, const rs_record *r)
     const rs_spec *s = &r->spec;
     _cleanup_free_ char **binds = xcalloc(s->nbinds + 1, sizeof(*binds));
     json_t *view = NULL;
-    if (binds && rs_run_spec_base(a, r, &parts, &ds, &e) == 0) {
-        size_t n = 0;
-        for (; n < s->nbinds; n++) {
+    if (rs_run_spec_base(a, r, &parts, &ds, &e) == 0) {
+        for (size_t n = 0; n < s->nbinds; n++) {
             const rs_bind *b = &s->binds[n];
-            if (asprintf(&binds[n], "%s:%s%s", b->src, b->dest, b->read_only ? ":ro" : "") < 0) {
-                binds[n] = NULL;
-                break;
-            }
+            binds[n] = xasprintf("%s:%s%s", b->src, b->dest, b->read_only ? ":ro" : "");
         }
-        if (n == s->nbinds)
-            docker_run_spec_view(&ds, (const char *const *)binds, n, &view, &e);
-        for (size_t i = 0; i < n; i++)
+        docker_run_spec_view(&ds, (const char *const *)binds, s->nbinds, &view, &e);
+        for (size_t i = 0; i < s->nbinds; i++)
             free(binds[i]);
     }
     if (!view) {
         log_warn("replica set %s: version %d cannot be shown as gpu-docker-api's record: %s",
-                 r->name, r->version, e.msg[0] ? e.msg : "out of memory");
+                 r->name, r->version, e.msg);
         return NULL;
     }
     json_object_set_new(view, "version", json_integer(r->version));

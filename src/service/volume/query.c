@@ -143,8 +143,6 @@ int volumes_history(app *a, const char *name, json_t **out, gb_err *err)
         return err_prefix(err, "reading the size history of volume %s", name);
     }
     _cleanup_json_ json_t *history = json_array();
-    if (!history)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     /* Keys sort by version (zero-padded): walk backwards for newest first. */
     for (size_t i = kvs.n; i > 0; i--) {
         json_t *entry = json_loads(kvs.items[i - 1].value, 0, NULL);
