@@ -115,20 +115,31 @@ static int rs_op_begin(app *a, rs_record *r, journal_op *op, gb_err *err)
     return op_begin(a, op, r, &before, NULL, 0, err);
 }
 
-/* Stop from wherever op got to; r is the record naming op. */
-static int rs_stop_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
+/* Stop's or delete's Docker step, from wherever op got to (k: its kind);
+ * held gets r as it is then, to give back what it holds once the last
+ * transaction lands. A Docker failure undoes the operation. */
+static int rs_lc_forward(app *a, const op_kind *k, journal_op *op, rs_record *r, rs_record *held,
+                         gb_err *err)
 {
     rs_lc c = {.a = a, .r = r};
-    int fwd = op_forward(a, &rs_op_stop, op, &c, err);
+    int fwd = op_forward(a, k, op, &c, err);
     if (fwd == OP_FORWARD_WORK_FAILED)
         rs_op_abandon(a, r, op, err->msg);
     if (fwd < 0)
         return -1;
+    if (rs_record_copy(r, held) < 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    return 0;
+}
+
+/* Stop from wherever op got to; r is the record naming op. */
+static int rs_stop_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
+{
     /* The record to save holds nothing and remembers what it held, for a
      * restart on the same cards; `held` keeps the list to give back. */
     _cleanup_(rs_record_free) rs_record held = {0};
-    if (rs_record_copy(r, &held) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (rs_lc_forward(a, &rs_op_stop, op, r, &held, err) < 0)
+        return -1;
     r->state = RS_STATE_STOPPED;
     rs_record_remember_holdings(r);
     if (op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err) < 0)
@@ -248,15 +259,9 @@ static int rs_purge(app *a, rs_record *r, journal_op *op, gb_err *err)
 static int rs_delete_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_err *err)
 {
     bool purge = json_is_true(json_object_get(op->data, "purge"));
-    rs_lc c = {.a = a, .r = r};
-    int fwd = op_forward(a, &rs_op_delete, op, &c, err);
-    if (fwd == OP_FORWARD_WORK_FAILED)
-        rs_op_abandon(a, r, op, err->msg);
-    if (fwd < 0)
-        return -1;
     _cleanup_(rs_record_free) rs_record held = {0};
-    if (rs_record_copy(r, &held) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (rs_lc_forward(a, &rs_op_delete, op, r, &held, err) < 0)
+        return -1;
     int rc;
     if (purge) {
         rc = rs_purge(a, r, op, err);
