@@ -157,7 +157,7 @@ enum router_result router_match_request(const http_router *r, const char *method
     *m = (router_match){0};
     m->scratch = xstrdup(path ? path : "");
     const char *seg[ROUTER_MAX_SEGMENTS];
-    int nseg = m->scratch ? router_split(m->scratch, seg) : -1;
+    int nseg = router_split(m->scratch, seg);
     if (nseg < 0)
         return ROUTER_NOT_FOUND;
 
