@@ -45,9 +45,8 @@ static int legacy_port(json_t *entry, const char *where, const char *field, gb_e
         return err_set(err, ERR_WRONG_TYPE,
                        "field '%s.%s' must be a port number such as 22 or \"22\", got %s", where,
                        field, s ? "a string that is not a number" : json_type_name(v));
-    return json_object_set_new(entry, field, json_integer(strtol(s, NULL, 10))) == 0
-               ? 0
-               : err_set(err, ERR_INTERNAL, "out of memory");
+    json_object_set_new(entry, field, json_integer(strtol(s, NULL, 10)));
+    return 0;
 }
 
 /* Ports:[{hostPort, containerPort}] -> ports:[{hostPort, containerPort}]. */
@@ -58,8 +57,6 @@ static int legacy_ports(const json_t *ports, json_t **out, gb_err *err)
                        "field 'Ports' must be an array of {hostPort, containerPort}, got %s",
                        json_type_name(ports));
     _cleanup_json_ json_t *copy = json_deep_copy(ports);
-    if (!copy)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     static const char *const port_fields[] = {"hostPort", "containerPort", "protocol", NULL};
     size_t i;
     json_t *entry;
@@ -105,10 +102,7 @@ static json_t *legacy_volume_ref(json_t *bind)
     if (!is_obj)
         return json_string(ref);
     json_t *copy = json_copy(bind);
-    if (copy && json_object_set_new(copy, "src", json_string(ref)) < 0) {
-        json_decref(copy);
-        return NULL;
-    }
+    json_object_set_new(copy, "src", json_string(ref));
     return copy;
 }
 
@@ -122,10 +116,7 @@ static json_t *legacy_volume_refs(json_t *binds)
     json_t *b;
     json_array_foreach(binds, i, b)
     {
-        if (!out || json_array_append_new(out, legacy_volume_ref(b)) < 0) {
-            json_decref(out);
-            return NULL;
-        }
+        json_array_append_new(out, legacy_volume_ref(b));
     }
     return out;
 }
@@ -133,29 +124,24 @@ static json_t *legacy_volume_refs(json_t *binds)
 static int legacy_to_create_body(const json_t *body, json_t **out, gb_err *err)
 {
     _cleanup_json_ json_t *spec = json_object();
-    if (!spec)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)body, key, v)
     {
-        int rc;
         if (strcmp(key, "containerName") == 0) {
-            rc = json_object_set(spec, "replicaSetName", v);
+            json_object_set(spec, "replicaSetName", v);
         } else if (strcmp(key, "Ports") == 0) {
             json_t *ports = NULL;
             if (json_is_null(v))
                 continue;
             if (legacy_ports(v, &ports, err) < 0)
                 return -1;
-            rc = json_object_set_new(spec, "ports", ports);
+            json_object_set_new(spec, "ports", ports);
         } else if (strcmp(key, "binds") == 0) {
-            rc = json_object_set_new(spec, key, legacy_volume_refs(v));
+            json_object_set_new(spec, key, legacy_volume_refs(v));
         } else {
-            rc = json_object_set(spec, key, v);
+            json_object_set(spec, key, v);
         }
-        if (rc < 0)
-            return err_set(err, ERR_INTERNAL, "out of memory");
     }
     *out = steal_ptr(&spec);
     return 0;
@@ -253,8 +239,6 @@ int api_container_gpu(http_request *req, http_response *resp, gb_err *err)
         return -1;
     _cleanup_json_ json_t *patch =
         json_pack("{s:{s:O}}", "gpuPatch", "gpuCount", json_object_get(body, "gpuCount"));
-    if (!patch)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     return api_patch_from(req, name, patch, resp, err);
 }
 
@@ -298,12 +282,8 @@ int api_container_volume(http_request *req, http_response *resp, gb_err *err)
         return -1;
     _cleanup_json_ json_t *old_ref = old_bind ? legacy_volume_ref(old_bind) : NULL;
     _cleanup_json_ json_t *new_ref = new_bind ? legacy_volume_ref(new_bind) : NULL;
-    if ((old_bind && !old_ref) || (new_bind && !new_ref))
-        return err_set(err, ERR_INTERNAL, "out of memory");
     _cleanup_json_ json_t *patch =
         json_pack("{s:{s:O?, s:O?}}", "volumePatch", "oldBind", old_ref, "newBind", new_ref);
-    if (!patch)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     return api_patch_from(req, name, patch, resp, err);
 }
 

@@ -129,8 +129,6 @@ static int exec_cmd(const json_t *body, const char ***argv, size_t *n, gb_err *e
         if (!*script)
             return err_set(err, ERR_INVALID_PARAMS, "field 'cmd' is an empty string");
         *argv = xmalloc(3 * sizeof(char *));
-        if (!*argv)
-            return err_set(err, ERR_INTERNAL, "out of memory");
         (*argv)[0] = "sh";
         (*argv)[1] = "-c";
         (*argv)[2] = script;

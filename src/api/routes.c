@@ -96,10 +96,6 @@ static const char *const api_open_routes[] = {"/healthz", "/version"};
 http_router *api_router_new(gb_err *err)
 {
     http_router *r = router_new();
-    if (!r) {
-        err_set(err, ERR_INTERNAL, "out of memory building the route table");
-        return NULL;
-    }
     for (size_t i = 0; i < ARRAY_SIZE(api_routes); i++) {
         if (router_add(r, &api_routes[i], err) < 0) {
             router_free(r);

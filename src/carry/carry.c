@@ -89,40 +89,34 @@ static bool is_stopped(const struct side *s)
 }
 
 /* Mount points of the container: volumes, binds, tmpfs. */
-static int add_mounts(carry_paths *set, const struct side *s)
+static void add_mounts(carry_paths *set, const struct side *s)
 {
     size_t i;
     json_t *m;
     json_array_foreach(json_object_get(s->inspect, "Mounts"), i, m)
     {
-        if (carry_paths_add(set, json_string_value(json_object_get(m, "Destination"))) < 0)
-            return -1;
+        carry_paths_add(set, json_string_value(json_object_get(m, "Destination")));
     }
     json_t *host = json_object_get(s->inspect, "HostConfig");
     json_array_foreach(json_object_get(host, "Mounts"), i, m)
     {
-        if (carry_paths_add(set, json_string_value(json_object_get(m, "Target"))) < 0)
-            return -1;
+        carry_paths_add(set, json_string_value(json_object_get(m, "Target")));
     }
     const char *dest;
     json_t *value;
     json_object_foreach(json_object_get(host, "Tmpfs"), dest, value)
     {
-        if (carry_paths_add(set, dest) < 0)
-            return -1;
+        carry_paths_add(set, dest);
     }
-    return 0;
 }
 
-static int add_docker_files(carry_paths *set)
+static void add_docker_files(carry_paths *set)
 {
     char path[64];
     for (size_t i = 0; i < carry_docker_own_files_count; i++) {
         snprintf(path, sizeof(path), "/%s", carry_docker_own_files[i]);
-        if (carry_paths_add(set, path) < 0)
-            return -1;
+        carry_paths_add(set, path);
     }
-    return 0;
 }
 
 /* ---- The choice ---- */
@@ -216,17 +210,18 @@ static int run_portable(docker_client *c, const struct side *from, const struct 
                         carry_stats *stats, gb_err *err)
 {
     carry_paths skip = {0}, guard = {0};
-    int rc = 0;
-    if (carry_paths_add(&skip, "/proc") < 0 || carry_paths_add(&skip, "/sys") < 0 ||
-        carry_paths_add(&skip, "/dev") < 0 || add_docker_files(&skip) < 0 ||
-        add_mounts(&skip, from) < 0 || add_mounts(&skip, to) < 0 || add_mounts(&guard, to) < 0 ||
-        (to->network_files && add_docker_files(&guard) < 0))
-        rc = err_set(err, ERR_INTERNAL, "out of memory");
-    if (rc == 0) {
-        carry_portable_input in = {
-            .from = from->id, .to = to->id, .to_name = to->ref, .skip = &skip, .guard = &guard};
-        rc = carry_portable(c, &in, stats, err);
-    }
+    carry_paths_add(&skip, "/proc");
+    carry_paths_add(&skip, "/sys");
+    carry_paths_add(&skip, "/dev");
+    add_docker_files(&skip);
+    add_mounts(&skip, from);
+    add_mounts(&skip, to);
+    add_mounts(&guard, to);
+    if (to->network_files)
+        add_docker_files(&guard);
+    carry_portable_input in = {
+        .from = from->id, .to = to->id, .to_name = to->ref, .skip = &skip, .guard = &guard};
+    int rc = carry_portable(c, &in, stats, err);
     carry_paths_free(&skip);
     carry_paths_free(&guard);
     return rc;

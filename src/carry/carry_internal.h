@@ -51,7 +51,7 @@ typedef struct carry_paths {
 } carry_paths;
 
 /* Adds a copy of path ("/a/b", no trailing slash; "/" ignored). */
-int carry_paths_add(carry_paths *s, const char *path);
+void carry_paths_add(carry_paths *s, const char *path);
 void carry_paths_free(carry_paths *s);
 /* Path order in which a directory's subtree directly follows it: "/a",
  * "/a/b", "/a-b" ('/' sorts first). */
@@ -92,7 +92,7 @@ typedef struct carry_plan_input {
 } carry_plan_input;
 
 int carry_plan_build(const carry_plan_input *in, carry_plan *plan, gb_err *err);
-int carry_plan_add(carry_plan *plan, enum carry_op_kind kind, const char *path);
+void carry_plan_add(carry_plan *plan, enum carry_op_kind kind, const char *path);
 /* Sort the ops and drop those another op already carries. */
 void carry_plan_finish(carry_plan *plan);
 void carry_plan_free(carry_plan *plan);

@@ -66,22 +66,20 @@ bool carry_path_within(const char *p, const char *root)
     return strncmp(p, root, len) == 0 && (p[len] == '\0' || p[len] == '/');
 }
 
-int carry_paths_add(carry_paths *s, const char *path)
+void carry_paths_add(carry_paths *s, const char *path)
 {
     if (!path || path[0] != '/' || !path[1])
-        return 0;
+        return;
     size_t len = strlen(path);
     while (len > 1 && path[len - 1] == '/')
         len--;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
-        char **grown = xrealloc(s->v, cap * sizeof(*grown));
-        s->v = grown;
+        s->v = xrealloc(s->v, cap * sizeof(*s->v));
         s->cap = cap;
     }
     s->v[s->n] = xstrndup(path, len);
     s->n++;
-    return 0;
 }
 
 void carry_paths_free(carry_paths *s)
@@ -110,17 +108,15 @@ bool carry_paths_covers(const carry_paths *s, const char *p)
 
 /* ---- Plans ---- */
 
-int carry_plan_add(carry_plan *plan, enum carry_op_kind kind, const char *path)
+void carry_plan_add(carry_plan *plan, enum carry_op_kind kind, const char *path)
 {
     if (plan->nops == plan->cap) {
         size_t cap = plan->cap ? plan->cap * 2 : 16;
-        carry_op *grown = xrealloc(plan->ops, cap * sizeof(*grown));
-        plan->ops = grown;
+        plan->ops = xrealloc(plan->ops, cap * sizeof(*plan->ops));
         plan->cap = cap;
     }
     char *copy = xstrdup(path);
     plan->ops[plan->nops++] = (carry_op){.kind = kind, .path = copy};
-    return 0;
 }
 
 void carry_plan_free(carry_plan *plan)
@@ -196,8 +192,8 @@ static bool has_listed_inside(const struct change *ch, size_t n, size_t i)
 }
 
 /* Deleted paths: REPLACE the directory that held them. */
-static int plan_deletions(const carry_plan_input *in, const struct change *ch, size_t n,
-                          carry_plan *plan)
+static void plan_deletions(const carry_plan_input *in, const struct change *ch, size_t n,
+                           carry_plan *plan)
 {
     char parent[4096];
     for (size_t i = 0; i < n; i++) {
@@ -210,53 +206,46 @@ static int plan_deletions(const carry_plan_input *in, const struct change *ch, s
         else
             parent_of(ch[i].path, parent, sizeof(parent));
         if (strcmp(parent, "/") == 0) {
-            if (carry_paths_add(&plan->probe, ch[i].path) < 0)
-                return -1;
+            carry_paths_add(&plan->probe, ch[i].path);
             continue;
         }
         if (carry_paths_any_within(in->guard, parent)) {
             log_warn("carry: cannot delete '%s' in the new container: '%s' holds a mount point "
                      "and cannot be replaced",
                      ch[i].path, parent);
-            if (carry_paths_add(&plan->unapplied, ch[i].path) < 0)
-                return -1;
+            carry_paths_add(&plan->unapplied, ch[i].path);
             continue;
         }
-        if (carry_plan_add(plan, CARRY_OP_REPLACE, parent) < 0)
-            return -1;
+        carry_plan_add(plan, CARRY_OP_REPLACE, parent);
     }
-    return 0;
 }
 
 /* Added and modified paths; an added directory is carried whole unless a
  * skipped path (a mount of the old container) lies inside it, which would
  * stream the volume's data only to drop it: then it is split. */
-static int plan_additions(const carry_plan_input *in, const struct change *ch, size_t n,
-                          carry_plan *plan)
+static void plan_additions(const carry_plan_input *in, const struct change *ch, size_t n,
+                           carry_plan *plan)
 {
     for (size_t i = 0; i < n; i++) {
         if (ch[i].kind == DOCKER_CHANGE_DELETED)
             continue;
         bool whole =
             ch[i].kind == DOCKER_CHANGE_ADDED && !carry_paths_any_within(in->skip, ch[i].path);
-        if (carry_plan_add(plan, whole ? CARRY_OP_DEEP : CARRY_OP_SHALLOW, ch[i].path) < 0)
-            return -1;
+        carry_plan_add(plan, whole ? CARRY_OP_DEEP : CARRY_OP_SHALLOW, ch[i].path);
     }
-    return 0;
 }
 
 /* The directory each op writes into keeps its times only if it is carried
  * too (its entry is applied after everything written into it). */
-static int plan_parents(carry_plan *plan)
+static void plan_parents(carry_plan *plan)
 {
     size_t nops = plan->nops;
     char parent[4096];
     for (size_t i = 0; i < nops; i++) {
         parent_of(plan->ops[i].path, parent, sizeof(parent));
-        if (strcmp(parent, "/") != 0 && carry_plan_add(plan, CARRY_OP_SHALLOW, parent) < 0)
-            return -1;
+        if (strcmp(parent, "/") != 0)
+            carry_plan_add(plan, CARRY_OP_SHALLOW, parent);
     }
-    return 0;
 }
 
 int carry_plan_build(const carry_plan_input *in, carry_plan *plan, gb_err *err)
@@ -283,15 +272,10 @@ int carry_plan_build(const carry_plan_input *in, carry_plan *plan, gb_err *err)
     if (n > 1)
         qsort(ch, n, sizeof(*ch), cmp_changes);
 
-    if (plan_deletions(in, ch, n, plan) < 0 || plan_additions(in, ch, n, plan) < 0) {
-        carry_plan_free(plan);
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    plan_deletions(in, ch, n, plan);
+    plan_additions(in, ch, n, plan);
     carry_plan_finish(plan);
-    if (plan_parents(plan) < 0) {
-        carry_plan_free(plan);
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    plan_parents(plan);
     carry_plan_finish(plan);
     return 0;
 }

@@ -146,12 +146,9 @@ static int feeder_copy_entry(struct feeder *f, carry_tar_reader *r, const carry_
 {
     if (!feeder_wants(f, e, cpath))
         return carry_tar_data(r, e, -1, err);
-    _cleanup_free_ char *name = NULL, *link = NULL;
-    if (asprintf(&name, "%s%s", prefix, e->name) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    _cleanup_free_ char *name = xasprintf("%s%s", prefix, e->name);
     /* A hard link names its target by its path in this same archive. */
-    if (e->type == '1' && asprintf(&link, "%s%s", prefix, e->linkname) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    _cleanup_free_ char *link = e->type == '1' ? xasprintf("%s%s", prefix, e->linkname) : NULL;
     if (carry_tar_write_header(f->out_fd, e, name, link, err) < 0) {
         f->out_broken = true;
         return -1;
@@ -174,9 +171,7 @@ static int feeder_copy_entry(struct feeder *f, carry_tar_reader *r, const carry_
 /* The container path of an archive entry: prefix + name without a trailing '/'. */
 static char *entry_path(const char *prefix, const char *name)
 {
-    char *p = NULL;
-    if (asprintf(&p, "/%s%s", prefix, name) < 0)
-        return NULL;
+    char *p = xasprintf("/%s%s", prefix, name);
     size_t len = strlen(p);
     while (len > 1 && p[len - 1] == '/')
         p[--len] = '\0';
@@ -197,8 +192,6 @@ static void drain(int fd)
 static int feeder_run_op(struct feeder *f, const carry_op *op, gb_err *err)
 {
     _cleanup_free_ char *prefix = parent_prefix(op->path);
-    if (!prefix)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     if (op->kind == CARRY_OP_REPLACE &&
         carry_tar_write_placeholder(f->out_fd, op->path + 1, err) < 0) {
         f->out_broken = true;
@@ -209,7 +202,7 @@ static int feeder_run_op(struct feeder *f, const carry_op *op, gb_err *err)
     if (get_start(&job, f->c, f->in->from, op->path, &read_fd, err) < 0)
         return -1;
     carry_tar_reader *r = carry_tar_reader_new(read_fd);
-    int rc = r ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+    int rc = 0;
     bool first = true, stopped_early = false;
     while (rc == 0) {
         carry_tar_entry e;
@@ -219,9 +212,7 @@ static int feeder_run_op(struct feeder *f, const carry_op *op, gb_err *err)
             break;
         }
         _cleanup_free_ char *cpath = entry_path(prefix, e.name);
-        if (!cpath)
-            rc = err_set(err, ERR_INTERNAL, "out of memory");
-        else if (first && strcmp(cpath, op->path) != 0)
+        if (first && strcmp(cpath, op->path) != 0)
             rc = err_set(err, ERR_INTERNAL,
                          "carrying the system disk: Docker's archive of '%s' starts with '%s'",
                          op->path, cpath);
@@ -292,16 +283,13 @@ static int probe_exists(docker_client *c, const char *from, const char *path, bo
     if (get_start(&job, c, from, path, &read_fd, err) < 0)
         return -1;
     carry_tar_reader *r = carry_tar_reader_new(read_fd);
-    int rc = r ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
-    if (r) {
-        carry_tar_entry e;
-        int got = carry_tar_next(r, &e, err);
-        if (got > 0) {
-            *exists = true;
-            carry_tar_entry_clear(&e);
-        }
-        rc = got < 0 ? -1 : 0;
+    carry_tar_entry e;
+    int got = carry_tar_next(r, &e, err);
+    if (got > 0) {
+        *exists = true;
+        carry_tar_entry_clear(&e);
     }
+    int rc = got < 0 ? -1 : 0;
     carry_tar_reader_free(r);
     get_finish(&job, &read_fd);
     if (rc < 0 || *exists)
@@ -323,8 +311,7 @@ static int resolve_probes(docker_client *c, const carry_portable_input *in, carr
             return -1;
         bool guarded = carry_paths_any_within(in->guard, path);
         if (exists && !guarded) { /* emptied and made again: replace it whole */
-            if (carry_plan_add(plan, CARRY_OP_REPLACE, path) < 0)
-                return err_set(err, ERR_INTERNAL, "out of memory");
+            carry_plan_add(plan, CARRY_OP_REPLACE, path);
             continue;
         }
         if (exists)
@@ -334,8 +321,7 @@ static int resolve_probes(docker_client *c, const carry_portable_input *in, carr
                      "by replacing the parent directory, and '/' cannot be replaced "
                      "(docs/carry.md)",
                      path);
-        if (carry_paths_add(&plan->unapplied, path) < 0)
-            return err_set(err, ERR_INTERNAL, "out of memory");
+        carry_paths_add(&plan->unapplied, path);
     }
     carry_plan_finish(plan);
     return 0;

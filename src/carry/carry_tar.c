@@ -56,8 +56,7 @@ int carry_write_all(int fd, const void *buf, size_t n)
 carry_tar_reader *carry_tar_reader_new(int fd)
 {
     carry_tar_reader *r = xcalloc(1, sizeof(*r));
-    if (r)
-        r->fd = fd;
+    r->fd = fd;
     return r;
 }
 
@@ -336,21 +335,15 @@ int carry_tar_next(carry_tar_reader *r, carry_tar_entry *e, gb_err *err)
             _cleanup_free_ char *name = field_string(h, 100);
             bool ustar = memcmp(h + 257, "ustar\0", 6) == 0;
             _cleanup_free_ char *prefix = ustar ? field_string(h + 345, 155) : NULL;
-            if (name && prefix && prefix[0]) {
-                if (asprintf(&e->name, "%s/%s", prefix, name) < 0)
-                    e->name = NULL;
-            } else {
+            if (prefix && prefix[0])
+                e->name = xasprintf("%s/%s", prefix, name);
+            else
                 e->name = steal_ptr(&name);
-            }
         }
         e->linkname = p.linkpath ? steal_ptr(&p.linkpath) : field_string(h + 157, 100);
         e->pax = steal_ptr(&p.records);
         e->pax_len = p.records_len;
         pending_clear(&p);
-        if (!e->name || !e->linkname) {
-            carry_tar_entry_clear(e);
-            return err_set(err, ERR_INTERNAL, "out of memory");
-        }
         return 1;
     }
 }
@@ -396,18 +389,16 @@ int carry_tar_pad(int fd, uint64_t size, gb_err *err)
 }
 
 /* Append "len key=value\n" to buf; len counts itself. */
-static int pax_append(char **buf, size_t *len, const char *key, const char *value)
+static void pax_append(char **buf, size_t *len, const char *key, const char *value)
 {
     size_t body = strlen(key) + strlen(value) + 3; /* ' ', '=', '\n' */
     size_t total = body + 1;
     char digits[24];
     while (total != body + (size_t)snprintf(digits, sizeof(digits), "%zu", total))
         total = body + (size_t)snprintf(digits, sizeof(digits), "%zu", total);
-    char *grown = xrealloc(*buf, *len + total + 1);
-    snprintf(grown + *len, total + 1, "%zu %s=%s\n", total, key, value);
-    *buf = grown;
+    *buf = xrealloc(*buf, *len + total + 1);
+    snprintf(*buf + *len, total + 1, "%zu %s=%s\n", total, key, value);
     *len += total;
-    return 0;
 }
 
 int carry_tar_write_header(int fd, const carry_tar_entry *e, const char *name, const char *linkname,
@@ -425,10 +416,12 @@ int carry_tar_write_header(int fd, const carry_tar_entry *e, const char *name, c
     bool big = e->size > ustar_size_max;
     char size_text[24];
     snprintf(size_text, sizeof(size_text), "%" PRIu64, e->size);
-    if ((long_name && pax_append(&pax, &pax_len, "path", name) < 0) ||
-        (long_link && pax_append(&pax, &pax_len, "linkpath", linkname) < 0) ||
-        (big && pax_append(&pax, &pax_len, "size", size_text) < 0))
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (long_name)
+        pax_append(&pax, &pax_len, "path", name);
+    if (long_link)
+        pax_append(&pax, &pax_len, "linkpath", linkname);
+    if (big)
+        pax_append(&pax, &pax_len, "size", size_text);
     if (e->pax_len) {
         char *grown = xrealloc(pax, pax_len + e->pax_len);
         memcpy(grown + pax_len, e->pax, e->pax_len);

@@ -159,8 +159,6 @@ int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t size)
     size_t cap = argc > 0 ? (size_t)argc : 1;
     a->pos = xcalloc(cap, sizeof(*a->pos));
     a->opts = xcalloc(cap, sizeof(*a->opts));
-    if (!a->pos || !a->opts)
-        return args_error(msg, size, "out of memory");
 
     /* The first one or two words name the command, and the command must
      * be known before its own options can be told apart: so before it,

@@ -99,8 +99,10 @@ static int client_perform(cli_ctx *ctx, const char *method, const char *url, con
     if (body)
         headers = curl_slist_append(headers, "Content-Type: application/json");
     _cleanup_free_ char *auth = NULL;
-    if (ctx->token && ctx->token[0] && asprintf(&auth, "Authorization: Bearer %s", ctx->token) > 0)
+    if (ctx->token && ctx->token[0]) {
+        auth = xasprintf("Authorization: Bearer %s", ctx->token);
         headers = curl_slist_append(headers, auth);
+    }
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_reset(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -137,10 +139,8 @@ int cli_request(cli_ctx *ctx, const char *method, const char *path, const json_t
                 cli_reply *r, bool report)
 {
     *r = (cli_reply){0};
-    _cleanup_free_ char *url = NULL;
+    _cleanup_free_ char *url = xasprintf("%s%s", ctx->host, path);
     _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    if (asprintf(&url, "%s%s", ctx->host, path) < 0 || (body && !text))
-        return cli_fail(ctx, CLI_EXIT_ERROR, "out of memory");
     client_buf buf = {0};
     int rc = client_perform(ctx, method, url, text, &buf, &r->status);
     _cleanup_free_ char *raw = buf.data;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "util/cleanup.h"
+#include "util/xalloc.h"
 
 int cli_exchange(cli_ctx *ctx, const cli_req *req, cli_print_fn *human, const void *arg)
 {
@@ -34,10 +35,7 @@ int cli_exchange(cli_ctx *ctx, const cli_req *req, cli_print_fn *human, const vo
 char *cli_path(cli_ctx *ctx, const char *base, const char *name, const char *suffix)
 {
     _cleanup_free_ char *esc = cli_escape(ctx, name);
-    char *path = NULL;
-    if (asprintf(&path, "%s/%s%s%s", base, esc, suffix ? "/" : "", suffix ? suffix : "") < 0)
-        abort();
-    return path;
+    return xasprintf("%s/%s%s%s", base, esc, suffix ? "/" : "", suffix ? suffix : "");
 }
 
 const char *cli_str(const json_t *obj, const char *field)

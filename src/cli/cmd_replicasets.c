@@ -130,9 +130,7 @@ static int run_env(cli_ctx *ctx, const cli_args *a, const char *text, json_t *en
     if (!value)
         return cli_usage_error(ctx, a->cmd, "-e %s: give K=V, or set %s in this environment", text,
                                text);
-    _cleanup_free_ char *kv = NULL;
-    if (asprintf(&kv, "%s=%s", text, value) < 0)
-        abort();
+    _cleanup_free_ char *kv = xasprintf("%s=%s", text, value);
     json_array_append_new(env, json_string(kv));
     return 0;
 }
@@ -491,9 +489,7 @@ static void rm_print(cli_ctx *ctx, const json_t *data, const void *arg)
 int cli_cmd_rm(cli_ctx *ctx, const cli_args *a)
 {
     _cleanup_free_ char *base = rs_path(ctx, a->pos[0], NULL);
-    _cleanup_free_ char *path = NULL;
-    if (asprintf(&path, "%s%s", base, cli_flag(a, "purge") ? "?purge=true" : "") < 0)
-        abort();
+    _cleanup_free_ char *path = xasprintf("%s%s", base, cli_flag(a, "purge") ? "?purge=true" : "");
     cli_req req = {
         .method = "DELETE", .path = path, .verb = "rm", .name = a->pos[0], .follow = true};
     return cli_exchange(ctx, &req, rm_print, a);

@@ -18,6 +18,7 @@
 
 #include "util/cleanup.h"
 #include "util/err.h"
+#include "util/xalloc.h"
 
 #define OP_POLL_LIMIT_S (2 * 3600)
 
@@ -121,9 +122,7 @@ int cli_follow_operation(cli_ctx *ctx, const json_t *data)
                       op_in(op_state(inline_op), op_failed_states)))
         return op_in(op_state(inline_op), op_failed_states) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
     _cleanup_free_ char *esc = cli_escape(ctx, id);
-    _cleanup_free_ char *path = NULL;
-    if (asprintf(&path, "/api/v1/operations/%s", esc) < 0)
-        return cli_fail(ctx, CLI_EXIT_ERROR, "out of memory");
+    _cleanup_free_ char *path = xasprintf("/api/v1/operations/%s", esc);
     char last[512] = "";
     double waited = 0, delay = 0.1;
     int rc = CLI_EXIT_OK;

@@ -160,10 +160,7 @@ static void progress_poll(cli_progress *p)
         if (!progress_set_operation(p, id, sizeof(id)) || !id[0] || strcmp(id, p->ignored) == 0)
             return;
         _cleanup_free_ char *esc = cli_escape(&p->poll, id);
-        if (asprintf(&p->op_path, "/api/v1/operations/%s", esc) < 0) {
-            p->op_path = NULL;
-            return;
-        }
+        p->op_path = xasprintf("/api/v1/operations/%s", esc);
         snprintf(p->op_id, sizeof(p->op_id), "%s", id);
     }
     _cleanup_(cli_reply_free) cli_reply r = {0};
@@ -230,16 +227,12 @@ void cli_progress_start(cli_ctx *ctx, const char *verb, const char *name)
     p->verb = xstrdup(verb);
     p->name = xstrdup(name);
     p->t0_ns = time_mono_ns();
-    if (!p->poll.curl || !p->multi || !p->verb || !p->name) {
+    if (!p->poll.curl || !p->multi) {
         progress_free(p);
         return;
     }
     _cleanup_free_ char *esc = cli_escape(&p->poll, name);
-    if (asprintf(&p->set_path, "/api/v1/replicaSet/%s", esc) < 0) {
-        p->set_path = NULL;
-        progress_free(p);
-        return;
-    }
+    p->set_path = xasprintf("/api/v1/replicaSet/%s", esc);
     /* Which operation the set names before the request: not this one's.
      * A set that does not exist yet (run) names none; a server that does
      * not answer gets no polling at all. */

@@ -646,17 +646,15 @@ int config_finalize(daemon_config *cfg, gb_err *err)
         return -1;
     if (cfg->data_dir[0] != '/') {
         char cwd[PATH_MAX];
-        _cleanup_free_ char *abs = NULL;
-        if (!getcwd(cwd, sizeof(cwd)) || asprintf(&abs, "%s/%s", cwd, cfg->data_dir) < 0)
+        if (!getcwd(cwd, sizeof(cwd)))
             return err_set(err, ERR_INTERNAL, "cannot make --data-dir '%s' absolute",
                            cfg->data_dir);
+        char *abs = xasprintf("%s/%s", cwd, cfg->data_dir);
         free(cfg->data_dir);
-        cfg->data_dir = steal_ptr(&abs);
+        cfg->data_dir = abs;
     }
-    if (!cfg->store_url && asprintf(&cfg->store_url, "sqlite://%s/state.db", cfg->data_dir) < 0) {
-        cfg->store_url = NULL;
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    if (!cfg->store_url)
+        cfg->store_url = xasprintf("sqlite://%s/state.db", cfg->data_dir);
 
     /* --simulate-gpus implies --gpu-source simulated; an explicit other
      * source given at the same level (both flags, or both in the file) is a

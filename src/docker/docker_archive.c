@@ -46,10 +46,6 @@ static json_t *docker_changes_sorted(json_t *changes)
     size_t n = json_array_size(changes);
     _cleanup_free_ json_t **items = xcalloc(n ? n : 1, sizeof(*items));
     json_t *sorted = json_array();
-    if (!items || !sorted) {
-        json_decref(sorted);
-        return NULL;
-    }
     for (size_t i = 0; i < n; i++)
         items[i] = json_array_get(changes, i);
     qsort(items, n, sizeof(*items), docker_change_cmp);
@@ -80,7 +76,7 @@ int docker_container_changes(docker_client *c, const char *id_or_name, json_t **
         return err_set(err, ERR_INTERNAL,
                        "listing changes of container '%s': Docker's answer is not a list",
                        id_or_name);
-    return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+    return 0;
 }
 
 /* "/containers/<id>/archive?path=<escaped path>" */
@@ -97,11 +93,7 @@ static char *docker_archive_path(const char *id, const char *path, int fd, gb_er
         return NULL;
     }
     _cleanup_free_ char *esc = docker_escape(path, "/");
-    _cleanup_free_ char *rest = NULL;
-    if (!esc || asprintf(&rest, "/archive?path=%s", esc) < 0) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        return NULL;
-    }
+    _cleanup_free_ char *rest = xasprintf("/archive?path=%s", esc);
     return docker_container_path(id, rest, err);
 }
 

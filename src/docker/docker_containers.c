@@ -32,12 +32,7 @@ char *docker_container_path(const char *id, const char *rest, gb_err *err)
         return NULL;
     }
     _cleanup_free_ char *esc = docker_escape(id, NULL);
-    char *path = NULL;
-    if (!esc || asprintf(&path, "/containers/%s%s", esc, rest) < 0) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        return NULL;
-    }
-    return path;
+    return xasprintf("/containers/%s%s", esc, rest);
 }
 
 int docker_container_create(docker_client *c, const char *name, json_t *config, char **id_out,
@@ -47,11 +42,7 @@ int docker_container_create(docker_client *c, const char *name, json_t *config, 
     if (!json_is_object(config))
         return err_set(err, ERR_INVALID_PARAMS, "container config must be a JSON object");
     _cleanup_free_ char *esc = docker_escape(name ? name : "", NULL);
-    _cleanup_free_ char *path = NULL;
-    if (!esc || asprintf(&path, "/containers/create%s%s", *esc ? "?name=" : "", esc) < 0) {
-        path = NULL;
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    _cleanup_free_ char *path = xasprintf("/containers/create%s%s", *esc ? "?name=" : "", esc);
     long status = 0;
     _cleanup_json_ json_t *resp = NULL;
     if (docker_call(c, "POST", path, config, DOCKER_TIMEOUT_S, &status, &resp, err) < 0)
@@ -75,7 +66,7 @@ int docker_container_create(docker_client *c, const char *name, json_t *config, 
         log_warn("creating container '%s': Docker warns: %s", name ? name : "",
                  json_string_value(warning) ? json_string_value(warning) : "?");
     *id_out = xstrdup(id);
-    return *id_out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+    return 0;
 }
 
 /* POST with no body, for start and stop: 204 done, 304 nothing to do. */
@@ -137,16 +128,16 @@ int docker_container_list(docker_client *c, const char *label, json_t **out, gb_
     *out = NULL;
     _cleanup_free_ char *path = NULL;
     if (label && *label) {
+        /* json_pack refuses a label that is not UTF-8 */
         _cleanup_json_ json_t *filters = json_pack("{s:[s]}", "label", label);
-        _cleanup_free_ char *text = filters ? json_dumps(filters, JSON_COMPACT) : NULL;
-        _cleanup_free_ char *esc = text ? docker_escape(text, NULL) : NULL;
-        if (!esc || asprintf(&path, "/containers/json?all=1&filters=%s", esc) < 0)
-            path = NULL;
+        if (!filters)
+            return err_set(err, ERR_INTERNAL, "listing containers: the label is not UTF-8");
+        _cleanup_free_ char *text = json_dumps(filters, JSON_COMPACT);
+        _cleanup_free_ char *esc = docker_escape(text, NULL);
+        path = xasprintf("/containers/json?all=1&filters=%s", esc);
     } else {
         path = xstrdup("/containers/json?all=1");
     }
-    if (!path)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     if (docker_get(c, path, out, err, "listing containers labelled '%s'", label ? label : "") < 0)
         return -1;
     if (!json_is_array(*out)) {
@@ -234,11 +225,6 @@ int docker_container_logs(docker_client *c, const char *id_or_name, char **out_s
     if (rc == 0) {
         *out_stdout = docker_buf_take(&d.out[0]);
         *out_stderr = docker_buf_take(&d.out[1]);
-        if (!*out_stdout || !*out_stderr) {
-            free(steal_ptr(out_stdout));
-            free(steal_ptr(out_stderr));
-            rc = err_set(err, ERR_INTERNAL, "out of memory");
-        }
     }
     docker_demux_free(&d);
     return rc;
@@ -251,11 +237,7 @@ int docker_container_rename(docker_client *c, const char *id_or_name, const char
         return err_set(err, ERR_INVALID_PARAMS, "renaming container '%s': the new name is empty",
                        id_or_name ? id_or_name : "");
     _cleanup_free_ char *esc = docker_escape(new_name, NULL);
-    _cleanup_free_ char *rest = NULL;
-    if (!esc || asprintf(&rest, "/rename?name=%s", esc) < 0) {
-        rest = NULL;
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    _cleanup_free_ char *rest = xasprintf("/rename?name=%s", esc);
     _cleanup_free_ char *path = docker_container_path(id_or_name, rest, err);
     if (!path)
         return -1;

@@ -94,16 +94,14 @@ static bool docker_pidset_has(const struct docker_pidset *s, pid_t pid)
     return false;
 }
 
-static bool docker_pidset_add(struct docker_pidset *s, pid_t pid)
+static void docker_pidset_add(struct docker_pidset *s, pid_t pid)
 {
     if (s->len == s->alloc) {
         size_t want = s->alloc ? 2 * s->alloc : 16;
-        pid_t *grown = xrealloc(s->pids, want * sizeof(*grown));
-        s->pids = grown;
+        s->pids = xrealloc(s->pids, want * sizeof(*s->pids));
         s->alloc = want;
     }
     s->pids[s->len++] = pid;
-    return true;
 }
 
 /* The parent of pid from /proc/<pid>/stat ("pid (comm) state ppid ..."; comm
@@ -142,8 +140,10 @@ static int docker_stop_children(struct docker_pidset *s)
         pid_t parent = docker_proc_parent(pid);
         if (parent <= 0 || !docker_pidset_has(s, parent))
             continue;
-        if (kill((pid_t)pid, SIGSTOP) == 0 && docker_pidset_add(s, (pid_t)pid))
+        if (kill((pid_t)pid, SIGSTOP) == 0) {
+            docker_pidset_add(s, (pid_t)pid);
             added++;
+        }
     }
     closedir(dir);
     return added;
@@ -163,8 +163,7 @@ static int docker_exec_kill_process_tree(pid_t pid, int pidfd, gb_err *err)
         return err_set(err, ERR_INTERNAL, "stopping process %d: %s", (int)pid, strerror(errno));
     }
     struct docker_pidset tree = {0};
-    if (!docker_pidset_add(&tree, pid))
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    docker_pidset_add(&tree, pid);
     for (int round = 0; round < DOCKER_KILL_MAX_ROUNDS; round++)
         if (docker_stop_children(&tree) <= 0)
             break;

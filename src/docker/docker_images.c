@@ -21,11 +21,7 @@ int docker_image_inspect(docker_client *c, const char *image, json_t **out, gb_e
     if (!image || !*image)
         return err_set(err, ERR_IMAGE_EMPTY, "image name is empty");
     _cleanup_free_ char *ref = docker_escape(image, "/:@");
-    _cleanup_free_ char *path = NULL;
-    if (!ref || asprintf(&path, "/images/%s/json", ref) < 0) {
-        path = NULL;
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    _cleanup_free_ char *path = xasprintf("/images/%s/json", ref);
     gb_err inner = GB_ERR_INIT;
     if (docker_get(c, path, out, &inner, "inspecting image '%s'", image) == 0)
         return 0;
@@ -50,7 +46,7 @@ static int docker_commit_body(json_t *labels, json_t **body, gb_err *err)
             return err_set(err, ERR_INVALID_PARAMS, "image labels must be an object of strings");
     }
     *body = labels ? json_pack("{s:O}", "Labels", labels) : json_object();
-    return *body ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+    return 0;
 }
 
 int docker_container_commit(docker_client *c, const char *id_or_name, const char *repo,
@@ -61,11 +57,7 @@ int docker_container_commit(docker_client *c, const char *id_or_name, const char
         *image_id = NULL;
     if (!id_or_name || !*id_or_name)
         return err_set(err, ERR_INVALID_PARAMS, "committing: container name or id is empty");
-    _cleanup_free_ char *ref = NULL;
-    if (asprintf(&ref, "%s:%s", repo ? repo : "", tag && *tag ? tag : "latest") < 0) {
-        ref = NULL;
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    _cleanup_free_ char *ref = xasprintf("%s:%s", repo ? repo : "", tag && *tag ? tag : "latest");
     char repo_ok[DOCKER_REPO_MAX], tag_ok[DOCKER_TAG_MAX];
     if (docker_image_ref_check(ref, repo_ok, sizeof(repo_ok), tag_ok, sizeof(tag_ok), err) < 0)
         return err_prefix(err, "committing container '%s'", id_or_name);
@@ -77,15 +69,10 @@ int docker_container_commit(docker_client *c, const char *id_or_name, const char
     _cleanup_free_ char *r_esc = docker_escape(repo_ok, NULL);
     _cleanup_free_ char *t_esc = docker_escape(tag_ok, NULL);
     _cleanup_free_ char *m_esc = docker_escape(comment ? comment : "", NULL);
-    _cleanup_free_ char *path = NULL;
     /* pause=1: the container is frozen while its filesystem is read, so
      * the image is one moment's state. */
-    if (!c_esc || !r_esc || !t_esc || !m_esc ||
-        asprintf(&path, "/commit?container=%s&repo=%s&tag=%s&comment=%s&pause=1", c_esc, r_esc,
-                 t_esc, m_esc) < 0) {
-        path = NULL;
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    _cleanup_free_ char *path = xasprintf("/commit?container=%s&repo=%s&tag=%s&comment=%s&pause=1",
+                                          c_esc, r_esc, t_esc, m_esc);
     long status = 0;
     _cleanup_json_ json_t *resp = NULL;
     if (docker_call(c, "POST", path, body, DOCKER_LONG_TIMEOUT_S, &status, &resp, err) < 0)
@@ -97,8 +84,8 @@ int docker_container_commit(docker_client *c, const char *id_or_name, const char
     if (!id)
         return err_set(err, ERR_INTERNAL, "committing container '%s': Docker's answer has no Id",
                        id_or_name);
-    if (image_id && !(*image_id = xstrdup(id)))
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (image_id)
+        *image_id = xstrdup(id);
     return 0;
 }
 
@@ -107,11 +94,7 @@ int docker_image_remove(docker_client *c, const char *name, bool force, gb_err *
     if (!name || !*name)
         return err_set(err, ERR_IMAGE_EMPTY, "removing an image: the image name is empty");
     _cleanup_free_ char *ref = docker_escape(name, "/:@");
-    _cleanup_free_ char *path = NULL;
-    if (!ref || asprintf(&path, "/images/%s?force=%d&noprune=0", ref, force ? 1 : 0) < 0) {
-        path = NULL;
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    _cleanup_free_ char *path = xasprintf("/images/%s?force=%d&noprune=0", ref, force ? 1 : 0);
     long status = 0;
     _cleanup_json_ json_t *resp = NULL;
     if (docker_call(c, "DELETE", path, NULL, DOCKER_TIMEOUT_S, &status, &resp, err) < 0)

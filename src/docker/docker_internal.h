@@ -46,8 +46,7 @@ struct docker_buf {
     bool overflow;
 };
 
-/* Append n bytes; false (and overflow set) when the limit would be passed,
- * false without overflow when memory runs out. */
+/* Append n bytes; false (and overflow set) when the limit would be passed. */
 bool docker_buf_append(struct docker_buf *b, const char *data, size_t n);
 
 /* curl write callback whose userdata is a struct docker_buf. */
@@ -106,8 +105,7 @@ int docker_status_err(long status, json_t *resp, gb_err *err, const char *what_f
 /* Docker's own "message" field of an error body, or "" when there is none. */
 const char *docker_message(json_t *resp);
 
-/* "/containers/<escaped id><rest>"; NULL when id is empty (ERR_INVALID_PARAMS)
- * or memory runs out. */
+/* "/containers/<escaped id><rest>"; NULL when id is empty (ERR_INVALID_PARAMS). */
 char *docker_container_path(const char *id, const char *rest, gb_err *err);
 
 /* The multiplexed output of a container or exec without a TTY: frames of an
@@ -142,8 +140,8 @@ bool docker_demux_broken(const struct docker_demux *d);
 json_t *docker_demux_error_body(const struct docker_demux *d);
 void docker_demux_free(struct docker_demux *d);
 
-/* Hand a buffer's bytes out as a malloc'd string ("" when empty); NULL when
- * memory runs out. The buffer no longer owns them. */
+/* Hand a buffer's bytes out as a malloc'd string ("" when empty). The
+ * buffer no longer owns them. */
 char *docker_buf_take(struct docker_buf *b);
 
 /* What docker_exec.c shares with its watchdog (docker_exec_watch.c). */
@@ -171,8 +169,7 @@ int docker_exec_watch_finish(struct docker_exec_watch *w, bool *killed, bool *by
                              gb_err *err);
 
 /* Percent-encode s for a URL; characters in keep (besides the unreserved
- * ones) stay as they are, so "/" can be kept in image references. NULL when
- * memory runs out. */
+ * ones) stay as they are, so "/" can be kept in image references. */
 char *docker_escape(const char *s, const char *keep);
 
 #endif

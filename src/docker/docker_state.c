@@ -74,7 +74,7 @@ static const char *docker_entry_name(const json_t *e)
     return first && first[0] == '/' ? first + 1 : first;
 }
 
-static int docker_brief_set(docker_container_brief *b, const json_t *e)
+static void docker_brief_set(docker_container_brief *b, const json_t *e)
 {
     const char *name = docker_entry_name(e);
     const char *status = json_string_value(json_object_get(e, "State"));
@@ -83,7 +83,6 @@ static int docker_brief_set(docker_container_brief *b, const json_t *e)
     b->name = name ? xstrdup(name) : NULL;
     b->status = status ? xstrdup(status) : NULL;
     b->replicaset = set ? xstrdup(set) : NULL;
-    return (name && !b->name) || (status && !b->status) || (set && !b->replicaset) ? -1 : 0;
 }
 
 int docker_container_list_briefs(docker_client *c, const char *label, const char *volume,
@@ -100,10 +99,7 @@ int docker_container_list_briefs(docker_client *c, const char *label, const char
     {
         if (volume && !docker_entry_mounts(e, volume))
             continue;
-        if (docker_brief_set(&out->items[out->n++], e) < 0) {
-            docker_container_briefs_free(out);
-            return err_set(err, ERR_INTERNAL, "out of memory");
-        }
+        docker_brief_set(&out->items[out->n++], e);
     }
     return 0;
 }

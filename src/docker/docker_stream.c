@@ -66,8 +66,8 @@ size_t docker_demux_sink(char *data, size_t size, size_t nmemb, void *userdata)
         return d->total - n < 2 * d->drain_limit ? n : 0;
     }
     size_t room = d->head.limit - d->head.len;
-    if (room > 0 && !docker_buf_append(&d->head, data, n < room ? n : room))
-        return 0;
+    if (room > 0)
+        docker_buf_append(&d->head, data, n < room ? n : room);
     if (d->tty)
         return docker_demux_put(d, 0, data, n) ? n : 0;
 

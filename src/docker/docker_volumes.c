@@ -16,8 +16,7 @@
 
 #include "util/cleanup.h"
 
-/* "/volumes/<escaped name><rest>"; NULL when the name is empty or memory
- * runs out (err says which). */
+/* "/volumes/<escaped name><rest>"; NULL when the name is empty (err says so). */
 static char *docker_volume_path(const char *name, const char *rest, gb_err *err)
 {
     if (!name || !*name) {
@@ -25,12 +24,7 @@ static char *docker_volume_path(const char *name, const char *rest, gb_err *err)
         return NULL;
     }
     _cleanup_free_ char *esc = docker_escape(name, NULL);
-    char *path = NULL;
-    if (!esc || asprintf(&path, "/volumes/%s%s", esc, rest) < 0) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        return NULL;
-    }
-    return path;
+    return xasprintf("/volumes/%s%s", esc, rest);
 }
 
 /* Add obj[key] = a copy of strings (an object of strings, or NULL: nothing). */
@@ -56,10 +50,11 @@ int docker_volume_create(docker_client *c, const char *name, const char *driver,
         *out = NULL;
     if (!name || !*name)
         return err_set(err, ERR_INVALID_PARAMS, "volume name is empty");
+    /* json_pack refuses a name or driver that is not UTF-8 */
     _cleanup_json_ json_t *body =
         json_pack("{s:s, s:s}", "Name", name, "Driver", driver && *driver ? driver : "local");
     if (!body)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+        return err_set(err, ERR_INTERNAL, "creating a volume: the name or driver is not UTF-8");
     if (docker_volume_strings(body, "DriverOpts", driver_opts, "driver options", err) < 0 ||
         docker_volume_strings(body, "Labels", labels, "labels", err) < 0)
         return err_prefix(err, "creating volume '%s'", name);
@@ -107,16 +102,16 @@ int docker_volume_list(docker_client *c, const char *label, json_t **out, gb_err
     *out = NULL;
     _cleanup_free_ char *path = NULL;
     if (label && *label) {
+        /* json_pack refuses a label that is not UTF-8 */
         _cleanup_json_ json_t *filters = json_pack("{s:[s]}", "label", label);
-        _cleanup_free_ char *text = filters ? json_dumps(filters, JSON_COMPACT) : NULL;
-        _cleanup_free_ char *esc = text ? docker_escape(text, NULL) : NULL;
-        if (!esc || asprintf(&path, "/volumes?filters=%s", esc) < 0)
-            path = NULL;
+        if (!filters)
+            return err_set(err, ERR_INTERNAL, "listing volumes: the label is not UTF-8");
+        _cleanup_free_ char *text = json_dumps(filters, JSON_COMPACT);
+        _cleanup_free_ char *esc = docker_escape(text, NULL);
+        path = xasprintf("/volumes?filters=%s", esc);
     } else {
         path = xstrdup("/volumes");
     }
-    if (!path)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     _cleanup_json_ json_t *resp = NULL;
     if (docker_get(c, path, &resp, err, "listing volumes labelled '%s'", label ? label : "") < 0)
         return -1;
@@ -127,5 +122,5 @@ int docker_volume_list(docker_client *c, const char *label, json_t **out, gb_err
         *out = json_incref(volumes);
     else
         return err_set(err, ERR_INTERNAL, "listing volumes: Docker's answer has no list");
-    return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+    return 0;
 }

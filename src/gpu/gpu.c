@@ -101,19 +101,15 @@ const gpu_device *gpu_inventory_find(const gpu_inventory *inv, const char *uuid)
     return NULL;
 }
 
-int gpu_inventory_add(gpu_inventory *inv, const gpu_device *d, gb_err *err)
+void gpu_inventory_add(gpu_inventory *inv, const gpu_device *d)
 {
     /* The capacity is implied by n (8, then doubling at each power of two),
      * so the public struct needs no capacity field. */
     if (inv->n == 0 || (inv->n >= 8 && (inv->n & (inv->n - 1)) == 0)) {
         size_t cap = inv->n ? inv->n * 2 : 8;
-        gpu_device *grown = xrealloc(inv->devices, cap * sizeof(*grown));
-        if (!grown)
-            return err_set(err, ERR_INTERNAL, "out of memory listing GPUs");
-        inv->devices = grown;
+        inv->devices = xrealloc(inv->devices, cap * sizeof(*inv->devices));
     }
     inv->devices[inv->n++] = *d;
-    return 0;
 }
 
 static int gpu_device_cmp(const void *a, const void *b)

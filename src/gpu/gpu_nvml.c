@@ -158,22 +158,22 @@ static int nvml_read_device(const struct nvml_api *api, nvmlDevice_t h, gpu_devi
 }
 
 /* If the card is in MIG mode, mark it and list its MIG instances. */
-static int nvml_add_mig_instances(const struct nvml_api *api, nvmlDevice_t card, gpu_device *parent,
-                                  gpu_inventory *inv, gb_err *err)
+static void nvml_add_mig_instances(const struct nvml_api *api, nvmlDevice_t card,
+                                   gpu_device *parent, gpu_inventory *inv)
 {
     unsigned int current = 0, pending = 0, max = 0;
     if (!api->get_mig_mode || !api->get_max_mig || !api->get_mig_handle)
-        return 0;
+        return;
     /* Cards without MIG answer "Not Supported": that simply means no MIG. */
     if (api->get_mig_mode(card, &current, &pending) != NVML_SUCCESS ||
         current != NVML_DEVICE_MIG_ENABLE)
-        return 0;
+        return;
     parent->mig_enabled = true;
     nvmlReturn_t r = api->get_max_mig(card, &max);
     if (r != NVML_SUCCESS) {
         log_warn("NVML: GPU %s is in MIG mode but its MIG devices cannot be counted: %s",
                  parent->uuid, nvml_strerror(api, r));
-        return 0;
+        return;
     }
     for (unsigned int m = 0; m < max; m++) {
         nvmlDevice_t h = NULL;
@@ -187,10 +187,9 @@ static int nvml_add_mig_instances(const struct nvml_api *api, nvmlDevice_t card,
                      nvml_strerror(api, r));
             continue;
         }
-        if (nvml_read_device(api, h, &d) == 0 && gpu_inventory_add(inv, &d, err) < 0)
-            return -1;
+        if (nvml_read_device(api, h, &d) == 0)
+            gpu_inventory_add(inv, &d);
     }
-    return 0;
 }
 
 /* Everything between nvmlInit and nvmlShutdown. */
@@ -213,10 +212,8 @@ static int nvml_list(const struct nvml_api *api, gpu_inventory *inv, gb_err *err
         if (nvml_read_device(api, h, &d) < 0)
             continue;
         size_t at = inv->n;
-        if (gpu_inventory_add(inv, &d, err) < 0)
-            return -1;
-        if (nvml_add_mig_instances(api, h, &d, inv, err) < 0)
-            return -1;
+        gpu_inventory_add(inv, &d);
+        nvml_add_mig_instances(api, h, &d, inv);
         inv->devices[at].mig_enabled = d.mig_enabled;
     }
     char version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = "";

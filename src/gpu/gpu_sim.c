@@ -117,17 +117,15 @@ static int gpu_sim_parse_item(const char *text, size_t len, struct gpu_sim_item 
     return 0;
 }
 
-static int gpu_sim_add_cards(const struct gpu_sim_item *item, gpu_inventory *inv, gb_err *err)
+static void gpu_sim_add_cards(const struct gpu_sim_item *item, gpu_inventory *inv)
 {
     for (unsigned i = 0; i < item->count; i++) {
         gpu_device d = {.index = (int)inv->n, .healthy = true};
         d.memory_mib = (uint64_t)item->mem_gb * 1024;
         gpu_sim_uuid(item, d.index, d.uuid, sizeof(d.uuid));
         snprintf(d.model, sizeof(d.model), "NVIDIA %s-%uGB (simulated)", item->model, item->mem_gb);
-        if (gpu_inventory_add(inv, &d, err) < 0)
-            return -1;
+        gpu_inventory_add(inv, &d);
     }
-    return 0;
 }
 
 static int gpu_sim_parse(const char *spec, gpu_inventory *inv, gb_err *err)
@@ -147,8 +145,7 @@ static int gpu_sim_parse(const char *spec, gpu_inventory *inv, gb_err *err)
         if (total > GPU_SIM_MAX_DEVICES)
             return err_set(err, ERR_INVALID_PARAMS, "more than %d cards in all",
                            GPU_SIM_MAX_DEVICES);
-        if (gpu_sim_add_cards(&item, inv, err) < 0)
-            return -1;
+        gpu_sim_add_cards(&item, inv);
         if (!end)
             return 0;
         p = end + 1;

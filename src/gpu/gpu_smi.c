@@ -226,8 +226,9 @@ static int smi_parse_lines(const char *csv, gpu_inventory *out, gb_err *err)
             return -1;
         if (r == 0)
             continue;
-        if (smi_check_unique(out, &d, line_no, err) < 0 || gpu_inventory_add(out, &d, err) < 0)
+        if (smi_check_unique(out, &d, line_no, err) < 0)
             return -1;
+        gpu_inventory_add(out, &d);
     }
     return 0;
 }

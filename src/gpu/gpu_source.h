@@ -24,8 +24,8 @@ extern const struct gpu_source gpu_source_nvml;
 extern const struct gpu_source gpu_source_smi;
 extern const struct gpu_source gpu_source_sim;
 
-/* Append a copy of *d (growing the array); -1 with ERR_INTERNAL when out of memory. */
-int gpu_inventory_add(gpu_inventory *inv, const gpu_device *d, gb_err *err);
+/* Append a copy of *d (growing the array). */
+void gpu_inventory_add(gpu_inventory *inv, const gpu_device *d);
 /* Order by index, each card before its MIG instances, those by mig_index. */
 void gpu_inventory_sort(gpu_inventory *inv);
 

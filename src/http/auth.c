@@ -171,8 +171,6 @@ int http_auth_parse(const char *text, const char *origin, http_auth **out, gb_er
     *out = NULL;
     _cleanup_(auth_text_wipe) char *copy = xstrdup(text);
     _cleanup_(http_auth_freep) http_auth *a = xcalloc(1, sizeof(*a));
-    if (!copy || !a)
-        return err_set(err, ERR_INTERNAL, "out of memory reading %s", origin);
     size_t cap = 0;
     int lineno = 0;
     for (char *rest = copy, *raw; (raw = strsep(&rest, "\n"));) {

@@ -66,8 +66,6 @@ int http_cors_parse(const char *list, http_cors **out, gb_err *err)
     *out = NULL;
     _cleanup_free_ char *copy = xstrdup(list ? list : "");
     _cleanup_(http_cors_freep) http_cors *c = xcalloc(1, sizeof(*c));
-    if (!copy || !c)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     char *save = NULL;
     for (char *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
         while (*o == ' ')

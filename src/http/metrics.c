@@ -33,10 +33,6 @@ http_metrics *http_metrics_new(void)
         "Time from the request's first byte to the answer being sent, by route pattern and method",
         dur_labels, http_latency_buckets,
         sizeof(http_latency_buckets) / sizeof(http_latency_buckets[0]));
-    if (!m->requests || !m->duration) {
-        http_metrics_free(m);
-        return NULL;
-    }
     return m;
 }
 

@@ -45,7 +45,7 @@ int openapi_has_operation(const json_t *doc, const char *method, const char *pat
 static json_t *openapi_parameters(const char *pattern)
 {
     json_t *params = json_array();
-    for (const char *p = strchr(pattern, '{'); params && p; p = strchr(p + 1, '{')) {
+    for (const char *p = strchr(pattern, '{'); p; p = strchr(p + 1, '{')) {
         const char *end = strchr(p, '}');
         if (!end)
             break;

@@ -31,12 +31,12 @@ extern const size_t gpubox_openapi_json_len;
 const char *openapi_yaml(size_t *len);
 
 /* docs/openapi.yaml as JSON values, nothing generated (caller decrefs);
- * NULL with err (ERR_INTERNAL) when out of memory. */
+ * NULL with err (ERR_INTERNAL) when the embedded JSON does not load. */
 json_t *openapi_file_document(gb_err *err);
 
 /* The document served as JSON: the file's, with an entry generated for
- * each route of r it lacks (caller decrefs); NULL with err when out of
- * memory. */
+ * each route of r it lacks (caller decrefs); NULL with err when the
+ * embedded document does not load or has no paths. */
 json_t *openapi_document(const http_router *r, gb_err *err);
 
 /* Whether doc describes method (any case) on pattern. */

@@ -16,12 +16,12 @@ char *http_envelope_dump(int code, const char *msg, const json_t *data, size_t *
     /* Build the object by hand rather than json_pack so a borrowed data value
      * needs no extra reference dance. */
     _cleanup_json_ json_t *env = json_object();
-    if (!env || json_object_set_new(env, "code", json_integer(code)) < 0 ||
-        json_object_set_new(env, "msg", json_string(msg ? msg : "")) < 0 ||
-        json_object_set(env, "data", data ? (json_t *)data : json_null()) < 0)
-        return NULL;
+    json_object_set_new(env, "code", json_integer(code));
+    if (json_object_set_new(env, "msg", json_string(msg ? msg : "")) < 0)
+        return NULL; /* json_string refuses a message that is not UTF-8 */
+    json_object_set(env, "data", data ? (json_t *)data : json_null());
     char *body = json_dumps(env, JSON_COMPACT);
-    if (body && len)
+    if (len)
         *len = strlen(body);
     return body;
 }
@@ -38,7 +38,7 @@ int http_response_envelope(http_response *resp, int code, const char *msg, json_
     size_t len = 0;
     char *body = http_envelope_dump(code, msg, owned, &len);
     if (!body)
-        return err_set(err, ERR_INTERNAL, "out of memory serializing the response");
+        return err_set(err, ERR_INTERNAL, "the response's message is not UTF-8");
     http_response_clear(resp);
     resp->status = err_http_status(code);
     resp->code = code;
@@ -80,14 +80,15 @@ void http_response_error(http_response *resp, const gb_err *e)
     const char *msg = e && e->msg[0] ? e->msg : "internal error (no message was recorded)";
     if (http_response_envelope(resp, code, msg, NULL, NULL) == 0)
         return;
-    static const char fallback[] = "{\"code\":1199,\"msg\":\"out of memory\",\"data\":null}";
+    static const char fallback[] =
+        "{\"code\":1199,\"msg\":\"internal error (its message is not UTF-8)\",\"data\":null}";
     http_response_clear(resp);
     resp->status = 500;
     resp->code = ERR_INTERNAL;
     resp->envelope = true;
     resp->content_type = HTTP_JSON;
-    resp->body = xstrdup(fallback); /* may be NULL: the server then sends an empty body */
-    resp->body_len = resp->body ? strlen(fallback) : 0;
+    resp->body = xstrdup(fallback);
+    resp->body_len = strlen(fallback);
 }
 
 void http_response_raw(http_response *resp, int status, const char *content_type, char *body,

@@ -32,26 +32,27 @@ typedef struct http_response {
 } http_response;
 
 /* Serialize an envelope; data (borrowed, may be NULL -> null). Returns a
- * malloc'd string and its length, or NULL when out of memory. */
+ * malloc'd string and its length, or NULL when msg is not UTF-8. */
 char *http_envelope_dump(int code, const char *msg, const json_t *data, size_t *len);
 
 /* The HTTP status an envelope code goes out with. */
 int http_status_for(int code, bool compat_http_200);
 
 /* Success: {"code":200,"msg":"success","data":data}. Steals data (NULL is
- * sent as null). Returns 0, or -1 with *err set if serialization failed. */
+ * sent as null). Returns 0 (the int and err are kept for its callers). */
 int http_response_data(http_response *resp, json_t *data, gb_err *err);
 
 /* Success with data that is already serialized JSON (a cached answer):
  * the envelope is put around the text without parsing it again. */
 int http_response_data_text(http_response *resp, const char *data, size_t len, gb_err *err);
 
-/* Any envelope, e.g. an error that still carries data (healthz). Steals data. */
+/* Any envelope, e.g. an error that still carries data (healthz). Steals
+ * data. -1 with *err set when msg is not UTF-8. */
 int http_response_envelope(http_response *resp, int code, const char *msg, json_t *data,
                            gb_err *err);
 
 /* The error envelope for e (data null). Never fails: falls back to a fixed
- * body when out of memory. */
+ * body when e's message is not UTF-8. */
 void http_response_error(http_response *resp, const gb_err *e);
 
 /* A body that is not an envelope (e.g. /openapi.json, /metrics). Steals body. */

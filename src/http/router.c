@@ -69,10 +69,7 @@ static int router_entry_init(router_entry *e, const http_route *route, gb_err *e
                 p ? p : "(null)");
         return -1;
     }
-    if (!(e->copy = xstrdup(p))) {
-        err_set(err, ERR_INTERNAL, "out of memory adding route %s", p);
-        return -1;
-    }
+    e->copy = xstrdup(p);
     int n = router_split(e->copy, e->seg);
     if (n < 0) {
         err_set(err, ERR_INTERNAL, "route %s has more than %d segments", p, ROUTER_MAX_SEGMENTS);
@@ -160,7 +157,7 @@ enum router_result router_match_request(const http_router *r, const char *method
     *m = (router_match){0};
     m->scratch = xstrdup(path ? path : "");
     const char *seg[ROUTER_MAX_SEGMENTS];
-    int nseg = m->scratch ? router_split(m->scratch, seg) : -1;
+    int nseg = router_split(m->scratch, seg);
     if (nseg < 0)
         return ROUTER_NOT_FOUND;
 

@@ -108,10 +108,10 @@ void gpus_settings_list_free(char **list, size_t n);
 /* ---- the pool ---- */
 
 /* A pool over a copy of inv (NULL or empty gives an empty pool) with the
- * default settings; NULL when out of memory. */
+ * default settings; never NULL. */
 gpus_pool *gpus_pool_new(const gpu_inventory *inv);
 /* The same with host settings (NULL = defaults); NULL with err filled when
- * the settings are invalid (gpus_settings_validate) or out of memory. */
+ * the settings are invalid (gpus_settings_validate). */
 gpus_pool *gpus_pool_new_with(const gpu_inventory *inv, const gpus_settings *settings, gb_err *err);
 void gpus_pool_free(gpus_pool *p);
 
@@ -229,7 +229,8 @@ typedef struct gpus_status {
     size_t n;
 } gpus_status;
 
-/* A consistent snapshot of every device; free with gpus_status_free. */
+/* A consistent snapshot of every device; free with gpus_status_free.
+ * Always 0: err is kept for its callers. */
 int gpus_pool_status(gpus_pool *p, gpus_status *out, gb_err *err);
 void gpus_status_free(gpus_status *s);
 

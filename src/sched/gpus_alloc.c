@@ -390,15 +390,12 @@ static int gpus_free_replica(const gpus_pool *p, const struct gpus_slot *s)
 }
 
 /* Grow the chosen slots' tenant arrays, then add the tenants and fill out. */
-static int gpus_commit(gpus_pool *p, const size_t *chosen, size_t count, const struct gpus_want *w,
-                       gpus_grant *out, gb_err *err)
+static void gpus_commit(gpus_pool *p, const size_t *chosen, size_t count, const struct gpus_want *w,
+                        gpus_grant *out)
 {
     out->cards = xcalloc(count, sizeof(*out->cards));
     for (size_t k = 0; k < count; k++)
-        if (gpus_slot_reserve(&p->slots[chosen[k]]) < 0) {
-            gpus_grant_free(out);
-            return err_set(err, ERR_INTERNAL, "out of memory allocating GPUs");
-        }
+        gpus_slot_reserve(&p->slots[chosen[k]]);
     for (size_t k = 0; k < count; k++) {
         struct gpus_slot *s = &p->slots[chosen[k]];
         gpus_grant_card *c = &out->cards[k];
@@ -411,7 +408,6 @@ static int gpus_commit(gpus_pool *p, const size_t *chosen, size_t count, const s
         gpus_slot_add(p, s, w->owner, c->memory_mib, w->mode, c->replica);
     }
     out->n = count;
-    return 0;
 }
 
 /* Check the request; *count becomes the number of cards. */
@@ -461,7 +457,8 @@ int gpus_alloc_locked(gpus_pool *p, const gpus_request *req, const char *owner, 
                        : gpus_choose(p, count, &w, chosen, err);
     if (rc < 0)
         return -1;
-    return gpus_commit(p, chosen, count, &w, out, err);
+    gpus_commit(p, chosen, count, &w, out);
+    return 0;
 }
 
 int gpus_pool_alloc(gpus_pool *p, const gpus_request *req, const char *owner, gpus_grant *out,

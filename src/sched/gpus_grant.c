@@ -44,11 +44,8 @@ static json_t *gpus_share_json(const gpus_grant_card *c)
 {
     json_t *o = json_pack("{s:s, s:I, s:s}", "uuid", c->uuid, "memoryMiB",
                           (json_int_t)c->memory_mib, "mode", gpus_mode_name(c->mode));
-    if (o && c->mode == GPUS_MODE_TIMESLICE &&
-        json_object_set_new(o, "replica", json_integer(c->replica)) < 0) {
-        json_decref(o);
-        return NULL;
-    }
+    if (o && c->mode == GPUS_MODE_TIMESLICE)
+        json_object_set_new(o, "replica", json_integer(c->replica));
     return o;
 }
 
@@ -61,18 +58,18 @@ int gpus_grant_to_json(const gpus_grant *g, json_t *record, gb_err *err)
         return err_set(err, ERR_INTERNAL, "a GPU grant is written into a JSON object");
     _cleanup_json_ json_t *uuids = json_array();
     _cleanup_json_ json_t *shares = json_array();
-    for (size_t i = 0; uuids && shares && g && i < g->n; i++) {
+    for (size_t i = 0; g && i < g->n; i++) {
+        /* json_string and gpus_share_json refuse a UUID that is not UTF-8 */
         if (json_array_append_new(uuids, json_string(g->cards[i].uuid)) < 0 ||
             (mode != GPUS_MODE_WHOLE &&
              json_array_append_new(shares, gpus_share_json(&g->cards[i])) < 0))
-            return err_set(err, ERR_INTERNAL, "out of memory writing a GPU grant");
+            return err_set(err, ERR_INTERNAL, "GPU grant card %zu: the UUID is not UTF-8", i);
     }
-    if (!uuids || !shares || json_object_set(record, "gpus", uuids) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory writing a GPU grant");
+    json_object_set(record, "gpus", uuids);
     if (mode == GPUS_MODE_WHOLE || mode == GPUS_MODE_FREE)
         json_object_del(record, "gpuShares");
-    else if (json_object_set(record, "gpuShares", shares) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory writing a GPU grant");
+    else
+        json_object_set(record, "gpuShares", shares);
     return 0;
 }
 
@@ -167,8 +164,6 @@ int gpus_grant_from_json(const json_t *record, gpus_grant *out, gb_err *err)
     size_t nshares = json_array_size(shares);
     size_t n = nshares ? nshares : nuuids;
     _cleanup_(gpus_grant_free) gpus_grant g = {.cards = xcalloc(n ? n : 1, sizeof(*g.cards))};
-    if (!g.cards)
-        return err_set(err, ERR_INTERNAL, "out of memory reading a GPU grant");
     if (nshares) {
         if (gpus_shares_from_json(shares, uuids, nuuids, have_uuids > 0, &g, err) < 0)
             return -1;
@@ -202,35 +197,24 @@ static char *gpus_memory_value(const gpus_grant *g, bool *differ)
     *differ = false;
     for (size_t i = 1; i < g->n; i++)
         *differ = *differ || g->cards[i].memory_mib != g->cards[0].memory_mib;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return NULL;
-    for (size_t i = 0; i < (*differ ? g->n : 1); i++)
-        fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)g->cards[i].memory_mib);
-    if (fclose(f) != 0) {
-        free(text);
-        return NULL;
-    }
+    size_t count = *differ ? g->n : 1;
+    /* each entry: a comma and at most 20 digits */
+    char *text = xmalloc(count * 21 + 1), *at = text;
+    *at = '\0';
+    for (size_t i = 0; i < count; i++)
+        at += sprintf(at, "%s%llu", i ? "," : "", (unsigned long long)g->cards[i].memory_mib);
     return text;
 }
 
-/* Append one "KEY=VALUE" line; false when out of memory. */
-static bool gpus_env_add(char **lines, size_t *k, const char *fmt, ...)
+/* Append one "KEY=VALUE" line. */
+static void gpus_env_add(char **lines, size_t *k, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static bool gpus_env_add(char **lines, size_t *k, const char *fmt, ...)
+static void gpus_env_add(char **lines, size_t *k, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int rc = vasprintf(&lines[*k], fmt, ap);
+    lines[(*k)++] = xvasprintf(fmt, ap);
     va_end(ap);
-    if (rc < 0) {
-        lines[*k] = NULL;
-        return false;
-    }
-    (*k)++;
-    return true;
 }
 
 int gpus_grant_env(const gpus_grant *g, char ***env, size_t *n, gb_err *err)
@@ -244,22 +228,18 @@ int gpus_grant_env(const gpus_grant *g, char ***env, size_t *n, gb_err *err)
     /* a limit per card, then order, memory, share, and a NULL at the end */
     char **lines = xcalloc(cards + 4, sizeof(*lines));
     size_t k = 0;
-    bool ok = true;
     if (mode == GPUS_MODE_WHOLE)
-        ok = gpus_env_add(lines, &k, "GPUBOX_GPU_SHARE=whole");
+        gpus_env_add(lines, &k, "GPUBOX_GPU_SHARE=whole");
     if (mode == GPUS_MODE_MEMORY || mode == GPUS_MODE_TIMESLICE) {
-        for (size_t i = 0; ok && i < cards; i++)
-            ok = gpus_env_add(lines, &k, "CUDA_DEVICE_MEMORY_LIMIT_%zu=%llum", i,
-                              (unsigned long long)g->cards[i].memory_mib);
+        for (size_t i = 0; i < cards; i++)
+            gpus_env_add(lines, &k, "CUDA_DEVICE_MEMORY_LIMIT_%zu=%llum", i,
+                         (unsigned long long)g->cards[i].memory_mib);
         bool differ = false;
-        _cleanup_free_ char *memory = ok ? gpus_memory_value(g, &differ) : NULL;
-        ok = ok && memory && (!differ || gpus_env_add(lines, &k, "CUDA_DEVICE_ORDER=PCI_BUS_ID")) &&
-             gpus_env_add(lines, &k, "GPUBOX_GPU_MEMORY_MIB=%s", memory) &&
-             gpus_env_add(lines, &k, "GPUBOX_GPU_SHARE=%s", gpus_mode_name(mode));
-    }
-    if (!ok) {
-        gpus_grant_env_free(lines, k);
-        return err_set(err, ERR_INTERNAL, "out of memory");
+        _cleanup_free_ char *memory = gpus_memory_value(g, &differ);
+        if (differ)
+            gpus_env_add(lines, &k, "CUDA_DEVICE_ORDER=PCI_BUS_ID");
+        gpus_env_add(lines, &k, "GPUBOX_GPU_MEMORY_MIB=%s", memory);
+        gpus_env_add(lines, &k, "GPUBOX_GPU_SHARE=%s", gpus_mode_name(mode));
     }
     *env = lines;
     *n = k;
@@ -277,13 +257,10 @@ int gpus_grant_env_file(const gpus_grant *g, char **text, gb_err *err)
     for (size_t i = 0; i < n; i++)
         len += strlen(env[i]) + 1;
     char *out = xmalloc(len), *at = out;
-    for (size_t i = 0; out && i < n; i++)
+    for (size_t i = 0; i < n; i++)
         at += sprintf(at, "%s\n", env[i]);
-    if (out)
-        *at = '\0';
+    *at = '\0';
     gpus_grant_env_free(env, n);
-    if (!out)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     *text = out;
     return 0;
 }

@@ -76,8 +76,8 @@ unsigned gpus_slot_replicas(const gpus_pool *p, const struct gpus_slot *s);
 uint64_t gpus_owner_bit(const char *owner);
 /* Owner's tenancy on the slot, or NULL; bit = gpus_owner_bit(owner). */
 gpus_tenant *gpus_slot_tenant(struct gpus_slot *s, const char *owner, uint64_t bit);
-/* Room for one more tenant; -1 when out of memory (nothing else changes). */
-int gpus_slot_reserve(struct gpus_slot *s);
+/* Room for one more tenant. */
+void gpus_slot_reserve(struct gpus_slot *s);
 /* Add a tenant (room reserved), set the slot's mode and renew its offer. */
 void gpus_slot_add(gpus_pool *p, struct gpus_slot *s, const char *owner, uint64_t memory_mib,
                    enum gpus_mode mode, int replica);

@@ -110,8 +110,7 @@ static int gpus_take_locked(gpus_pool *p, const gpus_grant *g, const char *owner
             return -1;
     }
     for (size_t k = 0; k < g->n; k++)
-        if (gpus_slot_reserve(slots[k]) < 0)
-            return err_set(err, ERR_INTERNAL, "out of memory marking GPUs");
+        gpus_slot_reserve(slots[k]);
     for (size_t k = 0; k < g->n; k++) {
         const gpus_grant_card *c = &g->cards[k];
         uint64_t memory = c->mode == GPUS_MODE_WHOLE ? slots[k]->dev->memory_mib : c->memory_mib;
@@ -138,8 +137,6 @@ int gpus_pool_take(gpus_pool *p, const char *const *uuids, size_t n, const char 
     if (gpus_check_owner(owner, err) < 0)
         return -1;
     _cleanup_(gpus_grant_free) gpus_grant g = {.cards = xcalloc(n ? n : 1, sizeof(*g.cards))};
-    if (!g.cards)
-        return err_set(err, ERR_INTERNAL, "out of memory marking GPUs");
     for (size_t i = 0; i < n; i++) {
         if (!uuids[i])
             return err_set(err, ERR_INVALID_PARAMS, "no GPU (null) on this host");

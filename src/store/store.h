@@ -158,7 +158,7 @@ int store_open(const char *url, store **out, gb_err *err);
 void store_close(store *s);
 /* url with the value of every password= option, and any user:password@
  * before the host, replaced by "***", to show in messages and logs; free
- * it. NULL only when out of memory. */
+ * it. */
 char *store_url_redact(const char *url);
 const char *store_backend_name(const store *s);
 /* True when url names a backend reached over the network (etcd), which may
@@ -192,7 +192,8 @@ int store_owner_self(const char *program, store_owner *out, gb_err *err);
 /* Process pid of this host as an owner named program (tests use it for a
  * child); ERR_NOT_FOUND when there is no such process. */
 int store_owner_of_pid(const char *program, long pid, store_owner *out, gb_err *err);
-/* As JSON for the lock file or the owner key (free it); NULL when out of memory. */
+/* As JSON for the lock file or the owner key (free it); NULL when a text
+ * field (the host name, say) is not UTF-8. */
 char *store_owner_to_json(const store_owner *o);
 /* Parse what store_owner_to_json wrote; -1 when text is not such JSON. */
 int store_owner_from_json(const char *text, store_owner *out);

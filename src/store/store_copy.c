@@ -100,10 +100,6 @@ int store_copy(store *from, store *to, bool overwrite, size_t *copied, gb_err *e
         goto out;
     }
     ops = xcalloc(src.n > dst.n ? src.n : dst.n, sizeof(*ops));
-    if (!ops && (src.n || dst.n)) {
-        err_set(err, ERR_INTERNAL, "copying a store: out of memory");
-        goto out;
-    }
     size_t ndel = store_copy_plan_deletes(&src, &dst, ops);
     if (store_copy_apply(to, ops, ndel, &deleted, err) < 0)
         goto out;

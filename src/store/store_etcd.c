@@ -44,18 +44,13 @@
  * range then starts again at the new revision, this many times at most. */
 #define ETCD_RANGE_RESTARTS 3
 
-static int etcd_store_oom(gb_err *err)
-{
-    return err_set(err, ERR_INTERNAL, "etcd store: out of memory");
-}
-
 /* ---- JSON pieces ----------------------------------------------------------- */
 
 /* Bytes as a base64 JSON string. */
 json_t *etcd_json_bytes(const char *data, size_t n)
 {
     _cleanup_free_ char *b64 = base64_encode(data, n);
-    return b64 ? json_string(b64) : NULL;
+    return json_string(b64);
 }
 
 json_t *etcd_json_int64(int64_t v)
@@ -91,7 +86,7 @@ json_t *etcd_store_json_key(const struct etcd_store *es, const char *key)
 {
     size_t len = 0;
     _cleanup_free_ char *full = etcd_store_full_key(es, key, &len);
-    return full ? etcd_json_bytes(full, len) : NULL;
+    return etcd_json_bytes(full, len);
 }
 
 /* range_end for "every key starting with key[0..len)": drop trailing 0xff
@@ -117,10 +112,8 @@ static int etcd_store_decode(json_t *obj, const char *name, const char *key_for_
     if (!b64)
         b64 = ""; /* protobuf's JSON leaves out empty fields */
     if (base64_decode(b64, strlen(b64), out, len) < 0)
-        return errno == ENOMEM
-                   ? etcd_store_oom(err)
-                   : err_set(err, ERR_INTERNAL, "etcd store: etcd sent a %s that is not base64%s%s",
-                             name, key_for_msg ? " for key " : "", key_for_msg ? key_for_msg : "");
+        return err_set(err, ERR_INTERNAL, "etcd store: etcd sent a %s that is not base64%s%s", name,
+                       key_for_msg ? " for key " : "", key_for_msg ? key_for_msg : "");
     if (memchr(*out, '\0', *len)) {
         err_set(err, ERR_INTERNAL,
                 "etcd store: the %s%s%s holds a NUL byte; gpubox never writes those - "
@@ -149,9 +142,7 @@ static int etcd_store_kv_from_json(const struct etcd_store *es, json_t *j, store
         return -1;
     }
     kv->key = xstrdup(*full + es->prefix_len);
-    if (!kv->key || etcd_store_decode(j, "value", kv->key, &kv->value, &value_len, err) < 0) {
-        if (!kv->key)
-            etcd_store_oom(err);
+    if (etcd_store_decode(j, "value", kv->key, &kv->value, &value_len, err) < 0) {
         store_kv_free(kv);
         free(steal_ptr(full));
         return -1;
@@ -168,8 +159,7 @@ static int etcd_store_get(store *s, const char *key, store_kv *out, gb_err *err)
     struct etcd_store *es = (struct etcd_store *)s;
     _cleanup_json_ json_t *body = json_object();
     _cleanup_json_ json_t *reply = NULL;
-    if (!body || json_object_set_new(body, "key", etcd_store_json_key(es, key)) < 0)
-        return etcd_store_oom(err);
+    json_object_set_new(body, "key", etcd_store_json_key(es, key));
     if (etcd_client_call(es->client, "/v3/kv/range", body, false, &reply, NULL, err) < 0)
         return err_prefix(err, "reading key '%s'", key);
     json_t *kvs = json_object_get(reply, "kvs");
@@ -181,17 +171,15 @@ static int etcd_store_get(store *s, const char *key, store_kv *out, gb_err *err)
                                                                                                : 1;
 }
 
-static int etcd_store_kvs_grow(store_kvs *kvs, size_t *cap, size_t more)
+static void etcd_store_kvs_grow(store_kvs *kvs, size_t *cap, size_t more)
 {
     if (kvs->n + more <= *cap)
-        return 0;
+        return;
     size_t ncap = *cap ? *cap : 16;
     while (ncap < kvs->n + more)
         ncap *= 2;
-    store_kv *items = xrealloc(kvs->items, ncap * sizeof(*items));
-    kvs->items = items;
+    kvs->items = xrealloc(kvs->items, ncap * sizeof(*kvs->items));
     *cap = ncap;
-    return 0;
 }
 
 /* One page of a range: keys from start up to range_end, at revision rev
@@ -203,13 +191,12 @@ static int etcd_store_range_page(struct etcd_store *es, json_t *start, json_t *r
     _cleanup_json_ json_t *body = json_pack("{s:O, s:O, s:o}", "key", start, "range_end", range_end,
                                             "limit", etcd_json_int64(ETCD_RANGE_PAGE));
     _cleanup_json_ json_t *reply = NULL;
-    if (!body || (*rev > 0 && json_object_set_new(body, "revision", etcd_json_int64(*rev)) < 0))
-        return etcd_store_oom(err);
+    if (*rev > 0)
+        json_object_set_new(body, "revision", etcd_json_int64(*rev));
     if (etcd_client_call(es->client, "/v3/kv/range", body, false, &reply, grpc_code, err) < 0)
         return -1;
     json_t *page = json_object_get(reply, "kvs");
-    if (etcd_store_kvs_grow(kvs, cap, json_array_size(page)) < 0)
-        return etcd_store_oom(err);
+    etcd_store_kvs_grow(kvs, cap, json_array_size(page));
     for (size_t i = 0; i < json_array_size(page); i++) {
         free(steal_ptr(last));
         if (etcd_store_kv_from_json(es, json_array_get(page, i), &kvs->items[kvs->n], last,
@@ -228,13 +215,9 @@ static int etcd_store_range_once(struct etcd_store *es, const char *prefix, stor
 {
     size_t full_len = 0;
     _cleanup_free_ char *full = etcd_store_full_key(es, prefix, &full_len);
-    if (!full)
-        return etcd_store_oom(err);
     /* etcd has no empty key; "\0" is the lowest key there is. */
     _cleanup_json_ json_t *start = etcd_json_bytes(full, full_len ? full_len : 1);
     _cleanup_json_ json_t *range_end = etcd_json_range_end(full, full_len);
-    if (!start || !range_end)
-        return etcd_store_oom(err);
 
     store_kvs kvs = {0};
     size_t cap = 0;
@@ -250,17 +233,10 @@ static int etcd_store_range_once(struct etcd_store *es, const char *prefix, stor
         }
         if (more) {
             /* The next page starts just after the last key: last + "\0". */
-            _cleanup_free_ char *next = xrealloc(last, last_len + 1);
-            if (next) {
-                last = NULL; /* moved into next */
-                next[last_len] = '\0';
-            }
+            _cleanup_free_ char *next = xrealloc(steal_ptr(&last), last_len + 1);
+            next[last_len] = '\0';
             json_decref(start);
-            start = next ? etcd_json_bytes(next, last_len + 1) : NULL;
-            if (!start) {
-                store_kvs_free(&kvs);
-                return etcd_store_oom(err);
-            }
+            start = etcd_json_bytes(next, last_len + 1);
         }
     }
     *out = kvs;
@@ -287,8 +263,6 @@ static int etcd_store_revision(store *s, int64_t *revision, gb_err *err)
         "{s:o, s:b}", "key", etcd_json_bytes(es->prefix_len ? es->prefix : "", es->prefix_len ?: 1),
         "count_only", 1);
     _cleanup_json_ json_t *reply = NULL;
-    if (!body)
-        return etcd_store_oom(err);
     if (etcd_client_call(es->client, "/v3/kv/range", body, false, &reply, NULL, err) < 0)
         return -1; /* the client's messages name etcd and what failed */
     *revision = etcd_json_get_int64(json_object_get(reply, "header"), "revision");
@@ -333,8 +307,6 @@ static json_t *etcd_store_json_op(const struct etcd_store *es, const store_op *o
     case STORE_OP_DELETE_PREFIX: {
         size_t len = 0;
         _cleanup_free_ char *full = etcd_store_full_key(es, op->key, &len);
-        if (!full)
-            return NULL;
         return json_pack("{s:{s:o, s:o}}", "request_delete_range", "key",
                          etcd_json_bytes(full, len), "range_end", etcd_json_range_end(full, len));
     }
@@ -346,15 +318,13 @@ static json_t *etcd_store_json_op(const struct etcd_store *es, const store_op *o
  * fence (lease != 0) one more comparison - the owner key is still attached
  * to lease - and a failure branch that reads the owner key, so that a
  * transaction that did not succeed says whether the fence or the caller's
- * comparisons failed. json_pack with "o" takes a NULL from a failed
- * allocation as failure, so one check does. */
+ * comparisons failed. NULL only for a comparison or op of an unknown kind
+ * (store_txn refuses those before a backend sees them). */
 static json_t *etcd_store_json_txn(const struct etcd_store *es, const store_cmp *cmps, size_t ncmps,
                                    const store_op *ops, size_t nops, int64_t lease)
 {
     _cleanup_json_ json_t *compare = json_array();
     _cleanup_json_ json_t *success = json_array();
-    if (!compare || !success)
-        return NULL;
     for (size_t i = 0; i < ncmps; i++)
         if (json_array_append_new(compare, etcd_store_json_cmp(es, &cmps[i])) < 0)
             return NULL;
@@ -363,11 +333,9 @@ static json_t *etcd_store_json_txn(const struct etcd_store *es, const store_cmp 
             return NULL;
     if (!lease)
         return json_pack("{s:O, s:O}", "compare", compare, "success", success);
-    if (json_array_append_new(compare,
-                              json_pack("{s:o, s:s, s:s, s:o}", "key",
-                                        etcd_store_json_key(es, STORE_OWNER_KEY), "target", "LEASE",
-                                        "result", "EQUAL", "lease", etcd_json_int64(lease))) < 0)
-        return NULL;
+    json_array_append_new(
+        compare, json_pack("{s:o, s:s, s:s, s:o}", "key", etcd_store_json_key(es, STORE_OWNER_KEY),
+                           "target", "LEASE", "result", "EQUAL", "lease", etcd_json_int64(lease)));
     return json_pack("{s:O, s:O, s:[{s:{s:o}}]}", "compare", compare, "success", success, "failure",
                      "request_range", "key", etcd_store_json_key(es, STORE_OWNER_KEY));
 }
@@ -384,7 +352,7 @@ static int etcd_store_txn(store *s, const store_cmp *cmps, size_t ncmps, const s
     _cleanup_json_ json_t *body = etcd_store_json_txn(es, cmps, ncmps, ops, nops, lease);
     _cleanup_json_ json_t *reply = NULL;
     if (!body)
-        return etcd_store_oom(err);
+        return err_set(err, ERR_INTERNAL, "etcd store: a comparison or op of an unknown kind");
     /* With no ops the transaction only reads, and may be sent again. */
     if (etcd_client_call(es->client, "/v3/kv/txn", body, nops > 0, &reply, NULL, err) < 0)
         return err_prefix(err, "store transaction");
@@ -419,10 +387,7 @@ static int etcd_store_open(const char *url, store **out, gb_err *err)
     struct etcd_store *es = xcalloc(1, sizeof(*es));
     es->base.backend = &store_backend_etcd;
     int64_t rev = 0;
-    if (!(es->claim = etcd_claim_new())) {
-        free(es);
-        return etcd_store_oom(err);
-    }
+    es->claim = etcd_claim_new();
     if (etcd_client_new(url, &es->client, err) < 0) {
         etcd_claim_free(es->claim);
         free(es);

@@ -75,11 +75,6 @@ struct etcd_owner_kv {
     store_owner holder; /* pid 0 when its value is not an owner's identity */
 };
 
-static int etcd_claim_oom(gb_err *err)
-{
-    return err_set(err, ERR_INTERNAL, "etcd store: out of memory");
-}
-
 struct etcd_claim *etcd_claim_new(void)
 {
     struct etcd_claim *c = xcalloc(1, sizeof(*c));
@@ -115,8 +110,6 @@ static int etcd_lease_grant(struct etcd_store *es, int ttl_s, int64_t *lease, in
 {
     _cleanup_json_ json_t *body = json_pack("{s:o}", "TTL", etcd_json_int64(ttl_s));
     _cleanup_json_ json_t *reply = NULL;
-    if (!body)
-        return etcd_claim_oom(err);
     /* A grant sent twice only makes a lease that expires unused. */
     if (etcd_client_call(es->client, "/v3/lease/grant", body, false, &reply, NULL, err) < 0)
         return err_prefix(err, "granting a lease for the claim");
@@ -136,8 +129,6 @@ static int etcd_lease_keepalive(struct etcd_store *es, int64_t lease, int64_t *t
 {
     _cleanup_json_ json_t *body = json_pack("{s:o}", "ID", etcd_json_int64(lease));
     _cleanup_json_ json_t *reply = NULL;
-    if (!body)
-        return etcd_claim_oom(err);
     if (etcd_client_call(es->client, "/v3/lease/keepalive", body, false, &reply, NULL, err) < 0)
         return -1;
     json_t *result = json_object_get(reply, "result");
@@ -157,10 +148,9 @@ static int64_t etcd_lease_time_to_live(struct etcd_store *es, int64_t lease)
     _cleanup_json_ json_t *body = json_pack("{s:o}", "ID", etcd_json_int64(lease));
     _cleanup_json_ json_t *reply = NULL;
     gb_err ignored = GB_ERR_INIT;
-    if (!body || etcd_client_call(es->client, "/v3/lease/timetolive", body, false, &reply, NULL,
-                                  &ignored) < 0)
-        return -1;
-    return etcd_json_get_int64(reply, "TTL");
+    int rc =
+        etcd_client_call(es->client, "/v3/lease/timetolive", body, false, &reply, NULL, &ignored);
+    return rc < 0 ? -1 : etcd_json_get_int64(reply, "TTL");
 }
 
 /* Best effort: a lease that cannot be revoked expires by itself. */
@@ -169,7 +159,7 @@ static void etcd_lease_revoke(struct etcd_store *es, int64_t lease)
     _cleanup_json_ json_t *body = json_pack("{s:o}", "ID", etcd_json_int64(lease));
     _cleanup_json_ json_t *reply = NULL;
     gb_err e = GB_ERR_INIT;
-    if (body && etcd_client_call(es->client, "/v3/lease/revoke", body, false, &reply, NULL, &e) < 0)
+    if (etcd_client_call(es->client, "/v3/lease/revoke", body, false, &reply, NULL, &e) < 0)
         log_debug("store: revoking lease %llx: %s", (unsigned long long)lease, e.msg);
 }
 
@@ -197,8 +187,6 @@ static int etcd_owner_read(struct etcd_store *es, struct etcd_owner_kv *out, gb_
     _cleanup_json_ json_t *body =
         json_pack("{s:o}", "key", etcd_store_json_key(es, STORE_OWNER_KEY));
     _cleanup_json_ json_t *reply = NULL;
-    if (!body)
-        return etcd_claim_oom(err);
     if (etcd_client_call(es->client, "/v3/kv/range", body, false, &reply, NULL, err) < 0)
         return err_prefix(err, "reading who holds the store");
     etcd_owner_from_kvs(json_object_get(reply, "kvs"), out);
@@ -225,8 +213,6 @@ static int etcd_owner_put(struct etcd_store *es, const char *value, int64_t leas
                   etcd_json_bytes(value, strlen(value)), "lease", etcd_json_int64(lease), "failure",
                   "request_range", "key", etcd_store_json_key(es, STORE_OWNER_KEY));
     _cleanup_json_ json_t *reply = NULL;
-    if (!body)
-        return etcd_claim_oom(err);
     if (etcd_client_call(es->client, "/v3/kv/txn", body, true, &reply, NULL, err) < 0)
         return err_prefix(err, "writing the owner key");
     *succeeded = json_is_true(json_object_get(reply, "succeeded"));
@@ -272,8 +258,6 @@ static int etcd_claim_try(struct etcd_store *es, store_owner *holder, gb_err *er
     int ttl_s = c->ttl_s;
     _cleanup_free_ char *value = xstrdup(c->value);
     pthread_mutex_unlock(&c->lock);
-    if (!value)
-        return etcd_claim_oom(err);
 
     struct etcd_owner_kv cur;
     if (etcd_owner_read(es, &cur, err) < 0)
@@ -488,7 +472,9 @@ int etcd_store_claim(store *s, const store_owner *me, int ttl_s, store_owner *ho
     struct etcd_claim *c = es->claim;
     char *value = store_owner_to_json(me);
     if (!value)
-        return etcd_claim_oom(err);
+        return err_set(err, ERR_INTERNAL,
+                       "etcd store: who claims it cannot be written as JSON (a name that is not "
+                       "UTF-8)");
     pthread_mutex_lock(&c->lock);
     free(c->value);
     c->value = value;

@@ -199,7 +199,7 @@ static int sqlite_store_parse_url(const char *url, char **path, int *busy_timeou
                        "as in %s?busy_timeout_ms=5000",
                        url, example);
     *path = xstrndup(p, len);
-    return *path ? 0 : sqlite_store_oom(err);
+    return 0;
 }
 
 /* Open one connection with the settings every connection needs. */
@@ -386,7 +386,7 @@ static int sqlite_store_dup_column(sqlite3_stmt *st, int col, char **out, gb_err
     if (!text)
         return sqlite_store_oom(err); /* columns are NOT NULL: only OOM gets here */
     *out = xstrndup((const char *)text, (size_t)sqlite3_column_bytes(st, col));
-    return *out ? 0 : sqlite_store_oom(err);
+    return 0;
 }
 
 /* A row of (key, value, create_revision, mod_revision) into kv. */
@@ -713,10 +713,12 @@ static int sqlite_store_claim(store *s, const store_owner *me, int ttl_s, store_
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     (void)ttl_s; /* the kernel frees the lock with its holder: nothing expires */
-    _cleanup_free_ char *path = NULL;
     _cleanup_free_ char *json = store_owner_to_json(me);
-    if (!json || asprintf(&path, "%s.lock", ss->path) < 0)
-        return sqlite_store_oom(err);
+    if (!json)
+        return err_set(err, ERR_INTERNAL,
+                       "SQLite store: who claims it cannot be written as JSON (a name that is "
+                       "not UTF-8)");
+    _cleanup_free_ char *path = xasprintf("%s.lock", ss->path);
     _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
         return err_set(err, ERR_STORE_UNAVAILABLE,

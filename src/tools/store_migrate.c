@@ -78,10 +78,6 @@ int main(int argc, char **argv)
     /* URLs may carry an etcd password: show them without it. */
     _cleanup_free_ char *from_shown = store_url_redact(from_url);
     _cleanup_free_ char *to_shown = store_url_redact(to_url);
-    if (!from_shown || !to_shown) {
-        fprintf(stderr, "gpubox-store-migrate: out of memory\n");
-        return 1;
-    }
     store *from = NULL, *to = NULL;
     gb_err err = GB_ERR_INIT;
     store_owner me;

@@ -27,6 +27,8 @@
 #include <jansson.h>
 #include <yaml.h>
 
+#include "util/xalloc.h"
+
 /* Deeper nesting than this is refused rather than recursed into. */
 #define Y2J_MAX_DEPTH 256
 
@@ -146,13 +148,13 @@ static json_t *y2j_collection(y2j *c, const yaml_event_t *start, int depth)
             yaml_event_delete(&ev);
             goto fail;
         }
-        char *key = strdup((const char *)ev.data.scalar.value);
+        char *key = xstrdup((const char *)ev.data.scalar.value);
         yaml_mark_t at = ev.start_mark;
         yaml_event_delete(&ev);
         json_t *item = NULL;
-        if (key && json_object_get(v, key))
+        if (json_object_get(v, key))
             y2j_fail(c, &at, "the key \"%s\" given twice", key);
-        else if (key && y2j_next(c, &ev)) {
+        else if (y2j_next(c, &ev)) {
             item = y2j_node(c, &ev, depth + 1);
             yaml_event_delete(&ev);
         }
@@ -238,6 +240,7 @@ fail:
 
 int main(int argc, char **argv)
 {
+    xalloc_init("gpubox-yaml2json");
     if (argc != 3) {
         fprintf(stderr,
                 "usage: gpubox-yaml2json INPUT.yaml OUTPUT.json   (\"-\": stdin, stdout)\n");
@@ -252,7 +255,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpubox-yaml2json: cannot read %s: %s\n", argv[1], strerror(errno));
         return 1;
     }
-    if (!c.anchors || !yaml_parser_initialize(&c.parser)) {
+    if (!yaml_parser_initialize(&c.parser)) {
         fprintf(stderr, "gpubox-yaml2json: out of memory\n");
         return 1;
     }
@@ -268,12 +271,9 @@ int main(int argc, char **argv)
         return 1;
     /* Written whole or not at all: a failed build leaves no half file. */
     int to_stdout = strcmp(argv[2], "-") == 0;
-    char *tmp = NULL;
-    if (!to_stdout && asprintf(&tmp, "%s.tmp", argv[2]) < 0)
-        tmp = NULL;
+    char *tmp = to_stdout ? NULL : xasprintf("%s.tmp", argv[2]);
     int rc = to_stdout ? json_dumpf(doc, stdout, JSON_COMPACT | JSON_ENCODE_ANY)
-             : tmp     ? json_dump_file(doc, tmp, JSON_COMPACT | JSON_ENCODE_ANY)
-                       : -1;
+                       : json_dump_file(doc, tmp, JSON_COMPACT | JSON_ENCODE_ANY);
     if (rc == 0 && tmp && rename(tmp, argv[2]) != 0)
         rc = -1;
     if (rc != 0) {

@@ -16,13 +16,12 @@
 /* Length of the encoding of n bytes, without the NUL. */
 size_t base64_encoded_len(size_t n);
 
-/* Encode n bytes of data into a new NUL-terminated string (free it); NULL
- * only when out of memory. */
+/* Encode n bytes of data into a new NUL-terminated string (free it). */
 char *base64_encode(const void *data, size_t n);
 
 /* Decode len characters of text into a new buffer of *n bytes with a NUL
  * after them (so decoded text can be used as a C string); free it.
- * Returns 0, or -1 for malformed text (errno EINVAL) or no memory (ENOMEM). */
+ * Returns 0, or -1 (errno EINVAL) for malformed text. */
 int base64_decode(const char *text, size_t len, char **out, size_t *n);
 
 #endif

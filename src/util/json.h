@@ -37,7 +37,7 @@ const char *json_type_name(const json_t *v);
 
 /* A JSON string from bytes that may not be UTF-8 (command output): invalid
  * sequences become U+FFFD and NUL bytes '?', so the answer is always valid
- * JSON. NULL only when out of memory. */
+ * JSON. Never NULL. */
 json_t *json_string_lossy(const char *s, size_t len);
 
 #endif

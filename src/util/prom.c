@@ -55,8 +55,6 @@ prom_family *prom_histogram_new(const char *name, const char *help, const char *
                                 const double *buckets, size_t nbuckets)
 {
     prom_family *f = prom_family_new(name, help, labels);
-    if (!f)
-        return NULL;
     f->histogram = true;
     f->nbounds = nbuckets < PROM_MAX_BUCKETS ? nbuckets : PROM_MAX_BUCKETS;
     memcpy(f->bounds, buckets, f->nbounds * sizeof(*buckets));
@@ -75,8 +73,8 @@ void prom_family_free(prom_family *f)
     free(f);
 }
 
-/* The series for values, created when new; NULL when the family is full
- * or out of memory. Called with the lock held. */
+/* The series for values, created when new; NULL when the family is full.
+ * Called with the lock held. */
 static prom_series *prom_series_get(prom_family *f, const char *const *values)
 {
     for (size_t i = 0; i < f->n; i++) {
@@ -90,19 +88,13 @@ static prom_series *prom_series_get(prom_family *f, const char *const *values)
         return NULL;
     if (f->n == f->cap) {
         size_t cap = f->cap ? f->cap * 2 : 16;
-        prom_series *grown = xrealloc(f->series, cap * sizeof(*grown));
-        f->series = grown;
+        f->series = xrealloc(f->series, cap * sizeof(*f->series));
         f->cap = cap;
     }
     prom_series *s = &f->series[f->n];
     *s = (prom_series){0};
-    for (size_t k = 0; k < f->nlabels; k++) {
-        if (!(s->values[k] = xstrdup(values[k] ? values[k] : ""))) {
-            while (k--)
-                free(s->values[k]);
-            return NULL;
-        }
-    }
+    for (size_t k = 0; k < f->nlabels; k++)
+        s->values[k] = xstrdup(values[k] ? values[k] : "");
     f->n++;
     return s;
 }

@@ -26,8 +26,7 @@
 typedef struct prom_family prom_family;
 
 /* name: the full name, "_total" included for a counter. labels:
- * NULL-terminated label names (at most PROM_MAX_LABELS). NULL
- * when out of memory. */
+ * NULL-terminated label names (at most PROM_MAX_LABELS). Never NULL. */
 prom_family *prom_counter_new(const char *name, const char *help, const char *const *labels);
 /* buckets: ascending upper bounds (the +Inf bucket is implied). */
 prom_family *prom_histogram_new(const char *name, const char *help, const char *const *labels,

@@ -70,14 +70,11 @@ char *xstrndup(const char *s, size_t n)
     return p;
 }
 
-char *xasprintf(const char *fmt, ...)
+char *xvasprintf(const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
     va_list ap2;
     va_copy(ap2, ap);
     int len = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
     if (len < 0) {
         /* Only an invalid format gets here; treat as the programming error it is. */
         va_end(ap2);
@@ -87,6 +84,15 @@ char *xasprintf(const char *fmt, ...)
     char *s = xmalloc((size_t)len + 1);
     vsnprintf(s, (size_t)len + 1, fmt, ap2);
     va_end(ap2);
+    return s;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = xvasprintf(fmt, ap);
+    va_end(ap);
     return s;
 }
 

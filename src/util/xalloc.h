@@ -22,6 +22,7 @@
 #ifndef GPUBOX_UTIL_XALLOC_H
 #define GPUBOX_UTIL_XALLOC_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #if defined(__GNUC__)
@@ -43,6 +44,8 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 /* The formatted string, malloc'd. */
 char *xasprintf(const char *fmt, ...) XALLOC_PRINTF(1, 2);
+/* xasprintf with a va_list (left unusable, as after vsnprintf). */
+char *xvasprintf(const char *fmt, va_list ap) XALLOC_PRINTF(1, 0);
 
 /* Call first thing in main(), before any JSON value exists: `progname`
  * (a string literal) prefixes the out-of-memory line, and jansson's

@@ -114,6 +114,16 @@ static void test_json_allocations_abort(void **state)
     assert_aborts(json_huge_string, "gpuboxd: out of memory allocating");
 }
 
+static char *vformat(const char *fmt, ...) XALLOC_PRINTF(1, 2);
+static char *vformat(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = xvasprintf(fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 static void test_wrappers_work(void **state)
 {
     (void)state;
@@ -128,6 +138,9 @@ static void test_wrappers_work(void **state)
     free(s);
     s = xasprintf("%s-%d", "gpu", 3);
     assert_string_equal(s, "gpu-3");
+    free(s);
+    s = vformat("%s=%zu", "GPUBOX_GPU_MEMORY_MIB", (size_t)8192);
+    assert_string_equal(s, "GPUBOX_GPU_MEMORY_MIB=8192");
     free(s);
     int *v = xcalloc(4, sizeof(int));
     assert_int_equal(v[3], 0);
