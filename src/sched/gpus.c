@@ -331,11 +331,10 @@ static void gpus_status_fill(const gpus_pool *p, const struct gpus_slot *s, gpus
     d->ntenants = s->ntenants;
 }
 
-int gpus_pool_status(gpus_pool *p, gpus_status *out, gb_err *err)
+void gpus_pool_status(gpus_pool *p, gpus_status *out)
 {
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&p->lock);
-    (void)err; /* cannot fail now that out of memory aborts; kept for its callers */
     out->devices = xcalloc(p->n ? p->n : 1, sizeof(*out->devices));
     for (size_t i = 0; i < p->n; i++) {
         const struct gpus_slot *s = &p->slots[i];
@@ -345,7 +344,6 @@ int gpus_pool_status(gpus_pool *p, gpus_status *out, gb_err *err)
         gpus_status_fill(p, s, d);
     }
     pthread_mutex_unlock(&p->lock);
-    return 0;
 }
 
 void gpus_status_free(gpus_status *s)

@@ -229,9 +229,8 @@ typedef struct gpus_status {
     size_t n;
 } gpus_status;
 
-/* A consistent snapshot of every device; free with gpus_status_free.
- * Always 0: err is kept for its callers. */
-int gpus_pool_status(gpus_pool *p, gpus_status *out, gb_err *err);
+/* A consistent snapshot of every device; free with gpus_status_free. */
+void gpus_pool_status(gpus_pool *p, gpus_status *out);
 void gpus_status_free(gpus_status *s);
 
 /* "free" | "whole" | "memory" | "timeslice" */

@@ -208,7 +208,7 @@ size_t ports_pool_available(const ports_pool *p)
     return n;
 }
 
-int ports_pool_used(const ports_pool *p, uint16_t **out, size_t *n)
+void ports_pool_used(const ports_pool *p, uint16_t **out, size_t *n)
 {
     pthread_mutex_lock(ports_lock_of(p));
     size_t count = 0;
@@ -222,5 +222,4 @@ int ports_pool_used(const ports_pool *p, uint16_t **out, size_t *n)
     pthread_mutex_unlock(ports_lock_of(p));
     *out = list;
     *n = count;
-    return 0;
 }

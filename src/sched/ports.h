@@ -40,9 +40,8 @@ void ports_pool_release(ports_pool *p, const uint16_t *ports, size_t n);
 uint16_t ports_pool_start(const ports_pool *p);
 uint16_t ports_pool_end(const ports_pool *p);
 size_t ports_pool_available(const ports_pool *p);
-/* Used ports, ascending; caller frees *out. Always 0: the int is kept for
- * its callers. */
-int ports_pool_used(const ports_pool *p, uint16_t **out, size_t *n);
+/* Used ports, ascending; caller frees *out. */
+void ports_pool_used(const ports_pool *p, uint16_t **out, size_t *n);
 
 /* True if something on the host listens on (binds) this port, TCP or UDP. */
 bool ports_host_in_use(uint16_t port);

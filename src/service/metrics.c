@@ -91,11 +91,10 @@ void ops_timer_done(ops_timer *t)
 }
 
 /* GPU gauges from the pool: totals and, per card, memory held and tenants. */
-static int metrics_gpus(app *a, FILE *out, gb_err *err)
+static void metrics_gpus(app *a, FILE *out)
 {
     _cleanup_(gpus_status_free) gpus_status st = {0};
-    if (gpus_pool_status(a->gpu_pool, &st, err) < 0)
-        return -1;
+    gpus_pool_status(a->gpu_pool, &st);
     size_t held = 0;
     for (size_t i = 0; i < st.n; i++)
         held += st.devices[i].ntenants > 0;
@@ -130,15 +129,13 @@ static int metrics_gpus(app *a, FILE *out, gb_err *err)
             prom_write_sample(out, per_card[k].name, labels, values, v);
         }
     }
-    return 0;
 }
 
-static int metrics_ports(app *a, FILE *out, gb_err *err)
+static void metrics_ports(app *a, FILE *out)
 {
     _cleanup_free_ uint16_t *used = NULL;
     size_t n = 0;
-    if (ports_pool_used(a->ports, &used, &n) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory listing used ports");
+    ports_pool_used(a->ports, &used, &n);
     prom_write_header(out, "gpubox_ports_capacity", "gauge", "Host ports in the --port-range");
     prom_write_sample(out, "gpubox_ports_capacity", NULL, NULL,
                       (double)(ports_pool_end(a->ports) - ports_pool_start(a->ports) + 1));
@@ -147,7 +144,6 @@ static int metrics_ports(app *a, FILE *out, gb_err *err)
     prom_write_header(out, "gpubox_ports_used", "gauge",
                       "Host ports held by replica sets (explicit ones outside the range too)");
     prom_write_sample(out, "gpubox_ports_used", NULL, NULL, (double)n);
-    return 0;
 }
 
 /* Replica sets by state, from their records; every state is shown, 0
@@ -228,8 +224,8 @@ int metrics_write(app *a, FILE *out, gb_err *err)
     prom_write_header(out, "gpubox_build_info", "gauge", "gpuboxd's version (always 1)");
     prom_write_sample(out, "gpubox_build_info", version_label, version, 1);
 
-    if (metrics_gpus(a, out, err) < 0 || metrics_ports(a, out, err) < 0)
-        return -1;
+    metrics_gpus(a, out);
+    metrics_ports(a, out);
     /* Without the store the record counts are unknown: leave them out
      * rather than report zeros a dashboard would believe. */
     if (store_up && (metrics_replicasets(a, out, err) < 0 || metrics_volumes(a, out, err) < 0))

@@ -97,8 +97,7 @@ static int resources_gpus_from(app *a, const gpus_status *st, json_t **out, gb_e
 int resources_gpus(app *a, json_t **out, gb_err *err)
 {
     _cleanup_(gpus_status_free) gpus_status st = {0};
-    if (gpus_pool_status(a->gpu_pool, &st, err) < 0)
-        return -1;
+    gpus_pool_status(a->gpu_pool, &st);
     return resources_gpus_from(a, &st, out, err);
 }
 
@@ -154,8 +153,7 @@ int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
 {
     resources_cache *c = a->gpus_cache;
     _cleanup_(gpus_status_free) gpus_status st = {0};
-    if (gpus_pool_status(a->gpu_pool, &st, err) < 0)
-        return -1;
+    gpus_pool_status(a->gpu_pool, &st);
     pthread_mutex_lock(&c->lock);
     if (c->text && resources_same(&c->snapshot, &st)) {
         *out = xmalloc(c->len + 1);
@@ -187,8 +185,7 @@ int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
 int resources_gpu_status(app *a, json_t **out, gb_err *err)
 {
     _cleanup_(gpus_status_free) gpus_status st = {0};
-    if (gpus_pool_status(a->gpu_pool, &st, err) < 0)
-        return -1;
+    gpus_pool_status(a->gpu_pool, &st);
     *out = json_pack("{s:o}", "gpuStatus", resources_gpu_map(&st));
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
@@ -197,8 +194,7 @@ int resources_ports(app *a, json_t **out, gb_err *err)
 {
     _cleanup_free_ uint16_t *used = NULL;
     size_t n = 0;
-    if (ports_pool_used(a->ports, &used, &n) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory listing used ports");
+    ports_pool_used(a->ports, &used, &n);
     _cleanup_json_ json_t *list = json_array();
     _cleanup_json_ json_t *set = json_object();
     for (size_t i = 0; list && set && i < n; i++) {

