@@ -94,8 +94,6 @@ static int app_open_store(app *a, gb_err *err)
 {
     const char *url = a->cfg.store_url;
     _cleanup_free_ char *shown = store_url_redact(url);
-    if (!shown)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     const char *where = strstr(shown, "://") ? strstr(shown, "://") + 3 : shown;
     bool remote = store_url_is_remote(url);
     int64_t start = time_mono_ns();
@@ -346,8 +344,9 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     a->gpus_cache = resources_cache_new();
     a->locks = namelock_table_new();
     a->ops = ops_metrics_new();
-    if (!a->ports || !a->gpus_cache || !a->locks || !a->ops) {
-        err_set(err, ERR_INTERNAL, "out of memory creating the GPU and port pools");
+    if (!a->ports) {
+        err_set(err, ERR_INVALID_PARAMS, "--port-range %u-%u holds no port", cfg->port_start,
+                cfg->port_end);
         goto fail;
     }
     /* Volumes before the replica sets: reconciling may start containers,

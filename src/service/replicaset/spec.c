@@ -107,8 +107,6 @@ static int parse_strings(const json_t *obj, const char *field, bool is_env, char
     if (count == 0)
         return 0;
     *out = xcalloc(count, sizeof(char *));
-    if (!*out)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < count; i++)
         (*out)[i] = xstrdup(items[i]);
     *n = count;

@@ -286,9 +286,7 @@ static int rs_change_commit(rs_change *c, gb_err *err)
     const char *reason = json_string_value(json_object_get(c->op->data, "reason"));
     time_iso_now(c->to.update_time, sizeof(c->to.update_time));
     _cleanup_json_ json_t *hist = rs_record_history_entry(&c->to, reason ? reason : "patch");
-    _cleanup_free_ char *htext = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
-    if (!htext)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    _cleanup_free_ char *htext = json_dumps(hist, JSON_COMPACT);
     store_op hop = {.kind = STORE_OP_PUT, .key = hkey, .value = htext};
     rs_record_forget_last(&c->to);
     if (rs_change_close(c, JOURNAL_DONE, NULL, &c->to, &hop, err) < 0)

@@ -189,8 +189,7 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
     if (volume_fs(env))
         snprintf(r.filesystem, sizeof(r.filesystem), "%s", volume_fs(env));
     snprintf(r.docker_volume, sizeof(r.docker_volume), VOL_DOCKER_NAME_PREFIX "%s", name);
-    if (!(r.docker_options = json_object()))
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    r.docker_options = json_object();
     if (vol_make(a, &r, err) < 0)
         return vol_create_code(err);
     log_info("volume %s: created, %s (%s backend%s%s%s), Docker volume %s", name, r.size_text,

@@ -87,8 +87,6 @@ int volumes_usage_all(app *a, json_t **out, gb_err *err)
         json_array_append_new(list, u);
     }
     vol_records_free(recs, n);
-    if (!list)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     *out = steal_ptr(&list);
     return 0;
 }

@@ -51,9 +51,7 @@ int vol_commit_resize(app *a, vol_record *r, uint64_t new_size, gb_err *err)
     char hkey[STORE_KEY_MAX];
     keys_volume_history(hkey, sizeof(hkey), r->name, r->version);
     _cleanup_json_ json_t *hist = vol_history_entry(r);
-    _cleanup_free_ char *hist_text = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
-    if (!hist_text)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    _cleanup_free_ char *hist_text = json_dumps(hist, JSON_COMPACT);
     store_op hist_op = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
     return vol_record_save(a->store, r, &hist_op, 1, err);
 }

@@ -173,10 +173,7 @@ static void vol_report_orphans(app *a)
 int volumes_open(app *a, gb_err *err)
 {
     volumes_ctx *v = xcalloc(1, sizeof(*v));
-    if (!v || !(v->unavailable = json_object())) {
-        free(v);
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    v->unavailable = json_object();
     pthread_mutex_init(&v->mutex, NULL);
     a->volumes = v;
     const char *root = a->docker_root_dir[0] ? a->docker_root_dir : NULL;
