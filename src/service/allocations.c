@@ -24,6 +24,7 @@
 
 #include "sched/gpus.h"
 #include "service/keys.h"
+#include "service/store_json.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -62,29 +63,33 @@ static int allocations_mark(app *a, const char *name, json_t *record, gb_err *er
     return 0;
 }
 
+struct allocations_ctx {
+    app *a;
+    size_t records;
+};
+
+/* Mark what one record holds (store_record_fn). */
+static int allocations_mark_record(void *ctx, const char *key, json_t *record, int64_t mod_revision,
+                                   gb_err *err)
+{
+    struct allocations_ctx *c = ctx;
+    (void)mod_revision;
+    if (!json_is_object(record))
+        return err_set(err, ERR_INTERNAL, "not a JSON object");
+    if (allocations_mark(c->a, key + strlen(KEYS_REPLICASETS), record, err) < 0)
+        return -1;
+    c->records++;
+    return 0;
+}
+
 int allocations_derive(app *a, gb_err *err)
 {
-    _cleanup_(store_kvs_free) store_kvs kvs = {0};
-    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
-        return err_prefix(err, "reading replica sets to rebuild the GPU and port pools");
-    size_t records = 0;
-    for (size_t i = 0; i < kvs.n; i++) {
-        const char *key = kvs.items[i].key;
-        if (!keys_is_replicaset_record(key))
-            continue;
-        const char *name = key + strlen(KEYS_REPLICASETS);
-        json_error_t jerr;
-        _cleanup_json_ json_t *record = json_loads(kvs.items[i].value, 0, &jerr);
-        if (!json_is_object(record))
-            return err_set(err, ERR_INTERNAL,
-                           "store record %s is not a JSON object (%s); refusing to guess which "
-                           "GPUs and ports it holds",
-                           key, record ? "wrong type" : jerr.text);
-        if (allocations_mark(a, name, record, err) < 0)
-            return -1;
-        records++;
-    }
-    log_info("allocations: %zu replica set(s) in the store; %zu of %zu GPU(s) free", records,
+    struct allocations_ctx c = {.a = a};
+    if (store_records_scan(a->store, KEYS_REPLICASETS, keys_is_replicaset_record,
+                           allocations_mark_record, &c, err) < 0)
+        return err_prefix(err, "reading replica sets to rebuild the GPU and port pools, refusing "
+                               "to guess which GPUs and ports they hold");
+    log_info("allocations: %zu replica set(s) in the store; %zu of %zu GPU(s) free", c.records,
              gpus_pool_free_count(a->gpu_pool), gpus_pool_size(a->gpu_pool));
     return 0;
 }

@@ -316,30 +316,31 @@ void journal_ops_free(journal_op *ops, size_t n)
     free(ops);
 }
 
+/* Keep an operation record if it is still running (store_record_fn). */
+static int journal_keep_running(void *elem, const char *key, json_t *value, int64_t mod_revision,
+                                gb_err *err)
+{
+    journal_op *op = elem;
+    (void)key, (void)mod_revision;
+    if (journal_op_from_json(value, op, err) < 0)
+        return -1;
+    if (op->state == JOURNAL_RUNNING)
+        return 1;
+    journal_op_free(op);
+    return 0;
+}
+
+static void journal_op_drop(void *op)
+{
+    journal_op_free(op);
+}
+
 int journal_unfinished(store *s, journal_op **out, size_t *n, gb_err *err)
 {
-    *out = NULL;
-    *n = 0;
-    _cleanup_(store_kvs_free) store_kvs kvs = {0};
-    if (store_range(s, KEYS_OPERATIONS, &kvs, err) < 0)
-        return err_prefix(err, "reading the operation journal");
-    journal_op *ops = xcalloc(kvs.n + 1, sizeof(*ops));
-    size_t count = 0;
-    for (size_t i = 0; i < kvs.n; i++) {
-        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
-        /* Ids sort by time, and so do the keys: oldest first. */
-        if (journal_op_from_json(j, &ops[count], err) < 0) {
-            journal_ops_free(ops, count);
-            return err_prefix(err, "reading %s", kvs.items[i].key);
-        }
-        if (ops[count].state == JOURNAL_RUNNING)
-            count++;
-        else
-            journal_op_free(&ops[count]);
-    }
-    *out = ops;
-    *n = count;
-    return 0;
+    /* Ids sort by time, and so do the keys: oldest first. */
+    *out = store_records_load(s, KEYS_OPERATIONS, NULL, sizeof(**out), journal_keep_running,
+                              journal_op_drop, n, err);
+    return *out ? 0 : err_prefix(err, "reading the operation journal");
 }
 
 int journal_prune(store *s, long max_age_s, size_t *deleted, gb_err *err)

@@ -13,6 +13,7 @@
 
 #include "sched/gpus.h"
 #include "service/keys.h"
+#include "service/store_json.h"
 #include "service/volume/volumes.h"
 #include "util/cleanup.h"
 #include "util/prom.h"
@@ -142,28 +143,34 @@ static void metrics_ports(app *a, FILE *out)
     prom_write_sample(out, "gpubox_ports_used", NULL, NULL, (double)n);
 }
 
+static const char *const metrics_rs_states[] = {"creating", "running", "paused", "stopped",
+                                                "deleted"};
+
+/* Count one record by its state (store_record_fn); ctx is the counts. */
+static int metrics_rs_count(void *ctx, const char *key, json_t *value, int64_t mod_revision,
+                            gb_err *err)
+{
+    double *count = ctx;
+    (void)key, (void)mod_revision, (void)err;
+    const char *state = json_string_value(json_object_get(value, "state"));
+    for (size_t s = 0; state && s < ARRAY_SIZE(metrics_rs_states); s++)
+        if (strcmp(state, metrics_rs_states[s]) == 0)
+            count[s]++;
+    return 0;
+}
+
 /* Replica sets by state, from their records; every state is shown, 0
  * included, so a dashboard's series never vanish. */
 static int metrics_replicasets(app *a, FILE *out, gb_err *err)
 {
-    static const char *const states[] = {"creating", "running", "paused", "stopped", "deleted"};
-    double count[sizeof(states) / sizeof(states[0])] = {0};
-    _cleanup_(store_kvs_free) store_kvs kvs = {0};
-    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
+    double count[ARRAY_SIZE(metrics_rs_states)] = {0};
+    if (store_records_scan(a->store, KEYS_REPLICASETS, keys_is_replicaset_record, metrics_rs_count,
+                           count, err) < 0)
         return err_prefix(err, "counting replica sets");
-    for (size_t i = 0; i < kvs.n; i++) {
-        if (!keys_is_replicaset_record(kvs.items[i].key))
-            continue;
-        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
-        const char *state = json_string_value(json_object_get(j, "state"));
-        for (size_t s = 0; state && s < sizeof(states) / sizeof(states[0]); s++)
-            if (strcmp(state, states[s]) == 0)
-                count[s]++;
-    }
     static const char *const labels[] = {"state", NULL};
     prom_write_header(out, "gpubox_replicasets", "gauge", "Replica sets by gpubox state");
-    for (size_t s = 0; s < sizeof(states) / sizeof(states[0]); s++) {
-        const char *values[] = {states[s]};
+    for (size_t s = 0; s < ARRAY_SIZE(metrics_rs_states); s++) {
+        const char *values[] = {metrics_rs_states[s]};
         prom_write_sample(out, "gpubox_replicasets", labels, values, count[s]);
     }
     return 0;

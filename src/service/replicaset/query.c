@@ -68,30 +68,35 @@ static json_t *rs_docker_states(app *a, bool *docker_ok)
     return states;
 }
 
+struct rs_list_ctx {
+    bool include_deleted;
+    bool docker_ok;
+    json_t *states; /* Docker's status by container name */
+    json_t *list;
+};
+
+static int rs_list_one(void *ctx, rs_record *r, gb_err *err)
+{
+    struct rs_list_ctx *l = ctx;
+    (void)err;
+    if ((r->state == RS_STATE_DELETED && !l->include_deleted) || rs_record_is_tombstone(r))
+        return 0;
+    const char *status = json_string_value(json_object_get(l->states, r->container_name));
+    if (r->state == RS_STATE_DELETED)
+        status = "deleted";
+    else if (!status)
+        status = l->docker_ok ? "missing" : "unknown";
+    json_array_append_new(l->list, rs_summary(r, status));
+    return 0;
+}
+
 int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err)
 {
-    _cleanup_(store_kvs_free) store_kvs kvs = {0};
-    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
+    struct rs_list_ctx l = {.include_deleted = include_deleted};
+    _cleanup_json_ json_t *states = l.states = rs_docker_states(a, &l.docker_ok);
+    _cleanup_json_ json_t *list = l.list = json_array();
+    if (rs_records_each(a->store, rs_list_one, &l, err) < 0)
         return err_prefix(err, "listing replica sets");
-    bool docker_ok = false;
-    _cleanup_json_ json_t *states = rs_docker_states(a, &docker_ok);
-    _cleanup_json_ json_t *list = json_array();
-    for (size_t i = 0; i < kvs.n; i++) {
-        if (!keys_is_replicaset_record(kvs.items[i].key))
-            continue;
-        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
-        _cleanup_(rs_record_free) rs_record r = {0};
-        if (rs_record_from_json(j, &r, err) < 0)
-            return err_prefix(err, "listing replica sets");
-        if ((r.state == RS_STATE_DELETED && !include_deleted) || rs_record_is_tombstone(&r))
-            continue;
-        const char *status = json_string_value(json_object_get(states, r.container_name));
-        if (r.state == RS_STATE_DELETED)
-            status = "deleted";
-        else if (!status)
-            status = docker_ok ? "missing" : "unknown";
-        json_array_append_new(list, rs_summary(&r, status));
-    }
     *out = json_pack("{s:O}", "replicaSets", list);
     return 0;
 }

@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/keys.h"
 #include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
 #include "service/volume/volumes.h"
@@ -84,26 +83,30 @@ static void rs_report_orphans(app *a, json_t *known)
     }
 }
 
+struct rs_reconcile_ctx {
+    app *a;
+    json_t *known; /* container names of the sets not deleted */
+};
+
+/* One record at start-up (rs_record_fn). */
+static int rs_reconcile_each(void *ctx, rs_record *r, gb_err *err)
+{
+    struct rs_reconcile_ctx *rc = ctx;
+    (void)err;
+    rs_reconcile_one(rc->a, r);
+    if (r->state != RS_STATE_DELETED)
+        json_object_set_new(rc->known, r->container_name, json_true());
+    return 0;
+}
+
 int replicaset_reconcile(app *a, gb_err *err)
 {
     if (replicaset_recover(a, err) < 0)
         return err_prefix(err, "recovering unfinished operations");
-    _cleanup_(store_kvs_free) store_kvs kvs = {0};
-    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
-        return err_prefix(err, "reconciling replica sets");
     _cleanup_json_ json_t *known = json_object();
-    for (size_t i = 0; i < kvs.n; i++) {
-        if (!keys_is_replicaset_record(kvs.items[i].key))
-            continue;
-        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
-        _cleanup_(rs_record_free) rs_record r = {0};
-        if (rs_record_from_json(j, &r, err) < 0)
-            return err_prefix(err, "reconciling replica sets");
-        r.mod_revision = kvs.items[i].mod_revision;
-        rs_reconcile_one(a, &r);
-        if (r.state != RS_STATE_DELETED)
-            json_object_set_new(known, r.container_name, json_true());
-    }
+    struct rs_reconcile_ctx rc = {.a = a, .known = known};
+    if (rs_records_each(a->store, rs_reconcile_each, &rc, err) < 0)
+        return err_prefix(err, "reconciling replica sets");
     rs_report_orphans(a, known);
     rs_gpu_env_sweep(a, known);
     return 0;

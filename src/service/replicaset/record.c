@@ -5,7 +5,6 @@
 #include "util/xalloc.h"
 #include "service/replicaset/record.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +12,6 @@
 #include "service/store_json.h"
 #include "util/cleanup.h"
 #include "util/json.h"
-#include "util/time.h"
 
 static const char *const rs_state_names[] = {
     [RS_STATE_CREATING] = "creating", [RS_STATE_RUNNING] = "running", [RS_STATE_PAUSED] = "paused",
@@ -283,22 +281,35 @@ fail:
     return -1;
 }
 
+STORE_RECORD_KIND(rs_record, rs_record_from_json, .noun = "replica set", .key = keys_replicaset);
+
 int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err)
 {
-    char key[STORE_KEY_MAX];
-    if (!keys_replicaset(key, sizeof(key), name))
-        return err_set(err, ERR_INVALID_NAME, "replica set name is too long");
-    char what[NAME_MAX_LEN + 32];
-    snprintf(what, sizeof(what), "record of %s", name);
-    _cleanup_json_ json_t *j = NULL;
-    int64_t rev = 0;
-    int found = store_get_json(s, key, what, &j, &rev, err);
-    if (found <= 0)
-        return found;
-    if (rs_record_from_json(j, out, err) < 0)
-        return err_prefix(err, "reading replica set %s from the store", name);
-    out->mod_revision = rev;
-    return 1;
+    return store_record_load(s, &rs_record_kind, name, out, err);
+}
+
+struct rs_records_each_ctx {
+    rs_record_fn fn;
+    void *ctx;
+};
+
+/* Parse one record of the scan and hand it to the caller's fn. */
+static int rs_records_each_one(void *ctx, const char *key, json_t *value, int64_t mod_revision,
+                               gb_err *err)
+{
+    const struct rs_records_each_ctx *each = ctx;
+    (void)key;
+    _cleanup_(rs_record_free) rs_record r = {0};
+    if (rs_record_parse(&r, value, mod_revision, err) < 0)
+        return -1;
+    return each->fn(each->ctx, &r, err);
+}
+
+int rs_records_each(store *s, rs_record_fn fn, void *ctx, gb_err *err)
+{
+    struct rs_records_each_ctx each = {.fn = fn, .ctx = ctx};
+    return store_records_scan(s, KEYS_REPLICASETS, keys_is_replicaset_record, rs_records_each_one,
+                              &each, err);
 }
 
 bool rs_record_is_tombstone(const rs_record *r)
@@ -376,28 +387,7 @@ void rs_record_free(rs_record *r)
 
 int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra, gb_err *err)
 {
-    char key[STORE_KEY_MAX];
-    if (!keys_replicaset(key, sizeof(key), r->name))
-        return err_set(err, ERR_INVALID_NAME, "replica set name is too long");
-    time_iso_now(r->update_time, sizeof(r->update_time));
-    if (!r->create_time[0])
-        memcpy(r->create_time, r->update_time, sizeof(r->create_time));
+    store_record_stamp(r->create_time, r->update_time, sizeof(r->update_time));
     _cleanup_json_ json_t *j = rs_record_to_json(r);
-    _cleanup_free_ char *value = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    _cleanup_free_ store_op *ops = xcalloc(nextra + 1, sizeof(*ops));
-    if (!value || !ops)
-        return err_set(err, ERR_INTERNAL, "out of memory saving replica set %s", r->name);
-    ops[0] = (store_op){.kind = STORE_OP_PUT, .key = key, .value = value};
-    for (size_t i = 0; i < nextra; i++)
-        ops[i + 1] = extra[i];
-    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
-    bool ok = false;
-    int64_t rev = 0;
-    if (store_txn(s, &cmp, 1, ops, nextra + 1, &ok, &rev, err) < 0)
-        return err_prefix(err, "saving replica set %s", r->name);
-    if (!ok)
-        return err_set(err, ERR_CONFLICT,
-                       "replica set %s was changed by someone else meanwhile; try again", r->name);
-    r->mod_revision = rev;
-    return 0;
+    return store_record_save(s, &rs_record_kind, r->name, j, &r->mod_revision, extra, nextra, err);
 }

@@ -113,8 +113,16 @@ const char *rs_state_name(enum rs_state s);
  * ERR_NOT_FOUND for a deleted set) saying why and what to do instead. */
 int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err);
 
-/* Load name's record: 1 found, 0 absent, -1 error. */
+/* Load name's record: 1 found, 0 absent, -1 error (store_json.h: "reading
+ * replica set <name> from the store: ..." when it cannot be read). */
 int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err);
+/* Takes one record of a scan; r is freed after the call. 0 to go on, -1
+ * with *err filled to stop. */
+typedef int (*rs_record_fn)(void *ctx, rs_record *r, gb_err *err);
+/* Hand every replica-set record (not the history) to fn, in name order.
+ * Errors as store_records_scan (store_json.h), prefixed by nothing more:
+ * the caller says what it was doing. */
+int rs_records_each(store *s, rs_record_fn fn, void *ctx, gb_err *err);
 int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err);
 json_t *rs_record_to_json(const rs_record *r);
 void rs_record_free(rs_record *r);

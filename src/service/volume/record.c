@@ -2,10 +2,8 @@
  * record.c - volume records: JSON form, store load/save/delete, and the
  * history entries (see volume/record.h).
  */
-#include "util/xalloc.h"
 #include "service/volume/record.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +11,6 @@
 #include "service/store_json.h"
 #include "util/cleanup.h"
 #include "util/json.h"
-#include "util/time.h"
 
 static const char *const vol_state_names[] = {
     [VOL_STATE_CREATING] = "creating",
@@ -148,22 +145,14 @@ fail:
     return -1;
 }
 
+/* Two requests creating one name: the second is told it exists. */
+STORE_RECORD_KIND(vol_record, vol_record_from_json, .noun = "volume", .key = keys_volume,
+                  .exists = "was just created by another request",
+                  .exists_code = ERR_VOLUME_EXISTS);
+
 int vol_record_load(store *s, const char *name, vol_record *out, gb_err *err)
 {
-    char key[STORE_KEY_MAX];
-    if (!keys_volume(key, sizeof(key), name))
-        return err_set(err, ERR_INVALID_NAME, "volume name is too long");
-    char what[NAME_MAX_LEN + 32];
-    snprintf(what, sizeof(what), "record of volume %s", name);
-    _cleanup_json_ json_t *j = NULL;
-    int64_t rev = 0;
-    int found = store_get_json(s, key, what, &j, &rev, err);
-    if (found <= 0)
-        return found;
-    if (vol_record_from_json(j, out, err) < 0)
-        return err_prefix(err, "reading volume %s from the store", name);
-    out->mod_revision = rev;
-    return 1;
+    return store_record_load(s, &vol_record_kind, name, out, err);
 }
 
 void vol_record_free(vol_record *r)
@@ -176,33 +165,9 @@ void vol_record_free(vol_record *r)
 
 int vol_record_save(store *s, vol_record *r, const store_op *extra, size_t nextra, gb_err *err)
 {
-    char key[STORE_KEY_MAX];
-    if (!keys_volume(key, sizeof(key), r->name))
-        return err_set(err, ERR_INVALID_NAME, "volume name is too long");
-    time_iso_now(r->update_time, sizeof(r->update_time));
-    if (!r->create_time[0])
-        memcpy(r->create_time, r->update_time, sizeof(r->create_time));
+    store_record_stamp(r->create_time, r->update_time, sizeof(r->update_time));
     _cleanup_json_ json_t *j = vol_record_to_json(r);
-    _cleanup_free_ char *value = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    _cleanup_free_ store_op *ops = xcalloc(nextra + 1, sizeof(*ops));
-    if (!value || !ops)
-        return err_set(err, ERR_INTERNAL, "out of memory saving volume %s", r->name);
-    ops[0] = (store_op){.kind = STORE_OP_PUT, .key = key, .value = value};
-    for (size_t i = 0; i < nextra; i++)
-        ops[i + 1] = extra[i];
-    store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
-    bool ok = false;
-    int64_t rev = 0;
-    if (store_txn(s, &cmp, 1, ops, nextra + 1, &ok, &rev, err) < 0)
-        return err_prefix(err, "saving volume %s", r->name);
-    if (!ok)
-        return err_set(err, r->mod_revision ? ERR_CONFLICT : ERR_VOLUME_EXISTS,
-                       r->mod_revision
-                           ? "volume %s was changed by someone else meanwhile; try again"
-                           : "volume %s was just created by another request",
-                       r->name);
-    r->mod_revision = rev;
-    return 0;
+    return store_record_save(s, &vol_record_kind, r->name, j, &r->mod_revision, extra, nextra, err);
 }
 
 int vol_record_delete(store *s, const vol_record *r, gb_err *err)
@@ -221,31 +186,30 @@ int vol_record_delete(store *s, const vol_record *r, gb_err *err)
     return 0;
 }
 
+/* Keys right under KEYS_VOLUMES; a deeper one is not a record of this layout. */
+static bool vol_key_is_record(const char *key)
+{
+    return !strchr(key + strlen(KEYS_VOLUMES), '/');
+}
+
+/* Take one record into the array (store_record_fn): always kept. */
+static int vol_records_keep(void *elem, const char *key, json_t *value, int64_t mod_revision,
+                            gb_err *err)
+{
+    (void)key;
+    return vol_record_parse(elem, value, mod_revision, err) < 0 ? -1 : 1;
+}
+
+static void vol_record_drop(void *r)
+{
+    vol_record_free(r);
+}
+
 int vol_records_load_all(store *s, vol_record **out, size_t *n, gb_err *err)
 {
-    *out = NULL;
-    *n = 0;
-    _cleanup_(store_kvs_free) store_kvs kvs = {0};
-    if (store_range(s, KEYS_VOLUMES, &kvs, err) < 0)
-        return err_prefix(err, "listing volumes");
-    vol_record *v = xcalloc(kvs.n + 1, sizeof(*v));
-    size_t count = 0;
-    for (size_t i = 0; i < kvs.n; i++) {
-        if (strchr(kvs.items[i].key + strlen(KEYS_VOLUMES), '/'))
-            continue; /* not a record of this layout */
-        json_error_t jerr;
-        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, &jerr);
-        if (!j || vol_record_from_json(j, &v[count], err) < 0) {
-            if (!j)
-                err_set(err, ERR_INTERNAL, "not JSON: %s", jerr.text);
-            vol_records_free(v, count);
-            return err_prefix(err, "reading %s from the store", kvs.items[i].key);
-        }
-        v[count++].mod_revision = kvs.items[i].mod_revision;
-    }
-    *out = v;
-    *n = count;
-    return 0;
+    *out = store_records_load(s, KEYS_VOLUMES, vol_key_is_record, sizeof(**out), vol_records_keep,
+                              vol_record_drop, n, err);
+    return *out ? 0 : err_prefix(err, "listing volumes");
 }
 
 void vol_records_free(vol_record *v, size_t n)

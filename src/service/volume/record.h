@@ -69,7 +69,8 @@ typedef struct vol_record {
 
 const char *vol_state_name(enum vol_state s);
 
-/* Load name's record: 1 found, 0 absent, -1 error. */
+/* Load name's record: 1 found, 0 absent, -1 error (store_json.h: "reading
+ * volume <name> from the store: ..." when it cannot be read). */
 int vol_record_load(store *s, const char *name, vol_record *out, gb_err *err);
 int vol_record_from_json(const json_t *j, vol_record *out, gb_err *err);
 json_t *vol_record_to_json(const vol_record *r);
@@ -91,7 +92,8 @@ const char *vol_record_fs(const vol_record *r);
 json_t *vol_history_entry(const vol_record *r);
 
 /* Every volume record (not the history), sorted by name; *out is an array
- * of vol_record the caller frees with vol_records_free. */
+ * of vol_record the caller frees with vol_records_free (NULL when there is
+ * none). Errors: "listing volumes: ..." (store_records_scan). */
 int vol_records_load_all(store *s, vol_record **out, size_t *n, gb_err *err);
 void vol_records_free(vol_record *v, size_t n);
 

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "util/xalloc.h"
-#include "service/keys.h"
 #include "service/replicaset/record.h"
 #include "service/volume/internal.h"
 #include "util/cleanup.h"
@@ -35,26 +34,28 @@ static bool vol_spec_binds(const rs_spec *spec, const char *name)
     return false;
 }
 
+struct vol_bound_ctx {
+    const char *name;
+    json_t *found;
+};
+
+static int vol_bound_one(void *ctx, rs_record *r, gb_err *err)
+{
+    struct vol_bound_ctx *b = ctx;
+    (void)err;
+    if (r->state != RS_STATE_DELETED && vol_spec_binds(&r->spec, b->name))
+        json_array_append_new(
+            b->found, json_pack("{s:s, s:s}", "name", r->name, "state", rs_state_name(r->state)));
+    return 0;
+}
+
 int vol_bound_by(app *a, const char *name, json_t **sets, gb_err *err)
 {
     *sets = NULL;
-    _cleanup_(store_kvs_free) store_kvs kvs = {0};
-    if (store_range(a->store, KEYS_REPLICASETS, &kvs, err) < 0)
-        return err_prefix(err, "finding the replica sets that use volume %s", name);
     _cleanup_json_ json_t *found = json_array();
-    if (!found)
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    for (size_t i = 0; i < kvs.n; i++) {
-        if (!keys_is_replicaset_record(kvs.items[i].key))
-            continue;
-        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
-        _cleanup_(rs_record_free) rs_record r = {0};
-        if (rs_record_from_json(j, &r, err) < 0)
-            return err_prefix(err, "finding the replica sets that use volume %s", name);
-        if (r.state != RS_STATE_DELETED && vol_spec_binds(&r.spec, name))
-            json_array_append_new(
-                found, json_pack("{s:s, s:s}", "name", r.name, "state", rs_state_name(r.state)));
-    }
+    struct vol_bound_ctx b = {.name = name, .found = found};
+    if (rs_records_each(a->store, vol_bound_one, &b, err) < 0)
+        return err_prefix(err, "finding the replica sets that use volume %s", name);
     *sets = steal_ptr(&found);
     return 0;
 }
