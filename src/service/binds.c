@@ -69,6 +69,11 @@ static bool path_allowed(const char *prefixes, const char *path)
 static int bind_host_path(app *a, const char *src, char **out, gb_err *err)
 {
     char resolved[PATH_MAX];
+    /* A system path is refused as written too, whether or not it exists
+     * on this host (a Docker socket, say, where no daemon runs yet). */
+    if (path_forbidden(a, src))
+        return err_set(err, ERR_FORBIDDEN,
+                       "bind source %.200s is a host system path and can never be mounted", src);
     if (!realpath(src, resolved))
         return err_set(err, ERR_INVALID_PARAMS,
                        "bind source %.200s does not exist on the host; create it first (gpubox "
