@@ -93,8 +93,11 @@ static void test_full_spec_roundtrip(void **state)
     assert_non_null(strstr(dump, "\"memory\":2147483648"));
 
     rs_spec copy;
-    assert_int_equal(rs_spec_copy(&s, &copy), 0);
+    rs_spec_copy(&s, &copy);
     assert_string_equal(copy.binds[0].src, "data");
+    assert_ptr_not_equal(copy.binds[0].src, s.binds[0].src); /* deep */
+    _cleanup_json_ json_t *copied = rs_spec_to_json(&copy);
+    assert_true(json_equal(printed, copied));
     rs_spec_free(&copy);
     rs_spec_free(&again);
     rs_spec_free(&s);
@@ -350,7 +353,7 @@ static void test_gpu_share_roundtrip(void **state)
     _cleanup_json_ json_t *printed2 = rs_spec_to_json(&again);
     assert_true(json_equal(printed, printed2));
     rs_spec copy;
-    assert_int_equal(rs_spec_copy(&s, &copy), 0);
+    rs_spec_copy(&s, &copy);
     assert_int_equal(copy.gpu_memory_mib, 10240);
     assert_int_equal(copy.ngpu_uuids, 2);
     rs_spec_free(&copy);

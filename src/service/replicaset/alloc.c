@@ -31,8 +31,6 @@ static int rs_alloc_ports(app *a, rs_record *r, gb_err *err)
     size_t nexplicit = 0, nauto = rs_spec_ports_to_allocate(spec);
     _cleanup_free_ uint16_t *explicit_ports = xcalloc(spec->nports + 1, sizeof(uint16_t));
     _cleanup_free_ uint16_t *auto_ports = xcalloc(nauto + 1, sizeof(uint16_t));
-    if (!explicit_ports || !auto_ports)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < spec->nports; i++)
         if (spec->ports[i].host_port)
             explicit_ports[nexplicit++] = spec->ports[i].host_port;
@@ -113,8 +111,6 @@ static int rs_alloc_next_ports(app *a, const rs_record *held, rs_record *to, gb_
     free(to->ports);
     to->ports = xcalloc(spec->nports + 1, sizeof(*to->ports));
     to->nports = 0;
-    if (!used || !take || !got || !auto_at || !to->ports)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     size_t ntake = 0, nauto = 0;
     for (size_t i = 0; i < spec->nports; i++) {
         const rs_port *p = &spec->ports[i];
@@ -197,8 +193,6 @@ static int rs_alloc_whole_next(app *a, const rs_record *held, rs_record *to, gb_
     size_t want = s->ngpu_uuids ? s->ngpu_uuids : (size_t)s->gpu_count;
     _cleanup_(gpus_grant_free) gpus_grant g = {.cards = xcalloc(want + 1, sizeof(gpus_grant_card))};
     _cleanup_free_ const char **pins = xcalloc(s->ngpu_uuids + 1, sizeof(*pins));
-    if (!g.cards || !pins)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < held->grant.n && g.n < want; i++)
         if (rs_card_allowed(a, s, held->grant.cards[i].uuid))
             g.cards[g.n++] = held->grant.cards[i];
@@ -285,8 +279,6 @@ int rs_alloc_union(const rs_record *x, const rs_record *y, bool swapped, rs_reco
     free(out->ports);
     out->ports = xcalloc(x->nports + y->nports + 1, sizeof(*out->ports));
     out->nports = 0;
-    if (!g.cards || !out->ports)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     const gpus_grant *both[] = {swapped ? &y->grant : &x->grant, &y->grant};
     for (size_t k = 0; k < 2; k++)
         for (size_t i = 0; i < both[k]->n; i++)
@@ -352,8 +344,6 @@ int rs_alloc_retake_last(app *a, rs_record *r, gb_err *err)
     _cleanup_free_ const char **pins = xcalloc(r->nlast_gpus + 1, sizeof(*pins));
     _cleanup_free_ uint16_t *ports = xcalloc(r->nlast_ports + 1, sizeof(*ports));
     _cleanup_free_ rs_held_port *held = xcalloc(r->nlast_ports + 1, sizeof(*held));
-    if (!pins || !ports || !held)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < r->nlast_gpus; i++)
         pins[i] = r->last_gpus[i];
     for (size_t i = 0; i < r->nlast_ports; i++)

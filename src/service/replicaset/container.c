@@ -28,14 +28,12 @@ static enum docker_gpu_attach rs_gpu_attach(const app *a)
 
 /* The spec's env then the GPU env, the user's binds then gpubox's mounts:
  * one array each, pointing into their owners. */
-static int rs_run_lists(const rs_record *r, const binds_resolved *binds, const rs_gpu_env *ge,
-                        const char ***env, docker_bind **mounts, gb_err *err)
+static void rs_run_lists(const rs_record *r, const binds_resolved *binds, const rs_gpu_env *ge,
+                         const char ***env, docker_bind **mounts)
 {
     const rs_spec *s = &r->spec;
     *env = xcalloc(s->nenv + ge->nenv + 1, sizeof(**env));
     *mounts = xcalloc(binds->n + ge->nmounts + 1, sizeof(**mounts));
-    if (!*env || !*mounts)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < s->nenv; i++)
         (*env)[i] = s->env[i];
     for (size_t i = 0; i < ge->nenv; i++)
@@ -44,7 +42,6 @@ static int rs_run_lists(const rs_record *r, const binds_resolved *binds, const r
         (*mounts)[i] = binds->binds[i];
     for (size_t i = 0; i < ge->nmounts; i++)
         (*mounts)[binds->n + i] = ge->mounts[i];
-    return 0;
 }
 
 int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_run_spec *ds,
@@ -108,10 +105,7 @@ int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds,
     _cleanup_free_ docker_bind *mounts = NULL;
     if (rs_gpu_env_prepare(a, r, binds, &gpu_env, err) < 0)
         return -1;
-    if (rs_run_lists(r, binds, &gpu_env, &env, &mounts, err) < 0) {
-        rs_gpu_env_remove(a, r->container_name);
-        return -1;
-    }
+    rs_run_lists(r, binds, &gpu_env, &env, &mounts);
     ds.env = env;
     ds.nenv = r->spec.nenv + gpu_env.nenv;
     ds.binds = mounts;

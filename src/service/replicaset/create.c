@@ -167,10 +167,8 @@ static int rs_create_record(app *a, rs_record *r, journal_op *op, gb_err *err)
     char hkey[STORE_KEY_MAX];
     keys_replicaset_history(hkey, sizeof(hkey), r->name, r->version);
     _cleanup_json_ json_t *hist = rs_record_history_entry(r, "create");
-    _cleanup_free_ char *hist_text = hist ? json_dumps(hist, JSON_COMPACT) : NULL;
+    _cleanup_free_ char *hist_text = json_dumps(hist, JSON_COMPACT);
     store_op put = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
-    if (!hist_text)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     /* No `before`: a create in doubt is settled as a create (the caller). */
     if (op_begin(a, op, r, NULL, &put, 1, err) < 0) {
         if (err && err->code == ERR_CONFLICT)
@@ -206,8 +204,7 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
     _cleanup_(rs_record_free) rs_record r = {0};
     _cleanup_free_ char *previous = NULL;
     snprintf(r.name, sizeof(r.name), "%s", name);
-    if (rs_spec_copy(spec, &r.spec) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_spec_copy(spec, &r.spec);
     if (rs_create_check(a, &r, spec, &previous, err) < 0) {
         if (err && err->code == ERR_STORE_UNAVAILABLE)
             err_prefix(err, "creating replica set '%s': nothing was changed", name);
@@ -302,8 +299,7 @@ static int rs_create_conclude(app *a, rs_record *r, journal_op *op, const char *
 int rs_create_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
 {
     _cleanup_(rs_record_free) rs_record cur = {0};
-    if (rs_record_copy(r, &cur) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_record_copy(r, &cur);
     const char *previous = json_string_value(json_object_get(op->data, "previous"));
     return rs_create_conclude(a, &cur, op, previous, err);
 }
@@ -315,8 +311,7 @@ void rs_create_conclude_legacy(app *a, rs_record *r)
     _cleanup_free_ char *previous = NULL;
     if (r->version > 1) {
         _cleanup_(rs_record_free) rs_record prev = {0};
-        if (rs_record_copy(r, &prev) < 0)
-            return;
+        rs_record_copy(r, &prev);
         prev.state = RS_STATE_DELETED;
         prev.version--;
         snprintf(prev.container_name, sizeof(prev.container_name), "%s-%d", r->name, prev.version);

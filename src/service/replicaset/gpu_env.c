@@ -149,10 +149,7 @@ static int rs_gpu_env_write_file(const app *a, const rs_record *r, rs_gpu_env *o
         return err_set(err, ERR_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
     if (rs_gpu_env_write(path, text, err) < 0)
         return -1;
-    if (!(out->file = xstrdup(path))) {
-        unlink(path);
-        return err_set(err, ERR_INTERNAL, "out of memory");
-    }
+    out->file = xstrdup(path);
     return 0;
 }
 

@@ -98,7 +98,7 @@ int rs_version_change(app *a, const op_kind *kind, const rs_record *from, rs_rec
 int rs_version_check_container(app *a, const rs_record *r, int code, gb_err *err);
 /* Version N+1 of from, with spec (copied), in the state from's is heading
  * for: a paused set stays paused, anything else runs. */
-int rs_version_next(const rs_record *from, const rs_spec *spec, rs_record *to, gb_err *err);
+void rs_version_next(const rs_record *from, const rs_spec *spec, rs_record *to);
 /* Start-up or a later call: finish or undo an unfinished change; cur is
  * the set's record (it names op). */
 int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err);

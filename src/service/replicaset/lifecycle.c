@@ -110,8 +110,7 @@ static void rs_op_abandon(app *a, rs_record *r, journal_op *op, const char *why)
 static int rs_op_begin(app *a, rs_record *r, journal_op *op, gb_err *err)
 {
     _cleanup_(rs_record_free) rs_record before = {0};
-    if (rs_record_copy(r, &before) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_record_copy(r, &before);
     return op_begin(a, op, r, &before, NULL, 0, err);
 }
 
@@ -127,8 +126,7 @@ static int rs_lc_forward(app *a, const op_kind *k, journal_op *op, rs_record *r,
         rs_op_abandon(a, r, op, err->msg);
     if (fwd < 0)
         return -1;
-    if (rs_record_copy(r, held) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_record_copy(r, held);
     return 0;
 }
 
@@ -178,8 +176,7 @@ typedef int (*rs_run_fn)(app *a, journal_op *op, rs_record *r, json_t **out, gb_
 static int rs_resume_with(app *a, journal_op *op, const rs_record *r, rs_run_fn run, gb_err *err)
 {
     _cleanup_(rs_record_free) rs_record cur = {0};
-    if (rs_record_copy(r, &cur) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_record_copy(r, &cur);
     return run(a, op, &cur, NULL, err);
 }
 

@@ -33,9 +33,10 @@ static int rs_change_to_spec(app *a, const op_kind *kind, const rs_record *r, co
     _cleanup_(binds_resolved_free) binds_resolved binds = {0};
     _cleanup_(rs_record_free) rs_record to = {0};
     bool swapped = false;
-    if (rs_version_check_container(a, r, code, err) < 0 ||
-        binds_resolve(a, spec, &binds, err) < 0 || rs_version_next(r, spec, &to, err) < 0 ||
-        rs_alloc_next(a, r, &to, &swapped, err) < 0)
+    if (rs_version_check_container(a, r, code, err) < 0 || binds_resolve(a, spec, &binds, err) < 0)
+        return -1;
+    rs_version_next(r, spec, &to);
+    if (rs_alloc_next(a, r, &to, &swapped, err) < 0)
         return -1;
     return rs_version_change(a, kind, r, &to, swapped, reason, out, err);
 }

@@ -130,9 +130,8 @@ json_t *rs_record_gpu_shares_json(const rs_record *r)
 
 int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err)
 {
+    (void)err; /* cannot fail: kept for its callers, which chain it */
     char(*gpus)[GPU_UUID_MAX] = xcalloc(g->n + 1, sizeof(*gpus));
-    if (!gpus)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < g->n; i++)
         memcpy(gpus[i], g->cards[i].uuid, GPU_UUID_MAX);
     free(r->gpus);
@@ -202,8 +201,6 @@ static int rs_ports_from_json(const json_t *j, const char *name, const char *fie
     json_t *ports = json_object_get(j, field);
     size_t np = json_array_size(ports);
     rs_held_port *p = *out = xcalloc(np + 1, sizeof(*p));
-    if (!p)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < np; i++) {
         json_t *e = json_array_get(ports, i);
         json_int_t host = json_integer_value(json_object_get(e, "hostPort"));
@@ -354,7 +351,7 @@ static void *rs_dup(const void *p, size_t n, size_t size)
     return d;
 }
 
-int rs_record_copy(const rs_record *src, rs_record *dst)
+void rs_record_copy(const rs_record *src, rs_record *dst)
 {
     *dst = *src;
     dst->gpus = rs_dup(src->gpus, src->ngpus, sizeof(*src->gpus));
@@ -362,13 +359,7 @@ int rs_record_copy(const rs_record *src, rs_record *dst)
     dst->ports = rs_dup(src->ports, src->nports, sizeof(*src->ports));
     dst->last_gpus = rs_dup(src->last_gpus, src->nlast_gpus, sizeof(*src->last_gpus));
     dst->last_ports = rs_dup(src->last_ports, src->nlast_ports, sizeof(*src->last_ports));
-    memset(&dst->spec, 0, sizeof(dst->spec));
-    if (!dst->gpus || !dst->grant.cards || !dst->ports || !dst->last_gpus || !dst->last_ports ||
-        rs_spec_copy(&src->spec, &dst->spec) < 0) {
-        rs_record_free(dst);
-        return -1;
-    }
-    return 0;
+    rs_spec_copy(&src->spec, &dst->spec);
 }
 
 void rs_record_free(rs_record *r)

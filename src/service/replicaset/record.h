@@ -144,7 +144,7 @@ void rs_record_remember_holdings(rs_record *r);
 /* Forget lastGpus/lastPorts. */
 void rs_record_forget_last(rs_record *r);
 /* Deep copy (spec, grant, holdings, last holdings); 0, or -1 out of memory. */
-int rs_record_copy(const rs_record *src, rs_record *dst);
+void rs_record_copy(const rs_record *src, rs_record *dst);
 /* The JSON lists of what it holds, for answers. */
 json_t *rs_record_gpus_json(const rs_record *r);
 /* [{uuid, memoryMiB, mode, replica?}] for a share grant, [] otherwise. */

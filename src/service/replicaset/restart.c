@@ -63,8 +63,7 @@ static int rs_restart_same_run(app *a, journal_op *op, rs_record *r, gb_err *err
     if (fwd == OP_FORWARD_WORK_FAILED) {
         gb_err e = *err;
         _cleanup_(rs_record_free) rs_record held = {0};
-        if (rs_record_copy(r, &held) < 0)
-            return err_set(err, ERR_INTERNAL, "out of memory");
+        rs_record_copy(r, &held);
         rs_record_clear_holdings(r);
         if (op_close(a, op, JOURNAL_UNDONE, e.msg, r, NULL, 0, err) < 0)
             return -1;
@@ -85,8 +84,7 @@ static int rs_restart_same_run(app *a, journal_op *op, rs_record *r, gb_err *err
 int rs_restart_same_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
 {
     _cleanup_(rs_record_free) rs_record cur = {0};
-    if (rs_record_copy(r, &cur) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_record_copy(r, &cur);
     return rs_restart_same_run(a, op, &cur, err);
 }
 
@@ -150,8 +148,7 @@ int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
         return -1;
     gb_err busy = GB_ERR_INIT;
     _cleanup_(rs_record_free) rs_record before = {0};
-    if (rs_record_copy(&r, &before) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_record_copy(&r, &before);
     if (rs_alloc_retake_last(a, &r, &busy) == 0)
         return rs_restart_same(a, &r, &before, out, err);
     log_info("replica set %s: its cards or ports were taken meanwhile (%s); restarting as a new "
@@ -159,8 +156,10 @@ int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
              name, busy.msg);
     _cleanup_(rs_record_free) rs_record to = {0};
     _cleanup_(binds_resolved_free) binds_resolved binds = {0};
-    if (binds_resolve(a, &r.spec, &binds, err) < 0 || rs_version_next(&r, &r.spec, &to, err) < 0 ||
-        rs_alloc_take_preferring_last(a, &to, err) < 0)
+    if (binds_resolve(a, &r.spec, &binds, err) < 0)
+        return -1;
+    rs_version_next(&r, &r.spec, &to);
+    if (rs_alloc_take_preferring_last(a, &to, err) < 0)
         return -1;
     if (rs_version_change(a, &rs_op_restart_new, &r, &to, false, "restart", out, err) < 0)
         return -1;

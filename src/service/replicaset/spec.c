@@ -523,12 +523,39 @@ void rs_spec_free(rs_spec *s)
     memset(s, 0, sizeof(*s));
 }
 
-int rs_spec_copy(const rs_spec *src, rs_spec *dst)
+static char *string_copy(const char *s)
 {
-    _cleanup_json_ json_t *j = rs_spec_to_json(src);
-    if (!j)
-        return -1;
-    return rs_spec_from_json(j, NULL, dst, NULL);
+    return s ? xstrdup(s) : NULL;
+}
+
+static char **strings_copy(char *const *items, size_t n)
+{
+    if (!items)
+        return NULL;
+    char **out = xcalloc(n + 1, sizeof(*out));
+    for (size_t i = 0; i < n; i++)
+        out[i] = xstrdup(items[i]);
+    return out;
+}
+
+void rs_spec_copy(const rs_spec *src, rs_spec *dst)
+{
+    *dst = *src;
+    dst->image = string_copy(src->image);
+    dst->gpu_uuids = strings_copy(src->gpu_uuids, src->ngpu_uuids);
+    dst->gpu_model = string_copy(src->gpu_model);
+    dst->env = strings_copy(src->env, src->nenv);
+    dst->cmd = strings_copy(src->cmd, src->ncmd);
+    dst->binds = src->nbinds ? xcalloc(src->nbinds, sizeof(*dst->binds)) : NULL;
+    for (size_t i = 0; i < src->nbinds; i++)
+        dst->binds[i] = (rs_bind){.src = xstrdup(src->binds[i].src),
+                                  .dest = xstrdup(src->binds[i].dest),
+                                  .read_only = src->binds[i].read_only};
+    dst->ports = src->nports ? xcalloc(src->nports, sizeof(*dst->ports)) : NULL;
+    if (src->nports)
+        memcpy(dst->ports, src->ports, src->nports * sizeof(*dst->ports));
+    dst->restart_policy = string_copy(src->restart_policy);
+    dst->labels = src->labels ? json_deep_copy(src->labels) : json_object();
 }
 
 size_t rs_spec_ports_to_allocate(const rs_spec *spec)

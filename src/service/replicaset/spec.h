@@ -94,8 +94,8 @@ int rs_spec_from_json(const json_t *obj, const char *const *also_allowed, rs_spe
 /* The normalized JSON form (what the store keeps and GET shows). */
 json_t *rs_spec_to_json(const rs_spec *spec);
 void rs_spec_free(rs_spec *spec);
-/* Deep copy; 0 or -1 (out of memory). */
-int rs_spec_copy(const rs_spec *src, rs_spec *dst);
+/* Deep copy. */
+void rs_spec_copy(const rs_spec *src, rs_spec *dst);
 /* The GPU fields of obj - gpuCount, gpuMemory ("8GB" or an integer of
  * MiB), gpuShared, gpuPolicy, gpuUUIDs, gpuModel - into spec's, checked
  * together (replicaset/spec_gpu.c has the rules). Create (as_patch false): spec's

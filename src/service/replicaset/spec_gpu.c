@@ -184,8 +184,8 @@ static int rs_gpu_read_model(const json_t *obj, rs_gpu_input *in, gb_err *err)
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)model[i] < 0x20)
             return err_set(err, ERR_INVALID_PARAMS, "gpuModel contains a control character");
-    if (len && !(in->model = xstrdup(model)))
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (len)
+        in->model = xstrdup(model);
     return 0;
 }
 

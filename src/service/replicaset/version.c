@@ -362,9 +362,9 @@ static json_t *rs_change_answer(const rs_change *c)
  * written, in one transaction (compare-and-swap on the record as loaded). */
 static int rs_change_begin(rs_change *c, gb_err *err)
 {
-    if (rs_record_copy(&c->from, &c->cur) < 0 ||
-        rs_alloc_union(&c->from, &c->to, c->swapped, &c->cur, err) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_record_copy(&c->from, &c->cur);
+    if (rs_alloc_union(&c->from, &c->to, c->swapped, &c->cur, err) < 0)
+        return -1;
     return op_begin(c->a, c->op, &c->cur, &c->from, NULL, 0, err);
 }
 
@@ -388,19 +388,16 @@ int rs_version_check_container(app *a, const rs_record *r, int code, gb_err *err
 
 /* Version N+1 of from, with spec (copied), in the state from's is heading
  * for: a paused set stays paused, anything else runs. */
-int rs_version_next(const rs_record *from, const rs_spec *spec, rs_record *to, gb_err *err)
+void rs_version_next(const rs_record *from, const rs_spec *spec, rs_record *to)
 {
-    if (rs_record_copy(from, to) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_record_copy(from, to);
     rs_spec_free(&to->spec);
-    if (rs_spec_copy(spec, &to->spec) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_spec_copy(spec, &to->spec);
     to->version = from->version + 1;
     snprintf(to->container_name, sizeof(to->container_name), "%s-%d", from->name, to->version);
     to->container_id[0] = '\0';
     to->operation[0] = '\0';
     to->state = from->state == RS_STATE_PAUSED ? RS_STATE_PAUSED : RS_STATE_RUNNING;
-    return 0;
 }
 
 int rs_version_change(app *a, const op_kind *kind, const rs_record *from, rs_record *to,
@@ -413,10 +410,8 @@ int rs_version_change(app *a, const op_kind *kind, const rs_record *from, rs_rec
         json_pack("{s:o, s:o, s:s, s:b}", "from", rs_record_to_json(from), "to",
                   rs_record_to_json(to), "reason", reason, "gpuSwap", swapped);
     int rc = -1;
-    if (rs_record_copy(from, &c.from) < 0 || rs_record_copy(to, &c.to) < 0 || !data) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        goto give_back;
-    }
+    rs_record_copy(from, &c.from);
+    rs_record_copy(to, &c.to);
     c.from.operation[0] = '\0';
     if (op_init(&op, kind, from->name, json_incref(data), err) < 0)
         goto give_back;
@@ -454,8 +449,7 @@ int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err)
     json_t *from = json_object_get(op->data, "from"), *to = json_object_get(op->data, "to");
     if (rs_record_from_json(from, &c.from, err) < 0 || rs_record_from_json(to, &c.to, err) < 0)
         return err_prefix(err, "operation %s", op->id);
-    if (rs_record_copy(cur, &c.cur) < 0)
-        return err_set(err, ERR_INTERNAL, "out of memory");
+    rs_record_copy(cur, &c.cur);
     /* Before the carry began, back; from there on, forward. */
     return rs_change_run(&c, journal_step_done(op, OP_STEP_CARRY_BEGIN), err);
 }

@@ -133,10 +133,6 @@ int vol_record_from_json(const json_t *j, vol_record *out, gb_err *err)
     out->state = (enum vol_state)s;
     out->version = (int)version;
     out->docker_options = opts ? json_deep_copy(opts) : json_object();
-    if (!out->docker_options) {
-        err_set(err, ERR_INTERNAL, "out of memory");
-        goto fail;
-    }
     return 0;
 fail:
     if (err)

@@ -67,8 +67,6 @@ int vol_mounted_by(app *a, const char *docker_volume, json_t **containers, gb_er
     if (docker_container_list_briefs(a->docker, NULL, docker_volume, &list, err) < 0)
         return err_prefix(err, "finding the containers that use Docker volume %s", docker_volume);
     _cleanup_json_ json_t *found = json_array();
-    if (!found)
-        return err_set(err, ERR_INTERNAL, "out of memory");
     for (size_t i = 0; i < list.n; i++) {
         /* Docker mounts a volume when a container starts and unmounts it
          * when the last running user stops; a frozen (docker-paused) or
@@ -160,16 +158,15 @@ static int vol_lock_all(app *a, const char *name, const json_t *sets, vol_locks 
     json_t *s;
     json_array_foreach(sets, i, s)
     {
-        if (!(l->rs[l->nrs] =
-                  namelock_acquire(a->locks, "rs", json_string_value(json_object_get(s, "name")))))
-            goto oom;
-        l->nrs++;
+        const char *set = json_string_value(json_object_get(s, "name"));
+        if (!set) {
+            vol_locks_release(l);
+            return err_set(err, ERR_INTERNAL, "a replica set using volume %s has no name", name);
+        }
+        l->rs[l->nrs++] = namelock_acquire(a->locks, "rs", set);
     }
-    if ((l->vol = namelock_acquire(a->locks, "vol", name)))
-        return 0;
-oom:
-    vol_locks_release(l);
-    return err_set(err, ERR_INTERNAL, "out of memory");
+    l->vol = namelock_acquire(a->locks, "vol", name);
+    return 0;
 }
 
 int vol_lock_with_users(app *a, const char *name, vol_locks *l, json_t **sets, gb_err *err)
