@@ -6,8 +6,10 @@ BUILD_RELEASE ?= build/release
 JOBS          ?= 2
 FUZZ_SECONDS  ?= 60
 ARGS          ?=
+PREFIX        ?= /usr/local
+DESTDIR       ?=
 
-.PHONY: all run test bench build build-test build-opt deps format clean fuzz
+.PHONY: all run test bench build build-test build-opt deps format clean fuzz install
 
 all: build
 
@@ -36,6 +38,12 @@ build-opt:
 		cmake --build build/opt-$$t -j$(JOBS) >build/opt-$$t.log 2>&1 || \
 		{ grep -E 'error|warning' build/opt-$$t.log | head -40; exit 1; }; \
 	done
+
+# Install the release build (docs/install.md): gpuboxd, gpubox, their man
+# pages, the bash completion, gpuboxd.service and the config file. An
+# existing PREFIX's etc/gpubox/gpuboxd.conf is kept.
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD_RELEASE) --prefix "$(PREFIX)"
 
 # Install what is missing, build, start gpuboxd with the embedded SQLite store.
 run:
