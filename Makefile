@@ -8,8 +8,9 @@ FUZZ_SECONDS  ?= 60
 ARGS          ?=
 PREFIX        ?= /usr/local
 DESTDIR       ?=
+DEB_DIR       ?= build/deb
 
-.PHONY: all run test bench build build-test build-opt deps format clean fuzz install
+.PHONY: all run test bench build build-test build-opt deps format clean fuzz install deb
 
 all: build
 
@@ -44,6 +45,10 @@ build-opt:
 # existing PREFIX's etc/gpubox/gpuboxd.conf is kept.
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD_RELEASE) --prefix "$(PREFIX)"
+
+# The same files as a Debian package (prefix /usr), in $(DEB_DIR).
+deb: build
+	scripts/make-deb.sh $(BUILD_RELEASE) $(DEB_DIR)
 
 # Install what is missing, build, start gpuboxd with the embedded SQLite store.
 run:
