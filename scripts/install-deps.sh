@@ -13,8 +13,12 @@ build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcurl4-openssl-
 run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # clang brings libFuzzer (tests/fuzz); openssl makes the TLS tests' certificate;
 # nodejs runs the OpenAPI validator (tools/openapi, from the npm registry);
-# prometheus brings promtool, which checks GET /metrics.
-test_pkgs=(busybox-static python3 python3-pytest etcd-server clang openssl nodejs prometheus)
+# prometheus brings promtool, which checks GET /metrics. The install test
+# (tests/install) renders the man pages with man-db and checks the unit
+# with systemd-analyze against systemd's own units (package systemd; it is
+# not started); `make deb` needs only dpkg-dev, from build-essential.
+test_pkgs=(busybox-static python3 python3-pytest etcd-server clang openssl nodejs prometheus
+           man-db systemd)
 bench_pkgs=(wrk nginx-light curl)
 
 case "${1:-all}" in

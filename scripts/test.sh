@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test.sh - gpubox's whole test suite, as `make test` runs it (and CI through
-# .ci/run): the C unit tests (cmocka, through ctest), a short run of each
-# libFuzzer target (scripts/fuzz.sh) and the end-to-end tests (pytest,
-# driving the real gpuboxd over HTTP against the real dockerd).
+# .ci/run): the C unit tests (cmocka, through ctest), the install test
+# (tests/install: `make deb` and `make install` into scratch roots), a short
+# run of each libFuzzer target (scripts/fuzz.sh) and the end-to-end tests
+# (pytest, driving the real gpuboxd over HTTP against the real dockerd).
 #
 # The end-to-end tests run in two groups: all of them with the SQLite store,
 # and the replica-set, older-route, patch and volume modules again with etcd
@@ -79,6 +80,11 @@ fi
 
 echo "== unit tests (ctest) =="
 ctest --test-dir "$build" --output-on-failure -j2
+
+# The package and `make install` of this build, into scratch directories
+# (no Docker, nothing installed on the machine).
+echo "== installing: make deb, make install (tests/install) =="
+tests/install/test_install.sh "$build"
 
 # A short run of every libFuzzer target (scripts/fuzz.sh builds them with
 # clang in build/fuzz the first time); `make fuzz` runs them longer.
