@@ -35,8 +35,7 @@ int size_parse(const char *text, uint64_t *bytes, gb_err *err)
     int whole_digits = 0;
     while (isdigit((unsigned char)*p)) {
         if (whole > SIZE_MAX_BYTES)
-            return err_set(err, ERR_INVALID_PARAMS, "size '%.40s' is too large; at most 1PB",
-                           text);
+            return err_set(err, ERR_INVALID_PARAMS, "size '%.40s' is too large; at most 1PB", text);
         whole = whole * 10 + (uint64_t)(*p++ - '0');
         whole_digits++;
     }
@@ -72,12 +71,10 @@ int size_parse(const char *text, uint64_t *bytes, gb_err *err)
             continue;
         uint64_t factor = size_units[i].factor;
         if (whole > SIZE_MAX_BYTES / factor)
-            return err_set(err, ERR_INVALID_PARAMS, "size '%.40s' is too large; at most 1PB",
-                           text);
+            return err_set(err, ERR_INVALID_PARAMS, "size '%.40s' is too large; at most 1PB", text);
         uint64_t total = whole * factor + (frac * factor) / frac_scale;
         if (total > SIZE_MAX_BYTES)
-            return err_set(err, ERR_INVALID_PARAMS, "size '%.40s' is too large; at most 1PB",
-                           text);
+            return err_set(err, ERR_INVALID_PARAMS, "size '%.40s' is too large; at most 1PB", text);
         *bytes = total;
         return 0;
     }
