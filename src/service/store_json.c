@@ -2,7 +2,6 @@
  * store_json.c - the service's records in the store, as JSON (see
  * store_json.h).
  */
-#include "util/xalloc.h"
 #include "service/store_json.h"
 
 #include <stdio.h>
@@ -11,23 +10,7 @@
 
 #include "util/cleanup.h"
 #include "util/time.h"
-
-int store_get_json(store *s, const char *key, const char *what, json_t **out, int64_t *mod_revision,
-                   gb_err *err)
-{
-    *out = NULL;
-    _cleanup_(store_kv_free) store_kv kv = {0};
-    int found = store_get(s, key, &kv, err);
-    if (found <= 0)
-        return found;
-    json_error_t jerr;
-    *out = json_loads(kv.value, 0, &jerr);
-    if (!*out)
-        return err_set(err, ERR_INTERNAL, "%s is not JSON: %s", what, jerr.text);
-    if (mod_revision)
-        *mod_revision = kv.mod_revision;
-    return 1;
-}
+#include "util/xalloc.h"
 
 /* kv's value as JSON; NULL when it is not, with the error naming it what. */
 static json_t *store_record_value(const store_kv *kv, const char *what, gb_err *err)
@@ -37,6 +20,21 @@ static json_t *store_record_value(const store_kv *kv, const char *what, gb_err *
     if (!value)
         err_set(err, ERR_INTERNAL, "reading %s from the store: not JSON: %s", what, jerr.text);
     return value;
+}
+
+int store_get_json(store *s, const char *key, const char *what, json_t **out, int64_t *mod_revision,
+                   gb_err *err)
+{
+    *out = NULL;
+    _cleanup_(store_kv_free) store_kv kv = {0};
+    int found = store_get(s, key, &kv, err);
+    if (found <= 0)
+        return found;
+    if (!(*out = store_record_value(&kv, what, err)))
+        return -1;
+    if (mod_revision)
+        *mod_revision = kv.mod_revision;
+    return 1;
 }
 
 int store_records_scan(store *s, const char *prefix, bool (*is_record)(const char *key),
@@ -104,16 +102,14 @@ int store_record_load(store *s, const store_record_kind *k, const char *name, vo
     char key[STORE_KEY_MAX];
     if (!k->key(key, sizeof(key), name))
         return err_set(err, ERR_INVALID_NAME, "%s name is too long", k->noun);
-    _cleanup_(store_kv_free) store_kv kv = {0};
-    int found = store_get(s, key, &kv, err);
-    if (found <= 0)
-        return found;
     char what[STORE_KEY_MAX];
     snprintf(what, sizeof(what), "%s %s", k->noun, name);
-    _cleanup_json_ json_t *value = store_record_value(&kv, what, err);
-    if (!value)
-        return -1;
-    if (k->parse(out, value, kv.mod_revision, err) < 0)
+    _cleanup_json_ json_t *value = NULL;
+    int64_t rev = 0;
+    int found = store_get_json(s, key, what, &value, &rev, err);
+    if (found <= 0)
+        return found;
+    if (k->parse(out, value, rev, err) < 0)
         return err_prefix(err, "reading %s from the store", what);
     return 1;
 }

@@ -29,7 +29,7 @@
 
 /* Get key and parse its value: 1 found (*out owned by the caller,
  * *mod_revision filled when not NULL), 0 absent, -1 on a store error or a
- * value that is not JSON ("<what> is not JSON: ...", ERR_INTERNAL). */
+ * value that is not JSON (the errors at the top of this file). */
 int store_get_json(store *s, const char *key, const char *what, json_t **out, int64_t *mod_revision,
                    gb_err *err);
 

@@ -410,6 +410,11 @@ int rs_version_change(app *a, const op_kind *kind, const rs_record *from, rs_rec
         json_pack("{s:o, s:o, s:s, s:b}", "from", rs_record_to_json(from), "to",
                   rs_record_to_json(to), "reason", reason, "gpuSwap", swapped);
     int rc = -1;
+    if (!data) {
+        err_set(err, ERR_INTERNAL, "%s of %s: its operation cannot be written as JSON", kind->name,
+                from->name);
+        goto give_back;
+    }
     rs_record_copy(from, &c.from);
     rs_record_copy(to, &c.to);
     c.from.operation[0] = '\0';
