@@ -429,10 +429,10 @@ static void placement_reasons(const placement_node *nodes, size_t n, const unsig
 /* What a node has free, for "largest free spots". */
 struct placement_spot {
     size_t idx;
-    unsigned whole;         /* cards that take a whole tenant */
-    uint64_t share;         /* the largest memory share a card takes */
-    unsigned share_cards;   /* cards that take that much */
-    unsigned replica_cards; /* cards with a time-slice replica free */
+    unsigned whole;         /* free cards that take a whole tenant */
+    uint64_t share;         /* the largest memory share a shared card takes */
+    unsigned share_cards;   /* shared cards that take that much */
+    unsigned replica_cards; /* time-sliced cards with a replica free */
 };
 
 static void placement_spot_of(const placement_node *nd, size_t idx, struct placement_spot *s)
@@ -440,8 +440,11 @@ static void placement_spot_of(const placement_node *nd, size_t idx, struct place
     *s = (struct placement_spot){.idx = idx};
     for (size_t i = 0; i < nd->ncards; i++) {
         const placement_card *c = &nd->cards[i];
+        if (placement_takes_whole(c)) {
+            s->whole++; /* which takes a share or a replica as well: said once */
+            continue;
+        }
         uint64_t room = placement_share_room(c);
-        s->whole += placement_takes_whole(c);
         s->replica_cards += placement_takes_replica(c);
         if (room && room == s->share)
             s->share_cards++;

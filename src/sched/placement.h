@@ -158,10 +158,13 @@ typedef struct placement_request {
  *     host ports only;
  *   - ERR_GPU_NOT_ENOUGH: any other refusal. The message names, per reason,
  *     the nodes filtered out (a few names, then "and N more") and the
- *     largest free spots of the nodes that reached the fit test, e.g.
+ *     largest free spots of the nodes that reached the fit test - free
+ *     cards ("whole", which take a share or replicas too), the largest
+ *     share left on a card shared by memory, the time-sliced cards with a
+ *     replica free - e.g.
  *     "no node can take 1 card with 40960 MiB: unreachable: c; too few GPUs:
  *     a, b; largest free spots: b: 2 whole T4-16GB; a: a 20480 MiB share
- *     on 2 A100-80GB, time-slice replicas on 3 cards". */
+ *     on each of 2 cards, time-slice replicas on 3 cards". */
 int placement_rank(const placement_node *nodes, size_t n, const placement_request *req,
                    size_t *order, size_t *n_order, gb_err *why);
 
