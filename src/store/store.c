@@ -168,6 +168,22 @@ static const struct store_backend *store_backend_for(const char *url)
     return NULL;
 }
 
+char *store_url_child(const char *url, const char *child)
+{
+    if (!url || !child || strncmp(url, "etcd://", 7) != 0)
+        return NULL;
+    const char *hosts = url + 7;
+    size_t hosts_len = strcspn(hosts, "/?");
+    const char *path = hosts + hosts_len;
+    size_t path_len = *path == '/' ? strcspn(path, "?") : 0;
+    const char *query = path + path_len;
+    /* the prefix without its trailing slashes, then /child */
+    while (path_len > 0 && path[path_len - 1] == '/')
+        path_len--;
+    return xasprintf("etcd://%.*s%.*s/%s%s", (int)hosts_len, hosts, (int)path_len, path, child,
+                     query);
+}
+
 bool store_url_is_remote(const char *url)
 {
     const struct store_backend *b = store_backend_for(url);
@@ -279,6 +295,11 @@ int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops
 {
     if (store_check_txn(cmps, ncmps, ops, nops, succeeded, err) < 0)
         return -1;
+    for (size_t i = 0; i < nops && !s->backend->claim_lease; i++)
+        if (ops[i].kind == STORE_OP_PUT && ops[i].lease)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "put of key '%s' with a lease: the %s store has no leases", ops[i].key,
+                           s->backend->name);
     return s->backend->txn(s, cmps, ncmps, ops, nops, succeeded, revision, err);
 }
 
@@ -319,6 +340,11 @@ void store_claim_describe(store *s, char *buf, size_t size)
         return;
     buf[0] = '\0';
     s->backend->claim_describe(s, buf, size);
+}
+
+int64_t store_claim_lease(store *s)
+{
+    return s->backend->claim_lease ? s->backend->claim_lease(s) : 0;
 }
 
 void store_kv_free(store_kv *kv)

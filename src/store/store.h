@@ -100,6 +100,10 @@ typedef struct store_op {
     enum store_op_kind kind;
     const char *key;
     const char *value; /* PUT only */
+    /* PUT only: attach the key to this lease (etcd: the key goes when the
+     * lease expires; store_claim_lease gives a claim's). 0: none. A backend
+     * without leases (SQLite) refuses a put with one. */
+    int64_t lease;
 } store_op;
 
 /* Who holds a store: the process that claimed it, as written into the
@@ -143,6 +147,8 @@ struct store_backend {
     void (*release)(store *s);
     enum store_claim_state (*claim_state)(store *s);
     void (*claim_describe)(store *s, char *buf, size_t size);
+    /* The lease a held claim lives on; 0 when none (not held, or no leases). */
+    int64_t (*claim_lease)(store *s);
 };
 
 /* Every store starts with this header so the generic functions can find
@@ -161,6 +167,11 @@ void store_close(store *s);
  * it. */
 char *store_url_redact(const char *url);
 const char *store_backend_name(const store *s);
+/* url with child appended to its key prefix: "etcd://h:p/gpubox?x=y" and
+ * "nodes/a" give "etcd://h:p/gpubox/nodes/a?x=y" (a fleet node's own
+ * records, docs/fleet.md). NULL when url has no key prefix to extend (not
+ * an etcd:// URL); free it. */
+char *store_url_child(const char *url, const char *child);
 /* True when url names a backend reached over the network (etcd), which may
  * come up after gpuboxd: start-up waits for such a store rather than fail
  * (--store-wait). False for embedded files and for URLs no backend serves. */
@@ -221,6 +232,10 @@ enum store_claim_state store_claim_state(store *s);
 /* Where the claim lives, for the log: "lock file /x/state.db.lock" or
  * "key /p/daemon/owner, lease 7f3a..., TTL 10 s". */
 void store_claim_describe(store *s, char *buf, size_t size);
+/* The lease a held etcd claim lives on (keys put with it go when the claim
+ * does: a fleet node's membership, docs/fleet.md); 0 when the claim is not
+ * held or the backend has no leases. */
+int64_t store_claim_lease(store *s);
 
 /* Copy every key of from into to (store_copy.c), for moving gpubox's state
  * between backends. A target that holds keys is refused with ERR_EXISTS

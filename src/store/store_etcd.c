@@ -299,6 +299,11 @@ static json_t *etcd_store_json_op(const struct etcd_store *es, const store_op *o
 {
     switch (op->kind) {
     case STORE_OP_PUT:
+        if (op->lease)
+            return json_pack("{s:{s:o, s:o, s:o}}", "request_put", "key",
+                             etcd_store_json_key(es, op->key), "value",
+                             etcd_json_bytes(op->value, strlen(op->value)), "lease",
+                             etcd_json_int64(op->lease));
         return json_pack("{s:{s:o, s:o}}", "request_put", "key", etcd_store_json_key(es, op->key),
                          "value", etcd_json_bytes(op->value, strlen(op->value)));
     case STORE_OP_DELETE:
@@ -416,4 +421,5 @@ const struct store_backend store_backend_etcd = {
     .release = etcd_store_release,
     .claim_state = etcd_store_claim_state,
     .claim_describe = etcd_store_claim_describe,
+    .claim_lease = etcd_store_claim_lease,
 };

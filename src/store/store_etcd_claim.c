@@ -342,6 +342,17 @@ int etcd_claim_fence(struct etcd_store *es, int64_t *lease, gb_err *err)
                    etcd_client_endpoints(es->client), why);
 }
 
+int64_t etcd_store_claim_lease(store *s)
+{
+    struct etcd_store *es = (struct etcd_store *)s;
+    struct etcd_claim *c = es->claim;
+    pthread_mutex_lock(&c->lock);
+    etcd_claim_check_expiry_locked(es);
+    int64_t lease = c->state == STORE_CLAIM_HELD ? c->lease : 0;
+    pthread_mutex_unlock(&c->lock);
+    return lease;
+}
+
 int etcd_claim_fence_failed(struct etcd_store *es, int64_t lease, json_t *reply, gb_err *err)
 {
     json_t *range =

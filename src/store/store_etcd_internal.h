@@ -73,6 +73,7 @@ int etcd_store_claim(store *s, const store_owner *me, int ttl_s, store_owner *ho
 void etcd_store_release(store *s);
 enum store_claim_state etcd_store_claim_state(store *s);
 void etcd_store_claim_describe(store *s, char *buf, size_t size);
+int64_t etcd_store_claim_lease(store *s);
 
 /* The fence every write of a claimed store carries: the owner key must
  * still be attached to this handle's lease. *lease gets that lease, 0 when
