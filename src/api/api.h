@@ -56,6 +56,11 @@ int api_commit_from(http_request *req, const char *name, const json_t *body, htt
 int api_patch_from(http_request *req, const char *name, const json_t *body, http_response *resp,
                    gb_err *err);
 
+/* fleet_nodes.c: /api/v1/nodes... (404 on a single server) */
+int api_nodes_list(http_request *req, http_response *resp, gb_err *err);
+int api_node_cordon(http_request *req, http_response *resp, gb_err *err);
+int api_node_uncordon(http_request *req, http_response *resp, gb_err *err);
+
 /* legacy.c: gpu-docker-api's /api/v1/containers... */
 int api_container_create(http_request *req, http_response *resp, gb_err *err);
 int api_container_stop(http_request *req, http_response *resp, gb_err *err);

@@ -11,6 +11,7 @@
  */
 #include "util/xalloc.h"
 #include "api/api.h"
+#include "api/fleet.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,9 +35,11 @@ static int answer(int rc, json_t *data, http_response *resp, gb_err *err)
 int api_replicaset_create_from(http_request *req, const json_t *body, http_response *resp,
                                gb_err *err)
 {
-    static const char *const also_allowed[] = {"replicaSetName", NULL};
+    static const char *const also_allowed[] = {"replicaSetName", "node", "nodeSelector",
+                                               "placement", NULL};
     const char *name = NULL;
-    if (json_field_string(body, NULL, "replicaSetName", &name, false, err) < 0 ||
+    if (api_fleet_check_fields(req, body, err) < 0 ||
+        json_field_string(body, NULL, "replicaSetName", &name, false, err) < 0 ||
         name_check_replicaset(name, err) < 0)
         return -1;
     rs_spec spec;

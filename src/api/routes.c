@@ -71,6 +71,13 @@ static const http_route api_routes[] = {
     {"DELETE", "/api/v1/volumes/{name}", api_volume_delete,
      "Delete the volume and its data (refused while a replica set uses it)"},
 
+    /* the fleet (docs/fleet.md) */
+    {"GET", "/api/v1/nodes", api_nodes_list,
+     "The fleet's nodes: state, labels, cards, free capacity, version, last heartbeat"},
+    {"PATCH", "/api/v1/nodes/{name}/cordon", api_node_cordon,
+     "Place no new replica sets or volumes on the node"},
+    {"PATCH", "/api/v1/nodes/{name}/uncordon", api_node_uncordon, "Place on the node again"},
+
     /* gpu-docker-api's older route family */
     {"GET", "/api/v1/gpus", api_gpus_legacy, "GPU status map {gpuStatus:{uuid:0|1}}"},
     {"POST", "/api/v1/containers", api_container_create,

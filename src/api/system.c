@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fleet/fleet.h"
 #include "http/metrics.h"
 #include "http/openapi.h"
 #include "service/metrics.h"
 #include "service/service.h"
+#include "util/prom.h"
 
 int api_healthz(http_request *req, http_response *resp, gb_err *err)
 {
@@ -72,6 +74,14 @@ int api_metrics(http_request *req, http_response *resp, gb_err *err)
     if (rc < 0) {
         free(body);
         return -1;
+    }
+    app *a = req->ctx;
+    if (a->fleet) { /* every sample says which node it is from */
+        size_t tagged_len = 0;
+        char *tagged = prom_add_label(body, len, "node", fleet_node(a->fleet), &tagged_len);
+        free(body);
+        body = tagged;
+        len = tagged_len;
     }
     http_response_raw(resp, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);
     return 0;

@@ -7,6 +7,7 @@
  * documented are refused (a typo such as "sise" must not go unnoticed).
  */
 #include "api/api.h"
+#include "api/fleet.h"
 
 #include "service/volume/volumes.h"
 
@@ -21,12 +22,13 @@ static int api_volume_answer(int rc, json_t *data, http_response *resp, gb_err *
 
 int api_volume_create(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const allowed[] = {"name", "size", NULL};
+    static const char *const allowed[] = {"name", "size", "node", NULL};
     const char *name = NULL, *size = NULL;
     json_t *body = NULL;
     /* A missing name is the service's 1024 (volume name empty), a missing
      * size its "size is missing"; the types are checked here. */
     if (api_body(req, allowed, true, &body, err) < 0 ||
+        api_fleet_check_fields(req, body, err) < 0 ||
         json_field_string(body, NULL, "name", &name, false, err) < 0 ||
         json_field_string(body, NULL, "size", &size, false, err) < 0)
         return -1;

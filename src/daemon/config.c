@@ -26,7 +26,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fleet/fleet.h"
 #include "sched/gpus.h"
+#include "store/store.h"
 #include "util/cleanup.h"
 
 enum config_kind { OPT_STRING, OPT_UINT, OPT_SWITCH, OPT_CHOICE, OPT_FUNC, OPT_CLI_ONLY };
@@ -171,6 +173,14 @@ static const config_option config_options[] = {
     OPT_STR("store", "URL", "sqlite://<data-dir>/state.db",
             "state store: sqlite:///path/state.db or etcd://host:port[,host:port...][/prefix]",
             store_url),
+    OPT_STR("node", "NAME", "none (a single server)",
+            "join the fleet on the etcd --store as node NAME: its records move under "
+            "<prefix>/nodes/NAME/, and every node answers for all (docs/fleet.md)",
+            node),
+    OPT_STR("advertise", "URL", "http://<listen address>",
+            "with --node: the URL the other nodes reach this one's API at", advertise),
+    OPT_STR("node-labels", "KEY=VALUE[,...]", "none",
+            "with --node: labels a create's nodeSelector can ask for", node_labels),
     OPT_NUM("store-wait", "SECONDS", "60",
             "how long start-up waits for an etcd store to answer before giving up (0: no wait)",
             app.store_wait_s, 0, 86400),
@@ -430,7 +440,9 @@ void config_free(daemon_config *cfg)
                       &cfg->volume_backend, &cfg->volume_fs,           &cfg->config_file,
                       &cfg->bind_prefixes,  &cfg->gpu_exclude_sharing, &cfg->gpu_exclude,
                       &cfg->hami_core,      &cfg->token_file,          &cfg->tls_cert,
-                      &cfg->tls_key,        &cfg->cors_origins,        &cfg->carry_method};
+                      &cfg->tls_key,        &cfg->cors_origins,        &cfg->carry_method,
+                      &cfg->node,           &cfg->advertise,           &cfg->node_labels,
+                      &cfg->node_store_url};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -640,6 +652,55 @@ static int config_check_hami_core(daemon_config *cfg, gb_err *err)
 }
 
 /* Settings that depend on others, and the defaults derived from them. */
+/* --node needs an etcd store and a URL the other nodes can reach: given,
+ * or this node's listen address when it is one. */
+static int config_finalize_fleet(daemon_config *cfg, gb_err *err)
+{
+    if (!cfg->node) {
+        if (cfg->advertise || cfg->node_labels)
+            return err_set(err, ERR_INVALID_PARAMS, "--%s needs --node NAME",
+                           cfg->advertise ? "advertise" : "node-labels");
+        return 0;
+    }
+    if (fleet_node_name_check(cfg->node, err) < 0)
+        return err_prefix(err, "--node");
+    json_t *labels = NULL;
+    if (fleet_labels_parse(cfg->node_labels, &labels, err) < 0)
+        return err_prefix(err, "--node-labels");
+    json_decref(labels);
+    _cleanup_free_ char *child = xasprintf("nodes/%s", cfg->node);
+    free(cfg->node_store_url);
+    cfg->node_store_url = store_url_child(cfg->store_url, child);
+    if (!cfg->node_store_url)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "--node needs an etcd store shared by the fleet (--store "
+                       "etcd://host:port[,host:port...]/prefix), not %s",
+                       cfg->store_url);
+    if (!cfg->advertise) {
+        bool wildcard = strcmp(cfg->listen_host, "0.0.0.0") == 0 ||
+                        strcmp(cfg->listen_host, "::") == 0 || cfg->listen_port == 0;
+        if (wildcard)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "--node with --listen %s needs --advertise URL (how the other nodes "
+                           "reach this one, e.g. http://10.0.0.5:2378)",
+                           cfg->listen);
+        bool v6 = strchr(cfg->listen_host, ':') != NULL;
+        cfg->advertise =
+            xasprintf("%s://%s%s%s:%u", cfg->tls_cert ? "https" : "http", v6 ? "[" : "",
+                      cfg->listen_host, v6 ? "]" : "", cfg->listen_port);
+    }
+    size_t len = strlen(cfg->advertise);
+    if ((strncmp(cfg->advertise, "http://", 7) != 0 &&
+         strncmp(cfg->advertise, "https://", 8) != 0) ||
+        len >= 200 || strpbrk(cfg->advertise, " \t\r\n?#"))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "--advertise '%s' must be http://HOST:PORT or https://HOST:PORT",
+                       cfg->advertise);
+    while (len > 0 && cfg->advertise[len - 1] == '/')
+        cfg->advertise[--len] = '\0';
+    return 0;
+}
+
 int config_finalize(daemon_config *cfg, gb_err *err)
 {
     if (config_check_exposure(cfg, err) < 0)
@@ -681,8 +742,15 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     if (cfg->hami_core && config_check_hami_core(cfg, err) < 0)
         return -1;
 
+    if (config_finalize_fleet(cfg, err) < 0)
+        return -1;
+
     cfg->app.data_dir = cfg->data_dir;
-    cfg->app.store_url = cfg->store_url;
+    cfg->app.store_url = cfg->node_store_url ? cfg->node_store_url : cfg->store_url;
+    cfg->app.fleet_url = cfg->node ? cfg->store_url : NULL;
+    cfg->app.node = cfg->node;
+    cfg->app.advertise = cfg->advertise;
+    cfg->app.node_labels = cfg->node_labels;
     cfg->app.docker_host = cfg->docker_host;
     cfg->app.simulate_gpus = cfg->simulate_gpus;
     cfg->app.nvml_library = cfg->nvml_library;

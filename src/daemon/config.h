@@ -34,6 +34,8 @@ typedef struct daemon_config {
     char *gpu_attach, *volume_backend, *volume_fs, *config_file, *bind_prefixes, *carry_method;
     char *token_file, *tls_cert, *tls_key, *cors_origins; /* NULL: not given */
     char *gpu_exclude_sharing, *gpu_exclude, *hami_core;
+    char *node, *advertise, *node_labels; /* the fleet (docs/fleet.md); NULL: not given */
+    char *node_store_url;                 /* <store>/nodes/<node>, made by config_finalize */
 
     app_config app; /* filled by config_finalize */
     enum log_level log_level;

@@ -19,6 +19,7 @@
 
 #include "util/xalloc.h"
 #include "api/api.h"
+#include "api/fleet.h"
 #include "daemon/config.h"
 #include "daemon/security.h"
 #include "http/server.h"
@@ -64,6 +65,7 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
             .cors = sec->cors,
             .tls_cert_pem = sec->tls_cert_pem,
             .tls_key_pem = sec->tls_key_pem,
+            .intercept = api_fleet_intercept,
         };
         server = http_server_start(&hc, router, a, &err);
     }

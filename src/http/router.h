@@ -32,6 +32,10 @@
  * returns -1 with *err filled; the server then answers with the error
  * envelope. */
 typedef int (*http_handler)(http_request *req, http_response *resp, gb_err *err);
+struct http_route;
+/* A handler that may call the route's own (http_server_config.intercept). */
+typedef int (*http_handler_via)(http_request *req, const struct http_route *route,
+                                http_response *resp, gb_err *err);
 
 /* Who may call a route when tokens are configured (http/auth.h decides).
  * The default follows the method: reading routes (GET, HEAD) are for

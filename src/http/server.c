@@ -221,7 +221,10 @@ static void exchange_route(http_exchange *x, enum router_result found, router_ma
                     "request body nests arrays and objects more than %d levels deep; no gpubox "
                     "request needs more than a few",
                     HTTP_JSON_DEPTH_MAX);
-        else if (m->route->handler(&x->req, &x->resp, err) == 0 && x->resp.status)
+        else if ((x->server->cfg.intercept
+                      ? x->server->cfg.intercept(&x->req, m->route, &x->resp, err)
+                      : m->route->handler(&x->req, &x->resp, err)) == 0 &&
+                 x->resp.status)
             err_clear(err);
         else if (x->resp.status == 0 && err->code == ERR_OK)
             err_set(err, ERR_INTERNAL, "handler for %s %s answered nothing", m->route->method,

@@ -54,6 +54,12 @@ typedef struct http_server_config {
     /* PEM text of the certificate (chain) and its private key: both for
      * HTTPS, neither for plain HTTP. They must outlive the server. */
     const char *tls_cert_pem, *tls_key_pem;
+    /* Called in place of each matched route's handler, after the access
+     * check (NULL: the handler is called): it answers as a handler does,
+     * calling route->handler itself when the request is this server's to
+     * answer. The fleet (api/fleet_dispatch.c) forwards requests to other
+     * nodes through it. */
+    http_handler_via intercept;
 } http_server_config;
 
 typedef struct http_server http_server;

@@ -22,8 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fleet/fleet.h"
 #include "sched/gpus.h"
 #include "service/engine.h"
+#include "service/fleet_node.h"
 #include "service/metrics.h"
 #include "service/service.h"
 #include "service/namelock.h"
@@ -335,8 +337,9 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     a->data_dir_lock = -1;
     a->op_kinds = op_kinds;
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
-        app_claim_store(a, err) < 0 || app_lock_data_dir(a, err) < 0 ||
-        app_connect_docker(a, err) < 0 || app_load_gpus(a, err) < 0)
+        app_claim_store(a, err) < 0 || fleet_node_migrate(a, err) < 0 ||
+        app_lock_data_dir(a, err) < 0 || app_connect_docker(a, err) < 0 ||
+        app_load_gpus(a, err) < 0)
         goto fail;
     if (app_make_gpu_pool(a, err) < 0)
         goto fail;
@@ -352,7 +355,8 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     /* Volumes before the replica sets: reconciling may start containers,
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
-        replicaset_reconcile(a, err) < 0 || rs_doubt_start(a, err) < 0)
+        replicaset_reconcile(a, err) < 0 || rs_doubt_start(a, err) < 0 ||
+        fleet_node_join(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
@@ -367,7 +371,8 @@ void app_close(app *a)
 {
     if (!a)
         return;
-    rs_doubt_stop(a); /* first: it takes name locks and gives back to the pools */
+    fleet_close(a->fleet); /* first: the others see this node go at once */
+    rs_doubt_stop(a);      /* it takes name locks and gives back to the pools */
     volumes_close(a->volumes);
     resources_cache_free(a->gpus_cache);
     namelock_table_free(a->locks);

@@ -51,6 +51,9 @@ typedef struct app_config {
     const char *gpu_exclude_sharing;    /* "GPU-a,3": whole cards only */
     const char *gpu_exclude;            /* "GPU-a,3": never scheduled */
     const char *hami_core;              /* absolute path of libvgpu.so; NULL: none */
+    /* The fleet (docs/fleet.md): NULL node = a single server. store_url is
+     * then this node's own prefix, fleet_url the fleet's (--store). */
+    const char *node, *advertise, *node_labels, *fleet_url;
 } app_config;
 
 typedef struct resources_cache resources_cache;
@@ -70,6 +73,7 @@ typedef struct app {
     struct rs_doubts *doubts; /* writes the store did not confirm: in doubt (replicaset/doubt.c) */
     const struct op_kind *const *op_kinds; /* the operation engine's table (engine.h) */
     struct volumes_ctx *volumes;           /* the volume service's state (volumes.h) */
+    struct fleet *fleet;                   /* with --node: the fleet (fleet/fleet.h); else NULL */
     int data_dir_lock;                     /* flock on <data_dir>/gpuboxd.lock; -1 when none */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fleet/fleet.h"
 #include "sched/gpus.h"
 #include "service/keys.h"
 #include "service/store_json.h"
@@ -211,6 +212,29 @@ static int metrics_volumes(app *a, FILE *out, gb_err *err)
     return 0;
 }
 
+/* The fleet's nodes by state, as this node sees them (the same on every
+ * node; left out when the fleet's store does not answer). */
+static void metrics_fleet(app *a, FILE *out)
+{
+    if (!a->fleet)
+        return;
+    fleet_member *ms = NULL;
+    size_t n = 0;
+    gb_err e = GB_ERR_INIT;
+    if (fleet_members(a->fleet, &ms, &n, &e) < 0)
+        return;
+    double count[3] = {0};
+    for (size_t i = 0; i < n; i++)
+        count[ms[i].state]++;
+    fleet_members_free(ms, n);
+    static const char *const labels[] = {"state", NULL};
+    prom_write_header(out, "gpubox_fleet_nodes", "gauge", "The fleet's nodes by state");
+    for (int s = FLEET_NODE_READY; s <= FLEET_NODE_UNREACHABLE; s++) {
+        const char *values[] = {fleet_node_state_name((enum fleet_node_state)s)};
+        prom_write_sample(out, "gpubox_fleet_nodes", labels, values, count[s]);
+    }
+}
+
 int metrics_write(app *a, FILE *out, gb_err *err)
 {
     gb_err store_err = GB_ERR_INIT;
@@ -233,6 +257,7 @@ int metrics_write(app *a, FILE *out, gb_err *err)
      * rather than report zeros a dashboard would believe. */
     if (store_up && (metrics_replicasets(a, out, err) < 0 || metrics_volumes(a, out, err) < 0))
         return -1;
+    metrics_fleet(a, out);
     if (a->ops) {
         prom_family_write(a->ops->total, out);
         prom_family_write(a->ops->duration, out);

@@ -72,6 +72,7 @@ enum err_code {
     ERR_STORE_UNAVAILABLE = 1111,  /* 503 */
     ERR_DOCKER_UNAVAILABLE = 1112, /* 503 */
     ERR_CONFLICT = 1113,           /* 409: lost a compare-and-swap race */
+    ERR_NODE_UNAVAILABLE = 1114,   /* 503: the fleet node that owns it does not answer */
     ERR_INTERNAL = 1199,           /* 500 */
 };
 

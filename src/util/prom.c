@@ -214,3 +214,49 @@ void prom_family_write(prom_family *f, FILE *out)
     }
     pthread_mutex_unlock(&f->lock);
 }
+
+char *prom_add_label(const char *text, size_t len, const char *name, const char *value,
+                     size_t *out_len)
+{
+    char *out = NULL;
+    size_t out_size = 0;
+    FILE *f = open_memstream(&out, &out_size);
+    if (!f)
+        abort(); /* out of memory: as xmalloc */
+    char *esc = NULL;
+    size_t esc_size = 0;
+    FILE *e = open_memstream(&esc, &esc_size);
+    if (!e)
+        abort();
+    for (const char *v = value; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            fputc('\\', e);
+        if (*v == '\n')
+            fputs("\\n", e);
+        else
+            fputc(*v, e);
+    }
+    fclose(e);
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t line = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+        size_t name_len = strcspn(p, "{ \n");
+        if (*p == '#' || *p == '\n' || name_len >= line) {
+            fwrite(p, 1, line, f);
+        } else if (p[name_len] == '{') {
+            fwrite(p, 1, name_len + 1, f);
+            fprintf(f, "%s=\"%s\"%s", name, esc, p[name_len + 1] == '}' ? "" : ",");
+            fwrite(p + name_len + 1, 1, line - name_len - 1, f);
+        } else {
+            fwrite(p, 1, name_len, f);
+            fprintf(f, "{%s=\"%s\"}", name, esc);
+            fwrite(p + name_len, 1, line - name_len, f);
+        }
+        p += line;
+    }
+    fclose(f);
+    free(esc);
+    *out_len = out_size;
+    return out;
+}

@@ -37,6 +37,11 @@ void prom_family_free(prom_family *f);
 void prom_counter_inc(prom_family *f, const char *const *values);
 void prom_histogram_observe(prom_family *f, const char *const *values, double v);
 
+/* text (an exposition) with label name="value" first on every sample;
+ * value is escaped. Free it. */
+char *prom_add_label(const char *text, size_t len, const char *name, const char *value,
+                     size_t *out_len);
+
 /* The family's # HELP, # TYPE and every series. */
 void prom_family_write(prom_family *f, FILE *out);
 

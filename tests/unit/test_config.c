@@ -222,6 +222,54 @@ static void test_simulated_gpus(void **state)
     config_free(&cfg);
 }
 
+/* --node: the node's records under <prefix>/nodes/<node>, the fleet at
+ * the --store prefix, the advertise URL from a specific --listen. */
+static void test_fleet_node(void **state)
+{
+    (void)state;
+    daemon_config cfg;
+    gb_err err = GB_ERR_INIT;
+    assert_int_equal(LOAD(&cfg, &err, "--store", "etcd://e1:2379,e2:2379/gpubox/?user=u", "--node",
+                          "gpu-01", "--node-labels", "zone=a,gpu=a100"),
+                     0);
+    assert_string_equal(cfg.app.store_url, "etcd://e1:2379,e2:2379/gpubox/nodes/gpu-01?user=u");
+    assert_string_equal(cfg.app.fleet_url, "etcd://e1:2379,e2:2379/gpubox/?user=u");
+    assert_string_equal(cfg.app.node, "gpu-01");
+    assert_string_equal(cfg.app.advertise, "http://127.0.0.1:2378");
+    assert_string_equal(cfg.app.node_labels, "zone=a,gpu=a100");
+    config_free(&cfg);
+
+    assert_int_equal(LOAD(&cfg, &err, "--store", "etcd://e1:2379", "--node", "b", "--advertise",
+                          "http://10.0.0.6:2378/"),
+                     0);
+    assert_string_equal(cfg.app.store_url, "etcd://e1:2379/nodes/b");
+    assert_string_equal(cfg.app.advertise, "http://10.0.0.6:2378");
+    config_free(&cfg);
+
+    static const struct {
+        const char *args[6];
+        const char *says;
+    } bad[] = {
+        {{"--node", "a"}, "needs an etcd store"},
+        {{"--advertise", "http://x:1"}, "--advertise needs --node"},
+        {{"--store", "etcd://e:1", "--node", "-a"}, "--node"},
+        {{"--store", "etcd://e:1", "--node", "a", "--node-labels", "zone"}, "KEY=VALUE"},
+        {{"--store", "etcd://e:1", "--node", "a", "--advertise", "ftp://x"}, "http://HOST:PORT"},
+        {{"--store", "etcd://e:1", "--node", "a", "--listen", "127.0.0.1:0"}, "needs --advertise"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[8] = {"gpuboxd"};
+        int argc = 1;
+        for (int j = 0; j < 6 && bad[i].args[j]; j++)
+            argv[argc++] = (char *)bad[i].args[j];
+        err_clear(&err);
+        assert_int_equal(config_load(&cfg, argc, argv, &err), -1);
+        if (!strstr(err.msg, bad[i].says))
+            fail_msg("case %zu: '%s' does not say '%s'", i, err.msg, bad[i].says);
+        config_free(&cfg);
+    }
+}
+
 static void test_bad_flags_name_the_flag(void **state)
 {
     (void)state;
@@ -483,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_no_tokens_means_loopback_only),
         cmocka_unit_test(test_relative_data_dir_becomes_absolute),
         cmocka_unit_test(test_simulated_gpus),
+        cmocka_unit_test(test_fleet_node),
         cmocka_unit_test(test_bad_flags_name_the_flag),
         cmocka_unit_test(test_flag_syntax_errors),
         cmocka_unit_test(test_help_and_version),

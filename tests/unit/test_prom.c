@@ -97,6 +97,23 @@ static void test_series_are_capped(void **state)
     prom_family_free(f);
 }
 
+/* A fleet node's /metrics: every sample carries node="..." first, with
+ * or without labels of its own; comments and blank lines are kept. */
+static void test_add_label_tags_every_sample(void **state)
+{
+    (void)state;
+    static const char text[] = "# HELP a_total A\n# TYPE a_total counter\na_total 3\n"
+                               "b{x=\"1\"} 2\nc{} 1\n\nd 4";
+    size_t len = 0;
+    char *out = prom_add_label(text, sizeof(text) - 1, "node", "n\"1", &len);
+    assert_int_equal(len, strlen(out));
+    assert_string_equal(out,
+                        "# HELP a_total A\n# TYPE a_total counter\na_total{node=\"n\\\"1\"} 3\n"
+                        "b{node=\"n\\\"1\",x=\"1\"} 2\nc{node=\"n\\\"1\"} 1\n\n"
+                        "d{node=\"n\\\"1\"} 4");
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -104,6 +121,7 @@ int main(void)
         cmocka_unit_test(test_histogram_buckets_are_cumulative),
         cmocka_unit_test(test_label_values_are_escaped),
         cmocka_unit_test(test_series_are_capped),
+        cmocka_unit_test(test_add_label_tags_every_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,6 +101,17 @@ int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err)
     return 0;
 }
 
+int replicaset_list_offline(store *s, bool include_deleted, json_t **out, gb_err *err)
+{
+    struct rs_list_ctx l = {.include_deleted = include_deleted, .docker_ok = false};
+    _cleanup_json_ json_t *states = l.states = json_object();
+    _cleanup_json_ json_t *list = l.list = json_array();
+    if (rs_records_each(s, rs_list_one, &l, err) < 0)
+        return err_prefix(err, "listing replica sets");
+    *out = json_incref(list);
+    return 0;
+}
+
 int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
 {
     if (name_check_replicaset(name, err) < 0)

@@ -55,6 +55,9 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
  * status is Docker's live view: "running", "exited", ..., or "missing" when
  * the container is gone from Docker. */
 int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err);
+/* The items of replicaset_list read from another node's store s, without
+ * Docker: every status "unknown" (a fleet node that does not answer). */
+int replicaset_list_offline(store *s, bool include_deleted, json_t **out, gb_err *err);
 /* data: {info:{name, version, state, status, createTime, updateTime, spec,
  * containerName, containerId, gpus, gpuShares, ports, gpuLimits:{mode, enforced,
  * enforcedBy}}}: gpuLimits says whether the container's GPU limits are

@@ -1,0 +1,61 @@
+/*
+ * fleet.h - the API of a fleet node (docs/fleet.md): the server's intercept
+ * that sends each request to the node that answers it
+ * (fleet_dispatch.c), placement of creates (fleet_create.c), the merged
+ * lists (fleet_merge.c) and /api/v1/nodes (fleet_nodes.c).
+ */
+#ifndef GPUBOX_API_FLEET_H
+#define GPUBOX_API_FLEET_H
+
+#include <jansson.h>
+
+#include "fleet/fleet.h"
+#include "http/router.h"
+#include "service/app.h"
+
+enum fleet_scope {
+    SCOPE_LOCAL,
+    SCOPE_RS_OWNER,      /* /replicaSet/{name}..., /containers/{name}... */
+    SCOPE_VOL_OWNER,     /* /volumes/{name}... */
+    SCOPE_RS_CREATE,     /* POST /replicaSet */
+    SCOPE_LEGACY_CREATE, /* POST /containers */
+    SCOPE_VOL_CREATE,    /* POST /volumes */
+    SCOPE_MERGE,         /* the lists */
+    SCOPE_OPERATION,     /* GET /operations/{id} */
+};
+
+/* http_server_config.intercept. */
+int api_fleet_intercept(http_request *req, const http_route *route, http_response *resp,
+                        gb_err *err);
+
+/* The create body's fleet fields - node, nodeSelector, placement - are
+ * checked (types, names); outside a fleet their presence is an error. */
+int api_fleet_check_fields(http_request *req, const json_t *body, gb_err *err);
+
+/* ---- shared by the fleet_*.c files ------------------------------------------- */
+
+/* The name the request is about (path or create body), in buf; NULL when
+ * there is none or it breaks the naming rules. */
+const char *api_fleet_request_name(http_request *req, enum fleet_scope scope, char *buf,
+                                   size_t size);
+/* Run the route's handler here, then keep the name index in line. */
+int api_fleet_run_here(app *a, http_request *req, const http_route *route, enum fleet_scope scope,
+                       http_response *resp, gb_err *err);
+/* Forward the request to node m (ERR_NODE_UNAVAILABLE when it is not alive). */
+int api_fleet_forward_to(fleet *f, const fleet_member *m, http_request *req, http_response *resp,
+                         gb_err *err);
+int api_fleet_forward_to_node(fleet *f, const char *node, http_request *req, http_response *resp,
+                              gb_err *err);
+/* The request's path and query, encoded again; free it. */
+char *api_fleet_path_query(const http_request *req);
+fleet_request api_fleet_request_of(const http_request *req, const char *path_query,
+                                   long timeout_ms);
+/* Answer with a node's answer, unchanged; takes its body. */
+void api_fleet_pass_answer(fleet_answer *ans, http_response *resp);
+
+int api_fleet_create(app *a, http_request *req, const http_route *route, enum fleet_scope scope,
+                     http_response *resp, gb_err *err);
+int api_fleet_merge(app *a, http_request *req, const http_route *route, http_response *resp,
+                    gb_err *err);
+
+#endif

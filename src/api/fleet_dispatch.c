@@ -1,0 +1,319 @@
+/*
+ * fleet_dispatch.c - one API on every node of a fleet (docs/fleet.md): the
+ * server's intercept (http_server_config.intercept) decides, for each
+ * request, which node answers it.
+ *
+ *   a change or read of one name    the node that owns the name (the
+ *                                   fleet's name index) answers; another
+ *                                   node forwards the request to it, with
+ *                                   the caller's Authorization, and passes
+ *                                   its answer back unchanged
+ *   a create                        placement (sched/placement.h) picks the
+ *                                   node; the name is claimed for it in the
+ *                                   fleet; the create is forwarded. A node
+ *                                   that refuses for lack of room (its
+ *                                   capacity record was stale) costs a try
+ *                                   on the next candidate
+ *   a list (sets, volumes, GPUs,    every node that is alive is asked at
+ *   ports)                          once; the answers are merged, each item
+ *                                   with its "node". The sets of an
+ *                                   unreachable node are read from the
+ *                                   store, with status "unknown"
+ *   GET /operations/{id}            this node, else the first that knows it
+ *   anything else                   this node
+ *
+ * A request that carries FLEET_FORWARDED_HEADER came from another node and
+ * is answered here alone. After a create or delete answered here, the name
+ * index is brought in line with this node's records: a name this node does
+ * not hold (the create failed, the set was purged) is given up.
+ *
+ * Without --node the intercept only calls the route's handler.
+ */
+#include "util/xalloc.h"
+#include "api/api.h"
+#include "api/fleet.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet/fleet.h"
+#include "service/app.h"
+#include "service/fleet_node.h"
+#include "util/cleanup.h"
+#include "util/names.h"
+
+static enum fleet_scope scope_of(const char *method, const char *pattern)
+{
+    static const struct {
+        const char *method, *pattern;
+        enum fleet_scope scope;
+    } exact[] = {
+        {"POST", "/api/v1/replicaSet", SCOPE_RS_CREATE},
+        {"POST", "/api/v1/containers", SCOPE_LEGACY_CREATE},
+        {"POST", "/api/v1/volumes", SCOPE_VOL_CREATE},
+        {"GET", "/api/v1/replicaSet", SCOPE_MERGE},
+        {"GET", "/api/v1/volumes", SCOPE_MERGE},
+        {"GET", "/api/v1/resources/gpus", SCOPE_MERGE},
+        {"GET", "/api/v1/resources/ports", SCOPE_MERGE},
+        {"GET", "/api/v1/gpus", SCOPE_MERGE},
+        {"GET", "/api/v1/operations/{id}", SCOPE_OPERATION},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(exact); i++)
+        if (strcmp(method, exact[i].method) == 0 && strcmp(pattern, exact[i].pattern) == 0)
+            return exact[i].scope;
+    if (strncmp(pattern, "/api/v1/replicaSet/{name}", 25) == 0 ||
+        strncmp(pattern, "/api/v1/containers/{name}", 25) == 0)
+        return SCOPE_RS_OWNER;
+    if (strncmp(pattern, "/api/v1/volumes/{name}", 22) == 0)
+        return SCOPE_VOL_OWNER;
+    return SCOPE_LOCAL;
+}
+
+/* ---- the request as it is passed on ------------------------------------------ */
+
+static void append_encoded(char **buf, size_t *len, const char *s, bool keep_slash)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || strchr("-._~", *p) || (keep_slash && *p == '/');
+        *buf = xrealloc(*buf, *len + 4);
+        if (plain) {
+            (*buf)[(*len)++] = (char)*p;
+        } else {
+            (*buf)[(*len)++] = '%';
+            (*buf)[(*len)++] = hex[*p >> 4];
+            (*buf)[(*len)++] = hex[*p & 15];
+        }
+        (*buf)[*len] = '\0';
+    }
+}
+
+/* The decoded path and query, encoded again. */
+char *api_fleet_path_query(const http_request *req)
+{
+    char *buf = xstrdup("");
+    size_t len = 0;
+    append_encoded(&buf, &len, req->path, true);
+    for (size_t i = 0; i < req->nquery; i++) {
+        buf = xrealloc(buf, len + 2);
+        buf[len++] = i ? '&' : '?';
+        buf[len] = '\0';
+        append_encoded(&buf, &len, req->query[i].key, false);
+        if (req->query[i].value) {
+            buf = xrealloc(buf, len + 2);
+            buf[len++] = '=';
+            buf[len] = '\0';
+            append_encoded(&buf, &len, req->query[i].value, false);
+        }
+    }
+    return buf;
+}
+
+fleet_request api_fleet_request_of(const http_request *req, const char *pq, long timeout_ms)
+{
+    return (fleet_request){.method = req->method,
+                           .path_query = pq,
+                           .authorization = http_request_header(req, "Authorization"),
+                           .body = req->body,
+                           .body_len = req->body_len,
+                           .timeout_ms = timeout_ms};
+}
+
+/* The node's answer as this node's: status, type and body unchanged. */
+void api_fleet_pass_answer(fleet_answer *ans, http_response *resp)
+{
+    _cleanup_json_ json_t *env = json_loadb(ans->body ? ans->body : "", ans->body_len, 0, NULL);
+    json_t *code = json_object_get(env, "code");
+    bool is_json = strncmp(ans->content_type, "application/json", 16) == 0;
+    http_response_raw(resp, ans->status, is_json ? "application/json" : "text/plain", ans->body,
+                      ans->body_len);
+    resp->code = json_is_integer(code) ? (int)json_integer_value(code) : ERR_OK;
+    resp->envelope = json_is_integer(code);
+    ans->body = NULL;
+    ans->body_len = 0;
+}
+
+int api_fleet_forward_to(fleet *f, const fleet_member *m, http_request *req, http_response *resp,
+                         gb_err *err)
+{
+    if (!m->alive)
+        return err_set(err, ERR_NODE_UNAVAILABLE,
+                       "node %s, which holds it, is unreachable (no heartbeat within its lease); "
+                       "nothing it holds is given to another node",
+                       m->name);
+    _cleanup_free_ char *pq = api_fleet_path_query(req);
+    fleet_request fr = api_fleet_request_of(req, pq, 0);
+    fleet_answer ans;
+    if (fleet_send(f, m->advertise, &fr, &ans, err) < 0)
+        return err_prefix(err, "forwarding to node %s", m->name);
+    api_fleet_pass_answer(&ans, resp);
+    fleet_answer_clear(&ans);
+    return 0;
+}
+
+int api_fleet_forward_to_node(fleet *f, const char *node, http_request *req, http_response *resp,
+                              gb_err *err)
+{
+    fleet_member m = {0};
+    int found = fleet_member_get(f, node, &m, err);
+    if (found <= 0) {
+        if (found == 0)
+            err_set(err, ERR_NODE_UNAVAILABLE, "node %s is not in the fleet", node);
+        return -1;
+    }
+    int rc = api_fleet_forward_to(f, &m, req, resp, err);
+    fleet_member_clear(&m);
+    return rc;
+}
+
+/* ---- answered here ----------------------------------------------------------- */
+
+static bool answered_ok(int rc, const http_response *resp)
+{
+    return rc == 0 && resp->status >= 200 && resp->status < 300 && resp->code == ERR_OK;
+}
+
+/* The name a request is about: {name} of the path (a legacy "foo-3" is
+ * set foo), or the create body's. NULL when there is none or it is not a
+ * valid name (the handler then says what is wrong). */
+const char *api_fleet_request_name(http_request *req, enum fleet_scope scope, char *buf,
+                                   size_t size)
+{
+    const char *name = NULL;
+    if (scope == SCOPE_RS_OWNER || scope == SCOPE_VOL_OWNER) {
+        name = http_request_param(req, "name");
+    } else {
+        json_t *body = NULL;
+        gb_err ignored = GB_ERR_INIT;
+        if (req_json_body(req, &body, &ignored) < 0)
+            return NULL;
+        const char *field = scope == SCOPE_RS_CREATE       ? "replicaSetName"
+                            : scope == SCOPE_LEGACY_CREATE ? "containerName"
+                                                           : "name";
+        name = json_string_value(json_object_get(body, field));
+    }
+    if (!name)
+        return NULL;
+    gb_err ignored = GB_ERR_INIT;
+    bool vol = scope == SCOPE_VOL_OWNER || scope == SCOPE_VOL_CREATE;
+    if (vol ? name_check_volume(name, &ignored) == 0 : name_check_replicaset(name, &ignored) == 0) {
+        snprintf(buf, size, "%s", name);
+        return buf;
+    }
+    int version = 0;
+    if (!vol && name_split_versioned(name, buf, &version) == 0)
+        return buf;
+    return NULL;
+}
+
+static enum fleet_name_kind kind_of(enum fleet_scope scope)
+{
+    return scope == SCOPE_VOL_OWNER || scope == SCOPE_VOL_CREATE ? FLEET_NAME_VOLUME
+                                                                 : FLEET_NAME_REPLICASET;
+}
+
+/* Run the handler here; then, after a change, publish the capacity soon
+ * and keep the name index in line with this node's records. */
+int api_fleet_run_here(app *a, http_request *req, const http_route *route, enum fleet_scope scope,
+                       http_response *resp, gb_err *err)
+{
+    int rc = route->handler(req, resp, err);
+    bool change = strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0;
+    if (!change)
+        return rc;
+    fleet_poke(a->fleet);
+    char buf[NAME_MAX_LEN + 1];
+    const char *name = api_fleet_request_name(req, scope, buf, sizeof(buf));
+    bool creates =
+        scope == SCOPE_RS_CREATE || scope == SCOPE_LEGACY_CREATE || scope == SCOPE_VOL_CREATE;
+    if (!name || (!creates && strcmp(req->method, "DELETE") != 0))
+        return rc;
+    enum fleet_name_kind kind = kind_of(scope);
+    gb_err e = GB_ERR_INIT;
+    int held = fleet_node_holds(a, kind, name, &e);
+    if (held == 1 && creates && answered_ok(rc, resp))
+        fleet_name_claim(a->fleet, kind, name, fleet_node(a->fleet), NULL, NULL, 0, &e);
+    else if (held == 0)
+        fleet_name_release(a->fleet, kind, name, fleet_node(a->fleet), &e);
+    return rc;
+}
+
+/* ---- one name ------------------------------------------------------------------ */
+
+static int dispatch_owner(app *a, http_request *req, const http_route *route,
+                          enum fleet_scope scope, http_response *resp, gb_err *err)
+{
+    char buf[NAME_MAX_LEN + 1];
+    const char *name = api_fleet_request_name(req, scope, buf, sizeof(buf));
+    char owner[FLEET_NODE_MAX] = "";
+    if (name) {
+        int found = fleet_name_owner(a->fleet, kind_of(scope), name, owner, sizeof(owner), err);
+        if (found < 0)
+            return -1;
+        if (found && strcmp(owner, fleet_node(a->fleet)) != 0)
+            return api_fleet_forward_to_node(a->fleet, owner, req, resp, err);
+    }
+    return api_fleet_run_here(a, req, route, scope, resp, err);
+}
+
+/* GET /operations/{id}: here, else the first node that knows it. */
+static int dispatch_operation(app *a, http_request *req, const http_route *route,
+                              http_response *resp, gb_err *err)
+{
+    int rc = route->handler(req, resp, err);
+    if (rc == 0 || err->code != ERR_NOT_FOUND)
+        return rc;
+    fleet_member *ms = NULL;
+    size_t n = 0;
+    gb_err e = GB_ERR_INIT;
+    if (fleet_members(a->fleet, &ms, &n, &e) < 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (!ms[i].alive || strcmp(ms[i].name, fleet_node(a->fleet)) == 0)
+            continue;
+        _cleanup_free_ char *pq = api_fleet_path_query(req);
+        fleet_request fr = api_fleet_request_of(req, pq, 5000);
+        fleet_answer ans;
+        if (fleet_send(a->fleet, ms[i].advertise, &fr, &ans, &e) == 0 && ans.status == 200) {
+            err_clear(err);
+            api_fleet_pass_answer(&ans, resp);
+            fleet_answer_clear(&ans);
+            fleet_members_free(ms, n);
+            return 0;
+        }
+        fleet_answer_clear(&ans);
+    }
+    fleet_members_free(ms, n);
+    return rc;
+}
+
+/* ---- the intercept --------------------------------------------------------------- */
+
+int api_fleet_intercept(http_request *req, const http_route *route, http_response *resp,
+                        gb_err *err)
+{
+    app *a = req->ctx;
+    if (!a->fleet)
+        return route->handler(req, resp, err);
+    enum fleet_scope scope = scope_of(route->method, route->pattern);
+    if (http_request_header(req, FLEET_FORWARDED_HEADER) || scope == SCOPE_LOCAL)
+        return api_fleet_run_here(a, req, route, scope, resp, err);
+    switch (scope) {
+    case SCOPE_RS_OWNER:
+    case SCOPE_VOL_OWNER:
+        return dispatch_owner(a, req, route, scope, resp, err);
+    case SCOPE_RS_CREATE:
+    case SCOPE_LEGACY_CREATE:
+    case SCOPE_VOL_CREATE:
+        return api_fleet_create(a, req, route, scope, resp, err);
+    case SCOPE_MERGE:
+        return api_fleet_merge(a, req, route, resp, err);
+    case SCOPE_OPERATION:
+        return dispatch_operation(a, req, route, resp, err);
+    case SCOPE_LOCAL:
+        break;
+    }
+    return api_fleet_run_here(a, req, route, scope, resp, err);
+}

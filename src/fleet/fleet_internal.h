@@ -1,0 +1,46 @@
+/*
+ * fleet_internal.h - what fleet.c, fleet_names.c and fleet_http.c share.
+ */
+#ifndef GPUBOX_FLEET_FLEET_INTERNAL_H
+#define GPUBOX_FLEET_FLEET_INTERNAL_H
+
+#include <pthread.h>
+
+#include "fleet/fleet.h"
+#include "util/curl_pool.h"
+
+/* Directories of the fleet handle (its prefix is <root>/fleet/). */
+#define FLEET_KEY_REGISTRY "registry"
+#define FLEET_KEY_MEMBERS "members"
+#define FLEET_KEY_CAPACITY "capacity"
+#define FLEET_KEY_NAMES "names"
+
+struct fleet_peer_store {
+    char *node;
+    store *store;
+};
+
+struct fleet {
+    char *node, *advertise, *version, *root_url;
+    json_t *labels;
+    store *store;      /* <root>/fleet/, unclaimed */
+    store *node_store; /* this node's, claimed (borrowed) */
+    json_t *(*capacity)(void *ctx);
+    void *capacity_ctx;
+    int64_t started; /* Unix s */
+    bool cordoned_at_join;
+
+    pthread_mutex_t lock; /* the fields below */
+    pthread_cond_t wake;  /* on CLOCK_MONOTONIC */
+    bool poked, stopping;
+    pthread_t thread;
+    bool thread_started;
+    struct fleet_peer_store *peer_stores;
+    size_t n_peer_stores;
+    curl_pool *curls; /* fleet_http.c, made on first use under lock */
+};
+
+/* "<dir>/<name>"; free it. */
+char *fleet_key(const char *dir, const char *name);
+
+#endif
