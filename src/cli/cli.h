@@ -220,6 +220,9 @@ void cli_progress_line(const char *verb, const char *name, const json_t *op, dou
 typedef struct cli_table cli_table;
 /* Columns named by the NULL-terminated headers. */
 cli_table *cli_table_new(const char *const *headers);
+/* The column named header is printed only when some row has a value (a
+ * non-NULL cell) in it: NODE, which only a fleet's lists fill. */
+void cli_table_optional(cli_table *t, const char *header);
 /* Append one row of ncols cells (copied; NULL prints as "-"). */
 void cli_table_add(cli_table *t, const char *const *cells);
 void cli_table_print(cli_table *t, FILE *out);

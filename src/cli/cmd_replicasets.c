@@ -49,9 +49,10 @@ static void ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
         cli_print_names(ctx, sets);
         return;
     }
-    static const char *const headers[] = {"NAME", "VERSION", "STATE",   "STATUS",
-                                          "GPUS", "PORTS",   "CREATED", NULL};
+    static const char *const headers[] = {"NAME", "NODE",  "VERSION", "STATE", "STATUS",
+                                          "GPUS", "PORTS", "CREATED", NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
+    cli_table_optional(t, "NODE"); /* only a fleet's sets carry node */
     json_array_foreach(sets, i, s)
     {
         char version[16], gpus[16], ports[512];
@@ -59,8 +60,14 @@ static void ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
                  json_integer_value(json_object_get(s, "version")));
         snprintf(gpus, sizeof(gpus), "%zu", json_array_size(json_object_get(s, "gpus")));
         rs_ports_text(json_object_get(s, "ports"), ports, sizeof(ports));
-        const char *row[] = {cli_str(s, "name"),      version, cli_str(s, "state"),
-                             cli_str(s, "status"),    gpus,    ports[0] ? ports : "-",
+        const char *node = json_string_value(json_object_get(s, "node")); /* NULL: none */
+        const char *row[] = {cli_str(s, "name"),
+                             node,
+                             version,
+                             cli_str(s, "state"),
+                             cli_str(s, "status"),
+                             gpus,
+                             ports[0] ? ports : "-",
                              cli_str(s, "createTime")};
         cli_table_add(t, row);
     }

@@ -57,19 +57,19 @@ static void vol_ls_print(cli_ctx *ctx, const json_t *data, const void *arg)
         cli_print_names(ctx, vols);
         return;
     }
-    static const char *const headers[] = {"NAME",    "SIZE",    "BACKEND", "STATE",
-                                          "VERSION", "CREATED", NULL};
+    static const char *const headers[] = {"NAME",  "NODE",    "SIZE",    "BACKEND",
+                                          "STATE", "VERSION", "CREATED", NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
+    cli_table_optional(t, "NODE"); /* only a fleet's volumes carry node */
     json_array_foreach(vols, i, v)
     {
         char version[16], backend[64];
         snprintf(version, sizeof(version), "%" JSON_INTEGER_FORMAT,
                  json_integer_value(json_object_get(v, "version")));
-        const char *row[] = {cli_str(v, "name"),
-                             cli_str(v, "sizeText"),
-                             vol_backend(v, backend, sizeof(backend)),
-                             cli_str(v, "state"),
-                             version,
+        const char *node = json_string_value(json_object_get(v, "node")); /* NULL: none */
+        const char *row[] = {cli_str(v, "name"),      node,
+                             cli_str(v, "sizeText"),  vol_backend(v, backend, sizeof(backend)),
+                             cli_str(v, "state"),     version,
                              cli_str(v, "createTime")};
         cli_table_add(t, row);
     }

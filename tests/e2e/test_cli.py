@@ -510,3 +510,55 @@ def test_progress_of_a_long_scale(start_daemon):
         assert f"scale {name}:" not in p.stderr, p.stderr
     finally:
         wipe(d, PREFIX)
+
+
+# ---- fleet subcommands and options on a single gpuboxd ----
+
+
+def format_table(headers, rows):
+    """An aligned table as gpubox prints it: two spaces between columns,
+    the last one unpadded."""
+    lines = [headers, *rows]
+    widths = [max(len(line[c]) for line in lines) for c in range(len(headers))]
+    return "".join("  ".join(cell.ljust(widths[c]) if c + 1 < len(headers) else cell
+                             for c, cell in enumerate(line)) + "\n" for line in lines)
+
+
+def test_no_node_column_on_a_single_server(d):
+    """Outside a fleet no list item carries node, and ps, gpus and volume ls
+    print exactly the tables they printed before fleets existed."""
+    name = PREFIX + "_single"
+    run_set(d, name, "--gpus", "1", "-p", "22")
+    sets = as_json(d, "ps")["replicaSets"]
+    assert sets and all("node" not in s for s in sets)
+    rows = []
+    for s in sets:
+        ports = ", ".join(f"{p['hostPort']}->{p['containerPort']}/{p.get('protocol', 'tcp')}"
+                          for p in s.get("ports") or [])
+        rows.append([s["name"], str(s["version"]), s["state"], s["status"], str(len(s["gpus"])),
+                     ports or "-", s["createTime"]])
+    headers = ["NAME", "VERSION", "STATE", "STATUS", "GPUS", "PORTS", "CREATED"]
+    assert ok(d, "ps").stdout == format_table(headers, rows)
+
+    devices = as_json(d, "gpus")["devices"]
+    assert all("node" not in g for g in devices)
+    out = ok(d, "gpus").stdout
+    assert out.split("\n")[0].split() == ["INDEX", "UUID", "MODEL", "MEMORY", "USED", "MODE",
+                                          "HEALTHY", "TENANTS"]
+    assert out.startswith("INDEX  UUID")
+    assert [r["INDEX"] for r in table(out.split("\n(simulated GPUs")[0])] == \
+        [str(g["index"]) for g in devices]
+
+    if not supports(d, "post", "/api/v1/volumes"):
+        return
+    vol = PREFIX + "single"
+    try:
+        ok(d, "volume", "create", vol, "64MB")
+        vols = as_json(d, "volume", "ls")["volumes"]
+        assert vols and all("node" not in v for v in vols)
+        out = ok(d, "volume", "ls").stdout
+        assert out.split("\n")[0].split() == ["NAME", "SIZE", "BACKEND", "STATE", "VERSION",
+                                              "CREATED"]
+        assert [r for r in table(out) if r["NAME"] == vol][0]["SIZE"] == "64MB"
+    finally:
+        d.request("DELETE", f"/api/v1/volumes/{vol}")
