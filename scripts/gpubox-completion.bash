@@ -14,7 +14,7 @@ _gpubox() {
     local globals=" --host -H --token --json --help -h"
     case "$cmd" in
     '')
-        COMPREPLY=($(compgen -W " gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm volume version help completion $globals" -- "$cur")) ;;
+        COMPREPLY=($(compgen -W " gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm volume nodes node version help completion $globals" -- "$cur")) ;;
     gpus)
         _gpubox_args 0 1 " $globals" ;;
     ports)
@@ -59,6 +59,16 @@ _gpubox() {
             _gpubox_args 2 2 " $globals" ;;
         *) COMPREPLY=($(compgen -W " create ls inspect resize rm" -- "$cur")) ;;
         esac ;;
+    nodes)
+        _gpubox_args 0 1 " --quiet -q $globals" ;;
+    node)
+        case "$sub" in
+        cordon)
+            _gpubox_args 4 2 " $globals" ;;
+        uncordon)
+            _gpubox_args 4 2 " $globals" ;;
+        *) COMPREPLY=($(compgen -W " cordon uncordon" -- "$cur")) ;;
+        esac ;;
     version)
         _gpubox_args 0 1 " $globals" ;;
     help)
@@ -76,7 +86,8 @@ _gpubox_args() {
     case $kind in
     1) names=$(gpubox ps -q 2>/dev/null) ;;
     2) names=$(gpubox volume ls -q 2>/dev/null) ;;
-    3) names=" gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm version help completion" ;;
+    3) names=" gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm nodes version help completion" ;;
+    4) names=$(gpubox nodes -q 2>/dev/null) ;;
     esac
     [[ ${#words[@]} -gt $used ]] && [[ $kind != 3 ]] && names=
     COMPREPLY=($(compgen -W "$names" -- "$cur"))

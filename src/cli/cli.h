@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -51,6 +52,7 @@ enum cli_complete {
     CLI_COMPLETE_REPLICASET, /* names from `gpubox ps -q` */
     CLI_COMPLETE_VOLUME,     /* names from `gpubox volume ls -q` */
     CLI_COMPLETE_COMMAND,    /* subcommand words (help) */
+    CLI_COMPLETE_NODE,       /* names from `gpubox nodes -q` */
 };
 
 typedef struct cli_opt {
@@ -272,6 +274,10 @@ void cli_appendf(char *buf, size_t size, const char *fmt, ...)
 void cli_join(const json_t *list, const char *sep, char *buf, size_t size);
 /* The name field of each object in list, one a line (for --quiet). */
 void cli_print_names(cli_ctx *ctx, const json_t *list);
+/* How long before now the time iso ("2026-11-24T10:00:00Z") was: "2s ago",
+ * "5m ago", "3h ago", "2d ago" ("0s ago" for a time ahead of this clock);
+ * "-" when iso is NULL, iso itself when it is in another form. */
+void cli_age(const char *iso, time_t now, char *buf, size_t size);
 
 /* ---- the subcommands (cmd_*.c) ---- */
 
@@ -300,5 +306,9 @@ int cli_cmd_volume_ls(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_volume_inspect(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_volume_resize(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_volume_rm(cli_ctx *ctx, const cli_args *a);
+
+int cli_cmd_nodes(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_node_cordon(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_node_uncordon(cli_ctx *ctx, const cli_args *a);
 
 #endif

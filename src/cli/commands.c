@@ -78,6 +78,11 @@ static const cli_opt volume_ls_opts[] = {
     CLI_OPTS_END,
 };
 
+static const cli_opt nodes_opts[] = {
+    {"quiet", 'q', CLI_OPT_FLAG, NULL, "print the names only"},
+    CLI_OPTS_END,
+};
+
 static const cli_opt help_opts[] = {
     {"man", 0, CLI_OPT_FLAG, NULL, "print the manual page (roff)"},
     CLI_OPTS_END,
@@ -140,6 +145,19 @@ const cli_command cli_commands[] = {
      cli_cmd_volume_resize, "Grow or shrink a volume, keeping its data", NULL},
     {"volume rm", "NAME", 1, 1, CLI_COMPLETE_VOLUME, false, NULL, NULL, cli_cmd_volume_rm,
      "Delete a volume and its data", NULL},
+
+    /* the nodes of a fleet */
+    {"nodes", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, nodes_opts, cli_cmd_nodes,
+     "List the nodes of a fleet: state, free GPUs and ports, labels",
+     "Only a gpuboxd started with --node is in a fleet; any other says it is not, and the exit "
+     "status is not 0. GPUS is free/total, PORTS the free host ports, HEARTBEAT how long ago "
+     "the node last reported, by this machine's clock."},
+    {"node cordon", "NAME", 1, 1, CLI_COMPLETE_NODE, false, NULL, NULL, cli_cmd_node_cordon,
+     "Place no new replica sets or volumes on node NAME",
+     "What already runs there keeps running. Prints the node's new state."},
+    {"node uncordon", "NAME", 1, 1, CLI_COMPLETE_NODE, false, NULL, NULL, cli_cmd_node_uncordon,
+     "Let new replica sets and volumes be placed on node NAME again",
+     "Prints the node's new state."},
 
     /* the client itself */
     {"version", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_version,

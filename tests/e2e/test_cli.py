@@ -95,6 +95,8 @@ def test_usage_errors_exit_2(d):
                         (["ps", "--bogus"], "unknown option --bogus"),
                         (["rollback", "x", "latest"], "whole number"),
                         (["volume"], "needs a subcommand"),
+                        (["node"], "needs a subcommand"),
+                        (["node", "cordon"], "missing"),
                         (["completion", "zsh"], "only bash")):
         p = gpubox(d, *args)
         assert p.returncode == 2, (args, p.stderr)
@@ -107,7 +109,8 @@ def test_help_comes_from_the_table(d):
     for cmd in ("gpus", "ports", "ps", "run NAME", "inspect", "history", "scale", "stop", "start",
                 "pause", "restart", "rollback NAME VERSION", "exec", "commit NAME IMAGE", "rm",
                 "volume create NAME SIZE", "volume ls", "volume inspect", "volume resize",
-                "volume rm", "version", "completion"):
+                "volume rm", "nodes", "node cordon NAME", "node uncordon NAME", "version",
+                "completion"):
         assert f"  {cmd}" in p.stdout, cmd
     assert "5  shortage" in p.stdout
     assert ok(d, "--help").stdout == p.stdout
@@ -119,10 +122,15 @@ def test_help_comes_from_the_table(d):
         assert opt in run, opt
     assert ok(d, "help", "run").stdout == run
     assert "Usage: gpubox volume resize NAME SIZE" in ok(d, "volume", "resize", "--help").stdout
+    assert ok(d, "node", "cordon", "--help").stdout.startswith("Usage: gpubox node cordon NAME\n")
+    assert "-q, --quiet" in ok(d, "nodes", "--help").stdout
     man = ok(d, "help", "--man").stdout
     assert man.startswith(".TH GPUBOX 1")
     assert ".SS gpubox volume resize NAME SIZE" in man
     assert "\\-\\-gpu\\-memory" in man
+    for section in (".SS gpubox nodes [options]", ".SS gpubox node cordon NAME",
+                    ".SS gpubox node uncordon NAME"):
+        assert section in man, section
 
 
 def complete(d, script, *words):
@@ -146,6 +154,9 @@ def test_bash_completion(d, tmp_path):
     assert complete(d, script, "vo") == {"volume"}
     assert complete(d, script, "ve") == {"version"}
     assert complete(d, script, "volume", "") == {"create", "ls", "inspect", "resize", "rm"}
+    assert complete(d, script, "no") == {"node", "nodes"}
+    assert complete(d, script, "node", "") == {"cordon", "uncordon"}
+    assert complete(d, script, "node", "cordon", "") == set()  # not in a fleet: no names
     assert "--image" in complete(d, script, "run", "x", "--im")
     assert complete(d, script, "ps", "--") >= {"--all", "--quiet", "--json", "--host"}
     name = PREFIX + "_comp"
@@ -513,6 +524,31 @@ def test_progress_of_a_long_scale(start_daemon):
 
 
 # ---- fleet subcommands and options on a single gpuboxd ----
+
+NOT_IN_A_FLEET = "this gpuboxd is not in a fleet (started without --node)"
+
+
+def test_nodes_outside_a_fleet(d):
+    """A gpuboxd started without --node is no fleet: `gpubox nodes` prints
+    the server's message and fails; so do cordon and uncordon. A gpuboxd
+    without the nodes routes at all (older) is "not supported"."""
+    listing = (("nodes",), ("--json", "nodes"), ("nodes", "-q"))
+    cordoning = (("node", "cordon", "a"), ("node", "uncordon", "a"))
+    if supports(d, "get", "/api/v1/nodes"):
+        for args in listing:
+            p = gpubox(d, *args)
+            assert p.returncode != 0 and p.stdout == "", (args, p.returncode, p.stdout)
+            assert p.stderr == f"gpubox: {NOT_IN_A_FLEET}\n", (args, p.stderr)
+        for args in cordoning:
+            p = gpubox(d, *args)
+            assert p.returncode != 0 and p.stdout == "", (args, p.returncode, p.stdout)
+            assert p.stderr.startswith("gpubox: "), (args, p.stderr)
+    else:
+        for args in listing + cordoning:
+            p = gpubox(d, *args)
+            assert p.returncode == 1 and p.stdout == "", (args, p.returncode, p.stdout)
+            assert "not supported by this server" in p.stderr and "/api/v1/nodes" in p.stderr, \
+                (args, p.stderr)
 
 
 def format_table(headers, rows):

@@ -82,6 +82,28 @@ static void test_group_commands(void **state)
     ASSERT_USAGE("unknown command 'volume grow'", "volume", "grow", "x");
 }
 
+static void test_node_commands(void **state)
+{
+    (void)state;
+    cli_args a;
+    char msg[256];
+    assert_int_equal(PARSE(&a, msg, "nodes", "-q"), 0);
+    assert_string_equal(a.cmd->name, "nodes");
+    assert_true(cli_flag(&a, "quiet"));
+    cli_args_free(&a);
+    /* "node" is a group, "nodes" a command of its own */
+    assert_int_equal(PARSE(&a, msg, "node", "cordon", "gpu-a"), 0);
+    assert_string_equal(a.cmd->name, "node cordon");
+    assert_string_equal(a.pos[0], "gpu-a");
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "node", "uncordon", "gpu-a"), 0);
+    assert_string_equal(a.cmd->name, "node uncordon");
+    cli_args_free(&a);
+    ASSERT_USAGE("'node' needs a subcommand", "node");
+    ASSERT_USAGE("unknown command 'node drain'", "node", "drain", "a");
+    ASSERT_USAGE("missing", "node", "cordon");
+}
+
 static void test_usage_errors(void **state)
 {
     (void)state;
@@ -213,6 +235,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_with_everything),
         cmocka_unit_test(test_group_commands),
+        cmocka_unit_test(test_node_commands),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_help_and_dashes),
         cmocka_unit_test(test_value_checks),

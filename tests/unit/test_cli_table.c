@@ -3,7 +3,7 @@
  * aligned two spaces apart, "-" for a cell without a value, no trailing
  * spaces; the optional NODE column, printed only when some row has a node
  * (a fleet), so a single gpuboxd's tables stay byte for byte what they
- * were.
+ * were; and the HEARTBEAT age of `gpubox nodes` (cli_age).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "cli/cli.h"
+#include "util/time.h"
 
 /* The table printed, as a malloc'd string. */
 static char *table_text(cli_table *t)
@@ -99,12 +100,35 @@ static void test_optional_last_column_leaves_no_trailing_space(void **state)
     cli_table_free(t);
 }
 
+static void test_heartbeat_age(void **state)
+{
+    (void)state;
+    char buf[64];
+    time_t now = time_iso_parse("2026-11-24T10:00:00Z");
+    assert_true(now > 0);
+    static const char *const cases[][2] = {
+        {"2026-11-24T09:59:58Z", "2s ago"}, {"2026-11-24T10:00:00Z", "0s ago"},
+        {"2026-11-24T09:59:00Z", "1m ago"}, {"2026-11-24T09:00:01Z", "59m ago"},
+        {"2026-11-24T07:00:00Z", "3h ago"}, {"2026-11-21T10:00:00Z", "3d ago"},
+        {"2026-11-24T10:00:05Z", "0s ago"}, /* ahead of this clock */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cli_age(cases[i][0], now, buf, sizeof(buf));
+        assert_string_equal(buf, cases[i][1]);
+    }
+    cli_age(NULL, now, buf, sizeof(buf)); /* never heard from: null */
+    assert_string_equal(buf, "-");
+    cli_age("yesterday", now, buf, sizeof(buf)); /* another form: shown as it is */
+    assert_string_equal(buf, "yesterday");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_aligned_with_dash_for_no_value),
         cmocka_unit_test(test_node_column_only_in_a_fleet),
         cmocka_unit_test(test_optional_last_column_leaves_no_trailing_space),
+        cmocka_unit_test(test_heartbeat_age),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
