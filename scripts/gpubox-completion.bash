@@ -8,7 +8,7 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --image -i --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --gpus -g --gpu-memory --workdir -w --timeout -t --host -H --token"
+    local valued=" --image -i --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --gpus -g --gpu-memory --workdir -w --timeout -t --node --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
@@ -22,7 +22,7 @@ _gpubox() {
     ps)
         _gpubox_args 0 1 " --all -a --quiet -q $globals" ;;
     run)
-        _gpubox_args 0 1 " --image -i --gpus -g --gpu-memory --shared --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart $globals" ;;
+        _gpubox_args 0 1 " --image -i --gpus -g --gpu-memory --shared --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement $globals" ;;
     inspect)
         _gpubox_args 1 1 " $globals" ;;
     history)
@@ -48,7 +48,7 @@ _gpubox() {
     volume)
         case "$sub" in
         create)
-            _gpubox_args 0 2 " $globals" ;;
+            _gpubox_args 0 2 " --node $globals" ;;
         ls)
             _gpubox_args 0 2 " --quiet -q $globals" ;;
         inspect)

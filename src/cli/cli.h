@@ -128,6 +128,11 @@ int cli_parse_int(const char *opt, const char *text, long long min, long long ma
                   char *msg, size_t msg_size);
 int cli_parse_number(const char *opt, const char *text, double min, double max, double *out,
                      char *msg, size_t msg_size);
+/* "K=V[,K=V...]" (one value of a list option like --node-selector) into
+ * the object pairs: every item needs a key and a value; a key given twice
+ * with different values is refused. On an error pairs may hold the items
+ * before it. */
+int cli_parse_pairs(const char *opt, const char *text, json_t *pairs, char *msg, size_t msg_size);
 
 /* ---- ctx.c: what a run of the program shares ---- */
 

@@ -44,6 +44,8 @@ static void vol_create_print(cli_ctx *ctx, const json_t *data, const void *arg)
 int cli_cmd_volume_create(cli_ctx *ctx, const cli_args *a)
 {
     _cleanup_json_ json_t *body = json_pack("{s:s, s:s}", "name", a->pos[0], "size", a->pos[1]);
+    if (cli_get(a, "node")) /* only in a fleet, so only when given */
+        json_object_set_new(body, "node", json_string(cli_get(a, "node")));
     cli_req req = {.method = "POST", .path = VOL_BASE, .body = body, .follow = true};
     return cli_exchange(ctx, &req, vol_create_print, a);
 }

@@ -48,6 +48,11 @@ static const cli_opt run_opts[] = {
     {"memory", 'm', CLI_OPT_VALUE, "SIZE", "memory limit (\"16GB\")"},
     {"shm-size", 0, CLI_OPT_VALUE, "SIZE", "size of /dev/shm (\"1GB\")"},
     {"restart", 0, CLI_OPT_VALUE, "POLICY", "no, always, unless-stopped or on-failure"},
+    {"node", 0, CLI_OPT_VALUE, "NAME", "in a fleet: run it on node NAME"},
+    {"node-selector", 0, CLI_OPT_LIST, "K=V[,K=V...]",
+     "in a fleet: only on a node with all these labels"},
+    {"placement", 0, CLI_OPT_VALUE, "POLICY",
+     "in a fleet, which node: binpack (default) or spread"},
     CLI_OPTS_END,
 };
 
@@ -70,6 +75,11 @@ static const cli_opt commit_opts[] = {
 
 static const cli_opt rm_opts[] = {
     {"purge", 0, CLI_OPT_FLAG, NULL, "forget the history too; the name starts again at 1"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt volume_create_opts[] = {
+    {"node", 0, CLI_OPT_VALUE, "NAME", "in a fleet: create it on node NAME"},
     CLI_OPTS_END,
 };
 
@@ -101,7 +111,9 @@ const cli_command cli_commands[] = {
     {"run", "NAME", 1, 1, CLI_COMPLETE_NONE, true, "CMD...", run_opts, cli_cmd_run,
      "Create replica set NAME and start its first container (NAME-1)",
      "GPUs and host ports are taken all or nothing; if anything is missing nothing is "
-     "taken and the exit status is 5."},
+     "taken and the exit status is 5. In a fleet the set runs on one node: --node names it, "
+     "else gpuboxd picks one among the nodes whose labels match --node-selector, by "
+     "--placement."},
     {"inspect", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_inspect,
      "Show one replica set: spec, state, container, GPUs, ports", NULL},
     {"history", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_history,
@@ -135,7 +147,7 @@ const cli_command cli_commands[] = {
      "Delete a replica set: remove its container and free everything it holds", NULL},
 
     /* volumes */
-    {"volume create", "NAME SIZE", 2, 2, CLI_COMPLETE_NONE, false, NULL, NULL,
+    {"volume create", "NAME SIZE", 2, 2, CLI_COMPLETE_NONE, false, NULL, volume_create_opts,
      cli_cmd_volume_create, "Create a volume of SIZE (\"20GB\": KB, MB, GB, TB)", NULL},
     {"volume ls", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, volume_ls_opts, cli_cmd_volume_ls,
      "List volumes", NULL},

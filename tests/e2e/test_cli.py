@@ -13,6 +13,12 @@ document does not list it) must say "not supported by this server" and
 exit 1; once the route exists the same test checks that it works. A long
 operation shows its steps on stderr while it runs: plain lines into a
 pipe, one line rewritten in place on a terminal, never anything on stdout.
+
+The fleet subcommands and options against this single gpuboxd (not in a
+fleet): `gpubox nodes` and `gpubox node cordon|uncordon` fail with the
+server's message, a malformed --node-selector is refused before any
+request, and the tables carry no NODE column. Their output in a real fleet
+is checked by the fleet's own tests.
 """
 import json
 import os
@@ -24,8 +30,8 @@ import time
 from pathlib import Path
 
 from conftest import BUILD_DIR, SANITIZER_MARKERS
-from rsutil import (IMAGE, RUN_TAG, container, image, info_ok, module_daemon, remove_image,
-                    used_ports, wipe)
+from rsutil import (IMAGE, RUN_TAG, container, image, info_ok, list_sets, module_daemon,
+                    remove_image, used_ports, wipe)
 
 CLI = Path(os.environ.get("GPUBOX_CLI", BUILD_DIR / "gpubox"))
 PREFIX = "e2cli" + RUN_TAG
@@ -97,6 +103,10 @@ def test_usage_errors_exit_2(d):
                         (["volume"], "needs a subcommand"),
                         (["node"], "needs a subcommand"),
                         (["node", "cordon"], "missing"),
+                        (["run", "x", "--image", IMAGE, "--node-selector", "zone"],
+                         "--node-selector 'zone': give K=V"),
+                        (["run", "x", "--image", IMAGE, "--placement", "fullest"],
+                         "binpack or spread"),
                         (["completion", "zsh"], "only bash")):
         p = gpubox(d, *args)
         assert p.returncode == 2, (args, p.stderr)
@@ -118,10 +128,12 @@ def test_help_comes_from_the_table(d):
     assert run.startswith("Usage: gpubox run NAME [options] [-- CMD...]")
     for opt in ("--image IMAGE", "--gpus N", "--gpu-memory SIZE", "--shared",
                 "-v, --volume SRC:DEST[:ro]", "-p, --publish", "-e, --env K=V", "--cpus N",
-                "--memory SIZE", "--shm-size SIZE", "--restart POLICY", "--json", "--host URL"):
+                "--memory SIZE", "--shm-size SIZE", "--restart POLICY", "--node NAME",
+                "--node-selector K=V[,K=V...]", "--placement POLICY", "--json", "--host URL"):
         assert opt in run, opt
     assert ok(d, "help", "run").stdout == run
     assert "Usage: gpubox volume resize NAME SIZE" in ok(d, "volume", "resize", "--help").stdout
+    assert "--node NAME" in ok(d, "volume", "create", "--help").stdout
     assert ok(d, "node", "cordon", "--help").stdout.startswith("Usage: gpubox node cordon NAME\n")
     assert "-q, --quiet" in ok(d, "nodes", "--help").stdout
     man = ok(d, "help", "--man").stdout
@@ -129,7 +141,8 @@ def test_help_comes_from_the_table(d):
     assert ".SS gpubox volume resize NAME SIZE" in man
     assert "\\-\\-gpu\\-memory" in man
     for section in (".SS gpubox nodes [options]", ".SS gpubox node cordon NAME",
-                    ".SS gpubox node uncordon NAME"):
+                    ".SS gpubox node uncordon NAME", ".B \\-\\-node\\-selector K=V[,K=V...]",
+                    ".B \\-\\-placement POLICY"):
         assert section in man, section
 
 
@@ -157,6 +170,9 @@ def test_bash_completion(d, tmp_path):
     assert complete(d, script, "no") == {"node", "nodes"}
     assert complete(d, script, "node", "") == {"cordon", "uncordon"}
     assert complete(d, script, "node", "cordon", "") == set()  # not in a fleet: no names
+    assert complete(d, script, "run", "x", "--node") >= {"--node", "--node-selector"}
+    assert complete(d, script, "run", "x", "--node-selector", "") == set()  # a value
+    assert complete(d, script, "volume", "create", "v", "1GB", "--n") == {"--node"}
     assert "--image" in complete(d, script, "run", "x", "--im")
     assert complete(d, script, "ps", "--") >= {"--all", "--quiet", "--json", "--host"}
     name = PREFIX + "_comp"
@@ -549,6 +565,26 @@ def test_nodes_outside_a_fleet(d):
             assert p.returncode == 1 and p.stdout == "", (args, p.returncode, p.stdout)
             assert "not supported by this server" in p.stderr and "/api/v1/nodes" in p.stderr, \
                 (args, p.stderr)
+
+
+def test_bad_node_selector_is_refused_before_any_request(d):
+    """A malformed --node-selector (or --placement) is a usage error, 2,
+    found before anything is sent: no set is created, and a server that
+    cannot be reached is never tried (that would exit 1)."""
+    name = PREFIX + "_sel"
+    for bad in (("--node-selector", "bad"), ("--node-selector", "zone="),
+                ("--node-selector", "=x"), ("--node-selector", "zone=x,,gpu=a100"),
+                ("--node-selector", "zone=x", "--node-selector", "zone=y"),
+                ("--placement", "fullest")):
+        args = ("run", name, "--image", IMAGE, *bad, "--", "sleep", "3600")
+        p = gpubox(d, *args)
+        assert p.returncode == 2 and p.stdout == "", (bad, p.returncode, p.stderr)
+        assert p.stderr.startswith(f"gpubox run: {bad[-2]}"), (bad, p.stderr)
+        assert "Run 'gpubox run --help' for usage." in p.stderr
+        p = gpubox(None, *args, env={"GPUBOX_HOST": "http://127.0.0.1:9"})
+        assert p.returncode == 2 and "cannot reach" not in p.stderr, (bad, p.stderr)
+    assert name not in [s["name"] for s in list_sets(d, all_=True)]
+    assert container(f"{name}-1") is None
 
 
 def format_table(headers, rows):
