@@ -8,13 +8,13 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --image -i --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --gpus -g --gpu-memory --workdir -w --timeout -t --host -H --token"
+    local valued=" --image -i --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --gpus -g --gpu-memory --workdir -w --timeout -t --node --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
     case "$cmd" in
     '')
-        COMPREPLY=($(compgen -W " gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm volume version help completion $globals" -- "$cur")) ;;
+        COMPREPLY=($(compgen -W " gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm volume nodes node version help completion $globals" -- "$cur")) ;;
     gpus)
         _gpubox_args 0 1 " $globals" ;;
     ports)
@@ -22,7 +22,7 @@ _gpubox() {
     ps)
         _gpubox_args 0 1 " --all -a --quiet -q $globals" ;;
     run)
-        _gpubox_args 0 1 " --image -i --gpus -g --gpu-memory --shared --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart $globals" ;;
+        _gpubox_args 0 1 " --image -i --gpus -g --gpu-memory --shared --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement $globals" ;;
     inspect)
         _gpubox_args 1 1 " $globals" ;;
     history)
@@ -48,7 +48,7 @@ _gpubox() {
     volume)
         case "$sub" in
         create)
-            _gpubox_args 0 2 " $globals" ;;
+            _gpubox_args 0 2 " --node $globals" ;;
         ls)
             _gpubox_args 0 2 " --quiet -q $globals" ;;
         inspect)
@@ -58,6 +58,16 @@ _gpubox() {
         rm)
             _gpubox_args 2 2 " $globals" ;;
         *) COMPREPLY=($(compgen -W " create ls inspect resize rm" -- "$cur")) ;;
+        esac ;;
+    nodes)
+        _gpubox_args 0 1 " --quiet -q $globals" ;;
+    node)
+        case "$sub" in
+        cordon)
+            _gpubox_args 4 2 " $globals" ;;
+        uncordon)
+            _gpubox_args 4 2 " $globals" ;;
+        *) COMPREPLY=($(compgen -W " cordon uncordon" -- "$cur")) ;;
         esac ;;
     version)
         _gpubox_args 0 1 " $globals" ;;
@@ -76,7 +86,8 @@ _gpubox_args() {
     case $kind in
     1) names=$(gpubox ps -q 2>/dev/null) ;;
     2) names=$(gpubox volume ls -q 2>/dev/null) ;;
-    3) names=" gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm version help completion" ;;
+    3) names=" gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm nodes version help completion" ;;
+    4) names=$(gpubox nodes -q 2>/dev/null) ;;
     esac
     [[ ${#words[@]} -gt $used ]] && [[ $kind != 3 ]] && names=
     COMPREPLY=($(compgen -W "$names" -- "$cur"))

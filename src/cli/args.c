@@ -286,3 +286,40 @@ int cli_parse_number(const char *opt, const char *text, double min, double max, 
     *out = v;
     return 0;
 }
+
+/* Item by item between the commas; a key and a value each at least one
+ * byte long, the value everything after the first '='. */
+int cli_parse_pairs(const char *opt, const char *text, json_t *pairs, char *msg, size_t size)
+{
+    const char *item = text;
+    for (;;) {
+        const char *end = strchr(item, ',');
+        size_t len = end ? (size_t)(end - item) : strlen(item);
+        const char *eq = memchr(item, '=', len);
+        if (len == 0)
+            return args_error(msg, size, "%s '%s': an empty item; give K=V, or several as K=V,K=V",
+                              opt, text);
+        if ((!eq || eq == item || eq + 1 == item + len) && len == strlen(text))
+            return args_error(msg, size, "%s '%s': give K=V, or several as K=V,K=V", opt, text);
+        if (!eq || eq == item || eq + 1 == item + len)
+            return args_error(msg, size,
+                              "%s '%s': '%.*s' is not K=V; give K=V, or several as K=V,K=V", opt,
+                              text, (int)len, item);
+        char *key = xstrndup(item, (size_t)(eq - item));
+        char *value = xstrndup(eq + 1, len - (size_t)(eq - item) - 1);
+        const char *had = json_string_value(json_object_get(pairs, key));
+        int rc = 0;
+        if (had && strcmp(had, value) != 0)
+            rc = args_error(msg, size, "%s: label %s is given twice, as '%s' and as '%s'", opt, key,
+                            had, value);
+        else
+            json_object_set_new(pairs, key, json_string(value));
+        free(key);
+        free(value);
+        if (rc)
+            return rc;
+        if (!end)
+            return 0;
+        item = end + 1;
+    }
+}

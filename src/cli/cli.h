@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -51,6 +52,7 @@ enum cli_complete {
     CLI_COMPLETE_REPLICASET, /* names from `gpubox ps -q` */
     CLI_COMPLETE_VOLUME,     /* names from `gpubox volume ls -q` */
     CLI_COMPLETE_COMMAND,    /* subcommand words (help) */
+    CLI_COMPLETE_NODE,       /* names from `gpubox nodes -q` */
 };
 
 typedef struct cli_opt {
@@ -126,6 +128,11 @@ int cli_parse_int(const char *opt, const char *text, long long min, long long ma
                   char *msg, size_t msg_size);
 int cli_parse_number(const char *opt, const char *text, double min, double max, double *out,
                      char *msg, size_t msg_size);
+/* "K=V[,K=V...]" (one value of a list option like --node-selector) into
+ * the object pairs: every item needs a key and a value; a key given twice
+ * with different values is refused. On an error pairs may hold the items
+ * before it. */
+int cli_parse_pairs(const char *opt, const char *text, json_t *pairs, char *msg, size_t msg_size);
 
 /* ---- ctx.c: what a run of the program shares ---- */
 
@@ -220,6 +227,9 @@ void cli_progress_line(const char *verb, const char *name, const json_t *op, dou
 typedef struct cli_table cli_table;
 /* Columns named by the NULL-terminated headers. */
 cli_table *cli_table_new(const char *const *headers);
+/* The column named header is printed only when some row has a value (a
+ * non-NULL cell) in it: NODE, which only a fleet's lists fill. */
+void cli_table_optional(cli_table *t, const char *header);
 /* Append one row of ncols cells (copied; NULL prints as "-"). */
 void cli_table_add(cli_table *t, const char *const *cells);
 void cli_table_print(cli_table *t, FILE *out);
@@ -269,6 +279,10 @@ void cli_appendf(char *buf, size_t size, const char *fmt, ...)
 void cli_join(const json_t *list, const char *sep, char *buf, size_t size);
 /* The name field of each object in list, one a line (for --quiet). */
 void cli_print_names(cli_ctx *ctx, const json_t *list);
+/* How long before now the time iso ("2026-11-24T10:00:00Z") was: "2s ago",
+ * "5m ago", "3h ago", "2d ago" ("0s ago" for a time ahead of this clock);
+ * "-" when iso is NULL, iso itself when it is in another form. */
+void cli_age(const char *iso, time_t now, char *buf, size_t size);
 
 /* ---- the subcommands (cmd_*.c) ---- */
 
@@ -297,5 +311,9 @@ int cli_cmd_volume_ls(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_volume_inspect(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_volume_resize(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_volume_rm(cli_ctx *ctx, const cli_args *a);
+
+int cli_cmd_nodes(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_node_cordon(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_node_uncordon(cli_ctx *ctx, const cli_args *a);
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "util/cleanup.h"
+#include "util/time.h"
 #include "util/xalloc.h"
 
 int cli_exchange(cli_ctx *ctx, const cli_req *req, cli_print_fn *human, const void *arg)
@@ -73,4 +74,22 @@ void cli_print_names(cli_ctx *ctx, const json_t *list)
     {
         fprintf(ctx->out, "%s\n", cli_str(v, "name"));
     }
+}
+
+void cli_age(const char *iso, time_t now, char *buf, size_t size)
+{
+    time_t then = iso ? time_iso_parse(iso) : 0;
+    if (!then) {
+        snprintf(buf, size, "%s", iso ? iso : "-");
+        return;
+    }
+    long long s = now > then ? (long long)(now - then) : 0;
+    if (s < 60)
+        snprintf(buf, size, "%llds ago", s);
+    else if (s < 3600)
+        snprintf(buf, size, "%lldm ago", s / 60);
+    else if (s < 86400)
+        snprintf(buf, size, "%lldh ago", s / 3600);
+    else
+        snprintf(buf, size, "%lldd ago", s / 86400);
 }

@@ -49,9 +49,10 @@ static void ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
         cli_print_names(ctx, sets);
         return;
     }
-    static const char *const headers[] = {"NAME", "VERSION", "STATE",   "STATUS",
-                                          "GPUS", "PORTS",   "CREATED", NULL};
+    static const char *const headers[] = {"NAME", "NODE",  "VERSION", "STATE", "STATUS",
+                                          "GPUS", "PORTS", "CREATED", NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
+    cli_table_optional(t, "NODE"); /* only a fleet's sets carry node */
     json_array_foreach(sets, i, s)
     {
         char version[16], gpus[16], ports[512];
@@ -59,8 +60,14 @@ static void ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
                  json_integer_value(json_object_get(s, "version")));
         snprintf(gpus, sizeof(gpus), "%zu", json_array_size(json_object_get(s, "gpus")));
         rs_ports_text(json_object_get(s, "ports"), ports, sizeof(ports));
-        const char *row[] = {cli_str(s, "name"),      version, cli_str(s, "state"),
-                             cli_str(s, "status"),    gpus,    ports[0] ? ports : "-",
+        const char *node = json_string_value(json_object_get(s, "node")); /* NULL: none */
+        const char *row[] = {cli_str(s, "name"),
+                             node,
+                             version,
+                             cli_str(s, "state"),
+                             cli_str(s, "status"),
+                             gpus,
+                             ports[0] ? ports : "-",
                              cli_str(s, "createTime")};
         cli_table_add(t, row);
     }
@@ -135,6 +142,15 @@ static int run_env(cli_ctx *ctx, const cli_args *a, const char *text, json_t *en
     return 0;
 }
 
+/* --node-selector K=V[,K=V...] into the selector object. */
+static int run_selector(cli_ctx *ctx, const cli_args *a, const char *text, json_t *selector)
+{
+    char msg[512];
+    if (cli_parse_pairs("--node-selector", text, selector, msg, sizeof(msg)))
+        return cli_usage_error(ctx, a->cmd, "%s", msg);
+    return 0;
+}
+
 /* The list options of run into the body; 0 or a usage exit code. */
 static int run_lists(cli_ctx *ctx, const cli_args *a, json_t *body)
 {
@@ -143,6 +159,10 @@ static int run_lists(cli_ctx *ctx, const cli_args *a, json_t *body)
     json_t *uuids = cli_count(a, "gpu-uuid") ? json_array() : NULL; /* only when pinned */
     if (uuids)
         json_object_set_new(body, "gpuUUIDs", uuids);
+    /* in a fleet: sent only when given */
+    json_t *selector = cli_count(a, "node-selector") ? json_object() : NULL;
+    if (selector)
+        json_object_set_new(body, "nodeSelector", selector);
     json_object_set_new(body, "binds", binds);
     json_object_set_new(body, "env", env);
     json_object_set_new(body, "containerPorts", cports);
@@ -159,6 +179,8 @@ static int run_lists(cli_ctx *ctx, const cli_args *a, json_t *body)
             rc = run_env(ctx, a, v, env);
         else if (!strcmp(name, "gpu-uuid"))
             json_array_append_new(uuids, json_string(v));
+        else if (!strcmp(name, "node-selector"))
+            rc = run_selector(ctx, a, v, selector);
         else if (!strcmp(name, "label")) {
             const char *eq = strchr(v, '=');
             if (!eq || eq == v)
@@ -192,6 +214,15 @@ static int run_body(cli_ctx *ctx, const cli_args *a, json_t **out)
         json_object_set_new(body, "gpuMemory", json_string(cli_get(a, "gpu-memory")));
     if (cli_flag(a, "shared"))
         json_object_set_new(body, "gpuShared", json_true());
+    /* the node, in a fleet: sent only when given */
+    const char *node = cli_get(a, "node"), *placement = cli_get(a, "placement");
+    if (node)
+        json_object_set_new(body, "node", json_string(node));
+    if (placement && strcmp(placement, "binpack") && strcmp(placement, "spread"))
+        return cli_usage_error(ctx, a->cmd, "--placement must be binpack or spread, got '%s'",
+                               placement);
+    if (placement)
+        json_object_set_new(body, "placement", json_string(placement));
     const char *cpus = cli_get(a, "cpus");
     if (cpus) {
         double c;

@@ -17,9 +17,10 @@ static void system_mib(json_int_t mib, char *buf, size_t size)
 static void system_gpus_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     (void)arg;
-    static const char *const headers[] = {"INDEX", "UUID",    "MODEL",   "MEMORY", "USED",
-                                          "MODE",  "HEALTHY", "TENANTS", NULL};
+    static const char *const headers[] = {"NODE", "INDEX", "UUID",    "MODEL",   "MEMORY",
+                                          "USED", "MODE",  "HEALTHY", "TENANTS", NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
+    cli_table_optional(t, "NODE"); /* only a fleet's devices carry node: INDEX is per node */
     json_t *devices = json_object_get(data, "devices"), *d;
     size_t i;
     json_array_foreach(devices, i, d)
@@ -31,7 +32,8 @@ static void system_gpus_print(cli_ctx *ctx, const json_t *data, const void *arg)
         system_mib(json_integer_value(json_object_get(d, "allocatedMemoryMiB")), used,
                    sizeof(used));
         cli_join(json_object_get(d, "tenants"), ",", tenants, sizeof(tenants));
-        const char *row[] = {index,
+        const char *row[] = {json_string_value(json_object_get(d, "node")),
+                             index,
                              json_string_value(json_object_get(d, "uuid")),
                              json_string_value(json_object_get(d, "model")),
                              mem,

@@ -44,6 +44,8 @@ static void vol_create_print(cli_ctx *ctx, const json_t *data, const void *arg)
 int cli_cmd_volume_create(cli_ctx *ctx, const cli_args *a)
 {
     _cleanup_json_ json_t *body = json_pack("{s:s, s:s}", "name", a->pos[0], "size", a->pos[1]);
+    if (cli_get(a, "node")) /* only in a fleet, so only when given */
+        json_object_set_new(body, "node", json_string(cli_get(a, "node")));
     cli_req req = {.method = "POST", .path = VOL_BASE, .body = body, .follow = true};
     return cli_exchange(ctx, &req, vol_create_print, a);
 }
@@ -57,19 +59,19 @@ static void vol_ls_print(cli_ctx *ctx, const json_t *data, const void *arg)
         cli_print_names(ctx, vols);
         return;
     }
-    static const char *const headers[] = {"NAME",    "SIZE",    "BACKEND", "STATE",
-                                          "VERSION", "CREATED", NULL};
+    static const char *const headers[] = {"NAME",  "NODE",    "SIZE",    "BACKEND",
+                                          "STATE", "VERSION", "CREATED", NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
+    cli_table_optional(t, "NODE"); /* only a fleet's volumes carry node */
     json_array_foreach(vols, i, v)
     {
         char version[16], backend[64];
         snprintf(version, sizeof(version), "%" JSON_INTEGER_FORMAT,
                  json_integer_value(json_object_get(v, "version")));
-        const char *row[] = {cli_str(v, "name"),
-                             cli_str(v, "sizeText"),
-                             vol_backend(v, backend, sizeof(backend)),
-                             cli_str(v, "state"),
-                             version,
+        const char *node = json_string_value(json_object_get(v, "node")); /* NULL: none */
+        const char *row[] = {cli_str(v, "name"),      node,
+                             cli_str(v, "sizeText"),  vol_backend(v, backend, sizeof(backend)),
+                             cli_str(v, "state"),     version,
                              cli_str(v, "createTime")};
         cli_table_add(t, row);
     }

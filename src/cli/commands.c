@@ -48,6 +48,11 @@ static const cli_opt run_opts[] = {
     {"memory", 'm', CLI_OPT_VALUE, "SIZE", "memory limit (\"16GB\")"},
     {"shm-size", 0, CLI_OPT_VALUE, "SIZE", "size of /dev/shm (\"1GB\")"},
     {"restart", 0, CLI_OPT_VALUE, "POLICY", "no, always, unless-stopped or on-failure"},
+    {"node", 0, CLI_OPT_VALUE, "NAME", "in a fleet: run it on node NAME"},
+    {"node-selector", 0, CLI_OPT_LIST, "K=V[,K=V...]",
+     "in a fleet: only on a node with all these labels"},
+    {"placement", 0, CLI_OPT_VALUE, "POLICY",
+     "in a fleet, which node: binpack (default) or spread"},
     CLI_OPTS_END,
 };
 
@@ -73,7 +78,17 @@ static const cli_opt rm_opts[] = {
     CLI_OPTS_END,
 };
 
+static const cli_opt volume_create_opts[] = {
+    {"node", 0, CLI_OPT_VALUE, "NAME", "in a fleet: create it on node NAME"},
+    CLI_OPTS_END,
+};
+
 static const cli_opt volume_ls_opts[] = {
+    {"quiet", 'q', CLI_OPT_FLAG, NULL, "print the names only"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt nodes_opts[] = {
     {"quiet", 'q', CLI_OPT_FLAG, NULL, "print the names only"},
     CLI_OPTS_END,
 };
@@ -96,7 +111,9 @@ const cli_command cli_commands[] = {
     {"run", "NAME", 1, 1, CLI_COMPLETE_NONE, true, "CMD...", run_opts, cli_cmd_run,
      "Create replica set NAME and start its first container (NAME-1)",
      "GPUs and host ports are taken all or nothing; if anything is missing nothing is "
-     "taken and the exit status is 5."},
+     "taken and the exit status is 5. In a fleet the set runs on one node: --node names it, "
+     "else gpuboxd picks one among the nodes whose labels match --node-selector, by "
+     "--placement."},
     {"inspect", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_inspect,
      "Show one replica set: spec, state, container, GPUs, ports", NULL},
     {"history", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_history,
@@ -130,7 +147,7 @@ const cli_command cli_commands[] = {
      "Delete a replica set: remove its container and free everything it holds", NULL},
 
     /* volumes */
-    {"volume create", "NAME SIZE", 2, 2, CLI_COMPLETE_NONE, false, NULL, NULL,
+    {"volume create", "NAME SIZE", 2, 2, CLI_COMPLETE_NONE, false, NULL, volume_create_opts,
      cli_cmd_volume_create, "Create a volume of SIZE (\"20GB\": KB, MB, GB, TB)", NULL},
     {"volume ls", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, volume_ls_opts, cli_cmd_volume_ls,
      "List volumes", NULL},
@@ -140,6 +157,19 @@ const cli_command cli_commands[] = {
      cli_cmd_volume_resize, "Grow or shrink a volume, keeping its data", NULL},
     {"volume rm", "NAME", 1, 1, CLI_COMPLETE_VOLUME, false, NULL, NULL, cli_cmd_volume_rm,
      "Delete a volume and its data", NULL},
+
+    /* the nodes of a fleet */
+    {"nodes", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, nodes_opts, cli_cmd_nodes,
+     "List the nodes of a fleet: state, free GPUs and ports, labels",
+     "Only a gpuboxd started with --node is in a fleet; any other says it is not, and the exit "
+     "status is not 0. GPUS is free/total, PORTS the free host ports, HEARTBEAT how long ago "
+     "the node last reported, by this machine's clock."},
+    {"node cordon", "NAME", 1, 1, CLI_COMPLETE_NODE, false, NULL, NULL, cli_cmd_node_cordon,
+     "Place no new replica sets or volumes on node NAME",
+     "What already runs there keeps running. Prints the node's new state."},
+    {"node uncordon", "NAME", 1, 1, CLI_COMPLETE_NODE, false, NULL, NULL, cli_cmd_node_uncordon,
+     "Let new replica sets and volumes be placed on node NAME again",
+     "Prints the node's new state."},
 
     /* the client itself */
     {"version", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_version,

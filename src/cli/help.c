@@ -76,7 +76,7 @@ void cli_help_main(FILE *out)
 {
     fputs("Usage: gpubox [--host URL] [--token TOKEN] [--json] COMMAND [ARGS...]\n\n"
           "The command-line client of gpuboxd: GPU containers (replica sets), volumes,\n"
-          "GPUs and ports.\n\nCommands:\n",
+          "GPUs and ports, and the nodes of a fleet.\n\nCommands:\n",
           out);
     for (size_t i = 0; i < cli_ncommands; i++) {
         const cli_command *c = &cli_commands[i];
@@ -143,7 +143,7 @@ void cli_help_man(FILE *out)
           ".SH SYNOPSIS\n.B gpubox\n[\\-\\-host URL] [\\-\\-token TOKEN] [\\-\\-json] COMMAND "
           "[ARGS...]\n"
           ".SH DESCRIPTION\ngpubox runs and manages GPU containers (replica sets), volumes, "
-          "GPUs and ports through gpuboxd's HTTP API.\n"
+          "GPUs and ports, and the nodes of a fleet, through gpuboxd's HTTP API.\n"
           ".SH COMMANDS\n",
           out);
     for (size_t i = 0; i < cli_ncommands; i++) {
@@ -289,10 +289,12 @@ void cli_completion_bash(FILE *out)
         if (!strchr(cli_commands[i].name, ' '))
             fprintf(out, " %s", cli_commands[i].name);
     fprintf(out,
-            "\" ;;\n    esac\n"
+            "\" ;;\n"
+            "    %d) names=$(gpubox nodes -q 2>/dev/null) ;;\n"
+            "    esac\n"
             "    [[ ${#words[@]} -gt $used ]] && [[ $kind != %d ]] && names=\n"
             "    COMPREPLY=($(compgen -W \"$names\" -- \"$cur\"))\n"
             "}\n"
             "complete -F _gpubox gpubox\n",
-            CLI_COMPLETE_COMMAND);
+            CLI_COMPLETE_NODE, CLI_COMPLETE_COMMAND);
 }

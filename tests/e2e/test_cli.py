@@ -13,6 +13,12 @@ document does not list it) must say "not supported by this server" and
 exit 1; once the route exists the same test checks that it works. A long
 operation shows its steps on stderr while it runs: plain lines into a
 pipe, one line rewritten in place on a terminal, never anything on stdout.
+
+The fleet subcommands and options against this single gpuboxd (not in a
+fleet): `gpubox nodes` and `gpubox node cordon|uncordon` fail with the
+server's message, a malformed --node-selector is refused before any
+request, and the tables carry no NODE column. Their output in a real fleet
+is checked by the fleet's own tests.
 """
 import json
 import os
@@ -24,8 +30,8 @@ import time
 from pathlib import Path
 
 from conftest import BUILD_DIR, SANITIZER_MARKERS
-from rsutil import (IMAGE, RUN_TAG, container, image, info_ok, module_daemon, remove_image,
-                    used_ports, wipe)
+from rsutil import (IMAGE, RUN_TAG, container, image, info_ok, list_sets, module_daemon,
+                    remove_image, used_ports, wipe)
 
 CLI = Path(os.environ.get("GPUBOX_CLI", BUILD_DIR / "gpubox"))
 PREFIX = "e2cli" + RUN_TAG
@@ -95,6 +101,12 @@ def test_usage_errors_exit_2(d):
                         (["ps", "--bogus"], "unknown option --bogus"),
                         (["rollback", "x", "latest"], "whole number"),
                         (["volume"], "needs a subcommand"),
+                        (["node"], "needs a subcommand"),
+                        (["node", "cordon"], "missing"),
+                        (["run", "x", "--image", IMAGE, "--node-selector", "zone"],
+                         "--node-selector 'zone': give K=V"),
+                        (["run", "x", "--image", IMAGE, "--placement", "fullest"],
+                         "binpack or spread"),
                         (["completion", "zsh"], "only bash")):
         p = gpubox(d, *args)
         assert p.returncode == 2, (args, p.stderr)
@@ -107,7 +119,8 @@ def test_help_comes_from_the_table(d):
     for cmd in ("gpus", "ports", "ps", "run NAME", "inspect", "history", "scale", "stop", "start",
                 "pause", "restart", "rollback NAME VERSION", "exec", "commit NAME IMAGE", "rm",
                 "volume create NAME SIZE", "volume ls", "volume inspect", "volume resize",
-                "volume rm", "version", "completion"):
+                "volume rm", "nodes", "node cordon NAME", "node uncordon NAME", "version",
+                "completion"):
         assert f"  {cmd}" in p.stdout, cmd
     assert "5  shortage" in p.stdout
     assert ok(d, "--help").stdout == p.stdout
@@ -115,14 +128,22 @@ def test_help_comes_from_the_table(d):
     assert run.startswith("Usage: gpubox run NAME [options] [-- CMD...]")
     for opt in ("--image IMAGE", "--gpus N", "--gpu-memory SIZE", "--shared",
                 "-v, --volume SRC:DEST[:ro]", "-p, --publish", "-e, --env K=V", "--cpus N",
-                "--memory SIZE", "--shm-size SIZE", "--restart POLICY", "--json", "--host URL"):
+                "--memory SIZE", "--shm-size SIZE", "--restart POLICY", "--node NAME",
+                "--node-selector K=V[,K=V...]", "--placement POLICY", "--json", "--host URL"):
         assert opt in run, opt
     assert ok(d, "help", "run").stdout == run
     assert "Usage: gpubox volume resize NAME SIZE" in ok(d, "volume", "resize", "--help").stdout
+    assert "--node NAME" in ok(d, "volume", "create", "--help").stdout
+    assert ok(d, "node", "cordon", "--help").stdout.startswith("Usage: gpubox node cordon NAME\n")
+    assert "-q, --quiet" in ok(d, "nodes", "--help").stdout
     man = ok(d, "help", "--man").stdout
     assert man.startswith(".TH GPUBOX 1")
     assert ".SS gpubox volume resize NAME SIZE" in man
     assert "\\-\\-gpu\\-memory" in man
+    for section in (".SS gpubox nodes [options]", ".SS gpubox node cordon NAME",
+                    ".SS gpubox node uncordon NAME", ".B \\-\\-node\\-selector K=V[,K=V...]",
+                    ".B \\-\\-placement POLICY"):
+        assert section in man, section
 
 
 def complete(d, script, *words):
@@ -146,6 +167,12 @@ def test_bash_completion(d, tmp_path):
     assert complete(d, script, "vo") == {"volume"}
     assert complete(d, script, "ve") == {"version"}
     assert complete(d, script, "volume", "") == {"create", "ls", "inspect", "resize", "rm"}
+    assert complete(d, script, "no") == {"node", "nodes"}
+    assert complete(d, script, "node", "") == {"cordon", "uncordon"}
+    assert complete(d, script, "node", "cordon", "") == set()  # not in a fleet: no names
+    assert complete(d, script, "run", "x", "--node") >= {"--node", "--node-selector"}
+    assert complete(d, script, "run", "x", "--node-selector", "") == set()  # a value
+    assert complete(d, script, "volume", "create", "v", "1GB", "--n") == {"--node"}
     assert "--image" in complete(d, script, "run", "x", "--im")
     assert complete(d, script, "ps", "--") >= {"--all", "--quiet", "--json", "--host"}
     name = PREFIX + "_comp"
@@ -510,3 +537,100 @@ def test_progress_of_a_long_scale(start_daemon):
         assert f"scale {name}:" not in p.stderr, p.stderr
     finally:
         wipe(d, PREFIX)
+
+
+# ---- fleet subcommands and options on a single gpuboxd ----
+
+NOT_IN_A_FLEET = "this gpuboxd is not in a fleet (started without --node)"
+
+
+def test_nodes_outside_a_fleet(d):
+    """A gpuboxd started without --node is no fleet: `gpubox nodes` prints
+    the server's message and fails; so do cordon and uncordon. A gpuboxd
+    without the nodes routes at all (older) is "not supported"."""
+    listing = (("nodes",), ("--json", "nodes"), ("nodes", "-q"))
+    cordoning = (("node", "cordon", "a"), ("node", "uncordon", "a"))
+    if supports(d, "get", "/api/v1/nodes"):
+        for args in listing:
+            p = gpubox(d, *args)
+            assert p.returncode != 0 and p.stdout == "", (args, p.returncode, p.stdout)
+            assert p.stderr == f"gpubox: {NOT_IN_A_FLEET}\n", (args, p.stderr)
+        for args in cordoning:
+            p = gpubox(d, *args)
+            assert p.returncode != 0 and p.stdout == "", (args, p.returncode, p.stdout)
+            assert p.stderr.startswith("gpubox: "), (args, p.stderr)
+    else:
+        for args in listing + cordoning:
+            p = gpubox(d, *args)
+            assert p.returncode == 1 and p.stdout == "", (args, p.returncode, p.stdout)
+            assert "not supported by this server" in p.stderr and "/api/v1/nodes" in p.stderr, \
+                (args, p.stderr)
+
+
+def test_bad_node_selector_is_refused_before_any_request(d):
+    """A malformed --node-selector (or --placement) is a usage error, 2,
+    found before anything is sent: no set is created, and a server that
+    cannot be reached is never tried (that would exit 1)."""
+    name = PREFIX + "_sel"
+    for bad in (("--node-selector", "bad"), ("--node-selector", "zone="),
+                ("--node-selector", "=x"), ("--node-selector", "zone=x,,gpu=a100"),
+                ("--node-selector", "zone=x", "--node-selector", "zone=y"),
+                ("--placement", "fullest")):
+        args = ("run", name, "--image", IMAGE, *bad, "--", "sleep", "3600")
+        p = gpubox(d, *args)
+        assert p.returncode == 2 and p.stdout == "", (bad, p.returncode, p.stderr)
+        assert p.stderr.startswith(f"gpubox run: {bad[-2]}"), (bad, p.stderr)
+        assert "Run 'gpubox run --help' for usage." in p.stderr
+        p = gpubox(None, *args, env={"GPUBOX_HOST": "http://127.0.0.1:9"})
+        assert p.returncode == 2 and "cannot reach" not in p.stderr, (bad, p.stderr)
+    assert name not in [s["name"] for s in list_sets(d, all_=True)]
+    assert container(f"{name}-1") is None
+
+
+def format_table(headers, rows):
+    """An aligned table as gpubox prints it: two spaces between columns,
+    the last one unpadded."""
+    lines = [headers, *rows]
+    widths = [max(len(line[c]) for line in lines) for c in range(len(headers))]
+    return "".join("  ".join(cell.ljust(widths[c]) if c + 1 < len(headers) else cell
+                             for c, cell in enumerate(line)) + "\n" for line in lines)
+
+
+def test_no_node_column_on_a_single_server(d):
+    """Outside a fleet no list item carries node, and ps, gpus and volume ls
+    print exactly the tables they printed before fleets existed."""
+    name = PREFIX + "_single"
+    run_set(d, name, "--gpus", "1", "-p", "22")
+    sets = as_json(d, "ps")["replicaSets"]
+    assert sets and all("node" not in s for s in sets)
+    rows = []
+    for s in sets:
+        ports = ", ".join(f"{p['hostPort']}->{p['containerPort']}/{p.get('protocol', 'tcp')}"
+                          for p in s.get("ports") or [])
+        rows.append([s["name"], str(s["version"]), s["state"], s["status"], str(len(s["gpus"])),
+                     ports or "-", s["createTime"]])
+    headers = ["NAME", "VERSION", "STATE", "STATUS", "GPUS", "PORTS", "CREATED"]
+    assert ok(d, "ps").stdout == format_table(headers, rows)
+
+    devices = as_json(d, "gpus")["devices"]
+    assert all("node" not in g for g in devices)
+    out = ok(d, "gpus").stdout
+    assert out.split("\n")[0].split() == ["INDEX", "UUID", "MODEL", "MEMORY", "USED", "MODE",
+                                          "HEALTHY", "TENANTS"]
+    assert out.startswith("INDEX  UUID")
+    assert [r["INDEX"] for r in table(out.split("\n(simulated GPUs")[0])] == \
+        [str(g["index"]) for g in devices]
+
+    if not supports(d, "post", "/api/v1/volumes"):
+        return
+    vol = PREFIX + "single"
+    try:
+        ok(d, "volume", "create", vol, "64MB")
+        vols = as_json(d, "volume", "ls")["volumes"]
+        assert vols and all("node" not in v for v in vols)
+        out = ok(d, "volume", "ls").stdout
+        assert out.split("\n")[0].split() == ["NAME", "SIZE", "BACKEND", "STATE", "VERSION",
+                                              "CREATED"]
+        assert [r for r in table(out) if r["NAME"] == vol][0]["SIZE"] == "64MB"
+    finally:
+        d.request("DELETE", f"/api/v1/volumes/{vol}")

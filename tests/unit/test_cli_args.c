@@ -1,12 +1,15 @@
 /*
  * test_cli_args.c - gpubox's command-line parser (src/cli/args.c) against
  * the real command table: commands of one and two words, options in every
- * spelling and place, repeated options, "--", and each usage error.
+ * spelling and place, repeated options, "--", and each usage error; and
+ * the K=V[,K=V...] lists of --node-selector.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -80,6 +83,108 @@ static void test_group_commands(void **state)
 
     ASSERT_USAGE("needs a subcommand", "volume");
     ASSERT_USAGE("unknown command 'volume grow'", "volume", "grow", "x");
+}
+
+static void test_node_commands(void **state)
+{
+    (void)state;
+    cli_args a;
+    char msg[256];
+    assert_int_equal(PARSE(&a, msg, "nodes", "-q"), 0);
+    assert_string_equal(a.cmd->name, "nodes");
+    assert_true(cli_flag(&a, "quiet"));
+    cli_args_free(&a);
+    /* "node" is a group, "nodes" a command of its own */
+    assert_int_equal(PARSE(&a, msg, "node", "cordon", "gpu-a"), 0);
+    assert_string_equal(a.cmd->name, "node cordon");
+    assert_string_equal(a.pos[0], "gpu-a");
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "node", "uncordon", "gpu-a"), 0);
+    assert_string_equal(a.cmd->name, "node uncordon");
+    cli_args_free(&a);
+    ASSERT_USAGE("'node' needs a subcommand", "node");
+    ASSERT_USAGE("unknown command 'node drain'", "node", "drain", "a");
+    ASSERT_USAGE("missing", "node", "cordon");
+}
+
+static void test_fleet_run_options(void **state)
+{
+    (void)state;
+    cli_args a;
+    char msg[256];
+    assert_int_equal(PARSE(&a, msg, "run", "foo", "--image", "i", "--node", "a", "--placement",
+                           "spread", "--node-selector", "zone=x,gpu=a100",
+                           "--node-selector=rack=3"),
+                     0);
+    assert_string_equal(cli_get(&a, "node"), "a");
+    assert_string_equal(cli_get(&a, "placement"), "spread");
+    const char *sel[4];
+    assert_int_equal(cli_get_all(&a, "node-selector", sel, 4), 2);
+    assert_string_equal(sel[0], "zone=x,gpu=a100");
+    assert_string_equal(sel[1], "rack=3");
+    cli_args_free(&a);
+    ASSERT_USAGE("--node is given twice", "run", "foo", "--node", "a", "--node", "b");
+
+    assert_int_equal(PARSE(&a, msg, "volume", "create", "data", "1GB", "--node", "b"), 0);
+    assert_string_equal(cli_get(&a, "node"), "b");
+    cli_args_free(&a);
+}
+
+/* One --node-selector value into a fresh object: 0 and the object as JSON
+ * text, or the usage error's message. */
+static int pairs(const char *text, char *out, size_t size)
+{
+    json_t *obj = json_object();
+    int rc = cli_parse_pairs("--node-selector", text, obj, out, size);
+    if (rc == 0) {
+        char *dump = json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
+        snprintf(out, size, "%s", dump);
+        free(dump);
+    }
+    json_decref(obj);
+    return rc;
+}
+
+static void test_node_selector_pairs(void **state)
+{
+    (void)state;
+    char out[256];
+    assert_int_equal(pairs("zone=x", out, sizeof(out)), 0);
+    assert_string_equal(out, "{\"zone\":\"x\"}");
+    assert_int_equal(pairs("zone=x,gpu=a100", out, sizeof(out)), 0);
+    assert_string_equal(out, "{\"gpu\":\"a100\",\"zone\":\"x\"}");
+    /* the value is everything after the first '=' */
+    assert_int_equal(pairs("k=a=b", out, sizeof(out)), 0);
+    assert_string_equal(out, "{\"k\":\"a=b\"}");
+    /* the same pair twice is the same selector */
+    assert_int_equal(pairs("zone=x,zone=x", out, sizeof(out)), 0);
+    assert_string_equal(out, "{\"zone\":\"x\"}");
+
+    static const char *const bad[][2] = {
+        {"bad", "--node-selector 'bad': give K=V, or several as K=V,K=V"},
+        {"", "an empty item"},
+        {"zone=", "'zone=': give K=V"},
+        {"=x", "'=x': give K=V"},
+        {"a=1,,b=2", "an empty item"},
+        {"a=1,", "an empty item"},
+        {",a=1", "an empty item"},
+        {"a=1,b", "'b' is not K=V"},
+        {"a=1,a=2", "label a is given twice, as '1' and as '2'"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (pairs(bad[i][0], out, sizeof(out)) != CLI_EXIT_USAGE || !strstr(out, bad[i][1]))
+            fail_msg("--node-selector '%s': got '%s', want a usage error with '%s'", bad[i][0], out,
+                     bad[i][1]);
+    }
+
+    /* repeated options add to one selector */
+    json_t *obj = json_object();
+    assert_int_equal(cli_parse_pairs("--node-selector", "zone=x", obj, out, sizeof(out)), 0);
+    assert_int_equal(cli_parse_pairs("--node-selector", "rack=3", obj, out, sizeof(out)), 0);
+    assert_int_equal(json_object_size(obj), 2);
+    assert_int_equal(cli_parse_pairs("--node-selector", "zone=y", obj, out, sizeof(out)),
+                     CLI_EXIT_USAGE);
+    json_decref(obj);
 }
 
 static void test_usage_errors(void **state)
@@ -213,6 +318,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_with_everything),
         cmocka_unit_test(test_group_commands),
+        cmocka_unit_test(test_node_commands),
+        cmocka_unit_test(test_fleet_run_options),
+        cmocka_unit_test(test_node_selector_pairs),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_help_and_dashes),
         cmocka_unit_test(test_value_checks),
