@@ -16,9 +16,13 @@ run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # prometheus brings promtool, which checks GET /metrics. The install test
 # (tests/install) renders the man pages with man-db and checks the unit
 # with systemd-analyze against systemd's own units (package systemd; it is
-# not started); `make deb` needs only dpkg-dev, from build-essential.
+# not started); `make deb` needs only dpkg-dev, from build-essential. The
+# test sandboxes and the fleet tests (scripts/lib/netns-dockerd.sh,
+# fleet-net.sh) need ip and bridge (iproute2) and nsenter (util-linux), in
+# run_pkgs, and iptables (a partition of one node; docker.io pulls it in
+# too, but the tests call it themselves).
 test_pkgs=(busybox-static python3 python3-pytest etcd-server clang openssl nodejs prometheus
-           man-db systemd)
+           man-db systemd iptables)
 bench_pkgs=(wrk nginx-light curl)
 
 case "${1:-all}" in
