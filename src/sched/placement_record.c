@@ -63,6 +63,17 @@ static int record_string(const json_t *obj, const char *where, const char *field
     return 0;
 }
 
+/* replicas.total: at most what a node's settings allow, which also keeps
+ * memoryMiB x total far from overflowing. */
+static int record_replicas(const json_t *replicas, const char *where, unsigned *out, gb_err *err)
+{
+    uint64_t v = 0;
+    if (record_uint(replicas, where, "total", GPUS_TIMESLICE_REPLICAS_MAX, &v, err) < 0)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
 static int record_mode(const json_t *dev, const char *where, enum gpus_mode *out, gb_err *err)
 {
     static const enum gpus_mode modes[] = {GPUS_MODE_FREE, GPUS_MODE_WHOLE, GPUS_MODE_MEMORY,
@@ -101,7 +112,7 @@ static int record_card(const json_t *dev, size_t i, placement_card *c, gb_err *e
         record_unsigned(dev, where, "tenants", &c->tenants, err) < 0 ||
         record_unsigned(dev, where, "maxTenants", &c->max_tenants, err) < 0 ||
         json_field_object(dev, where, "replicas", &replicas, true, err) < 0 ||
-        record_unsigned(replicas, rwhere, "total", &c->replicas_total, err) < 0 ||
+        record_replicas(replicas, rwhere, &c->replicas_total, err) < 0 ||
         record_unsigned(replicas, rwhere, "used", &c->replicas_used, err) < 0 ||
         json_field_bool(dev, where, "excluded", &c->excluded, true, err) < 0 ||
         json_field_bool(dev, where, "shareable", &c->shareable, true, err) < 0 ||

@@ -545,6 +545,7 @@ static void test_parse_bad_records(void **state)
         {"\"memoryMiB\":81920", "\"memoryMiB\":99999999999999", "between 0 and"},
         {"\"memoryMiB\":81920", "\"memoryMiB\":1.5", "must be an integer"},
         {"\"used\":2", "\"used\":5", "devices[1].replicas.used' (5) exceeds total (3)"},
+        {"\"total\":4", "\"total\":65", "'devices[0].replicas.total' must be between 0 and 64"},
         {"\"tenants\":0", "\"tenants\":4294967296", "between 0 and"},
         {"\"uuid\":\"GPU-aa\"", "\"uuid\":\"GPU-aa\",\"uuid\":\"GPU-cc\"", "duplicate"},
         {"\"healthy\":true}", "\"healthy\":1}", "'devices[0].healthy' must be a boolean"},
