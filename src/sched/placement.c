@@ -94,10 +94,11 @@ static enum placement_drop placement_judge(const placement_node *nd, const place
         return PLACEMENT_VOLUMES_ELSEWHERE;
     if (!placement_labels_match(nd, req))
         return PLACEMENT_LABELS;
-    if (!nd->readable)
-        return PLACEMENT_UNREADABLE;
+    /* a node that is gone has no record either: it is named as gone */
     if (!nd->alive)
         return PLACEMENT_UNREACHABLE;
+    if (!nd->readable)
+        return PLACEMENT_UNREADABLE;
     if (nd->cordoned)
         return PLACEMENT_CORDONED;
     uint64_t total = 0, taken = 0;

@@ -30,8 +30,8 @@
  *   1. not the pinned node          (req->node)
  *   2. volumes live elsewhere       (not in req->allowed_nodes)
  *   3. labels do not match          (a selector label missing or different)
- *   4. capacity record unreadable   (placement_node_parse failed)
- *   5. unreachable                  (!alive: no lease)
+ *   4. unreachable                  (!alive: no lease; its record is gone too)
+ *   5. capacity record unreadable   (placement_node_parse failed)
  *   6. cordoned
  *   7. does not fit: too few GPUs, too few host ports, or too little volume
  *      space, judged as the node's own allocator judges a card:

@@ -438,8 +438,9 @@ static void test_why_is_bounded(void **state)
     /* Every reason with one name and a count; the spots whole. */
     assert_contains(why.msg,
                     "no node can take 1 card with 71680 MiB of model 'A100': "
-                    "capacity record unreadable: node-with-a-rather-long-name-0000 and "
-                    "90 more; unreachable: node-with-a-rather-long-name-0005 and 180 more; "
+                    "unreachable: node-with-a-rather-long-name-0000 and 199 more; "
+                    "capacity record unreadable: node-with-a-rather-long-name-0011 and 71 "
+                    "more; "
                     "cordoned: node-with-a-rather-long-name-0007 and 103 more; too few "
                     "GPUs: node-with-a-rather-long-name-0001 and 623 more; largest free "
                     "spots: node-with-a-rather-long-name-0062: a 63488 MiB share on one "
@@ -448,8 +449,8 @@ static void test_why_is_bounded(void **state)
     for (size_t i = 0; i < N; i++)
         snprintf(names[i], sizeof(names[i]), "n%zu", i);
     assert_int_equal(placement_rank(nodes, N, &req, order, &n_order, &why), -1);
-    assert_contains(why.msg, "capacity record unreadable: n0, n11, n22 and 88 more; unreachable: "
-                             "n5, n10, n15 and 178 more; cordoned: n7, n14, n21 and 101 more; too "
+    assert_contains(why.msg, "unreachable: n0, n5, n10 and 197 more; capacity record unreadable: "
+                             "n11, n22, n33 and 69 more; cordoned: n7, n14, n21 and 101 more; too "
                              "few GPUs: n1, n2, n3 and 621 more; largest free spots: n254: a 63488 "
                              "MiB share on one NVIDIA A100-SXM4-80GB; n318: ");
     free(nodes);
