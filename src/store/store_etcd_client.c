@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
@@ -42,6 +43,7 @@
 #include "util/cleanup.h"
 #include "util/curl_pool.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #define ETCD_DEFAULT_PORT 2379
 #define ETCD_POOL_MAX 8
@@ -552,9 +554,33 @@ static int etcd_token(etcd_client *c, const char *stale, char **out, gb_err *err
     return r;
 }
 
+/* While a member is lost, the others elect a new leader (a few seconds):
+ * meanwhile etcd answers UNAVAILABLE - "leader changed", "no leader". A
+ * read is asked again; a write only when etcd says it has no leader, which
+ * it says before anything is proposed (so nothing was applied). "leader
+ * changed" on a write may come after it was applied, and is passed on. */
+#define ETCD_ELECTION_WAIT_MS 6000
+#define ETCD_ELECTION_RETRY_MS 200
+
+static bool etcd_retry_for_election(json_t *answer, bool writes, int64_t start_ns)
+{
+    if (json_integer_value(json_object_get(answer, "code")) != ETCD_GRPC_UNAVAILABLE ||
+        time_mono_ns() - start_ns > (int64_t)ETCD_ELECTION_WAIT_MS * 1000000)
+        return false;
+    const char *msg = json_string_value(json_object_get(answer, "error"));
+    if (!msg)
+        msg = json_string_value(json_object_get(answer, "message"));
+    if (writes && !(msg && strstr(msg, "no leader")))
+        return false;
+    struct timespec ts = {0, ETCD_ELECTION_RETRY_MS * 1000000L};
+    nanosleep(&ts, NULL);
+    return true;
+}
+
 int etcd_client_call(etcd_client *c, const char *path, json_t *body, bool writes, json_t **reply,
                      int *grpc_code, gb_err *err)
 {
+    int64_t start_ns = time_mono_ns();
     *reply = NULL;
     if (grpc_code)
         *grpc_code = 0;
@@ -591,6 +617,8 @@ int etcd_client_call(etcd_client *c, const char *path, json_t *body, bool writes
         /* An expired token (etcd's simple tokens live 5 minutes by default):
          * fetch a new one and try once more. Nothing was applied. */
         if (code == ETCD_GRPC_UNAUTHENTICATED && c->user && attempt == 0)
+            continue;
+        if (etcd_retry_for_election(answer, writes, start_ns))
             continue;
         return etcd_answer_err(c, i, path, answer, err);
     }
