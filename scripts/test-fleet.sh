@@ -142,7 +142,8 @@ targets=(tests/e2e/fleet)
 for a in "$@"; do
     if [[ $a != -* ]] && [ -e "${a%%::*}" ]; then targets=(); fi
 done
-echo "== fleet: pytest ${targets[*]}${*:+ $*} (in the hub's network namespace; $(fmt_time $((SECONDS - started))) to set up) =="
+shown="${targets[*]+${targets[*]} }$*"
+echo "== fleet: pytest ${shown% } (in the hub's network namespace; $(fmt_time $((SECONDS - started))) to set up) =="
 rc=0
 nsenter --net="/var/run/netns/$hub" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
     ${targets[@]+"${targets[@]}"} "$@" </dev/null &
