@@ -41,7 +41,7 @@ EtcdCluster three real etcd members (Debian's /usr/bin/etcd, or
 NodeDaemon a gpuboxd on one node: conftest's Daemon (its ready line, stop
            with a clean exit and no sanitizer report), run through nsenter;
            kill9() and restart() on the same data dir.
-NodeDaemons starts NodeDaemons with a node's defaults and stops them all;
+NodeDaemons starts gpuboxd (NodeDaemon) on nodes with their defaults, stops them all;
            the start_node fixtures hand out its start().
 """
 import contextlib
@@ -50,7 +50,6 @@ import os
 import signal
 import subprocess
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
