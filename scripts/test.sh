@@ -5,15 +5,20 @@
 # run of each libFuzzer target (scripts/fuzz.sh) and the end-to-end tests
 # (pytest, driving the real gpuboxd over HTTP against the real dockerd).
 #
-# The end-to-end tests run in two groups: all of them with the SQLite store,
-# and the replica-set, older-route, patch and volume modules again with etcd
-# (tests/e2e/conftest.py starts one etcd for that group; the etcd outage,
-# compaction and migration tests start their own in the first). The groups
-# run side by side, each in a sandbox of its own (scripts/lib/netns-dockerd.sh:
-# a network namespace with its own dockerd, loopback and bridge), each into
-# its own log, printed whole when the group ends. Where no sandbox can be
-# made (no `ip netns`), or with GPUBOX_E2E_PARALLEL=0, they run one after the
-# other on the default dockerd.
+# The end-to-end tests run in three groups: all of them with the SQLite
+# store; the replica-set, older-route, patch and volume modules again with
+# etcd (tests/e2e/conftest.py starts one etcd for that group; the etcd
+# outage, compaction and migration tests start their own in the first); and
+# the fleet tests (tests/e2e/fleet: three gpuboxd on three sandboxes sharing
+# a three-member etcd cluster, through scripts/test-fleet.sh, which makes
+# and removes its own sandboxes). The groups run side by side, the first two
+# each in a sandbox of its own (scripts/lib/netns-dockerd.sh: a network
+# namespace with its own dockerd, loopback and bridge), each into its own
+# log, printed whole when the group ends. Where no sandbox can be made (no
+# `ip netns`), or with GPUBOX_E2E_PARALLEL=0, they run one after the other,
+# the first two on the default dockerd; the fleet group needs sandboxes, so
+# it is left out (with a warning) when none can be made.
+# GPUBOX_E2E_FLEET=0 leaves the fleet group out.
 #
 # It starts a dockerd if none answers (with the fake
 # nvidia-container-runtime-hook on its PATH) for the unit tests, imports the
@@ -42,7 +47,13 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 cleanup() {
-    local rc=$? name destroyers=()
+    local rc=$? name destroyers=() fleet_pid=""
+    # the fleet group's scripts/test-fleet.sh (a grandchild: the group's
+    # subshell started it) tears its own sandboxes down on TERM
+    if [ -n "${fleet_log:-}" ] && [ -r "$fleet_log.pid" ] && [ ! -e "$fleet_log.status" ]; then
+        read -r fleet_pid <"$fleet_log.pid" || true
+        [ -n "$fleet_pid" ] && kill -TERM "$fleet_pid" 2>/dev/null || fleet_pid=""
+    fi
     # the sandboxes and what still runs in them (an interrupted run's tests);
     # waited for by pid: a bare `wait` would also wait for the dockerd that
     # dockerd_ensure started in the background, which never ends by itself
@@ -51,6 +62,12 @@ cleanup() {
         destroyers+=($!)
     done
     [ ${#destroyers[@]} -eq 0 ] || wait "${destroyers[@]}" || true
+    if [ -n "$fleet_pid" ]; then
+        for _ in $(seq 1 300); do
+            kill -0 "$fleet_pid" 2>/dev/null || break
+            sleep 0.5
+        done
+    fi
     testimage_remove_if_created "$GPUBOX_TEST_IMAGE"
     dockerd_stop_if_started
     exit $rc
@@ -107,6 +124,13 @@ keys=("$e2e_store" etcd)
 titles=("$e2e_store store" "etcd store: ${etcd_modules[*]#tests/e2e/}")
 args0=(--store-backend "$e2e_store" tests/e2e "$@")
 args1=(--store-backend etcd "${etcd_modules[@]}" "$@")
+# The third group, the fleet tests: scripts/test-fleet.sh with the same
+# pytest args.
+fleet=1
+[ "${GPUBOX_E2E_FLEET:-1}" = 0 ] && fleet=0
+fleet_title="fleet: tests/e2e/fleet (3 nodes, 3 etcd members)"
+fleet_log="$build/e2e-fleet.log"
+rm -f "$fleet_log.pid" "$fleet_log.status"
 
 fmt_time() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
@@ -127,6 +151,19 @@ e2e_group() {
     local name=$1 log=$2 start=$SECONDS rc=0
     shift 2
     nsd_exec "$name" "${pytest[@]}" "$@" >"$log" 2>&1 </dev/null || rc=$?
+    echo "$rc $((SECONDS - start))" >"$log.status"
+    return "$rc"
+}
+
+# fleet_group LOG ARGS...: scripts/test-fleet.sh, all output into LOG, its
+# pid into LOG.pid (for cleanup), "EXIT SECONDS" into LOG.status.
+fleet_group() {
+    local log=$1 start=$SECONDS rc=0 pid
+    shift
+    scripts/test-fleet.sh "$build" "$@" >"$log" 2>&1 </dev/null &
+    pid=$!
+    echo "$pid" >"$log.pid"
+    wait "$pid" || rc=$?
     echo "$rc $((SECONDS - start))" >"$log.status"
     return "$rc"
 }
@@ -163,11 +200,23 @@ fi
 
 e2e_rc=0
 if [ $parallel = 0 ]; then
-    # Both groups report even when the first fails; the status says whether both passed.
+    # Every group reports even when an earlier one fails; the status says whether all passed.
     echo "== end-to-end tests (pytest), ${titles[0]} =="
     "${pytest[@]}" "${args0[@]}" || e2e_rc=$?
     echo "== end-to-end tests (pytest), ${titles[1]} =="
     "${pytest[@]}" "${args1[@]}" || e2e_rc=$?
+    if [ $fleet = 1 ] && [ "${GPUBOX_E2E_PARALLEL:-1}" = 0 ]; then
+        echo "== end-to-end tests, ${fleet_title} (scripts/test-fleet.sh) =="
+        rc=0
+        scripts/test-fleet.sh "$build" "$@" || rc=$?
+        if [ $rc = 77 ]; then
+            echo "test: WARNING: the fleet tests cannot run here (no network namespaces); left out" >&2
+        elif [ $rc != 0 ]; then
+            e2e_rc=$rc
+        fi
+    elif [ $fleet = 1 ]; then
+        echo "test: WARNING: the fleet tests (tests/e2e/fleet) need sandboxes, and none can be made here: left out" >&2
+    fi
     exit $e2e_rc
 fi
 
@@ -178,10 +227,22 @@ e2e_group "${names[0]}" "${logs[0]}" "${args0[@]}" &
 pids=($!)
 e2e_group "${names[1]}" "${logs[1]}" "${args1[@]}" &
 pids+=($!)
-echo "== end-to-end tests (pytest), in parallel: ${titles[0]} (log ${logs[0]}); ${titles[1]} (log ${logs[1]}) =="
+where=("sandbox ${names[0]}" "sandbox ${names[1]}")
+pending=(0 1)
+if [ $fleet = 1 ]; then
+    keys+=(fleet)
+    titles+=("$fleet_title")
+    logs+=("$fleet_log")
+    where+=("sandboxes of scripts/test-fleet.sh")
+    fleet_group "$fleet_log" "$@" &
+    pids+=($!)
+    pending+=(2)
+fi
+groups_note=""
+for i in "${pending[@]}"; do groups_note+="${groups_note:+; }${titles[i]} (log ${logs[i]})"; done
+echo "== end-to-end tests (pytest), in parallel: $groups_note =="
 
 # Each group's output is printed whole as it ends, the first to end first.
-pending=(0 1)
 next_note=$((SECONDS + 60))
 while [ ${#pending[@]} -gt 0 ]; do
     still=()
@@ -195,11 +256,13 @@ while [ ${#pending[@]} -gt 0 ]; do
         took=$((SECONDS - started))
         [ -r "${logs[i]}.status" ] && read -r rc took <"${logs[i]}.status"
         verdict=passed
-        if [ "$rc" != 0 ]; then
+        if [ "${keys[i]}" = fleet ] && [ "$rc" = 77 ]; then
+            verdict="LEFT OUT (no network namespaces for its nodes)"
+        elif [ "$rc" != 0 ]; then
             verdict="FAILED (exit $rc)"
             e2e_rc=1
         fi
-        echo "== end-to-end tests (pytest), ${titles[i]} [sandbox ${names[i]}] =="
+        echo "== end-to-end tests (pytest), ${titles[i]} [${where[i]}] =="
         cat "${logs[i]}"
         echo "== end-to-end tests, ${keys[i]}: $verdict in $(fmt_time "$took") (log ${logs[i]}) =="
     done
