@@ -40,6 +40,7 @@
 #include "fleet/fleet.h"
 #include "service/app.h"
 #include "service/fleet_node.h"
+#include "service/keys.h"
 #include "util/cleanup.h"
 #include "util/names.h"
 
@@ -170,11 +171,6 @@ int api_fleet_forward_to_node(fleet *f, const char *node, http_request *req, htt
 
 /* ---- answered here ----------------------------------------------------------- */
 
-static bool answered_ok(int rc, const http_response *resp)
-{
-    return rc == 0 && resp->status >= 200 && resp->status < 300 && resp->code == ERR_OK;
-}
-
 /* The name a request is about: {name} of the path (a legacy "foo-3" is
  * set foo), or the create body's. NULL when there is none or it is not a
  * valid name (the handler then says what is wrong). */
@@ -184,6 +180,9 @@ const char *api_fleet_request_name(http_request *req, enum fleet_scope scope, ch
     const char *name = NULL;
     if (scope == SCOPE_RS_OWNER || scope == SCOPE_VOL_OWNER) {
         name = http_request_param(req, "name");
+    } else if (scope != SCOPE_RS_CREATE && scope != SCOPE_LEGACY_CREATE &&
+               scope != SCOPE_VOL_CREATE) {
+        return NULL;
     } else {
         json_t *body = NULL;
         gb_err ignored = GB_ERR_INIT;
@@ -216,27 +215,46 @@ static enum fleet_name_kind kind_of(enum fleet_scope scope)
 
 /* Run the handler here; then, after a change, publish the capacity soon
  * and keep the name index in line with this node's records. */
+/* A create here needs the name in the fleet first: the node that placed
+ * it took it for this one, or nobody holds it. Another node's name is
+ * refused as taken, however the request came (a client may send the
+ * forwarded header too). */
+static int claim_for_create(app *a, enum fleet_scope scope, const char *name, gb_err *err)
+{
+    bool vol = scope == SCOPE_VOL_CREATE;
+    char key[STORE_KEY_MAX];
+    if (!(vol ? keys_volume(key, sizeof(key), name) : keys_replicaset(key, sizeof(key), name)))
+        return 0; /* the handler refuses the name */
+    char owner[FLEET_NODE_MAX] = "";
+    int claimed = fleet_name_claim(a->fleet, kind_of(scope), name, fleet_node(a->fleet), key, owner,
+                                   sizeof(owner), err);
+    if (claimed != 0)
+        return claimed < 0 ? -1 : 0;
+    return err_set(err, vol ? ERR_VOLUME_EXISTS : ERR_EXISTS,
+                   "%s '%s' already exists in the fleet, on node %s",
+                   vol ? "volume" : "replica set", name, owner);
+}
+
 int api_fleet_run_here(app *a, http_request *req, const http_route *route, enum fleet_scope scope,
                        http_response *resp, gb_err *err)
 {
+    char buf[NAME_MAX_LEN + 1];
+    bool creates =
+        scope == SCOPE_RS_CREATE || scope == SCOPE_LEGACY_CREATE || scope == SCOPE_VOL_CREATE;
+    const char *name = api_fleet_request_name(req, scope, buf, sizeof(buf));
+    if (creates && name && claim_for_create(a, scope, name, err) < 0)
+        return -1;
     int rc = route->handler(req, resp, err);
     bool change = strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0;
     if (!change)
         return rc;
     fleet_poke(a->fleet);
-    char buf[NAME_MAX_LEN + 1];
-    const char *name = api_fleet_request_name(req, scope, buf, sizeof(buf));
-    bool creates =
-        scope == SCOPE_RS_CREATE || scope == SCOPE_LEGACY_CREATE || scope == SCOPE_VOL_CREATE;
     if (!name || (!creates && strcmp(req->method, "DELETE") != 0))
         return rc;
-    enum fleet_name_kind kind = kind_of(scope);
+    /* the name stays this node's while it keeps a record of it */
     gb_err e = GB_ERR_INIT;
-    int held = fleet_node_holds(a, kind, name, &e);
-    if (held == 1 && creates && answered_ok(rc, resp))
-        fleet_name_claim(a->fleet, kind, name, fleet_node(a->fleet), NULL, NULL, 0, &e);
-    else if (held == 0)
-        fleet_name_release(a->fleet, kind, name, fleet_node(a->fleet), &e);
+    if (fleet_node_holds(a, kind_of(scope), name, &e) == 0)
+        fleet_name_release(a->fleet, kind_of(scope), name, fleet_node(a->fleet), &e);
     return rc;
 }
 

@@ -118,11 +118,15 @@ char *fleet_key(const char *dir, const char *name)
 
 /* ---- registry ---------------------------------------------------------------- */
 
-/* Write registry/<node> with this start's advertise URL and labels, keeping
- * a cordon set earlier (by anyone): compare-and-swap on its revision. */
-static int fleet_register(fleet *f, gb_err *err)
+/* Read registry/<node>, let edit change it (entry is NULL when absent:
+ * edit returns the new entry, or NULL to refuse with *err), write it back
+ * if nobody wrote it meanwhile (compare-and-swap on its revision). */
+typedef json_t *(*registry_edit_fn)(json_t *entry, void *ctx, gb_err *err);
+
+static int registry_update(fleet *f, const char *node, registry_edit_fn edit, void *ctx,
+                           gb_err *err)
 {
-    _cleanup_free_ char *key = fleet_key(FLEET_KEY_REGISTRY, f->node);
+    _cleanup_free_ char *key = fleet_key(FLEET_KEY_REGISTRY, node);
     for (int attempt = 0; attempt < 10; attempt++) {
         store_kv kv = {0};
         int found = store_get(f->store, key, &kv, err);
@@ -131,59 +135,70 @@ static int fleet_register(fleet *f, gb_err *err)
         _cleanup_json_ json_t *old = found ? json_loads(kv.value, 0, NULL) : NULL;
         int64_t rev = found ? kv.mod_revision : 0;
         store_kv_free(&kv);
-        bool cordoned = json_is_true(json_object_get(old, "cordoned"));
-        json_t *joined = json_object_get(old, "joined");
-        _cleanup_json_ json_t *entry = json_pack(
-            "{s:s, s:s, s:O, s:b, s:I}", "node", f->node, "advertise", f->advertise, "labels",
-            f->labels, "cordoned", cordoned, "joined",
-            (json_int_t)(json_is_integer(joined) ? json_integer_value(joined) : now_ms() / 1000));
+        if (found && !json_is_object(old))
+            return err_set(err, ERR_INTERNAL, "the fleet registry entry of node %s is not JSON",
+                           node);
+        _cleanup_json_ json_t *entry = edit(old, ctx, err);
+        if (!entry)
+            return -1;
         _cleanup_free_ char *value = json_dumps(entry, JSON_COMPACT);
         store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = rev};
         store_op op = {.kind = STORE_OP_PUT, .key = key, .value = value};
         bool ok = false;
         if (store_txn(f->store, &cmp, 1, &op, 1, &ok, NULL, err) < 0)
             return err_prefix(err, "writing the fleet's registry");
-        if (ok) {
-            f->cordoned_at_join = cordoned;
+        if (ok)
             return 0;
-        }
     }
-    return err_set(err, ERR_CONFLICT, "the fleet registry entry of node %s keeps changing",
-                   f->node);
+    return err_set(err, ERR_CONFLICT, "the fleet registry entry of node %s keeps changing; retry",
+                   node);
+}
+
+/* This start's advertise URL and labels, keeping a cordon set earlier (by
+ * anyone) and the time it first joined. */
+static json_t *registry_join(json_t *old, void *ctx, gb_err *err)
+{
+    (void)err;
+    fleet *f = ctx;
+    f->cordoned_at_join = json_is_true(json_object_get(old, "cordoned"));
+    json_t *joined = json_object_get(old, "joined");
+    return json_pack(
+        "{s:s, s:s, s:O, s:b, s:I}", "node", f->node, "advertise", f->advertise, "labels",
+        f->labels, "cordoned", f->cordoned_at_join, "joined",
+        (json_int_t)(json_is_integer(joined) ? json_integer_value(joined) : now_ms() / 1000));
+}
+
+struct cordon_ctx {
+    const char *node;
+    bool cordoned;
+};
+
+static json_t *registry_cordon(json_t *old, void *ctx, gb_err *err)
+{
+    struct cordon_ctx *c = ctx;
+    if (!old) {
+        err_set(err, ERR_NOT_FOUND, "no node named '%s' in the fleet", c->node);
+        return NULL;
+    }
+    json_t *entry = json_deep_copy(old);
+    json_object_set_new(entry, "cordoned", json_boolean(c->cordoned));
+    return entry;
+}
+
+static int fleet_register(fleet *f, gb_err *err)
+{
+    return registry_update(f, f->node, registry_join, f, err);
 }
 
 int fleet_cordon(fleet *f, const char *node, bool cordoned, gb_err *err)
 {
     if (fleet_node_name_check(node, err) < 0)
         return -1;
-    _cleanup_free_ char *key = fleet_key(FLEET_KEY_REGISTRY, node);
-    for (int attempt = 0; attempt < 10; attempt++) {
-        store_kv kv = {0};
-        int found = store_get(f->store, key, &kv, err);
-        if (found < 0)
-            return err_prefix(err, "reading the fleet's registry");
-        if (!found)
-            return err_set(err, ERR_NOT_FOUND, "no node named '%s' in the fleet", node);
-        _cleanup_json_ json_t *entry = json_loads(kv.value, 0, NULL);
-        int64_t rev = kv.mod_revision;
-        store_kv_free(&kv);
-        if (!json_is_object(entry))
-            return err_set(err, ERR_INTERNAL, "the fleet registry entry of node %s is not JSON",
-                           node);
-        json_object_set_new(entry, "cordoned", json_boolean(cordoned));
-        _cleanup_free_ char *value = json_dumps(entry, JSON_COMPACT);
-        store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = rev};
-        store_op op = {.kind = STORE_OP_PUT, .key = key, .value = value};
-        bool ok = false;
-        if (store_txn(f->store, &cmp, 1, &op, 1, &ok, NULL, err) < 0)
-            return err_prefix(err, "writing the fleet's registry");
-        if (ok) {
-            log_info("fleet: node %s %s", node, cordoned ? "cordoned" : "uncordoned");
-            return 0;
-        }
-    }
-    return err_set(err, ERR_CONFLICT, "the fleet registry entry of node %s keeps changing; retry",
-                   node);
+    struct cordon_ctx c = {node, cordoned};
+    if (registry_update(f, node, registry_cordon, &c, err) < 0)
+        return -1;
+    log_info("fleet: node %s %s", node, cordoned ? "cordoned" : "uncordoned");
+    return 0;
 }
 
 /* ---- heartbeat ----------------------------------------------------------------- */

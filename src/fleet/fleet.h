@@ -126,10 +126,6 @@ int fleet_name_owner(fleet *f, enum fleet_name_kind kind, const char *name, char
  * record and is older than FLEET_NAME_GRACE_S is stale and taken over. */
 int fleet_name_claim(fleet *f, enum fleet_name_kind kind, const char *name, const char *node,
                      const char *record_key, char *owner, size_t owner_size, gb_err *err);
-/* Hand name from one node to another (placement moved on): 1 moved, 0 it
- * was not from's any more. */
-int fleet_name_move(fleet *f, enum fleet_name_kind kind, const char *name, const char *from,
-                    const char *to, gb_err *err);
 /* Give name up if node owns it (no error when it does not). */
 int fleet_name_release(fleet *f, enum fleet_name_kind kind, const char *name, const char *node,
                        gb_err *err);

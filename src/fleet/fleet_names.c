@@ -105,21 +105,6 @@ int fleet_name_claim(fleet *f, enum fleet_name_kind kind, const char *name, cons
                    name);
 }
 
-int fleet_name_move(fleet *f, enum fleet_name_kind kind, const char *name, const char *from,
-                    const char *to, gb_err *err)
-{
-    _cleanup_free_ char *key = name_key(kind, name);
-    char holder[FLEET_NODE_MAX] = "";
-    int64_t since = 0, rev = 0;
-    int found = name_read(f, key, holder, sizeof(holder), &since, &rev, err);
-    if (found <= 0 || strcmp(holder, from) != 0)
-        return found < 0 ? -1 : 0;
-    bool ok = false;
-    if (name_write(f, key, to, rev, &ok, err) < 0)
-        return -1;
-    return ok ? 1 : 0;
-}
-
 int fleet_name_release(fleet *f, enum fleet_name_kind kind, const char *name, const char *node,
                        gb_err *err)
 {
