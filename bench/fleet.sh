@@ -80,11 +80,16 @@ hub_addr=$(fleet_hub_addr)
 
 daemon_pids=()
 etcd_pid=""
+py_pid=""
 makers=()
 cleanup() {
     local rc=$? pid name destroyers=()
     [ ${#makers[@]} -eq 0 ] || kill -TERM "${makers[@]}" 2>/dev/null || true
     [ ${#makers[@]} -eq 0 ] || wait "${makers[@]}" 2>/dev/null || true
+    if [ -n "$py_pid" ]; then
+        kill -TERM "$py_pid" 2>/dev/null || true
+        wait "$py_pid" 2>/dev/null || true
+    fi
     # gpuboxd first (SIGTERM: each takes its member keys away), while etcd runs
     for pid in ${daemon_pids[@]+"${daemon_pids[@]}"}; do
         kill -TERM "$pid" 2>/dev/null || true
@@ -152,7 +157,9 @@ mount -t tmpfs -o size=256m,mode=0700 gpubox-bench "$etcd_dir" ||
     echo "fleet.sh: no tmpfs for etcd's data; it goes to disk" >&2
 client=http://$hub_addr:$etcd_port
 peer=http://$hub_addr:$((etcd_port + 1))
-in_ns "$hub" "$etcd_bin" --name bench --data-dir "$etcd_dir/data" \
+# nsenter execs: the pid is etcd's (a function run with & would be a
+# subshell, and a TERM to it would not reach etcd)
+nsenter --net="/var/run/netns/$hub" "$etcd_bin" --name bench --data-dir "$etcd_dir/data" \
     --listen-client-urls "$client" --advertise-client-urls "$client" \
     --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
     --initial-cluster "bench=$peer" >"$work/etcd.log" 2>&1 &
@@ -174,7 +181,7 @@ for i in "${!nodes[@]}"; do
     addr=$(fleet_node_addr $((i + 1)))
     mkdir -p "$work/$l/data"
     # nsenter and env exec: the pid is gpuboxd's own
-    in_ns "${nodes[i]}" env DOCKER_HOST="$(nsd_docker_host "${nodes[i]}")" \
+    nsenter --net="/var/run/netns/${nodes[i]}" env DOCKER_HOST="$(nsd_docker_host "${nodes[i]}")" \
         "$build/gpuboxd" --node "$l" --advertise "http://$addr:$api_port" \
         --listen "$addr:$api_port" --store "etcd://$hub_addr:$etcd_port/bench" \
         --simulate-gpus 8xA100-80GB --insecure-no-auth --data-dir "$work/$l/data" \
@@ -198,6 +205,11 @@ done
 url_a="http://$(fleet_node_addr 1):$api_port"
 url_b="http://$(fleet_node_addr 2):$api_port"
 echo "fleet: hub $hub_addr (etcd), a $url_a, b $url_b; gpuboxd $build/gpuboxd"
-in_ns "$hub" env ROUNDS="$rounds" GETS="$gets" STANDING="$standing" \
-    /usr/bin/python3 "$here/fleet.py" "$url_a" "$url_b" "$image"
+# In the background and waited for: a TERM or INT to this script runs the
+# trap at once (a foreground child would hold it until it ended).
+nsenter --net="/var/run/netns/$hub" env ROUNDS="$rounds" GETS="$gets" STANDING="$standing" \
+    /usr/bin/python3 "$here/fleet.py" "$url_a" "$url_b" "$image" </dev/null &
+py_pid=$!
+wait "$py_pid"
+py_pid=""
 echo "fleet: load average $(load) at the end"
