@@ -35,8 +35,14 @@
 # Target (reported, never enforced; the words): a create through a
 # non-owning node within 1.1x of the create sent to the owner (ratio of the
 # medians). get and list print their ratios and the time added, no target.
+# Each case also prints the median of the differences within each pair
+# (forwarded less direct, measured one after the other): the steadier
+# figure when other work on the machine comes and goes during the run.
+# Takes about 1.5 min at the defaults on 2 cores (ROUNDS=40: 2.5 min).
 #
 # Usage: bench/fleet.sh BUILD_DIR   (a non-Debug build, e.g. build/release)
+#   needs what scripts/test-fleet.sh needs: iproute2, util-linux (nsenter),
+#   dockerd, etcd (etcd-server), busybox-static (the test image)
 #   env: ROUNDS=20 GETS=10 STANDING=4 GPUBOX_TEST_IMAGE=gpubox-test:latest
 #        FLEET_NET=10.77.0 ETCD=etcd
 # Needs root (network namespaces); where none can be made it says so and
