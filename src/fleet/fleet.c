@@ -346,7 +346,7 @@ void fleet_close(fleet *f)
         store_close(f->peer_stores[i].store);
     }
     free(f->peer_stores);
-    curl_pool_free(f->curls);
+    fleet_http_free(f);
     if (f->store)
         store_close(f->store);
     pthread_mutex_destroy(&f->lock);

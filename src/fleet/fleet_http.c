@@ -147,13 +147,42 @@ int fleet_send(fleet *f, const char *advertise, const fleet_request *req, fleet_
     return 0;
 }
 
+static CURLM *multi_borrow(fleet *f)
+{
+    pthread_mutex_lock(&f->lock);
+    CURLM *m = f->n_idle_multis ? f->idle_multis[--f->n_idle_multis] : NULL;
+    pthread_mutex_unlock(&f->lock);
+    return m ? m : curl_multi_init();
+}
+
+static void multi_give_back(fleet *f, CURLM *m)
+{
+    pthread_mutex_lock(&f->lock);
+    if (f->n_idle_multis < ARRAY_SIZE(f->idle_multis)) {
+        f->idle_multis[f->n_idle_multis++] = m;
+        m = NULL;
+    }
+    pthread_mutex_unlock(&f->lock);
+    if (m)
+        curl_multi_cleanup(m);
+}
+
+void fleet_http_free(fleet *f)
+{
+    for (size_t i = 0; i < f->n_idle_multis; i++)
+        curl_multi_cleanup(f->idle_multis[i]);
+    f->n_idle_multis = 0;
+    curl_pool_free(f->curls);
+    f->curls = NULL;
+}
+
 void fleet_send_many(fleet *f, const char *const *advertise, size_t n, const fleet_request *req,
                      fleet_answer *answers)
 {
     if (n == 0)
         return;
     curl_pool *pool = fleet_curls(f);
-    CURLM *multi = curl_multi_init();
+    CURLM *multi = multi_borrow(f);
     CURL **handles = xcalloc(n, sizeof(*handles));
     struct exchange *xs = xcalloc(n, sizeof(*xs));
     for (size_t i = 0; i < n; i++) {
@@ -190,7 +219,7 @@ void fleet_send_many(fleet *f, const char *const *advertise, size_t n, const fle
         curl_slist_free_all(xs[i].headers); /* when it never finished */
         curl_pool_give_back(pool, handles[i]);
     }
-    curl_multi_cleanup(multi);
+    multi_give_back(f, multi);
     free(handles);
     free(xs);
 }

@@ -38,7 +38,15 @@ struct fleet {
     struct fleet_peer_store *peer_stores;
     size_t n_peer_stores;
     curl_pool *curls; /* fleet_http.c, made on first use under lock */
+    /* Idle multi handles of fleet_send_many: each keeps its connections to
+     * the other nodes open between lists (a multi handle's connection
+     * cache is its own, and goes with curl_multi_cleanup). */
+    void *idle_multis[4];
+    size_t n_idle_multis;
 };
+
+/* Close the idle connections to other nodes (fleet_close). */
+void fleet_http_free(fleet *f);
 
 /* "<dir>/<name>"; free it. */
 char *fleet_key(const char *dir, const char *name);
