@@ -23,10 +23,9 @@ run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # too, but the tests call it themselves).
 test_pkgs=(busybox-static python3 python3-pytest etcd-server clang openssl nodejs prometheus
            man-db systemd iptables)
-# The store, placement and fleet benchmarks start an etcd, the create and
-# fleet ones import the busybox test image, fleet.sh partitions nothing but
-# joins sandboxes (iproute2).
-bench_pkgs=(wrk nginx-light curl etcd-server busybox-static python3 iptables)
+# The store, placement and fleet benchmarks start an etcd; the create and
+# fleet ones import the busybox test image and drive gpuboxd from Python.
+bench_pkgs=(wrk nginx-light curl etcd-server busybox-static python3)
 
 case "${1:-all}" in
 build) want=("${build_pkgs[@]}") ;;
