@@ -390,14 +390,18 @@ static void copy_str(char *dst, size_t size, json_t *obj, const char *field)
     snprintf(dst, size, "%s", s ? s : "");
 }
 
-/* One range over the whole fleet prefix: registry, members and capacity at
- * one revision. */
+/* The registry, then the members and capacity records: three ranges (not
+ * one over the fleet's prefix, which holds every name of the fleet too). */
 int fleet_members(fleet *f, fleet_member **out, size_t *n, gb_err *err)
 {
     *out = NULL;
     *n = 0;
     _cleanup_(store_kvs_free) store_kvs kvs = {0};
-    if (store_range(f->store, "", &kvs, err) < 0)
+    _cleanup_(store_kvs_free) store_kvs members = {0};
+    _cleanup_(store_kvs_free) store_kvs capacity = {0};
+    if (store_range(f->store, FLEET_KEY_REGISTRY "/", &kvs, err) < 0 ||
+        store_range(f->store, FLEET_KEY_MEMBERS "/", &members, err) < 0 ||
+        store_range(f->store, FLEET_KEY_CAPACITY "/", &capacity, err) < 0)
         return err_prefix(err, "reading the fleet's members");
     size_t plen = strlen(FLEET_KEY_REGISTRY) + 1;
     fleet_member *list = NULL;
@@ -413,7 +417,7 @@ int fleet_members(fleet *f, fleet_member **out, size_t *n, gb_err *err)
         fleet_member *m = &list[count++];
         *m = (fleet_member){0};
         snprintf(m->name, sizeof(m->name), "%s", key + plen);
-        _cleanup_json_ json_t *member = kvs_find_json(&kvs, FLEET_KEY_MEMBERS, m->name);
+        _cleanup_json_ json_t *member = kvs_find_json(&members, FLEET_KEY_MEMBERS, m->name);
         json_t *src = member ? member : reg;
         copy_str(m->advertise, sizeof(m->advertise), src, "advertise");
         copy_str(m->version, sizeof(m->version), member, "version");
@@ -422,7 +426,7 @@ int fleet_members(fleet *f, fleet_member **out, size_t *n, gb_err *err)
         m->cordoned = json_is_true(json_object_get(reg, "cordoned"));
         m->alive = member != NULL;
         m->heartbeat = json_integer_value(json_object_get(member, "heartbeat"));
-        m->capacity = member ? kvs_find_json(&kvs, FLEET_KEY_CAPACITY, m->name) : NULL;
+        m->capacity = member ? kvs_find_json(&capacity, FLEET_KEY_CAPACITY, m->name) : NULL;
         m->state = !m->alive     ? FLEET_NODE_UNREACHABLE
                    : m->cordoned ? FLEET_NODE_CORDONED
                                  : FLEET_NODE_READY;
