@@ -167,7 +167,7 @@ static int rank_replicaset(app *a, const json_t *body, bool legacy, candidates *
         pr.allowed_nodes = allowed_list;
         pr.nallowed = allowed[0] ? 1 : 0;
     }
-    if (fleet_members(a->fleet, &c->members, &c->n, err) < 0)
+    if (fleet_members(a->fleet, true, &c->members, &c->n, err) < 0)
         goto done;
     placement_node *nodes = xcalloc(c->n ? c->n : 1, sizeof(*nodes));
     placement_label *labels = xcalloc(c->n * MAX_SELECTOR + 1, sizeof(*labels));
@@ -217,7 +217,7 @@ static int rank_volume(app *a, const json_t *body, candidates *c, gb_err *err)
     gb_err ignored = GB_ERR_INIT;
     if (size_text && size_parse(size_text, &size, &ignored) < 0)
         size = 0; /* the node says what is wrong with it */
-    if (fleet_members(a->fleet, &c->members, &c->n, err) < 0)
+    if (fleet_members(a->fleet, true, &c->members, &c->n, err) < 0)
         return -1;
     c->order = xcalloc(c->n ? c->n : 1, sizeof(*c->order));
     for (size_t i = 0; i < c->n; i++) {
@@ -276,13 +276,13 @@ int api_fleet_create(app *a, http_request *req, const http_route *route, enum fl
     if (found && strcmp(owner, fleet_node(a->fleet)) == 0)
         return api_fleet_run_here(a, req, route, scope, resp, err);
     if (found) { /* the owner answers; a stale entry of a gone node is replaced below */
-        fleet_member m = {0};
-        int known = fleet_member_get(a->fleet, owner, &m, err);
-        bool alive = known == 1 && m.alive;
-        int rc = alive ? api_fleet_forward_to(a->fleet, &m, req, resp, err) : 0;
-        fleet_member_clear(&m);
-        if (known < 0 || alive)
-            return known < 0 ? -1 : rc;
+        char advertise[FLEET_URL_MAX];
+        gb_err gone = GB_ERR_INIT;
+        int alive = fleet_member_reach(a->fleet, owner, advertise, sizeof(advertise), &gone);
+        if (alive == 1)
+            return api_fleet_forward_to(a->fleet, owner, advertise, req, resp, err);
+        if (alive < 0 && gone.code != ERR_NODE_UNAVAILABLE)
+            return *err = gone, -1;
     }
     char record_key[STORE_KEY_MAX];
     if (vol)

@@ -136,19 +136,14 @@ void api_fleet_pass_answer(fleet_answer *ans, http_response *resp)
     ans->body_len = 0;
 }
 
-int api_fleet_forward_to(fleet *f, const fleet_member *m, http_request *req, http_response *resp,
-                         gb_err *err)
+int api_fleet_forward_to(fleet *f, const char *node, const char *advertise, http_request *req,
+                         http_response *resp, gb_err *err)
 {
-    if (!m->alive)
-        return err_set(err, ERR_NODE_UNAVAILABLE,
-                       "node %s, which holds it, is unreachable (no heartbeat within its lease); "
-                       "nothing it holds is given to another node",
-                       m->name);
     _cleanup_free_ char *pq = api_fleet_path_query(req);
     fleet_request fr = api_fleet_request_of(req, pq, 0);
     fleet_answer ans;
-    if (fleet_send(f, m->advertise, &fr, &ans, err) < 0)
-        return err_prefix(err, "forwarding to node %s", m->name);
+    if (fleet_send(f, advertise, &fr, &ans, err) < 0)
+        return err_prefix(err, "forwarding to node %s", node);
     api_fleet_pass_answer(&ans, resp);
     fleet_answer_clear(&ans);
     return 0;
@@ -157,16 +152,16 @@ int api_fleet_forward_to(fleet *f, const fleet_member *m, http_request *req, htt
 int api_fleet_forward_to_node(fleet *f, const char *node, http_request *req, http_response *resp,
                               gb_err *err)
 {
-    fleet_member m = {0};
-    int found = fleet_member_get(f, node, &m, err);
-    if (found <= 0) {
-        if (found == 0)
-            err_set(err, ERR_NODE_UNAVAILABLE, "node %s is not in the fleet", node);
+    char advertise[FLEET_URL_MAX];
+    int alive = fleet_member_reach(f, node, advertise, sizeof(advertise), err);
+    if (alive < 0)
         return -1;
-    }
-    int rc = api_fleet_forward_to(f, &m, req, resp, err);
-    fleet_member_clear(&m);
-    return rc;
+    if (!alive)
+        return err_set(err, ERR_NODE_UNAVAILABLE,
+                       "node %s, which holds it, is unreachable (no heartbeat within its lease); "
+                       "nothing it holds is given to another node",
+                       node);
+    return api_fleet_forward_to(f, node, advertise, req, resp, err);
 }
 
 /* ---- answered here ----------------------------------------------------------- */
@@ -286,7 +281,7 @@ static int dispatch_operation(app *a, http_request *req, const http_route *route
     fleet_member *ms = NULL;
     size_t n = 0;
     gb_err e = GB_ERR_INIT;
-    if (fleet_members(a->fleet, &ms, &n, &e) < 0)
+    if (fleet_members(a->fleet, false, &ms, &n, &e) < 0)
         return rc;
     for (size_t i = 0; i < n; i++) {
         if (!ms[i].alive || strcmp(ms[i].name, fleet_node(a->fleet)) == 0)

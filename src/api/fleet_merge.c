@@ -107,7 +107,7 @@ int api_fleet_merge(app *a, http_request *req, const http_route *route, http_res
 
     fleet_member *ms = NULL;
     size_t n = 0;
-    if (fleet_members(a->fleet, &ms, &n, err) < 0)
+    if (fleet_members(a->fleet, false, &ms, &n, err) < 0)
         return -1;
     const char **urls = xcalloc(n ? n : 1, sizeof(*urls));
     size_t *which = xcalloc(n ? n : 1, sizeof(*which));

@@ -23,7 +23,7 @@ int api_nodes_list(http_request *req, http_response *resp, gb_err *err)
         return not_in_fleet(err);
     fleet_member *ms = NULL;
     size_t n = 0;
-    if (fleet_members(a->fleet, &ms, &n, err) < 0)
+    if (fleet_members(a->fleet, true, &ms, &n, err) < 0)
         return -1;
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++)

@@ -392,7 +392,7 @@ static void copy_str(char *dst, size_t size, json_t *obj, const char *field)
 
 /* The registry, then the members and capacity records: three ranges (not
  * one over the fleet's prefix, which holds every name of the fleet too). */
-int fleet_members(fleet *f, fleet_member **out, size_t *n, gb_err *err)
+int fleet_members(fleet *f, bool with_capacity, fleet_member **out, size_t *n, gb_err *err)
 {
     *out = NULL;
     *n = 0;
@@ -401,7 +401,7 @@ int fleet_members(fleet *f, fleet_member **out, size_t *n, gb_err *err)
     _cleanup_(store_kvs_free) store_kvs capacity = {0};
     if (store_range(f->store, FLEET_KEY_REGISTRY "/", &kvs, err) < 0 ||
         store_range(f->store, FLEET_KEY_MEMBERS "/", &members, err) < 0 ||
-        store_range(f->store, FLEET_KEY_CAPACITY "/", &capacity, err) < 0)
+        (with_capacity && store_range(f->store, FLEET_KEY_CAPACITY "/", &capacity, err) < 0))
         return err_prefix(err, "reading the fleet's members");
     size_t plen = strlen(FLEET_KEY_REGISTRY) + 1;
     fleet_member *list = NULL;
@@ -436,11 +436,35 @@ int fleet_members(fleet *f, fleet_member **out, size_t *n, gb_err *err)
     return 0;
 }
 
+int fleet_member_reach(fleet *f, const char *node, char *advertise, size_t size, gb_err *err)
+{
+    _cleanup_free_ char *key = fleet_key(FLEET_KEY_MEMBERS, node);
+    store_kv kv = {0};
+    int found = store_get(f->store, key, &kv, err);
+    if (found < 0)
+        return err_prefix(err, "reading the fleet's members");
+    if (found) {
+        _cleanup_json_ json_t *member = json_loads(kv.value, 0, NULL);
+        store_kv_free(&kv);
+        copy_str(advertise, size, member, "advertise");
+        if (advertise[0])
+            return 1;
+    }
+    _cleanup_free_ char *reg = fleet_key(FLEET_KEY_REGISTRY, node);
+    found = store_get(f->store, reg, &kv, err);
+    store_kv_free(&kv);
+    if (found < 0)
+        return err_prefix(err, "reading the fleet's registry");
+    if (!found)
+        return err_set(err, ERR_NODE_UNAVAILABLE, "node %s is not in the fleet", node);
+    return 0;
+}
+
 int fleet_member_get(fleet *f, const char *node, fleet_member *out, gb_err *err)
 {
     fleet_member *list = NULL;
     size_t n = 0;
-    if (fleet_members(f, &list, &n, err) < 0)
+    if (fleet_members(f, true, &list, &n, err) < 0)
         return -1;
     int found = 0;
     for (size_t i = 0; i < n; i++) {

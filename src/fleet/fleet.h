@@ -102,9 +102,14 @@ void fleet_poke(fleet *f);
 const char *fleet_node(const fleet *f);
 const char *fleet_root_url(const fleet *f);
 
-/* Every registered node, sorted by name. */
-int fleet_members(fleet *f, fleet_member **out, size_t *n, gb_err *err);
+/* Every registered node, sorted by name; their capacity records only with
+ * with_capacity (one range read more). */
+int fleet_members(fleet *f, bool with_capacity, fleet_member **out, size_t *n, gb_err *err);
 void fleet_members_free(fleet_member *m, size_t n);
+/* Where to reach node, in one read when it is alive (forwarding): 1 alive
+ * (advertise filled), 0 registered but unreachable, -1 with
+ * ERR_NODE_UNAVAILABLE when it never joined, or a store error. */
+int fleet_member_reach(fleet *f, const char *node, char *advertise, size_t size, gb_err *err);
 /* One node; 1 found, 0 not registered. */
 int fleet_member_get(fleet *f, const char *node, fleet_member *out, gb_err *err);
 void fleet_member_clear(fleet_member *m);

@@ -221,7 +221,7 @@ static void metrics_fleet(app *a, FILE *out)
     fleet_member *ms = NULL;
     size_t n = 0;
     gb_err e = GB_ERR_INIT;
-    if (fleet_members(a->fleet, &ms, &n, &e) < 0)
+    if (fleet_members(a->fleet, false, &ms, &n, &e) < 0)
         return;
     double count[3] = {0};
     for (size_t i = 0; i < n; i++)
