@@ -10,7 +10,7 @@
  *             once, by a put that compares the key's mod_revision; any other
  *             holder refuses the claim (ERR_CONFLICT), and its lease expires
  *             TTL seconds after its last keepalive if it is gone.
- *   keepalive every TTL/3 (every second after a failure) through
+ *   keepalive every TTL/5 (every half second after a failure) through
  *             /v3/lease/keepalive; each answer extends valid_until to the
  *             moment the keepalive was sent plus the TTL granted. The lease
  *             cannot expire in etcd before that moment, so until then no
@@ -46,6 +46,10 @@
 /* How often the thread tries again after a failed keepalive, and while the
  * claim is lost. */
 #define ETCD_CLAIM_RETRY_MS 1000
+/* How soon a keepalive is sent again after one failed while the claim is
+ * held: a lost etcd member's election (up to twice its election timeout)
+ * must not use up the TTL. */
+#define ETCD_KEEPALIVE_RETRY_MS 500
 /* While lost, a line in the log for every this many failed re-claims. */
 #define ETCD_CLAIM_LOG_EVERY 30
 
@@ -457,10 +461,12 @@ static void *etcd_claim_run(void *arg)
     struct etcd_claim *c = es->claim;
     pthread_mutex_lock(&c->lock);
     while (!c->stopping) {
-        /* A third of the TTL while all is well: two keepalives may fail
-         * before the lease is in danger. */
-        int64_t wait_ms = c->state == STORE_CLAIM_HELD && c->last_ok ? c->granted_ttl * 1000 / 3
-                                                                     : ETCD_CLAIM_RETRY_MS;
+        /* A fifth of the TTL while all is well: a keepalive stuck in an
+         * election (a lost member) and its retries still come before the
+         * lease is in danger. */
+        int64_t wait_ms = c->state != STORE_CLAIM_HELD ? ETCD_CLAIM_RETRY_MS
+                          : c->last_ok                 ? c->granted_ttl * 1000 / 5
+                                                       : ETCD_KEEPALIVE_RETRY_MS;
         int64_t until = time_mono_ns() + wait_ms * 1000000;
         struct timespec ts = {.tv_sec = until / 1000000000, .tv_nsec = until % 1000000000};
         while (!c->stopping && pthread_cond_timedwait(&c->wake, &c->lock, &ts) != ETIMEDOUT) {
@@ -549,6 +555,6 @@ void etcd_store_claim_describe(store *s, char *buf, size_t size)
     else
         snprintf(buf, size, "key %s, lease %llx, TTL %lld s, kept alive every %lld ms", key,
                  (unsigned long long)c->lease, (long long)c->granted_ttl,
-                 (long long)(c->granted_ttl * 1000 / 3));
+                 (long long)(c->granted_ttl * 1000 / 5));
     pthread_mutex_unlock(&c->lock);
 }

@@ -15,7 +15,7 @@ concerns held, and settles it with etcd once etcd answers - a create that
 landed late is undone, one that never landed is given back.
 
 The daemon's claim on its key prefix (a lease of 10 s, kept alive every
-3 s) is lost when etcd is away for longer than that: gpuboxd says so in its
+2 s) is lost when etcd is away for longer than that: gpuboxd says so in its
 log, refuses every change, and claims the prefix again once etcd is back.
 The same happens when another daemon's claim has replaced its own: changes
 answer 503 naming that daemon until it is gone.
