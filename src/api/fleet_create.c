@@ -140,8 +140,7 @@ static int rank_replicaset(app *a, const json_t *body, bool legacy, candidates *
         pr.timeslice = spec.gpu_shared;
         pr.model = spec.gpu_model;
         pr.policy = spec.gpu_policy;
-        for (size_t i = 0; i < spec.nports; i++)
-            pr.ports_needed++;
+        pr.ports_needed = (unsigned)spec.nports;
     }
     const char *placement = json_string_value(json_object_get(body, "placement"));
     if (placement)

@@ -94,7 +94,7 @@ int api_fleet_merge(app *a, http_request *req, const http_route *route, http_res
     const char *pattern = route->pattern;
     bool ports = strcmp(pattern, "/api/v1/resources/ports") == 0;
     bool sets = strcmp(pattern, "/api/v1/replicaSet") == 0;
-    _cleanup_json_ json_t *local = json_deep_copy(data);
+    _cleanup_json_ json_t *local = ports ? json_deep_copy(data) : NULL; /* ports: the own entry */
     if (ports)
         json_object_set_new(data, "nodes", json_array());
     else
