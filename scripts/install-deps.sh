@@ -7,9 +7,10 @@
 set -euo pipefail
 
 # libyaml-dev: the build converts docs/openapi.yaml to JSON with it
-# (src/tools/yaml2json.c); gpuboxd itself does not link it.
+# (src/tools/yaml2json.c); gpuboxd itself does not link it. nettle-dev: the
+# SHA-256 of API users' tokens (src/util/token.c).
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcurl4-openssl-dev
-            libjansson-dev libsqlite3-dev libcmocka-dev libyaml-dev)
+            libjansson-dev libsqlite3-dev libcmocka-dev libyaml-dev nettle-dev)
 run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # clang brings libFuzzer (tests/fuzz); openssl makes the TLS tests' certificate;
 # nodejs runs the OpenAPI validator (tools/openapi, from the npm registry);

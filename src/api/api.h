@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 
+#include "http/auth.h"
 #include "http/router.h"
 
 /* A router holding every route of routes.c. */
@@ -58,6 +59,27 @@ int api_patch_from(http_request *req, const char *name, const json_t *body, http
 
 /* fleet_nodes.c: /api/v1/nodes... (404 on a single server) */
 int api_nodes_list(http_request *req, http_response *resp, gb_err *err);
+
+/* users (users.c, docs/users.md) */
+int api_whoami(http_request *req, http_response *resp, gb_err *err);
+int api_users_list(http_request *req, http_response *resp, gb_err *err);
+int api_users_create(http_request *req, http_response *resp, gb_err *err);
+int api_user_get(http_request *req, http_response *resp, gb_err *err);
+int api_user_patch(http_request *req, http_response *resp, gb_err *err);
+int api_user_delete(http_request *req, http_response *resp, gb_err *err);
+int api_user_token_rotate(http_request *req, http_response *resp, gb_err *err);
+int api_user_token_revoke(http_request *req, http_response *resp, gb_err *err);
+int api_quota_defaults_get(http_request *req, http_response *resp, gb_err *err);
+int api_quota_defaults_put(http_request *req, http_response *resp, gb_err *err);
+int api_usage(http_request *req, http_response *resp, gb_err *err);
+/* The service role (enum user_role) of an HTTP role. */
+int api_user_role(enum http_role role);
+/* http/auth.h's directory over the users of app ctx. */
+enum http_role api_users_directory(void *ctx, const char *token, size_t len, char *name,
+                                   size_t name_size);
+/* The request's caller is this thread's (service/users/caller.h) until
+ * caller_leave. */
+void api_caller_enter(const http_request *req);
 int api_node_cordon(http_request *req, http_response *resp, gb_err *err);
 int api_node_uncordon(http_request *req, http_response *resp, gb_err *err);
 

@@ -32,6 +32,7 @@
 #include "util/xalloc.h"
 #include "api/api.h"
 #include "api/fleet.h"
+#include "service/users/caller.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,8 +305,8 @@ static int dispatch_operation(app *a, http_request *req, const http_route *route
 
 /* ---- the intercept --------------------------------------------------------------- */
 
-int api_fleet_intercept(http_request *req, const http_route *route, http_response *resp,
-                        gb_err *err)
+static int fleet_dispatch(http_request *req, const http_route *route, http_response *resp,
+                          gb_err *err)
 {
     app *a = req->ctx;
     if (!a->fleet)
@@ -329,4 +330,13 @@ int api_fleet_intercept(http_request *req, const http_route *route, http_respons
         break;
     }
     return api_fleet_run_here(a, req, route, scope, resp, err);
+}
+
+int api_fleet_intercept(http_request *req, const http_route *route, http_response *resp,
+                        gb_err *err)
+{
+    api_caller_enter(req);
+    int rc = fleet_dispatch(req, route, resp, err);
+    caller_leave();
+    return rc;
 }

@@ -2,10 +2,12 @@
  * routes.c - every route of gpubox's HTTP API, one line each. Adding an
  * endpoint is one line here plus its handler.
  *
- * Access (with --token-file, http/auth.h): a GET route needs a viewer
- * token, any other method an admin token; the routes in api_open_routes
- * answer without a token, because probes and version checks must reach
- * them.
+ * Access (with --token-file, http/auth.h): a GET route needs any token,
+ * any other method a user's or an admin's (the services then keep a user to
+ * their own, docs/users.md); api_access lists the routes for admins alone
+ * and /metrics (viewers and admins: it names everyone's use); the routes in
+ * api_open_routes answer without a token, because probes and version
+ * checks must reach them.
  */
 #include "api/api.h"
 
@@ -78,6 +80,24 @@ static const http_route api_routes[] = {
      "Place no new replica sets or volumes on the node"},
     {"PATCH", "/api/v1/nodes/{name}/uncordon", api_node_uncordon, "Place on the node again"},
 
+    /* users, quotas, accounting (docs/users.md) */
+    {"GET", "/api/v1/whoami", api_whoami, "Who the token is: name, role, quota and what they hold"},
+    {"GET", "/api/v1/users", api_users_list, "Every user with role, quota and what they hold"},
+    {"POST", "/api/v1/users", api_users_create,
+     "Create a user {name, role, quota}: the answer shows its token, this once"},
+    {"GET", "/api/v1/users/{name}", api_user_get, "One user"},
+    {"PATCH", "/api/v1/users/{name}", api_user_patch, "Change a user's role or quota"},
+    {"DELETE", "/api/v1/users/{name}", api_user_delete,
+     "Remove a user (refused while they own replica sets or volumes)"},
+    {"POST", "/api/v1/users/{name}/token", api_user_token_rotate,
+     "A new token for the user; the old one stops working at once"},
+    {"DELETE", "/api/v1/users/{name}/token", api_user_token_revoke,
+     "Revoke the user's token at once"},
+    {"GET", "/api/v1/quotas/defaults", api_quota_defaults_get, "The quota new users get"},
+    {"PUT", "/api/v1/quotas/defaults", api_quota_defaults_put, "Set the quota new users get"},
+    {"GET", "/api/v1/usage", api_usage,
+     "Card-seconds and MiB-seconds per user and set (?user=&set=&from=&to=)"},
+
     /* gpu-docker-api's older route family */
     {"GET", "/api/v1/gpus", api_gpus_legacy, "GPU status map {gpuStatus:{uuid:0|1}}"},
     {"POST", "/api/v1/containers", api_container_create,
@@ -100,6 +120,25 @@ static const http_route api_routes[] = {
 
 static const char *const api_open_routes[] = {"/healthz", "/version"};
 
+/* Routes that are not the default of their method (http/router.h). */
+static const struct {
+    const char *method, *pattern;
+    enum http_access access;
+} api_access[] = {
+    {"GET", "/metrics", HTTP_ACCESS_OBSERVER},
+    {"PATCH", "/api/v1/nodes/{name}/cordon", HTTP_ACCESS_ADMIN},
+    {"PATCH", "/api/v1/nodes/{name}/uncordon", HTTP_ACCESS_ADMIN},
+    {"GET", "/api/v1/users", HTTP_ACCESS_ADMIN},
+    {"POST", "/api/v1/users", HTTP_ACCESS_ADMIN},
+    {"GET", "/api/v1/users/{name}", HTTP_ACCESS_ADMIN},
+    {"PATCH", "/api/v1/users/{name}", HTTP_ACCESS_ADMIN},
+    {"DELETE", "/api/v1/users/{name}", HTTP_ACCESS_ADMIN},
+    {"POST", "/api/v1/users/{name}/token", HTTP_ACCESS_ADMIN},
+    {"DELETE", "/api/v1/users/{name}/token", HTTP_ACCESS_ADMIN},
+    {"GET", "/api/v1/quotas/defaults", HTTP_ACCESS_ADMIN},
+    {"PUT", "/api/v1/quotas/defaults", HTTP_ACCESS_ADMIN},
+};
+
 http_router *api_router_new(gb_err *err)
 {
     http_router *r = router_new();
@@ -111,6 +150,13 @@ http_router *api_router_new(gb_err *err)
     }
     for (size_t i = 0; i < ARRAY_SIZE(api_open_routes); i++) {
         if (router_set_access(r, "GET", api_open_routes[i], HTTP_ACCESS_OPEN, err) < 0) {
+            router_free(r);
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(api_access); i++) {
+        if (router_set_access(r, api_access[i].method, api_access[i].pattern, api_access[i].access,
+                              err) < 0) {
             router_free(r);
             return NULL;
         }

@@ -181,6 +181,10 @@ static const config_option config_options[] = {
             "with --node: the URL the other nodes reach this one's API at", advertise),
     OPT_STR("node-labels", "KEY=VALUE[,...]", "none",
             "with --node: labels a create's nodeSelector can ask for", node_labels),
+    OPT_STR("owner-of-unowned", "NAME", "the token file's first admin, or anonymous",
+            "who owns the replica sets and volumes made before there were users "
+            "(docs/users.md)",
+            owner_of_unowned),
     OPT_NUM("store-wait", "SECONDS", "60",
             "how long start-up waits for an etcd store to answer before giving up (0: no wait)",
             app.store_wait_s, 0, 86400),
@@ -442,7 +446,7 @@ void config_free(daemon_config *cfg)
                       &cfg->hami_core,      &cfg->token_file,          &cfg->tls_cert,
                       &cfg->tls_key,        &cfg->cors_origins,        &cfg->carry_method,
                       &cfg->node,           &cfg->advertise,           &cfg->node_labels,
-                      &cfg->node_store_url};
+                      &cfg->node_store_url, &cfg->owner_of_unowned};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -751,6 +755,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.node = cfg->node;
     cfg->app.advertise = cfg->advertise;
     cfg->app.node_labels = cfg->node_labels;
+    cfg->app.owner_of_unowned = cfg->owner_of_unowned;
     cfg->app.docker_host = cfg->docker_host;
     cfg->app.simulate_gpus = cfg->simulate_gpus;
     cfg->app.nvml_library = cfg->nvml_library;

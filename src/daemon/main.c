@@ -25,6 +25,7 @@
 #include "http/server.h"
 #include "service/app.h"
 #include "service/engine.h"
+#include "util/cleanup.h"
 #include "util/log.h"
 
 static int exit_code_for(const gb_err *err)
@@ -39,6 +40,17 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
     daemon_security_log(cfg, sec);
     app *a = NULL;
     cfg->app.stop_signals = stop_signals;
+    /* The token file's users, for the users the services know. */
+    size_t nusers = sec->auth ? http_auth_count(sec->auth) : 0;
+    _cleanup_free_ app_file_user *users = xcalloc(nusers ? nusers : 1, sizeof(*users));
+    for (size_t i = 0; i < nusers; i++) {
+        enum http_role role;
+        http_auth_entry(sec->auth, i, &users[i].name, &role);
+        users[i].role = api_user_role(role);
+    }
+    cfg->app.auth_on = sec->auth != NULL;
+    cfg->app.file_users = users;
+    cfg->app.nfile_users = nusers;
     if (app_open(&cfg->app, &a, &err) < 0) {
         if (app_stop_requested(&cfg->app)) {
             /* Asked to stop while waiting for the store or Docker: a clean stop. */
@@ -50,6 +62,8 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
         log_error("start-up failed: %s", err.msg);
         return exit_code_for(&err);
     }
+    if (sec->auth)
+        http_auth_set_directory(sec->auth, api_users_directory, a);
     http_router *router = api_router_new(&err);
     http_server *server = NULL;
     if (router) {

@@ -34,6 +34,8 @@ typedef struct auth_entry {
 struct http_auth {
     auth_entry *entries;
     size_t n;
+    http_auth_directory_fn directory;
+    void *directory_ctx;
 };
 
 const char *http_role_name(enum http_role role)
@@ -41,6 +43,8 @@ const char *http_role_name(enum http_role role)
     switch (role) {
     case HTTP_ROLE_ADMIN:
         return "admin";
+    case HTTP_ROLE_USER:
+        return "user";
     case HTTP_ROLE_VIEWER:
         return "viewer";
     case HTTP_ROLE_NONE:
@@ -124,9 +128,11 @@ static int auth_parse_line(char *line, const char *where, auth_entry *e, gb_err 
         e->role = HTTP_ROLE_ADMIN;
     else if (role_len == 6 && strncmp(c1 + 1, "viewer", 6) == 0)
         e->role = HTTP_ROLE_VIEWER;
+    else if (role_len == 4 && strncmp(c1 + 1, "user", 4) == 0)
+        e->role = HTTP_ROLE_USER;
     else
         return err_set(err, ERR_INVALID_PARAMS,
-                       "%s: the role (second field) of '%.*s' must be admin or viewer", where,
+                       "%s: the role (second field) of '%.*s' must be admin, user or viewer", where,
                        (int)name_len, line);
     if (token_len < AUTH_TOKEN_MIN || token_len > AUTH_TOKEN_MAX)
         return err_set(err, ERR_INVALID_PARAMS,
@@ -314,6 +320,8 @@ enum http_role http_access_required(enum http_access access, const char *method)
         return HTTP_ROLE_NONE;
     case HTTP_ACCESS_VIEWER:
         return HTTP_ROLE_VIEWER;
+    case HTTP_ACCESS_OBSERVER:
+        return HTTP_ROLE_VIEWER;
     case HTTP_ACCESS_ADMIN:
         return HTTP_ROLE_ADMIN;
     case HTTP_ACCESS_BY_METHOD:
@@ -321,7 +329,34 @@ enum http_role http_access_required(enum http_access access, const char *method)
     }
     if (method && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0))
         return HTTP_ROLE_VIEWER;
-    return HTTP_ROLE_ADMIN;
+    return HTTP_ROLE_USER;
+}
+
+void http_auth_entry(const http_auth *a, size_t i, const char **name, enum http_role *role)
+{
+    *name = a->entries[i].name;
+    *role = a->entries[i].role;
+}
+
+void http_auth_set_directory(http_auth *a, http_auth_directory_fn fn, void *ctx)
+{
+    a->directory = fn;
+    a->directory_ctx = ctx;
+}
+
+/* The role and name of a presented token: the file's first, then the
+ * directory's. */
+static void auth_identify(const http_auth *a, const char *token, size_t len, http_identity *who)
+{
+    const char *name = NULL;
+    who->role = http_auth_lookup(a, token, len, &name);
+    if (who->role != HTTP_ROLE_NONE)
+        snprintf(who->name, sizeof(who->name), "%s", name);
+    else if (a->directory)
+        who->role = a->directory(a->directory_ctx, token, len, who->name, sizeof(who->name));
+    if (who->role == HTTP_ROLE_NONE)
+        snprintf(who->name, sizeof(who->name), "-");
+    who->bad_token = who->role == HTTP_ROLE_NONE;
 }
 
 int http_auth_check(const http_auth *a, enum http_access access, const char *method,
@@ -332,15 +367,12 @@ int http_auth_check(const http_auth *a, enum http_access access, const char *met
         *who = (http_identity){.name = "anonymous", .role = HTTP_ROLE_ADMIN};
         return 0;
     }
+    /* Asked before the token: an unknown route answers 401 or 403 alike. */
     enum http_role need = http_access_required(access, method);
     const char *token = NULL;
     size_t len = 0;
-    if (http_auth_bearer(authorization, &token, &len)) {
-        const char *name = NULL;
-        who->role = http_auth_lookup(a, token, len, &name);
-        who->name = name ? name : "-";
-        who->bad_token = who->role == HTTP_ROLE_NONE;
-    }
+    if (http_auth_bearer(authorization, &token, &len))
+        auth_identify(a, token, len, who);
     if (need == HTTP_ROLE_NONE)
         return 0;
     if (!token)
@@ -351,8 +383,10 @@ int http_auth_check(const http_auth *a, enum http_access access, const char *met
         return err_set(err, ERR_UNAUTHORIZED,
                        "the bearer token is not one this server knows; check GPUBOX_TOKEN or the "
                        "Authorization header");
-    if (who->role < need)
+    bool observer_only = access == HTTP_ACCESS_OBSERVER && who->role == HTTP_ROLE_USER;
+    if (who->role < need || observer_only)
         return err_set(err, ERR_FORBIDDEN, "token '%s' has role %s; %s %.200s needs role %s",
-                       who->name, http_role_name(who->role), method, path, http_role_name(need));
+                       who->name, http_role_name(who->role), method, path,
+                       observer_only ? "viewer or admin" : http_role_name(need));
     return 0;
 }

@@ -4,8 +4,14 @@
  *
  * The token file (--token-file) holds one token per line as
  * `name:role:token`; `#` starts a comment line, blank lines are ignored.
- * Roles: `admin` may call every route, `viewer` only the reading ones (see
- * enum http_access in router.h). The file must not be readable or writable
+ * Roles: `admin` may call every route, `user` the reading ones and the
+ * changing ones that are not an admin's alone (the service layer then lets
+ * them see and change only what they own, docs/users.md), `viewer` only the
+ * reading ones (see enum http_access in router.h).
+ *
+ * Beside the file, a directory (http_auth_set_directory) may know more
+ * tokens: the users an admin made through the API, which the service layer
+ * keeps hashed in the store. The file is asked first. The file must not be readable or writable
  * by other users, and every line must be well formed, or the daemon does not
  * start: a half-read token file would lock out (or let in) the wrong people.
  *
@@ -33,7 +39,9 @@
 #define AUTH_NAME_MAX 63
 #define AUTH_MAX_TOKENS 1024
 
-enum http_role { HTTP_ROLE_NONE = 0, HTTP_ROLE_VIEWER, HTTP_ROLE_ADMIN };
+/* Ordered: a role may call what a lower one may, except that a user may not
+ * read what only observers read (HTTP_ACCESS_OBSERVER). */
+enum http_role { HTTP_ROLE_NONE = 0, HTTP_ROLE_VIEWER, HTTP_ROLE_USER, HTTP_ROLE_ADMIN };
 
 typedef struct http_auth http_auth;
 
@@ -45,6 +53,15 @@ int http_auth_load(const char *path, http_auth **out, gb_err *err);
 int http_auth_parse(const char *text, const char *origin, http_auth **out, gb_err *err);
 void http_auth_free(http_auth *a);
 size_t http_auth_count(const http_auth *a);
+/* Entry i (< http_auth_count) of the file: its name and role, not its token. */
+void http_auth_entry(const http_auth *a, size_t i, const char **name, enum http_role *role);
+
+/* More tokens than the file's: fn answers the role of token[0..len) and
+ * copies its name into name (name_size bytes), or answers HTTP_ROLE_NONE.
+ * It is asked only when no token of the file matches, from any thread. */
+typedef enum http_role (*http_auth_directory_fn)(void *ctx, const char *token, size_t len,
+                                                 char *name, size_t name_size);
+void http_auth_set_directory(http_auth *a, http_auth_directory_fn fn, void *ctx);
 
 /* The entry whose token equals token[0..len), in constant time over the
  * whole table. Returns its role and sets *name (borrowed from the table), or
@@ -71,9 +88,9 @@ enum http_role http_access_required(enum http_access access, const char *method)
 
 /* The outcome of one request's check. */
 typedef struct http_identity {
-    const char *name;    /* token name, "anonymous" (auth off), "-" (no valid token) */
-    enum http_role role; /* what the caller is */
-    bool bad_token;      /* a token was sent but is unknown (for WWW-Authenticate) */
+    char name[AUTH_NAME_MAX + 1]; /* token name, "anonymous" (auth off), "-" (no valid token) */
+    enum http_role role;          /* what the caller is */
+    bool bad_token;               /* a token was sent but is unknown (for WWW-Authenticate) */
 } http_identity;
 
 /* Decide one request to path with method, on a route of this access. a

@@ -32,6 +32,7 @@
 
 struct http_router;
 struct http_metrics;
+struct http_identity;
 
 typedef struct http_kv {
     const char *key;
@@ -56,6 +57,7 @@ typedef struct http_request {
     void *ctx;                        /* the application context handed to the server */
     const struct http_router *router; /* the router that matched this request */
     struct http_metrics *metrics;     /* the server's request counters (GET /metrics) */
+    const struct http_identity *who;  /* the caller, once the access check passed (http/auth.h) */
 
     json_t *json; /* parsed body, once asked for */
     bool json_tried;

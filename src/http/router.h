@@ -39,12 +39,13 @@ typedef int (*http_handler_via)(http_request *req, const struct http_route *rout
 
 /* Who may call a route when tokens are configured (http/auth.h decides).
  * The default follows the method: reading routes (GET, HEAD) are for
- * viewers, everything else for admins; a route that must stay reachable
+ * every role, everything else for users and admins; a route that must stay reachable
  * without a token (liveness probes) is marked with router_set_access. */
 enum http_access {
-    HTTP_ACCESS_BY_METHOD = 0, /* GET / HEAD: viewer; any other method: admin */
+    HTTP_ACCESS_BY_METHOD = 0, /* GET / HEAD: any valid token; any other method: user or admin */
     HTTP_ACCESS_OPEN,          /* no token needed */
     HTTP_ACCESS_VIEWER,        /* any valid token */
+    HTTP_ACCESS_OBSERVER,      /* viewer or admin: reads of everyone's use (/metrics) */
     HTTP_ACCESS_ADMIN,         /* an admin token */
 };
 

@@ -274,6 +274,7 @@ static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, cha
                                       ? "Bearer realm=\"gpubox\", error=\"invalid_token\""
                                       : "Bearer realm=\"gpubox\"";
     } else {
+        x->req.who = &x->who;
         exchange_route(x, found, &m, allow, allow_size, &err);
     }
     router_match_free(&m);

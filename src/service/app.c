@@ -32,6 +32,7 @@
 #include "service/replicaset/replicaset.h"
 #include "service/replicaset/doubt.h"
 #include "service/volume/volumes.h"
+#include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -337,7 +338,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     a->data_dir_lock = -1;
     a->op_kinds = op_kinds;
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
-        app_claim_store(a, err) < 0 || fleet_node_migrate(a, err) < 0 ||
+        app_claim_store(a, err) < 0 || fleet_node_migrate(a, err) < 0 || users_open(a, err) < 0 ||
         app_lock_data_dir(a, err) < 0 || app_connect_docker(a, err) < 0 ||
         app_load_gpus(a, err) < 0)
         goto fail;
@@ -355,7 +356,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     /* Volumes before the replica sets: reconciling may start containers,
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
-        replicaset_reconcile(a, err) < 0 || rs_doubt_start(a, err) < 0 ||
+        ownership_settle(a, err) < 0 || replicaset_reconcile(a, err) < 0 || rs_doubt_start(a, err) < 0 ||
         fleet_node_join(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
@@ -374,6 +375,7 @@ void app_close(app *a)
     fleet_close(a->fleet); /* first: the others see this node go at once */
     rs_doubt_stop(a);      /* it takes name locks and gives back to the pools */
     volumes_close(a->volumes);
+    users_close(a->users);
     resources_cache_free(a->gpus_cache);
     namelock_table_free(a->locks);
     ops_metrics_free(a->ops);

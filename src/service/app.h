@@ -54,7 +54,19 @@ typedef struct app_config {
     /* The fleet (docs/fleet.md): NULL node = a single server. store_url is
      * then this node's own prefix, fleet_url the fleet's (--store). */
     const char *node, *advertise, *node_labels, *fleet_url;
+    /* Users (docs/users.md): auth_on when a token file is given; its users'
+     * names and roles (enum user_role); who owns records made before users
+     * (NULL: the first admin of the file, or "anonymous"). */
+    bool auth_on;
+    const struct app_file_user *file_users;
+    size_t nfile_users;
+    const char *owner_of_unowned;
 } app_config;
+
+typedef struct app_file_user {
+    const char *name;
+    int role; /* enum user_role */
+} app_file_user;
 
 typedef struct resources_cache resources_cache;
 struct rs_doubts;
@@ -74,6 +86,7 @@ typedef struct app {
     const struct op_kind *const *op_kinds; /* the operation engine's table (engine.h) */
     struct volumes_ctx *volumes;           /* the volume service's state (volumes.h) */
     struct fleet *fleet;                   /* with --node: the fleet (fleet/fleet.h); else NULL */
+    struct users *users;                   /* users, quotas, ledgers (users/users.h) */
     int data_dir_lock;                     /* flock on <data_dir>/gpuboxd.lock; -1 when none */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];

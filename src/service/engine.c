@@ -14,6 +14,7 @@
 
 #include "service/replicaset/doubt.h"
 #include "service/replicaset/record.h"
+#include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/fault.h"
 #include "util/log.h"
@@ -102,7 +103,7 @@ int op_begin(app *a, journal_op *op, rs_record *r, const rs_record *before, cons
     journal_mark(op, first);
     if (journal_txn_op(op, okey, &oval, &ops[nextra], err) < 0)
         return -1;
-    if (rs_record_save(a->store, r, ops, nextra + 1, err) < 0)
+    if (rs_record_save(a, r, ops, nextra + 1, err) < 0)
         return before ? rs_doubt_begin_failed(a, before, r, err) : -1;
     journal_step_written(op, first);
     journal_fault(journal_kind_name(op->kind), first);
@@ -138,7 +139,7 @@ int op_close(app *a, journal_op *op, enum journal_state state, const char *why, 
 {
     r->operation[0] = '\0';
     if (!op)
-        return rs_record_save(a->store, r, extra, nextra, err);
+        return rs_record_save(a, r, extra, nextra, err);
     char okey[STORE_KEY_MAX];
     _cleanup_free_ char *oval = NULL;
     store_op ops[OP_EXTRA_MAX + 1];
@@ -146,7 +147,7 @@ int op_close(app *a, journal_op *op, enum journal_state state, const char *why, 
         return -1;
     const char *last = op_finish(op, state, why);
     if (journal_txn_op(op, okey, &oval, &ops[nextra], err) < 0 ||
-        rs_record_save(a->store, r, ops, nextra + 1, err) < 0) {
+        rs_record_save(a, r, ops, nextra + 1, err) < 0) {
         op->state = JOURNAL_RUNNING;
         return -1;
     }
@@ -155,7 +156,8 @@ int op_close(app *a, journal_op *op, enum journal_state state, const char *why, 
 }
 
 int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *why,
-                 const store_cmp *cmp, store_op *ops, size_t nops, gb_err *err)
+                 const rs_record *gone, const store_cmp *cmp, store_op *ops, size_t nops,
+                 gb_err *err)
 {
     char okey[STORE_KEY_MAX];
     _cleanup_free_ char *oval = NULL;
@@ -168,7 +170,10 @@ int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *w
         }
     }
     bool ok = false;
-    int rc = store_txn(a->store, cmp, 1, ops, nops, &ok, NULL, err);
+    ledger_hold h;
+    rs_record_hold(gone, &h);
+    h.exists = false;
+    int rc = ledger_txn(a, &h, NULL, cmp, 1, ops, nops, &ok, NULL, err);
     if (rc < 0 || !ok) {
         if (op)
             op->state = JOURNAL_RUNNING;

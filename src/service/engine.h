@@ -133,11 +133,13 @@ int op_step(app *a, journal_op *op, const char *step, gb_err *err);
  * op is running again, as the store still has it. */
 int op_close(app *a, journal_op *op, enum journal_state state, const char *why, struct rs_record *r,
              const store_op *extra, size_t nextra, gb_err *err);
-/* The same for a last transaction that is not a record save: ops (room for
- * one more, the operation's put) under cmp. 1 written, 0 cmp failed (a
- * conflict: nothing written), -1 error. */
+/* The same for a last transaction that is not a record save but removes
+ * the record of gone: ops (room for one more, the operation's put) under
+ * cmp, with gone's ledger entry removed in the same transaction. 1
+ * written, 0 cmp failed (a conflict: nothing written), -1 error. */
 int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *why,
-                 const store_cmp *cmp, store_op *ops, size_t nops, gb_err *err);
+                 const struct rs_record *gone, const store_cmp *cmp, store_op *ops, size_t nops,
+                 gb_err *err);
 
 /* Forward from wherever op got to: for each step after the first that is
  * not done, its forward; each step between the first and the last is then

@@ -11,6 +11,9 @@
  *                                            zero-padded to 10 digits; N starts at 1
  *                                            and grows by 1 per resize)
  *   /gpubox/operations/<id>                  journal of a multi-step operation
+ *   /gpubox/images/<ref>                     {owner}: who committed image <ref> here
+ *   /accounts/...                            users, quotas, ledgers, accounting: the
+ *                                            fleet's shared part (users/users.h)
  *
  * A replica-set record holds its allocations as fields of its JSON value
  * (the store is the one source of truth for who holds what):
@@ -30,6 +33,16 @@
 #define KEYS_OPERATIONS KEYS_ROOT "operations/"
 #define KEYS_HISTORY KEYS_ROOT "history/"
 #define KEYS_VOLUME_HISTORY KEYS_ROOT "volume-history/"
+/* Images committed through gpubox: who committed each (this node's). */
+#define KEYS_IMAGES KEYS_ROOT "images/"
+/* Users, quotas, ledgers and accounting (users/users.h): outside KEYS_ROOT,
+ * so a single server joining a fleet leaves them at the fleet's root, where
+ * every node reaches them (users_shared_key). */
+#define KEYS_ACCOUNTS "/accounts/"
+#define KEYS_ACCOUNTS_USERS KEYS_ACCOUNTS "users/"
+#define KEYS_ACCOUNTS_DEFAULTS KEYS_ACCOUNTS "quota-defaults"
+#define KEYS_ACCOUNTS_LEDGER KEYS_ACCOUNTS "ledger/"
+#define KEYS_ACCOUNTS_ACCT KEYS_ACCOUNTS "acct/"
 
 /* Build a key into buf; returns buf, or NULL when it does not fit. */
 char *keys_replicaset(char *buf, size_t size, const char *name);

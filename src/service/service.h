@@ -35,5 +35,8 @@ int system_version(app *a, json_t **out, gb_err *err);
 /* Start-up: mark in the pools what the store's replica-set records hold
  * (keys.h), so the pools never disagree with the store. */
 int allocations_derive(app *a, gb_err *err);
+/* Give records made before users their owner, and make this node's ledger
+ * entries agree with its records (ownership.c). */
+int ownership_settle(app *a, gb_err *err);
 
 #endif

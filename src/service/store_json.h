@@ -101,7 +101,17 @@ void store_record_stamp(char *create_time, char *update_time, size_t size);
  * <name> was changed by someone else meanwhile; try again" (or the kind's
  * exists). A store error is prefixed "saving <noun> <name>"; a NULL value
  * (the record could not be written as JSON) is ERR_INTERNAL. */
-int store_record_save(store *s, const store_record_kind *k, const char *name, const json_t *value,
-                      int64_t *mod_revision, const store_op *extra, size_t nextra, gb_err *err);
+int store_record_save_plain(store *s, const store_record_kind *k, const char *name,
+                            const json_t *value, int64_t *mod_revision, const store_op *extra,
+                            size_t nextra, gb_err *err);
+/* The same on a's store, with the record's owner's ledger entry h written
+ * in the same transaction (ledger_txn, users/users.h; check, may be NULL,
+ * is what the quota counts instead of h). */
+struct app;
+struct ledger_hold;
+int store_record_save(struct app *a, const store_record_kind *k, const char *name,
+                      const json_t *value, int64_t *mod_revision, const store_op *extra,
+                      size_t nextra, const struct ledger_hold *h, const struct ledger_hold *check,
+                      gb_err *err);
 
 #endif

@@ -73,6 +73,9 @@ enum err_code {
     ERR_DOCKER_UNAVAILABLE = 1112, /* 503 */
     ERR_CONFLICT = 1113,           /* 409: lost a compare-and-swap race */
     ERR_NODE_UNAVAILABLE = 1114,   /* 503: the fleet node that owns it does not answer */
+    ERR_QUOTA_EXCEEDED = 1115,     /* 403: the owner's quota does not allow it */
+    ERR_USER_EXISTS = 1116,        /* 409: a user of that name exists */
+    ERR_USER_NOT_FOUND = 1117,     /* 404: no such user */
     ERR_INTERNAL = 1199,           /* 500 */
 };
 

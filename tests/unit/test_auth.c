@@ -128,9 +128,9 @@ static void test_bad_lines_name_the_line_never_the_token(void **state)
         {"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn:admin:" TOK_A "\n",
          "t:1: the name (first field) must be 1-63 characters"},
         {"alice:root:" TOK_A "\n",
-         "t:1: the role (second field) of 'alice' must be admin or viewer"},
+         "t:1: the role (second field) of 'alice' must be admin, user or viewer"},
         {"alice:" TOK_V ":admin\n", "t:1: the role (second field) of 'alice'"},
-        {"alice:Admin:" TOK_A "\n", "must be admin or viewer"},
+        {"alice:Admin:" TOK_A "\n", "must be admin, user or viewer"},
         {"alice:admin:short\n", "t:1: the token of 'alice' is 5 characters; use 16 to 256"},
         {"alice:admin:\n", "the token of 'alice' is 0 characters"},
         {"alice:admin:aaaaaaaa aaaaaaaaaaaaaaaa\n", "contains a blank, control or non-ASCII"},
@@ -321,7 +321,8 @@ static void test_access_by_method(void **state)
     assert_int_equal(http_access_required(HTTP_ACCESS_BY_METHOD, "HEAD"), HTTP_ROLE_VIEWER);
     static const char *writes[] = {"POST", "PATCH", "PUT", "DELETE", "OPTIONS", "get", "TRACE"};
     for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++)
-        assert_int_equal(http_access_required(HTTP_ACCESS_BY_METHOD, writes[i]), HTTP_ROLE_ADMIN);
+        assert_int_equal(http_access_required(HTTP_ACCESS_BY_METHOD, writes[i]), HTTP_ROLE_USER);
+    assert_int_equal(http_access_required(HTTP_ACCESS_OBSERVER, "GET"), HTTP_ROLE_VIEWER);
     assert_int_equal(http_access_required(HTTP_ACCESS_OPEN, "GET"), HTTP_ROLE_NONE);
     assert_int_equal(http_access_required(HTTP_ACCESS_VIEWER, "POST"), HTTP_ROLE_VIEWER);
     assert_int_equal(http_access_required(HTTP_ACCESS_ADMIN, "GET"), HTTP_ROLE_ADMIN);
@@ -379,7 +380,7 @@ static void test_check_decides_401_403_or_go(void **state)
                      -1);
     assert_int_equal(err.code, ERR_FORBIDDEN);
     assert_string_equal(err.msg,
-                        "token 'bob' has role viewer; POST /api/v1/replicaSet needs role admin");
+                        "token 'bob' has role viewer; POST /api/v1/replicaSet needs role user");
     assert_string_equal(who.name, "bob");
     assert_int_equal(who.role, HTTP_ROLE_VIEWER);
     assert_int_equal(

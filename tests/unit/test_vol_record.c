@@ -80,7 +80,7 @@ static void test_round_trip_through_the_store(void **state)
     fill(&r, "data");
     r.resizing_to = 40ULL << 30;
     snprintf(r.resizing_text, sizeof(r.resizing_text), "40GB");
-    assert_int_equal(vol_record_save(f->s, &r, NULL, 0, &err), 0);
+    assert_int_equal(vol_record_save(f->s, NULL, &r, NULL, 0, &err), 0);
     assert_true(r.mod_revision > 0);
     assert_string_not_equal(r.create_time, "");
 
@@ -110,19 +110,19 @@ static void test_saves_are_compare_and_swap(void **state)
     gb_err err = GB_ERR_INIT;
     _cleanup_(vol_record_free) vol_record a, b = {0};
     fill(&a, "data");
-    assert_int_equal(vol_record_save(f->s, &a, NULL, 0, &err), 0);
+    assert_int_equal(vol_record_save(f->s, NULL, &a, NULL, 0, &err), 0);
 
     /* A second create of the same name loses: "exists". */
     fill(&b, "data");
-    assert_int_equal(vol_record_save(f->s, &b, NULL, 0, &err), -1);
+    assert_int_equal(vol_record_save(f->s, NULL, &b, NULL, 0, &err), -1);
     assert_int_equal(err.code, ERR_VOLUME_EXISTS);
 
     /* A writer holding an old revision loses: "changed meanwhile". */
     b.mod_revision = a.mod_revision;
     a.version = 2;
-    assert_int_equal(vol_record_save(f->s, &a, NULL, 0, &err), 0);
+    assert_int_equal(vol_record_save(f->s, NULL, &a, NULL, 0, &err), 0);
     b.version = 7;
-    assert_int_equal(vol_record_save(f->s, &b, NULL, 0, &err), -1);
+    assert_int_equal(vol_record_save(f->s, NULL, &b, NULL, 0, &err), -1);
     assert_int_equal(err.code, ERR_CONFLICT);
     _cleanup_(vol_record_free) vol_record now = {0};
     assert_int_equal(vol_record_load(f->s, "data", &now, &err), 1);
@@ -136,8 +136,8 @@ static void test_delete_takes_the_history_and_only_its_own(void **state)
     _cleanup_(vol_record_free) vol_record a, other = {0};
     fill(&a, "data");
     fill(&other, "data.old"); /* shares a prefix with "data" */
-    assert_int_equal(vol_record_save(f->s, &a, NULL, 0, &err), 0);
-    assert_int_equal(vol_record_save(f->s, &other, NULL, 0, &err), 0);
+    assert_int_equal(vol_record_save(f->s, NULL, &a, NULL, 0, &err), 0);
+    assert_int_equal(vol_record_save(f->s, NULL, &other, NULL, 0, &err), 0);
     for (int v = 1; v <= 3; v++) {
         a.version = other.version = v;
         put_history(f->s, &a);
@@ -151,7 +151,7 @@ static void test_delete_takes_the_history_and_only_its_own(void **state)
     assert_string_equal(all[1].name, "data.old");
     vol_records_free(all, n);
 
-    assert_int_equal(vol_record_delete(f->s, &a, &err), 0);
+    assert_int_equal(vol_record_delete(f->s, NULL, &a, &err), 0);
     _cleanup_(store_kvs_free) store_kvs kvs = {0};
     assert_int_equal(store_range(f->s, KEYS_VOLUME_HISTORY, &kvs, &err), 0);
     assert_int_equal(kvs.n, 3);
@@ -163,7 +163,7 @@ static void test_delete_takes_the_history_and_only_its_own(void **state)
 
     /* A stale delete (the record changed since it was read) does nothing. */
     other.mod_revision = 1;
-    assert_int_equal(vol_record_delete(f->s, &other, &err), -1);
+    assert_int_equal(vol_record_delete(f->s, NULL, &other, &err), -1);
     assert_int_equal(err.code, ERR_CONFLICT);
 }
 

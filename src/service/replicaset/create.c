@@ -91,7 +91,7 @@ static int rs_create_undo(app *a, const rs_record *r, const char *previous_json,
     ops[1] = previous_json ? (store_op){.kind = STORE_OP_PUT, .key = key, .value = previous_json}
                            : (store_op){.kind = STORE_OP_DELETE, .key = key};
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
-    int landed = op_close_txn(a, op, JOURNAL_UNDONE, why, &cmp, ops, 2, err);
+    int landed = op_close_txn(a, op, JOURNAL_UNDONE, why, r, &cmp, ops, 2, err);
     if (landed < 0) {
         /* The record still lists the GPUs until the undo is known to have
          * landed: they stay held meanwhile (replicaset/doubt.c). */
@@ -133,6 +133,13 @@ static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **pre
     int found = rs_record_load(a->store, r->name, &old, err);
     if (found < 0)
         return -1;
+    if (found && !caller_sees(old.owner)) {
+        /* Someone else's, live or deleted and not purged: the name is
+         * taken, and that is all this caller learns. */
+        rs_record_free(&old);
+        return err_set(err, ERR_EXISTS, "replica set '%s' already exists; pick another name",
+                       r->name);
+    }
     if (found && old.state != RS_STATE_DELETED) {
         err_set(err, ERR_EXISTS,
                 "replica set '%s' already exists (%s, container %s); pick another name or "
@@ -204,6 +211,7 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
     _cleanup_(rs_record_free) rs_record r = {0};
     _cleanup_free_ char *previous = NULL;
     snprintf(r.name, sizeof(r.name), "%s", name);
+    snprintf(r.owner, sizeof(r.owner), "%s", caller_owner());
     rs_spec_copy(spec, &r.spec);
     if (rs_create_check(a, &r, spec, &previous, err) < 0) {
         if (err && err->code == ERR_STORE_UNAVAILABLE)

@@ -20,7 +20,7 @@ static int rs_load_for(app *a, const char *name, enum rs_op op, rs_record *r, gb
 {
     if (name_check_replicaset(name, err) < 0)
         return -1;
-    int found = rs_record_load(a->store, name, r, err);
+    int found = rs_record_load_visible(a->store, name, r, err);
     if (found < 0)
         return -1;
     if (!found || rs_record_is_tombstone(r))

@@ -13,6 +13,7 @@
 #include "service/replicaset/doubt.h"
 #include "service/journal.h"
 #include "service/replicaset/record.h"
+#include "service/users/users.h"
 #include "util/err.h"
 
 /* Take GPUs and host ports for r->spec into r (all or nothing), owned by

@@ -197,7 +197,7 @@ int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
         return err_prefix(err, "pausing %s", r.container_name);
     }
     r.state = RS_STATE_PAUSED;
-    if (rs_record_save(a->store, &r, NULL, 0, err) < 0)
+    if (rs_record_save(a, &r, NULL, 0, err) < 0)
         return err_prefix(err, "pausing %s", name);
     log_info("replica set %s: paused, keeping its GPUs and ports", name);
     *out = rs_state_answer(&r);
@@ -217,7 +217,7 @@ int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err)
         return err_prefix(err, "continuing %s", r->name);
     }
     r->state = RS_STATE_RUNNING;
-    if (rs_record_save(a->store, r, NULL, 0, err) < 0)
+    if (rs_record_save(a, r, NULL, 0, err) < 0)
         return err_prefix(err, "continuing %s", r->name);
     log_info("replica set %s: continued", r->name);
     *out = rs_state_answer(r);
@@ -244,7 +244,7 @@ static int rs_purge(app *a, rs_record *r, journal_op *op, gb_err *err)
     store_op ops[3] = {{.kind = STORE_OP_DELETE, .key = key},
                        {.kind = STORE_OP_DELETE_PREFIX, .key = prefix}};
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
-    int landed = op_close_txn(a, op, JOURNAL_DONE, NULL, &cmp, ops, 2, err);
+    int landed = op_close_txn(a, op, JOURNAL_DONE, NULL, r, &cmp, ops, 2, err);
     if (landed < 0)
         return -1;
     if (!landed)

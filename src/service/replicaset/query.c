@@ -47,11 +47,11 @@ static json_t *rs_gpu_limits(app *a, const rs_record *r, const json_t *inspect)
 
 static json_t *rs_summary(const rs_record *r, const char *status)
 {
-    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s}", "name", r->name,
+    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s}", "name", r->name,
                      "version", r->version, "state", rs_state_name(r->state), "status", status,
                      "containerName", r->container_name, "gpus", rs_record_gpus_json(r),
                      "gpuShares", rs_record_gpu_shares_json(r), "ports", rs_record_ports_json(r),
-                     "createTime", r->create_time, "updateTime", r->update_time);
+                     "createTime", r->create_time, "updateTime", r->update_time, "owner", r->owner);
 }
 
 /* Docker's status of every gpubox container, by container name. */
@@ -79,7 +79,8 @@ static int rs_list_one(void *ctx, rs_record *r, gb_err *err)
 {
     struct rs_list_ctx *l = ctx;
     (void)err;
-    if ((r->state == RS_STATE_DELETED && !l->include_deleted) || rs_record_is_tombstone(r))
+    if ((r->state == RS_STATE_DELETED && !l->include_deleted) || rs_record_is_tombstone(r) ||
+        !caller_sees(r->owner))
         return 0;
     const char *status = json_string_value(json_object_get(l->states, r->container_name));
     if (r->state == RS_STATE_DELETED)
@@ -117,7 +118,7 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     if (name_check_replicaset(name, err) < 0)
         return -1;
     _cleanup_(rs_record_free) rs_record r = {0};
-    int found = rs_record_load(a->store, name, &r, err);
+    int found = rs_record_load_visible(a->store, name, &r, err);
     if (found < 0)
         return err_prefix(err, "reading replica set '%s'", name);
     if (!found || rs_record_is_tombstone(&r))
@@ -143,6 +144,14 @@ int replicaset_history(app *a, const char *name, json_t **out, gb_err *err)
 {
     if (name_check_replicaset(name, err) < 0)
         return -1;
+    if (caller_is_user()) {
+        _cleanup_(rs_record_free) rs_record r = {0};
+        int found = rs_record_load_visible(a->store, name, &r, err);
+        if (found < 0)
+            return err_prefix(err, "reading the history of %s", name);
+        if (!found)
+            return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+    }
     char prefix[STORE_KEY_MAX];
     keys_replicaset_history_prefix(prefix, sizeof(prefix), name);
     _cleanup_(store_kvs_free) store_kvs kvs = {0};
@@ -175,7 +184,7 @@ int replicaset_resolve_name(app *a, const char *name_or_container, char *base, g
     if (name_split_versioned(name_or_container, base, &version) == 0) {
         /* "foo-N" names a container: only the current version's exists. */
         _cleanup_(rs_record_free) rs_record r = {0};
-        int found = rs_record_load(a->store, base, &r, err);
+        int found = rs_record_load_visible(a->store, base, &r, err);
         if (found < 0)
             return -1;
         if (found && r.version == version && r.state != RS_STATE_DELETED)

@@ -5,11 +5,13 @@
 #include "util/xalloc.h"
 #include "service/replicaset/record.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "service/keys.h"
 #include "service/store_json.h"
+#include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 
@@ -166,6 +168,8 @@ json_t *rs_record_to_json(const rs_record *r)
      * for sets that never used them. */
     if (j && r->operation[0])
         json_object_set_new(j, "operation", json_string(r->operation));
+    if (j && r->owner[0])
+        json_object_set_new(j, "owner", json_string(r->owner));
     if (j && (r->nlast_gpus || r->nlast_ports)) {
         json_object_set_new(j, "lastGpus", rs_gpu_list_json(r->last_gpus, r->nlast_gpus));
         json_object_set_new(j, "lastPorts", rs_port_list_json(r->last_ports, r->nlast_ports));
@@ -257,7 +261,8 @@ int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
         copy_field(j, "containerId", out->container_id, sizeof(out->container_id), err) < 0 ||
         copy_field(j, "createTime", out->create_time, sizeof(out->create_time), err) < 0 ||
         copy_field(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0 ||
-        copy_field(j, "operation", out->operation, sizeof(out->operation), err) < 0)
+        copy_field(j, "operation", out->operation, sizeof(out->operation), err) < 0 ||
+        copy_field(j, "owner", out->owner, sizeof(out->owner), err) < 0)
         goto fail;
     int s = rs_state_parse(state);
     if (s < 0 || version < 0 || version > 1000000000) {
@@ -376,9 +381,38 @@ void rs_record_free(rs_record *r)
     rs_record_forget_last(r);
 }
 
-int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra, gb_err *err)
+int rs_record_load_visible(store *s, const char *name, rs_record *out, gb_err *err)
+{
+    int found = rs_record_load(s, name, out, err);
+    if (found > 0 && !caller_sees(out->owner)) {
+        rs_record_free(out);
+        return 0;
+    }
+    return found;
+}
+
+void rs_record_hold(const rs_record *r, ledger_hold *h)
+{
+    *h = (ledger_hold){.exists = r->state != RS_STATE_DELETED && !rs_record_is_tombstone(r)};
+    snprintf(h->owner, sizeof(h->owner), "%s", r->owner);
+    snprintf(h->name, sizeof(h->name), "%s", r->name);
+    for (size_t i = 0; i < r->ngpus; i++) {
+        bool whole = r->grant.n != r->ngpus || r->grant.cards[i].mode == GPUS_MODE_WHOLE;
+        if (whole)
+            h->cards++;
+        else
+            h->share_mib += (int64_t)r->grant.cards[i].memory_mib;
+    }
+}
+
+int rs_record_save(app *a, rs_record *r, const store_op *extra, size_t nextra, gb_err *err)
 {
     store_record_stamp(r->create_time, r->update_time, sizeof(r->update_time));
     _cleanup_json_ json_t *j = rs_record_to_json(r);
-    return store_record_save(s, &rs_record_kind, r->name, j, &r->mod_revision, extra, nextra, err);
+    ledger_hold h, check;
+    rs_record_hold(r, &h);
+    if (r->quota_as)
+        rs_record_hold(r->quota_as, &check);
+    return store_record_save(a, &rs_record_kind, r->name, j, &r->mod_revision, extra, nextra, &h,
+                             r->quota_as ? &check : NULL, err);
 }

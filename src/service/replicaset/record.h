@@ -42,6 +42,8 @@
 #ifndef GPUBOX_SERVICE_REPLICASET_RECORD_H
 #define GPUBOX_SERVICE_REPLICASET_RECORD_H
 
+struct app;
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,6 +107,11 @@ typedef struct rs_record {
     rs_held_port *last_ports;
     size_t nlast_ports;
     int64_t mod_revision; /* of the store key when loaded; 0 for a new record */
+    char owner[NAME_MAX_LEN + 1]; /* the user that created it (docs/users.md); "" before users */
+    /* Not stored: what a save's quota check counts instead of what the
+     * record holds (a version change holds the old and the new cards at
+     * once for a moment; its quota is what the new version keeps). */
+    const struct rs_record *quota_as;
 } rs_record;
 
 const char *rs_state_name(enum rs_state s);
@@ -116,6 +123,9 @@ int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err);
 /* Load name's record: 1 found, 0 absent, -1 error (store_json.h: "reading
  * replica set <name> from the store: ..." when it cannot be read). */
 int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err);
+/* rs_record_load, except that a record the caller may not see
+ * (users/caller.h) is absent: 0, as for a name nobody holds. */
+int rs_record_load_visible(store *s, const char *name, rs_record *out, gb_err *err);
 /* Takes one record of a scan; r is freed after the call. 0 to go on, -1
  * with *err filled to stop. */
 typedef int (*rs_record_fn)(void *ctx, rs_record *r, gb_err *err);
@@ -159,8 +169,13 @@ json_t *rs_record_history_entry(const rs_record *r, const char *reason);
 
 /* Write r back if nobody changed it since it was loaded (compare-and-swap on
  * mod_revision; 0 = must not exist). extra ops (may be NULL/0) go in the
- * same transaction. ERR_CONFLICT when the record changed underneath. On
- * success r->mod_revision is the new revision. */
-int rs_record_save(store *s, rs_record *r, const store_op *extra, size_t nextra, gb_err *err);
+ * same transaction, and so does r's owner's ledger entry (users/users.h),
+ * so a quota the change would pass is ERR_QUOTA_EXCEEDED with nothing
+ * written. ERR_CONFLICT when the record changed underneath. On success
+ * r->mod_revision is the new revision. */
+int rs_record_save(struct app *a, rs_record *r, const store_op *extra, size_t nextra, gb_err *err);
+/* What r holds, as its owner's ledger counts it (users/users.h). */
+struct ledger_hold;
+void rs_record_hold(const rs_record *r, struct ledger_hold *h);
 
 #endif

@@ -46,7 +46,7 @@ static void rs_resume_named(app *a, const char *name, rs_record *r)
         log_warn("replica set %s: forgetting operation %s, which is %s", name, r->operation,
                  found ? journal_state_name(op.state) : "not in the journal");
         r->operation[0] = '\0';
-        if (rs_record_save(a->store, r, NULL, 0, &e) < 0)
+        if (rs_record_save(a, r, NULL, 0, &e) < 0)
             log_warn("replica set %s: %s", name, e.msg);
     }
     journal_op_free(&op);
@@ -59,7 +59,7 @@ int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err)
     if (name_check_replicaset(name, err) < 0 || rs_doubt_resolve(a, name, err) < 0)
         return -1;
     for (int attempt = 0;; attempt++) {
-        int found = rs_record_load(a->store, name, r, err);
+        int found = rs_record_load_visible(a->store, name, r, err);
         if (found < 0) {
             if (err && err->code == ERR_STORE_UNAVAILABLE)
                 err_prefix(err, "replica set '%s': nothing was changed", name);

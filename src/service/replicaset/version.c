@@ -365,7 +365,11 @@ static int rs_change_begin(rs_change *c, gb_err *err)
     rs_record_copy(&c->from, &c->cur);
     if (rs_alloc_union(&c->from, &c->to, c->swapped, &c->cur, err) < 0)
         return -1;
-    return op_begin(c->a, c->op, &c->cur, &c->from, NULL, 0, err);
+    /* The quota counts what `to` keeps, not the moment both are held. */
+    c->cur.quota_as = &c->to;
+    int rc = op_begin(c->a, c->op, &c->cur, &c->from, NULL, 0, err);
+    c->cur.quota_as = NULL;
+    return rc;
 }
 
 /* The old container must exist: its system disk is what a new version

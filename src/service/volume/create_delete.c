@@ -71,14 +71,14 @@ typedef struct vol_cd {
 static int vol_create_record(void *ctx, gb_err *err)
 {
     vol_cd *c = ctx;
-    return vol_record_save(c->a->store, c->r, NULL, 0, err);
+    return vol_record_save(c->a->store, c->a, c->r, NULL, 0, err);
 }
 
 /* recorded, back: the record goes. */
 static int vol_create_record_back(void *ctx, gb_err *err)
 {
     vol_cd *c = ctx;
-    if (vol_record_delete(c->a->store, c->r, err) < 0) {
+    if (vol_record_delete(c->a->store, c->a, c->r, err) < 0) {
         log_error("volume %s: removing the record of a failed create: %s; start-up will try again",
                   c->r->name, err->msg);
         return -1;
@@ -156,7 +156,7 @@ static int vol_make(app *a, vol_record *r, gb_err *err)
     _cleanup_json_ json_t *hist = vol_history_entry(r);
     _cleanup_free_ char *hist_text = json_dumps(hist, JSON_COMPACT);
     store_op hist_op = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
-    if (vol_record_save(a->store, r, &hist_op, 1, err) < 0) {
+    if (vol_record_save(a->store, a, r, &hist_op, 1, err) < 0) {
         op_steps_back(&vol_op_create, vol_op_create.nsteps, &c);
         return -1;
     }
@@ -174,12 +174,16 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
     int found = vol_record_load(a->store, name, &r, err);
     if (found < 0)
         return -1;
+    if (found && !caller_sees(r.owner))
+        return err_set(err, ERR_VOLUME_EXISTS, "volume '%s' already exists; pick another name",
+                       name);
     if (found)
         return err_set(err, ERR_VOLUME_EXISTS,
                        "volume '%s' already exists (%s, %s); pick another name or delete it first",
                        name, r.size_text, vol_state_name(r.state));
     const volume_env *env = &a->volumes->env;
     snprintf(r.name, sizeof(r.name), "%s", name);
+    snprintf(r.owner, sizeof(r.owner), "%s", caller_owner());
     r.state = VOL_STATE_CREATING;
     r.version = 1;
     r.size = size;
@@ -216,7 +220,7 @@ static int vol_delete_mark(void *ctx, gb_err *err)
     if (c->r->state != VOL_STATE_READY)
         return 0;
     c->r->state = VOL_STATE_DELETING;
-    if (vol_record_save(c->a->store, c->r, NULL, 0, err) < 0) {
+    if (vol_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0) {
         c->r->state = VOL_STATE_READY;
         return err_prefix(err, "deleting volume %s", c->r->name);
     }
@@ -230,7 +234,7 @@ static int vol_delete_mark_back(void *ctx, gb_err *err)
     if (c->r->state != VOL_STATE_DELETING)
         return 0;
     c->r->state = VOL_STATE_READY;
-    if (vol_record_save(c->a->store, c->r, NULL, 0, err) < 0)
+    if (vol_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0)
         log_error("volume %s: putting the record back to ready after a failed delete: %s",
                   c->r->name, err->msg);
     return 0;
@@ -281,7 +285,7 @@ static int vol_delete_run(app *a, vol_record *r, size_t from, gb_err *err)
         op_steps_back(&vol_op_delete, vol_op_delete.nsteps, &c);
         return vol_delete_code(err);
     }
-    if (vol_record_delete(a->store, r, err) < 0)
+    if (vol_record_delete(a->store, a, r, err) < 0)
         return err_prefix(err, "volume '%s': storage and data are gone, but its record stays",
                           r->name);
     vol_set_unavailable(a, r->name, NULL);

@@ -17,6 +17,7 @@
 #include "service/namelock.h"
 #include "service/volume/record.h"
 #include "service/volume/volumes.h"
+#include "service/users/users.h"
 #include "volume/volume.h"
 
 struct volumes_ctx {

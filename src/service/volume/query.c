@@ -21,6 +21,8 @@ static json_t *vol_summary(const vol_record *r)
                           r->backend, "enforced", r->enforced, "version", r->version, "state",
                           vol_state_name(r->state), "dockerVolume", r->docker_volume, "createTime",
                           r->create_time, "updateTime", r->update_time);
+    if (j)
+        json_object_set_new(j, "owner", json_string(r->owner));
     if (j && vol_record_fs(r))
         json_object_set_new(j, "filesystem", json_string(vol_record_fs(r)));
     if (j && r->resizing_to)
@@ -36,7 +38,8 @@ int volumes_list(app *a, json_t **out, gb_err *err)
         return -1;
     _cleanup_json_ json_t *list = json_array();
     for (size_t i = 0; list && i < n; i++)
-        json_array_append_new(list, vol_summary(&recs[i]));
+        if (caller_sees(recs[i].owner))
+            json_array_append_new(list, vol_summary(&recs[i]));
     vol_records_free(recs, n);
     if (!list || !(*out = json_pack("{s:O}", "volumes", list)))
         return err_set(err, ERR_INTERNAL, "out of memory");
@@ -77,6 +80,8 @@ int volumes_usage_all(app *a, json_t **out, gb_err *err)
         return -1;
     _cleanup_json_ json_t *list = json_array();
     for (size_t i = 0; list && i < n; i++) {
+        if (!caller_sees(recs[i].owner))
+            continue;
         json_t *u =
             json_pack("{s:s, s:s, s:s, s:I}", "name", recs[i].name, "backend", recs[i].backend,
                       "state", vol_state_name(recs[i].state), "size", (json_int_t)recs[i].size);

@@ -4,11 +4,13 @@
  */
 #include "service/volume/record.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "service/keys.h"
 #include "service/store_json.h"
+#include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 
@@ -41,6 +43,10 @@ json_t *vol_record_to_json(const vol_record *r)
         r->docker_mountpoint, "createTime", r->create_time, "updateTime", r->update_time);
     if (j && r->filesystem[0] &&
         json_object_set_new(j, "filesystem", json_string(r->filesystem)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    if (j && r->owner[0] && json_object_set_new(j, "owner", json_string(r->owner)) < 0) {
         json_decref(j);
         return NULL;
     }
@@ -122,6 +128,7 @@ int vol_record_from_json(const json_t *j, vol_record *out, gb_err *err)
                    err) < 0 ||
         copy_field(j, "createTime", out->create_time, sizeof(out->create_time), err) < 0 ||
         copy_field(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0 ||
+        copy_field(j, "owner", out->owner, sizeof(out->owner), err) < 0 ||
         vol_resizing_from_json(j, out, err) < 0)
         goto fail;
     int s = vol_state_parse(state);
@@ -159,14 +166,30 @@ void vol_record_free(vol_record *r)
     r->docker_options = NULL;
 }
 
-int vol_record_save(store *s, vol_record *r, const store_op *extra, size_t nextra, gb_err *err)
+void vol_record_hold(const vol_record *r, ledger_hold *h)
+{
+    /* What it holds is the larger of its size and a resize in flight. */
+    *h = (ledger_hold){.volume = true, .exists = true};
+    snprintf(h->owner, sizeof(h->owner), "%s", r->owner);
+    snprintf(h->name, sizeof(h->name), "%s", r->name);
+    h->volume_bytes = (int64_t)(r->resizing_to > r->size ? r->resizing_to : r->size);
+}
+
+int vol_record_save(store *s, app *a, vol_record *r, const store_op *extra, size_t nextra,
+                    gb_err *err)
 {
     store_record_stamp(r->create_time, r->update_time, sizeof(r->update_time));
     _cleanup_json_ json_t *j = vol_record_to_json(r);
-    return store_record_save(s, &vol_record_kind, r->name, j, &r->mod_revision, extra, nextra, err);
+    ledger_hold h;
+    vol_record_hold(r, &h);
+    if (!a)
+        return store_record_save_plain(s, &vol_record_kind, r->name, j, &r->mod_revision, extra,
+                                       nextra, err);
+    return store_record_save(a, &vol_record_kind, r->name, j, &r->mod_revision, extra, nextra, &h,
+                             NULL, err);
 }
 
-int vol_record_delete(store *s, const vol_record *r, gb_err *err)
+int vol_record_delete(store *s, app *a, const vol_record *r, gb_err *err)
 {
     char key[STORE_KEY_MAX], prefix[STORE_KEY_MAX];
     keys_volume(key, sizeof(key), r->name);
@@ -175,7 +198,12 @@ int vol_record_delete(store *s, const vol_record *r, gb_err *err)
                       {.kind = STORE_OP_DELETE_PREFIX, .key = prefix}};
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
     bool ok = false;
-    if (store_txn(s, &cmp, 1, ops, ARRAY_SIZE(ops), &ok, NULL, err) < 0)
+    ledger_hold gone;
+    vol_record_hold(r, &gone);
+    gone.exists = false;
+    int rc = a ? ledger_txn(a, &gone, NULL, &cmp, 1, ops, ARRAY_SIZE(ops), &ok, NULL, err)
+               : store_txn(s, &cmp, 1, ops, ARRAY_SIZE(ops), &ok, NULL, err);
+    if (rc < 0)
         return err_prefix(err, "deleting the record of volume %s", r->name);
     if (!ok)
         return err_set(err, ERR_CONFLICT, "volume %s changed meanwhile; try again", r->name);

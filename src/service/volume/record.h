@@ -30,6 +30,8 @@
 #ifndef GPUBOX_SERVICE_VOLUME_RECORD_H
 #define GPUBOX_SERVICE_VOLUME_RECORD_H
 
+struct app;
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -65,6 +67,7 @@ typedef struct vol_record {
     char create_time[RS_TIME_MAX];
     char update_time[RS_TIME_MAX];
     int64_t mod_revision; /* of the store key when loaded; 0 for a new record */
+    char owner[NAME_MAX_LEN + 1]; /* the user that created it (docs/users.md); "" before users */
 } vol_record;
 
 const char *vol_state_name(enum vol_state s);
@@ -80,9 +83,14 @@ void vol_record_free(vol_record *r);
  * on mod_revision; 0 = must not exist), with extra ops (may be NULL/0) in
  * the same transaction. ERR_CONFLICT when the record changed underneath.
  * On success r->mod_revision is the new revision. */
-int vol_record_save(store *s, vol_record *r, const store_op *extra, size_t nextra, gb_err *err);
+/* a (NULL in tests: no ledger) also gets r's owner's ledger entry written in
+ * the same transaction, its quota checked (users/users.h). */
+int vol_record_save(store *s, struct app *a, vol_record *r, const store_op *extra, size_t nextra,
+                    gb_err *err);
+struct ledger_hold;
+void vol_record_hold(const vol_record *r, struct ledger_hold *h);
 /* Delete the record and its whole history, if r is still what was loaded. */
-int vol_record_delete(store *s, const vol_record *r, gb_err *err);
+int vol_record_delete(store *s, struct app *a, const vol_record *r, gb_err *err);
 
 /* The filesystem to show for r: its own, "ext4" for a loop volume made
  * before the record kept one, NULL for backends without a filesystem. */

@@ -53,7 +53,7 @@ int vol_commit_resize(app *a, vol_record *r, uint64_t new_size, gb_err *err)
     _cleanup_json_ json_t *hist = vol_history_entry(r);
     _cleanup_free_ char *hist_text = json_dumps(hist, JSON_COMPACT);
     store_op hist_op = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
-    return vol_record_save(a->store, r, &hist_op, 1, err);
+    return vol_record_save(a->store, a, r, &hist_op, 1, err);
 }
 
 /* The layer's in-use refusal of step 4 (a shrink, or a grow where the
@@ -125,7 +125,7 @@ static int vol_resize_mark(void *ctx, gb_err *err)
     vol_rz *c = ctx;
     c->r->resizing_to = c->new_size;
     size_format(c->new_size, c->r->resizing_text, sizeof(c->r->resizing_text));
-    if (vol_record_save(c->a->store, c->r, NULL, 0, err) < 0)
+    if (vol_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0)
         return -1;
     c->marked = true;
     return 0;
@@ -137,7 +137,7 @@ static int vol_resize_mark_back(void *ctx, gb_err *err)
     vol_rz *c = ctx;
     c->r->resizing_to = 0;
     c->r->resizing_text[0] = '\0';
-    if (vol_record_save(c->a->store, c->r, NULL, 0, err) < 0)
+    if (vol_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0)
         log_error("volume %s: clearing the resize mark after a failed resize: %s", c->r->name,
                   err->msg);
     return 0;

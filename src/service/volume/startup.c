@@ -79,7 +79,7 @@ static void vol_finish_resize(app *a, vol_record *r)
     r->resizing_to = 0;
     r->resizing_text[0] = '\0';
     err_clear(&e);
-    if (vol_record_save(a->store, r, NULL, 0, &e) < 0)
+    if (vol_record_save(a->store, a, r, NULL, 0, &e) < 0)
         log_error("volume %s: clearing the resize mark: %s", r->name, e.msg);
 }
 
@@ -94,7 +94,8 @@ static int vol_ensure_docker(app *a, vol_record *r, gb_err *err)
     if (created)
         log_warn("volume %s: Docker volume %s was missing (removed by hand?); made it again",
                  r->name, r->docker_volume);
-    if (strcmp(before, r->docker_mountpoint) != 0 && vol_record_save(a->store, r, NULL, 0, err) < 0)
+    if (strcmp(before, r->docker_mountpoint) != 0 &&
+        vol_record_save(a->store, a, r, NULL, 0, err) < 0)
         return -1;
     return 0;
 }

@@ -21,7 +21,7 @@ int vol_load_existing(app *a, const char *name, vol_record *r, gb_err *err)
     int found = vol_record_load(a->store, name, r, err);
     if (found < 0)
         return -1;
-    if (!found)
+    if (!found || !caller_sees(r->owner))
         return err_set(err, ERR_NOT_FOUND, "no volume named '%s'", name);
     return 0;
 }
@@ -284,7 +284,7 @@ int volumes_bind_source(app *a, const char *name, char **docker_name, gb_err *er
     int found = vol_record_load(a->store, name, &r, err);
     if (found < 0)
         return -1;
-    if (!found)
+    if (!found || !caller_sees(r.owner))
         return err_set(err, ERR_INVALID_PARAMS,
                        "bind source '%s' is not a gpubox volume; create it with POST "
                        "/api/v1/volumes, or give an absolute host path",

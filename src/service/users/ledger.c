@@ -1,0 +1,306 @@
+/*
+ * ledger.c - what each owner holds, rewritten in the same transaction as
+ * the record that changed it (users.h), so that a quota holds across every
+ * node of a fleet, and the intervals cards were held, for accounting.
+ *
+ * One key per owner, ledger/<owner>:
+ *   {"sets":    {"<name>": {"node", "cards", "shareMiB", "since"}},
+ *    "volumes": {"<name>": {"node", "bytes"}}}
+ * `since` (Unix ms) is when the set's current holding began. When it
+ * changes or the set goes, {set, node, from, to, cards, shareMiB} is
+ * written to acct/<owner>/<to>-<set> in the same transaction. Every write
+ * compares the ledger's mod_revision with the one read: two nodes creating
+ * for one owner at once cannot both count on the same room; the loser
+ * reads again and checks again.
+ */
+#include "util/xalloc.h"
+#include "service/users/users_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "service/keys.h"
+#include "service/store_json.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define LEDGER_ATTEMPTS 200
+
+int64_t ledger_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *node_of(const app *a)
+{
+    return a->cfg.node ? a->cfg.node : "";
+}
+
+int ledger_read(app *a, const char *owner, json_t **out, int64_t *rev, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    users_shared_key(a, key, sizeof(key), "%s%s", KEYS_ACCOUNTS_LEDGER, owner);
+    *out = NULL;
+    *rev = 0;
+    int found = store_get_json(a->store, key, "a ledger", out, rev, err);
+    if (found < 0)
+        return -1;
+    if (!found || !json_is_object(*out)) {
+        json_decref(*out);
+        *out = json_object();
+        if (!found)
+            *rev = 0;
+    }
+    return 0;
+}
+
+static int64_t field(const json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+void ledger_sum(const json_t *ledger, ledger_usage *u)
+{
+    *u = (ledger_usage){0};
+    const char *k;
+    json_t *e;
+    json_object_foreach(json_object_get(ledger, "sets"), k, e)
+    {
+        u->cards += field(e, "cards");
+        u->share_mib += field(e, "shareMiB");
+        u->instances++;
+    }
+    json_object_foreach(json_object_get(ledger, "volumes"), k, e) u->volume_bytes +=
+        field(e, "bytes");
+}
+
+json_t *ledger_usage_to_json(const ledger_usage *u)
+{
+    return json_pack("{s:I, s:I, s:I, s:I}", "cards", (json_int_t)u->cards, "shareMiB",
+                     (json_int_t)u->share_mib, "instances", (json_int_t)u->instances, "volumeBytes",
+                     (json_int_t)u->volume_bytes);
+}
+
+int ledger_usage_of(app *a, const char *owner, ledger_usage *u, gb_err *err)
+{
+    _cleanup_json_ json_t *lj = NULL;
+    int64_t rev = 0;
+    if (ledger_read(a, owner, &lj, &rev, err) < 0)
+        return -1;
+    ledger_sum(lj, u);
+    return 0;
+}
+
+/* Does the entry e say what h says? */
+static bool entry_same(const app *a, const json_t *e, const ledger_hold *h)
+{
+    if (!e || !h->exists)
+        return !e && !h->exists;
+    const char *node = json_string_value(json_object_get(e, "node"));
+    if (!node || strcmp(node, node_of(a)) != 0)
+        return false;
+    if (h->volume)
+        return field(e, "bytes") == h->volume_bytes;
+    return field(e, "cards") == h->cards && field(e, "shareMiB") == h->share_mib;
+}
+
+/* One quota dimension: refuse when it grows past the limit. */
+static int quota_dim(const char *owner, const char *what, int64_t limit, int64_t total, int64_t old,
+                     int64_t want, gb_err *err)
+{
+    if (limit == QUOTA_UNLIMITED || want <= old || total - old + want <= limit)
+        return 0;
+    return err_set(err, ERR_QUOTA_EXCEEDED,
+                   "quota exceeded: user %s may hold %lld %s; holds %lld, this asks %lld more",
+                   owner, (long long)limit, what, (long long)total, (long long)(want - old));
+}
+
+/* Would want, in place of the entry old, pass owner's quota? */
+static int quota_check(app *a, const json_t *ledger, const json_t *old, const ledger_hold *want,
+                       gb_err *err)
+{
+    user_info ui;
+    if (!users_find(a->users, want->owner, &ui) || ui.role != USER_ROLE_USER)
+        return 0;
+    ledger_usage all;
+    ledger_sum(ledger, &all);
+    const user_quota *q = &ui.quota;
+    if (want->volume)
+        return quota_dim(want->owner, "bytes of volumes", q->volume_bytes, all.volume_bytes,
+                         old ? field(old, "bytes") : 0, want->volume_bytes, err);
+    if (quota_dim(want->owner, "instances", q->instances, all.instances, old ? 1 : 0, 1, err) < 0 ||
+        quota_dim(want->owner, "whole cards", q->cards, all.cards, old ? field(old, "cards") : 0,
+                  want->cards, err) < 0 ||
+        quota_dim(want->owner, "MiB of GPU shares", q->share_mib, all.share_mib,
+                  old ? field(old, "shareMiB") : 0, want->share_mib, err) < 0)
+        return -1;
+    return 0;
+}
+
+int ledger_precheck(app *a, const ledger_hold *h, gb_err *err)
+{
+    if (!h->owner[0])
+        return 0;
+    _cleanup_json_ json_t *lj = NULL;
+    int64_t rev = 0;
+    if (ledger_read(a, h->owner, &lj, &rev, err) < 0)
+        return -1;
+    const json_t *old =
+        json_object_get(json_object_get(lj, h->volume ? "volumes" : "sets"), h->name);
+    return quota_check(a, lj, old, h, err);
+}
+
+/* The ledger after h, and the interval h's change closes (NULL: none). */
+static json_t *ledger_next(app *a, const json_t *lj, const json_t *old, const ledger_hold *h,
+                           int64_t now, json_t **closed)
+{
+    json_t *next = json_deep_copy(lj);
+    const char *section = h->volume ? "volumes" : "sets";
+    json_t *sec = json_object_get(next, section);
+    if (!sec) {
+        sec = json_object();
+        json_object_set_new(next, section, sec);
+    }
+    *closed = NULL;
+    bool held = old && !h->volume && (field(old, "cards") > 0 || field(old, "shareMiB") > 0);
+    bool same_hold = old && h->exists && !h->volume && field(old, "cards") == h->cards &&
+                     field(old, "shareMiB") == h->share_mib;
+    if (held && !same_hold)
+        *closed = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "set", h->name, "node",
+                            json_string_value(json_object_get(old, "node")) ?: "", "from",
+                            (json_int_t)field(old, "since"), "to", (json_int_t)now, "cards",
+                            (json_int_t)field(old, "cards"), "shareMiB",
+                            (json_int_t)field(old, "shareMiB"));
+    if (!h->exists) {
+        json_object_del(sec, h->name);
+    } else if (h->volume) {
+        json_object_set_new(
+            sec, h->name,
+            json_pack("{s:s, s:I}", "node", node_of(a), "bytes", (json_int_t)h->volume_bytes));
+    } else {
+        int64_t since = same_hold ? field(old, "since") : now;
+        json_object_set_new(sec, h->name,
+                            json_pack("{s:s, s:I, s:I, s:I}", "node", node_of(a), "cards",
+                                      (json_int_t)h->cards, "shareMiB", (json_int_t)h->share_mib,
+                                      "since", (json_int_t)since));
+    }
+    return next;
+}
+
+int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const store_cmp *cmps,
+               size_t ncmps, const store_op *ops, size_t nops, bool *landed, int64_t *revision,
+               gb_err *err)
+{
+    if (!h || !h->owner[0] || !a->users)
+        return store_txn(a->store, cmps, ncmps, ops, nops, landed, revision, err);
+    char lkey[STORE_KEY_MAX], akey[STORE_KEY_MAX];
+    users_shared_key(a, lkey, sizeof(lkey), "%s%s", KEYS_ACCOUNTS_LEDGER, h->owner);
+    for (int attempt = 0; attempt < LEDGER_ATTEMPTS; attempt++) {
+        _cleanup_json_ json_t *lj = NULL;
+        int64_t lrev = 0;
+        if (ledger_read(a, h->owner, &lj, &lrev, err) < 0)
+            return -1;
+        const json_t *old =
+            json_object_get(json_object_get(lj, h->volume ? "volumes" : "sets"), h->name);
+        if (entry_same(a, old, h))
+            return store_txn(a->store, cmps, ncmps, ops, nops, landed, revision, err);
+        if (h->exists && !h->unchecked && quota_check(a, lj, old, check ? check : h, err) < 0)
+            return -1;
+        int64_t now = ledger_now_ms();
+        _cleanup_json_ json_t *closed = NULL;
+        _cleanup_json_ json_t *next = ledger_next(a, lj, old, h, now, &closed);
+        _cleanup_free_ char *ltext = json_dumps(next, JSON_COMPACT | JSON_SORT_KEYS);
+        _cleanup_free_ char *atext = closed ? json_dumps(closed, JSON_COMPACT) : NULL;
+        _cleanup_free_ store_cmp *c2 = xcalloc(ncmps + 1, sizeof(*c2));
+        _cleanup_free_ store_op *o2 = xcalloc(nops + 2, sizeof(*o2));
+        memcpy(c2, cmps, ncmps * sizeof(*c2));
+        memcpy(o2, ops, nops * sizeof(*o2));
+        c2[ncmps] = (store_cmp){.kind = STORE_CMP_MOD_REVISION, .key = lkey, .mod_revision = lrev};
+        size_t n = nops;
+        o2[n++] = (store_op){.kind = STORE_OP_PUT, .key = lkey, .value = ltext};
+        if (atext) {
+            users_shared_key(a, akey, sizeof(akey), "%s%s/%013lld-%s", KEYS_ACCOUNTS_ACCT, h->owner,
+                             (long long)now, h->name);
+            o2[n++] = (store_op){.kind = STORE_OP_PUT, .key = akey, .value = atext};
+        }
+        if (store_txn(a->store, c2, ncmps + 1, o2, n, landed, revision, err) < 0)
+            return -1;
+        if (*landed)
+            return 0;
+        _cleanup_json_ json_t *again = NULL;
+        int64_t rev2 = 0;
+        if (ledger_read(a, h->owner, &again, &rev2, err) < 0)
+            return -1;
+        if (rev2 == lrev)
+            return 0; /* the caller's comparisons failed */
+        struct timespec pause = {0, (long)(rand() % 3 + 1) * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    return err_set(err, ERR_CONFLICT, "the ledger of %s kept changing under %d attempts; try again",
+                   h->owner, LEDGER_ATTEMPTS);
+}
+
+/* Is there a hold for section/name among holds? */
+static bool held_by(const ledger_hold *holds, size_t n, const char *owner, bool volume,
+                    const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (holds[i].volume == volume && strcmp(holds[i].name, name) == 0 &&
+            strcmp(holds[i].owner, owner) == 0)
+            return true;
+    return false;
+}
+
+/* Remove from owner's ledger this node's entries that no hold names. */
+static int sync_stale(app *a, const char *owner, const json_t *lj, const ledger_hold *holds,
+                      size_t n, gb_err *err)
+{
+    for (int v = 0; v < 2; v++) {
+        const char *k;
+        json_t *e;
+        json_object_foreach(json_object_get(lj, v ? "volumes" : "sets"), k, e)
+        {
+            const char *node = json_string_value(json_object_get(e, "node"));
+            if (!node || strcmp(node, node_of(a)) != 0 || held_by(holds, n, owner, v, k))
+                continue;
+            ledger_hold gone = {.volume = v, .exists = false};
+            snprintf(gone.owner, sizeof(gone.owner), "%s", owner);
+            snprintf(gone.name, sizeof(gone.name), "%s", k);
+            bool ok = false;
+            if (ledger_txn(a, &gone, NULL, NULL, 0, NULL, 0, &ok, NULL, err) < 0)
+                return -1;
+            log_info("ledger: %s's %s %s is no longer on this node; its entry is gone", owner,
+                     v ? "volume" : "replica set", k);
+        }
+    }
+    return 0;
+}
+
+int ledger_sync(app *a, const ledger_hold *holds, size_t n, gb_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        ledger_hold h = holds[i];
+        h.unchecked = true;
+        bool ok = false;
+        if (ledger_txn(a, &h, NULL, NULL, 0, NULL, 0, &ok, NULL, err) < 0)
+            return err_prefix(err, "writing down what %s holds", h.name);
+    }
+    char prefix[STORE_KEY_MAX];
+    users_shared_key(a, prefix, sizeof(prefix), "%s", KEYS_ACCOUNTS_LEDGER);
+    store_kvs kvs = {0};
+    if (store_range(a->store, prefix, &kvs, err) < 0)
+        return err_prefix(err, "reading the ledgers");
+    int rc = 0;
+    for (size_t i = 0; i < kvs.n && rc == 0; i++) {
+        const char *owner = strrchr(kvs.items[i].key, '/');
+        _cleanup_json_ json_t *lj = json_loads(kvs.items[i].value, 0, NULL);
+        if (owner && lj)
+            rc = sync_stale(a, owner + 1, lj, holds, n, err);
+    }
+    store_kvs_free(&kvs);
+    return rc;
+}

@@ -1,0 +1,152 @@
+/*
+ * usage.c - accounting (users.h): card-seconds and MiB-seconds per user and
+ * per set, from the closed intervals in acct/ and the open ones in the
+ * ledgers, cut to the window asked for.
+ */
+#include "util/xalloc.h"
+#include "service/users/users_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "service/keys.h"
+#include "util/cleanup.h"
+#include "util/time.h"
+
+/* Add cards and shareMiB held over [f, t] (ms), cut to [from, to], to the
+ * user's entry for set on node in users (an object by user name). */
+static void usage_add(json_t *users, const char *user, const char *set, const char *node, int64_t f,
+                      int64_t t, int64_t cards, int64_t share, int64_t from, int64_t to)
+{
+    int64_t lo = f > from ? f : from, hi = t < to ? t : to;
+    json_t *u = json_object_get(users, user);
+    if (!u) {
+        u = json_pack("{s:s, s:f, s:f, s:o}", "user", user, "cardSeconds", 0.0, "shareMiBSeconds",
+                      0.0, "sets", json_object());
+        json_object_set_new(users, user, u);
+    }
+    if (hi <= lo || !set)
+        return;
+    double secs = (double)(hi - lo) / 1000.0;
+    char id[160];
+    snprintf(id, sizeof(id), "%s@%s", set, node);
+    json_t *sets = json_object_get(u, "sets");
+    json_t *s = json_object_get(sets, id);
+    if (!s) {
+        s = json_pack("{s:s, s:s, s:f, s:f}", "name", set, "node", node, "cardSeconds", 0.0,
+                      "shareMiBSeconds", 0.0);
+        json_object_set_new(sets, id, s);
+    }
+    const char *fields[] = {"cardSeconds", "shareMiBSeconds"};
+    int64_t amounts[] = {cards, share};
+    for (int i = 0; i < 2; i++) {
+        double add = secs * (double)amounts[i];
+        json_real_set(json_object_get(s, fields[i]),
+                      json_real_value(json_object_get(s, fields[i])) + add);
+        json_real_set(json_object_get(u, fields[i]),
+                      json_real_value(json_object_get(u, fields[i])) + add);
+    }
+}
+
+static const char *str(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static int64_t num(const json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+/* The owner part of a key under prefix: "<owner>" or "<owner>/...". */
+static void key_owner(const char *key, size_t plen, char *owner, size_t size)
+{
+    const char *o = key + plen, *slash = strchr(o, '/');
+    size_t n = slash ? (size_t)(slash - o) : strlen(o);
+    snprintf(owner, size, "%.*s", (int)n, o);
+}
+
+/* Closed intervals (acct/) and open ones (ledger/) of user (NULL: all). */
+static int usage_collect(app *a, const char *user, const char *set, int64_t from, int64_t to,
+                         int64_t now, json_t *users, gb_err *err)
+{
+    for (int open = 0; open < 2; open++) {
+        char prefix[STORE_KEY_MAX], base[STORE_KEY_MAX];
+        const char *root = open ? KEYS_ACCOUNTS_LEDGER : KEYS_ACCOUNTS_ACCT;
+        users_shared_key(a, base, sizeof(base), "%s", root);
+        users_shared_key(a, prefix, sizeof(prefix), "%s%s%s", root, user ? user : "",
+                         user && !open ? "/" : "");
+        store_kvs kvs = {0};
+        if (store_range(a->store, prefix, &kvs, err) < 0)
+            return err_prefix(err, "reading the accounting");
+        for (size_t i = 0; i < kvs.n; i++) {
+            char owner[USER_NAME_MAX + 1];
+            key_owner(kvs.items[i].key, strlen(base), owner, sizeof(owner));
+            if (user && strcmp(owner, user) != 0)
+                continue;
+            _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
+            if (!j)
+                continue;
+            if (!open) {
+                if (!set || strcmp(str(j, "set"), set) == 0)
+                    usage_add(users, owner, str(j, "set"), str(j, "node"), num(j, "from"),
+                              num(j, "to"), num(j, "cards"), num(j, "shareMiB"), from, to);
+                continue;
+            }
+            const char *k;
+            json_t *e;
+            usage_add(users, owner, NULL, "", 0, 0, 0, 0, from, to);
+            json_object_foreach(json_object_get(j, "sets"), k, e)
+            {
+                if ((!set || strcmp(k, set) == 0) && (num(e, "cards") || num(e, "shareMiB")))
+                    usage_add(users, owner, k, str(e, "node"), num(e, "since"), now,
+                              num(e, "cards"), num(e, "shareMiB"), from, to);
+            }
+        }
+        store_kvs_free(&kvs);
+    }
+    return 0;
+}
+
+/* users (by name) as the answer's sorted array, each with its sets as one. */
+static json_t *usage_list(json_t *users)
+{
+    json_t *list = json_array();
+    const char *k;
+    json_t *u;
+    json_object_foreach(users, k, u)
+    {
+        json_t *sets = json_array();
+        const char *sk;
+        json_t *s;
+        json_object_foreach(json_object_get(u, "sets"), sk, s) json_array_append(sets, s);
+        json_object_set_new(u, "sets", sets);
+        json_array_append(list, u);
+    }
+    return list;
+}
+
+int users_api_usage(app *a, const char *user, const char *set, int64_t from_ms, int64_t to_ms,
+                    json_t **out, gb_err *err)
+{
+    const caller *c = caller_current();
+    if (caller_is_user()) {
+        if (user && strcmp(user, c->name) != 0)
+            return err_set(err, ERR_USER_NOT_FOUND, "no user named '%.63s'", user);
+        user = c->name;
+    }
+    int64_t now = ledger_now_ms();
+    if (!to_ms || to_ms > now)
+        to_ms = now;
+    if (from_ms > to_ms)
+        return err_set(err, ERR_INVALID_PARAMS, "from must not be after to");
+    _cleanup_json_ json_t *users = json_object();
+    if (usage_collect(a, user, set, from_ms, to_ms, now, users, err) < 0)
+        return -1;
+    char f[32], t[32];
+    time_iso_format((time_t)(from_ms / 1000), f, sizeof(f));
+    time_iso_format((time_t)(to_ms / 1000), t, sizeof(t));
+    *out = json_pack("{s:s, s:s, s:o}", "from", f, "to", t, "users", usage_list(users));
+    return 0;
+}

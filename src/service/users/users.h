@@ -1,0 +1,147 @@
+/*
+ * users.h - users, their quotas, the ledger of what each holds, and the
+ * accounting of what each used (docs/users.md).
+ *
+ * Where things live (keys.h, KEYS_ACCOUNTS_*), all in the fleet's shared
+ * part of the store (users_shared_key: a fleet node reaches it through its
+ * own handle with "../../", store.h), so that every node sees one table:
+ *   users/<name>        {name, role, source, tokenHash, quota, createTime,
+ *                        tokenTime}: an API user, or the quota of a user
+ *                        of the token file (source "file", no tokenHash)
+ *   quota-defaults      the quota new users get
+ *   ledger/<owner>      what the owner holds now, set by set and volume by
+ *                       volume (ledger.c), rewritten in the same
+ *                       transaction as every record change
+ *   acct/<owner>/<to>-<set>  one closed interval of holding cards
+ *
+ * The directory: every node keeps the users in memory (tokens only as
+ * SHA-256 digests) and reads them again every USERS_REFRESH_MS, and at
+ * once after a change it made itself; a revoked token stops working on
+ * every node within that time.
+ */
+#ifndef GPUBOX_SERVICE_USERS_USERS_H
+#define GPUBOX_SERVICE_USERS_USERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "service/app.h"
+#include "service/users/caller.h"
+#include "store/store.h"
+#include "util/err.h"
+#include "util/token.h"
+
+#define USERS_REFRESH_MS 1000
+#define QUOTA_UNLIMITED (-1)
+
+/* A quota; QUOTA_UNLIMITED in a field lifts it. */
+typedef struct user_quota {
+    int64_t cards;        /* whole cards held at once */
+    int64_t share_mib;    /* share memory held at once, summed over cards */
+    int64_t instances;    /* replica sets that exist */
+    int64_t volume_bytes; /* volume sizes, summed */
+} user_quota;
+
+typedef struct user_info {
+    char name[USER_NAME_MAX + 1];
+    enum user_role role;
+    bool from_file; /* the token file's: role and token are the file's */
+    bool has_token; /* an API user with a live token */
+    char digest[TOKEN_DIGEST_HEX];
+    user_quota quota;
+    char create_time[32];
+    char token_time[32];
+} user_info;
+
+typedef struct users users;
+
+/* Read the users and start the refresh thread (a->users). */
+int users_open(app *a, gb_err *err);
+void users_close(users *u);
+/* Read the store's users again now. */
+int users_refresh(users *u, gb_err *err);
+
+/* The role of an API user's token (http/auth.h's directory); the name is
+ * copied into name. USER_ROLE_NONE when no live token matches. */
+enum user_role users_token_role(users *u, const char *token, size_t len, char *name,
+                                size_t name_size);
+/* name's entry (a copy): 1 found, 0 not a user. */
+int users_find(users *u, const char *name, user_info *out);
+/* The first admin of the token file, or NULL. */
+const char *users_first_file_admin(users *u);
+
+/* The key of a shared entry: the shared part's prefix ("" on a single
+ * server, "../../" on a fleet node) and the suffix; in buf. */
+char *users_shared_key(const app *a, char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- quota values -------------------------------------------------------- */
+
+void user_quota_unlimited(user_quota *q);
+json_t *user_quota_to_json(const user_quota *q);
+/* The fields of j into q (fields absent stay as they are; null lifts one).
+ * ERR_INVALID_PARAMS / ERR_WRONG_TYPE naming the field. */
+int user_quota_from_json(const json_t *j, user_quota *q, gb_err *err);
+
+/* ---- the API (docs/users.md); callers are admins unless said ----------- */
+
+int users_api_create(app *a, const json_t *body, json_t **out, gb_err *err);
+int users_api_list(app *a, json_t **out, gb_err *err);
+int users_api_get(app *a, const char *name, json_t **out, gb_err *err);
+int users_api_patch(app *a, const char *name, const json_t *body, json_t **out, gb_err *err);
+int users_api_delete(app *a, const char *name, json_t **out, gb_err *err);
+int users_api_token_rotate(app *a, const char *name, json_t **out, gb_err *err);
+int users_api_token_revoke(app *a, const char *name, json_t **out, gb_err *err);
+int users_api_defaults_get(app *a, json_t **out, gb_err *err);
+int users_api_defaults_put(app *a, const json_t *body, json_t **out, gb_err *err);
+/* Any caller: who they are, their quota and what they hold. */
+int users_api_whoami(app *a, json_t **out, gb_err *err);
+/* Any caller (a user: only themself): accounting between from and to
+ * (Unix ms; to 0 = now), for user and set (NULL = all). */
+int users_api_usage(app *a, const char *user, const char *set, int64_t from_ms, int64_t to_ms,
+                    json_t **out, gb_err *err);
+
+/* ---- the ledger (ledger.c) ---------------------------------------------- */
+
+/* What one replica set or volume holds, as its owner's ledger counts it. */
+typedef struct ledger_hold {
+    char owner[USER_NAME_MAX + 1];
+    char name[NAME_MAX_LEN + 1];
+    bool volume;          /* a volume's entry, else a replica set's */
+    bool exists;          /* false: the entry goes (deleted) */
+    int64_t cards;        /* whole cards */
+    int64_t share_mib;    /* shares' memory summed over cards */
+    int64_t volume_bytes; /* a volume's size */
+    bool unchecked;       /* no quota check (start-up's sync: it only writes down what is) */
+} ledger_hold;
+
+/* The transaction cmps/ops on the store, with h's owner's ledger entry for
+ * h->name set to h in the same transaction, the interval it held cards
+ * closed into acct/ when the holding changed, and the owner's quota
+ * checked when the entry grows: against check (NULL: h itself), for a
+ * change whose record holds more for a moment than it will keep (the old
+ * and the new version's cards during a patch). A quota passed is
+ * ERR_QUOTA_EXCEEDED and nothing written. *landed as store_txn's: false
+ * when cmps failed (the ledger's own compare is retried, not reported). */
+int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const store_cmp *cmps,
+               size_t ncmps, const store_op *ops, size_t nops, bool *landed, int64_t *revision,
+               gb_err *err);
+
+/* What owner holds now over the fleet; 0, or -1 when the store fails. */
+typedef struct ledger_usage {
+    int64_t cards, share_mib, instances, volume_bytes;
+} ledger_usage;
+int ledger_usage_of(app *a, const char *owner, ledger_usage *u, gb_err *err);
+/* A quick check before any work: would h pass owner's quota now? The
+ * authoritative check is ledger_txn's. */
+int ledger_precheck(app *a, const ledger_hold *h, gb_err *err);
+
+/* Make this node's entries in every ledger agree with holds, what its
+ * records hold (start-up: records from before users, and anything a store
+ * outage left behind). */
+int ledger_sync(app *a, const ledger_hold *holds, size_t n, gb_err *err);
+
+#endif
