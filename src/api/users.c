@@ -64,23 +64,24 @@ void api_caller_enter(const http_request *req)
     caller_enter(&c);
 }
 
-static int answer(http_response *resp, int rc, json_t *data, gb_err *err)
+/* Answer with *data once rc (the service's result) says it is there. */
+static int answer(http_response *resp, int rc, json_t **data, gb_err *err)
 {
     if (rc < 0)
         return -1;
-    return http_response_data(resp, data, err);
+    return http_response_data(resp, *data, err);
 }
 
 int api_whoami(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
-    return answer(resp, users_api_whoami(req->ctx, &data, err), data, err);
+    return answer(resp, users_api_whoami(req->ctx, &data, err), &data, err);
 }
 
 int api_users_list(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
-    return answer(resp, users_api_list(req->ctx, &data, err), data, err);
+    return answer(resp, users_api_list(req->ctx, &data, err), &data, err);
 }
 
 int api_users_create(http_request *req, http_response *resp, gb_err *err)
@@ -89,14 +90,14 @@ int api_users_create(http_request *req, http_response *resp, gb_err *err)
     json_t *body = NULL, *data = NULL;
     if (api_body(req, allowed, true, &body, err) < 0)
         return -1;
-    return answer(resp, users_api_create(req->ctx, body, &data, err), data, err);
+    return answer(resp, users_api_create(req->ctx, body, &data, err), &data, err);
 }
 
 int api_user_get(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
     const char *name = http_request_param(req, "name");
-    return answer(resp, users_api_get(req->ctx, name, &data, err), data, err);
+    return answer(resp, users_api_get(req->ctx, name, &data, err), &data, err);
 }
 
 int api_user_patch(http_request *req, http_response *resp, gb_err *err)
@@ -106,34 +107,34 @@ int api_user_patch(http_request *req, http_response *resp, gb_err *err)
     const char *name = http_request_param(req, "name");
     if (api_body(req, allowed, true, &body, err) < 0)
         return -1;
-    return answer(resp, users_api_patch(req->ctx, name, body, &data, err), data, err);
+    return answer(resp, users_api_patch(req->ctx, name, body, &data, err), &data, err);
 }
 
 int api_user_delete(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
     const char *name = http_request_param(req, "name");
-    return answer(resp, users_api_delete(req->ctx, name, &data, err), data, err);
+    return answer(resp, users_api_delete(req->ctx, name, &data, err), &data, err);
 }
 
 int api_user_token_rotate(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
     const char *name = http_request_param(req, "name");
-    return answer(resp, users_api_token_rotate(req->ctx, name, &data, err), data, err);
+    return answer(resp, users_api_token_rotate(req->ctx, name, &data, err), &data, err);
 }
 
 int api_user_token_revoke(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
     const char *name = http_request_param(req, "name");
-    return answer(resp, users_api_token_revoke(req->ctx, name, &data, err), data, err);
+    return answer(resp, users_api_token_revoke(req->ctx, name, &data, err), &data, err);
 }
 
 int api_quota_defaults_get(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
-    return answer(resp, users_api_defaults_get(req->ctx, &data, err), data, err);
+    return answer(resp, users_api_defaults_get(req->ctx, &data, err), &data, err);
 }
 
 int api_quota_defaults_put(http_request *req, http_response *resp, gb_err *err)
@@ -141,7 +142,7 @@ int api_quota_defaults_put(http_request *req, http_response *resp, gb_err *err)
     json_t *body = NULL, *data = NULL;
     if (req_json_body(req, &body, err) < 0)
         return -1;
-    return answer(resp, users_api_defaults_put(req->ctx, body, &data, err), data, err);
+    return answer(resp, users_api_defaults_put(req->ctx, body, &data, err), &data, err);
 }
 
 /* A time query parameter: RFC 3339 UTC ("2026-11-24T10:00:00Z") or Unix
@@ -179,5 +180,5 @@ int api_usage(http_request *req, http_response *resp, gb_err *err)
     return answer(resp,
                   users_api_usage(req->ctx, user && *user ? user : NULL, set && *set ? set : NULL,
                                   from, to, &data, err),
-                  data, err);
+                  &data, err);
 }

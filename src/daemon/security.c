@@ -100,8 +100,9 @@ void daemon_security_log(const daemon_config *cfg, const daemon_security *sec)
 {
     bool loopback = config_host_is_loopback(cfg->listen_host);
     if (sec->auth)
-        log_info("auth: %zu token(s) from %s; GET routes need a viewer token, others an admin "
-                 "token; /healthz and /version are open",
+        log_info("auth: %zu token(s) from %s, and the users made through the API; GET routes "
+                 "need a token, others a user's (their own sets and volumes) or an admin's; "
+                 "/healthz and /version are open",
                  http_auth_count(sec->auth), cfg->token_file);
     else if (loopback)
         log_info("auth: off (no --token-file); listening on loopback only, so only users of "

@@ -11,7 +11,6 @@
  *                                            zero-padded to 10 digits; N starts at 1
  *                                            and grows by 1 per resize)
  *   /gpubox/operations/<id>                  journal of a multi-step operation
- *   /gpubox/images/<ref>                     {owner}: who committed image <ref> here
  *   /accounts/...                            users, quotas, ledgers, accounting: the
  *                                            fleet's shared part (users/users.h)
  *
@@ -33,8 +32,6 @@
 #define KEYS_OPERATIONS KEYS_ROOT "operations/"
 #define KEYS_HISTORY KEYS_ROOT "history/"
 #define KEYS_VOLUME_HISTORY KEYS_ROOT "volume-history/"
-/* Images committed through gpubox: who committed each (this node's). */
-#define KEYS_IMAGES KEYS_ROOT "images/"
 /* Users, quotas, ledgers and accounting (users/users.h): outside KEYS_ROOT,
  * so a single server joining a fleet leaves them at the fleet's root, where
  * every node reaches them (users_shared_key). */

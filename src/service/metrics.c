@@ -16,6 +16,7 @@
 #include "service/keys.h"
 #include "service/store_json.h"
 #include "service/volume/volumes.h"
+#include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/prom.h"
 #include "util/time.h"
@@ -212,6 +213,38 @@ static int metrics_volumes(app *a, FILE *out, gb_err *err)
     return 0;
 }
 
+/* Per user, what this node's sets used and hold (users/users.h). */
+static int metrics_users(app *a, FILE *out, gb_err *err)
+{
+    _cleanup_json_ json_t *users = NULL;
+    if (users_metrics_usage(a, &users, err) < 0)
+        return err_prefix(err, "reading the accounting");
+    static const char *const labels[] = {"user", NULL};
+    static const struct {
+        const char *metric, *type, *field, *help;
+    } per_user[] = {
+        {"gpubox_user_card_seconds_total", "counter", "cardSeconds",
+         "Whole cards held times seconds, by the owner of this node's replica sets"},
+        {"gpubox_user_share_mib_seconds_total", "counter", "shareMiBSeconds",
+         "GPU share memory (MiB) held times seconds, by owner"},
+        {"gpubox_user_cards", "gauge", "cards", "Whole cards the owner's sets hold here now"},
+        {"gpubox_user_share_mib", "gauge", "shareMiB",
+         "GPU share memory (MiB) the owner's sets hold here now"},
+    };
+    for (size_t k = 0; k < sizeof(per_user) / sizeof(per_user[0]); k++) {
+        prom_write_header(out, per_user[k].metric, per_user[k].type, per_user[k].help);
+        const char *name;
+        json_t *u;
+        json_object_foreach(users, name, u)
+        {
+            json_t *v = json_object_get(u, per_user[k].field);
+            const char *values[] = {name};
+            prom_write_sample(out, per_user[k].metric, labels, values, json_number_value(v));
+        }
+    }
+    return 0;
+}
+
 /* The fleet's nodes by state, as this node sees them (the same on every
  * node; left out when the fleet's store does not answer). */
 static void metrics_fleet(app *a, FILE *out)
@@ -255,7 +288,8 @@ int metrics_write(app *a, FILE *out, gb_err *err)
     metrics_ports(a, out);
     /* Without the store the record counts are unknown: leave them out
      * rather than report zeros a dashboard would believe. */
-    if (store_up && (metrics_replicasets(a, out, err) < 0 || metrics_volumes(a, out, err) < 0))
+    if (store_up && (metrics_replicasets(a, out, err) < 0 || metrics_volumes(a, out, err) < 0 ||
+                     metrics_users(a, out, err) < 0))
         return -1;
     metrics_fleet(a, out);
     if (a->ops) {

@@ -40,10 +40,18 @@ static void ownership_keep(ownership_ctx *o, const ledger_hold *h)
     o->holds[o->n++] = *h;
 }
 
+/* Made before users: no owner, or the anonymous admin of a gpuboxd that
+ * had no token file then and has one now. */
+static bool ownership_unowned(const ownership_ctx *o, const char *owner)
+{
+    return !owner[0] || (o->a->cfg.auth_on && strcmp(owner, USER_ANONYMOUS) == 0 &&
+                         strcmp(o->adopter, USER_ANONYMOUS) != 0);
+}
+
 static int ownership_set(void *ctx, rs_record *r, gb_err *err)
 {
     ownership_ctx *o = ctx;
-    if (!r->owner[0] && !rs_record_is_tombstone(r)) {
+    if (ownership_unowned(o, r->owner) && !rs_record_is_tombstone(r)) {
         snprintf(r->owner, sizeof(r->owner), "%s", o->adopter);
         if (rs_record_save(o->a, r, NULL, 0, err) < 0)
             return err_prefix(err, "giving replica set %s an owner", r->name);
@@ -63,7 +71,7 @@ static int ownership_volumes(ownership_ctx *o, gb_err *err)
         return -1;
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        if (!recs[i].owner[0]) {
+        if (ownership_unowned(o, recs[i].owner)) {
             snprintf(recs[i].owner, sizeof(recs[i].owner), "%s", o->adopter);
             rc = vol_record_save(o->a->store, o->a, &recs[i], NULL, 0, err);
             o->adopted++;

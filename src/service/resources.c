@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "sched/gpus.h"
+#include "service/replicaset/record.h"
+#include "service/users/caller.h"
 #include "util/cleanup.h"
 
 /* The GPU answer's serialized data, and the pool snapshot it was built
@@ -149,8 +151,49 @@ void resources_cache_free(resources_cache *c)
     free(c);
 }
 
+/* Keep the caller's own sets by name (rs_record_fn). */
+static int resources_own_one(void *ctx, rs_record *r, gb_err *err)
+{
+    (void)err;
+    if (caller_sees(r->owner))
+        json_object_set_new(ctx, r->name, json_true());
+    return 0;
+}
+
+/* The name of a tenant the caller may not see becomes RESOURCES_OTHER. */
+#define RESOURCES_OTHER "(other)"
+static void resources_redact(gpus_status *st, const json_t *own)
+{
+    for (size_t i = 0; i < st->n; i++)
+        for (size_t t = 0; t < st->devices[i].ntenants; t++) {
+            gpus_tenant *tn = &st->devices[i].tenants[t];
+            if (!json_object_get(own, tn->owner))
+                snprintf(tn->owner, sizeof(tn->owner), RESOURCES_OTHER);
+        }
+}
+
+/* A user's view (users/caller.h): the cards as everyone sees them, other
+ * users' sets unnamed. Not cached: it depends on who asks. */
+static int resources_gpus_text_for_user(app *a, char **out, size_t *len, gb_err *err)
+{
+    _cleanup_(gpus_status_free) gpus_status st = {0};
+    gpus_pool_status(a->gpu_pool, &st);
+    _cleanup_json_ json_t *own = json_object();
+    if (rs_records_each(a->store, resources_own_one, own, err) < 0)
+        return err_prefix(err, "listing the GPUs' tenants");
+    resources_redact(&st, own);
+    _cleanup_json_ json_t *data = NULL;
+    if (resources_gpus_from(a, &st, &data, err) < 0)
+        return -1;
+    *out = json_dumps(data, JSON_COMPACT);
+    *len = strlen(*out);
+    return 0;
+}
+
 int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
 {
+    if (caller_is_user())
+        return resources_gpus_text_for_user(a, out, len, err);
     resources_cache *c = a->gpus_cache;
     _cleanup_(gpus_status_free) gpus_status st = {0};
     gpus_pool_status(a->gpu_pool, &st);

@@ -74,7 +74,7 @@ def test_viewer_reads_but_every_write_is_403(d):
         r = as_(d, VIEWER, method, path, body)
         assert r.status == 403 and r.code == 1109, (method, path, r.json)
         assert r.msg.startswith("token 'bob' has role viewer;")
-        assert r.msg.endswith("needs role admin")
+        assert r.msg.endswith("needs role user")
         assert "WWW-Authenticate" not in r.headers
     assert_nothing_changed(d)
 
@@ -121,7 +121,7 @@ def test_audit_lines_name_the_caller_and_no_token_is_ever_logged(d):
     (f"alice:admin:{ADMIN}\n", 0o606, "has mode 0606"),
     (f"alice:admin:{ADMIN}\n{ADMIN}\n", 0o600, "tokens:2: expected name:role:token"),
     (f"alice:root:{ADMIN}\n", 0o600, "tokens:1: the role (second field) of 'alice' must be "
-                                     "admin or viewer"),
+                                     "admin, user or viewer"),
     (f"alice:{ADMIN}:admin\n", 0o600, "tokens:1: the role (second field)"),
     ("alice:admin:short\n", 0o600, "tokens:1: the token of 'alice' is 5 characters"),
     (f"alice:admin:{ADMIN}\nbob:viewer:{ADMIN}\n", 0o600, "is also another entry's token"),

@@ -164,6 +164,23 @@ static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **pre
     return 0;
 }
 
+/* Before anything is taken: would the owner's quota allow what the spec
+ * asks? (A quick answer; the record's transaction checks again, atomically:
+ * ledger_txn.) */
+static int rs_create_quota_precheck(app *a, const rs_record *r, gb_err *err)
+{
+    const rs_spec *s = &r->spec;
+    int cards = s->gpu_count ? s->gpu_count : (int)s->ngpu_uuids;
+    ledger_hold h = {.exists = true};
+    snprintf(h.owner, sizeof(h.owner), "%s", r->owner);
+    snprintf(h.name, sizeof(h.name), "%s", r->name);
+    if (s->gpu_memory_mib)
+        h.share_mib = (int64_t)s->gpu_memory_mib * (cards ? cards : 1);
+    else if (!s->gpu_shared)
+        h.cards = cards;
+    return ledger_precheck(a, &h, err);
+}
+
 /* Step 3: record (state creating), history entry and operation, in one
  * transaction, only if the name is still as step 1 saw it. */
 static int rs_create_record(app *a, rs_record *r, journal_op *op, gb_err *err)
@@ -219,7 +236,7 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
         return -1;
     }
     _cleanup_(binds_resolved_free) binds_resolved binds = {0};
-    if (binds_resolve(a, spec, &binds, err) < 0)
+    if (rs_create_quota_precheck(a, &r, err) < 0 || binds_resolve(a, spec, &binds, err) < 0)
         return -1;
     snprintf(r.container_name, sizeof(r.container_name), "%s-%d", name, r.version);
 

@@ -80,6 +80,14 @@ static int rs_commit_check_target(app *a, const char *image, bool overwrite, gb_
     if (!made || strcmp(made, "true") != 0)
         return err_set(err, ERR_FORBIDDEN,
                        "image %s was not created by gpubox; refusing to overwrite it", image);
+    /* Images everyone starts from are an admin's: a user replaces only
+     * what they committed themselves. */
+    const char *by = json_string_value(json_object_get(labels, DOCKER_LABEL_COMMITTED_BY));
+    if (caller_is_user() && (!by || strcmp(by, caller_owner()) != 0))
+        return err_set(err, ERR_FORBIDDEN,
+                       "image %s was not committed by %s; a user may overwrite only images they "
+                       "committed",
+                       image, caller_owner());
     return 0;
 }
 
@@ -101,8 +109,9 @@ int replicaset_commit(app *a, const char *name, const char *image, bool overwrit
     snprintf(full, sizeof(full), "%s:%s", repo, tag);
     if (rs_commit_check_target(a, full, overwrite, err) < 0)
         return -1;
-    _cleanup_json_ json_t *labels = json_pack("{s:s, s:s}", DOCKER_LABEL_CREATED, "true",
-                                              DOCKER_LABEL_COMMITTED_FROM, r.container_name);
+    _cleanup_json_ json_t *labels =
+        json_pack("{s:s, s:s, s:s}", DOCKER_LABEL_CREATED, "true", DOCKER_LABEL_COMMITTED_FROM,
+                  r.container_name, DOCKER_LABEL_COMMITTED_BY, caller_owner());
     _cleanup_free_ char *image_id = NULL;
     char comment[128];
     snprintf(comment, sizeof(comment), "gpubox commit of %s", r.container_name);

@@ -119,6 +119,20 @@ int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err)
     int found = journal_load(a->store, id, &op, err);
     if (found < 0)
         return -1;
+    if (found && caller_is_user()) {
+        /* Someone else's operation is as unknown as their set. */
+        rs_record r = {0};
+        int seen = rs_record_load_visible(a->store, op.target, &r, err);
+        rs_record_free(&r);
+        if (seen < 0) {
+            journal_op_free(&op);
+            return -1;
+        }
+        if (!seen) {
+            journal_op_free(&op);
+            found = 0;
+        }
+    }
     if (!found)
         return err_set(err, ERR_NOT_FOUND, "no operation '%s' (finished ones are kept 7 days)", id);
     *out = journal_op_to_json(&op);

@@ -217,8 +217,10 @@ int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const sto
         _cleanup_free_ char *atext = closed ? json_dumps(closed, JSON_COMPACT) : NULL;
         _cleanup_free_ store_cmp *c2 = xcalloc(ncmps + 1, sizeof(*c2));
         _cleanup_free_ store_op *o2 = xcalloc(nops + 2, sizeof(*o2));
-        memcpy(c2, cmps, ncmps * sizeof(*c2));
-        memcpy(o2, ops, nops * sizeof(*o2));
+        if (ncmps)
+            memcpy(c2, cmps, ncmps * sizeof(*c2));
+        if (nops)
+            memcpy(o2, ops, nops * sizeof(*o2));
         c2[ncmps] = (store_cmp){.kind = STORE_CMP_MOD_REVISION, .key = lkey, .mod_revision = lrev};
         size_t n = nops;
         o2[n++] = (store_op){.kind = STORE_OP_PUT, .key = lkey, .value = ltext};

@@ -137,16 +137,73 @@ int users_api_usage(app *a, const char *user, const char *set, int64_t from_ms, 
         user = c->name;
     }
     int64_t now = ledger_now_ms();
-    if (!to_ms || to_ms > now)
+    if (!to_ms)
         to_ms = now;
     if (from_ms > to_ms)
         return err_set(err, ERR_INVALID_PARAMS, "from must not be after to");
     _cleanup_json_ json_t *users = json_object();
+    if (user) /* asked for by name: shown, with nothing used if so */
+        usage_add(users, user, NULL, "", 0, 0, 0, 0, from_ms, to_ms);
     if (usage_collect(a, user, set, from_ms, to_ms, now, users, err) < 0)
         return -1;
     char f[32], t[32];
     time_iso_format((time_t)(from_ms / 1000), f, sizeof(f));
     time_iso_format((time_t)(to_ms / 1000), t, sizeof(t));
     *out = json_pack("{s:s, s:s, s:o}", "from", f, "to", t, "users", usage_list(users));
+    return 0;
+}
+
+int users_metrics_usage(app *a, json_t **out, gb_err *err)
+{
+    const char *me = a->cfg.node ? a->cfg.node : "";
+    int64_t now = ledger_now_ms();
+    _cleanup_json_ json_t *users = json_object();
+    if (usage_collect(a, NULL, NULL, 0, now, now, users, err) < 0)
+        return -1;
+    json_t *res = json_object();
+    const char *name;
+    json_t *u;
+    json_object_foreach(users, name, u)
+    {
+        double cs = 0, ms = 0;
+        const char *k;
+        json_t *s;
+        json_object_foreach(json_object_get(u, "sets"), k, s)
+        {
+            if (strcmp(str(s, "node"), me) != 0)
+                continue;
+            cs += json_real_value(json_object_get(s, "cardSeconds"));
+            ms += json_real_value(json_object_get(s, "shareMiBSeconds"));
+        }
+        json_object_set_new(res, name,
+                            json_pack("{s:f, s:f, s:I, s:I}", "cardSeconds", cs, "shareMiBSeconds",
+                                      ms, "cards", (json_int_t)0, "shareMiB", (json_int_t)0));
+    }
+    /* What this node's sets hold now, from the ledgers. */
+    char prefix[STORE_KEY_MAX];
+    users_shared_key(a, prefix, sizeof(prefix), "%s", KEYS_ACCOUNTS_LEDGER);
+    store_kvs kvs = {0};
+    if (store_range(a->store, prefix, &kvs, err) < 0) {
+        json_decref(res);
+        return err_prefix(err, "reading the ledgers");
+    }
+    for (size_t i = 0; i < kvs.n; i++) {
+        char owner[USER_NAME_MAX + 1];
+        key_owner(kvs.items[i].key, strlen(prefix), owner, sizeof(owner));
+        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
+        json_t *r = json_object_get(res, owner);
+        const char *k;
+        json_t *e;
+        json_object_foreach(json_object_get(j, "sets"), k, e)
+        {
+            if (strcmp(str(e, "node"), me) != 0 || !r)
+                continue;
+            json_object_set_new(r, "cards", json_integer(num(r, "cards") + num(e, "cards")));
+            json_object_set_new(r, "shareMiB",
+                                json_integer(num(r, "shareMiB") + num(e, "shareMiB")));
+        }
+    }
+    store_kvs_free(&kvs);
+    *out = res;
     return 0;
 }

@@ -104,6 +104,10 @@ int users_api_whoami(app *a, json_t **out, gb_err *err);
 int users_api_usage(app *a, const char *user, const char *set, int64_t from_ms, int64_t to_ms,
                     json_t **out, gb_err *err);
 
+/* This node's use per user, for /metrics: {user: {cardSeconds,
+ * shareMiBSeconds, cards, shareMiB}} (what its sets used, and hold now). */
+int users_metrics_usage(app *a, json_t **out, gb_err *err);
+
 /* ---- the ledger (ledger.c) ---------------------------------------------- */
 
 /* What one replica set or volume holds, as its owner's ledger counts it. */
