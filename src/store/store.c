@@ -92,7 +92,7 @@ static int store_check_relative(store *s, const char *what, const char *key, boo
     const char *rest = NULL;
     if (store_key_split(key, &up, &rest) < 0)
         return err_set(err, ERR_INVALID_PARAMS,
-                       "%s '%s' has '..' as a segment after other segments; \"" STORE_KEY_UP
+                       "%s '%s' has a '..' segment after other segments; \"" STORE_KEY_UP
                        "\" may only begin a key",
                        what, key);
     if (up == 0)
@@ -106,8 +106,8 @@ static int store_check_relative(store *s, const char *what, const char *key, boo
                        what, key, s->backend->name);
     if (up > depth)
         return err_set(err, ERR_INVALID_PARAMS,
-                       "%s '%s' climbs %zu segments above the store's key prefix '%s', which has "
-                       "only %zu",
+                       "%s '%s' climbs %zu segments up from the store's key prefix '%s', which "
+                       "has only %zu: it would go above the root",
                        what, key, up, prefix, depth);
     if (!*rest && !is_prefix)
         return err_set(err, ERR_INVALID_PARAMS,
