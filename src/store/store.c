@@ -3,12 +3,18 @@
  * URL scheme, checks every argument once for all backends (key and value
  * limits, transactions etcd would refuse), then forwards each call through
  * the backend's function table. Backends may therefore assume valid input.
+ *
+ * Relative keys (store.h) are checked here too, against the depth of the
+ * handle's key prefix (the backend's key_prefix), so that SQLite and etcd
+ * refuse the same ones; the backend with a prefix only maps them.
  */
 #include "util/xalloc.h"
 #include "store/store.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "store/store_internal.h"
 
 static const struct store_backend *const store_backends[] = {
     &store_backend_sqlite,
@@ -17,8 +23,119 @@ static const struct store_backend *const store_backends[] = {
 
 #define STORE_URL_FORMS "sqlite:///path/state.db or etcd://host:port[,host:port...][/key/prefix]"
 
-/* Keys are non-empty NUL-terminated strings of at most STORE_KEY_MAX bytes. */
-static int store_check_key(const char *key, gb_err *err)
+/* ---- relative keys ---------------------------------------------------------- */
+
+int store_key_split(const char *key, size_t *up, const char **rest)
+{
+    size_t n = 0;
+    while (strncmp(key, STORE_KEY_UP, STORE_KEY_UP_LEN) == 0) {
+        key += STORE_KEY_UP_LEN;
+        n++;
+    }
+    *up = n;
+    *rest = key;
+    /* No ".." segment may follow: "..", "x/..", "x/../y". */
+    for (const char *seg = key;; seg++) {
+        size_t len = strcspn(seg, "/");
+        if (len == 2 && seg[0] == '.' && seg[1] == '.')
+            return -1;
+        seg += len;
+        if (!*seg)
+            return 0;
+    }
+}
+
+int store_prefix_up(const char *prefix, size_t prefix_len, size_t up, size_t *base_len)
+{
+    size_t p = prefix_len;
+    for (size_t i = 0; i < up; i++) {
+        if (p == 0 || (p == 1 && prefix[0] == '/'))
+            return -1; /* at the root: nothing left to drop */
+        p--;           /* the '/' that ends the last segment */
+        while (p > 0 && prefix[p - 1] != '/')
+            p--;
+    }
+    *base_len = p;
+    return 0;
+}
+
+size_t store_prefix_depth(const char *prefix)
+{
+    size_t len = prefix ? strlen(prefix) : 0;
+    if (len == 0 || prefix[len - 1] != '/')
+        return 0;
+    size_t slashes = 0;
+    for (size_t i = 0; i < len; i++)
+        slashes += prefix[i] == '/';
+    return prefix[0] == '/' ? slashes - 1 : slashes;
+}
+
+/* The handle's key prefix, or NULL when it has none. */
+static const char *store_key_prefix(store *s)
+{
+    const char *prefix = s->backend->key_prefix ? s->backend->key_prefix(s) : NULL;
+    return store_prefix_depth(prefix) > 0 ? prefix : NULL;
+}
+
+size_t store_key_depth(store *s)
+{
+    return store_prefix_depth(store_key_prefix(s));
+}
+
+/* key's leading "../" against s's key prefix. A key must name something
+ * below the prefix it climbs to; a prefix (of a range or a delete-prefix,
+ * is_prefix) may stop right there. */
+static int store_check_relative(store *s, const char *what, const char *key, bool is_prefix,
+                                gb_err *err)
+{
+    size_t up = 0;
+    const char *rest = NULL;
+    if (store_key_split(key, &up, &rest) < 0)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s '%s' has a '..' segment after other segments; \"" STORE_KEY_UP
+                       "\" may only begin a key",
+                       what, key);
+    if (up == 0)
+        return 0;
+    const char *prefix = store_key_prefix(s);
+    size_t depth = store_prefix_depth(prefix);
+    if (depth == 0)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s '%s' begins with \"" STORE_KEY_UP "\": relative keys need a store "
+                       "with a key prefix (an etcd store of a fleet node); this %s store has none",
+                       what, key, s->backend->name);
+    if (up > depth)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s '%s' climbs %zu segments up from the store's key prefix '%s', which "
+                       "has only %zu: it would go above the root",
+                       what, key, up, prefix, depth);
+    if (!*rest && !is_prefix)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s '%s' is nothing but \"" STORE_KEY_UP "\" segments; it names no key",
+                       what, key);
+    return 0;
+}
+
+/* key as the store knows it, its relative start resolved against prefix
+ * (NULL: none): "/gpubox/nodes/a/" and "../../users/bob" give
+ * "/gpubox/users/bob". Only for keys store_check_relative passed. */
+static char *store_key_resolve(const char *prefix, const char *key)
+{
+    size_t prefix_len = prefix ? strlen(prefix) : 0, base_len = prefix_len, up = 0;
+    const char *rest = key;
+    if (store_key_split(key, &up, &rest) < 0 ||
+        store_prefix_up(prefix, prefix_len, up, &base_len) < 0) {
+        rest = key; /* not reached: checked before */
+        base_len = prefix_len;
+    }
+    return xasprintf("%.*s%s", (int)base_len, prefix ? prefix : "", rest);
+}
+
+/* ---- checks ------------------------------------------------------------------ */
+
+/* Keys are non-empty NUL-terminated strings of at most STORE_KEY_MAX bytes,
+ * relative only as deep as the store's key prefix. */
+static int store_check_key(store *s, const char *key, bool is_prefix, gb_err *err)
 {
     if (!key || !*key)
         return err_set(err, ERR_INVALID_PARAMS, "store key is empty");
@@ -27,7 +144,7 @@ static int store_check_key(const char *key, gb_err *err)
         return err_set(err, ERR_INVALID_PARAMS,
                        "store key '%.64s...' is %zu bytes long; keys may be at most %d bytes", key,
                        len, STORE_KEY_MAX);
-    return 0;
+    return store_check_relative(s, "store key", key, is_prefix, err);
 }
 
 static int store_check_value(const char *key, const char *value, gb_err *err)
@@ -42,9 +159,9 @@ static int store_check_value(const char *key, const char *value, gb_err *err)
     return 0;
 }
 
-static int store_check_cmp(const store_cmp *c, gb_err *err)
+static int store_check_cmp(store *s, const store_cmp *c, gb_err *err)
 {
-    if (store_check_key(c->key, err) < 0)
+    if (store_check_key(s, c->key, false, err) < 0)
         return err_prefix(err, "comparison");
     switch (c->kind) {
     case STORE_CMP_ABSENT:
@@ -63,25 +180,34 @@ static int store_check_cmp(const store_cmp *c, gb_err *err)
                    (int)c->kind);
 }
 
-static int store_check_op(const store_op *op, gb_err *err)
+static int store_check_op(store *s, const store_op *op, gb_err *err)
 {
     switch (op->kind) {
     case STORE_OP_PUT:
-        if (store_check_key(op->key, err) < 0)
+        if (store_check_key(s, op->key, false, err) < 0)
             return err_prefix(err, "put");
         return store_check_value(op->key, op->value, err);
     case STORE_OP_DELETE:
-        if (store_check_key(op->key, err) < 0)
+        if (store_check_key(s, op->key, false, err) < 0)
             return err_prefix(err, "delete");
         return 0;
-    case STORE_OP_DELETE_PREFIX:
-        /* An empty prefix would wipe the whole store; no caller means that. */
+    case STORE_OP_DELETE_PREFIX: {
+        /* An empty prefix would wipe the whole store, and one of nothing but
+         * "../" a parent's whole tree; no caller means that. */
         if (op->key && !*op->key)
             return err_set(err, ERR_INVALID_PARAMS,
                            "delete-prefix with an empty prefix would delete every key; refused");
-        if (store_check_key(op->key, err) < 0)
+        if (store_check_key(s, op->key, true, err) < 0)
             return err_prefix(err, "delete-prefix");
+        size_t up = 0;
+        const char *rest = NULL;
+        if (store_key_split(op->key, &up, &rest) == 0 && !*rest)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "delete-prefix '%s' would delete every key under the prefix it "
+                           "climbs to; refused",
+                           op->key);
         return 0;
+    }
     }
     return err_set(err, ERR_INVALID_PARAMS, "transaction op on key '%s': unknown kind %d",
                    op->key ? op->key : "", (int)op->kind);
@@ -90,27 +216,55 @@ static int store_check_op(const store_op *op, gb_err *err)
 /* etcd refuses a transaction that puts one key twice, or puts a key that one
  * of its deletes also covers (the outcome would depend on op order). The
  * SQLite backend refuses the same, so callers cannot come to rely on
- * something only one backend accepts. */
-static int store_check_op_overlap(const store_op *ops, size_t nops, gb_err *err)
+ * something only one backend accepts. Keys are compared as the store knows
+ * them: with relative keys among them, resolved against the key prefix, so
+ * that "x" and "../a/x" on "/gpubox/nodes/a/" are one key. */
+static int store_check_op_overlap(store *s, const store_op *ops, size_t nops, gb_err *err)
 {
-    for (size_t i = 0; i < nops; i++) {
+    const char *prefix = store_key_prefix(s);
+    char **full = NULL;
+    for (size_t i = 0; i < nops && !full; i++)
+        if (prefix && strncmp(ops[i].key, STORE_KEY_UP, STORE_KEY_UP_LEN) == 0)
+            full = xcalloc(nops, sizeof(*full));
+    for (size_t i = 0; full && i < nops; i++)
+        full[i] = store_key_resolve(prefix, ops[i].key);
+
+    int r = 0;
+    for (size_t i = 0; i < nops && r == 0; i++) {
         if (ops[i].kind != STORE_OP_PUT)
             continue;
+        const char *key = full ? full[i] : ops[i].key;
         for (size_t j = 0; j < nops; j++) {
             if (j == i)
                 continue;
             const store_op *o = &ops[j];
+            const char *other = full ? full[j] : o->key;
             bool overlap = (o->kind == STORE_OP_PUT || o->kind == STORE_OP_DELETE)
-                               ? strcmp(o->key, ops[i].key) == 0
-                               : strncmp(o->key, ops[i].key, strlen(o->key)) == 0;
-            if (overlap)
-                return err_set(err, ERR_INVALID_PARAMS,
-                               "transaction writes key '%s' in more than one op; "
-                               "a key may be put or deleted once per transaction",
-                               ops[i].key);
+                               ? strcmp(other, key) == 0
+                               : strncmp(other, key, strlen(other)) == 0;
+            if (!overlap)
+                continue;
+            if (!full)
+                r = err_set(err, ERR_INVALID_PARAMS,
+                            "transaction writes key '%s' in more than one op; "
+                            "a key may be put or deleted once per transaction",
+                            ops[i].key);
+            else /* spelled two ways, maybe: say what both name */
+                r = err_set(err, ERR_INVALID_PARAMS,
+                            "transaction writes key '%s' (the store's '%s') in more than one op: "
+                            "%s '%s' %s it too; a key may be put or deleted once per transaction",
+                            ops[i].key, key,
+                            o->kind == STORE_OP_PUT      ? "put"
+                            : o->kind == STORE_OP_DELETE ? "delete"
+                                                         : "delete-prefix",
+                            o->key, o->kind == STORE_OP_DELETE_PREFIX ? "covers" : "names");
+            break;
         }
     }
-    return 0;
+    for (size_t i = 0; full && i < nops; i++)
+        free(full[i]);
+    free(full);
+    return r;
 }
 
 /* etcd with its default settings refuses larger transactions; SQLite is
@@ -138,21 +292,21 @@ static int store_check_txn_size(const store_cmp *cmps, size_t ncmps, const store
     return 0;
 }
 
-static int store_check_txn(const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
-                           bool *succeeded, gb_err *err)
+static int store_check_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops,
+                           size_t nops, bool *succeeded, gb_err *err)
 {
     if ((ncmps && !cmps) || (nops && !ops) || !succeeded)
         return err_set(err, ERR_INVALID_PARAMS,
                        "store transaction: missing comparison list, op list or result flag");
     for (size_t i = 0; i < ncmps; i++)
-        if (store_check_cmp(&cmps[i], err) < 0)
+        if (store_check_cmp(s, &cmps[i], err) < 0)
             return -1;
     for (size_t i = 0; i < nops; i++)
-        if (store_check_op(&ops[i], err) < 0)
+        if (store_check_op(s, &ops[i], err) < 0)
             return -1;
     if (store_check_txn_size(cmps, ncmps, ops, nops, err) < 0)
         return -1;
-    return store_check_op_overlap(ops, nops, err);
+    return store_check_op_overlap(s, ops, nops, err);
 }
 
 /* The backend serving url's scheme, or NULL. */
@@ -259,7 +413,7 @@ const char *store_backend_name(const store *s)
 
 int store_get(store *s, const char *key, store_kv *out, gb_err *err)
 {
-    if (store_check_key(key, err) < 0)
+    if (store_check_key(s, key, false, err) < 0)
         return -1;
     return s->backend->get(s, key, out, err);
 }
@@ -287,13 +441,15 @@ int store_range(store *s, const char *prefix, store_kvs *out, gb_err *err)
         return err_set(err, ERR_INVALID_PARAMS,
                        "store range prefix '%.64s...' is longer than the key limit of %d bytes",
                        prefix, STORE_KEY_MAX);
+    if (store_check_relative(s, "store range prefix", prefix, true, err) < 0)
+        return -1;
     return s->backend->range(s, prefix, out, err);
 }
 
 int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
               bool *succeeded, int64_t *revision, gb_err *err)
 {
-    if (store_check_txn(cmps, ncmps, ops, nops, succeeded, err) < 0)
+    if (store_check_txn(s, cmps, ncmps, ops, nops, succeeded, err) < 0)
         return -1;
     for (size_t i = 0; i < nops && !s->backend->claim_lease; i++)
         if (ops[i].kind == STORE_OP_PUT && ops[i].lease)

@@ -32,6 +32,31 @@
  * lease revoked): from then on every write of that handle fails with
  * ERR_STORE_UNAVAILABLE until the claim is taken again, which the
  * keepalive thread keeps trying (docs/store.md, "One daemon per store").
+ *
+ * Relative keys. A handle may keep its keys under a key prefix, a path
+ * ending in '/' (an etcd URL's path: a fleet node's own records live under
+ * "/gpubox/nodes/a/"). A key may then begin with "../" segments, each of
+ * which drops one trailing segment of that prefix: on "/gpubox/nodes/a/",
+ * "../x" is the key "/gpubox/nodes/x" and "../../users/bob" the key
+ * "/gpubox/users/bob", which a handle on "/gpubox/" calls "users/bob". So
+ * a fleet node writes the fleet's shared keys in the same transaction as
+ * its own. Every call takes them: store_get, store_range (a relative
+ * prefix; the keys come back in the same relative form, "../../users/bob",
+ * sorted as usual), and a transaction's comparisons of every kind and its
+ * ops (put, with or without a lease, delete, delete-prefix). Refused with
+ * ERR_INVALID_PARAMS naming the key, the whole call doing nothing:
+ *   - more "../" than the prefix has segments (store_key_depth), and any
+ *     "../" on a handle without a prefix (SQLite, an etcd URL without a
+ *     path);
+ *   - ".." as a segment anywhere but in the leading run ("a/../b",
+ *     "../.."), on every store;
+ *   - a key of nothing but "../" segments, and a delete-prefix of nothing
+ *     but them (it would wipe the parent's whole tree); a range of "../"
+ *     is fine.
+ * A transaction's rule that it writes a key once holds for the keys they
+ * name, however spelled: on "/gpubox/nodes/a/", "x" and "../a/x" are one
+ * key. A range of a prefix without "../" (including "") never returns a
+ * relative key: ranges stay under the handle's prefix.
  */
 #ifndef GPUBOX_STORE_STORE_H
 #define GPUBOX_STORE_STORE_H
@@ -149,6 +174,11 @@ struct store_backend {
     void (*claim_describe)(store *s, char *buf, size_t size);
     /* The lease a held claim lives on; 0 when none (not held, or no leases). */
     int64_t (*claim_lease)(store *s);
+    /* The key prefix the handle's keys live under, a path ending in '/'
+     * ("/gpubox/nodes/a/"), whose trailing segments a relative key's "../"
+     * drop; the backend maps such keys (store.c has checked them against
+     * it). NULL, "" or no function: no prefix, relative keys are refused. */
+    const char *(*key_prefix)(store *s);
 };
 
 /* Every store starts with this header so the generic functions can find
@@ -183,13 +213,20 @@ int store_get(store *s, const char *key, store_kv *out, gb_err *err);
 int store_put(store *s, const char *key, const char *value, int64_t *revision, gb_err *err);
 /* Delete one key (absent is fine). */
 int store_delete(store *s, const char *key, gb_err *err);
-/* Every key beginning with prefix ("" = all), sorted by key. */
+/* Every key beginning with prefix ("" = all), sorted by key. A relative
+ * prefix ("../../users/") gives the keys in that relative form. */
 int store_range(store *s, const char *prefix, store_kvs *out, gb_err *err);
+/* How many "../" a key of this handle may begin with (relative keys,
+ * above): the number of segments of its key prefix, 3 for
+ * "/gpubox/nodes/a/". 0 when it has none (SQLite, etcd without a path):
+ * relative keys are then refused. */
+size_t store_key_depth(store *s);
 /* Atomic compare-and-swap; *succeeded says whether the comparisons held and
  * the ops were applied (comparisons failing is not an error: 0 is returned).
  * revision (may be NULL) gets the store's revision after the transaction.
  * As in etcd, one transaction may put or delete a given key only once (a put
- * may not also fall under a delete or delete-prefix), a delete-prefix needs
+ * may not also fall under a delete or delete-prefix; relative keys count as
+ * the key they name), a delete-prefix needs
  * a non-empty prefix, and the sizes stay within STORE_TXN_OPS_MAX and
  * STORE_TXN_BYTES_MAX; otherwise ERR_INVALID_PARAMS and nothing done. */
 int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,

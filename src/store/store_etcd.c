@@ -21,6 +21,12 @@
  * Revisions are etcd's: one counter for the whole cluster, raised by any
  * client's write, including writes outside the prefix.
  *
+ * Relative keys (store.h): a key's leading "../" each drop one trailing
+ * segment of the prefix, so on "/gpubox/nodes/a/" the key
+ * "../../users/bob" is etcd's "/gpubox/users/bob". store.c has checked
+ * them against the prefix's depth; here they are only mapped, and a range
+ * of a relative prefix gives its keys back in that relative form.
+ *
  * Once the store is claimed (store_etcd_claim.c), every transaction that
  * writes carries a fence: one more comparison, that the owner key is still
  * attached to this handle's lease. A daemon whose claim has passed to
@@ -35,6 +41,7 @@
 #include <string.h>
 
 #include "store/store_etcd_internal.h"
+#include "store/store_internal.h"
 #include "util/base64.h"
 #include "util/cleanup.h"
 
@@ -71,14 +78,40 @@ int64_t etcd_json_get_int64(json_t *obj, const char *name)
     return s ? strtoll(s, NULL, 10) : 0;
 }
 
-/* prefix + key: the etcd key of a gpubox key. */
+/* Where a gpubox key (or prefix) lives in etcd: under the first len bytes
+ * of the handle's prefix, which it reached by climbing up segments (0 for
+ * a key that is not relative: the whole prefix). */
+struct etcd_key_base {
+    size_t len;
+    size_t up;
+};
+
+/* key's base, and in *rest what follows its leading "../". */
+static struct etcd_key_base etcd_store_key_base(const struct etcd_store *es, const char *key,
+                                                const char **rest)
+{
+    struct etcd_key_base base = {.len = es->prefix_len, .up = 0};
+    *rest = key;
+    /* store.c let only keys through whose "../" the prefix has room for. */
+    if (store_key_split(key, &base.up, rest) < 0 ||
+        store_prefix_up(es->prefix, es->prefix_len, base.up, &base.len) < 0) {
+        base = (struct etcd_key_base){.len = es->prefix_len, .up = 0};
+        *rest = key;
+    }
+    return base;
+}
+
+/* prefix + key, the prefix climbed by key's "../": the etcd key of a gpubox
+ * key. */
 static char *etcd_store_full_key(const struct etcd_store *es, const char *key, size_t *len)
 {
-    size_t klen = strlen(key);
-    char *full = xmalloc(es->prefix_len + klen + 1);
-    memcpy(full, es->prefix, es->prefix_len);
-    memcpy(full + es->prefix_len, key, klen + 1);
-    *len = es->prefix_len + klen;
+    const char *rest = NULL;
+    struct etcd_key_base base = etcd_store_key_base(es, key, &rest);
+    size_t rlen = strlen(rest);
+    char *full = xmalloc(base.len + rlen + 1);
+    memcpy(full, es->prefix, base.len);
+    memcpy(full + base.len, rest, rlen + 1);
+    *len = base.len + rlen;
     return full;
 }
 
@@ -125,23 +158,40 @@ static int etcd_store_decode(json_t *obj, const char *name, const char *key_for_
     return 0;
 }
 
-/* One entry of a range answer's "kvs" as a store_kv without the prefix;
+/* One entry of a range answer's "kvs" as a store_kv, its key as the call
+ * named it: without the prefix part of base, with base.up "../" in front;
  * *full gets the etcd key (for paging). */
-static int etcd_store_kv_from_json(const struct etcd_store *es, json_t *j, store_kv *kv,
-                                   char **full, size_t *full_len, gb_err *err)
+static int etcd_store_kv_from_json(const struct etcd_store *es, struct etcd_key_base base,
+                                   json_t *j, store_kv *kv, char **full, size_t *full_len,
+                                   gb_err *err)
 {
     *kv = (store_kv){0};
     size_t value_len = 0;
     if (etcd_store_decode(j, "key", NULL, full, full_len, err) < 0)
         return -1;
-    if (*full_len <= es->prefix_len || memcmp(*full, es->prefix, es->prefix_len) != 0) {
+    if (*full_len <= base.len || memcmp(*full, es->prefix, base.len) != 0) {
         err_set(err, ERR_INTERNAL,
-                "etcd store: etcd returned key '%s', which is not under the prefix '%s'", *full,
-                es->prefix);
+                "etcd store: etcd returned key '%s', which is not under the prefix '%.*s'", *full,
+                (int)base.len, es->prefix);
         free(steal_ptr(full));
         return -1;
     }
-    kv->key = xstrdup(*full + es->prefix_len);
+    /* gpubox never writes a key with a ".." segment (store.c refuses them);
+     * one from elsewhere that begins with "../" would read as a relative
+     * key, naming another. */
+    if (strncmp(*full + base.len, STORE_KEY_UP, STORE_KEY_UP_LEN) == 0) {
+        err_set(err, ERR_INTERNAL,
+                "etcd store: etcd holds key '%s', whose '..' segment would read as a relative "
+                "key; gpubox never writes those - does another program write under the same key "
+                "prefix?",
+                *full);
+        free(steal_ptr(full));
+        return -1;
+    }
+    kv->key = xmalloc(base.up * STORE_KEY_UP_LEN + *full_len - base.len + 1);
+    for (size_t i = 0; i < base.up; i++)
+        memcpy(kv->key + i * STORE_KEY_UP_LEN, STORE_KEY_UP, STORE_KEY_UP_LEN);
+    memcpy(kv->key + base.up * STORE_KEY_UP_LEN, *full + base.len, *full_len - base.len + 1);
     if (etcd_store_decode(j, "value", kv->key, &kv->value, &value_len, err) < 0) {
         store_kv_free(kv);
         free(steal_ptr(full));
@@ -167,8 +217,11 @@ static int etcd_store_get(store *s, const char *key, store_kv *out, gb_err *err)
         return 0;
     _cleanup_free_ char *full = NULL;
     size_t full_len = 0;
-    return etcd_store_kv_from_json(es, json_array_get(kvs, 0), out, &full, &full_len, err) < 0 ? -1
-                                                                                               : 1;
+    const char *rest = NULL;
+    struct etcd_key_base base = etcd_store_key_base(es, key, &rest);
+    if (etcd_store_kv_from_json(es, base, json_array_get(kvs, 0), out, &full, &full_len, err) < 0)
+        return -1;
+    return 1;
 }
 
 static void etcd_store_kvs_grow(store_kvs *kvs, size_t *cap, size_t more)
@@ -183,10 +236,12 @@ static void etcd_store_kvs_grow(store_kvs *kvs, size_t *cap, size_t more)
 }
 
 /* One page of a range: keys from start up to range_end, at revision rev
- * (0 = now). Appends to kvs; *last gets the etcd key of the last entry. */
-static int etcd_store_range_page(struct etcd_store *es, json_t *start, json_t *range_end,
-                                 int64_t *rev, store_kvs *kvs, size_t *cap, char **last,
-                                 size_t *last_len, bool *more, int *grpc_code, gb_err *err)
+ * (0 = now), named relative to base. Appends to kvs; *last gets the etcd
+ * key of the last entry. */
+static int etcd_store_range_page(struct etcd_store *es, struct etcd_key_base base, json_t *start,
+                                 json_t *range_end, int64_t *rev, store_kvs *kvs, size_t *cap,
+                                 char **last, size_t *last_len, bool *more, int *grpc_code,
+                                 gb_err *err)
 {
     _cleanup_json_ json_t *body = json_pack("{s:O, s:O, s:o}", "key", start, "range_end", range_end,
                                             "limit", etcd_json_int64(ETCD_RANGE_PAGE));
@@ -199,7 +254,7 @@ static int etcd_store_range_page(struct etcd_store *es, json_t *start, json_t *r
     etcd_store_kvs_grow(kvs, cap, json_array_size(page));
     for (size_t i = 0; i < json_array_size(page); i++) {
         free(steal_ptr(last));
-        if (etcd_store_kv_from_json(es, json_array_get(page, i), &kvs->items[kvs->n], last,
+        if (etcd_store_kv_from_json(es, base, json_array_get(page, i), &kvs->items[kvs->n], last,
                                     last_len, err) < 0)
             return -1;
         kvs->n++;
@@ -215,6 +270,8 @@ static int etcd_store_range_once(struct etcd_store *es, const char *prefix, stor
 {
     size_t full_len = 0;
     _cleanup_free_ char *full = etcd_store_full_key(es, prefix, &full_len);
+    const char *rest = NULL;
+    struct etcd_key_base base = etcd_store_key_base(es, prefix, &rest);
     /* etcd has no empty key; "\0" is the lowest key there is. */
     _cleanup_json_ json_t *start = etcd_json_bytes(full, full_len ? full_len : 1);
     _cleanup_json_ json_t *range_end = etcd_json_range_end(full, full_len);
@@ -226,8 +283,8 @@ static int etcd_store_range_once(struct etcd_store *es, const char *prefix, stor
     while (more) {
         _cleanup_free_ char *last = NULL;
         size_t last_len = 0;
-        if (etcd_store_range_page(es, start, range_end, &rev, &kvs, &cap, &last, &last_len, &more,
-                                  grpc_code, err) < 0) {
+        if (etcd_store_range_page(es, base, start, range_end, &rev, &kvs, &cap, &last, &last_len,
+                                  &more, grpc_code, err) < 0) {
             store_kvs_free(&kvs);
             return -1;
         }
@@ -371,6 +428,11 @@ static int etcd_store_txn(store *s, const store_cmp *cmps, size_t ncmps, const s
 
 /* ---- opening --------------------------------------------------------------- */
 
+static const char *etcd_store_key_prefix(store *s)
+{
+    return ((struct etcd_store *)s)->prefix;
+}
+
 static void etcd_store_close(store *s)
 {
     struct etcd_store *es = (struct etcd_store *)s;
@@ -422,4 +484,5 @@ const struct store_backend store_backend_etcd = {
     .claim_state = etcd_store_claim_state,
     .claim_describe = etcd_store_claim_describe,
     .claim_lease = etcd_store_claim_lease,
+    .key_prefix = etcd_store_key_prefix,
 };

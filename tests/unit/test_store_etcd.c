@@ -261,6 +261,344 @@ static void test_key_prefix(void **state)
     store_close(root);
 }
 
+/* ---- relative keys ------------------------------------------------------------- */
+
+static bool txn_ok(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops)
+{
+    gb_err e = GB_ERR_INIT;
+    bool ok = false;
+    if (store_txn(s, cmps, ncmps, ops, nops, &ok, NULL, &e) < 0)
+        fail_msg("transaction: %s", e.msg);
+    return ok;
+}
+
+/* The keys of a range, joined by ' '. */
+static char *range_keys(store *s, const char *prefix)
+{
+    gb_err e = GB_ERR_INIT;
+    store_kvs kvs = {0};
+    if (store_range(s, prefix, &kvs, &e) < 0)
+        fail_msg("range '%s': %s", prefix, e.msg);
+    char *out = strdup("");
+    for (size_t i = 0; i < kvs.n; i++) {
+        char *next = NULL;
+        assert_true(asprintf(&next, "%s%s%s", out, i ? " " : "", kvs.items[i].key) > 0);
+        free(out);
+        out = next;
+    }
+    store_kvs_free(&kvs);
+    return out;
+}
+
+/* A fleet node's handle (prefix /gpubox/nodes/a/) reaches the fleet's keys
+ * with "../../": every call, seen through a handle on /gpubox as the plain
+ * key. */
+static void test_relative_keys(void **state)
+{
+    (void)state;
+    struct etcd_test *etcd = &etcd_test_shared;
+    _cleanup_free_ char *url_node = url_for(etcd, "/gpubox/nodes/a");
+    _cleanup_free_ char *url_root = url_for(etcd, "/gpubox");
+    _cleanup_free_ char *url_bare = url_for(etcd, "");
+    store *node = open_ok(url_node), *root = open_ok(url_root), *bare = open_ok(url_bare);
+    assert_int_equal(store_key_depth(node), 3);
+    assert_int_equal(store_key_depth(root), 1);
+    assert_int_equal(store_key_depth(bare), 0);
+    gb_err e = GB_ERR_INIT;
+
+    /* put and get */
+    put_ok(node, "own/1", "mine");
+    put_ok(node, "../../shared/k", "v1");
+    assert_value(root, "shared/k", "v1");
+    _cleanup_free_ char *raw = raw_get(etcd, "/gpubox/shared/k");
+    assert_non_null(raw);
+    assert_string_equal(raw, "v1");
+    store_kv kv = {0};
+    assert_int_equal(store_get(node, "../../shared/k", &kv, &e), 1);
+    assert_string_equal(kv.key, "../../shared/k");
+    assert_string_equal(kv.value, "v1");
+    store_kv_free(&kv);
+    assert_value(node, "../../nodes/a/own/1", "mine");
+    assert_value(root, "nodes/a/own/1", "mine");
+    put_ok(node, "../b/own/1", "sibling's");
+    assert_value(root, "nodes/b/own/1", "sibling's");
+
+    /* range: a relative prefix gives relative keys, sorted; a plain one
+     * never does */
+    put_ok(root, "shared/j", "v0");
+    put_ok(root, "shared/k2", "v2");
+    put_ok(root, "sharedness", "not under shared/");
+    _cleanup_free_ char *shared = range_keys(node, "../../shared/");
+    assert_string_equal(shared, "../../shared/j ../../shared/k ../../shared/k2");
+    _cleanup_free_ char *partial = range_keys(node, "../../shared");
+    assert_string_equal(partial, "../../shared/j ../../shared/k ../../shared/k2 ../../sharedness");
+    _cleanup_free_ char *own = range_keys(node, "");
+    assert_string_equal(own, "own/1");
+    _cleanup_free_ char *nodes = range_keys(node, "../");
+    assert_string_equal(nodes, "../a/own/1 ../b/own/1");
+    _cleanup_free_ char *above = range_keys(node, "../../../gpubox/shared/k");
+    assert_string_equal(above, "../../../gpubox/shared/k ../../../gpubox/shared/k2");
+
+    /* comparisons of every kind, true and false */
+    kv = (store_kv){0};
+    assert_int_equal(store_get(root, "shared/k", &kv, &e), 1);
+    int64_t mod = kv.mod_revision;
+    store_kv_free(&kv);
+    store_op put2 = {.kind = STORE_OP_PUT, .key = "../../shared/k", .value = "v2"};
+    store_cmp holds[] = {
+        {.kind = STORE_CMP_EXISTS, .key = "../../shared/k"},
+        {.kind = STORE_CMP_ABSENT, .key = "../../shared/none"},
+        {.kind = STORE_CMP_MOD_REVISION, .key = "../../shared/k", .mod_revision = mod},
+        {.kind = STORE_CMP_MOD_REVISION, .key = "../../shared/none", .mod_revision = 0},
+        {.kind = STORE_CMP_VALUE, .key = "../../shared/k", .value = "v1"},
+    };
+    store_cmp fails[] = {
+        {.kind = STORE_CMP_EXISTS, .key = "../../shared/none"},
+        {.kind = STORE_CMP_ABSENT, .key = "../../shared/k"},
+        {.kind = STORE_CMP_MOD_REVISION, .key = "../../shared/k", .mod_revision = mod - 1},
+        {.kind = STORE_CMP_VALUE, .key = "../../shared/k", .value = "v0"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(fails); i++) {
+        if (txn_ok(node, &fails[i], 1, &put2, 1))
+            fail_msg("comparison %zu held", i);
+        assert_value(root, "shared/k", "v1");
+    }
+    assert_true(txn_ok(node, holds, ARRAY_SIZE(holds), &put2, 1));
+    assert_value(root, "shared/k", "v2");
+
+    /* delete and delete-prefix */
+    store_op del = {.kind = STORE_OP_DELETE, .key = "../../shared/k2"};
+    assert_true(txn_ok(node, NULL, 0, &del, 1));
+    assert_false(exists(root, "shared/k2"));
+    assert_true(exists(root, "shared/k"));
+    assert_int_equal(store_delete(node, "../../shared/j", &e), 0);
+    assert_false(exists(root, "shared/j"));
+    store_op wipe = {.kind = STORE_OP_DELETE_PREFIX, .key = "../../shared/"};
+    assert_true(txn_ok(node, NULL, 0, &wipe, 1));
+    assert_int_equal(count_prefix(root, "shared/"), 0);
+    assert_true(exists(root, "sharedness"));
+    assert_value(node, "own/1", "mine");
+
+    /* a put with the claim's lease goes with the claim; the claim's fence
+     * (the node's own daemon/owner) guards relative writes as any other */
+    store_owner me;
+    if (store_owner_self("gpuboxd", &me, &e) < 0 || store_claim(node, &me, 10, NULL, &e) < 0)
+        fail_msg("claiming the node's store: %s", e.msg);
+    _cleanup_free_ char *owner = raw_get(etcd, "/gpubox/nodes/a/" STORE_OWNER_KEY);
+    assert_non_null(owner);
+    store_op member = {.kind = STORE_OP_PUT,
+                       .key = "../../members/a",
+                       .value = "up",
+                       .lease = store_claim_lease(node)};
+    assert_int_not_equal(member.lease, 0);
+    assert_true(txn_ok(node, NULL, 0, &member, 1));
+    assert_value(root, "members/a", "up");
+    store_release(node);
+    assert_false(exists(root, "members/a"));
+
+    store_close(node);
+    store_close(root);
+    store_close(bare);
+}
+
+/* One transaction writes the node's own key and a fleet key, or neither. */
+static void test_relative_txn_atomic(void **state)
+{
+    (void)state;
+    struct etcd_test *etcd = &etcd_test_shared;
+    _cleanup_free_ char *url_node = url_for(etcd, "/atomic/nodes/a");
+    _cleanup_free_ char *url_root = url_for(etcd, "/atomic");
+    store *node = open_ok(url_node), *root = open_ok(url_root);
+
+    store_cmp absent[] = {
+        {.kind = STORE_CMP_ABSENT, .key = "rs/foo"},
+        {.kind = STORE_CMP_ABSENT, .key = "../../users/bob/ledger"},
+    };
+    store_op both[] = {
+        {.kind = STORE_OP_PUT, .key = "rs/foo", .value = "record"},
+        {.kind = STORE_OP_PUT, .key = "../../users/bob/ledger", .value = "1 gpu"},
+    };
+    gb_err e = GB_ERR_INIT;
+    bool ok = false;
+    int64_t rev = 0;
+    assert_int_equal(store_txn(node, absent, 2, both, 2, &ok, &rev, &e), 0);
+    assert_true(ok);
+    store_kv own = {0}, ledger = {0};
+    assert_int_equal(store_get(node, "rs/foo", &own, &e), 1);
+    assert_int_equal(store_get(root, "users/bob/ledger", &ledger, &e), 1);
+    assert_string_equal(own.value, "record");
+    assert_string_equal(ledger.value, "1 gpu");
+    /* one write: one revision for both */
+    assert_int_equal(own.mod_revision, rev);
+    assert_int_equal(ledger.mod_revision, rev);
+    store_kv_free(&own);
+
+    /* The same again fails on its comparisons and writes neither. */
+    store_op next[] = {
+        {.kind = STORE_OP_PUT, .key = "rs/bar", .value = "record"},
+        {.kind = STORE_OP_PUT, .key = "../../users/bob/ledger", .value = "2 gpus"},
+    };
+    store_cmp stale[] = {
+        {.kind = STORE_CMP_ABSENT, .key = "rs/bar"},
+        {.kind = STORE_CMP_MOD_REVISION,
+         .key = "../../users/bob/ledger",
+         .mod_revision = ledger.mod_revision - 1},
+    };
+    store_kv_free(&ledger);
+    assert_false(txn_ok(node, stale, 2, next, 2));
+    assert_false(exists(node, "rs/bar"));
+    assert_value(root, "users/bob/ledger", "1 gpu");
+    store_cmp wrong_value = {
+        .kind = STORE_CMP_VALUE, .key = "../../users/bob/ledger", .value = "0"};
+    assert_false(txn_ok(node, &wrong_value, 1, next, 2));
+    assert_false(exists(node, "rs/bar"));
+    assert_value(root, "users/bob/ledger", "1 gpu");
+    store_cmp gone = {.kind = STORE_CMP_ABSENT, .key = "../../users/bob/ledger"};
+    assert_false(txn_ok(node, &gone, 1, next, 2));
+    assert_false(exists(node, "rs/bar"));
+    assert_value(root, "users/bob/ledger", "1 gpu");
+
+    store_close(node);
+    store_close(root);
+}
+
+/* r is a call refused with ERR_INVALID_PARAMS, its message containing
+ * needle and why (either may be NULL). */
+static void expect_refused(int r, const gb_err *e, const char *needle, const char *why)
+{
+    assert_int_equal(r, -1);
+    if (e->code != ERR_INVALID_PARAMS)
+        fail_msg("code %d, expected ERR_INVALID_PARAMS (%s)", e->code, e->msg);
+    if (needle && !strstr(e->msg, needle))
+        fail_msg("message '%s' does not mention '%s'", e->msg, needle);
+    if (why && !strstr(e->msg, why))
+        fail_msg("message '%s' does not mention '%s'", e->msg, why);
+}
+
+/* Every call with key - get, range, each kind of comparison and op - is
+ * refused with ERR_INVALID_PARAMS, naming the key and why; a transaction
+ * with it and a valid put writes nothing. */
+static void expect_key_refused(store *s, const char *key, const char *why)
+{
+    store_cmp cmps[] = {
+        {.kind = STORE_CMP_ABSENT, .key = key},
+        {.kind = STORE_CMP_EXISTS, .key = key},
+        {.kind = STORE_CMP_MOD_REVISION, .key = key},
+        {.kind = STORE_CMP_VALUE, .key = key, .value = "v"},
+    };
+    store_op ops[] = {
+        {.kind = STORE_OP_PUT, .key = key, .value = "v"},
+        {.kind = STORE_OP_PUT, .key = key, .value = "v", .lease = 1},
+        {.kind = STORE_OP_DELETE, .key = key},
+        {.kind = STORE_OP_DELETE_PREFIX, .key = key},
+    };
+    store_op valid = {.kind = STORE_OP_PUT, .key = "refused/valid", .value = "v"};
+    for (size_t i = 0; i < ARRAY_SIZE(cmps); i++) {
+        gb_err e = GB_ERR_INIT;
+        bool ok = true;
+        expect_refused(store_txn(s, &cmps[i], 1, &valid, 1, &ok, NULL, &e), &e, key, why);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
+        store_op two[] = {valid, ops[i]};
+        gb_err e = GB_ERR_INIT;
+        bool ok = true;
+        expect_refused(store_txn(s, NULL, 0, two, 2, &ok, NULL, &e), &e, key, why);
+    }
+    gb_err e = GB_ERR_INIT;
+    store_kv kv = {0};
+    store_kvs kvs = {0};
+    expect_refused(store_get(s, key, &kv, &e), &e, key, why);
+    expect_refused(store_put(s, key, "v", NULL, &e), &e, key, why);
+    expect_refused(store_delete(s, key, &e), &e, key, why);
+    expect_refused(store_range(s, key, &kvs, &e), &e, key, why);
+    assert_false(exists(s, "refused/valid"));
+}
+
+/* Keys that climb above the prefix's root, or put ".." elsewhere, are
+ * refused and the whole call does nothing; so are two ops on one key,
+ * however spelled. */
+static void test_relative_keys_refused(void **state)
+{
+    (void)state;
+    struct etcd_test *etcd = &etcd_test_shared;
+    _cleanup_free_ char *url_node = url_for(etcd, "/refuse/nodes/a");
+    _cleanup_free_ char *url_bare = url_for(etcd, "");
+    _cleanup_free_ char *url_slash = url_for(etcd, "/");
+    store *node = open_ok(url_node), *bare = open_ok(url_bare), *slash = open_ok(url_slash);
+    int64_t before = current_revision(etcd);
+
+    expect_key_refused(node, "../../../../x",
+                       "climbs 4 segments up from the store's key prefix '/refuse/nodes/a/'");
+    expect_key_refused(node, "../../../../../../x", "which has only 3");
+    expect_key_refused(bare, "../x", "relative keys need a store with a key prefix");
+    expect_key_refused(slash, "../x", "relative keys need a store with a key prefix");
+    expect_key_refused(node, "a/../b", "may only begin a key");
+    expect_key_refused(node, "../a/../b", "may only begin a key");
+    expect_key_refused(node, "../..", "may only begin a key");
+    expect_key_refused(node, "x/..", "may only begin a key");
+    expect_key_refused(bare, "a/../b", "may only begin a key");
+
+    /* A key of nothing but "../" names none; a delete-prefix of them would
+     * wipe the parent's tree; ranging there is fine. */
+    gb_err e = GB_ERR_INIT;
+    bool ok = true;
+    expect_refused(store_put(node, "../../", "v", NULL, &e), &e, "'../../'", "names no key");
+    store_kv kv = {0};
+    expect_refused(store_get(node, "../", &kv, &e), &e, "'../'", "names no key");
+    store_op wipe = {.kind = STORE_OP_DELETE_PREFIX, .key = "../../"};
+    expect_refused(store_txn(node, NULL, 0, &wipe, 1, &ok, NULL, &e), &e, "'../../'",
+                   "would delete every key");
+    assert_int_equal(count_prefix(node, "../../"), 0);
+    /* As deep as the prefix goes is fine: the root of etcd's keys. */
+    assert_false(exists(node, "../../../no-such-key"));
+
+    /* One key written twice, spelled the same or two ways. */
+    const struct {
+        store_op a, b;
+        const char *needle;
+    } twice[] = {
+        {{.kind = STORE_OP_PUT, .key = "../../x", .value = "1"},
+         {.kind = STORE_OP_PUT, .key = "../../x", .value = "2"},
+         "more than one op"},
+        {{.kind = STORE_OP_PUT, .key = "own/x", .value = "1"},
+         {.kind = STORE_OP_PUT, .key = "../a/own/x", .value = "2"},
+         "'/refuse/nodes/a/own/x'"},
+        {{.kind = STORE_OP_PUT, .key = "../../x", .value = "1"},
+         {.kind = STORE_OP_DELETE, .key = "../../../refuse/x"},
+         "'/refuse/x'"},
+        {{.kind = STORE_OP_PUT, .key = "own/x", .value = "1"},
+         {.kind = STORE_OP_DELETE_PREFIX, .key = "../a/own/"},
+         "covers it"},
+        {{.kind = STORE_OP_PUT, .key = "../../users/bob", .value = "1"},
+         {.kind = STORE_OP_DELETE_PREFIX, .key = "../../users/"},
+         "more than one op"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(twice); i++) {
+        store_op ops[] = {twice[i].a, twice[i].b};
+        expect_refused(store_txn(node, NULL, 0, ops, 2, &ok, NULL, &e), &e, "more than one op",
+                       twice[i].needle);
+        store_op swapped[] = {twice[i].b, twice[i].a};
+        expect_refused(store_txn(node, NULL, 0, swapped, 2, &ok, NULL, &e), &e, "more than one op",
+                       NULL);
+    }
+    /* Two spellings that name two keys are fine. */
+    store_op apart[] = {
+        {.kind = STORE_OP_PUT, .key = "x", .value = "own"},
+        {.kind = STORE_OP_PUT, .key = "../x", .value = "parent's"},
+    };
+    assert_int_equal(current_revision(etcd), before);
+    assert_true(txn_ok(node, NULL, 0, apart, 2));
+    assert_value(node, "x", "own");
+    assert_value(node, "../x", "parent's");
+    _cleanup_free_ char *raw = raw_get(etcd, "/refuse/nodes/x");
+    assert_non_null(raw);
+    assert_string_equal(raw, "parent's");
+
+    store_close(node);
+    store_close(bare);
+    store_close(slash);
+}
+
 /* A range larger than one page (128 keys) at once, with big values. */
 static void test_range_pages(void **state)
 {
@@ -636,10 +974,17 @@ static void test_tls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_url_forms),     cmocka_unit_test(test_key_prefix),
-        cmocka_unit_test(test_range_pages),   cmocka_unit_test(test_outage_killed),
-        cmocka_unit_test(test_outage_frozen), cmocka_unit_test(test_failover),
-        cmocka_unit_test(test_compaction),    cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_url_forms),
+        cmocka_unit_test(test_key_prefix),
+        cmocka_unit_test(test_relative_keys),
+        cmocka_unit_test(test_relative_txn_atomic),
+        cmocka_unit_test(test_relative_keys_refused),
+        cmocka_unit_test(test_range_pages),
+        cmocka_unit_test(test_outage_killed),
+        cmocka_unit_test(test_outage_frozen),
+        cmocka_unit_test(test_failover),
+        cmocka_unit_test(test_compaction),
+        cmocka_unit_test(test_auth),
         cmocka_unit_test(test_tls),
     };
     return cmocka_run_group_tests_name("store_etcd", tests, etcd_test_group_setup,

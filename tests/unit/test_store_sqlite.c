@@ -260,6 +260,81 @@ static void test_locked_database(void **state)
     store_close(s);
 }
 
+/* r is a call refused with ERR_INVALID_PARAMS whose message contains both
+ * needles. */
+static void expect_refused(int r, const gb_err *e, const char *needle1, const char *needle2)
+{
+    assert_int_equal(r, -1);
+    if (e->code != ERR_INVALID_PARAMS)
+        fail_msg("code %d, expected ERR_INVALID_PARAMS (%s)", e->code, e->msg);
+    if (!strstr(e->msg, needle1))
+        fail_msg("message '%s' does not mention '%s'", e->msg, needle1);
+    if (needle2 && !strstr(e->msg, needle2))
+        fail_msg("message '%s' does not mention '%s'", e->msg, needle2);
+}
+
+/* Relative keys ("../x") need a key prefix, which a SQLite store has not:
+ * every call with one is refused and does nothing. */
+static void test_relative_keys_refused(void **state)
+{
+    struct fixture *f = *state;
+    store *s = open_ok(f->url);
+    assert_int_equal(store_key_depth(s), 0);
+    gb_err e = GB_ERR_INIT;
+    assert_int_equal(store_put(s, "k", "v", NULL, &e), 0);
+    int64_t before = 0;
+    assert_int_equal(store_revision(s, &before, &e), 0);
+
+    static const char need[] = "relative keys need a store with a key prefix (an etcd store of a "
+                               "fleet node)";
+    const char *const keys[] = {"../k", "../../users/bob", "../"};
+    for (size_t k = 0; k < ARRAY_SIZE(keys); k++) {
+        const char *key = keys[k];
+        store_kv kv = {0};
+        store_kvs kvs = {0};
+        expect_refused(store_get(s, key, &kv, &e), &e, key, need);
+        expect_refused(store_range(s, key, &kvs, &e), &e, key, need);
+        expect_refused(store_put(s, key, "v", NULL, &e), &e, key, need);
+        expect_refused(store_delete(s, key, &e), &e, key, need);
+
+        /* In a transaction beside a valid put: nothing is written. */
+        store_op valid = {.kind = STORE_OP_PUT, .key = "written", .value = "v"};
+        store_cmp cmps[] = {
+            {.kind = STORE_CMP_ABSENT, .key = key},
+            {.kind = STORE_CMP_EXISTS, .key = key},
+            {.kind = STORE_CMP_MOD_REVISION, .key = key},
+            {.kind = STORE_CMP_VALUE, .key = key, .value = "v"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cmps); i++) {
+            bool ok = true;
+            expect_refused(store_txn(s, &cmps[i], 1, &valid, 1, &ok, NULL, &e), &e, key, need);
+        }
+        const store_op ops[] = {
+            {.kind = STORE_OP_PUT, .key = key, .value = "v"},
+            {.kind = STORE_OP_PUT, .key = key, .value = "v", .lease = 7},
+            {.kind = STORE_OP_DELETE, .key = key},
+            {.kind = STORE_OP_DELETE_PREFIX, .key = key},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
+            store_op two[] = {valid, ops[i]};
+            bool ok = true;
+            expect_refused(store_txn(s, NULL, 0, two, 2, &ok, NULL, &e), &e, key, need);
+        }
+    }
+    /* ".." anywhere else is refused on every store. */
+    expect_refused(store_put(s, "a/../b", "v", NULL, &e), &e, "'a/../b'", "may only begin a key");
+
+    store_kvs all = {0};
+    assert_int_equal(store_range(s, "", &all, &e), 0);
+    assert_int_equal(all.n, 1);
+    assert_string_equal(all.items[0].key, "k");
+    store_kvs_free(&all);
+    int64_t after = 0;
+    assert_int_equal(store_revision(s, &after, &e), 0);
+    assert_int_equal(after, before);
+    store_close(s);
+}
+
 int main(void)
 {
 #define SQLITE_TEST(fn) cmocka_unit_test_setup_teardown(fn, fixture_setup, fixture_teardown)
@@ -268,6 +343,7 @@ int main(void)
         SQLITE_TEST(test_file_layout),
         SQLITE_TEST(test_refuses_files_not_its_own),
         SQLITE_TEST(test_locked_database),
+        SQLITE_TEST(test_relative_keys_refused),
     };
 #undef SQLITE_TEST
     return cmocka_run_group_tests_name("store_sqlite", tests, NULL, NULL);
