@@ -1,0 +1,135 @@
+"""Users across a fleet (docs/users.md): one table of users, quotas and
+ledgers for every node. A token made or revoked on one node works, or
+stops working, on the others within a second or two; a quota holds when a
+user's creates race on two nodes; a user sees only their own through any
+node; accounting reads the same everywhere.
+"""
+import concurrent.futures
+import json
+import secrets
+import time
+
+import pytest
+
+from rsutil import IMAGE, LONG_RUNNING, rs_path, wait_until
+
+ADMIN = "fleet-admin-" + secrets.token_hex(16)
+
+
+def as_(d, token, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    h = {"Content-Type": "application/json"} if data is not None else {}
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    return d.request(method, path, body=data, headers=h)
+
+
+def ok(r):
+    assert r.status == 200 and r.code == 200, (r.status, r.json)
+    return r.json["data"]
+
+
+def body(name, gpus=0, **spec):
+    b = {"imageName": IMAGE, "replicaSetName": name, "gpuCount": gpus, "cmd": LONG_RUNNING}
+    b.update(spec)
+    return b
+
+
+@pytest.fixture(scope="module")
+def two(start_node_module, fleet, etcd_cluster):
+    store = etcd_cluster.url("/users")
+    a = start_node_module("a", store=store, fleet_flags=True, token=ADMIN)
+    b = start_node_module("b", store=store, fleet_flags=True, token=ADMIN)
+    wait_until(lambda: len(a.get("/api/v1/nodes").data["nodes"]) == 2, timeout=30)
+    return a, b
+
+
+def make_user(d, name, quota=None):
+    data = ok(as_(d, ADMIN, "POST", "/api/v1/users",
+                  {"name": name, "role": "user", **({"quota": quota} if quota else {})}))
+    return data["token"]
+
+
+def within(seconds, check):
+    """How long check() took to hold, failing after seconds."""
+    t0 = time.monotonic()
+    wait_until(check, timeout=seconds, interval=0.05)
+    return time.monotonic() - t0
+
+
+def test_tokens_work_and_stop_working_on_every_node(two):
+    a, b = two
+    name = "u" + secrets.token_hex(3)
+    token = make_user(a, name)
+    assert as_(a, token, "GET", "/api/v1/whoami").status == 200
+    within(2.5, lambda: as_(b, token, "GET", "/api/v1/whoami").status == 200)
+    assert ok(as_(b, token, "GET", "/api/v1/whoami"))["name"] == name
+    ok(as_(a, ADMIN, "DELETE", f"/api/v1/users/{name}/token"))
+    assert as_(a, token, "GET", "/api/v1/whoami").status == 401
+    took = within(2.5, lambda: as_(b, token, "GET", "/api/v1/whoami").status == 401)
+    assert took <= 2.5
+    new = ok(as_(b, ADMIN, "POST", f"/api/v1/users/{name}/token"))["token"]
+    within(2.5, lambda: as_(a, new, "GET", "/api/v1/whoami").status == 200)
+    assert as_(a, token, "GET", "/api/v1/whoami").status == 401
+    ok(as_(b, ADMIN, "DELETE", f"/api/v1/users/{name}"))
+    within(2.5, lambda: as_(a, new, "GET", "/api/v1/whoami").status == 401)
+
+
+def test_a_quota_holds_when_creates_race_on_two_nodes(two, fleet):
+    a, b = two
+    name = "q" + secrets.token_hex(3)
+    token = make_user(a, name, quota={"cards": 2})
+    within(2.5, lambda: as_(b, token, "GET", "/api/v1/whoami").status == 200)
+    sets = [f"fq{secrets.token_hex(2)}{i:02d}" for i in range(20)]
+    jobs = [(a if i % 2 else b, s, "a" if i % 2 else "b") for i, s in enumerate(sets)]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(20) as pool:
+            rs = list(pool.map(lambda j: as_(j[0], token, "POST", "/api/v1/replicaSet",
+                                             body(j[1], 1, node=j[2])), jobs))
+        made = [r for r in rs if r.code == 200]
+        assert len(made) == 2, [r.json for r in rs]
+        assert all(r.code in (1115, 1013) for r in rs if r.code != 200), [r.json for r in rs]
+        me = ok(as_(b, token, "GET", "/api/v1/whoami"))
+        assert me["usage"]["cards"] == 2 and me["usage"]["instances"] == 2
+        on_nodes = sum(len(n.containers(s)) for n in fleet.nodes for s in sets)
+        assert on_nodes == 2
+        r = as_(a, token, "POST", "/api/v1/replicaSet", body(f"fq{secrets.token_hex(3)}", 1, node="b"))
+        assert r.status == 403 and r.code == 1115, r.json
+    finally:
+        for s in sets:
+            as_(a, ADMIN, "DELETE", rs_path(s) + "?purge=true")
+        as_(a, ADMIN, "DELETE", f"/api/v1/users/{name}")
+
+
+def test_a_user_sees_only_their_own_through_any_node(two):
+    a, b = two
+    u1, u2 = "v" + secrets.token_hex(3), "w" + secrets.token_hex(3)
+    t1, t2 = make_user(a, u1), make_user(a, u2)
+    within(2.5, lambda: as_(b, t2, "GET", "/api/v1/whoami").status == 200)
+    mine, ghost = f"fo{secrets.token_hex(3)}", f"fg{secrets.token_hex(3)}"
+    try:
+        t0 = time.monotonic()
+        ok(as_(a, t1, "POST", "/api/v1/replicaSet", body(mine, 1, node="a")))
+        t1_made = time.monotonic()
+        assert mine not in [s["name"] for s in
+                            ok(as_(b, t2, "GET", "/api/v1/replicaSet"))["replicaSets"]]
+        assert [s["owner"] for s in ok(as_(b, ADMIN, "GET", "/api/v1/replicaSet"))["replicaSets"]
+                if s["name"] == mine] == [u1]
+        for method, tail, extra in [("GET", "", None), ("PATCH", "/stop", None),
+                                    ("POST", "/execute", {"cmd": ["id"]}), ("DELETE", "", None)]:
+            r = as_(b, t2, method, rs_path(mine, tail), extra)
+            m = as_(b, t2, method, rs_path(ghost, tail), extra)
+            assert (r.status, r.code) == (m.status, m.code), (tail, r.json, m.json)
+            assert r.json["msg"].replace(mine, "X") == m.json["msg"].replace(ghost, "X")
+        time.sleep(2)
+        ok(as_(b, t1, "PATCH", rs_path(mine, "/stop")))
+        t_stop = time.monotonic()
+        # the same accounting from either node, against the wall clock
+        for d in (a, b):
+            u = ok(as_(d, t1, "GET", "/api/v1/usage"))["users"]
+            cs = sum(s["cardSeconds"] for x in u for s in x["sets"] if s["name"] == mine)
+            assert (t_stop - t1_made) - 1 <= cs <= (t_stop - t0) + 1, cs
+    finally:
+        as_(a, ADMIN, "DELETE", rs_path(mine) + "?purge=true")
+        as_(a, ADMIN, "DELETE", f"/api/v1/users/{u1}")
+        as_(a, ADMIN, "DELETE", f"/api/v1/users/{u2}")
