@@ -283,6 +283,13 @@ void cli_print_names(cli_ctx *ctx, const json_t *list);
  * "5m ago", "3h ago", "2d ago" ("0s ago" for a time ahead of this clock);
  * "-" when iso is NULL, iso itself when it is in another form. */
 void cli_age(const char *iso, time_t now, char *buf, size_t size);
+/* The OWNER column of ps and volume ls (docs/cli.md): shown only when the
+ * items of list carry at least two different `owner`s, so a server without
+ * owners, and a user's own list, print the tables they printed before.
+ * cli_owner_cell is an item's cell: NULL (no value; the column left out
+ * when no row has one) unless shown. */
+bool cli_owners_differ(const json_t *list);
+const char *cli_owner_cell(const json_t *item, bool shown);
 
 /* ---- the subcommands (cmd_*.c) ---- */
 
@@ -315,5 +322,10 @@ int cli_cmd_volume_rm(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_nodes(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_node_cordon(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_node_uncordon(cli_ctx *ctx, const cli_args *a);
+
+/* The printers for people of ps and volume ls (arg: their cli_args, for
+ * -q), apart so the tests can feed them answers. */
+void cli_ps_print(cli_ctx *ctx, const json_t *data, const void *arg);
+void cli_volume_ls_print(cli_ctx *ctx, const json_t *data, const void *arg);
 
 #endif
