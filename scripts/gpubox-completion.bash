@@ -8,13 +8,13 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --image -i --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --gpus -g --gpu-memory --workdir -w --timeout -t --node --host -H --token"
+    local valued=" --image -i --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --gpus -g --gpu-memory --workdir -w --timeout -t --node --role --cards --share-mib --share --instances --volume-bytes --role --cards --share-mib --share --instances --volume-bytes --cards --share-mib --share --instances --volume-bytes --user -u --set -s --from --to --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
     case "$cmd" in
     '')
-        COMPREPLY=($(compgen -W " gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm volume nodes node version help completion $globals" -- "$cur")) ;;
+        COMPREPLY=($(compgen -W " gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm volume nodes node whoami users user quota usage version help completion $globals" -- "$cur")) ;;
     gpus)
         _gpubox_args 0 1 " $globals" ;;
     ports)
@@ -69,6 +69,32 @@ _gpubox() {
             _gpubox_args 4 2 " $globals" ;;
         *) COMPREPLY=($(compgen -W " cordon uncordon" -- "$cur")) ;;
         esac ;;
+    whoami)
+        _gpubox_args 0 1 " $globals" ;;
+    users)
+        _gpubox_args 0 1 " --quiet -q $globals" ;;
+    user)
+        case "$sub" in
+        create)
+            _gpubox_args 0 2 " --role --cards --share-mib --share --instances --volume-bytes $globals" ;;
+        set)
+            _gpubox_args 5 2 " --role --cards --share-mib --share --instances --volume-bytes $globals" ;;
+        rm)
+            _gpubox_args 5 2 " $globals" ;;
+        token)
+            _gpubox_args 5 2 " $globals" ;;
+        revoke)
+            _gpubox_args 5 2 " $globals" ;;
+        *) COMPREPLY=($(compgen -W " create set rm token revoke" -- "$cur")) ;;
+        esac ;;
+    quota)
+        case "$sub" in
+        defaults)
+            _gpubox_args 0 2 " --cards --share-mib --share --instances --volume-bytes $globals" ;;
+        *) COMPREPLY=($(compgen -W " defaults" -- "$cur")) ;;
+        esac ;;
+    usage)
+        _gpubox_args 0 1 " --user -u --set -s --from --to $globals" ;;
     version)
         _gpubox_args 0 1 " $globals" ;;
     help)
@@ -86,8 +112,9 @@ _gpubox_args() {
     case $kind in
     1) names=$(gpubox ps -q 2>/dev/null) ;;
     2) names=$(gpubox volume ls -q 2>/dev/null) ;;
-    3) names=" gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm nodes version help completion" ;;
+    3) names=" gpus ports ps run inspect history scale stop start pause restart rollback exec commit rm nodes whoami users usage version help completion" ;;
     4) names=$(gpubox nodes -q 2>/dev/null) ;;
+    5) names=$(gpubox users -q 2>/dev/null) ;;
     esac
     [[ ${#words[@]} -gt $used ]] && [[ $kind != 3 ]] && names=
     COMPREPLY=($(compgen -W "$names" -- "$cur"))

@@ -53,6 +53,7 @@ enum cli_complete {
     CLI_COMPLETE_VOLUME,     /* names from `gpubox volume ls -q` */
     CLI_COMPLETE_COMMAND,    /* subcommand words (help) */
     CLI_COMPLETE_NODE,       /* names from `gpubox nodes -q` */
+    CLI_COMPLETE_USER,       /* names from `gpubox users -q` */
 };
 
 typedef struct cli_opt {
@@ -181,6 +182,10 @@ int cli_call(cli_ctx *ctx, const char *method, const char *path, const json_t *b
 int cli_request(cli_ctx *ctx, const char *method, const char *path, const json_t *body,
                 cli_reply *r, bool report);
 void cli_reply_free(cli_reply *r);
+/* The envelope code of a change refused because it would take a `user`
+ * past a quota (HTTP 403, docs/users.md); like a refusal by role (1109) it
+ * exits CLI_EXIT_ERROR, with the server's message as it is. */
+#define CLI_CODE_QUOTA_EXCEEDED 1115
 /* The exit code for an envelope code (see the top of this file). */
 int cli_exit_for_code(int code);
 /* A path segment escaped for a URL (malloc'd). */
@@ -283,6 +288,13 @@ void cli_print_names(cli_ctx *ctx, const json_t *list);
  * "5m ago", "3h ago", "2d ago" ("0s ago" for a time ahead of this clock);
  * "-" when iso is NULL, iso itself when it is in another form. */
 void cli_age(const char *iso, time_t now, char *buf, size_t size);
+/* The OWNER column of ps and volume ls (docs/cli.md): shown only when the
+ * items of list carry at least two different `owner`s, so a server without
+ * owners, and a user's own list, print the tables they printed before.
+ * cli_owner_cell is an item's cell: NULL (no value; the column left out
+ * when no row has one) unless shown. */
+bool cli_owners_differ(const json_t *list);
+const char *cli_owner_cell(const json_t *item, bool shown);
 
 /* ---- the subcommands (cmd_*.c) ---- */
 
@@ -315,5 +327,59 @@ int cli_cmd_volume_rm(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_nodes(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_node_cordon(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_node_uncordon(cli_ctx *ctx, const cli_args *a);
+
+int cli_cmd_whoami(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_users(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_user_create(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_user_set(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_user_rm(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_user_token(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_user_revoke(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_quota_defaults(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_usage(cli_ctx *ctx, const cli_args *a);
+
+/* The printers for people of ps and volume ls (arg: their cli_args, for
+ * -q), apart so the tests can feed them answers. */
+void cli_ps_print(cli_ctx *ctx, const json_t *data, const void *arg);
+void cli_volume_ls_print(cli_ctx *ctx, const json_t *data, const void *arg);
+
+/* ---- cmd_users.c: users, quotas and accounting (docs/users.md) ---- */
+
+/* What a quota field counts, for its text: whole cards or sets, MiB of
+ * GPU shares, bytes of volumes. */
+enum cli_quota_kind {
+    CLI_QUOTA_COUNT, /* cards, instances */
+    CLI_QUOTA_MIB,   /* shareMiB: shown as a size, "16GB" */
+    CLI_QUOTA_BYTES, /* volumeBytes: shown as a size, "500GB" */
+};
+/* One quota or usage value: "-" when unlimited (absent or null), else the
+ * count or the size in human units ("2", "16GB"). A size given as text
+ * ("500GB") is shown in the same units. */
+void cli_quota_text(const json_t *value, enum cli_quota_kind kind, char *buf, size_t size);
+/* "used/quota" as `gpubox users` shows it: "1/2", "8GB/16GB", "0/-". */
+void cli_quota_cell(const json_t *used, const json_t *quota, enum cli_quota_kind kind, char *buf,
+                    size_t size);
+/* --role: admin, user or viewer; else CLI_EXIT_USAGE with msg. */
+int cli_check_role(const char *role, char *msg, size_t size);
+/* The quota options given in a (--cards, --share-mib or --share,
+ * --instances, --volume-bytes) into the object quota as its fields (cards,
+ * shareMiB, instances, volumeBytes): a number, or null for "none"
+ * (unlimited). Returns how many were given (0: none), or -1 after a usage
+ * error's message in msg: a value that is not a whole number 0 or more, a
+ * size that is not one (or, for --share, not whole MiB), or both --share
+ * and --share-mib. */
+int cli_quota_flags(const cli_args *a, json_t *quota, char *msg, size_t size);
+/* The body of POST /api/v1/users (create) or PATCH /api/v1/users/{name}
+ * from a's arguments, checked: 0 and *out, or CLI_EXIT_USAGE with msg. */
+int cli_user_body(const cli_args *a, bool create, json_t **out, char *msg, size_t size);
+/* seconds of a unit (cards, MiB) as hours of per units (1 card, 1024 MiB)
+ * with two decimals: "2.00"; a value above 0 that would show as 0.00 is
+ * "<0.01". */
+void cli_hours(double seconds, double per, char *buf, size_t size);
+/* The printers for people of whoami, users, usage and quota defaults. */
+void cli_whoami_print(cli_ctx *ctx, const json_t *data, const void *arg);
+void cli_users_print(cli_ctx *ctx, const json_t *data, const void *arg);
+void cli_usage_print(cli_ctx *ctx, const json_t *data, const void *arg);
+void cli_quota_print(cli_ctx *ctx, const json_t *data, const void *arg);
 
 #endif

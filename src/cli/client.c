@@ -9,8 +9,9 @@
  * Exit codes from envelope codes (cli.h): not found 3, conflict with the
  * state 4, not enough GPUs or ports 5, a request the server refuses as bad
  * 2 (it is a usage error all the same: a bad size, name or image), anything
- * else 1. A route the server does not have (404 code 1101, 405 code 1102)
- * means an older gpuboxd: the message says so rather than "no route".
+ * else 1 (a refusal by role, 1109, or by quota, 1115, among them). A route the server does not have
+ * (404 code 1101, 405 code 1102) means an older gpuboxd: the message says so rather than "no
+ * route".
  */
 #include "util/xalloc.h"
 #include "cli/cli.h"
@@ -53,6 +54,7 @@ int cli_exit_for_code(int code)
         return CLI_EXIT_SHORTAGE;
     case ERR_ROUTE_NOT_FOUND:
     case ERR_METHOD_NOT_ALLOWED:
+    case CLI_CODE_QUOTA_EXCEEDED: /* 403, as a refusal by role is */
         return CLI_EXIT_ERROR;
     }
     switch (err_http_status(code)) {

@@ -93,3 +93,26 @@ void cli_age(const char *iso, time_t now, char *buf, size_t size)
     else
         snprintf(buf, size, "%lldd ago", s / 86400);
 }
+
+bool cli_owners_differ(const json_t *list)
+{
+    const char *first = NULL;
+    size_t i;
+    json_t *item;
+    json_array_foreach(list, i, item)
+    {
+        const char *owner = json_string_value(json_object_get(item, "owner"));
+        if (!owner)
+            continue;
+        if (!first)
+            first = owner;
+        else if (strcmp(first, owner) != 0)
+            return true;
+    }
+    return false;
+}
+
+const char *cli_owner_cell(const json_t *item, bool shown)
+{
+    return shown ? json_string_value(json_object_get(item, "owner")) : NULL;
+}

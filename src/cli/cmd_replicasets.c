@@ -40,7 +40,7 @@ static void rs_ports_text(const json_t *ports, char *buf, size_t size)
     }
 }
 
-static void ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
+void cli_ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     const cli_args *a = arg;
     json_t *sets = json_object_get(data, "replicaSets"), *s;
@@ -49,10 +49,12 @@ static void ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
         cli_print_names(ctx, sets);
         return;
     }
-    static const char *const headers[] = {"NAME", "NODE",  "VERSION", "STATE", "STATUS",
-                                          "GPUS", "PORTS", "CREATED", NULL};
+    static const char *const headers[] = {"NAME",   "NODE", "OWNER", "VERSION", "STATE",
+                                          "STATUS", "GPUS", "PORTS", "CREATED", NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
-    cli_table_optional(t, "NODE"); /* only a fleet's sets carry node */
+    cli_table_optional(t, "NODE");  /* only a fleet's sets carry node */
+    cli_table_optional(t, "OWNER"); /* only when the sets have two owners or more */
+    bool owners = cli_owners_differ(sets);
     json_array_foreach(sets, i, s)
     {
         char version[16], gpus[16], ports[512];
@@ -63,6 +65,7 @@ static void ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
         const char *node = json_string_value(json_object_get(s, "node")); /* NULL: none */
         const char *row[] = {cli_str(s, "name"),
                              node,
+                             cli_owner_cell(s, owners),
                              version,
                              cli_str(s, "state"),
                              cli_str(s, "status"),
@@ -77,7 +80,7 @@ static void ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
 int cli_cmd_ps(cli_ctx *ctx, const cli_args *a)
 {
     const char *path = cli_flag(a, "all") ? RS_BASE "?all=true" : RS_BASE;
-    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = path}, ps_print, a);
+    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = path}, cli_ps_print, a);
 }
 
 /* -v SRC:DEST[:ro|rw] -> {src, dest, readOnly}. */

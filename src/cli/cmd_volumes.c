@@ -50,7 +50,7 @@ int cli_cmd_volume_create(cli_ctx *ctx, const cli_args *a)
     return cli_exchange(ctx, &req, vol_create_print, a);
 }
 
-static void vol_ls_print(cli_ctx *ctx, const json_t *data, const void *arg)
+void cli_volume_ls_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     const cli_args *a = arg;
     json_t *vols = json_object_get(data, "volumes"), *v;
@@ -59,19 +59,25 @@ static void vol_ls_print(cli_ctx *ctx, const json_t *data, const void *arg)
         cli_print_names(ctx, vols);
         return;
     }
-    static const char *const headers[] = {"NAME",  "NODE",    "SIZE",    "BACKEND",
+    static const char *const headers[] = {"NAME",  "NODE",    "OWNER",   "SIZE", "BACKEND",
                                           "STATE", "VERSION", "CREATED", NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
-    cli_table_optional(t, "NODE"); /* only a fleet's volumes carry node */
+    cli_table_optional(t, "NODE");  /* only a fleet's volumes carry node */
+    cli_table_optional(t, "OWNER"); /* only when the volumes have two owners or more */
+    bool owners = cli_owners_differ(vols);
     json_array_foreach(vols, i, v)
     {
         char version[16], backend[64];
         snprintf(version, sizeof(version), "%" JSON_INTEGER_FORMAT,
                  json_integer_value(json_object_get(v, "version")));
         const char *node = json_string_value(json_object_get(v, "node")); /* NULL: none */
-        const char *row[] = {cli_str(v, "name"),      node,
-                             cli_str(v, "sizeText"),  vol_backend(v, backend, sizeof(backend)),
-                             cli_str(v, "state"),     version,
+        const char *row[] = {cli_str(v, "name"),
+                             node,
+                             cli_owner_cell(v, owners),
+                             cli_str(v, "sizeText"),
+                             vol_backend(v, backend, sizeof(backend)),
+                             cli_str(v, "state"),
+                             version,
                              cli_str(v, "createTime")};
         cli_table_add(t, row);
     }
@@ -80,7 +86,7 @@ static void vol_ls_print(cli_ctx *ctx, const json_t *data, const void *arg)
 
 int cli_cmd_volume_ls(cli_ctx *ctx, const cli_args *a)
 {
-    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = VOL_BASE}, vol_ls_print, a);
+    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = VOL_BASE}, cli_volume_ls_print, a);
 }
 
 static void vol_inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)

@@ -93,6 +93,49 @@ static const cli_opt nodes_opts[] = {
     CLI_OPTS_END,
 };
 
+/* The fields of a quota (docs/users.md), in create, set and quota defaults;
+ * "none" makes a field unlimited. */
+// clang-format off
+#define QUOTA_OPTS                                                                                 \
+    {"cards", 0, CLI_OPT_VALUE, "N", "whole cards held at once (none: unlimited)"},                \
+    {"share-mib", 0, CLI_OPT_VALUE, "N",                                                           \
+     "MiB of GPU shares held at once, summed over cards (none: unlimited)"},                       \
+    {"share", 0, CLI_OPT_VALUE, "SIZE", "the same as a size, \"16GB\" (instead of --share-mib)"},  \
+    {"instances", 0, CLI_OPT_VALUE, "N", "replica sets, stopped ones included (none: unlimited)"}, \
+    {"volume-bytes", 0, CLI_OPT_VALUE, "SIZE",                                                     \
+     "the sizes of their volumes, summed: \"500GB\" or bytes (none: unlimited)"}
+// clang-format on
+
+static const cli_opt users_opts[] = {
+    {"quiet", 'q', CLI_OPT_FLAG, NULL, "print the names only"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt user_create_opts[] = {
+    {"role", 0, CLI_OPT_VALUE, "ROLE", "admin, user or viewer (required)"},
+    QUOTA_OPTS,
+    CLI_OPTS_END,
+};
+
+static const cli_opt user_set_opts[] = {
+    {"role", 0, CLI_OPT_VALUE, "ROLE", "the new role: admin, user or viewer"},
+    QUOTA_OPTS,
+    CLI_OPTS_END,
+};
+
+static const cli_opt quota_opts[] = {
+    QUOTA_OPTS,
+    CLI_OPTS_END,
+};
+
+static const cli_opt usage_opts[] = {
+    {"user", 'u', CLI_OPT_VALUE, "NAME", "only this user (a user sees only themself)"},
+    {"set", 's', CLI_OPT_VALUE, "NAME", "only this replica set"},
+    {"from", 0, CLI_OPT_VALUE, "TIME", "from this time: RFC 3339 or Unix seconds"},
+    {"to", 0, CLI_OPT_VALUE, "TIME", "to this time (default: now)"},
+    CLI_OPTS_END,
+};
+
 static const cli_opt help_opts[] = {
     {"man", 0, CLI_OPT_FLAG, NULL, "print the manual page (roff)"},
     CLI_OPTS_END,
@@ -170,6 +213,39 @@ const cli_command cli_commands[] = {
     {"node uncordon", "NAME", 1, 1, CLI_COMPLETE_NODE, false, NULL, NULL, cli_cmd_node_uncordon,
      "Let new replica sets and volumes be placed on node NAME again",
      "Prints the node's new state."},
+
+    /* users, quotas and accounting */
+    {"whoami", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_whoami,
+     "Show who the token is: name, role, quota and what is held",
+     "Quotas bind the user role; an admin's use is counted but not limited. \"-\" is "
+     "unlimited."},
+    {"users", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, users_opts, cli_cmd_users,
+     "List the users (admin): role, and used/quota of each resource",
+     "Each quota cell is what the user holds now and their quota, \"-\" when unlimited."},
+    {"user create", "NAME", 1, 1, CLI_COMPLETE_NONE, false, NULL, user_create_opts,
+     cli_cmd_user_create, "Create user NAME (admin); print their token, shown only once",
+     "The token goes alone on a line of stdout, and is never shown again. The user gets the "
+     "default quota (gpubox quota defaults) with the fields given as options put over it."},
+    {"user set", "NAME", 1, 1, CLI_COMPLETE_USER, false, NULL, user_set_opts, cli_cmd_user_set,
+     "Change a user's role or quota (admin)",
+     "Only the fields given change; none makes a field unlimited. The role of a user from the "
+     "token file is the file's; their quota may be set."},
+    {"user rm", "NAME", 1, 1, CLI_COMPLETE_USER, false, NULL, NULL, cli_cmd_user_rm,
+     "Delete a user (admin); refused while they own replica sets or volumes", NULL},
+    {"user token", "NAME", 1, 1, CLI_COMPLETE_USER, false, NULL, NULL, cli_cmd_user_token,
+     "Give a user a new token (admin); the old one stops working", NULL},
+    {"user revoke", "NAME", 1, 1, CLI_COMPLETE_USER, false, NULL, NULL, cli_cmd_user_revoke,
+     "Revoke a user's token (admin); the user stays",
+     "The token stops working at once; gpubox user token NAME lets them in again."},
+    {"quota defaults", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, quota_opts, cli_cmd_quota_defaults,
+     "Show the quota new users get, or change its fields (admin)",
+     "With quota options only those fields change; none makes a field unlimited. Users made "
+     "before keep their quota."},
+    {"usage", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, usage_opts, cli_cmd_usage,
+     "Show card-hours and share GiB-hours used, per user and replica set",
+     "Hours of whole cards held, and of GPU shares in GiB, in [--from, --to] (default: from "
+     "the beginning to now). Each user's sets are followed by their total. A user sees only "
+     "themself."},
 
     /* the client itself */
     {"version", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_version,

@@ -10,7 +10,8 @@
 
 static const char *const help_exit_codes[][2] = {
     {"0", "success"},
-    {"1", "server or other error (including gpuboxd not reachable)"},
+    {"1", "server or other error (including gpuboxd not reachable, and a refusal by role or "
+          "quota)"},
     {"2", "usage error: a bad flag or argument, or a request the server refuses as invalid"},
     {"3", "not found: no such replica set, volume or image"},
     {"4", "conflict: the state forbids it now, or it exists already"},
@@ -76,7 +77,7 @@ void cli_help_main(FILE *out)
 {
     fputs("Usage: gpubox [--host URL] [--token TOKEN] [--json] COMMAND [ARGS...]\n\n"
           "The command-line client of gpuboxd: GPU containers (replica sets), volumes,\n"
-          "GPUs and ports, and the nodes of a fleet.\n\nCommands:\n",
+          "GPUs and ports, the nodes of a fleet, and users, quotas and usage.\n\nCommands:\n",
           out);
     for (size_t i = 0; i < cli_ncommands; i++) {
         const cli_command *c = &cli_commands[i];
@@ -138,14 +139,16 @@ static void man_opts(const cli_opt *opts, FILE *out)
 
 void cli_help_man(FILE *out)
 {
-    fputs(".TH GPUBOX 1 \"\" \"gpubox " GPUBOX_VERSION "\" \"User Commands\"\n"
-          ".SH NAME\ngpubox \\- command\\-line client of gpuboxd\n"
-          ".SH SYNOPSIS\n.B gpubox\n[\\-\\-host URL] [\\-\\-token TOKEN] [\\-\\-json] COMMAND "
-          "[ARGS...]\n"
-          ".SH DESCRIPTION\ngpubox runs and manages GPU containers (replica sets), volumes, "
-          "GPUs and ports, and the nodes of a fleet, through gpuboxd's HTTP API.\n"
-          ".SH COMMANDS\n",
-          out);
+    fputs(
+        ".TH GPUBOX 1 \"\" \"gpubox " GPUBOX_VERSION "\" \"User Commands\"\n"
+        ".SH NAME\ngpubox \\- command\\-line client of gpuboxd\n"
+        ".SH SYNOPSIS\n.B gpubox\n[\\-\\-host URL] [\\-\\-token TOKEN] [\\-\\-json] COMMAND "
+        "[ARGS...]\n"
+        ".SH DESCRIPTION\ngpubox runs and manages GPU containers (replica sets), volumes, "
+        "GPUs and ports, the nodes of a fleet, and users, quotas and usage, through gpuboxd's HTTP "
+        "API.\n"
+        ".SH COMMANDS\n",
+        out);
     for (size_t i = 0; i < cli_ncommands; i++) {
         const cli_command *c = &cli_commands[i];
         char synopsis[160];
@@ -291,10 +294,11 @@ void cli_completion_bash(FILE *out)
     fprintf(out,
             "\" ;;\n"
             "    %d) names=$(gpubox nodes -q 2>/dev/null) ;;\n"
+            "    %d) names=$(gpubox users -q 2>/dev/null) ;;\n"
             "    esac\n"
             "    [[ ${#words[@]} -gt $used ]] && [[ $kind != %d ]] && names=\n"
             "    COMPREPLY=($(compgen -W \"$names\" -- \"$cur\"))\n"
             "}\n"
             "complete -F _gpubox gpubox\n",
-            CLI_COMPLETE_NODE, CLI_COMPLETE_COMMAND);
+            CLI_COMPLETE_NODE, CLI_COMPLETE_USER, CLI_COMPLETE_COMMAND);
 }

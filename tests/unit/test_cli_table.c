@@ -3,7 +3,10 @@
  * aligned two spaces apart, "-" for a cell without a value, no trailing
  * spaces; the optional NODE column, printed only when some row has a node
  * (a fleet), so a single gpuboxd's tables stay byte for byte what they
- * were; and the HEARTBEAT age of `gpubox nodes` (cli_age).
+ * were; the HEARTBEAT age of `gpubox nodes` (cli_age); and the OWNER
+ * column of ps and volume ls, shown only when the items carry two owners or
+ * more (cli_owners_differ), so an answer without owners, or with one owner
+ * only, prints the table it printed before users existed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -122,6 +125,139 @@ static void test_heartbeat_age(void **state)
     assert_string_equal(buf, "yesterday");
 }
 
+/* What a printer (cli_ps_print, cli_volume_ls_print) prints for the
+ * answer data (JSON text) after the words of argv (its subcommand). */
+static char *printed(cli_print_fn *print, const char *data_text, int argc, char **argv)
+{
+    cli_args a;
+    char msg[256];
+    assert_int_equal(cli_parse(argc, argv, &a, msg, sizeof(msg)), 0);
+    json_error_t jerr;
+    json_t *data = json_loads(data_text, 0, &jerr);
+    if (!data)
+        fail_msg("bad test JSON: %s", jerr.text);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    cli_ctx ctx = {.out = f, .err = stderr};
+    print(&ctx, data, &a);
+    fclose(f);
+    json_decref(data);
+    cli_args_free(&a);
+    return buf;
+}
+
+static char *ps_printed(const char *sets)
+{
+    char *text = NULL;
+    assert_true(asprintf(&text, "{\"replicaSets\": [%s]}", sets) > 0);
+    char *out = printed(cli_ps_print, text, 2, (char *[]){"gpubox", "ps", NULL});
+    free(text);
+    return out;
+}
+
+#define SET(name, owner_field)                                                                     \
+    "{\"name\": \"" name "\", \"version\": 1, \"state\": \"running\", \"status\": \"running\", "   \
+    "\"gpus\": [\"GPU-1\"], \"ports\": [], \"createTime\": \"2026-11-24T10:00:00Z\"" owner_field   \
+    "}"
+
+static void test_owner_rule(void **state)
+{
+    (void)state;
+    json_t *list = json_loads("[{\"owner\": \"a\"}, {}, {\"owner\": \"a\"}]", 0, NULL);
+    assert_false(cli_owners_differ(list)); /* one owner, and one item without */
+    json_array_append_new(list, json_pack("{s:s}", "owner", "b"));
+    assert_true(cli_owners_differ(list));
+    assert_string_equal(cli_owner_cell(json_array_get(list, 3), true), "b");
+    assert_null(cli_owner_cell(json_array_get(list, 3), false));
+    assert_null(cli_owner_cell(json_array_get(list, 1), true)); /* none: "-" */
+    json_decref(list);
+    list = json_array();
+    assert_false(cli_owners_differ(list));
+    assert_false(cli_owners_differ(NULL));
+    json_decref(list);
+}
+
+static void test_owner_column_only_with_two_owners(void **state)
+{
+    (void)state;
+    static const char *const before = "NAME   VERSION  STATE    STATUS   GPUS  PORTS  CREATED\n"
+                                      "train  1        running  running  1     -      "
+                                      "2026-11-24T10:00:00Z\n"
+                                      "eval   1        running  running  1     -      "
+                                      "2026-11-24T10:00:00Z\n";
+    /* No owner at all (a server from before users): the old table. */
+    char *out = ps_printed(SET("train", "") "," SET("eval", ""));
+    assert_string_equal(out, before);
+    free(out);
+    /* One owner for all (a user's own list): the same bytes. */
+    out = ps_printed(
+        SET("train", ", \"owner\": \"alice\"") "," SET("eval", ", \"owner\": \"alice\""));
+    assert_string_equal(out, before);
+    free(out);
+    /* Two owners: OWNER after NAME (and after NODE in a fleet). */
+    out =
+        ps_printed(SET("train", ", \"owner\": \"alice\"") "," SET("eval", ", \"owner\": \"bob\""));
+    assert_string_equal(out, "NAME   OWNER  VERSION  STATE    STATUS   GPUS  PORTS  CREATED\n"
+                             "train  alice  1        running  running  1     -      "
+                             "2026-11-24T10:00:00Z\n"
+                             "eval   bob    1        running  running  1     -      "
+                             "2026-11-24T10:00:00Z\n");
+    free(out);
+    out = ps_printed(SET("train", ", \"owner\": \"alice\", \"node\": \"a\"") "," SET(
+        "eval", ", \"owner\": \"bob\"") "," SET("old", ""));
+    assert_string_equal(out, "NAME   NODE  OWNER  VERSION  STATE    STATUS   GPUS  PORTS  CREATED\n"
+                             "train  a     alice  1        running  running  1     -      "
+                             "2026-11-24T10:00:00Z\n"
+                             "eval   -     bob    1        running  running  1     -      "
+                             "2026-11-24T10:00:00Z\n"
+                             "old    -     -      1        running  running  1     -      "
+                             "2026-11-24T10:00:00Z\n");
+    free(out);
+    /* -q: the names only, whoever owns them. */
+    char *text = NULL;
+    assert_true(asprintf(&text, "{\"replicaSets\": [%s]}",
+                         SET("train", ", \"owner\": \"alice\"") "," SET(
+                             "eval", ", \"owner\": \"bob\"")) > 0);
+    out = printed(cli_ps_print, text, 3, (char *[]){"gpubox", "ps", "-q", NULL});
+    assert_string_equal(out, "train\neval\n");
+    free(out);
+    free(text);
+}
+
+#define VOL(name, owner_field)                                                                     \
+    "{\"name\": \"" name                                                                           \
+    "\", \"sizeText\": \"20GB\", \"backend\": \"plain\", \"state\": \"ready\", "                   \
+    "\"version\": 1, \"createTime\": \"2026-11-24T10:00:00Z\"" owner_field "}"
+
+static void test_volume_owner_column(void **state)
+{
+    (void)state;
+    char **argv = (char *[]){"gpubox", "volume", "ls", NULL};
+    static const char *const before = "NAME  SIZE  BACKEND  STATE  VERSION  CREATED\n"
+                                      "data  20GB  plain    ready  1        2026-11-24T10:00:00Z\n"
+                                      "logs  20GB  plain    ready  1        2026-11-24T10:00:00Z\n";
+    char *out = printed(cli_volume_ls_print,
+                        "{\"volumes\": [" VOL("data", "") "," VOL("logs", "") "]}", 3, argv);
+    assert_string_equal(out, before);
+    free(out);
+    out = printed(cli_volume_ls_print,
+                  "{\"volumes\": [" VOL("data", ", \"owner\": \"bob\"") "," VOL(
+                      "logs", ", \"owner\": \"bob\"") "]}",
+                  3, argv);
+    assert_string_equal(out, before);
+    free(out);
+    out = printed(cli_volume_ls_print,
+                  "{\"volumes\": [" VOL("data", ", \"owner\": \"bob\"") "," VOL(
+                      "logs", ", \"owner\": \"carol\"") "]}",
+                  3, argv);
+    assert_string_equal(out, "NAME  OWNER  SIZE  BACKEND  STATE  VERSION  CREATED\n"
+                             "data  bob    20GB  plain    ready  1        2026-11-24T10:00:00Z\n"
+                             "logs  carol  20GB  plain    ready  1        2026-11-24T10:00:00Z\n");
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -129,6 +265,9 @@ int main(void)
         cmocka_unit_test(test_node_column_only_in_a_fleet),
         cmocka_unit_test(test_optional_last_column_leaves_no_trailing_space),
         cmocka_unit_test(test_heartbeat_age),
+        cmocka_unit_test(test_owner_rule),
+        cmocka_unit_test(test_owner_column_only_with_two_owners),
+        cmocka_unit_test(test_volume_owner_column),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
