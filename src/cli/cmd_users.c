@@ -505,8 +505,9 @@ void cli_usage_print(cli_ctx *ctx, const json_t *data, const void *arg)
                       sizeof(cards));
             cli_hours(json_number_value(json_object_get(s, "shareMiBSeconds")), 1024, share,
                       sizeof(share));
-            const char *row[] = {user, cli_str(s, "name"),
-                                 json_string_value(json_object_get(s, "node")), cards, share};
+            const char *node = json_string_value(json_object_get(s, "node"));
+            const char *row[] = {user, cli_str(s, "name"), node && *node ? node : NULL, cards,
+                                 share}; /* "" on a single server: no NODE column */
             cli_table_add(t, row);
         }
         char cards[32], share[32];
