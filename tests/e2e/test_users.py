@@ -6,28 +6,19 @@ clock, and records from before users getting their owner.
 import concurrent.futures
 import json
 import secrets
-import sqlite3
 import time
 
 import pytest
 
 from conftest import Daemon
-from rsutil import IMAGE, RUN_TAG, rs_path, wait_until, wipe
-from secutil import write_tokens
+from rsutil import IMAGE, RUN_TAG, rs_path, wipe
+from secutil import as_, write_tokens
 
 PREFIX = "e2usr" + RUN_TAG
 PORTS = "64500-64549"
 ADMIN = "adm-" + secrets.token_hex(20)
 VIEWER = "view-" + secrets.token_hex(20)
 FILEUSER = "fu-" + secrets.token_hex(20)
-
-
-def as_(d, token, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    h = {"Content-Type": "application/json"} if data is not None else {}
-    if token:
-        h["Authorization"] = f"Bearer {token}"
-    return d.request(method, path, body=data, headers=h)
 
 
 def metrics_text(d, token):
@@ -441,18 +432,16 @@ def test_records_from_before_users_get_their_owner(tmp_path, tokens):
         assert (me["name"], me["role"], me["source"]) == ("anonymous", "admin", "none")
         assert as_(d, None, "GET", "/api/v1/users").status == 409
         d.stop()
-        # a record as an older gpubox wrote it: no owner at all
-        db = sqlite3.connect(tmp_path / "data" / "state.db")
-        rows = db.execute("SELECT key, value FROM kv").fetchall() if db.execute(
-            "SELECT name FROM sqlite_master WHERE name='kv'").fetchone() else []
-        db.close()
         d = start(tmp_path, "--owner-of-unowned", "frank", tokens=tokens)
         assert ok(as_(d, FILEUSER, "GET", rs_path(name)))["info"]["owner"] == "frank"
         assert ok(as_(d, FILEUSER, "GET", f"/api/v1/volumes/{vol}"))["info"]["owner"] == "frank"
         me = ok(as_(d, FILEUSER, "GET", "/api/v1/whoami"))
         assert me["usage"]["cards"] == 1 and me["usage"]["instances"] == 1
-        assert me["usage"]["volumeBytes"] == 20 * 1000 * 1000 or me["usage"]["volumeBytes"] > 0
-        assert rows is not None
+        size = ok(as_(d, FILEUSER, "GET", f"/api/v1/volumes/{vol}"))["info"]["size"]
+        assert me["usage"]["volumeBytes"] == size > 0
+        # the other users see none of it
+        other = make_user(d, "kim" + secrets.token_hex(2))
+        assert as_(d, other, "GET", rs_path(name)).status == 404
     finally:
         d.token = ADMIN
         wipe(d, PREFIX)

@@ -5,23 +5,15 @@ user's creates race on two nodes; a user sees only their own through any
 node; accounting reads the same everywhere.
 """
 import concurrent.futures
-import json
 import secrets
 import time
 
 import pytest
 
 from rsutil import IMAGE, LONG_RUNNING, rs_path, wait_until
+from secutil import as_
 
 ADMIN = "fleet-admin-" + secrets.token_hex(16)
-
-
-def as_(d, token, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    h = {"Content-Type": "application/json"} if data is not None else {}
-    if token:
-        h["Authorization"] = f"Bearer {token}"
-    return d.request(method, path, body=data, headers=h)
 
 
 def ok(r):
