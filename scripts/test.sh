@@ -110,11 +110,11 @@ scripts/fuzz.sh "${FUZZ_SECONDS_TEST:-5}"
 
 e2e_store=${GPUBOX_E2E_STORE:-sqlite}
 # The modules whose behaviour lives in the store, again on etcd: replica
-# sets, the older routes, patch / restart / rollback, volumes. A pattern
+# sets, the older routes, patch / restart / rollback, volumes, users. A pattern
 # that matches no module (yet) is left out.
 etcd_modules=()
 for m in tests/e2e/test_replicasets*.py tests/e2e/test_daemon_restart*.py tests/e2e/test_legacy_routes.py \
-    tests/e2e/test_patch*.py tests/e2e/test_volumes*.py; do
+    tests/e2e/test_patch*.py tests/e2e/test_volumes*.py tests/e2e/test_users.py; do
     [[ -e $m ]] && etcd_modules+=("$m")
 done
 pytest=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
