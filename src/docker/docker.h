@@ -72,7 +72,7 @@ int docker_info(docker_client *c, json_t **out, gb_err *err);
 #define DOCKER_LABEL_VOLUME "gpubox.volume"                /* a Docker volume: its gpubox volume */
 #define DOCKER_LABEL_CREATED "gpubox.created"              /* an image gpubox committed: "true" */
 #define DOCKER_LABEL_COMMITTED_FROM "gpubox.committedFrom" /* ... from this container */
-#define DOCKER_LABEL_COMMITTED_BY "gpubox.committed-by" /* the owner who committed it */
+#define DOCKER_LABEL_COMMITTED_BY "gpubox.committed-by"    /* the owner who committed it */
 
 /* ---- The run spec (docker_spec.c): a container as gpubox's services
  * describe it; only docker/ turns it into Engine API JSON. ---- */

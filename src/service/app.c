@@ -356,8 +356,8 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     /* Volumes before the replica sets: reconciling may start containers,
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
-        ownership_settle(a, err) < 0 || replicaset_reconcile(a, err) < 0 || rs_doubt_start(a, err) < 0 ||
-        fleet_node_join(a, err) < 0)
+        ownership_settle(a, err) < 0 || replicaset_reconcile(a, err) < 0 ||
+        rs_doubt_start(a, err) < 0 || fleet_node_join(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);

@@ -106,7 +106,7 @@ typedef struct rs_record {
     size_t nlast_gpus;
     rs_held_port *last_ports;
     size_t nlast_ports;
-    int64_t mod_revision; /* of the store key when loaded; 0 for a new record */
+    int64_t mod_revision;         /* of the store key when loaded; 0 for a new record */
     char owner[NAME_MAX_LEN + 1]; /* the user that created it (docs/users.md); "" before users */
     /* Not stored: what a save's quota check counts instead of what the
      * record holds (a version change holds the old and the new cards at

@@ -66,7 +66,7 @@ typedef struct vol_record {
     char resizing_text[VOL_SIZE_TEXT_MAX];
     char create_time[RS_TIME_MAX];
     char update_time[RS_TIME_MAX];
-    int64_t mod_revision; /* of the store key when loaded; 0 for a new record */
+    int64_t mod_revision;         /* of the store key when loaded; 0 for a new record */
     char owner[NAME_MAX_LEN + 1]; /* the user that created it (docs/users.md); "" before users */
 } vol_record;
 
