@@ -85,7 +85,11 @@ def test_a_quota_holds_when_creates_race_on_two_nodes(two, fleet):
         assert me["usage"]["cards"] == 2 and me["usage"]["instances"] == 2
         on_nodes = sum(len(n.containers(s)) for n in fleet.nodes for s in sets)
         assert on_nodes == 2
-        r = as_(a, token, "POST", "/api/v1/replicaSet", body(f"fq{secrets.token_hex(3)}", 1, node="b"))
+        # placed where there is room (node a keeps at least 2 of its 4
+        # cards free), refused there by the quota
+        extra = f"fq{secrets.token_hex(3)}"
+        sets.append(extra)
+        r = as_(b, token, "POST", "/api/v1/replicaSet", body(extra, 1))
         assert r.status == 403 and r.code == 1115, r.json
     finally:
         for s in sets:
