@@ -53,14 +53,6 @@ static const struct {
     {"volumeBytes", "volumes", "volume-bytes", CLI_QUOTA_BYTES},
 };
 
-/* The object data holds under key, or data itself when it has none: the
- * answers may or may not wrap the user (or the quota) in an object. */
-static const json_t *unwrap(const json_t *data, const char *key)
-{
-    json_t *inner = json_object_get(data, key);
-    return json_is_object(inner) ? inner : data;
-}
-
 /* ---- values ---- */
 
 void cli_quota_text(const json_t *value, enum cli_quota_kind kind, char *buf, size_t size)
@@ -264,7 +256,7 @@ static void quota_table(cli_ctx *ctx, const json_t *used, const json_t *quota)
 void cli_whoami_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     (void)arg;
-    const json_t *me = unwrap(data, "user");
+    const json_t *me = data;
     fprintf(ctx->out, "Name:    %s\nRole:    %s\nSource:  %s\n\n", cli_str(me, "name"),
             cli_str(me, "role"), cli_str(me, "source"));
     json_t *usage = json_object_get(me, "usage");
@@ -322,19 +314,12 @@ int cli_cmd_users(cli_ctx *ctx, const cli_args *a)
 
 /* ---- user create, token: the token shown once ---- */
 
-/* The token of an answer: data.token, or data.user.token. */
-static const char *answer_token(const json_t *data)
-{
-    const char *token = json_string_value(json_object_get(data, "token"));
-    return token ? token : json_string_value(json_object_get(unwrap(data, "user"), "token"));
-}
-
 /* Print the answer of a create or a rotation: the token alone on stdout
  * (the data as JSON for --json), and note on stderr that it is shown this
  * once. */
 static int token_answer(cli_ctx *ctx, const json_t *data, const char *note)
 {
-    const char *token = answer_token(data);
+    const char *token = json_string_value(json_object_get(data, "token"));
     if (!token && !ctx->json)
         return cli_fail(ctx, CLI_EXIT_ERROR, "the answer carries no token");
     fprintf(ctx->err, "%s\n", note);
@@ -353,8 +338,7 @@ static int over_defaults(cli_ctx *ctx, const json_t *changes, json_t **out)
     int rc = cli_call(ctx, "GET", DEFAULTS_PATH, NULL, &r);
     if (rc)
         return rc;
-    const json_t *now = unwrap(r.data, "quota");
-    json_t *quota = json_is_object(now) ? json_deep_copy(now) : json_object();
+    json_t *quota = json_is_object(r.data) ? json_deep_copy(r.data) : json_object();
     json_object_update(quota, (json_t *)changes);
     *out = quota;
     return 0;
@@ -366,14 +350,7 @@ int cli_cmd_user_create(cli_ctx *ctx, const cli_args *a)
     _cleanup_json_ json_t *body = NULL;
     if (cli_user_body(a, true, &body, msg, sizeof(msg)))
         return cli_usage_error(ctx, a->cmd, "%s", msg);
-    json_t *given = json_object_get(body, "quota");
-    if (given) { /* the defaults, but for the fields given */
-        json_t *quota = NULL;
-        int rc = over_defaults(ctx, given, &quota);
-        if (rc)
-            return rc;
-        json_object_set_new(body, "quota", quota);
-    }
+    /* The server gives the defaults for the quota fields left out. */
     _cleanup_(cli_reply_free) cli_reply r = {0};
     int rc = cli_call(ctx, "POST", USERS_BASE, body, &r);
     if (rc)
@@ -415,7 +392,7 @@ static void quota_line(const json_t *quota, char *buf, size_t size)
 static void user_set_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     const cli_args *a = arg;
-    const json_t *user = unwrap(data, "user");
+    const json_t *user = data;
     char quota[256];
     quota_line(json_object_get(user, "quota"), quota, sizeof(quota));
     fprintf(ctx->out, "user %s: role %s; quota %s\n", a->pos[0], cli_str(user, "role"), quota);
@@ -460,7 +437,7 @@ int cli_cmd_user_revoke(cli_ctx *ctx, const cli_args *a)
 void cli_quota_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     (void)arg;
-    quota_table(ctx, NULL, unwrap(data, "quota"));
+    quota_table(ctx, NULL, data);
 }
 
 /* With quota options: read the defaults, change the fields given, and put

@@ -52,3 +52,48 @@ bool keys_is_replicaset_record(const char *key)
     size_t plen = strlen(KEYS_REPLICASETS);
     return strncmp(key, KEYS_REPLICASETS, plen) == 0 && key[plen] && !strchr(key + plen, '/');
 }
+
+char *keys_user(char *buf, size_t size, const char *up, const char *name)
+{
+    return keys_format(buf, size, snprintf(buf, size, "%s" KEYS_ACCOUNTS_USERS "%s", up, name));
+}
+
+char *keys_quota_defaults(char *buf, size_t size, const char *up)
+{
+    return keys_format(buf, size, snprintf(buf, size, "%s" KEYS_ACCOUNTS_DEFAULTS, up));
+}
+
+char *keys_ledger(char *buf, size_t size, const char *up, const char *owner)
+{
+    return keys_format(buf, size, snprintf(buf, size, "%s" KEYS_ACCOUNTS_LEDGER "%s", up, owner));
+}
+
+char *keys_acct(char *buf, size_t size, const char *up, const char *owner, long long to_ms,
+                const char *set)
+{
+    return keys_format(
+        buf, size,
+        snprintf(buf, size, "%s" KEYS_ACCOUNTS_ACCT "%s/%013lld-%s", up, owner, to_ms, set));
+}
+
+char *keys_acct_prefix(char *buf, size_t size, const char *up, const char *owner)
+{
+    return keys_format(buf, size,
+                       snprintf(buf, size, "%s" KEYS_ACCOUNTS_ACCT "%s%s", up, owner ? owner : "",
+                                owner ? "/" : ""));
+}
+
+bool keys_account_owner(const char *key, char *owner, size_t size)
+{
+    const char *roots[] = {KEYS_ACCOUNTS_LEDGER, KEYS_ACCOUNTS_ACCT};
+    for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+        const char *at = strstr(key, roots[i]);
+        if (!at)
+            continue;
+        const char *o = at + strlen(roots[i]);
+        size_t n = strcspn(o, "/");
+        snprintf(owner, size, "%.*s", (int)n, o);
+        return n > 0;
+    }
+    return false;
+}

@@ -34,7 +34,13 @@
 #define KEYS_VOLUME_HISTORY KEYS_ROOT "volume-history/"
 /* Users, quotas, ledgers and accounting (users/users.h): outside KEYS_ROOT,
  * so a single server joining a fleet leaves them at the fleet's root, where
- * every node reaches them (users_shared_key). */
+ * every node reaches them. Their functions below take `up`, what leads
+ * from the caller's store handle to that root: "" on a single server,
+ * "../../" on a fleet node (a relative key, store.h).
+ *   /accounts/users/<name>                   a user (users/users.h)
+ *   /accounts/quota-defaults                 the quota new users get
+ *   /accounts/ledger/<owner>                 what owner holds now
+ *   /accounts/acct/<owner>/<to ms>-<set>     one closed interval of holding cards */
 #define KEYS_ACCOUNTS "/accounts/"
 #define KEYS_ACCOUNTS_USERS KEYS_ACCOUNTS "users/"
 #define KEYS_ACCOUNTS_DEFAULTS KEYS_ACCOUNTS "quota-defaults"
@@ -42,6 +48,18 @@
 #define KEYS_ACCOUNTS_ACCT KEYS_ACCOUNTS "acct/"
 
 /* Build a key into buf; returns buf, or NULL when it does not fit. */
+/* up + the user name's key; name "" gives the prefix of every user. */
+char *keys_user(char *buf, size_t size, const char *up, const char *name);
+char *keys_quota_defaults(char *buf, size_t size, const char *up);
+/* up + owner's ledger; owner "" gives the prefix of every ledger. */
+char *keys_ledger(char *buf, size_t size, const char *up, const char *owner);
+char *keys_acct(char *buf, size_t size, const char *up, const char *owner, long long to_ms,
+                const char *set);
+/* The prefix of owner's intervals; owner NULL: of everyone's. */
+char *keys_acct_prefix(char *buf, size_t size, const char *up, const char *owner);
+/* The owner a ledger or interval key names (the segment after ledger/ or
+ * acct/), into owner; false when key is neither. */
+bool keys_account_owner(const char *key, char *owner, size_t size);
 char *keys_replicaset(char *buf, size_t size, const char *name);
 char *keys_replicaset_history(char *buf, size_t size, const char *name, long version);
 /* "/gpubox/history/<name>/": the prefix of every version of <name>. */

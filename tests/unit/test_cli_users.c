@@ -483,12 +483,6 @@ static void test_quota_print(void **state)
                            "\"volumeBytes\": 1099511627776}",
                            NULL),
                    want);
-    /* the same quota wrapped, as {"quota": ...} */
-    assert_printed(printed(cli_quota_print,
-                           "{\"quota\": {\"cards\": 2, \"instances\": 4, \"volumeBytes\": "
-                           "\"1TB\"}}",
-                           NULL),
-                   want);
 }
 
 int main(void)

@@ -70,7 +70,7 @@ static int user_answer(app *a, const user_info *ui, json_t **out, gb_err *err)
 static int user_write(app *a, const user_info *ui, int64_t rev, gb_err *err)
 {
     char key[STORE_KEY_MAX];
-    users_shared_key(a, key, sizeof(key), "%s%s", KEYS_ACCOUNTS_USERS, ui->name);
+    keys_user(key, sizeof(key), users_up(a), ui->name);
     _cleanup_json_ json_t *j = user_to_json(ui, true);
     _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = rev};
@@ -93,7 +93,7 @@ static int user_write(app *a, const user_info *ui, int64_t rev, gb_err *err)
 static int user_rev(app *a, const char *name, int64_t *rev, gb_err *err)
 {
     char key[STORE_KEY_MAX];
-    users_shared_key(a, key, sizeof(key), "%s%s", KEYS_ACCOUNTS_USERS, name);
+    keys_user(key, sizeof(key), users_up(a), name);
     store_kv kv = {0};
     int found = store_get(a->store, key, &kv, err);
     *rev = found > 0 ? kv.mod_revision : 0;
@@ -159,13 +159,16 @@ int users_api_create(app *a, const json_t *body, json_t **out, gb_err *err)
     if (users_find(a->users, name, &existing))
         return err_set(err, ERR_USER_EXISTS, "a user named '%s' exists", name);
     time_iso_now(ui.create_time, sizeof(ui.create_time));
-    char token[TOKEN_LEN + 1];
-    if (new_token(&ui, token, sizeof(token), err) < 0 || user_write(a, &ui, 0, err) < 0)
-        return -1;
-    if (user_answer(a, &ui, out, err) < 0)
-        return -1;
-    json_object_set_new(*out, "token", json_string(token));
+    char token[TOKEN_LEN + 1] = "";
+    int rc = new_token(&ui, token, sizeof(token), err) < 0 || user_write(a, &ui, 0, err) < 0 ||
+                     user_answer(a, &ui, out, err) < 0
+                 ? -1
+                 : 0;
+    if (rc == 0)
+        json_object_set_new(*out, "token", json_string(token));
     token_wipe(token, sizeof(token));
+    if (rc < 0)
+        return -1;
     log_info("users: %s created user %s (role %s)", caller_owner(), ui.name,
              user_role_name(ui.role));
     return 0;
@@ -250,7 +253,7 @@ int users_api_delete(app *a, const char *name, json_t **out, gb_err *err)
                        "first",
                        name, (long long)u.instances, (long long)u.volume_bytes);
     char key[STORE_KEY_MAX];
-    users_shared_key(a, key, sizeof(key), "%s%s", KEYS_ACCOUNTS_USERS, name);
+    keys_user(key, sizeof(key), users_up(a), name);
     if (store_delete(a->store, key, err) < 0)
         return err_prefix(err, "removing user %s", name);
     gb_err e = GB_ERR_INIT;
@@ -265,11 +268,13 @@ int users_api_token_rotate(app *a, const char *name, json_t **out, gb_err *err)
 {
     user_info ui;
     int64_t rev = 0;
-    char token[TOKEN_LEN + 1];
+    char token[TOKEN_LEN + 1] = "";
     if (find_user(a, name, &ui, err) < 0 || api_only(&ui, "change its token", err) < 0 ||
         user_rev(a, name, &rev, err) < 0 || new_token(&ui, token, sizeof(token), err) < 0 ||
-        user_write(a, &ui, rev, err) < 0)
+        user_write(a, &ui, rev, err) < 0) {
+        token_wipe(token, sizeof(token));
         return -1;
+    }
     log_info("users: %s gave user %s a new token", caller_owner(), name);
     *out = json_pack("{s:s, s:s}", "name", name, "token", token);
     token_wipe(token, sizeof(token));
@@ -309,7 +314,7 @@ int users_api_defaults_put(app *a, const json_t *body, json_t **out, gb_err *err
     if (auth_off(a, err) < 0 || user_quota_from_json(body, &q, err) < 0)
         return -1;
     char key[STORE_KEY_MAX];
-    users_shared_key(a, key, sizeof(key), "%s", KEYS_ACCOUNTS_DEFAULTS);
+    keys_quota_defaults(key, sizeof(key), users_up(a));
     _cleanup_json_ json_t *j = user_quota_to_json(&q);
     _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     if (store_put(a->store, key, text, NULL, err) < 0)

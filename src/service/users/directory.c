@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +18,9 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
-char *users_shared_key(const app *a, char *buf, size_t size, const char *fmt, ...)
+const char *users_up(const app *a)
 {
-    int n = snprintf(buf, size, "%s", a->cfg.node ? "../../" : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + n, size - (size_t)n, fmt, ap);
-    va_end(ap);
-    return buf;
+    return a->cfg.node ? "../../" : "";
 }
 
 void user_quota_unlimited(user_quota *q)
@@ -42,7 +36,7 @@ static int directory_read(users *u, user_info **out, size_t *n, user_quota *defa
     char key[STORE_KEY_MAX];
     user_quota_unlimited(defaults);
     _cleanup_json_ json_t *dj = NULL;
-    users_shared_key(a, key, sizeof(key), "%s", KEYS_ACCOUNTS_DEFAULTS);
+    keys_quota_defaults(key, sizeof(key), users_up(a));
     int found = store_get_json(a->store, key, "the quota defaults", &dj, NULL, err);
     if (found < 0)
         return -1;
@@ -58,7 +52,7 @@ static int directory_read(users *u, user_info **out, size_t *n, user_quota *defa
         e->from_file = true;
         e->quota = *defaults;
     }
-    users_shared_key(a, key, sizeof(key), "%s", KEYS_ACCOUNTS_USERS);
+    keys_user(key, sizeof(key), users_up(a), "");
     store_kvs kvs = {0};
     if (store_range(a->store, key, &kvs, err) < 0) {
         free(v);

@@ -43,10 +43,12 @@ static const char *node_of(const app *a)
 int ledger_read(app *a, const char *owner, json_t **out, int64_t *rev, gb_err *err)
 {
     char key[STORE_KEY_MAX];
-    users_shared_key(a, key, sizeof(key), "%s%s", KEYS_ACCOUNTS_LEDGER, owner);
+    keys_ledger(key, sizeof(key), users_up(a), owner);
     *out = NULL;
     *rev = 0;
-    int found = store_get_json(a->store, key, "a ledger", out, rev, err);
+    char what[USER_NAME_MAX + 16];
+    snprintf(what, sizeof(what), "the ledger of %s", owner);
+    int found = store_get_json(a->store, key, what, out, rev, err);
     if (found < 0)
         return -1;
     if (!found || !json_is_object(*out)) {
@@ -141,17 +143,21 @@ static int quota_check(app *a, const json_t *ledger, const json_t *old, const le
     return 0;
 }
 
+/* h's entry in the ledger lj, NULL when it has none. */
+static const json_t *ledger_entry(const json_t *lj, const ledger_hold *h)
+{
+    return json_object_get(json_object_get(lj, h->volume ? "volumes" : "sets"), h->name);
+}
+
 int ledger_precheck(app *a, const ledger_hold *h, gb_err *err)
 {
-    if (!h->owner[0])
+    if (!h->owner[0] || !a->users)
         return 0;
     _cleanup_json_ json_t *lj = NULL;
     int64_t rev = 0;
     if (ledger_read(a, h->owner, &lj, &rev, err) < 0)
         return -1;
-    const json_t *old =
-        json_object_get(json_object_get(lj, h->volume ? "volumes" : "sets"), h->name);
-    return quota_check(a, lj, old, h, err);
+    return quota_check(a, lj, ledger_entry(lj, h), h, err);
 }
 
 /* The ledger after h, and the interval h's change closes (NULL: none). */
@@ -198,14 +204,13 @@ int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const sto
     if (!h || !h->owner[0] || !a->users)
         return store_txn(a->store, cmps, ncmps, ops, nops, landed, revision, err);
     char lkey[STORE_KEY_MAX], akey[STORE_KEY_MAX];
-    users_shared_key(a, lkey, sizeof(lkey), "%s%s", KEYS_ACCOUNTS_LEDGER, h->owner);
+    keys_ledger(lkey, sizeof(lkey), users_up(a), h->owner);
     for (int attempt = 0; attempt < LEDGER_ATTEMPTS; attempt++) {
         _cleanup_json_ json_t *lj = NULL;
         int64_t lrev = 0;
         if (ledger_read(a, h->owner, &lj, &lrev, err) < 0)
             return -1;
-        const json_t *old =
-            json_object_get(json_object_get(lj, h->volume ? "volumes" : "sets"), h->name);
+        const json_t *old = ledger_entry(lj, h);
         if (entry_same(a, old, h))
             return store_txn(a->store, cmps, ncmps, ops, nops, landed, revision, err);
         if (h->exists && !h->unchecked && quota_check(a, lj, old, check ? check : h, err) < 0)
@@ -225,8 +230,7 @@ int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const sto
         size_t n = nops;
         o2[n++] = (store_op){.kind = STORE_OP_PUT, .key = lkey, .value = ltext};
         if (atext) {
-            users_shared_key(a, akey, sizeof(akey), "%s%s/%013lld-%s", KEYS_ACCOUNTS_ACCT, h->owner,
-                             (long long)now, h->name);
+            keys_acct(akey, sizeof(akey), users_up(a), h->owner, (long long)now, h->name);
             o2[n++] = (store_op){.kind = STORE_OP_PUT, .key = akey, .value = atext};
         }
         if (store_txn(a->store, c2, ncmps + 1, o2, n, landed, revision, err) < 0)
@@ -292,16 +296,16 @@ int ledger_sync(app *a, const ledger_hold *holds, size_t n, gb_err *err)
             return err_prefix(err, "writing down what %s holds", h.name);
     }
     char prefix[STORE_KEY_MAX];
-    users_shared_key(a, prefix, sizeof(prefix), "%s", KEYS_ACCOUNTS_LEDGER);
+    keys_ledger(prefix, sizeof(prefix), users_up(a), "");
     store_kvs kvs = {0};
     if (store_range(a->store, prefix, &kvs, err) < 0)
         return err_prefix(err, "reading the ledgers");
     int rc = 0;
     for (size_t i = 0; i < kvs.n && rc == 0; i++) {
-        const char *owner = strrchr(kvs.items[i].key, '/');
+        char owner[USER_NAME_MAX + 1];
         _cleanup_json_ json_t *lj = json_loads(kvs.items[i].value, 0, NULL);
-        if (owner && lj)
-            rc = sync_stale(a, owner + 1, lj, holds, n, err);
+        if (keys_account_owner(kvs.items[i].key, owner, sizeof(owner)) && lj)
+            rc = sync_stale(a, owner, lj, holds, n, err);
     }
     store_kvs_free(&kvs);
     return rc;

@@ -59,32 +59,24 @@ static int64_t num(const json_t *o, const char *k)
     return json_integer_value(json_object_get(o, k));
 }
 
-/* The owner part of a key under prefix: "<owner>" or "<owner>/...". */
-static void key_owner(const char *key, size_t plen, char *owner, size_t size)
-{
-    const char *o = key + plen, *slash = strchr(o, '/');
-    size_t n = slash ? (size_t)(slash - o) : strlen(o);
-    snprintf(owner, size, "%.*s", (int)n, o);
-}
-
 /* Closed intervals (acct/) and open ones (ledger/) of user (NULL: all). */
 static int usage_collect(app *a, const char *user, const char *set, int64_t from, int64_t to,
                          int64_t now, json_t *users, gb_err *err)
 {
     for (int open = 0; open < 2; open++) {
-        char prefix[STORE_KEY_MAX], base[STORE_KEY_MAX];
-        const char *root = open ? KEYS_ACCOUNTS_LEDGER : KEYS_ACCOUNTS_ACCT;
-        users_shared_key(a, base, sizeof(base), "%s", root);
-        users_shared_key(a, prefix, sizeof(prefix), "%s%s%s", root, user ? user : "",
-                         user && !open ? "/" : "");
+        char prefix[STORE_KEY_MAX];
+        if (open)
+            keys_ledger(prefix, sizeof(prefix), users_up(a), user ? user : "");
+        else
+            keys_acct_prefix(prefix, sizeof(prefix), users_up(a), user);
         store_kvs kvs = {0};
         if (store_range(a->store, prefix, &kvs, err) < 0)
             return err_prefix(err, "reading the accounting");
         for (size_t i = 0; i < kvs.n; i++) {
             char owner[USER_NAME_MAX + 1];
-            key_owner(kvs.items[i].key, strlen(base), owner, sizeof(owner));
-            if (user && strcmp(owner, user) != 0)
-                continue;
+            if (!keys_account_owner(kvs.items[i].key, owner, sizeof(owner)) ||
+                (user && strcmp(owner, user) != 0))
+                continue; /* ledger/al when asked for ledger/a */
             _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
             if (!j)
                 continue;
@@ -181,7 +173,7 @@ int users_metrics_usage(app *a, json_t **out, gb_err *err)
     }
     /* What this node's sets hold now, from the ledgers. */
     char prefix[STORE_KEY_MAX];
-    users_shared_key(a, prefix, sizeof(prefix), "%s", KEYS_ACCOUNTS_LEDGER);
+    keys_ledger(prefix, sizeof(prefix), users_up(a), "");
     store_kvs kvs = {0};
     if (store_range(a->store, prefix, &kvs, err) < 0) {
         json_decref(res);
@@ -189,7 +181,8 @@ int users_metrics_usage(app *a, json_t **out, gb_err *err)
     }
     for (size_t i = 0; i < kvs.n; i++) {
         char owner[USER_NAME_MAX + 1];
-        key_owner(kvs.items[i].key, strlen(prefix), owner, sizeof(owner));
+        if (!keys_account_owner(kvs.items[i].key, owner, sizeof(owner)))
+            continue;
         _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
         json_t *r = json_object_get(res, owner);
         const char *k;

@@ -2,8 +2,8 @@
  * users.h - users, their quotas, the ledger of what each holds, and the
  * accounting of what each used (docs/users.md).
  *
- * Where things live (keys.h, KEYS_ACCOUNTS_*), all in the fleet's shared
- * part of the store (users_shared_key: a fleet node reaches it through its
+ * Where things live (keys.h, keys_user and the others), all in the fleet's
+ * shared part of the store (users_up: a fleet node reaches it through its
  * own handle with "../../", store.h), so that every node sees one table:
  *   users/<name>        {name, role, source, tokenHash, quota, createTime,
  *                        tokenTime}: an API user, or the quota of a user
@@ -73,10 +73,9 @@ int users_find(users *u, const char *name, user_info *out);
 /* The first admin of the token file, or NULL. */
 const char *users_first_file_admin(users *u);
 
-/* The key of a shared entry: the shared part's prefix ("" on a single
- * server, "../../" on a fleet node) and the suffix; in buf. */
-char *users_shared_key(const app *a, char *buf, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* What leads from a's store handle to the shared part (keys.h's `up`):
+ * "" on a single server, "../../" on a fleet node. */
+const char *users_up(const app *a);
 
 /* ---- quota values -------------------------------------------------------- */
 
