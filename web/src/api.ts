@@ -1,0 +1,94 @@
+// The console's one way to gpuboxd: the public API (docs/api.md), with the
+// tab's token. Every answer is the envelope {code, msg, data}; anything but
+// code 200 becomes an ApiError carrying the API's own message, which the
+// page shows where the user acted. A 401 (token expired, revoked or wrong)
+// forgets the token and sends the tab back to the login.
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: number;
+  constructor(status: number, code: number, msg: string) {
+    super(msg);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+  }
+}
+
+const TOKEN_KEY = 'gpubox.token';
+
+/** The token lives in sessionStorage: this tab only, gone when it closes. */
+export function getToken(): string | null {
+  try {
+    return sessionStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+
+export function setToken(token: string | null): void {
+  try {
+    if (token) sessionStorage.setItem(TOKEN_KEY, token);
+    else sessionStorage.removeItem(TOKEN_KEY);
+  } catch {
+    /* storage refused (private mode): the token lives as long as the page */
+  }
+  memoryToken = token;
+}
+
+let memoryToken: string | null = null;
+let unauthorized: (msg: string) => void = () => {};
+
+/** Called with the API's message when a request answers 401. */
+export function onUnauthorized(cb: (msg: string) => void): void {
+  unauthorized = cb;
+}
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/**
+ * Calls `path` (for example "/api/v1/replicaSet") and returns the envelope's
+ * `data`. Throws ApiError with the API's `msg` when `code` is not 200, and
+ * on a network failure (status 0, code 0).
+ */
+export async function api<T>(method: Method, path: string, body?: unknown): Promise<T> {
+  const env = await call<T>(method, path, body);
+  return env.data;
+}
+
+/** As api(), but returns the whole envelope (some answers say more in msg). */
+export async function call<T>(
+  method: Method,
+  path: string,
+  body?: unknown,
+): Promise<{ code: number; msg: string; data: T }> {
+  const headers: Record<string, string> = { Accept: 'application/json' };
+  const token = getToken() ?? memoryToken;
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let payload: string | undefined;
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    payload = JSON.stringify(body);
+  }
+  let res: Response;
+  try {
+    res = await fetch(path, { method, headers, body: payload, cache: 'no-store' });
+  } catch (e) {
+    throw new ApiError(0, 0, `gpuboxd did not answer (${(e as Error).message})`);
+  }
+  let env: { code: number; msg: string; data: T };
+  try {
+    env = await res.json();
+  } catch {
+    throw new ApiError(res.status, 0, `gpuboxd answered HTTP ${res.status} without a JSON envelope`);
+  }
+  if (res.status === 401) {
+    setToken(null);
+    unauthorized(env.msg);
+  }
+  if (env.code !== 200) throw new ApiError(res.status, env.code, env.msg);
+  return env;
+}
+
+/** A path segment, escaped. */
+export const seg = (s: string): string => encodeURIComponent(s);

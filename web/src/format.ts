@@ -1,0 +1,44 @@
+// Numbers as an operator reads them.
+
+const UNITS = ['B', 'KB', 'MB', 'GB', 'TB', 'PB'];
+
+/** 21474836480 -> "20 GB" (powers of 1024, as the API's sizes). */
+export function bytes(n: number | null | undefined): string {
+  if (n === null || n === undefined) return '-';
+  let v = n;
+  let i = 0;
+  while (v >= 1024 && i < UNITS.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  const text = v >= 100 || i === 0 ? v.toFixed(0) : v.toFixed(1).replace(/\.0$/, '');
+  return `${text} ${UNITS[i]}`;
+}
+
+/** MiB -> "16 GB" / "1.5 GB" / "512 MB". */
+export function mib(n: number): string {
+  return bytes(n * 1024 * 1024);
+}
+
+/** An RFC 3339 time -> "5s", "3m", "2h", "4d" before `now`. */
+export function age(time: string | null | undefined, now = Date.now()): string {
+  if (!time) return '-';
+  const t = Date.parse(time);
+  if (Number.isNaN(t)) return '-';
+  const s = Math.max(0, Math.floor((now - t) / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+/** Seconds -> hours with one decimal ("2.5 h"). */
+export function hours(seconds: number): string {
+  return `${(seconds / 3600).toFixed(seconds && seconds < 360 ? 2 : 1)} h`;
+}
+
+/** "GPU-3214d4b6-..." -> "GPU-3214d4b6". */
+export function shortUuid(uuid: string): string {
+  const m = /^(GPU-[0-9a-fA-F]{8})/.exec(uuid);
+  return m ? m[1] : uuid;
+}

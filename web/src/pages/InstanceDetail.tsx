@@ -1,0 +1,3 @@
+export function InstanceDetail({ name }: { name: string }) {
+  return <h1>{name}</h1>;
+}

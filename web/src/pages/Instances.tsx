@@ -1,0 +1,3 @@
+export function Instances() {
+  return <h1>Instances</h1>;
+}

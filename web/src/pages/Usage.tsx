@@ -1,0 +1,3 @@
+export function UsagePage() {
+  return <h1>Usage</h1>;
+}

@@ -1,0 +1,3 @@
+export function Volumes() {
+  return <h1>Volumes</h1>;
+}

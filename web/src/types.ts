@@ -1,0 +1,220 @@
+// The shapes of the API's answers the console reads (docs/api.md). Only the
+// fields the console uses are listed; the API may send more.
+
+export type Role = 'admin' | 'user' | 'viewer';
+
+export interface Quota {
+  cards: number | null;
+  shareMiB: number | null;
+  instances: number | null;
+  volumeBytes: number | null;
+}
+
+export interface WhoAmI {
+  name: string;
+  role: Role;
+  source: 'api' | 'file' | 'none';
+  quota: Quota;
+  usage: Quota;
+  quotaApplies: boolean;
+}
+
+export interface User {
+  name: string;
+  role: Role;
+  source: 'api' | 'file';
+  quota: Quota;
+  usage: Quota;
+  createTime: string;
+  hasToken?: boolean;
+}
+
+export interface PortMapping {
+  hostPort: number;
+  containerPort: number;
+  protocol: string;
+}
+
+export interface GpuShare {
+  uuid: string;
+  memoryMiB: number;
+  mode: 'memory' | 'timeslice';
+  replica?: number;
+}
+
+export interface Bind {
+  src: string;
+  dest: string;
+  readOnly?: boolean;
+}
+
+export interface Spec {
+  imageName: string;
+  gpuCount: number;
+  gpuMemory: number;
+  gpuShared: boolean;
+  gpuPolicy: string;
+  gpuUUIDs: string[];
+  gpuModel: string;
+  binds: Bind[];
+  env: string[];
+  cmd: string[];
+  containerPorts: string[];
+  ports: PortMapping[];
+  cpus: number;
+  memory: number;
+  shmSize: number;
+  restartPolicy: string;
+}
+
+export type SetState = 'running' | 'paused' | 'stopped' | 'deleted' | 'creating';
+
+/** An item of GET /api/v1/replicaSet. */
+export interface ReplicaSet {
+  name: string;
+  version: number;
+  state: SetState;
+  status: string;
+  containerName: string;
+  gpus: string[];
+  gpuShares: GpuShare[];
+  ports: PortMapping[];
+  createTime: string;
+  updateTime: string;
+  owner: string;
+  node?: string;
+}
+
+/** data.info of GET /api/v1/replicaSet/{name}. */
+export interface ReplicaSetInfo extends ReplicaSet {
+  spec: Spec;
+  containerId: string;
+  operation?: string;
+}
+
+export interface HistoryEntry {
+  version: number;
+  createTime: string;
+  containerName: string;
+  spec: Spec;
+  reason: string;
+  gpus: string[];
+  ports: PortMapping[];
+}
+
+export interface OperationStep {
+  name: string;
+  done: boolean;
+  time: string | null;
+  ms: number | null;
+}
+
+export interface Operation {
+  id: string;
+  kind: string;
+  target: string;
+  state: 'running' | 'done' | 'undone' | 'failed';
+  steps: OperationStep[];
+  error: string;
+}
+
+export interface ExecResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+  timedOut: boolean;
+}
+
+export interface Allocation {
+  name: string;
+  memoryMiB: number;
+  replica?: number;
+}
+
+/** An item of GET /api/v1/resources/gpus's devices. */
+export interface GpuDevice {
+  uuid: string;
+  index: number;
+  model: string;
+  memoryMiB: number;
+  allocatedMemoryMiB: number;
+  tenants: string[];
+  mode: 'free' | 'whole' | 'memory' | 'timeslice';
+  healthy: boolean;
+  capacityMiB: number;
+  freeMemoryMiB: number;
+  allocations: Allocation[];
+  replicas: { total: number; used: number };
+  excluded: boolean;
+  shareable: boolean;
+  enforced: boolean;
+  node?: string;
+}
+
+export interface GpuResources {
+  devices: GpuDevice[];
+  simulated: boolean;
+  source: string;
+}
+
+/** An item of GET /api/v1/nodes (fleet only). */
+export interface FleetNode {
+  name: string;
+  state: 'ready' | 'cordoned' | 'unreachable';
+  advertise: string;
+  labels: Record<string, string>;
+  version: string;
+  lastHeartbeat: string | null;
+  cordoned: boolean;
+  gpus: { total: number; free: number; models: string[] };
+  freePorts: number | null;
+  volumeFreeBytes: number | null;
+}
+
+/** An item of GET /api/v1/volumes. */
+export interface Volume {
+  name: string;
+  size: number;
+  sizeText: string;
+  backend: string;
+  enforced: boolean;
+  version: number;
+  state: string;
+  createTime: string;
+  owner: string;
+  resizingTo?: number;
+  node?: string;
+}
+
+/** data.info of GET /api/v1/volumes/{name}. */
+export interface VolumeInfo extends Volume {
+  attached: boolean;
+  used: number | null;
+  usedText?: string;
+  filesystemSize: number;
+  usedBy: { name: string; state: string }[];
+  inUse: boolean;
+  problem?: string;
+}
+
+export interface UsageSet {
+  name: string;
+  node?: string;
+  cardSeconds: number;
+  shareMiBSeconds: number;
+}
+
+export interface UsageUser {
+  user: string;
+  cardSeconds: number;
+  shareMiBSeconds: number;
+  sets: UsageSet[];
+}
+
+export interface Usage {
+  from: string;
+  to: string;
+  users: UsageUser[];
+}
