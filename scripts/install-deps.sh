@@ -8,12 +8,17 @@ set -euo pipefail
 
 # libyaml-dev: the build converts docs/openapi.yaml to JSON with it
 # (src/tools/yaml2json.c); gpuboxd itself does not link it. nettle-dev: the
-# SHA-256 of API users' tokens (src/util/token.c).
+# SHA-256 of API users' tokens (src/util/token.c). nodejs (and npm) build
+# the web console (web/: `npm ci`, then Vite; scripts/web-build.sh), which
+# gpuboxd embeds.
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcurl4-openssl-dev
-            libjansson-dev libsqlite3-dev libcmocka-dev libyaml-dev nettle-dev)
+            libjansson-dev libsqlite3-dev libcmocka-dev libyaml-dev nettle-dev nodejs)
 run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # clang brings libFuzzer (tests/fuzz); openssl makes the TLS tests' certificate;
-# nodejs runs the OpenAPI validator (tools/openapi, from the npm registry);
+# nodejs also runs the OpenAPI validator (tools/openapi, from the npm
+# registry) and the console's tests (web/: Vitest, and playwright-core
+# driving Debian's chromium headless; fonts-dejavu-core gives its pages a
+# font);
 # prometheus brings promtool, which checks GET /metrics. The install test
 # (tests/install) renders the man pages with man-db and checks the unit
 # with systemd-analyze against systemd's own units (package systemd; it is
@@ -22,11 +27,12 @@ run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # fleet-net.sh) need ip and bridge (iproute2) and nsenter (util-linux), in
 # run_pkgs, and iptables (a partition of one node; docker.io pulls it in
 # too, but the tests call it themselves).
-test_pkgs=(busybox-static python3 python3-pytest etcd-server clang openssl nodejs prometheus
-           man-db systemd iptables)
+test_pkgs=(busybox-static python3 python3-pytest etcd-server clang openssl prometheus
+           man-db systemd iptables chromium fonts-dejavu-core)
 # The store, placement and fleet benchmarks start an etcd; the create and
 # fleet ones import the busybox test image and drive gpuboxd from Python.
-bench_pkgs=(wrk nginx-light curl etcd-server busybox-static python3)
+# The console's benchmark (bench/web.sh) drives chromium.
+bench_pkgs=(wrk nginx-light curl etcd-server busybox-static python3 chromium fonts-dejavu-core)
 
 case "${1:-all}" in
 build) want=("${build_pkgs[@]}") ;;

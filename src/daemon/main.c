@@ -21,6 +21,7 @@
 #include "api/api.h"
 #include "api/fleet.h"
 #include "daemon/config.h"
+#include "daemon/console.h"
 #include "daemon/security.h"
 #include "http/server.h"
 #include "service/app.h"
@@ -80,6 +81,7 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
             .tls_cert_pem = sec->tls_cert_pem,
             .tls_key_pem = sec->tls_key_pem,
             .intercept = api_fleet_intercept,
+            .statics = &gpubox_console,
         };
         server = http_server_start(&hc, router, a, &err);
     }

@@ -103,6 +103,22 @@ void http_response_raw(http_response *resp, int status, const char *content_type
     resp->body_len = len;
 }
 
+void http_response_static(http_response *resp, int status, const char *content_type,
+                          const void *body, size_t len)
+{
+    http_response_raw(resp, status, content_type, NULL, len);
+    resp->static_body = body;
+}
+
+void http_response_header(http_response *resp, const char *name, const char *value)
+{
+    if (resp->nheaders >= HTTP_EXTRA_HEADERS)
+        abort();
+    resp->headers[resp->nheaders][0] = name;
+    resp->headers[resp->nheaders][1] = value;
+    resp->nheaders++;
+}
+
 void http_response_clear(http_response *resp)
 {
     free(resp->body);

@@ -22,6 +22,9 @@
 
 #define HTTP_SUCCESS_MSG "success"
 
+/* Headers a response may carry beyond those every response gets. */
+#define HTTP_EXTRA_HEADERS 10
+
 typedef struct http_response {
     int status;               /* HTTP status */
     int code;                 /* envelope code, for the access log */
@@ -29,6 +32,12 @@ typedef struct http_response {
     const char *content_type; /* static string */
     char *body;               /* malloc'd, owned until handed to the server */
     size_t body_len;
+    /* In place of body: bytes that live as long as the program (an embedded
+     * file), sent without a copy and never freed. */
+    const void *static_body;
+    /* Name and value pairs, both static strings (http_response_header). */
+    const char *headers[HTTP_EXTRA_HEADERS][2];
+    unsigned nheaders;
 } http_response;
 
 /* Serialize an envelope; data (borrowed, may be NULL -> null). Returns a
@@ -58,6 +67,14 @@ void http_response_error(http_response *resp, const gb_err *e);
 /* A body that is not an envelope (e.g. /openapi.json, /metrics). Steals body. */
 void http_response_raw(http_response *resp, int status, const char *content_type, char *body,
                        size_t len);
+
+/* A body that lives as long as the program (see static_body). */
+void http_response_static(http_response *resp, int status, const char *content_type,
+                          const void *body, size_t len);
+
+/* Add a header; name and value must be static strings. Aborts past
+ * HTTP_EXTRA_HEADERS (a programming error). */
+void http_response_header(http_response *resp, const char *name, const char *value);
 
 void http_response_clear(http_response *resp);
 

@@ -264,6 +264,15 @@ static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, cha
         return;
     }
 
+    bool get = strcmp(x->req.method, "GET") == 0 || strcmp(x->req.method, "HEAD") == 0;
+    const http_static_file *file = get ? http_static_find(s->cfg.statics, x->req.path) : NULL;
+    if (file) {
+        x->route = "(console)";
+        http_static_answer(file, http_request_header(&x->req, "Accept-Encoding"),
+                           http_request_header(&x->req, "If-None-Match"), &x->resp);
+        return;
+    }
+
     router_match m;
     enum router_result found = router_match_request(s->router, x->req.method, x->req.path, &m);
     if (http_auth_check(s->cfg.auth, found == ROUTER_FOUND ? m.access : HTTP_ACCESS_VIEWER,
@@ -322,12 +331,17 @@ static enum MHD_Result exchange_answer(http_exchange *x, struct MHD_Connection *
 
     http_response *resp = &x->resp;
     struct MHD_Response *r =
-        MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
+        resp->static_body
+            ? MHD_create_response_from_buffer(resp->body_len, (void *)resp->static_body,
+                                              MHD_RESPMEM_PERSISTENT)
+            : MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
     if (!r)
         return MHD_NO;
     resp->body = NULL; /* libmicrohttpd frees it now */
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                             resp->content_type ? resp->content_type : "application/json");
+    for (unsigned i = 0; i < resp->nheaders; i++)
+        MHD_add_response_header(r, resp->headers[i][0], resp->headers[i][1]);
     exchange_add_headers(x, conn, r, allow);
     if (resp->envelope && s->cfg.compat_http_200)
         resp->status = 200;

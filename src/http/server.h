@@ -36,6 +36,7 @@
 #include "http/auth.h"
 #include "http/cors.h"
 #include "http/router.h"
+#include "http/static.h"
 #include "util/err.h"
 
 #define HTTP_BODY_LIMIT_DEFAULT (1024 * 1024)
@@ -60,6 +61,9 @@ typedef struct http_server_config {
      * answer. The fleet (api/fleet_dispatch.c) forwards requests to other
      * nodes through it. */
     http_handler_via intercept;
+    /* Files answered to GET and HEAD before the token check and the routes
+     * (http/static.h): the web console. NULL: none. */
+    const http_static_set *statics;
 } http_server_config;
 
 typedef struct http_server http_server;

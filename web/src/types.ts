@@ -184,7 +184,7 @@ export interface Volume {
   state: string;
   createTime: string;
   owner: string;
-  resizingTo?: number;
+  resizingTo?: string;
   node?: string;
 }
 
