@@ -10,7 +10,7 @@ PREFIX        ?= /usr/local
 DESTDIR       ?=
 DEB_DIR       ?= build/deb
 
-.PHONY: all run test bench build build-test build-opt deps format clean fuzz install deb
+.PHONY: all run test bench build build-test build-opt deps format clean fuzz install deb screenshots
 
 all: build
 
@@ -71,6 +71,11 @@ bench:
 	@scripts/install-deps.sh bench
 	@$(MAKE) --no-print-directory build
 	bench/run.sh $(BUILD_RELEASE)
+
+# The web console's screenshots in docs/img (docs/web.md), taken by the
+# browser tests against a real gpuboxd and dockerd.
+screenshots: build-test
+	scripts/screenshots.sh $(BUILD_TEST)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -95,6 +95,10 @@ if [ ! -d tools/openapi/node_modules ]; then
 fi
 (cd tools/openapi && npx --no-install swagger-cli validate ../../docs/openapi.yaml)
 
+echo "== web console (web/): type check, component tests (Vitest) =="
+# The build (scripts/web-build.sh) ran `npm ci` into web/node_modules.
+(cd web && npx --no-install tsc --noEmit && npx --no-install vitest run --reporter=dot)
+
 echo "== unit tests (ctest) =="
 ctest --test-dir "$build" --output-on-failure -j2
 
@@ -111,10 +115,11 @@ scripts/fuzz.sh "${FUZZ_SECONDS_TEST:-5}"
 e2e_store=${GPUBOX_E2E_STORE:-sqlite}
 # The modules whose behaviour lives in the store, again on etcd: replica
 # sets, the older routes, patch / restart / rollback, volumes, users. A pattern
-# that matches no module (yet) is left out.
+# that matches no module (yet) is left out. The web console's browser tests
+# (test_console.py) run in this group only: it is the shorter one.
 etcd_modules=()
 for m in tests/e2e/test_replicasets*.py tests/e2e/test_daemon_restart*.py tests/e2e/test_legacy_routes.py \
-    tests/e2e/test_patch*.py tests/e2e/test_volumes*.py tests/e2e/test_users.py; do
+    tests/e2e/test_patch*.py tests/e2e/test_volumes*.py tests/e2e/test_users.py tests/e2e/test_console.py; do
     [[ -e $m ]] && etcd_modules+=("$m")
 done
 pytest=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
@@ -122,7 +127,7 @@ pytest=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
 keys=("$e2e_store" etcd)
 [ "$e2e_store" = etcd ] && keys[0]=etcd-all
 titles=("$e2e_store store" "etcd store: ${etcd_modules[*]#tests/e2e/}")
-args0=(--store-backend "$e2e_store" tests/e2e "$@")
+args0=(--store-backend "$e2e_store" tests/e2e --ignore tests/e2e/test_console.py "$@")
 args1=(--store-backend etcd "${etcd_modules[@]}" "$@")
 # The third group, the fleet tests: scripts/test-fleet.sh with the same
 # pytest args.

@@ -1,0 +1,349 @@
+// The instance page's dialogs: scale, roll back, commit, run a command,
+// delete. Each shows the API's message inside itself (where the user acted)
+// and keeps what was typed when a call fails.
+import type { ComponentChildren } from 'preact';
+import { useState } from 'preact/hooks';
+import { api, call } from '../api';
+import { Confirm, Dialog, ErrorNote } from '../components/ui';
+import { useAction, usePoll } from '../hooks';
+import { navigate } from '../router';
+import type { ExecResult, HistoryEntry, ReplicaSetInfo } from '../types';
+import {
+  gpusText,
+  memoryText,
+  memoryValue,
+  portsText,
+  setPath,
+  specGpusText,
+  timeText,
+  type LongAnswer,
+} from './instanceHelpers';
+
+/** How the page runs a call: `long` follows its steps; both ask for the detail again afterwards. */
+export interface Act {
+  long: <R>(fn: () => Promise<R>) => Promise<R>;
+  quick: <R>(fn: () => Promise<R>) => Promise<R>;
+}
+
+export interface DialogProps {
+  info: ReplicaSetInfo;
+  act: Act;
+  onClose: () => void;
+  /** The live steps of the long call running, if any. */
+  steps?: ComponentChildren;
+}
+
+const value = (e: Event) => (e.currentTarget as HTMLInputElement).value;
+
+export function ScaleDialog({ info, act, onClose, steps }: DialogProps) {
+  const share = info.spec.gpuMemory > 0;
+  const initialMemory = share ? memoryText(info.spec.gpuMemory) : '';
+  const [count, setCount] = useState(String(info.spec.gpuCount));
+  const [memory, setMemory] = useState(initialMemory);
+  const [note, setNote] = useState<string | null>(null);
+  const a = useAction();
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setNote(null);
+    const gpuPatch: Record<string, unknown> = { gpuCount: Number(count) };
+    if (share && memory.trim() !== initialMemory) gpuPatch.gpuMemory = memoryValue(memory);
+    // The whole envelope: a patch that changes nothing says so in msg alone.
+    let msg = '';
+    const answer = await a.run(() =>
+      act.long(async () => {
+        const env = await call<LongAnswer>('PATCH', setPath(info.name), { gpuPatch });
+        msg = env.msg;
+        return env.data;
+      }),
+    );
+    if (!answer) return;
+    if (answer.changed === false) setNote(msg);
+    else onClose();
+  };
+
+  return (
+    <Dialog title={`Scale ${info.name}`} onClose={onClose}>
+      <form onSubmit={submit}>
+        <p class="hint">
+          Now {specGpusText(info.spec)}. A new version is made in a new container; its disk is carried over.
+        </p>
+        <div class="field">
+          <label for="sc-count">GPUs</label>
+          <input id="sc-count" type="number" min={0} value={count} onInput={(e) => setCount(value(e))} />
+        </div>
+        {share && (
+          <div class="field">
+            <label for="sc-memory">Memory per card</label>
+            <input id="sc-memory" value={memory} onInput={(e) => setMemory(value(e))} />
+          </div>
+        )}
+        {note && (
+          <p class="notice" role="status">
+            {note}
+          </p>
+        )}
+        <ErrorNote error={a.error} />
+        {steps}
+        <div class="actions">
+          <button type="button" onClick={onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={a.busy}>
+            Apply
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+export function RollbackDialog({ info, act, onClose, steps }: DialogProps) {
+  const history = usePoll(
+    () => api<{ history: HistoryEntry[] }>('GET', setPath(info.name, 'history')).then((d) => d.history),
+    info.name,
+  );
+  const a = useAction();
+
+  const rollback = async (version: number) => {
+    const ok = await a.run(async () => {
+      await act.long(() => api<LongAnswer>('PATCH', setPath(info.name, 'rollback'), { version }));
+      return true;
+    });
+    if (ok) onClose();
+  };
+
+  return (
+    <Dialog title={`Roll back ${info.name}`} onClose={onClose}>
+      <p class="hint">
+        Rolling back makes a new version with the chosen version's spec; the current disk is carried over.
+      </p>
+      <ErrorNote error={history.error} />
+      {!history.data && !history.error && <p class="loading">Loading…</p>}
+      {history.data && (
+        <table class="history">
+          <thead>
+            <tr>
+              <th scope="col">Version</th>
+              <th scope="col">Reason</th>
+              <th scope="col">Made</th>
+              <th scope="col">Image</th>
+              <th scope="col">GPUs</th>
+              <th scope="col">Roll back</th>
+            </tr>
+          </thead>
+          <tbody>
+            {history.data.map((h) => (
+              <tr key={h.version}>
+                <td>{h.version}</td>
+                <td>{h.reason}</td>
+                <td>{timeText(h.createTime)}</td>
+                <td>
+                  <code>{h.spec.imageName}</code>
+                </td>
+                <td>{specGpusText(h.spec)}</td>
+                <td>
+                  {h.version === info.version ? (
+                    'current'
+                  ) : (
+                    <button type="button" disabled={a.busy} onClick={() => rollback(h.version)}>
+                      Roll back to version {h.version}
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <ErrorNote error={a.error} />
+      {steps}
+      <div class="actions">
+        <button type="button" onClick={onClose}>
+          Close
+        </button>
+      </div>
+    </Dialog>
+  );
+}
+
+export function CommitDialog({ info, act, onClose }: DialogProps) {
+  const [image, setImage] = useState('');
+  const [overwrite, setOverwrite] = useState(false);
+  const [made, setMade] = useState<{ imageName: string; imageId: string } | null>(null);
+  const a = useAction();
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setMade(null);
+    const r = await a.run(() =>
+      act.quick(() =>
+        api<{ imageName: string; imageId: string }>('POST', setPath(info.name, 'commit'), {
+          newImageName: image.trim(),
+          overwrite,
+        }),
+      ),
+    );
+    if (r) setMade(r);
+  };
+
+  return (
+    <Dialog title={`Commit ${info.name}`} onClose={onClose}>
+      <form onSubmit={submit}>
+        <p class="hint">Saves the container's filesystem as a new image.</p>
+        <div class="field">
+          <label for="cm-image">Image name</label>
+          <input
+            id="cm-image"
+            required
+            placeholder="myimage:v1"
+            value={image}
+            onInput={(e) => setImage(value(e))}
+          />
+        </div>
+        <div class="field check">
+          <input
+            id="cm-overwrite"
+            type="checkbox"
+            checked={overwrite}
+            onChange={(e) => setOverwrite((e.currentTarget as HTMLInputElement).checked)}
+          />
+          <label for="cm-overwrite">Overwrite</label>
+          <span class="hint"> a tag that exists (only one gpubox made)</span>
+        </div>
+        <ErrorNote error={a.error} />
+        {made && (
+          <p class="ok" role="status">
+            Committed <code>{made.imageName}</code> as <code>{made.imageId}</code>
+          </p>
+        )}
+        <div class="actions">
+          <button type="button" onClick={onClose}>
+            Close
+          </button>
+          <button type="submit" class="primary" disabled={a.busy}>
+            Commit image
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+/** One output stream, with a word when it was cut. */
+function Stream({ title, text, truncated }: { title: string; text: string; truncated: boolean }) {
+  return (
+    <>
+      <h3>{title}</h3>
+      <pre class="output">{text || '(empty)'}</pre>
+      {truncated && <p class="hint">Cut at 1 MiB: the rest was dropped.</p>}
+    </>
+  );
+}
+
+export function ExecDialog({ info, act, onClose }: DialogProps) {
+  const [cmd, setCmd] = useState('');
+  const [result, setResult] = useState<ExecResult | null>(null);
+  const a = useAction();
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    // A string runs as ["sh", "-c", cmd] (docs/api.md), so pipes and quotes work.
+    const r = await a.run(() => act.quick(() => api<ExecResult>('POST', setPath(info.name, 'execute'), { cmd })));
+    if (r) setResult(r);
+  };
+
+  return (
+    <Dialog title={`Execute in ${info.name}`} onClose={onClose}>
+      <form onSubmit={submit}>
+        <div class="field">
+          <label for="ex-cmd">Command</label>
+          <input
+            id="ex-cmd"
+            class="mono"
+            required
+            placeholder="nvidia-smi"
+            value={cmd}
+            onInput={(e) => setCmd(value(e))}
+          />
+          <p class="hint">Runs under sh -c in the running container; killed after 60 s.</p>
+        </div>
+        <ErrorNote error={a.error} />
+        <div class="actions">
+          <button type="button" onClick={onClose}>
+            Close
+          </button>
+          <button type="submit" class="primary" disabled={a.busy}>
+            {a.busy ? 'Running…' : 'Run'}
+          </button>
+        </div>
+      </form>
+      {result && (
+        <div class="exec-result">
+          <p role="status" class={result.exitCode === 0 ? 'ok' : 'exit-failed'}>
+            Exit code {result.exitCode}
+          </p>
+          {result.timedOut && <p class="notice">Timed out: the command was killed.</p>}
+          <Stream title="stdout" text={result.stdout} truncated={result.stdoutTruncated} />
+          <Stream title="stderr" text={result.stderr} truncated={result.stderrTruncated} />
+        </div>
+      )}
+    </Dialog>
+  );
+}
+
+/** Delete (history kept, or purged), or purge a deleted set's history. */
+export function DeleteDialog({ info, act, onClose, steps }: DialogProps) {
+  const deleted = info.state === 'deleted';
+  const [purge, setPurge] = useState(deleted);
+  const a = useAction();
+
+  const confirm = async () => {
+    const ok = await a.run(async () => {
+      await act.long(() => api('DELETE', setPath(info.name) + (purge ? '?purge=true' : '')));
+      return true;
+    });
+    if (ok) navigate('instances');
+  };
+
+  const message = deleted ? (
+    <p>
+      The record of <strong>{info.name}</strong> and every version in its history are removed; the name starts
+      afresh at version 1.
+    </p>
+  ) : (
+    <>
+      <p>
+        The container <code>{info.containerName}</code> is removed and its GPUs ({gpusText(info.gpus, info.gpuShares)})
+        and ports ({portsText(info.ports)}) are released. Its history is kept: creating <strong>{info.name}</strong>{' '}
+        again continues its versions.
+      </p>
+      <div class="field check">
+        <input
+          id="del-purge"
+          type="checkbox"
+          checked={purge}
+          onChange={(e) => setPurge((e.currentTarget as HTMLInputElement).checked)}
+        />
+        <label for="del-purge">Also purge history</label>
+      </div>
+    </>
+  );
+
+  return (
+    <Confirm
+      title={deleted ? `Purge ${info.name}?` : `Delete ${info.name}?`}
+      message={
+        <>
+          {message}
+          {steps}
+        </>
+      }
+      action={deleted ? 'Purge' : 'Delete'}
+      busy={a.busy}
+      error={a.error}
+      onConfirm={confirm}
+      onCancel={onClose}
+    />
+  );
+}

@@ -1,0 +1,94 @@
+// What the instance pages share: the replica-set paths, how a set's GPUs and
+// ports read, and how the form's text fields become the API's fields.
+import { seg } from '../api';
+import { mib } from '../format';
+import type { GpuShare, PortMapping, Spec } from '../types';
+
+/** "/api/v1/replicaSet/foo" or, with an action, "/api/v1/replicaSet/foo/stop". */
+export function setPath(name: string, action?: string): string {
+  return `/api/v1/replicaSet/${seg(name)}${action ? `/${action}` : ''}`;
+}
+
+export const operationPath = (id: string): string => `/api/v1/operations/${seg(id)}`;
+
+/** What the long calls (create, patch, rollback, restart, stop, delete) may answer. */
+export interface LongAnswer {
+  version?: number;
+  changed?: boolean;
+  operationId?: string;
+}
+
+/** "40001→22/tcp, 40002→8888/tcp" */
+export function portsText(ports: PortMapping[] | undefined): string {
+  if (!ports || ports.length === 0) return '-';
+  return ports.map((p) => `${p.hostPort}→${p.containerPort}/${p.protocol}`).join(', ');
+}
+
+/** One share's kind: "8 GB share" or "time-slice". */
+function shareKind(s: GpuShare): string {
+  return s.mode === 'timeslice' ? 'time-slice' : `${mib(s.memoryMiB)} share`;
+}
+
+/**
+ * What a set holds: whole cards as their count ("2"), shares grouped by kind
+ * ("8 GB share ×2", "time-slice ×1"), "-" for nothing (stopped, or no GPUs).
+ */
+export function gpusText(gpus: string[], shares: GpuShare[]): string {
+  if (shares.length === 0) return gpus.length ? String(gpus.length) : '-';
+  const counts = new Map<string, number>();
+  for (const s of shares) counts.set(shareKind(s), (counts.get(shareKind(s)) ?? 0) + 1);
+  return [...counts].map(([kind, n]) => `${kind} ×${n}`).join(', ');
+}
+
+/** What a spec asks for, in the same words as gpusText. */
+export function specGpusText(spec: Spec): string {
+  if (spec.gpuMemory > 0) return `${mib(spec.gpuMemory)} share ×${spec.gpuCount}`;
+  if (spec.gpuShared) return `time-slice ×${spec.gpuCount}`;
+  return spec.gpuCount ? String(spec.gpuCount) : '-';
+}
+
+/** MiB as the API's size text, exact: 8192 -> "8GB", 1536 -> "1536MB". */
+export function memoryText(miB: number): string {
+  return miB % 1024 === 0 ? `${miB / 1024}GB` : `${miB}MB`;
+}
+
+/** The memory field as the API takes it: a bare number is MiB (an integer), else the size text ("8GB"). */
+export function memoryValue(text: string): string | number {
+  const t = text.trim();
+  return /^\d+$/.test(t) ? Number(t) : t;
+}
+
+/** Characters that only mean something to a shell (quotes, pipes, variables, globs...). */
+const SHELL_SYNTAX = /["'`\\$|&;<>(){}[\]*?~#\n]/;
+
+/**
+ * The command field as `cmd`: split on whitespace, or ["sh", "-c", text]
+ * when it needs a shell (shell syntax, or a leading VAR=value). Empty:
+ * undefined, the image's own command.
+ */
+export function commandArgv(text: string): string[] | undefined {
+  const t = text.trim();
+  if (!t) return undefined;
+  if (SHELL_SYNTAX.test(t) || /^\w+=/.test(t)) return ['sh', '-c', t];
+  return t.split(/\s+/);
+}
+
+/** A comma (or space) list of ports: "22, 8888/udp" -> ["22", "8888/udp"]. */
+export function splitList(text: string): string[] {
+  return text.split(/[\s,]+/).filter(Boolean);
+}
+
+/** One entry a line, blank lines dropped. */
+export function splitLines(text: string): string[] {
+  return text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+}
+
+/** An RFC 3339 time as the browser's local date and time. */
+export function timeText(time: string | null | undefined): string {
+  if (!time) return '-';
+  const t = new Date(time);
+  return Number.isNaN(t.getTime()) ? time : t.toLocaleString();
+}
