@@ -20,5 +20,7 @@ export default defineConfig({
     environment: 'jsdom',
     globals: true,
     include: ['src/**/*.test.ts', 'src/**/*.test.tsx'],
+    // axe-core and 500-row renders in jsdom take seconds on a busy machine
+    testTimeout: 60000,
   },
 });

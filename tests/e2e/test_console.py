@@ -8,19 +8,18 @@ import gzip
 import os
 import re
 import secrets
-import subprocess
 
 import pytest
 
-from conftest import FAKE_NVML, SOURCE_DIR, Daemon, fake_gpu_env
-from rsutil import IMAGE, RUN_TAG, wipe
+from conftest import FAKE_NVML, Daemon, fake_gpu_env
+from rsutil import RUN_TAG, wipe
 from secutil import write_tokens
+from webutil import run_scenarios
 
 PREFIX = "e2web" + RUN_TAG
 PORTS = "64600-64649"
 ADMIN = "adm-" + secrets.token_hex(20)
 VIEWER = "view-" + secrets.token_hex(20)
-WEB = SOURCE_DIR / "web"
 BUDGET_GZIP = 150 * 1024
 
 # Four cards, as NVML (the fake libnvidia-ml.so.1) reports them.
@@ -120,16 +119,7 @@ def test_hashed_files_are_cached_for_good_and_sent_gzipped(daemon):
 
 
 def browser(daemon, *scenarios, shots=None, prefix=PREFIX):
-    """Run web/e2e's scenarios in chromium against the daemon."""
-    env = dict(os.environ, GPUBOX_URL=f"http://{daemon.host}:{daemon.port}",
-               GPUBOX_ADMIN_TOKEN=ADMIN, GPUBOX_VIEWER_TOKEN=VIEWER, GPUBOX_TEST_IMAGE=IMAGE,
-               GPUBOX_PREFIX=prefix)
-    env.pop("GPUBOX_SCREENSHOTS", None)
-    if shots:
-        env["GPUBOX_SCREENSHOTS"] = shots
-    p = subprocess.run(["node", str(WEB / "e2e" / "run.mjs"), *scenarios], cwd=WEB, env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, f"gpuboxd log tail:\n{daemon.log()[-1500:]}\n{p.stderr}\n{p.stdout}"
+    run_scenarios(daemon, *scenarios, admin=ADMIN, viewer=VIEWER, prefix=prefix, shots=shots)
 
 
 def test_login_and_logout_on_a_revoked_token(daemon):

@@ -372,4 +372,32 @@ export const scenarios = {
     await apiOk('DELETE', `/api/v1/volumes/${vol}`);
     await apiOk('DELETE', `/api/v1/users/${bob}`);
   },
+
+  /** A fleet of nodes a and b, each running ${P}a / ${P}b on one card (test_fleet_console.py). */
+  async fleet(browser) {
+    const page = await newPage(browser);
+    await login(page, env.admin);
+    for (const node of ['a', 'b']) {
+      const region = page.getByRole('region', { name: `Node ${node}` });
+      await region.getByRole('meter', { name: `${node} GPU 0 memory` }).waitFor();
+      await until(`node ${node}'s cards to show ${P}${node}`, async () =>
+        (await region.locator(`[data-tenant="${P}${node}"]`).count()) === 1);
+    }
+    await page.getByRole('link', { name: 'Instances' }).click();
+    for (const node of ['a', 'b']) {
+      const r = row(page, `${P}${node}`);
+      await r.waitFor();
+      assert.ok((await r.getByRole('cell').allTextContents()).includes(node), `${P}${node} shows node ${node}`);
+    }
+    // cordon b from the console, then uncordon it
+    await page.getByRole('link', { name: 'Overview' }).click();
+    await page.getByRole('button', { name: 'Cordon b' }).click();
+    await page.getByRole('button', { name: 'Uncordon b' }).waitFor();
+    const b = async () => (await apiOk('GET', '/api/v1/nodes')).nodes.find((n) => n.name === 'b');
+    assert.equal((await b()).cordoned, true);
+    await page.getByRole('button', { name: 'Uncordon b' }).click();
+    await page.getByRole('button', { name: 'Cordon b' }).waitFor();
+    assert.equal((await b()).cordoned, false);
+    assertClean(page);
+  },
 };

@@ -20,14 +20,17 @@ type Auth =
 
 /** Asks who the token is, and whether this gpuboxd is in a fleet. */
 export async function whoAmI(): Promise<{ me: WhoAmI; fleet: boolean }> {
-  const me = await api<WhoAmI>('GET', '/api/v1/whoami');
-  let fleet = true;
-  try {
-    await api('GET', '/api/v1/nodes');
-  } catch (e) {
-    if (e instanceof ApiError && e.status === 404) fleet = false;
-    else throw e;
-  }
+  // Both at once: the first page waits for them.
+  const [me, fleet] = await Promise.all([
+    api<WhoAmI>('GET', '/api/v1/whoami'),
+    api('GET', '/api/v1/nodes').then(
+      () => true,
+      (e) => {
+        if (e instanceof ApiError && e.status === 404) return false;
+        throw e;
+      },
+    ),
+  ]);
   return { me, fleet };
 }
 

@@ -1,7 +1,7 @@
 import { fireEvent, screen, waitFor } from '@testing-library/preact';
+import { changes, mockApi, renderAs, type Answer, type Sent } from '../testing';
 import { CreateInstance } from './CreateInstance';
 import { commandArgv } from './instanceHelpers';
-import { changes, mockApi, renderAs, type Answer, type Sent } from './instancesTestUtil';
 
 afterEach(() => vi.unstubAllGlobals());
 

@@ -1,7 +1,8 @@
 import { fireEvent, screen, waitFor, within } from '@testing-library/preact';
+import { asRole, changes, mockApi, renderAs, type Handler, type Sent } from '../testing';
 import type { ReplicaSetInfo } from '../types';
 import { InstanceDetail } from './InstanceDetail';
-import { asRole, changes, info, mockApi, renderAs, spec, type Handler, type Sent } from './instancesTestUtil';
+import { info, spec } from './instancesTestUtil';
 import { OperationSteps } from './OperationSteps';
 
 afterEach(() => {

@@ -1,19 +1,12 @@
 // axe-core over the instance pages in their busiest forms (jsdom has no
 // layout, so colour contrast is left to the browser tests).
 import { fireEvent, screen, within } from '@testing-library/preact';
-import axe from 'axe-core';
+import { mockApi, renderAs, seriousViolations } from '../testing';
 import { InstanceDetail } from './InstanceDetail';
 import { Instances } from './Instances';
-import { info, mockApi, renderAs, replicaSet, spec } from './instancesTestUtil';
+import { info, replicaSet, spec } from './instancesTestUtil';
 
 afterEach(() => vi.unstubAllGlobals());
-
-async function serious(): Promise<string[]> {
-  const r = await axe.run(document.body, { rules: { 'color-contrast': { enabled: false } } });
-  return r.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id}: ${v.nodes.map((n) => n.html).join(' | ')}`);
-}
 
 const OPERATION = {
   id: 'op1',
@@ -33,13 +26,13 @@ describe('accessibility', () => {
     });
     renderAs('user', <Instances />, true);
     await screen.findByRole('link', { name: 'bar' });
-    expect(await serious()).toEqual([]);
+    expect(await seriousViolations()).toEqual([]);
 
     fireEvent.click(screen.getByRole('button', { name: 'Create instance' }));
     const dialog = screen.getByRole('dialog');
     fireEvent.click(within(dialog).getByLabelText('Memory share'));
     fireEvent.click(within(dialog).getByRole('button', { name: 'Add bind' }));
-    expect(await serious()).toEqual([]);
+    expect(await seriousViolations()).toEqual([]);
   });
 
   it('the detail with each dialog', async () => {
@@ -67,7 +60,7 @@ describe('accessibility', () => {
     await screen.findByText('ubuntu:22.04');
     fireEvent.click(screen.getByRole('button', { name: 'Stop' }));
     await screen.findByText('begin');
-    expect(await serious()).toEqual([]);
+    expect(await seriousViolations()).toEqual([]);
 
     for (const open of ['Scale', 'Roll back', 'Commit', 'Run command', 'Delete']) {
       fireEvent.click(screen.getByRole('button', { name: open }));
@@ -78,7 +71,7 @@ describe('accessibility', () => {
         await within(dialog).findByText('Exit code 0');
       }
       if (open === 'Roll back') await within(dialog).findByText('create');
-      expect(await serious()).toEqual([]);
+      expect(await seriousViolations()).toEqual([]);
       fireEvent.click(within(dialog).getAllByRole('button', { name: /Close|Cancel/ })[0]);
     }
   });

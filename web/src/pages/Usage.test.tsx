@@ -1,18 +1,7 @@
-import axe from 'axe-core';
-import { fireEvent, render, screen, waitFor, within } from '@testing-library/preact';
-import { SessionContext, sessionFor } from '../session';
-import type { Role, User, WhoAmI } from '../types';
+import { fireEvent, screen, waitFor, within } from '@testing-library/preact';
+import { mockApi, renderAs, routes, seriousViolations } from '../testing';
+import type { Role, User } from '../types';
 import { UsagePage, usageQuery } from './Usage';
-
-const unlimited = { cards: null, shareMiB: null, instances: null, volumeBytes: null };
-const me = (role: Role): WhoAmI => ({
-  name: role === 'admin' ? 'root' : 'alice',
-  role,
-  source: 'api',
-  quota: unlimited,
-  usage: { cards: 0, shareMiB: 0, instances: 0, volumeBytes: 0 },
-  quotaApplies: role === 'user',
-});
 
 const GIB_HOUR = 1024 * 3600; // MiB-seconds in a GiB-hour
 const usage = {
@@ -43,29 +32,12 @@ const users: User[] = [
   },
 ];
 
-type Answer = { code?: number; msg?: string; data?: unknown };
+const usageAndUsers = {
+  'GET /api/v1/usage': () => ({ data: usage }),
+  'GET /api/v1/users': () => ({ data: { users } }),
+};
 
-/** Answers fetch by path (the query cut off), recording every URL asked. */
-function stubApi(routes: Record<string, (url: string) => Answer>) {
-  const urls: string[] = [];
-  vi.stubGlobal(
-    'fetch',
-    vi.fn(async (url: string) => {
-      urls.push(url);
-      const a = routes[url.split('?')[0]]?.(url) ?? { code: 1101, msg: `no route ${url}` };
-      return { status: 200, json: async () => ({ code: a.code ?? 200, msg: a.msg ?? 'success', data: a.data ?? null }) };
-    }),
-  );
-  return urls;
-}
-
-function show(role: Role, fleet = false) {
-  return render(
-    <SessionContext.Provider value={sessionFor(me(role), fleet, () => {})}>
-      <UsagePage />
-    </SessionContext.Provider>,
-  );
-}
+const show = (role: Role, fleet = false) => renderAs(role, <UsagePage />, fleet);
 
 /** The cells of the row whose first cell is `name`. */
 function rowOf(table: HTMLElement, name: string): string[] {
@@ -75,17 +47,11 @@ function rowOf(table: HTMLElement, name: string): string[] {
   return [...(row?.children ?? [])].map((c) => (c.textContent ?? '').trim());
 }
 
-/** axe's serious and critical findings on the page (contrast needs a real browser: not here). */
-async function seriousViolations(): Promise<string[]> {
-  const r = await axe.run(document.body, { rules: { 'color-contrast': { enabled: false } } });
-  return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id}: ${v.help}`);
-}
-
 afterEach(() => vi.unstubAllGlobals());
 
 describe('Usage', () => {
   it('shows hours per user, their total, and each set on demand', async () => {
-    stubApi({ '/api/v1/usage': () => ({ data: usage }), '/api/v1/users': () => ({ data: { users } }) });
+    mockApi(routes(usageAndUsers));
     show('admin', true);
     const table = await screen.findByRole('table', { name: 'Usage by user' });
     expect(rowOf(table, 'alice').slice(0, 3)).toEqual(['alice', '2.5', '3.0']);
@@ -102,25 +68,25 @@ describe('Usage', () => {
   });
 
   it('asks for the chosen days, the last one included', async () => {
-    const urls = stubApi({ '/api/v1/usage': () => ({ data: usage }) });
+    const sent = mockApi(routes({ 'GET /api/v1/usage': () => ({ data: usage }) }));
     show('user');
     await screen.findByRole('table', { name: 'Usage by user' });
     fireEvent.input(screen.getByLabelText('From'), { target: { value: '2026-11-01' } });
     fireEvent.input(screen.getByLabelText('To'), { target: { value: '2026-11-30' } });
     await waitFor(() =>
-      expect(urls).toContain('/api/v1/usage?from=2026-11-01T00%3A00%3A00Z&to=2026-12-01T00%3A00%3A00Z'),
+      expect(sent.map((r) => r.url)).toContain('/api/v1/usage?from=2026-11-01T00%3A00%3A00Z&to=2026-12-01T00%3A00%3A00Z'),
     );
     expect(usageQuery('', '')).toBe('');
   });
 
   it('shows the API message about the period beside the dates', async () => {
-    stubApi({ '/api/v1/usage': () => ({ code: 1000, msg: 'from must not be after to' }) });
+    mockApi(routes({ 'GET /api/v1/usage': () => ({ code: 1000, msg: 'from must not be after to' }) }));
     show('user');
     expect((await screen.findByRole('alert')).textContent).toBe('from must not be after to');
   });
 
   it('shows an admin who is near or at their quota', async () => {
-    stubApi({ '/api/v1/usage': () => ({ data: usage }), '/api/v1/users': () => ({ data: { users } }) });
+    mockApi(routes(usageAndUsers));
     show('admin');
     const table = await screen.findByRole('table', { name: 'Quotas' });
     expect(rowOf(table, 'alice')).toEqual([
@@ -134,18 +100,18 @@ describe('Usage', () => {
   });
 
   it('does not ask a user for the users list', async () => {
-    const urls = stubApi({ '/api/v1/usage': () => ({ data: { ...usage, users: [usage.users[1]] } }) });
+    const sent = mockApi(routes({ 'GET /api/v1/usage': () => ({ data: { ...usage, users: [usage.users[1]] } }) }));
     show('user');
     await screen.findByRole('table', { name: 'Usage by user' });
     expect(screen.queryByRole('table', { name: 'Quotas' })).toBeNull();
-    expect(urls.some((u) => u.startsWith('/api/v1/users'))).toBe(false);
+    expect(sent.some((r) => r.url.startsWith('/api/v1/users'))).toBe(false);
     // One user: no total row, and no sets to show.
     expect(screen.queryByText('All users')).toBeNull();
     expect(screen.queryByRole('button', { name: /sets of/ })).toBeNull();
   });
 
   it('passes axe, sets and quotas shown', async () => {
-    stubApi({ '/api/v1/usage': () => ({ data: usage }), '/api/v1/users': () => ({ data: { users } }) });
+    mockApi(routes(usageAndUsers));
     show('admin', true);
     fireEvent.click(await screen.findByRole('button', { name: 'Show sets of alice' }));
     await screen.findByRole('table', { name: 'Quotas' });
