@@ -92,5 +92,4 @@ void http_static_answer(const http_static_file *f, const char *accept_encoding,
     http_response_header(resp, "X-Content-Type-Options", "nosniff");
     http_response_header(resp, "X-Frame-Options", "DENY");
     http_response_header(resp, "Referrer-Policy", "no-referrer");
-    http_response_header(resp, "Cross-Origin-Opener-Policy", "same-origin");
 }

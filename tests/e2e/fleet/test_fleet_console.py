@@ -2,6 +2,7 @@
 node with its cards and every node's instances, and an admin cordons a node
 from it. Debian's chromium (web/e2e, scenario "fleet") runs in the hub's
 network namespace against node a."""
+import json
 import secrets
 
 import pytest
@@ -25,8 +26,8 @@ def test_the_console_shows_the_whole_fleet_and_cordons_a_node(two):
     a, b = two
     for d, name in ((a, "webfa"), (b, "webfb")):
         r = d.request("POST", "/api/v1/replicaSet",
-                      {"replicaSetName": name, "imageName": IMAGE, "gpuCount": 1,
-                       "node": d.node.label, "cmd": LONG_RUNNING})
+                      json.dumps({"replicaSetName": name, "imageName": IMAGE, "gpuCount": 1,
+                                  "node": d.node.label, "cmd": LONG_RUNNING}))
         assert r.code == 200, r.json
     try:
         run_scenarios(a, "fleet", admin=ADMIN, prefix="webf")
