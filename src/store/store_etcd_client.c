@@ -558,8 +558,11 @@ static int etcd_token(etcd_client *c, const char *stale, char **out, gb_err *err
  * meanwhile etcd answers UNAVAILABLE - "leader changed", "no leader". A
  * read is asked again; a write only when etcd says it has no leader, which
  * it says before anything is proposed (so nothing was applied). "leader
- * changed" on a write may come after it was applied, and is passed on. */
-#define ETCD_ELECTION_WAIT_MS 6000
+ * changed" on a write may come after it was applied, and is passed on.
+ * An election takes one to two election timeouts (etcd's default 1 s; a
+ * cluster across sites sets more) after the loss is noticed, and longer on
+ * a loaded machine: 6 s of waiting was seen to run out, so 15 s. */
+#define ETCD_ELECTION_WAIT_MS 15000
 #define ETCD_ELECTION_RETRY_MS 200
 
 static bool etcd_retry_for_election(json_t *answer, bool writes, int64_t start_ns)

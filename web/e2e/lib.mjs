@@ -30,18 +30,29 @@ export async function launch() {
   });
 }
 
+/** Every page made, for run.mjs to report the API's failures it saw. */
+export const pages = [];
+
 /**
  * A new tab of its own (its own sessionStorage), recording page errors,
- * console errors and CSP violations into `problems`.
+ * console errors and CSP violations into `problems`. An API answer that is
+ * an error is not the page's problem (the page shows it; chromium logs it
+ * as "Failed to load resource"): 5xx ones go to `serverErrors`, reported
+ * with the scenario's result.
  */
 export async function newPage(browser, { width = 1280, height = 800 } = {}) {
   const context = await browser.newContext({ viewport: { width, height } });
   const page = await context.newPage();
   page.problems = [];
+  page.serverErrors = [];
+  pages.push(page);
   page.on('pageerror', (e) => page.problems.push(`page error: ${e.message}`));
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/the server responded with a status of 4\d\d/.test(m.text()))
+    if (m.type() === 'error' && !/the server responded with a status of \d\d\d/.test(m.text()))
       page.problems.push(`console error: ${m.text()}`);
+  });
+  page.on('response', (r) => {
+    if (r.status() >= 500) page.serverErrors.push(`${r.status()} ${r.request().method()} ${r.url()}`);
   });
   return page;
 }

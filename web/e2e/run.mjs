@@ -1,7 +1,7 @@
 // run.mjs SCENARIO... - run the console's browser scenarios (scenarios.mjs)
 // against the gpuboxd at $GPUBOX_URL; tests/e2e/test_console.py starts that
 // gpuboxd and runs each scenario as a test. Exit 0 when all pass.
-import { launch } from './lib.mjs';
+import { launch, pages } from './lib.mjs';
 import { scenarios } from './scenarios.mjs';
 
 const names = process.argv.slice(2);
@@ -14,6 +14,7 @@ const browser = await launch();
 let failed = 0;
 for (const name of names) {
   const start = Date.now();
+  pages.length = 0;
   try {
     await scenarios[name](browser);
     console.log(`ok ${name} (${Date.now() - start} ms)`);
@@ -21,6 +22,8 @@ for (const name of names) {
     failed++;
     console.log(`FAILED ${name} (${Date.now() - start} ms): ${e.stack ?? e}`);
   }
+  const serverErrors = pages.flatMap((p) => p.serverErrors);
+  if (serverErrors.length) console.log(`  the API answered 5xx: ${serverErrors.join('; ')}`);
 }
 await browser.close();
 process.exit(failed ? 1 : 0);

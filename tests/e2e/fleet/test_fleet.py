@@ -257,7 +257,8 @@ def test_losing_one_etcd_member_changes_nothing(nodes, fleet, etcd_cluster, clea
     etcd_cluster.kill(victim)
     try:
         for d in nodes.values():
-            assert d.get("/api/v1/replicaSet").status == 200
+            r = d.get("/api/v1/replicaSet")
+            assert r.status == 200, r.json
         clean.append("em1")
         r = create(nodes["c"], "em1", 1)
         assert r.status == 200, r.json
