@@ -184,7 +184,10 @@ export interface Volume {
   state: string;
   createTime: string;
   owner: string;
+  /** While a resize runs: the new size's text ("40GB"). */
   resizingTo?: string;
+  /** Loop volumes: ext4 or xfs. */
+  filesystem?: string;
   node?: string;
 }
 

@@ -538,6 +538,19 @@ def wipe_quietly(d):
         pass
 
 
+def start_pair(start, etcd, prefix, token):
+    """gpuboxd on nodes a and b with fleet flags, sharing the store prefix
+    and one admin token, once each sees both nodes."""
+    store = etcd.url(prefix)
+    a = start("a", store=store, fleet_flags=True, token=token)
+    b = start("b", store=store, fleet_flags=True, token=token)
+    deadline = time.monotonic() + 30
+    while len(a.get("/api/v1/nodes").data["nodes"]) < 2:
+        assert time.monotonic() < deadline, "node b did not join within 30 s"
+        time.sleep(0.1)
+    return a, b
+
+
 class NodeDaemons:
     """Starts gpuboxd on nodes with each node's defaults; stop_all() wipes
     and stops every one still running, checking each exit."""

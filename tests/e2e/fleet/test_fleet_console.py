@@ -7,19 +7,17 @@ import secrets
 
 import pytest
 
-from rsutil import IMAGE, LONG_RUNNING, wait_until
+from rsutil import IMAGE, LONG_RUNNING
 from webutil import run_scenarios
+
+from .fleetutil import start_pair
 
 ADMIN = "fleet-admin-" + secrets.token_hex(16)
 
 
 @pytest.fixture(scope="module")
 def two(start_node_module, fleet, etcd_cluster):
-    store = etcd_cluster.url("/console")
-    a = start_node_module("a", store=store, fleet_flags=True, token=ADMIN)
-    b = start_node_module("b", store=store, fleet_flags=True, token=ADMIN)
-    wait_until(lambda: len(a.get("/api/v1/nodes").data["nodes"]) == 2, timeout=30)
-    return a, b
+    return start_pair(start_node_module, etcd_cluster, "/console", ADMIN)
 
 
 def test_the_console_shows_the_whole_fleet_and_cordons_a_node(two):

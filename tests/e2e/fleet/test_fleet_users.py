@@ -13,6 +13,8 @@ import pytest
 from rsutil import IMAGE, LONG_RUNNING, rs_path, wait_until
 from secutil import as_
 
+from .fleetutil import start_pair
+
 ADMIN = "fleet-admin-" + secrets.token_hex(16)
 
 
@@ -29,11 +31,7 @@ def body(name, gpus=0, **spec):
 
 @pytest.fixture(scope="module")
 def two(start_node_module, fleet, etcd_cluster):
-    store = etcd_cluster.url("/users")
-    a = start_node_module("a", store=store, fleet_flags=True, token=ADMIN)
-    b = start_node_module("b", store=store, fleet_flags=True, token=ADMIN)
-    wait_until(lambda: len(a.get("/api/v1/nodes").data["nodes"]) == 2, timeout=30)
-    return a, b
+    return start_pair(start_node_module, etcd_cluster, "/users", ADMIN)
 
 
 def make_user(d, name, quota=None):

@@ -12,19 +12,13 @@ import type { Volume, VolumeInfo } from '../types';
 import './resources.css';
 
 /**
- * An item of GET /api/v1/volumes as the daemon sends it: a loop volume names
- * its filesystem, and `resizingTo` is the new size's text ("40GB").
- */
-type VolumeRow = Omit<Volume, 'resizingTo'> & { filesystem?: string; resizingTo?: string };
-
-/**
  * Up to this many volumes, every poll asks each one's use (one GET per
  * volume); beyond it only for the rows the user opened, to keep a poll cheap.
  */
 const INFO_ALL_MAX = 50;
 
 interface Snapshot {
-  volumes: VolumeRow[];
+  volumes: Volume[];
   /** Each asked volume's info, or the message its GET failed with. */
   infos: Map<string, VolumeInfo | string>;
 }
@@ -33,10 +27,10 @@ export function Volumes() {
   const { canWrite, fleet } = useSession();
   // The rows whose use was asked for by hand (more than INFO_ALL_MAX volumes).
   const [opened, setOpened] = useState<ReadonlySet<string>>(new Set());
-  const [dialog, setDialog] = useState<{ kind: 'resize' | 'delete'; v: VolumeRow } | null>(null);
+  const [dialog, setDialog] = useState<{ kind: 'resize' | 'delete'; v: Volume } | null>(null);
 
   const poll = usePoll<Snapshot>(async () => {
-    const { volumes } = await api<{ volumes: VolumeRow[] }>('GET', '/api/v1/volumes');
+    const { volumes } = await api<{ volumes: Volume[] }>('GET', '/api/v1/volumes');
     const asked = volumes.length <= INFO_ALL_MAX ? volumes : volumes.filter((v) => opened.has(v.name));
     const answers = await Promise.allSettled(
       asked.map((v) => api<{ info: VolumeInfo }>('GET', `/api/v1/volumes/${seg(v.name)}`)),
@@ -118,7 +112,7 @@ function VolumeLine({
   open,
   act,
 }: {
-  v: VolumeRow;
+  v: Volume;
   info: VolumeInfo | string | undefined;
   open?: () => void;
   act?: (kind: 'resize' | 'delete') => void;
@@ -159,7 +153,7 @@ function VolumeLine({
 }
 
 /** The used/size bar, why the use is unknown, or (many volumes) a button to ask for it. */
-function UsedCell({ v, info, open }: { v: VolumeRow; info: VolumeInfo | string | undefined; open?: () => void }) {
+function UsedCell({ v, info, open }: { v: Volume; info: VolumeInfo | string | undefined; open?: () => void }) {
   if (open)
     return (
       <button type="button" class="link" aria-label={`Show use of ${v.name}`} onClick={open}>
@@ -242,7 +236,7 @@ function CreateVolume({ fleet, reload }: { fleet: boolean; reload: () => Promise
 }
 
 interface DialogProps {
-  v: VolumeRow;
+  v: Volume;
   close: () => void;
   reload: () => Promise<void>;
 }
