@@ -25,6 +25,8 @@ int api_metrics(http_request *req, http_response *resp, gb_err *err);
 
 /* resources.c */
 int api_resources_gpus(http_request *req, http_response *resp, gb_err *err);
+int api_gpu_healthy(http_request *req, http_response *resp, gb_err *err);
+int api_events(http_request *req, http_response *resp, gb_err *err);
 int api_resources_ports(http_request *req, http_response *resp, gb_err *err);
 int api_gpus_legacy(http_request *req, http_response *resp, gb_err *err);
 

@@ -35,8 +35,8 @@ static int answer(int rc, json_t *data, http_response *resp, gb_err *err)
 int api_replicaset_create_from(http_request *req, const json_t *body, http_response *resp,
                                gb_err *err)
 {
-    static const char *const also_allowed[] = {"replicaSetName", "node", "nodeSelector",
-                                               "placement", NULL};
+    static const char *const also_allowed[] = {
+        "replicaSetName", "node", "nodeSelector", "placement", "idleStop", "maxDuration", NULL};
     const char *name = NULL;
     if (api_fleet_check_fields(req, body, err) < 0 ||
         json_field_string(body, NULL, "replicaSetName", &name, false, err) < 0 ||
@@ -46,7 +46,7 @@ int api_replicaset_create_from(http_request *req, const json_t *body, http_respo
     if (rs_spec_from_json(body, also_allowed, &spec, err) < 0)
         return -1;
     json_t *data = NULL;
-    int rc = replicaset_create(req->ctx, name, &spec, &data, err);
+    int rc = replicaset_create(req->ctx, name, &spec, body, &data, err);
     rs_spec_free(&spec);
     return answer(rc, data, resp, err);
 }

@@ -25,8 +25,12 @@ static const http_route api_routes[] = {
     /* resources */
     {"GET", "/api/v1/resources/gpus", api_resources_gpus,
      "GPUs: free/held map, devices with memory and tenants, inventory source"},
+    {"PATCH", "/api/v1/resources/gpus/{uuid}/healthy", api_gpu_healthy,
+     "Clear a card's unhealthy mark (a critical XID, or it stopped answering)"},
     {"GET", "/api/v1/resources/ports", api_resources_ports,
      "Host port range, free count and ports in use"},
+    {"GET", "/api/v1/events", api_events,
+     "Sets stopped by their run limits, cards marked unhealthy or cleared (?limit=N)"},
 
     /* replica sets */
     {"POST", "/api/v1/replicaSet", api_replicaset_create,
@@ -128,6 +132,7 @@ static const struct {
     {"GET", "/metrics", HTTP_ACCESS_OBSERVER},
     {"PATCH", "/api/v1/nodes/{name}/cordon", HTTP_ACCESS_ADMIN},
     {"PATCH", "/api/v1/nodes/{name}/uncordon", HTTP_ACCESS_ADMIN},
+    {"PATCH", "/api/v1/resources/gpus/{uuid}/healthy", HTTP_ACCESS_ADMIN},
     {"GET", "/api/v1/users", HTTP_ACCESS_ADMIN},
     {"POST", "/api/v1/users", HTTP_ACCESS_ADMIN},
     {"GET", "/api/v1/users/{name}", HTTP_ACCESS_ADMIN},

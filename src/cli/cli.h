@@ -324,6 +324,10 @@ int cli_cmd_volume_inspect(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_volume_resize(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_volume_rm(cli_ctx *ctx, const cli_args *a);
 
+int cli_cmd_top(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_events(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_gpu_healthy(cli_ctx *ctx, const cli_args *a);
+
 int cli_cmd_nodes(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_node_cordon(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_node_uncordon(cli_ctx *ctx, const cli_args *a);
@@ -342,6 +346,22 @@ int cli_cmd_usage(cli_ctx *ctx, const cli_args *a);
  * -q), apart so the tests can feed them answers. */
 void cli_ps_print(cli_ctx *ctx, const json_t *data, const void *arg);
 void cli_volume_ls_print(cli_ctx *ctx, const json_t *data, const void *arg);
+/* inspect's printer (data: the answer of GET /api/v1/replicaSet/{name}). */
+void cli_inspect_print(cli_ctx *ctx, const json_t *data, const void *arg);
+
+/* ---- cmd_top.c: live usage and health of the cards ---- */
+
+/* One frame of `gpubox top` from data, the answer of GET
+ * /api/v1/resources/gpus, read at now: a header line, the cards table and
+ * the instances table (one row per tenant and card, most memory used
+ * first). clear: begin with the escape codes that clear a terminal. */
+void cli_top_render(const json_t *data, time_t now, bool clear, FILE *out);
+/* A device's HEALTH cell: "ok", "XID 79", "lost", "unhealthy"; and whether
+ * it is marked unhealthy (healthy false, or an `unhealthy` object). */
+void cli_gpu_health(const json_t *device, char *buf, size_t size);
+bool cli_gpu_unhealthy(const json_t *device);
+/* The table of `gpubox events` (data: the answer of GET /api/v1/events). */
+void cli_events_print(cli_ctx *ctx, const json_t *data, const void *arg);
 
 /* ---- cmd_users.c: users, quotas and accounting (docs/users.md) ---- */
 

@@ -16,6 +16,7 @@
 
 #include "util/cleanup.h"
 #include "util/err.h"
+#include "util/size.h"
 
 #define RS_BASE "/api/v1/replicaSet"
 
@@ -233,11 +234,10 @@ static int run_body(cli_ctx *ctx, const cli_args *a, json_t **out)
             return cli_usage_error(ctx, a->cmd, "%s", msg);
         json_object_set_new(body, "cpus", json_real(c));
     }
-    static const char *const strings[][2] = {{"memory", "memory"},
-                                             {"shm-size", "shmSize"},
-                                             {"restart", "restartPolicy"},
-                                             {"gpu-policy", "gpuPolicy"},
-                                             {"gpu-model", "gpuModel"}};
+    static const char *const strings[][2] = {
+        {"memory", "memory"},           {"shm-size", "shmSize"},   {"restart", "restartPolicy"},
+        {"gpu-policy", "gpuPolicy"},    {"gpu-model", "gpuModel"}, {"idle-stop", "idleStop"},
+        {"max-duration", "maxDuration"}};
     for (size_t i = 0; i < ARRAY_SIZE(strings); i++)
         if (cli_get(a, strings[i][0]))
             json_object_set_new(body, strings[i][1], json_string(cli_get(a, strings[i][0])));
@@ -292,7 +292,71 @@ static void rs_binds_text(const json_t *binds, char *buf, size_t size)
     }
 }
 
-static void inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)
+/* A field of the set's info, or of the answer's data beside it. */
+static json_t *rs_info_field(const json_t *data, const char *field)
+{
+    json_t *v = json_object_get(json_object_get(data, "info"), field);
+    return v && !json_is_null(v) ? v : json_object_get(data, field);
+}
+
+/* A non-empty string field of spec, or NULL. */
+static const char *rs_spec_text(const json_t *spec, const char *field)
+{
+    const char *s = json_string_value(json_object_get(spec, field));
+    return s && s[0] ? s : NULL;
+}
+
+/* The automatic stops, the current run and the cards' usage, each only
+ * when the answer has them (a gpuboxd without them prints nothing more). */
+static void inspect_usage_print(cli_ctx *ctx, const json_t *data, const json_t *spec)
+{
+    const char *idle = rs_spec_text(spec, "idleStop"), *max = rs_spec_text(spec, "maxDuration");
+    const char *since = json_string_value(rs_info_field(data, "runningSince"));
+    const char *stop_at = json_string_value(rs_info_field(data, "stopAt"));
+    json_t *stopped = rs_info_field(data, "stopped"), *usage = rs_info_field(data, "usage");
+    if (idle || max || stop_at) {
+        char text[256] = "";
+        if (idle)
+            cli_appendf(text, sizeof(text), "idle %s", idle);
+        if (max)
+            cli_appendf(text, sizeof(text), "%smax %s", text[0] ? "; " : "", max);
+        if (stop_at)
+            cli_appendf(text, sizeof(text), ", at %s", stop_at);
+        fprintf(ctx->out, "Auto stop:  %s\n", text);
+    }
+    if (since)
+        fprintf(ctx->out, "Running:    since %s\n", since);
+    if (json_is_object(stopped)) {
+        const char *detail = json_string_value(json_object_get(stopped, "detail"));
+        fprintf(ctx->out, "Stopped:    %s at %s%s%s\n", cli_str(stopped, "reason"),
+                cli_str(stopped, "at"), detail && detail[0] ? ": " : "",
+                detail && detail[0] ? detail : "");
+    }
+    if (!json_is_object(usage))
+        return;
+    const char *idle_since = json_string_value(json_object_get(usage, "idleSince"));
+    fprintf(ctx->out, "Usage:      sampled %s%s%s\n", cli_str(usage, "sampledAt"),
+            idle_since ? ", idle since " : "", idle_since ? idle_since : "");
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(usage, "cards"), i, c)
+    {
+        char used[32] = "-", share[32] = "-", util[16] = "-";
+        json_t *v;
+        if (json_is_integer(v = json_object_get(c, "memoryUsedMiB")) && json_integer_value(v) >= 0)
+            size_format((uint64_t)json_integer_value(v) * 1024 * 1024, used, sizeof(used));
+        if (json_is_integer(v = json_object_get(c, "shareMiB")) && json_integer_value(v) >= 0)
+            size_format((uint64_t)json_integer_value(v) * 1024 * 1024, share, sizeof(share));
+        if (json_is_integer(v = json_object_get(c, "utilization")) && json_integer_value(v) >= 0)
+            snprintf(util, sizeof(util), "%" JSON_INTEGER_FORMAT "%%", json_integer_value(v));
+        fprintf(ctx->out, "  card %" JSON_INTEGER_FORMAT " %s: %s/%s used, utilization %s%s%s\n",
+                json_integer_value(json_object_get(c, "index")), cli_str(c, "uuid"), used, share,
+                util, json_is_false(json_object_get(c, "healthy")) ? ", unhealthy" : "",
+                json_is_true(json_object_get(c, "overShare")) ? ", OVER its share" : "");
+    }
+}
+
+void cli_inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     (void)arg;
     json_t *info = json_object_get(data, "info"), *spec = json_object_get(info, "spec");
@@ -318,12 +382,13 @@ static void inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)
             cli_str(spec, "imageName"), gpus[0] ? gpus : "-", limits, ports[0] ? ports : "-",
             binds[0] ? binds : "-", env[0] ? env : "-", cmd[0] ? cmd : "(image default)",
             cli_str(info, "createTime"), cli_str(info, "updateTime"));
+    inspect_usage_print(ctx, data, spec);
 }
 
 int cli_cmd_inspect(cli_ctx *ctx, const cli_args *a)
 {
     _cleanup_free_ char *path = rs_path(ctx, a->pos[0], NULL);
-    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = path}, inspect_print, NULL);
+    return cli_exchange(ctx, &(cli_req){.method = "GET", .path = path}, cli_inspect_print, NULL);
 }
 
 static void history_print(cli_ctx *ctx, const json_t *data, const void *arg)
@@ -383,19 +448,32 @@ int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)
 {
     char msg[256];
     const char *gpus = cli_get(a, "gpus"), *memory = cli_get(a, "gpu-memory");
-    if (!gpus && !memory)
-        return cli_usage_error(ctx, a->cmd, "give --gpus N and/or --gpu-memory SIZE");
-    _cleanup_json_ json_t *patch = json_object();
+    const char *idle = cli_get(a, "idle-stop"), *max = cli_get(a, "max-duration");
+    if (!gpus && !memory && !idle && !max)
+        return cli_usage_error(ctx, a->cmd,
+                               "give --gpus N and/or --gpu-memory SIZE (or --idle-stop, "
+                               "--max-duration)");
+    _cleanup_json_ json_t *body = json_object();
     long long n;
-    if (gpus) {
-        if (cli_parse_int("--gpus", gpus, 0, 1024, &n, msg, sizeof(msg)))
-            return cli_usage_error(ctx, a->cmd, "%s", msg);
-        json_object_set_new(patch, "gpuCount", json_integer(n));
+    if (gpus || memory) {
+        json_t *patch = json_object();
+        json_object_set_new(body, "gpuPatch", patch);
+        if (gpus) {
+            if (cli_parse_int("--gpus", gpus, 0, 1024, &n, msg, sizeof(msg)))
+                return cli_usage_error(ctx, a->cmd, "%s", msg);
+            json_object_set_new(patch, "gpuCount", json_integer(n));
+        }
+        if (memory)
+            json_object_set_new(patch, "gpuMemory", json_string(memory));
     }
-    if (memory)
-        json_object_set_new(patch, "gpuMemory", json_string(memory));
-    _cleanup_json_ json_t *body = json_pack("{s:O}", "gpuPatch", patch);
-    return rs_patch(ctx, "scale", a->pos[0], NULL, body, "%s: scaled; now runs as %s\n");
+    /* passed as given ("30m"; "" removes the limit); gpuboxd checks them */
+    if (idle)
+        json_object_set_new(body, "idleStop", json_string(idle));
+    if (max)
+        json_object_set_new(body, "maxDuration", json_string(max));
+    return rs_patch(ctx, "scale", a->pos[0], NULL, body,
+                    gpus || memory ? "%s: scaled; now runs as %s\n"
+                                   : "%s: changed; now runs as %s\n");
 }
 
 int cli_cmd_stop(cli_ctx *ctx, const cli_args *a)

@@ -53,12 +53,32 @@ static const cli_opt run_opts[] = {
      "in a fleet: only on a node with all these labels"},
     {"placement", 0, CLI_OPT_VALUE, "POLICY",
      "in a fleet, which node: binpack (default) or spread"},
+    {"idle-stop", 0, CLI_OPT_VALUE, "DURATION",
+     "stop it after its cards are idle this long (\"30m\", \"90s\", \"1h30m\")"},
+    {"max-duration", 0, CLI_OPT_VALUE, "DURATION", "stop it after it has run this long (\"8h\")"},
     CLI_OPTS_END,
 };
 
 static const cli_opt scale_opts[] = {
     {"gpus", 'g', CLI_OPT_VALUE, "N", "the new number of GPUs"},
     {"gpu-memory", 0, CLI_OPT_VALUE, "SIZE", "the new share of each card (\"8GB\")"},
+    {"idle-stop", 0, CLI_OPT_VALUE, "DURATION",
+     "stop it after its cards are idle this long (\"\": never)"},
+    {"max-duration", 0, CLI_OPT_VALUE, "DURATION",
+     "stop it after it has run this long (\"\": no limit)"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt top_opts[] = {
+    {"interval", 'n', CLI_OPT_VALUE, "SECONDS",
+     "redraw every SECONDS (default 1; decimals allowed)"},
+    {"once", 0, CLI_OPT_FLAG, NULL, "print one frame and exit"},
+    {"iterations", 0, CLI_OPT_VALUE, "N", "print N frames and exit"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt events_opts[] = {
+    {"limit", 0, CLI_OPT_VALUE, "N", "at most the N newest events"},
     CLI_OPTS_END,
 };
 
@@ -145,6 +165,18 @@ const cli_command cli_commands[] = {
     /* resources */
     {"gpus", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_gpus,
      "List the GPUs: memory, what is held, tenants", NULL},
+    {"gpu healthy", "UUID", 1, 1, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_gpu_healthy,
+     "Clear a card's unhealthy mark (admin): it is scheduled again",
+     "A card is marked unhealthy by a critical XID error or when it is lost. Prints the card's "
+     "health afterwards."},
+    {"top", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, top_opts, cli_cmd_top,
+     "Show the live use and health of the cards and their instances",
+     "On a terminal the view is redrawn every --interval seconds until Ctrl-C; with --once, "
+     "or when stdout is not a terminal, one frame is printed. Instances are listed one row "
+     "per card, the most memory used first; OVER flags one using more than its share. \"-\" "
+     "is no reading (gpuboxd started with --usage-interval 0 samples no usage)."},
+    {"events", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, events_opts, cli_cmd_events,
+     "List automatic stops and card health changes, newest first", NULL},
     {"ports", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_ports,
      "Show the host port range and the ports in use", NULL},
 
@@ -156,13 +188,16 @@ const cli_command cli_commands[] = {
      "GPUs and host ports are taken all or nothing; if anything is missing nothing is "
      "taken and the exit status is 5. In a fleet the set runs on one node: --node names it, "
      "else gpuboxd picks one among the nodes whose labels match --node-selector, by "
-     "--placement."},
+     "--placement. --idle-stop and --max-duration are passed to gpuboxd as given; it stops "
+     "the set when its cards have been idle that long, or when it has run that long."},
     {"inspect", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_inspect,
      "Show one replica set: spec, state, container, GPUs, ports", NULL},
     {"history", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_history,
      "List every version of a replica set, newest first", NULL},
     {"scale", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, scale_opts, cli_cmd_scale,
-     "Change a replica set's GPUs (a new version keeps the system disk)", NULL},
+     "Change a replica set's GPUs (a new version keeps the system disk), or its automatic stops",
+     "--idle-stop and --max-duration change when the set stops by itself; \"\" removes the "
+     "limit."},
     {"stop", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_stop,
      "Stop the container and release its GPUs and ports", NULL},
     {"start", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_start,

@@ -28,6 +28,7 @@
 
 #include "fleet/fleet.h"
 #include "sched/gpus.h"
+#include "service/monitor/monitor.h"
 #include "store/store.h"
 #include "util/cleanup.h"
 
@@ -99,6 +100,30 @@ static int apply_oversubscription(daemon_config *cfg, const char *value, gb_err 
                        GPUS_OVERSUBSCRIPTION_MAX);
     cfg->app.gpu_memory_oversubscription = f;
     return 0;
+}
+
+/* "0.5": seconds between readings of the GPUs, 0 (none) or 0.1 to 3600. */
+static int apply_usage_interval(daemon_config *cfg, const char *value, gb_err *err)
+{
+    char *end = NULL;
+    errno = 0;
+    double s = strtod(value, &end);
+    if (!isdigit((unsigned char)value[0]) || *end || errno || !isfinite(s) ||
+        (s != 0 && (s < 0.1 || s > 3600)))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "'%s' is not a number of seconds from 0.1 to 3600 (0: no sampling)", value);
+    cfg->app.usage_interval_s = s;
+    return 0;
+}
+
+static int set_string(char **dst, const char *value, gb_err *err);
+
+static int apply_xid_critical(daemon_config *cfg, const char *value, gb_err *err)
+{
+    uint8_t bits[MONITOR_XID_LIMIT / 8];
+    if (monitor_parse_xids(value, bits, err) < 0)
+        return -1;
+    return set_string(&cfg->xid_critical, value, err);
 }
 
 /* A GPU list ("GPU-a,3"): its syntax is checked now; whether each entry
@@ -232,6 +257,15 @@ static const config_option config_options[] = {
            apply_gpu_exclude_sharing),
     OPT_FN("gpu-exclude", "GPU[,GPU...]", "none", "GPUs (UUIDs or indexes) never handed out at all",
            apply_gpu_exclude),
+    OPT_FN("usage-interval", "SECONDS", "1",
+           "how often the GPUs' live usage is read (decimals allowed; 0: never, and idleStop is "
+           "not enforced) (docs/usage.md)",
+           apply_usage_interval),
+    OPT_FN("xid-critical", "XID[,XID...]", MONITOR_XID_DEFAULT,
+           "XID errors that mark a card unhealthy until an admin clears it", apply_xid_critical),
+    OPT_NUM("idle-threshold", "PERCENT", "5",
+            "utilization under which a card counts as idle, for idleStop", app.idle_threshold, 0,
+            100),
     OPT_STR("hami-core", "PATH", "none (share limits are scheduled but not enforced)",
             "HAMi-core library (libvgpu.so) to mount read-only and LD_PRELOAD into containers "
             "with GPU shares, so their memory limits are enforced",
@@ -416,7 +450,9 @@ int config_init(daemon_config *cfg, gb_err *err)
                 .docker_wait_s = 5,
                 .store_wait_s = 60,
                 .timeslice_replicas = GPUS_TIMESLICE_REPLICAS_DEFAULT,
-                .gpu_memory_oversubscription = 1.0},
+                .gpu_memory_oversubscription = 1.0,
+                .usage_interval_s = 1,
+                .idle_threshold = MONITOR_IDLE_THRESHOLD_DEFAULT},
     };
     const char *docker_host = getenv("DOCKER_HOST");
     if (apply_listen(cfg, CONFIG_LISTEN_DEFAULT, err) < 0 ||
@@ -446,7 +482,7 @@ void config_free(daemon_config *cfg)
                       &cfg->hami_core,      &cfg->token_file,          &cfg->tls_cert,
                       &cfg->tls_key,        &cfg->cors_origins,        &cfg->carry_method,
                       &cfg->node,           &cfg->advertise,           &cfg->node_labels,
-                      &cfg->node_store_url, &cfg->owner_of_unowned};
+                      &cfg->node_store_url, &cfg->owner_of_unowned,    &cfg->xid_critical};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -768,6 +804,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.gpu_exclude_sharing = cfg->gpu_exclude_sharing;
     cfg->app.gpu_exclude = cfg->gpu_exclude;
     cfg->app.hami_core = cfg->hami_core;
+    cfg->app.xid_critical = cfg->xid_critical;
     return 0;
 }
 

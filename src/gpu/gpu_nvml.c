@@ -2,11 +2,9 @@
  * gpu_nvml.c - the inventory from NVML, loaded at run time with dlopen so
  * gpuboxd starts (and can simulate GPUs) on hosts without the driver.
  *
- * The NVML types and constants below are declared here from NVML's
- * documented ABI rather than taken from nvml.h, which is not installed on
- * build hosts without the CUDA toolkit. Versioned entry points (_v2) are
- * preferred, as NVML's own header maps the plain names to them; the plain
- * names remain for old drivers.
+ * The NVML types, constants and entry points are declared in
+ * gpu_nvml_abi.h, shared with the usage sampler (gpu_usage_nvml.c), which
+ * loads the library through gpu_nvml_api_open too.
  *
  * A card in MIG mode is listed with mig_enabled and followed by its MIG
  * instances (is_mig, parent_uuid, the card's index): those are what gets
@@ -15,47 +13,13 @@
  * logged and left out.
  */
 #include "gpu/gpu_source.h"
+#include "gpu/gpu_nvml_abi.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "util/log.h"
-
-typedef int nvmlReturn_t;
-typedef struct nvmlDevice_st *nvmlDevice_t;
-typedef struct nvmlMemory_st {
-    unsigned long long total;
-    unsigned long long free;
-    unsigned long long used;
-} nvmlMemory_t;
-
-#define NVML_SUCCESS 0
-#define NVML_ERROR_NOT_FOUND 6
-#define NVML_DEVICE_MIG_ENABLE 1
-#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
-#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
-#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
-
-#define GPU_NVML_DEFAULT_LIBRARY "libnvidia-ml.so.1"
-
-/* The entry points gpubox uses; the optional ones may be NULL. */
-struct nvml_api {
-    void *lib;
-    nvmlReturn_t (*init)(void);
-    nvmlReturn_t (*shutdown)(void);
-    nvmlReturn_t (*get_count)(unsigned int *);
-    nvmlReturn_t (*get_handle)(unsigned int, nvmlDevice_t *);
-    nvmlReturn_t (*get_uuid)(nvmlDevice_t, char *, unsigned int);
-    nvmlReturn_t (*get_name)(nvmlDevice_t, char *, unsigned int);
-    nvmlReturn_t (*get_memory)(nvmlDevice_t, nvmlMemory_t *);
-    /* optional */
-    const char *(*error_string)(nvmlReturn_t);
-    nvmlReturn_t (*driver_version)(char *, unsigned int);
-    nvmlReturn_t (*get_mig_mode)(nvmlDevice_t, unsigned int *, unsigned int *);
-    nvmlReturn_t (*get_max_mig)(nvmlDevice_t, unsigned int *);
-    nvmlReturn_t (*get_mig_handle)(nvmlDevice_t, unsigned int, nvmlDevice_t *);
-};
 
 /* The first of the names the library exports, or NULL. */
 static void *nvml_sym(void *lib, const char *name, const char *fallback)
@@ -66,7 +30,7 @@ static void *nvml_sym(void *lib, const char *name, const char *fallback)
     return f;
 }
 
-static const char *nvml_strerror(const struct nvml_api *api, nvmlReturn_t r)
+const char *gpu_nvml_strerror(const struct gpu_nvml_api *api, nvmlReturn_t r)
 {
     static _Thread_local char buf[32];
     const char *s = api->error_string ? api->error_string(r) : NULL;
@@ -76,9 +40,11 @@ static const char *nvml_strerror(const struct nvml_api *api, nvmlReturn_t r)
     return buf;
 }
 
-static int nvml_api_open(struct nvml_api *api, const char *library, gb_err *err)
+int gpu_nvml_api_open(struct gpu_nvml_api *api, const char *library, gb_err *err)
 {
     memset(api, 0, sizeof(*api));
+    if (!library || !*library)
+        library = GPU_NVML_DEFAULT_LIBRARY;
     api->lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (!api->lib) {
         /* dlerror() repeats the path ("PATH: cannot open ..."); say it once. */
@@ -109,6 +75,14 @@ static int nvml_api_open(struct nvml_api *api, const char *library, gb_err *err)
         {(void **)&api->get_mig_mode, "nvmlDeviceGetMigMode", NULL, false},
         {(void **)&api->get_max_mig, "nvmlDeviceGetMaxMigDeviceCount", NULL, false},
         {(void **)&api->get_mig_handle, "nvmlDeviceGetMigDeviceHandleByIndex", NULL, false},
+        {(void **)&api->get_utilization, "nvmlDeviceGetUtilizationRates", NULL, false},
+        {(void **)&api->get_procs_v2, "nvmlDeviceGetComputeRunningProcesses_v2", NULL, false},
+        {(void **)&api->get_procs_v1, "nvmlDeviceGetComputeRunningProcesses", NULL, false},
+        {(void **)&api->get_proc_util, "nvmlDeviceGetProcessUtilization", NULL, false},
+        {(void **)&api->event_set_create, "nvmlEventSetCreate", NULL, false},
+        {(void **)&api->register_events, "nvmlDeviceRegisterEvents", NULL, false},
+        {(void **)&api->event_set_wait, "nvmlEventSetWait_v2", "nvmlEventSetWait", false},
+        {(void **)&api->event_set_free, "nvmlEventSetFree", NULL, false},
     };
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
         *syms[i].slot = nvml_sym(api->lib, syms[i].name, syms[i].fallback);
@@ -124,8 +98,15 @@ static int nvml_api_open(struct nvml_api *api, const char *library, gb_err *err)
     return 0;
 }
 
+void gpu_nvml_api_close(struct gpu_nvml_api *api)
+{
+    if (api->lib)
+        dlclose(api->lib);
+    api->lib = NULL;
+}
+
 /* Fill *d from a device handle. -1 when not even the UUID can be read. */
-static int nvml_read_device(const struct nvml_api *api, nvmlDevice_t h, gpu_device *d)
+static int nvml_read_device(const struct gpu_nvml_api *api, nvmlDevice_t h, gpu_device *d)
 {
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
@@ -133,7 +114,7 @@ static int nvml_read_device(const struct nvml_api *api, nvmlDevice_t h, gpu_devi
     nvmlReturn_t r = api->get_uuid(h, uuid, sizeof(uuid));
     if (r != NVML_SUCCESS || !uuid[0]) {
         log_warn("NVML: GPU %d left out: cannot read its UUID: %s", d->index,
-                 nvml_strerror(api, r));
+                 gpu_nvml_strerror(api, r));
         return -1;
     }
     snprintf(d->uuid, sizeof(d->uuid), "%s", uuid);
@@ -143,7 +124,7 @@ static int nvml_read_device(const struct nvml_api *api, nvmlDevice_t h, gpu_devi
         snprintf(d->model, sizeof(d->model), "%s", name);
     } else {
         log_warn("NVML: GPU %s is unhealthy: cannot read its name: %s", uuid,
-                 nvml_strerror(api, r));
+                 gpu_nvml_strerror(api, r));
         d->healthy = false;
     }
     r = api->get_memory(h, &mem);
@@ -151,14 +132,14 @@ static int nvml_read_device(const struct nvml_api *api, nvmlDevice_t h, gpu_devi
         d->memory_mib = mem.total / (1024 * 1024);
     } else {
         log_warn("NVML: GPU %s is unhealthy: cannot read its memory: %s", uuid,
-                 nvml_strerror(api, r));
+                 gpu_nvml_strerror(api, r));
         d->healthy = false;
     }
     return 0;
 }
 
 /* If the card is in MIG mode, mark it and list its MIG instances. */
-static void nvml_add_mig_instances(const struct nvml_api *api, nvmlDevice_t card,
+static void nvml_add_mig_instances(const struct gpu_nvml_api *api, nvmlDevice_t card,
                                    gpu_device *parent, gpu_inventory *inv)
 {
     unsigned int current = 0, pending = 0, max = 0;
@@ -172,7 +153,7 @@ static void nvml_add_mig_instances(const struct nvml_api *api, nvmlDevice_t card
     nvmlReturn_t r = api->get_max_mig(card, &max);
     if (r != NVML_SUCCESS) {
         log_warn("NVML: GPU %s is in MIG mode but its MIG devices cannot be counted: %s",
-                 parent->uuid, nvml_strerror(api, r));
+                 parent->uuid, gpu_nvml_strerror(api, r));
         return;
     }
     for (unsigned int m = 0; m < max; m++) {
@@ -184,7 +165,7 @@ static void nvml_add_mig_instances(const struct nvml_api *api, nvmlDevice_t card
         snprintf(d.parent_uuid, sizeof(d.parent_uuid), "%s", parent->uuid);
         if (r != NVML_SUCCESS) {
             log_warn("NVML: MIG device %u of GPU %s left out: %s", m, parent->uuid,
-                     nvml_strerror(api, r));
+                     gpu_nvml_strerror(api, r));
             continue;
         }
         if (nvml_read_device(api, h, &d) == 0)
@@ -193,20 +174,20 @@ static void nvml_add_mig_instances(const struct nvml_api *api, nvmlDevice_t card
 }
 
 /* Everything between nvmlInit and nvmlShutdown. */
-static int nvml_list(const struct nvml_api *api, gpu_inventory *inv, gb_err *err)
+static int nvml_list(const struct gpu_nvml_api *api, gpu_inventory *inv, gb_err *err)
 {
     unsigned int count = 0;
     nvmlReturn_t r = api->get_count(&count);
     if (r != NVML_SUCCESS)
         return err_set(err, ERR_INTERNAL, "NVML cannot count the GPUs (nvmlDeviceGetCount): %s",
-                       nvml_strerror(api, r));
+                       gpu_nvml_strerror(api, r));
     for (unsigned int i = 0; i < count; i++) {
         nvmlDevice_t h = NULL;
         gpu_device d = {.index = (int)i};
         r = api->get_handle(i, &h);
         if (r != NVML_SUCCESS) {
             log_warn("NVML: GPU %u left out: nvmlDeviceGetHandleByIndex: %s", i,
-                     nvml_strerror(api, r));
+                     gpu_nvml_strerror(api, r));
             continue;
         }
         if (nvml_read_device(api, h, &d) < 0)
@@ -228,24 +209,24 @@ static int nvml_list(const struct nvml_api *api, gpu_inventory *inv, gb_err *err
 
 int gpu_nvml_load(const char *library, gpu_inventory *out, gb_err *err)
 {
-    struct nvml_api api;
+    struct gpu_nvml_api api;
     memset(out, 0, sizeof(*out));
     if (!library || !*library)
         library = GPU_NVML_DEFAULT_LIBRARY;
-    if (nvml_api_open(&api, library, err) < 0)
+    if (gpu_nvml_api_open(&api, library, err) < 0)
         return -1;
     nvmlReturn_t r = api.init();
     if (r != NVML_SUCCESS) {
         err_set(err, ERR_INTERNAL,
                 "NVML (%s) failed to initialize: %s; is the NVIDIA driver loaded? Use "
                 "--gpu-source simulated to run without GPUs",
-                library, nvml_strerror(&api, r));
-        dlclose(api.lib);
+                library, gpu_nvml_strerror(&api, r));
+        gpu_nvml_api_close(&api);
         return -1;
     }
     int rc = nvml_list(&api, out, err);
     api.shutdown();
-    dlclose(api.lib);
+    gpu_nvml_api_close(&api);
     if (rc < 0) {
         gpu_inventory_free(out);
         return -1;

@@ -90,10 +90,16 @@ void gpus_slot_reserve(struct gpus_slot *s)
     s->cap = cap;
 }
 
+uint64_t gpus_slot_room(const struct gpus_slot *s)
+{
+    uint64_t taken = s->held_mib + s->foreign_mib;
+    return s->capacity_mib > taken ? s->capacity_mib - taken : 0;
+}
+
 void gpus_slot_offer_update(gpus_pool *p, const struct gpus_slot *s)
 {
     struct gpus_offer *o = &p->offers[s - p->slots];
-    uint64_t room = s->capacity_mib > s->held_mib ? s->capacity_mib - s->held_mib : 0;
+    uint64_t room = gpus_slot_room(s);
     bool below_limit = !p->max_tenants || s->ntenants < p->max_tenants;
     bool shares = gpus_slot_shareable(s) && below_limit;
     unsigned replicas = gpus_slot_replicas(p, s);
@@ -296,6 +302,34 @@ size_t gpus_pool_release_owner(gpus_pool *p, const char *owner)
     return released;
 }
 
+int gpus_pool_set_health(gpus_pool *p, const char *uuid, bool healthy)
+{
+    pthread_mutex_lock(&p->lock);
+    struct gpus_slot *s = gpus_find(p, uuid);
+    int changed = -1;
+    if (s) {
+        gpu_device *d = &p->devices[s - p->slots];
+        changed = d->healthy != healthy;
+        d->healthy = healthy;
+        s->schedulable = healthy && !d->mig_enabled && !s->excluded;
+        gpus_slot_offer_update(p, s);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return changed;
+}
+
+int gpus_pool_set_foreign(gpus_pool *p, const char *uuid, uint64_t memory_mib)
+{
+    pthread_mutex_lock(&p->lock);
+    struct gpus_slot *s = gpus_find(p, uuid);
+    if (s && s->foreign_mib != memory_mib) {
+        s->foreign_mib = memory_mib;
+        gpus_slot_offer_update(p, s);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return s ? 0 : -1;
+}
+
 size_t gpus_pool_free_count(gpus_pool *p)
 {
     size_t nfree = 0;
@@ -320,6 +354,7 @@ static void gpus_status_fill(const gpus_pool *p, const struct gpus_slot *s, gpus
     d->excluded = s->excluded;
     d->shareable = gpus_slot_shareable(s);
     d->capacity_mib = s->capacity_mib;
+    d->foreign_memory_mib = s->foreign_mib;
     d->free_memory_mib = p->offers[s - p->slots].memory_mib;
     d->replicas_total = gpus_slot_replicas(p, s);
     d->replicas_used = s->mode == GPUS_MODE_TIMESLICE ? (unsigned)s->ntenants : 0;

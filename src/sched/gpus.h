@@ -199,6 +199,18 @@ size_t gpus_pool_release_grant(gpus_pool *p, const gpus_grant *g, const char *ow
 /* Free everything owner holds; returns how many devices were freed. */
 size_t gpus_pool_release_owner(gpus_pool *p, const char *owner);
 
+/* ---- what the host's cards do (the service's monitor) ---- */
+
+/* Mark a device healthy or not (a critical XID, a card that stopped
+ * answering, an admin clearing the mark). An unhealthy device takes no new
+ * tenant; those it has keep it. 1 when the state changed, 0 when it already
+ * was so, -1 for an unknown UUID. */
+int gpus_pool_set_health(gpus_pool *p, const char *uuid, bool healthy);
+/* Memory on the device that processes outside gpubox use: memory shares
+ * must fit beside it (whole cards are not judged by it). -1 for an unknown
+ * UUID. */
+int gpus_pool_set_foreign(gpus_pool *p, const char *uuid, uint64_t memory_mib);
+
 /* Free schedulable devices right now (no tenant, not excluded). */
 size_t gpus_pool_free_count(gpus_pool *p);
 size_t gpus_pool_size(gpus_pool *p);
@@ -219,6 +231,7 @@ typedef struct gpus_device_status {
     bool shareable;           /* takes memory shares and time-slice replicas */
     uint64_t capacity_mib;    /* what shares may hold in all: memory x oversubscription */
     uint64_t free_memory_mib; /* the largest memory share it takes now; 0 if none */
+    uint64_t foreign_memory_mib; /* used by processes outside gpubox (gpus_pool_set_foreign) */
     unsigned replicas_total;  /* time-slice replicas it offers (0 if not shareable) */
     unsigned replicas_used;   /* time-slice tenants */
     unsigned max_tenants;     /* shares or replicas it takes; 0 = no limit */

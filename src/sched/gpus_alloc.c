@@ -57,7 +57,7 @@ struct gpus_candidate {
 /* Free memory for shares, clamped at 0 (settings may have shrunk it). */
 static uint64_t gpus_room(const struct gpus_slot *s)
 {
-    return s->capacity_mib > s->held_mib ? s->capacity_mib - s->held_mib : 0;
+    return gpus_slot_room(s);
 }
 
 /* Whether slot i offers anything to a share of w's mode (gpus_internal.h). */

@@ -39,6 +39,7 @@ struct gpus_slot {
     uint64_t capacity_mib;    /* memory x oversubscription */
     uint64_t reservation_mib; /* a time-slice replica's memory: memory / replicas */
     uint64_t held_mib;        /* sum of the tenants' memory */
+    uint64_t foreign_mib;     /* memory processes outside gpubox use (gpus_pool_set_foreign) */
     uint64_t owner_bits;      /* gpus_owner_bit() of each tenant: "owner not here" in one test */
     gpus_tenant *tenants;
     const gpu_device *dev; /* into the pool's copy of the inventory */
@@ -86,6 +87,9 @@ void gpus_slot_add(gpus_pool *p, struct gpus_slot *s, const char *owner, uint64_
 bool gpus_slot_remove(gpus_pool *p, struct gpus_slot *s, const char *owner, gpus_tenant *removed);
 /* Recompute p->offers for slot s from the slot and the settings. */
 void gpus_slot_offer_update(gpus_pool *p, const struct gpus_slot *s);
+/* Memory a new share could still take: capacity minus what the tenants
+ * hold and what processes outside gpubox use, clamped at 0. */
+uint64_t gpus_slot_room(const struct gpus_slot *s);
 /* The slot of a UUID (binary search), or NULL. */
 struct gpus_slot *gpus_find(gpus_pool *p, const char *uuid);
 /* Whether a settings list (UUIDs or card indexes) names this device; a

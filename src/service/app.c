@@ -27,6 +27,7 @@
 #include "service/engine.h"
 #include "service/fleet_node.h"
 #include "service/metrics.h"
+#include "service/monitor/monitor.h"
 #include "service/service.h"
 #include "service/namelock.h"
 #include "service/replicaset/replicaset.h"
@@ -357,7 +358,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
         ownership_settle(a, err) < 0 || replicaset_reconcile(a, err) < 0 ||
-        rs_doubt_start(a, err) < 0 || fleet_node_join(a, err) < 0)
+        rs_doubt_start(a, err) < 0 || monitor_start(a, err) < 0 || fleet_node_join(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
@@ -373,6 +374,7 @@ void app_close(app *a)
     if (!a)
         return;
     fleet_close(a->fleet); /* first: the others see this node go at once */
+    monitor_stop(a);       /* it stops sets: before what a stop needs goes */
     rs_doubt_stop(a);      /* it takes name locks and gives back to the pools */
     volumes_close(a->volumes);
     users_close(a->users);

@@ -61,6 +61,12 @@ typedef struct app_config {
     const struct app_file_user *file_users;
     size_t nfile_users;
     const char *owner_of_unowned;
+    /* Live usage (service/monitor/monitor.h): seconds between readings, 0
+     * = none; the XIDs that mark a card unhealthy (NULL: the default
+     * list); utilization in percent under which a card counts idle. */
+    double usage_interval_s;
+    const char *xid_critical;
+    unsigned idle_threshold;
 } app_config;
 
 typedef struct app_file_user {
@@ -87,6 +93,8 @@ typedef struct app {
     struct volumes_ctx *volumes;           /* the volume service's state (volumes.h) */
     struct fleet *fleet;                   /* with --node: the fleet (fleet/fleet.h); else NULL */
     struct users *users;                   /* users, quotas, ledgers (users/users.h) */
+    struct monitor *monitor;               /* live usage, health, run limits (monitor/monitor.h) */
+    uint64_t records_generation;           /* bumped by every replica-set record save */
     int data_dir_lock;                     /* flock on <data_dir>/gpuboxd.lock; -1 when none */
     /* What Docker said at start-up, for /version and the start-up log. */
     char docker_version[64];

@@ -47,6 +47,21 @@ char *keys_operation(char *buf, size_t size, const char *id)
     return keys_format(buf, size, snprintf(buf, size, KEYS_OPERATIONS "%s", id));
 }
 
+char *keys_health(char *buf, size_t size, const char *uuid)
+{
+    return keys_format(buf, size, snprintf(buf, size, KEYS_HEALTH "%s", uuid));
+}
+
+char *keys_idle(char *buf, size_t size, const char *name)
+{
+    return keys_format(buf, size, snprintf(buf, size, KEYS_IDLE "%s", name));
+}
+
+char *keys_event(char *buf, size_t size, long long ms, unsigned seq)
+{
+    return keys_format(buf, size, snprintf(buf, size, KEYS_EVENTS "%015lld-%06u", ms, seq));
+}
+
 bool keys_is_replicaset_record(const char *key)
 {
     size_t plen = strlen(KEYS_REPLICASETS);

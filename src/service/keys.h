@@ -11,6 +11,10 @@
  *                                            zero-padded to 10 digits; N starts at 1
  *                                            and grows by 1 per resize)
  *   /gpubox/operations/<id>                  journal of a multi-step operation
+ *   /gpubox/health/<uuid>                    a card marked unhealthy (service/monitor)
+ *   /gpubox/idle/<name>                      since when replica set <name> is idle
+ *   /gpubox/events/<ms>-<seq>                an event (service/monitor/events.c), ms
+ *                                            zero-padded to 15 digits so keys sort by time
  *   /accounts/...                            users, quotas, ledgers, accounting: the
  *                                            fleet's shared part (users/users.h)
  *
@@ -32,6 +36,9 @@
 #define KEYS_OPERATIONS KEYS_ROOT "operations/"
 #define KEYS_HISTORY KEYS_ROOT "history/"
 #define KEYS_VOLUME_HISTORY KEYS_ROOT "volume-history/"
+#define KEYS_HEALTH KEYS_ROOT "health/"
+#define KEYS_IDLE KEYS_ROOT "idle/"
+#define KEYS_EVENTS KEYS_ROOT "events/"
 /* Users, quotas, ledgers and accounting (users/users.h): outside KEYS_ROOT,
  * so a single server joining a fleet leaves them at the fleet's root, where
  * every node reaches them. Their functions below take `up`, what leads
@@ -69,6 +76,9 @@ char *keys_volume_history(char *buf, size_t size, const char *name, long version
 /* "/gpubox/volume-history/<name>/": the prefix of every size of <name>. */
 char *keys_volume_history_prefix(char *buf, size_t size, const char *name);
 char *keys_operation(char *buf, size_t size, const char *id);
+char *keys_health(char *buf, size_t size, const char *uuid);
+char *keys_idle(char *buf, size_t size, const char *name);
+char *keys_event(char *buf, size_t size, long long ms, unsigned seq);
 
 /* True when key is a replica set's current record (not one of its history
  * entries or any other key under the prefix). */

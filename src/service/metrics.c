@@ -6,6 +6,7 @@
  */
 #include "util/xalloc.h"
 #include "service/metrics.h"
+#include "service/monitor/monitor.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -285,6 +286,7 @@ int metrics_write(app *a, FILE *out, gb_err *err)
     prom_write_sample(out, "gpubox_build_info", version_label, version, 1);
 
     metrics_gpus(a, out);
+    monitor_metrics(a, out);
     metrics_ports(a, out);
     /* Without the store the record counts are unknown: leave them out
      * rather than report zeros a dashboard would believe. */

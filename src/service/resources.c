@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sched/gpus.h"
+#include "service/monitor/monitor.h"
 #include "service/replicaset/record.h"
 #include "service/users/caller.h"
 #include "util/cleanup.h"
@@ -25,6 +26,7 @@
 struct resources_cache {
     pthread_mutex_t lock;
     gpus_status snapshot;
+    uint64_t usage_generation; /* monitor_generation() of the snapshot */
     char *text;
     size_t len;
 };
@@ -55,13 +57,13 @@ static json_t *resources_allocations(const gpus_device_status *st)
 
 /* One device. "tenants" stays the list of names it always was; the
  * sharing details are the fields after "healthy". */
-static json_t *resources_device(const app *a, const gpus_device_status *st)
+static json_t *resources_device(app *a, const gpus_device_status *st)
 {
     const gpu_device *d = &st->device;
     json_t *tenants = json_array();
     for (size_t i = 0; tenants && i < st->ntenants; i++)
         json_array_append_new(tenants, json_string(st->tenants[i].owner));
-    return json_pack(
+    json_t *j = json_pack(
         "{s:s, s:i, s:s, s:I, s:I, s:o, s:s, s:b, s:I, s:I, s:o, s:{s:i, s:i}, "
         "s:i, s:b, s:b, s:b}",
         "uuid", d->uuid, "index", d->index, "model", d->model, "memoryMiB",
@@ -71,6 +73,10 @@ static json_t *resources_device(const app *a, const gpus_device_status *st)
         "allocations", resources_allocations(st), "replicas", "total", (int)st->replicas_total,
         "used", (int)st->replicas_used, "maxTenants", (int)st->max_tenants, "excluded",
         st->excluded, "shareable", st->shareable, "enforced", resources_enforced(a, st));
+    /* Live usage and run-time health (service/monitor/monitor.h). */
+    if (j)
+        monitor_device_json(a, d->uuid, j);
+    return j;
 }
 
 /* {uuid: 0|1} from a snapshot; 1 when anyone holds the device. */
@@ -113,7 +119,8 @@ static bool resources_same_device(const gpus_device_status *p, const gpus_device
         p->free_memory_mib != q->free_memory_mib || p->capacity_mib != q->capacity_mib ||
         p->replicas_total != q->replicas_total || p->replicas_used != q->replicas_used ||
         p->max_tenants != q->max_tenants || p->excluded != q->excluded ||
-        p->shareable != q->shareable || p->ntenants != q->ntenants)
+        p->shareable != q->shareable || p->ntenants != q->ntenants ||
+        p->foreign_memory_mib != q->foreign_memory_mib)
         return false;
     for (size_t t = 0; t < p->ntenants; t++)
         if (strcmp(p->tenants[t].owner, q->tenants[t].owner) ||
@@ -196,9 +203,10 @@ int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
         return resources_gpus_text_for_user(a, out, len, err);
     resources_cache *c = a->gpus_cache;
     _cleanup_(gpus_status_free) gpus_status st = {0};
+    uint64_t usage = monitor_generation(a);
     gpus_pool_status(a->gpu_pool, &st);
     pthread_mutex_lock(&c->lock);
-    if (c->text && resources_same(&c->snapshot, &st)) {
+    if (c->text && usage == c->usage_generation && resources_same(&c->snapshot, &st)) {
         *out = xmalloc(c->len + 1);
         memcpy(*out, c->text, c->len + 1);
         *len = c->len;
@@ -216,6 +224,7 @@ int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
     gpus_status_free(&c->snapshot);
     free(c->text);
     c->snapshot = st;
+    c->usage_generation = usage;
     st = (gpus_status){0}; /* the cache owns it now */
     c->len = strlen(text);
     c->text = steal_ptr(&text);

@@ -81,6 +81,16 @@ int proc_signals_of(pid_t pid, proc_signals *out);
 /* Some line of /proc/<pid>/cgroup contains text (a container's id names
  * its cgroup under every cgroup version and driver). */
 bool proc_cgroup_mentions(pid_t pid, const char *text);
+/* The container a process runs in: the last run of exactly 64 hex digits
+ * in its /proc/<pid>/cgroup lines ("/docker/<id>" with the cgroupfs
+ * driver, "docker-<id>.scope" with systemd's, either cgroup version), into
+ * id (65 bytes). true when found; false for a process in no container or
+ * one that is gone. */
+#define PROC_CONTAINER_ID_LEN 64
+bool proc_container_id(pid_t pid, char *id);
+/* The same for one line of that file (exported for tests). */
+bool proc_cgroup_line_container(const char *line, char *id);
+
 /* The only child of pid; 0 when it has none or several. */
 pid_t proc_only_child(pid_t pid);
 

@@ -72,6 +72,42 @@ bool proc_cgroup_mentions(pid_t pid, const char *text)
     return false;
 }
 
+static bool proc_is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+bool proc_cgroup_line_container(const char *line, char *id)
+{
+    bool found = false;
+    for (const char *p = line; *p;) {
+        if (!proc_is_hex(*p)) {
+            p++;
+            continue;
+        }
+        const char *start = p;
+        while (proc_is_hex(*p))
+            p++;
+        if (p - start == PROC_CONTAINER_ID_LEN) {
+            memcpy(id, start, PROC_CONTAINER_ID_LEN);
+            id[PROC_CONTAINER_ID_LEN] = '\0';
+            found = true; /* go on: a nested container's id comes last */
+        }
+    }
+    return found;
+}
+
+bool proc_container_id(pid_t pid, char *id)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    bool found = false;
+    while (f && fgets(line, sizeof(line), f))
+        found = proc_cgroup_line_container(line, id) || found;
+    return found;
+}
+
 pid_t proc_only_child(pid_t pid)
 {
     char path[64], text[64];

@@ -45,3 +45,57 @@ time_t time_iso_parse(const char *s)
     const char *end = s ? strptime(s, TIME_ISO_FORMAT, &tm) : NULL;
     return end && !*end ? timegm(&tm) : 0;
 }
+
+static const struct {
+    char unit;
+    int64_t seconds;
+} time_units[] = {{'d', 86400}, {'h', 3600}, {'m', 60}, {'s', 1}};
+
+int time_duration_parse(const char *s, int64_t *seconds)
+{
+    int64_t total = 0;
+    unsigned seen = 0;
+    if (!s || !*s)
+        return -1;
+    while (*s) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        int64_t n = 0;
+        while (*s >= '0' && *s <= '9') {
+            n = n * 10 + (*s++ - '0');
+            if (n > INT32_MAX)
+                return -1;
+        }
+        size_t u = 0;
+        while (u < sizeof(time_units) / sizeof(time_units[0]) && time_units[u].unit != *s)
+            u++;
+        if (!*s) /* a bare number: seconds, only on its own */
+            u = seen ? sizeof(time_units) / sizeof(time_units[0]) : 3;
+        else
+            s++;
+        if (u >= sizeof(time_units) / sizeof(time_units[0]) || (seen & (1u << u)))
+            return -1;
+        seen |= 1u << u;
+        total += n * time_units[u].seconds;
+        if (total > INT32_MAX)
+            return -1;
+    }
+    *seconds = total;
+    return 0;
+}
+
+void time_duration_format(int64_t seconds, char *buf, size_t size)
+{
+    size_t len = 0;
+    if (size)
+        buf[0] = '\0';
+    for (size_t u = 0; u < sizeof(time_units) / sizeof(time_units[0]) && len < size; u++) {
+        int64_t n = seconds / time_units[u].seconds;
+        seconds %= time_units[u].seconds;
+        if (n > 0)
+            len +=
+                (size_t)snprintf(buf + len, size - len, "%lld%c", (long long)n, time_units[u].unit);
+    }
+    if (size && !buf[0])
+        snprintf(buf, size, "0s");
+}

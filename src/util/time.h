@@ -30,4 +30,12 @@ void time_iso_now(char *buf, size_t size);
 /* The time s names in that form; 0 unless s is exactly that form. */
 time_t time_iso_parse(const char *s);
 
+/* A duration as people write it: one or more NUMBER UNIT parts, units d,
+ * h, m, s ("30m", "1h30m", "90s", "2d"); a bare number is seconds. 0 with
+ * *seconds set, -1 for anything else (empty, negative, unknown unit, a unit
+ * twice, beyond ~68 years). */
+int time_duration_parse(const char *s, int64_t *seconds);
+/* The shortest such form: 5400 -> "1h30m", 0 -> "0s". */
+void time_duration_format(int64_t seconds, char *buf, size_t size);
+
 #endif

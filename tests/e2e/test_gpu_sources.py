@@ -19,7 +19,7 @@ WANT = [
 ]
 DEVICE_KEYS = {"uuid", "index", "model", "memoryMiB", "allocatedMemoryMiB", "tenants", "mode",
                "healthy", "capacityMiB", "freeMemoryMiB", "allocations", "replicas",
-               "maxTenants", "excluded", "shareable", "enforced"}
+               "maxTenants", "excluded", "shareable", "enforced", "usage"}
 
 
 @pytest.fixture

@@ -243,6 +243,34 @@ static void test_proc_status(void **state)
     assert_int_equal(proc_only_child(getpid()), 0);
 }
 
+/* A process's container from its cgroup lines, as each driver names it. */
+static void test_cgroup_container(void **state)
+{
+    (void)state;
+    const char *id = "4f1c2b3a4f1c2b3a4f1c2b3a4f1c2b3a4f1c2b3a4f1c2b3a4f1c2b3a4f1c2b3a";
+    char line[256], got[PROC_CONTAINER_ID_LEN + 1] = "";
+    const char *forms[] = {"0::/system.slice/docker-%s.scope\n", "4:memory:/docker/%s\n",
+                           "0::/sandbox/ci/docker/%s\n"};
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        snprintf(line, sizeof(line), forms[i], id);
+        memset(got, 0, sizeof(got));
+        assert_true(proc_cgroup_line_container(line, got));
+        assert_string_equal(got, id);
+    }
+    /* nested: the innermost container wins */
+    snprintf(line, sizeof(line), "0::/docker/%s/docker/%.63s0\n", id, id);
+    assert_true(proc_cgroup_line_container(line, got));
+    assert_int_equal(got[63], '0');
+    /* 63 or 65 hex digits, or none, are no container */
+    assert_false(proc_cgroup_line_container("0::/user.slice/session-3.scope\n", got));
+    snprintf(line, sizeof(line), "0::/docker/%.63s\n", id);
+    assert_false(proc_cgroup_line_container(line, got));
+    snprintf(line, sizeof(line), "0::/docker/%sa\n", id);
+    assert_false(proc_cgroup_line_container(line, got));
+    /* a process that does not exist runs in no container */
+    assert_false(proc_container_id(-1, got));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -252,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_timeout_kills_group),
         cmocka_unit_test(test_output_cap),
         cmocka_unit_test(test_proc_status),
+        cmocka_unit_test(test_cgroup_container),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

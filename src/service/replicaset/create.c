@@ -219,7 +219,8 @@ static int rs_create_container(app *a, rs_record *r, journal_op *op, const binds
     return err_prefix(err, "starting container %s", r->container_name);
 }
 
-int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **out, gb_err *err)
+int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_t *limits,
+                      json_t **out, gb_err *err)
 {
     OPS_TIMED(a, "create", out, err);
     if (name_check_replicaset(name, err) < 0)
@@ -230,6 +231,8 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **ou
     snprintf(r.name, sizeof(r.name), "%s", name);
     snprintf(r.owner, sizeof(r.owner), "%s", caller_owner());
     rs_spec_copy(spec, &r.spec);
+    if (limits && rs_record_limits_from_body(limits, &r, NULL, err) < 0)
+        return -1;
     if (rs_create_check(a, &r, spec, &previous, err) < 0) {
         if (err && err->code == ERR_STORE_UNAVAILABLE)
             err_prefix(err, "creating replica set '%s': nothing was changed", name);

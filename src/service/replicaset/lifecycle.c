@@ -139,6 +139,11 @@ static int rs_stop_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_er
     if (rs_lc_forward(a, &rs_op_stop, op, r, &held, err) < 0)
         return -1;
     r->state = RS_STATE_STOPPED;
+    const char *reason = json_string_value(json_object_get(op->data, "reason"));
+    const char *detail = json_string_value(json_object_get(op->data, "detail"));
+    snprintf(r->stop_reason, sizeof(r->stop_reason), "%s", reason ? reason : "request");
+    snprintf(r->stop_detail, sizeof(r->stop_detail), "%s", detail ? detail : "");
+    r->stopped_at[0] = '\0'; /* rs_record_save stamps it */
     rs_record_remember_holdings(r);
     if (op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err) < 0)
         return rs_release_failed(a, &held, err, "stopping");
@@ -156,13 +161,20 @@ static int rs_stop_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_er
 
 int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err)
 {
+    return replicaset_stop_because(a, name, "request", "stopped on request", out, err);
+}
+
+int replicaset_stop_because(app *a, const char *name, const char *reason, const char *detail,
+                            json_t **out, gb_err *err)
+{
     OPS_TIMED(a, "stop", out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_STOP, &r, err) < 0)
         return -1;
     journal_op op = {0};
-    if (op_init(&op, &rs_op_stop, name, NULL, err) < 0)
+    if (op_init(&op, &rs_op_stop, name,
+                json_pack("{s:s, s:s}", "reason", reason, "detail", detail ? detail : ""), err) < 0)
         return -1;
     int rc = rs_op_begin(a, &r, &op, err) < 0 ? -1 : rs_stop_run(a, &op, &r, out, err);
     journal_op_free(&op);

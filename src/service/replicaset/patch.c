@@ -50,15 +50,33 @@ int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out
     _cleanup_(rs_record_free) rs_record r = {0};
     _cleanup_(rs_spec_free) rs_spec spec = {0};
     bool changed = false;
-    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_PATCH, &r, err) < 0 ||
-        rs_spec_patch(&r.spec, patch, &spec, &changed, err) < 0)
+    if (rs_load_settled(a, name, &r, err) < 0)
         return -1;
+    /* The run limits alone change the record in place, in any state but
+     * deleted; with other fields the set must be able to take a patch. */
+    int64_t idle = r.idle_stop_s, max = r.max_duration_s;
+    bool limits_only = json_is_object(patch) && json_object_size(patch) > 0 &&
+                       json_object_size(patch) == (size_t)(!!json_object_get(patch, "idleStop") +
+                                                           !!json_object_get(patch, "maxDuration"));
+    enum rs_op check = limits_only && r.state != RS_STATE_DELETED ? RS_OP_COMMIT : RS_OP_PATCH;
+    if (rs_lifecycle_check(check, &r, err) < 0 ||
+        rs_spec_patch(&r.spec, patch, &spec, &changed, err) < 0 ||
+        rs_record_limits_from_body(patch, &r, NULL, err) < 0)
+        return -1;
+    bool limits_changed = r.idle_stop_s != idle || r.max_duration_s != max;
     if (!changed) {
-        *out =
-            json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b}", "name", r.container_name,
-                      "replicaSetName", name, "containerName", r.container_name, "containerId",
-                      r.container_id, "version", r.version, "state", rs_state_name(r.state), "gpus",
-                      rs_record_gpus_json(&r), "ports", rs_record_ports_json(&r), "changed", 0);
+        if (limits_changed && rs_record_save(a, &r, NULL, 0, err) < 0)
+            return -1;
+        if (limits_changed)
+            log_info("replica set %s: run limits now idleStop %llds, maxDuration %llds", name,
+                     (long long)r.idle_stop_s, (long long)r.max_duration_s);
+        *out = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b}", "name", r.container_name,
+                         "replicaSetName", name, "containerName", r.container_name, "containerId",
+                         r.container_id, "version", r.version, "state", rs_state_name(r.state),
+                         "gpus", rs_record_gpus_json(&r), "ports", rs_record_ports_json(&r),
+                         "changed", limits_changed);
+        if (*out)
+            rs_record_limits_json(&r, *out);
         return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
     }
     return rs_change_to_spec(a, &rs_op_patch, &r, &spec, "patch", out, err);

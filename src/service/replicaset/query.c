@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "service/keys.h"
+#include "service/monitor/monitor.h"
 #include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
@@ -129,6 +130,14 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     json_object_set_new(info, "containerId", json_string(r.container_id));
     json_object_set_new(info, "spec", rs_spec_to_json(&r.spec));
     json_object_set_new(info, "gpuLimits", rs_gpu_limits(a, &r, inspect));
+    /* The run limits beside the spec and in it (a create takes them in
+     * its body, so a spec copied from here makes the same set). */
+    rs_record_limits_json(&r, info);
+    json_t *spec = json_object_get(info, "spec");
+    json_object_set(spec, "idleStop", json_object_get(info, "idleStop"));
+    json_object_set(spec, "maxDuration", json_object_get(info, "maxDuration"));
+    json_t *usage = monitor_set_json(a, &r);
+    json_object_set_new(info, "usage", usage ? usage : json_null());
     if (r.operation[0])
         json_object_set_new(info, "operation", json_string(r.operation));
     /* gpu-docker-api's record of the version beside gpubox's fields; its

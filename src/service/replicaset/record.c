@@ -14,6 +14,7 @@
 #include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/json.h"
+#include "util/time.h"
 
 static const char *const rs_state_names[] = {
     [RS_STATE_CREATING] = "creating", [RS_STATE_RUNNING] = "running", [RS_STATE_PAUSED] = "paused",
@@ -174,7 +175,101 @@ json_t *rs_record_to_json(const rs_record *r)
         json_object_set_new(j, "lastGpus", rs_gpu_list_json(r->last_gpus, r->nlast_gpus));
         json_object_set_new(j, "lastPorts", rs_port_list_json(r->last_ports, r->nlast_ports));
     }
+    if (j && r->idle_stop_s)
+        json_object_set_new(j, "idleStopSeconds", json_integer(r->idle_stop_s));
+    if (j && r->max_duration_s)
+        json_object_set_new(j, "maxDurationSeconds", json_integer(r->max_duration_s));
+    if (j && r->running_since[0])
+        json_object_set_new(j, "runningSince", json_string(r->running_since));
+    if (j && r->stop_reason[0])
+        json_object_set_new(j, "stopped",
+                            json_pack("{s:s, s:s, s:s}", "reason", r->stop_reason, "at",
+                                      r->stopped_at, "detail", r->stop_detail));
     return j;
+}
+
+static int copy_field(const json_t *j, const char *field, char *dst, size_t size, gb_err *err);
+
+/* The optional run-limit fields of a stored record. */
+static int rs_limits_from_json(const json_t *j, rs_record *out, gb_err *err)
+{
+    long long idle = 0, max = 0;
+    json_t *stopped = json_object_get(j, "stopped");
+    if (json_field_int(j, "record", "idleStopSeconds", &idle, false, err) < 0 ||
+        json_field_int(j, "record", "maxDurationSeconds", &max, false, err) < 0 ||
+        copy_field(j, "runningSince", out->running_since, sizeof(out->running_since), err) < 0)
+        return -1;
+    if (idle < 0 || max < 0 || idle > RS_LIMIT_MAX_S || max > RS_LIMIT_MAX_S)
+        return err_set(err, ERR_INTERNAL, "record of %s has run limits %lld, %lld", out->name, idle,
+                       max);
+    out->idle_stop_s = idle;
+    out->max_duration_s = max;
+    if (json_is_object(stopped) &&
+        (copy_field(stopped, "reason", out->stop_reason, sizeof(out->stop_reason), err) < 0 ||
+         copy_field(stopped, "at", out->stopped_at, sizeof(out->stopped_at), err) < 0 ||
+         copy_field(stopped, "detail", out->stop_detail, sizeof(out->stop_detail), err) < 0))
+        return -1;
+    return 0;
+}
+
+/* One duration field of a body: 1 set (0 = none), 0 absent, -1 refused. */
+static int rs_limit_field(const json_t *body, const char *field, int64_t *out, gb_err *err)
+{
+    json_t *v = json_object_get(body, field);
+    if (!v)
+        return 0;
+    if (json_is_null(v) || (json_is_string(v) && !*json_string_value(v))) {
+        *out = 0;
+        return 1;
+    }
+    if (!json_is_string(v))
+        return err_set(err, ERR_WRONG_TYPE, "%s must be a duration such as \"30m\", not %s", field,
+                       json_type_name(v));
+    int64_t s = 0;
+    if (time_duration_parse(json_string_value(v), &s) < 0 || s < RS_LIMIT_MIN_S ||
+        s > RS_LIMIT_MAX_S)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s is '%.32s'; give a duration from 10s to 366d such as \"30m\", "
+                       "\"1h30m\" or \"2d\" (\"\" for none)",
+                       field, json_string_value(v));
+    *out = s;
+    return 1;
+}
+
+int rs_record_limits_from_body(const json_t *body, rs_record *r, bool *given, gb_err *err)
+{
+    int64_t idle = r->idle_stop_s, max = r->max_duration_s;
+    int gi = rs_limit_field(body, "idleStop", &idle, err);
+    int gm = gi < 0 ? -1 : rs_limit_field(body, "maxDuration", &max, err);
+    if (gi < 0 || gm < 0)
+        return -1;
+    r->idle_stop_s = idle;
+    r->max_duration_s = max;
+    if (given)
+        *given = gi || gm;
+    return 0;
+}
+
+void rs_record_limits_json(const rs_record *r, json_t *obj)
+{
+    char idle[32] = "", max[32] = "";
+    if (r->idle_stop_s)
+        time_duration_format(r->idle_stop_s, idle, sizeof(idle));
+    if (r->max_duration_s)
+        time_duration_format(r->max_duration_s, max, sizeof(max));
+    json_object_set_new(obj, "idleStop", json_string(idle));
+    json_object_set_new(obj, "maxDuration", json_string(max));
+    if (r->running_since[0])
+        json_object_set_new(obj, "runningSince", json_string(r->running_since));
+    time_t since = time_iso_parse(r->running_since);
+    char at[RS_TIME_MAX];
+    if (r->max_duration_s && since &&
+        time_iso_format(since + (time_t)r->max_duration_s, at, sizeof(at)) == 0)
+        json_object_set_new(obj, "stopAt", json_string(at));
+    if (r->stop_reason[0])
+        json_object_set_new(obj, "stopped",
+                            json_pack("{s:s, s:s, s:s}", "reason", r->stop_reason, "at",
+                                      r->stopped_at, "detail", r->stop_detail));
 }
 
 json_t *rs_record_history_entry(const rs_record *r, const char *reason)
@@ -262,7 +357,8 @@ int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
         copy_field(j, "createTime", out->create_time, sizeof(out->create_time), err) < 0 ||
         copy_field(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0 ||
         copy_field(j, "operation", out->operation, sizeof(out->operation), err) < 0 ||
-        copy_field(j, "owner", out->owner, sizeof(out->owner), err) < 0)
+        copy_field(j, "owner", out->owner, sizeof(out->owner), err) < 0 ||
+        rs_limits_from_json(j, out, err) < 0)
         goto fail;
     int s = rs_state_parse(state);
     if (s < 0 || version < 0 || version > 1000000000) {
@@ -405,14 +501,34 @@ void rs_record_hold(const rs_record *r, ledger_hold *h)
     }
 }
 
+/* runningSince and stopped follow the state (record.h). */
+static void rs_record_stamp_run(rs_record *r)
+{
+    bool runs = r->state == RS_STATE_RUNNING || r->state == RS_STATE_PAUSED ||
+                r->state == RS_STATE_CREATING;
+    if (runs && !r->running_since[0])
+        snprintf(r->running_since, sizeof(r->running_since), "%s", r->update_time);
+    if (!runs)
+        r->running_since[0] = '\0';
+    if (r->state != RS_STATE_STOPPED)
+        r->stop_reason[0] = r->stopped_at[0] = r->stop_detail[0] = '\0';
+    else if (!r->stop_reason[0])
+        snprintf(r->stop_reason, sizeof(r->stop_reason), "request");
+    if (r->state == RS_STATE_STOPPED && !r->stopped_at[0])
+        snprintf(r->stopped_at, sizeof(r->stopped_at), "%s", r->update_time);
+}
+
 int rs_record_save(app *a, rs_record *r, const store_op *extra, size_t nextra, gb_err *err)
 {
     store_record_stamp(r->create_time, r->update_time, sizeof(r->update_time));
+    rs_record_stamp_run(r);
     _cleanup_json_ json_t *j = rs_record_to_json(r);
     ledger_hold h, check;
     rs_record_hold(r, &h);
     if (r->quota_as)
         rs_record_hold(r->quota_as, &check);
-    return store_record_save(a, &rs_record_kind, r->name, j, &r->mod_revision, extra, nextra, &h,
-                             r->quota_as ? &check : NULL, err);
+    int rc = store_record_save(a, &rs_record_kind, r->name, j, &r->mod_revision, extra, nextra, &h,
+                               r->quota_as ? &check : NULL, err);
+    __atomic_add_fetch(&a->records_generation, 1, __ATOMIC_RELEASE);
+    return rc;
 }

@@ -10,7 +10,15 @@
  *    "ports": [{"hostPort": 40001, "containerPort": 22, "protocol": "tcp"}],
  *    "createTime": "...Z", "updateTime": "...Z",
  *    "operation": "2026...-a1b2c3d4",                   only while one is in flight
- *    "lastGpus": [...], "lastPorts": [...]}             only when stopped
+ *    "lastGpus": [...], "lastPorts": [...],             only when stopped
+ *    "idleStopSeconds": 1800, "maxDurationSeconds": 28800,  run limits, when set
+ *    "runningSince": "...Z",                            while running or paused
+ *    "stopped": {"reason", "at", "detail"}}             while stopped
+ * The run limits (docs/usage.md) belong to the set, not to a version: a
+ * patch of them alone changes the record in place and a rollback keeps
+ * them. runningSince and stopped are kept by rs_record_save from the state
+ * (a run begins when the set leaves "stopped"; a stop's reason goes when it
+ * runs again), so every path that starts or stops a set keeps them right.
  * `gpus`, `gpuShares` and `ports` list exactly what the set holds now:
  * empty once it is stopped or deleted; while an operation that makes a new
  * version runs, what the old and the new version hold together. `gpus` +
@@ -108,6 +116,12 @@ typedef struct rs_record {
     size_t nlast_ports;
     int64_t mod_revision;         /* of the store key when loaded; 0 for a new record */
     char owner[NAME_MAX_LEN + 1]; /* the user that created it (docs/users.md); "" before users */
+    int64_t idle_stop_s;             /* stop after this long idle; 0: never */
+    int64_t max_duration_s;          /* stop after running this long; 0: never */
+    char running_since[RS_TIME_MAX]; /* when the current run began; "" when stopped */
+    char stop_reason[16];            /* "request" | "idle" | "maxDuration"; "" unless stopped */
+    char stopped_at[RS_TIME_MAX];
+    char stop_detail[192];
     /* Not stored: what a save's quota check counts instead of what the
      * record holds (a version change holds the old and the new cards at
      * once for a moment; its quota is what the new version keeps). */
@@ -166,6 +180,17 @@ json_t *rs_record_ports_json(const rs_record *r);
 /* The history entry for r's current version; reason says what made it
  * ("create", "patch", "restart", "rollback to 2"). */
 json_t *rs_record_history_entry(const rs_record *r, const char *reason);
+
+/* The run limits as the API shows them: {"idleStop": "30m" or "",
+ * "maxDuration", "runningSince"?, "stopAt"?, "stopped"?} merged into obj. */
+void rs_record_limits_json(const rs_record *r, json_t *obj);
+/* The run limits of a create or patch body (idleStop, maxDuration: "30m",
+ * "" or null for none) into r; absent fields leave r as it is.
+ * ERR_INVALID_PARAMS / ERR_WRONG_TYPE naming the field. *given: whether
+ * the body had any of them. */
+#define RS_LIMIT_MIN_S 10
+#define RS_LIMIT_MAX_S (366LL * 86400)
+int rs_record_limits_from_body(const json_t *body, rs_record *r, bool *given, gb_err *err);
 
 /* Write r back if nobody changed it since it was loaded (compare-and-swap on
  * mod_revision; 0 = must not exist). extra ops (may be NULL/0) go in the

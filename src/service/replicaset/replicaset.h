@@ -48,7 +48,10 @@
  * is given back. data: {name, replicaSetName, containerName, containerId,
  * version, gpus:[uuid], gpuShares:[{uuid, memoryMiB, mode, replica?}] (shares
  * only; [] for whole cards), ports:[{hostPort, containerPort, protocol}]}. */
-int replicaset_create(app *a, const char *name, const rs_spec *spec, json_t **out, gb_err *err);
+/* limits: the body's run limits, idleStop and maxDuration (NULL: none;
+ * replicaset/record.h). */
+int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_t *limits,
+                      json_t **out, gb_err *err);
 
 /* data: {replicaSets:[{name, version, state, status, containerName, gpus,
  * gpuShares, ports, createTime, updateTime}]}; deleted sets only with include_deleted.
@@ -69,6 +72,10 @@ int replicaset_history(app *a, const char *name, json_t **out, gb_err *err);
 /* data: {name, state, containerName, gpus, ports} after the change; for
  * stop also released:{gpus, ports}. */
 int replicaset_stop(app *a, const char *name, json_t **out, gb_err *err);
+/* replicaset_stop with the reason kept in the record's "stopped" ("idle",
+ * "maxDuration"; replicaset_stop's is "request") and a detail for people. */
+int replicaset_stop_because(app *a, const char *name, const char *reason, const char *detail,
+                            json_t **out, gb_err *err);
 int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err);
 int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err);
 

@@ -27,9 +27,11 @@
 #include "util/cleanup.h"
 #include "util/json.h"
 
+/* idleStop and maxDuration are the set's run limits, not its spec
+ * (replicaset/record.h): allowed here, read by replicaset/patch.c. */
 const char *const rs_patch_fields[] = {
-    "gpuPatch", "volumePatch", "envPatch", "containerPorts", "ports",
-    "cpus",     "memory",      "shmSize",  "restartPolicy",  NULL,
+    "gpuPatch", "volumePatch", "envPatch",      "containerPorts", "ports",       "cpus",
+    "memory",   "shmSize",     "restartPolicy", "idleStop",       "maxDuration", NULL,
 };
 
 /* gpuPatch's fields (replicaset/spec_gpu.c reads them). */

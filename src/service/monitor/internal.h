@@ -1,0 +1,112 @@
+/*
+ * internal.h - the monitor's state, shared by its files (monitor.c: the
+ * thread and the readings; answers.c: JSON and metrics; health.c: marks;
+ * limits.c: idle and time limits; events.c). Nothing outside
+ * src/service/monitor/ includes it.
+ *
+ * One mutex guards everything the answers read (the last reading, the
+ * tracked sets, the marks). The thread does its slow work - the sampler,
+ * /proc, the store, stopping a set - without it, and swaps results in.
+ */
+#ifndef GPUBOX_SERVICE_MONITOR_INTERNAL_H
+#define GPUBOX_SERVICE_MONITOR_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "gpu/gpu_usage.h"
+#include "service/monitor/monitor.h"
+#include "util/names.h"
+#include "util/time.h"
+
+/* What one device did in the last reading. */
+struct mon_card {
+    bool sampled;
+    bool present;
+    uint64_t used_mib, foreign_mib;
+    int util; /* percent; -1 unknown */
+    unsigned nprocs;
+};
+
+/* A card's unhealthy mark (health.c). */
+struct mon_mark {
+    bool marked;
+    char reason[8]; /* "xid" | "lost" */
+    unsigned long long xid;
+    char since[TIME_ISO_MAX];
+    char detail[128];
+};
+
+/* What a set does on one of its cards. */
+struct mon_use {
+    char uuid[GPU_UUID_MAX];
+    size_t dev;         /* index into the inventory */
+    uint64_t share_mib; /* what it holds there */
+    uint64_t used_mib;  /* its processes' memory there */
+    int util;           /* percent; -1 unknown */
+};
+
+/* A running (or paused) set of this server, as the monitor tracks it. */
+struct mon_set {
+    char name[NAME_MAX_LEN + 1];
+    char owner[NAME_MAX_LEN + 1];
+    char container_id[80];
+    bool paused;
+    int64_t idle_stop_s, max_duration_s;
+    time_t running_since;
+    time_t idle_since;     /* 0: active in the last reading */
+    time_t idle_persisted; /* what the store holds (0: no key) */
+    time_t last_exec;
+    time_t stop_tried; /* a stop that failed, not retried for a minute */
+    struct mon_use *uses;
+    size_t nuses;
+};
+
+struct monitor {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t thread;
+    bool started, stopping;
+    app *a;
+    gpu_sampler *sampler; /* NULL: sampling off */
+    int64_t interval_ms;
+    uint8_t xids[MONITOR_XID_LIMIT / 8];
+    unsigned idle_threshold;
+    uint64_t generation;
+    /* the last reading, parallel to a->gpus.devices */
+    struct mon_card *cards;
+    struct mon_mark *marks;
+    size_t ncards;
+    char sampled_at[TIME_ISO_MAX]; /* "" before the first reading */
+    double sample_seconds;
+    uint64_t samples;
+    struct mon_set *sets;
+    size_t nsets;
+    uint64_t records_seen; /* app's records generation at the last load */
+    int64_t sets_loaded_ms;
+    /* counters for the metrics */
+    struct prom_family *xid_events, *autostops;
+    unsigned event_seq;
+    bool warned_no_idle;
+};
+
+/* The inventory index of uuid, or -1. */
+long mon_device_index(const app *a, const char *uuid);
+void mon_sets_free(struct mon_set *sets, size_t n);
+
+/* health.c */
+int mon_health_load(app *a, gb_err *err);
+/* Mark device i unhealthy (reason "xid" with xid, or "lost"); with the
+ * monitor's lock NOT held. Stores the mark, logs, makes an event. */
+void mon_health_mark(app *a, size_t i, const char *reason, unsigned long long xid,
+                     const char *detail);
+
+/* limits.c: after a reading, with the lock not held: idle clocks kept in
+ * the store, and the sets past a limit stopped. */
+void mon_limits_apply(app *a, time_t now, bool sampling);
+/* Whether set s is busy on its cards in the last reading. */
+bool mon_set_busy(const struct monitor *m, const struct mon_set *s);
+
+#endif

@@ -1,0 +1,76 @@
+/*
+ * monitor.h - live usage, card health and run limits (DESIGN.md section 9,
+ * docs/usage.md): the one owner of what the cards are doing right now.
+ *
+ * A thread reads the GPU sampler (gpu/gpu_usage.h) every --usage-interval
+ * (1 s by default), maps each GPU process's host PID to its container
+ * through /proc/<pid>/cgroup and so to a replica set of this server, and
+ * keeps the last reading for the answers (resources, replica sets,
+ * metrics). From each reading it also
+ *   - tells the GPU pool how much memory processes outside gpubox use on
+ *     each card ("foreign"), so memory shares are placed beside it;
+ *   - marks a card unhealthy on a critical XID (--xid-critical) or when it
+ *     stops answering: no new placement lands on it until an admin clears
+ *     the mark (kept in the store, so it survives restarts);
+ *   - stops sets past their run limits (replicaset/record.h): idleStop,
+ *     every card under --idle-threshold percent and no exec for that long,
+ *     and maxDuration since the run began. The stop is replicaset_stop's,
+ *     with the reason in the record, the audit log and an event. Since
+ *     when a set is idle is kept in the store, so the clock survives a
+ *     restart or a crash of gpuboxd.
+ * With --usage-interval 0 nothing is sampled; the thread still ticks once a
+ * second for maxDuration, and idleStop is not enforced (logged).
+ */
+#ifndef GPUBOX_SERVICE_MONITOR_MONITOR_H
+#define GPUBOX_SERVICE_MONITOR_MONITOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "service/app.h"
+#include "util/err.h"
+
+struct rs_record;
+
+#define MONITOR_XID_DEFAULT "48,61,62,63,64,74,79,92,95,119,120"
+#define MONITOR_IDLE_THRESHOLD_DEFAULT 5
+
+/* Load the health marks, open the sampler and start the thread. */
+int monitor_start(app *a, gb_err *err);
+void monitor_stop(app *a);
+
+/* Changes whenever an answer built from the monitor would change (a new
+ * reading, a mark set or cleared): resources.c caches by it. */
+uint64_t monitor_generation(app *a);
+
+/* Add "usage" (null before a reading) and, for a marked card, "unhealthy"
+ * to a device object of GET /resources/gpus; add memoryUsedMiB and
+ * utilization to each of its "allocations" entries. */
+void monitor_device_json(app *a, const char *uuid, json_t *device);
+/* The set's usage for GET /replicaSet/{name}: {sampledAt, idleSince,
+ * cards:[...]}, or NULL (sampling off, not running, no card). */
+json_t *monitor_set_json(app *a, const struct rs_record *r);
+/* The usage and health gauges of GET /metrics. */
+void monitor_metrics(app *a, FILE *out);
+
+/* An exec in name's container: it is not idle. */
+void monitor_note_exec(app *a, const char *name);
+
+/* An admin clears uuid's unhealthy mark; *out is the device as GET
+ * /resources/gpus shows it. ERR_NOT_FOUND for a card this server lacks. */
+int monitor_clear_health(app *a, const char *uuid, json_t **out, gb_err *err);
+
+/* Events (events.c): autostops and health changes, newest first. */
+void monitor_event(app *a, const char *kind, const char *set, const char *owner, const char *gpu,
+                   const char *reason, const char *detail, const char *by);
+int monitor_events(app *a, long limit, json_t **out, gb_err *err);
+
+/* "48,79" into a bitmap of XIDs below MONITOR_XID_LIMIT; -1 naming the bad
+ * entry. */
+#define MONITOR_XID_LIMIT 1024
+int monitor_parse_xids(const char *list, uint8_t *bits, gb_err *err);
+
+#endif
