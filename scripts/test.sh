@@ -116,10 +116,12 @@ e2e_store=${GPUBOX_E2E_STORE:-sqlite}
 # The modules whose behaviour lives in the store, again on etcd: replica
 # sets, the older routes, patch / restart / rollback, volumes, users. A pattern
 # that matches no module (yet) is left out. The web console's browser tests
-# (test_console.py) run in this group only: it is the shorter one.
+# (test_console.py), live usage (its idle clocks live in the store) and the
+# real Prometheus run in this group only: it is the shorter one.
+only_etcd=(tests/e2e/test_console.py tests/e2e/test_usage.py tests/e2e/test_prometheus.py)
 etcd_modules=()
 for m in tests/e2e/test_replicasets*.py tests/e2e/test_daemon_restart*.py tests/e2e/test_legacy_routes.py \
-    tests/e2e/test_patch*.py tests/e2e/test_volumes*.py tests/e2e/test_users.py tests/e2e/test_console.py; do
+    tests/e2e/test_patch*.py tests/e2e/test_volumes*.py tests/e2e/test_users.py "${only_etcd[@]}"; do
     [[ -e $m ]] && etcd_modules+=("$m")
 done
 pytest=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
@@ -127,7 +129,7 @@ pytest=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
 keys=("$e2e_store" etcd)
 [ "$e2e_store" = etcd ] && keys[0]=etcd-all
 titles=("$e2e_store store" "etcd store: ${etcd_modules[*]#tests/e2e/}")
-args0=(--store-backend "$e2e_store" tests/e2e --ignore tests/e2e/test_console.py "$@")
+args0=(--store-backend "$e2e_store" tests/e2e "${only_etcd[@]/#/--ignore=}" "$@")
 args1=(--store-backend etcd "${etcd_modules[@]}" "$@")
 # The third group, the fleet tests: scripts/test-fleet.sh with the same
 # pytest args.
