@@ -1,4 +1,4 @@
-import { age, bytes, mib } from './format';
+import { age, bytes, mib, percent, until } from './format';
 
 describe('format', () => {
   it('writes sizes in powers of 1024', () => {
@@ -12,5 +12,12 @@ describe('format', () => {
     expect(age('2026-11-24T11:59:30Z', now)).toBe('30s');
     expect(age('2026-11-24T09:00:00Z', now)).toBe('3h');
     expect(age('', now)).toBe('-');
+    expect(until('2026-11-24T14:30:00Z', now)).toBe('2h');
+    expect(until('2026-11-24T11:00:00Z', now)).toBe('0s');
+  });
+  it('writes utilization', () => {
+    expect(percent(37)).toBe('37 %');
+    expect(percent(-1)).toBe('unknown');
+    expect(percent(undefined)).toBe('unknown');
   });
 });

@@ -25,11 +25,28 @@ export function age(time: string | null | undefined, now = Date.now()): string {
   if (!time) return '-';
   const t = Date.parse(time);
   if (Number.isNaN(t)) return '-';
-  const s = Math.max(0, Math.floor((now - t) / 1000));
+  return span(now - t);
+}
+
+/** An RFC 3339 time -> "5s", "3m", "2h", "4d" after `now` ("0s" once past). */
+export function until(time: string | null | undefined, now = Date.now()): string {
+  if (!time) return '-';
+  const t = Date.parse(time);
+  if (Number.isNaN(t)) return '-';
+  return span(t - now);
+}
+
+function span(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m`;
   if (s < 86400) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86400)}d`;
+}
+
+/** A utilization the API gives in percent (-1: unknown) -> "37 %" or "unknown". */
+export function percent(p: number | null | undefined): string {
+  return p === null || p === undefined || p < 0 ? 'unknown' : `${p} %`;
 }
 
 /** Seconds -> hours with one decimal ("2.5 h"). */

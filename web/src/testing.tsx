@@ -6,6 +6,13 @@ import type { ComponentChildren } from 'preact';
 import { SessionContext, sessionFor } from './session';
 import type { Role, WhoAmI } from './types';
 
+// Preact runs effects after paint: a requestAnimationFrame raced by a 35 ms
+// timer, whose callback calls cancelAnimationFrame. A render in a file's last
+// test leaves that timer pending, and when it fires after jsdom is torn down
+// the run fails with "cancelAnimationFrame is not defined". Every rendering
+// test file imports this module: let such timers fire before the teardown.
+afterAll(() => new Promise((done) => setTimeout(done, 100)));
+
 export interface Sent {
   method: string;
   url: string;

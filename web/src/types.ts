@@ -65,9 +65,41 @@ export interface Spec {
   memory: number;
   shmSize: number;
   restartPolicy: string;
+  /** Stop after this long idle ("30m", "90s", "1h30m"); "" or absent: never. */
+  idleStop?: string;
+  /** Stop after this long running ("8h"); "" or absent: no limit. */
+  maxDuration?: string;
 }
 
 export type SetState = 'running' | 'paused' | 'stopped' | 'deleted' | 'creating';
+
+/** One card a set holds, as last sampled. */
+export interface SetUsageCard {
+  uuid: string;
+  index: number;
+  memoryUsedMiB: number;
+  /** Percent 0..100; -1 when unknown. */
+  utilization: number;
+  /** What it holds on the card: its share, or the card's memory when whole. */
+  shareMiB: number;
+  overShare: boolean;
+  healthy: boolean;
+}
+
+/** A set's live use: null when sampling is off, it holds no card, or it is not running. */
+export interface SetUsage {
+  sampledAt: string;
+  /** When its cards went idle; null while it works. */
+  idleSince: string | null;
+  cards: SetUsageCard[];
+}
+
+/** Why a stopped set stopped. */
+export interface StopReason {
+  reason: 'idle' | 'maxDuration' | 'request';
+  at: string;
+  detail?: string;
+}
 
 /** An item of GET /api/v1/replicaSet. */
 export interface ReplicaSet {
@@ -83,6 +115,13 @@ export interface ReplicaSet {
   updateTime: string;
   owner: string;
   node?: string;
+  usage?: SetUsage | null;
+  /** While running or paused: when its current run began. */
+  runningSince?: string;
+  /** When maxDuration is set and it runs: when it will be stopped. */
+  stopAt?: string;
+  /** While stopped: why. */
+  stopped?: StopReason;
 }
 
 /** data.info of GET /api/v1/replicaSet/{name}. */
@@ -131,6 +170,30 @@ export interface Allocation {
   name: string;
   memoryMiB: number;
   replica?: number;
+  /** When sampled: what the tenant uses on the card. */
+  memoryUsedMiB?: number;
+  /** When sampled: percent 0..100, -1 when unknown. */
+  utilization?: number;
+}
+
+/** A card's last reading; null when sampling is off or nothing was read yet. */
+export interface DeviceUsage {
+  memoryUsedMiB: number;
+  /** Percent 0..100; -1 when unknown. */
+  utilization: number;
+  /** Memory of processes in no gpubox container. */
+  foreignMemoryMiB: number;
+  processes: number;
+  sampledAt: string;
+}
+
+/** Why a card is marked unhealthy (present only while it is). */
+export interface UnhealthyMark {
+  reason: 'xid' | 'lost';
+  xid?: number;
+  since: string;
+  /** "XID 79 (GPU has fallen off the bus)" */
+  detail: string;
 }
 
 /** An item of GET /api/v1/resources/gpus's devices. */
@@ -151,6 +214,8 @@ export interface GpuDevice {
   shareable: boolean;
   enforced: boolean;
   node?: string;
+  usage?: DeviceUsage | null;
+  unhealthy?: UnhealthyMark;
 }
 
 export interface GpuResources {
@@ -220,4 +285,18 @@ export interface Usage {
   from: string;
   to: string;
   users: UsageUser[];
+}
+
+/** An item of GET /api/v1/events (newest first). */
+export interface GpuboxEvent {
+  time: string;
+  kind: 'autostop' | 'gpu.unhealthy' | 'gpu.healthy';
+  /** autostop: the set stopped. */
+  replicaSet?: string;
+  /** gpu.*: the card's UUID. */
+  gpu?: string;
+  reason: 'idle' | 'maxDuration' | 'xid' | 'lost' | 'cleared';
+  detail: string;
+  /** "gpubox" or the user who acted. */
+  by: string;
 }

@@ -50,6 +50,41 @@ export function Bar({ title, total, segments }: { title: string; total: number; 
   );
 }
 
+/**
+ * One value out of `max` as a thin bar (a card's live memory use, under the
+ * bar of what is held), in the warning colour when `over`. `text` says the
+ * value in words for screen readers ("1.2 GB of 16 GB").
+ */
+export function Meter({
+  title,
+  value,
+  max,
+  text,
+  over,
+}: {
+  title: string;
+  value: number;
+  max: number;
+  text: string;
+  over?: boolean;
+}) {
+  const pct = max > 0 ? Math.min(100, Math.max(0, (value / max) * 100)) : 0;
+  return (
+    <div
+      class={`bar thin${over ? ' over' : ''}`}
+      role="meter"
+      aria-label={title}
+      aria-valuemin={0}
+      aria-valuemax={max}
+      aria-valuenow={Math.min(Math.max(0, value), max)}
+      aria-valuetext={text}
+      title={text}
+    >
+      <span class="fill" style={{ width: `${pct}%` }} />
+    </div>
+  );
+}
+
 /** A modal dialog; `onClose` on Escape or the close button. */
 export function Dialog({
   title,

@@ -124,6 +124,31 @@ describe('CreateInstance', () => {
     expect(screen.getByRole('button', { name: 'Create' })).toHaveProperty('disabled', false);
   });
 
+  it('sends the stop rules only when filled in', async () => {
+    const sent = api();
+    show();
+    type('Name', 'job');
+    type('Image', 'ubuntu:22.04');
+    type('Stop when idle for', ' 30m ');
+    type('Maximum duration', '8h');
+    expect(await submitted(sent)).toEqual({
+      replicaSetName: 'job',
+      imageName: 'ubuntu:22.04',
+      idleStop: '30m',
+      maxDuration: '8h',
+    });
+  });
+
+  it('leaves out an empty stop rule', async () => {
+    const sent = api();
+    show();
+    type('Name', 'job');
+    type('Image', 'ubuntu:22.04');
+    type('Stop when idle for', '   ');
+    type('Maximum duration', '1h30m');
+    expect(await submitted(sent)).toEqual({ replicaSetName: 'job', imageName: 'ubuntu:22.04', maxDuration: '1h30m' });
+  });
+
   it('asks for a node only in a fleet', async () => {
     const sent = api();
     show(true);

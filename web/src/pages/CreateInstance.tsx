@@ -7,6 +7,7 @@ import { ErrorNote } from '../components/ui';
 import { useAction } from '../hooks';
 import { useSession } from '../session';
 import type { Bind, Volume } from '../types';
+import { StopRuleFields } from './InstanceDialogs';
 import { commandArgv, memoryValue, splitLines, splitList } from './instanceHelpers';
 import { OperationSteps, useTracker } from './OperationSteps';
 import './instances.css';
@@ -34,6 +35,10 @@ export interface CreateForm {
   env: string;
   command: string;
   node: string;
+  /** Stop when idle this long ("30m"); empty: never. */
+  idleStop: string;
+  /** Stop after running this long ("8h"); empty: no limit. */
+  maxDuration: string;
 }
 
 export const EMPTY_FORM: CreateForm = {
@@ -48,6 +53,8 @@ export const EMPTY_FORM: CreateForm = {
   env: '',
   command: '',
   node: '',
+  idleStop: '',
+  maxDuration: '',
 };
 
 /** The body of POST /api/v1/replicaSet; empty fields are left out (the API's defaults). */
@@ -68,6 +75,8 @@ export function createBody(f: CreateForm, fleet: boolean): Record<string, unknow
   if (env.length) body.env = env;
   const cmd = commandArgv(f.command);
   if (cmd) body.cmd = cmd;
+  if (f.idleStop.trim()) body.idleStop = f.idleStop.trim();
+  if (f.maxDuration.trim()) body.maxDuration = f.maxDuration.trim();
   if (fleet && f.node.trim()) body.node = f.node.trim();
   return body;
 }
@@ -267,6 +276,13 @@ export function CreateInstance({ onCreated, onCancel }: { onCreated: (name: stri
           as <code>sh -c "…"</code>. Empty: the image's command.
         </p>
       </div>
+      <StopRuleFields
+        prefix="ci"
+        idleStop={form.idleStop}
+        maxDuration={form.maxDuration}
+        onIdleStop={(v) => set({ idleStop: v })}
+        onMaxDuration={(v) => set({ maxDuration: v })}
+      />
       {fleet && (
         <div class="field">
           <label for="ci-node">Node</label>

@@ -1,5 +1,5 @@
 import { fireEvent, screen, waitFor, within } from '@testing-library/preact';
-import { asRole, changes, mockApi, renderAs, type Handler, type Sent } from '../testing';
+import { asRole, changes, mockApi, renderAs, seriousViolations, type Handler, type Sent } from '../testing';
 import type { ReplicaSetInfo } from '../types';
 import { InstanceDetail } from './InstanceDetail';
 import { info, spec } from './instancesTestUtil';
@@ -52,20 +52,20 @@ describe('InstanceDetail', () => {
     api({ state: 'running' });
     const { unmount } = renderAs('user', <InstanceDetail name="foo" />);
     await screen.findByRole('button', { name: 'Stop' });
-    expect(buttons()).toEqual(['Scale', 'Pause', 'Stop', 'Run command', 'Commit', 'Roll back', 'Delete']);
+    expect(buttons()).toEqual(['Scale', 'Pause', 'Stop', 'Run command', 'Commit', 'Roll back', 'Auto-stop', 'Delete']);
     unmount();
 
     api({ state: 'paused' });
     renderAs('user', <InstanceDetail name="foo" />);
     await screen.findByRole('button', { name: 'Continue' });
-    expect(buttons()).toEqual(['Continue', 'Scale', 'Stop', 'Commit', 'Roll back', 'Delete']);
+    expect(buttons()).toEqual(['Continue', 'Scale', 'Stop', 'Commit', 'Roll back', 'Auto-stop', 'Delete']);
   });
 
   it('offers Start to a stopped set and only a purge to a deleted one', async () => {
     api({ state: 'stopped', status: 'exited' });
     const { unmount } = renderAs('user', <InstanceDetail name="foo" />);
     await screen.findByRole('button', { name: 'Start' });
-    expect(buttons()).toEqual(['Start', 'Commit', 'Delete']);
+    expect(buttons()).toEqual(['Start', 'Commit', 'Auto-stop', 'Delete']);
     unmount();
 
     api({ state: 'deleted', status: 'deleted' });
@@ -236,6 +236,169 @@ describe('InstanceDetail', () => {
     fireEvent.click(within(dialog).getByRole('button', { name: 'Commit image' }));
     expect(await within(dialog).findByText('sha256:abc')).toBeTruthy();
     expect(changes(sent)[0].body).toEqual({ newImageName: 'mine:v1', overwrite: true });
+  });
+});
+
+describe('InstanceDetail: usage and stop rules', () => {
+  const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString();
+  const card = (index: number, memoryUsedMiB: number, utilization: number, overShare: boolean, healthy: boolean) => ({
+    uuid: `GPU-${String(index + 1).repeat(8)}-aaaa`,
+    index,
+    memoryUsedMiB,
+    utilization,
+    shareMiB: 8192,
+    overShare,
+    healthy,
+  });
+  const USAGE = {
+    sampledAt: new Date().toISOString(),
+    idleSince: null,
+    cards: [card(0, 1229, 37, false, true), card(1, 9216, -1, true, false)],
+  };
+
+  it("shows each card's use of its share, over-share and health", async () => {
+    api({
+      gpus: ['GPU-11111111-aaaa', 'GPU-22222222-aaaa'],
+      usage: USAGE,
+      runningSince: minutesAgo(120),
+      spec: spec({ gpuCount: 2, gpuMemory: 8192 }),
+    });
+    await shown();
+    const usage = screen.getByRole('region', { name: 'Usage' });
+    const m0 = within(usage).getByRole('meter', { name: 'GPU 0 memory used' });
+    expect(m0.getAttribute('aria-valuenow')).toBe('1229');
+    expect(m0.getAttribute('aria-valuemax')).toBe('8192');
+    expect(within(usage).getByText('1.2 GB of 8 GB held')).toBeTruthy();
+    expect(within(usage).getByText('37 %')).toBeTruthy();
+    expect(within(usage).getByText('unknown')).toBeTruthy();
+
+    // Over its share: said in words, the meter full and marked.
+    const m1 = within(usage).getByRole('meter', { name: 'GPU 1 memory used' });
+    expect(m1.getAttribute('aria-valuenow')).toBe('8192');
+    expect(m1.getAttribute('aria-valuetext')).toBe('9 GB of 8 GB held');
+    expect(m1.classList.contains('over')).toBe(true);
+    expect(m0.classList.contains('over')).toBe(false);
+    const over = within(usage).getAllByText(/Over its share/);
+    expect(over).toHaveLength(1);
+    expect(over[0].closest('tr')?.contains(m1)).toBe(true);
+    expect(within(usage).getByText('healthy')).toBeTruthy();
+    expect(within(usage).getByText('unhealthy')).toBeTruthy();
+
+    // Working: not idle; no stop rules set.
+    expect(within(usage).queryByText(/Idle since/)).toBeNull();
+    expect(screen.getByText('Running since')).toBeTruthy();
+    expect(screen.getByText(/\(for 2h\)/)).toBeTruthy();
+    expect(screen.queryByText('Stops at')).toBeNull();
+    expect(screen.getByText('never')).toBeTruthy();
+  });
+
+  it('says since when it is idle and when it will be stopped', async () => {
+    api({
+      usage: { ...USAGE, idleSince: minutesAgo(12), cards: [USAGE.cards[0]] },
+      stopAt: new Date(Date.now() + 3 * 3600_000 + 60_000).toISOString(),
+      spec: spec({ idleStop: '30m', maxDuration: '8h' }),
+    });
+    await shown();
+    const idle = within(screen.getByRole('region', { name: 'Usage' })).getByText(/Idle since/);
+    expect(idle.textContent).toMatch(/^Idle since .+ \(for 12m\); it stops after 30m idle\.$/);
+    expect(screen.getByText('Stops at')).toBeTruthy();
+    expect(screen.getByText(/\(in 3h; maximum duration 8h\)/)).toBeTruthy();
+    expect(screen.getByText('30m')).toBeTruthy();
+    expect(screen.getByText('8h')).toBeTruthy();
+  });
+
+  it('shows no usage when there is none (sampling off, or stopped)', async () => {
+    api({ usage: null });
+    await shown();
+    expect(screen.queryByRole('region', { name: 'Usage' })).toBeNull();
+    expect(screen.queryByRole('meter')).toBeNull();
+  });
+
+  it('says why a stopped set stopped, and when', async () => {
+    const at = minutesAgo(5);
+    api({
+      state: 'stopped',
+      status: 'exited',
+      gpus: [],
+      stopped: { reason: 'idle', at },
+      spec: spec({ idleStop: '30m' }),
+    });
+    const { unmount } = renderAs('user', <InstanceDetail name="foo" />);
+    const why = await screen.findByText(/Stopped after 30m idle/);
+    expect(why.textContent).toBe(`Stopped after 30m idle, at ${new Date(at).toLocaleString()} (5m ago).`);
+    unmount();
+
+    api({
+      state: 'stopped',
+      status: 'exited',
+      stopped: { reason: 'maxDuration', at, detail: 'ran 8h' },
+      spec: spec({ maxDuration: '8h' }),
+    });
+    renderAs('user', <InstanceDetail name="foo" />);
+    const max = await screen.findByText(/Stopped: maximum duration reached/);
+    expect(max.textContent).toContain('Stopped: maximum duration reached (8h), at ');
+    expect(max.textContent).toContain('ran 8h');
+  });
+
+  it('reads the live fields beside info too', async () => {
+    const at = minutesAgo(1);
+    mockApi((req) =>
+      req.url === BASE
+        ? { data: { info: info({ state: 'stopped', spec: spec({ idleStop: '1h' }) }), stopped: { reason: 'idle', at } } }
+        : undefined,
+    );
+    renderAs('viewer', <InstanceDetail name="foo" />);
+    expect(await screen.findByText(/Stopped after 1h idle/)).toBeTruthy();
+  });
+
+  it('sets and clears the stop rules in the auto-stop dialog, sending only what changed', async () => {
+    const sent = api({ state: 'stopped', spec: spec({ gpuCount: 1, maxDuration: '8h' }) }, (req) =>
+      req.method === 'PATCH' && req.url === BASE ? { data: { version: 1, changed: true } } : undefined,
+    );
+    await shown();
+    fireEvent.click(screen.getByRole('button', { name: 'Auto-stop' }));
+    let dialog = screen.getByRole('dialog', { name: 'Auto-stop foo' });
+    expect((within(dialog).getByLabelText('Stop when idle for') as HTMLInputElement).value).toBe('');
+    expect((within(dialog).getByLabelText('Maximum duration') as HTMLInputElement).value).toBe('8h');
+    fireEvent.input(within(dialog).getByLabelText('Stop when idle for'), { target: { value: ' 30m ' } });
+    fireEvent.input(within(dialog).getByLabelText('Maximum duration'), { target: { value: '' } });
+    fireEvent.click(within(dialog).getByRole('button', { name: 'Save' }));
+    await waitFor(() => expect(screen.queryByRole('dialog')).toBeNull());
+    // The limits alone ("" takes the maximum away): no gpuPatch, so no new version.
+    expect(changes(sent)).toEqual([{ method: 'PATCH', url: BASE, body: { idleStop: '30m', maxDuration: '' } }]);
+
+    fireEvent.click(screen.getByRole('button', { name: 'Auto-stop' }));
+    dialog = screen.getByRole('dialog', { name: 'Auto-stop foo' });
+    fireEvent.input(within(dialog).getByLabelText('Stop when idle for'), { target: { value: '1h30m' } });
+    fireEvent.click(within(dialog).getByRole('button', { name: 'Save' }));
+    await waitFor(() => expect(screen.queryByRole('dialog')).toBeNull());
+    expect(changes(sent)[1].body).toEqual({ idleStop: '1h30m' });
+
+    // Nothing changed: nothing sent.
+    fireEvent.click(screen.getByRole('button', { name: 'Auto-stop' }));
+    fireEvent.click(within(screen.getByRole('dialog')).getByRole('button', { name: 'Save' }));
+    expect(screen.queryByRole('dialog')).toBeNull();
+    expect(changes(sent)).toHaveLength(2);
+  });
+
+  it("shows the API's refusal of a stop rule in the dialog, keeping what was typed", async () => {
+    const msg = "invalid idleStop '5s': at least 10s";
+    api({}, (req) => (req.method === 'PATCH' ? { status: 400, code: 1001, msg } : undefined));
+    await shown();
+    fireEvent.click(screen.getByRole('button', { name: 'Auto-stop' }));
+    const dialog = screen.getByRole('dialog', { name: 'Auto-stop foo' });
+    fireEvent.input(within(dialog).getByLabelText('Stop when idle for'), { target: { value: '5s' } });
+    fireEvent.click(within(dialog).getByRole('button', { name: 'Save' }));
+    expect((await within(dialog).findByRole('alert')).textContent).toBe(msg);
+    expect((within(dialog).getByLabelText('Stop when idle for') as HTMLInputElement).value).toBe('5s');
+  });
+
+  it('passes axe with usage and the auto-stop dialog open', async () => {
+    api({ usage: { ...USAGE, idleSince: minutesAgo(3) }, stopAt: new Date(Date.now() + 3600_000).toISOString() });
+    await shown();
+    expect(await seriousViolations()).toEqual([]);
+    fireEvent.click(screen.getByRole('button', { name: 'Auto-stop' }));
+    expect(await seriousViolations()).toEqual([]);
   });
 });
 

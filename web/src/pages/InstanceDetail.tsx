@@ -1,16 +1,25 @@
 // One instance: GET /api/v1/replicaSet/{name}, asked again every second, and
 // the actions its state allows (none for a viewer). Each action's error shows
 // beside its button or in its dialog; after any action the detail is asked
-// again at once.
+// again at once. Its live use of each card, when it went idle, when it will
+// be stopped, and why it stopped show beside its facts.
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { ErrorNote } from '../components/ui';
-import { age, mib } from '../format';
+import { ErrorNote, Meter } from '../components/ui';
+import { age, mib, percent, shortUuid, until } from '../format';
 import { useAction, usePoll } from '../hooks';
 import { href } from '../router';
 import { useSession } from '../session';
-import type { ReplicaSetInfo, SetState } from '../types';
-import { CommitDialog, DeleteDialog, ExecDialog, RollbackDialog, ScaleDialog, type Act } from './InstanceDialogs';
+import type { ReplicaSet, ReplicaSetInfo, SetState, SetUsage, StopReason } from '../types';
+import {
+  AutoStopDialog,
+  CommitDialog,
+  DeleteDialog,
+  ExecDialog,
+  RollbackDialog,
+  ScaleDialog,
+  type Act,
+} from './InstanceDialogs';
 import { portsText, setPath, specGpusText, timeText } from './instanceHelpers';
 import { StateBadge } from './Instances';
 import { OperationSteps, useTracker } from './OperationSteps';
@@ -21,7 +30,22 @@ interface Info extends ReplicaSetInfo {
   gpuLimits?: { mode: string; enforced: boolean; enforcedBy: string | null };
 }
 
-type DialogKind = 'scale' | 'rollback' | 'commit' | 'exec' | 'delete';
+/** The live fields, which gpuboxd may send in info or beside it in data. */
+type Live = Pick<ReplicaSet, 'usage' | 'runningSince' | 'stopAt' | 'stopped'>;
+
+/** data of GET /api/v1/replicaSet/{name} as one Info, the live fields taken from info first. */
+function infoOf(d: { info: Info } & Live): Info {
+  const i = d.info;
+  return {
+    ...i,
+    usage: i.usage !== undefined ? i.usage : d.usage,
+    runningSince: i.runningSince ?? d.runningSince,
+    stopAt: i.stopAt ?? d.stopAt,
+    stopped: i.stopped ?? d.stopped,
+  };
+}
+
+type DialogKind = 'scale' | 'autostop' | 'rollback' | 'commit' | 'exec' | 'delete';
 
 /** A button that runs a call and shows that call's error right beside it. */
 function ActionButton({ label, run, primary }: { label: string; run: () => Promise<unknown>; primary?: boolean }) {
@@ -56,6 +80,7 @@ function Actions({ info, act, open }: { info: Info; act: Act; open: (d: DialogKi
       {s === 'running' && opener('Run command', 'exec')}
       {(live || s === 'stopped') && opener('Commit', 'commit')}
       {live && opener('Roll back', 'rollback')}
+      {(live || s === 'stopped') && opener('Auto-stop', 'autostop')}
       {(live || s === 'stopped') && opener('Delete', 'delete', 'danger')}
       {s === 'deleted' && opener('Purge history', 'delete', 'danger')}
     </div>
@@ -116,6 +141,23 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
         </dd>
         <dt>Ports</dt>
         <dd>{portsText(info.ports)}</dd>
+        {info.runningSince && (info.state === 'running' || info.state === 'paused') && (
+          <>
+            <dt>Running since</dt>
+            <dd>
+              {timeText(info.runningSince)} (for {age(info.runningSince)})
+            </dd>
+          </>
+        )}
+        {info.stopAt && info.state !== 'stopped' && info.state !== 'deleted' && (
+          <>
+            <dt>Stops at</dt>
+            <dd>
+              {timeText(info.stopAt)} (in {until(info.stopAt)}
+              {spec.maxDuration ? `; maximum duration ${spec.maxDuration}` : ''})
+            </dd>
+          </>
+        )}
         <dt>Created</dt>
         <dd>
           {timeText(info.createTime)} ({age(info.createTime)} ago)
@@ -123,6 +165,7 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
         <dt>Updated</dt>
         <dd>{timeText(info.updateTime)}</dd>
       </dl>
+      {info.usage && <UsageSection usage={info.usage} idleStop={spec.idleStop} />}
       <h2>Spec</h2>
       <dl class="facts">
         <dt>Binds</dt>
@@ -150,14 +193,86 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
         <dd>{spec.cmd.length ? <code>{JSON.stringify(spec.cmd)}</code> : "the image's own"}</dd>
         <dt>Container ports</dt>
         <dd>{spec.containerPorts.join(', ') || '-'}</dd>
+        <dt>Stop when idle for</dt>
+        <dd>{spec.idleStop || 'never'}</dd>
+        <dt>Maximum duration</dt>
+        <dd>{spec.maxDuration || 'none'}</dd>
       </dl>
     </>
   );
 }
 
+/** Each card's live use against what the set holds on it, and since when it is idle. */
+function UsageSection({ usage, idleStop }: { usage: SetUsage; idleStop?: string }) {
+  return (
+    <section class="usage" aria-label="Usage">
+      <h2>Usage</h2>
+      {usage.idleSince ? (
+        <p class="idle-since">
+          Idle since {timeText(usage.idleSince)} (for {age(usage.idleSince)})
+          {idleStop ? `; it stops after ${idleStop} idle.` : '.'}
+        </p>
+      ) : (
+        <p class="hint">Sampled {age(usage.sampledAt)} ago.</p>
+      )}
+      {usage.cards.length > 0 && (
+        <table class="usage-cards" aria-label="Usage by card">
+          <thead>
+            <tr>
+              <th scope="col">GPU</th>
+              <th scope="col">Memory used</th>
+              <th scope="col">Utilization</th>
+              <th scope="col">Card health</th>
+            </tr>
+          </thead>
+          <tbody>
+            {usage.cards.map((c) => {
+              const used = `${mib(c.memoryUsedMiB)} of ${mib(c.shareMiB)}`;
+              return (
+                <tr key={c.uuid}>
+                  <td title={c.uuid}>
+                    GPU {c.index} <span class="hint mono">{shortUuid(c.uuid)}</span>
+                  </td>
+                  <td class="memory">
+                    <Meter
+                      title={`GPU ${c.index} memory used`}
+                      value={c.memoryUsedMiB}
+                      max={c.shareMiB}
+                      text={`${used} held`}
+                      over={c.overShare}
+                    />
+                    <span class="hint">{used} held</span>
+                    {c.overShare && (
+                      <p class="over-share">
+                        Over its share: its processes use more than the {mib(c.shareMiB)} it holds.
+                      </p>
+                    )}
+                  </td>
+                  <td>{percent(c.utilization)}</td>
+                  <td>
+                    <span class={`badge ${c.healthy ? 'ok' : 'bad'}`}>{c.healthy ? 'healthy' : 'unhealthy'}</span>
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+/** Why it stopped, in words: "Stopped after 30m idle", "Stopped: maximum duration reached". */
+function stopText(stopped: StopReason, spec: ReplicaSetInfo['spec']): string {
+  if (stopped.reason === 'idle') return spec.idleStop ? `Stopped after ${spec.idleStop} idle` : 'Stopped: idle';
+  if (stopped.reason === 'maxDuration')
+    return `Stopped: maximum duration reached${spec.maxDuration ? ` (${spec.maxDuration})` : ''}`;
+  return 'Stopped on request';
+}
+
 export function InstanceDetail({ name }: { name: string }) {
   const { canWrite, fleet } = useSession();
-  const poll = usePoll(() => api<{ info: Info }>('GET', setPath(name)).then((d) => d.info), name);
+  const poll = usePoll(() => api<{ info: Info } & Live>('GET', setPath(name)).then(infoOf), name);
   const tracker = useTracker();
   const [dialog, setDialog] = useState<DialogKind | null>(null);
   const info = poll.data;
@@ -189,12 +304,19 @@ export function InstanceDetail({ name }: { name: string }) {
           </p>
         )}
         {info?.state === 'creating' && <p class="notice">Being created: its container is starting.</p>}
+        {info?.state === 'stopped' && info.stopped && (
+          <p class="notice stopped-why">
+            {stopText(info.stopped, info.spec)}, at {timeText(info.stopped.at)} ({age(info.stopped.at)} ago).
+            {info.stopped.detail && <span class="hint"> {info.stopped.detail}</span>}
+          </p>
+        )}
         {info && canWrite && <Actions info={info} act={act} open={setDialog} />}
         {/* In the dialog while one is open, here otherwise. */}
         {!dialog && steps}
         {info && <Details info={info} fleet={fleet} />}
       </div>
       {info && dialog === 'scale' && <ScaleDialog info={info} act={act} onClose={close} steps={steps} />}
+      {info && dialog === 'autostop' && <AutoStopDialog info={info} act={act} onClose={close} />}
       {info && dialog === 'rollback' && <RollbackDialog info={info} act={act} onClose={close} steps={steps} />}
       {info && dialog === 'commit' && <CommitDialog info={info} act={act} onClose={close} />}
       {info && dialog === 'exec' && <ExecDialog info={info} act={act} onClose={close} />}

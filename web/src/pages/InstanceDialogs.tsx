@@ -1,6 +1,7 @@
-// The instance page's dialogs: scale, roll back, commit, run a command,
-// delete. Each shows the API's message inside itself (where the user acted)
-// and keeps what was typed when a call fails.
+// The instance page's dialogs: scale, auto-stop (idle stop, maximum
+// duration), roll back, commit, run a command, delete. Each shows the API's
+// message inside itself (where the user acted) and keeps what was typed when
+// a call fails.
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { api, call } from '../api';
@@ -91,6 +92,110 @@ export function ScaleDialog({ info, act, onClose, steps }: DialogProps) {
           </button>
           <button type="submit" class="primary" disabled={a.busy}>
             Apply
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+/** The two stop rules' fields, shared by the create form and the auto-stop dialog. */
+export function StopRuleFields({
+  prefix,
+  idleStop,
+  maxDuration,
+  onIdleStop,
+  onMaxDuration,
+}: {
+  prefix: string;
+  idleStop: string;
+  maxDuration: string;
+  onIdleStop: (v: string) => void;
+  onMaxDuration: (v: string) => void;
+}) {
+  return (
+    <fieldset class="field">
+      <legend>Stop automatically</legend>
+      <div class="field">
+        <label for={`${prefix}-idle-stop`}>Stop when idle for</label>
+        <input
+          id={`${prefix}-idle-stop`}
+          placeholder="never"
+          aria-describedby={`${prefix}-stop-hint`}
+          value={idleStop}
+          onInput={(e) => onIdleStop(value(e))}
+        />
+      </div>
+      <div class="field">
+        <label for={`${prefix}-max-duration`}>Maximum duration</label>
+        <input
+          id={`${prefix}-max-duration`}
+          placeholder="none"
+          aria-describedby={`${prefix}-stop-hint`}
+          value={maxDuration}
+          onInput={(e) => onMaxDuration(value(e))}
+        />
+      </div>
+      <p class="hint" id={`${prefix}-stop-hint`}>
+        "90s", "30m", "2h", "1h30m" (10s to 365 days); empty: never. Idle: its cards' utilization stays under the
+        server's threshold.
+      </p>
+    </fieldset>
+  );
+}
+
+/**
+ * The stop rules alone: PATCH with only idleStop and maxDuration changes the
+ * record in place (no new version, no operation), in any state but deleted.
+ * Only the fields changed are sent; "" takes a rule away.
+ */
+export function AutoStopDialog({ info, act, onClose }: DialogProps) {
+  const initialIdle = info.spec.idleStop ?? '';
+  const initialMax = info.spec.maxDuration ?? '';
+  const [idleStop, setIdleStop] = useState(initialIdle);
+  const [maxDuration, setMaxDuration] = useState(initialMax);
+  const [note, setNote] = useState<string | null>(null);
+  const a = useAction();
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setNote(null);
+    const body: Record<string, string> = {};
+    if (idleStop.trim() !== initialIdle) body.idleStop = idleStop.trim();
+    if (maxDuration.trim() !== initialMax) body.maxDuration = maxDuration.trim();
+    if (Object.keys(body).length === 0) return onClose();
+    const answer = await a.run(() => act.quick(() => api<LongAnswer>('PATCH', setPath(info.name), body)));
+    if (!answer) return;
+    if (answer.changed === false) setNote('Nothing changed: it already has these rules.');
+    else onClose();
+  };
+
+  return (
+    <Dialog title={`Auto-stop ${info.name}`} onClose={onClose}>
+      <form onSubmit={submit}>
+        <p class="hint">
+          gpubox stops the instance (its GPUs are released, its disk kept) when a rule is met; Start brings it back.
+          The rules change in place: no new version.
+        </p>
+        <StopRuleFields
+          prefix="as"
+          idleStop={idleStop}
+          maxDuration={maxDuration}
+          onIdleStop={setIdleStop}
+          onMaxDuration={setMaxDuration}
+        />
+        {note && (
+          <p class="notice" role="status">
+            {note}
+          </p>
+        )}
+        <ErrorNote error={a.error} />
+        <div class="actions">
+          <button type="button" onClick={onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={a.busy}>
+            Save
           </button>
         </div>
       </form>

@@ -62,7 +62,7 @@ describe('accessibility', () => {
     await screen.findByText('begin');
     expect(await seriousViolations()).toEqual([]);
 
-    for (const open of ['Scale', 'Roll back', 'Commit', 'Run command', 'Delete']) {
+    for (const open of ['Scale', 'Roll back', 'Commit', 'Run command', 'Auto-stop', 'Delete']) {
       fireEvent.click(screen.getByRole('button', { name: open }));
       const dialog = screen.getByRole('dialog');
       if (open === 'Run command') {

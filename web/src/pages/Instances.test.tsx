@@ -63,6 +63,37 @@ describe('Instances', () => {
     expect(screen.queryByRole('columnheader', { name: 'Node' })).toBeNull();
   });
 
+  it("shows the busiest card's utilization and an idle badge when the list carries usage", async () => {
+    const card = (index: number, utilization: number) => ({
+      uuid: `GPU-${index}`,
+      index,
+      memoryUsedMiB: 100,
+      utilization,
+      shareMiB: 8192,
+      overShare: false,
+      healthy: true,
+    });
+    const sampledAt = new Date().toISOString();
+    mockApi(() => ({
+      data: {
+        replicaSets: [
+          replicaSet({ name: 'busy', usage: { sampledAt, idleSince: null, cards: [card(0, 12), card(1, 37)] } }),
+          replicaSet({ name: 'lazy', usage: { sampledAt, idleSince: sampledAt, cards: [card(2, 0)] } }),
+          replicaSet({ name: 'unknown', usage: { sampledAt, idleSince: null, cards: [card(3, -1)] } }),
+          replicaSet({ name: 'plain' }),
+        ],
+      },
+    }));
+    renderAs('user', <Instances />);
+    await screen.findByRole('link', { name: 'busy' });
+    expect(within(row('busy')).getByText('37 % busy')).toBeTruthy();
+    expect(within(row('busy')).queryByText('idle')).toBeNull();
+    expect(within(row('lazy')).getByText('0 % busy')).toBeTruthy();
+    expect(within(row('lazy')).getByText('idle')).toBeTruthy();
+    expect(within(row('unknown')).queryByText(/busy/)).toBeNull();
+    expect(within(row('plain')).queryByText(/busy|idle/)).toBeNull();
+  });
+
   it('shows the node column in a fleet', async () => {
     listing();
     renderAs('user', <Instances />, true);

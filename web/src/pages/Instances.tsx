@@ -12,7 +12,7 @@ import { href, navigate } from '../router';
 import { useSession } from '../session';
 import type { ReplicaSet } from '../types';
 import { CreateInstance } from './CreateInstance';
-import { gpusText, portsText } from './instanceHelpers';
+import { gpusText, portsText, timeText } from './instanceHelpers';
 import './instances.css';
 
 const loadSets = () => api<{ replicaSets: ReplicaSet[] }>('GET', '/api/v1/replicaSet').then((d) => d.replicaSets);
@@ -25,6 +25,12 @@ export function StateBadge({ state, status }: { state: string; status?: string }
       {status && status !== state && <span class="docker-status"> (Docker: {status})</span>}
     </>
   );
+}
+
+/** The busiest of its cards' utilization ("37 %"), null when unsampled or unknown. */
+export function maxUtilization(set: ReplicaSet): number | null {
+  const known = (set.usage?.cards ?? []).map((c) => c.utilization).filter((u) => u >= 0);
+  return known.length ? Math.max(...known) : null;
 }
 
 interface RowProps {
@@ -46,6 +52,7 @@ class Row extends Component<RowProps> {
   }
 
   render({ set, fleet, ageText }: RowProps) {
+    const util = maxUtilization(set);
     return (
       <tr>
         <td>
@@ -53,9 +60,21 @@ class Row extends Component<RowProps> {
         </td>
         <td>
           <StateBadge state={set.state} status={set.status} />
+          {set.usage?.idleSince && (
+            <span class="state state-idle" title={`Idle since ${timeText(set.usage.idleSince)}`}>
+              idle
+            </span>
+          )}
         </td>
         {fleet && <td>{set.node ?? '-'}</td>}
-        <td>{gpusText(set.gpus, set.gpuShares)}</td>
+        <td>
+          {gpusText(set.gpus, set.gpuShares)}
+          {util !== null && (
+            <span class="util" title="Utilization of its busiest card">
+              {util} % busy
+            </span>
+          )}
+        </td>
         <td>{portsText(set.ports)}</td>
         <td>{set.owner || '-'}</td>
         <td>{ageText}</td>

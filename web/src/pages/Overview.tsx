@@ -1,10 +1,13 @@
 // The overview: every card of the server (or of every node of a fleet),
 // its memory as a bar split by tenant (what `kubectl inspect gpushare`
 // shows), and how many whole cards are free. Polled every second, so a set
-// started from the CLI or another browser shows on its card at once.
+// started from the CLI or another browser shows on its card at once. Under
+// each bar, what the card's processes use now (a thinner meter), its
+// utilization and memory used outside gpubox; an unhealthy card says why, and
+// an admin may mark it healthy again.
 import { api, seg } from '../api';
-import { Bar, ErrorNote } from '../components/ui';
-import { age, mib, shortUuid } from '../format';
+import { Bar, ErrorNote, Meter } from '../components/ui';
+import { age, mib, percent, shortUuid } from '../format';
 import { useAction, usePoll } from '../hooks';
 import { useSession } from '../session';
 import type { FleetNode, GpuDevice, GpuResources } from '../types';
@@ -119,7 +122,7 @@ function NodeSection({ group, fleet, reload }: { group: Group; fleet: boolean; r
           </thead>
           <tbody>
             {devices.map((d) => (
-              <CardRow key={d.uuid} d={d} barTitle={`${barPrefix}GPU ${d.index} memory`} />
+              <CardRow key={d.uuid} d={d} cardName={`${barPrefix}GPU ${d.index}`} reload={reload} />
             ))}
           </tbody>
         </table>
@@ -158,9 +161,65 @@ function NodeFacts({ node, reload }: { node: FleetNode; reload: () => Promise<vo
   );
 }
 
-function CardRow({ d, barTitle }: { d: GpuDevice; barTitle: string }) {
+/** Why a card is unhealthy, in words: "Unhealthy: XID 79 (GPU has fallen off the bus), marked 5m ago". */
+function unhealthyText(d: GpuDevice): string | null {
+  const m = d.unhealthy;
+  if (!m) return null;
+  const why = m.detail || (m.reason === 'lost' ? 'the card was lost' : `XID ${m.xid ?? '?'}`);
+  return `Unhealthy: ${why}${m.since ? `, marked ${age(m.since)} ago` : ''}`;
+}
+
+/** What the card's processes use now, its utilization and the memory used outside gpubox. */
+function LiveUse({ d, cardName }: { d: GpuDevice; cardName: string }) {
+  const u = d.usage;
+  if (!u) return null;
+  const used = `${mib(u.memoryUsedMiB)} of ${mib(d.memoryMiB)}`;
   return (
-    <tr>
+    <>
+      <Meter title={`${cardName} memory used`} value={u.memoryUsedMiB} max={d.memoryMiB} text={`${used} used`} />
+      <span class="hint">
+        {mib(u.memoryUsedMiB)} used, utilization {percent(u.utilization)}
+      </span>
+      {u.foreignMemoryMiB > 0 && (
+        <span class="hint foreign">{mib(u.foreignMemoryMiB)} used outside gpubox</span>
+      )}
+    </>
+  );
+}
+
+/** A tenant's line of the legend: what it holds and, when sampled, what it uses. */
+function allocationText(a: GpuDevice['allocations'][number]): string {
+  let t = `${a.name}: ${a.memoryMiB} MiB`;
+  if (a.replica !== undefined) t += ` (replica ${a.replica})`;
+  if (a.memoryUsedMiB !== undefined) {
+    t += `, uses ${mib(a.memoryUsedMiB)}`;
+    if (a.utilization !== undefined && a.utilization >= 0) t += ` at ${a.utilization} %`;
+  }
+  return t;
+}
+
+/** An admin's way to clear an unhealthy mark (the card was reset or replaced). */
+function MarkHealthy({ d, cardName, reload }: { d: GpuDevice; cardName: string; reload: () => Promise<void> }) {
+  const action = useAction();
+  const mark = () =>
+    action.run(async () => {
+      await api('PATCH', `/api/v1/resources/gpus/${seg(d.uuid)}/healthy`);
+      await reload();
+    });
+  return (
+    <>
+      <button type="button" aria-label={`Mark healthy: ${cardName}`} disabled={action.busy} onClick={mark}>
+        Mark healthy
+      </button>
+      <ErrorNote error={action.error} />
+    </>
+  );
+}
+
+function CardRow({ d, cardName, reload }: { d: GpuDevice; cardName: string; reload: () => Promise<void> }) {
+  const { isAdmin } = useSession();
+  return (
+    <tr class={d.healthy ? undefined : 'card-unhealthy'}>
       <td>{d.index}</td>
       <td>{d.model}</td>
       <td class="mono" title={d.uuid}>
@@ -169,19 +228,18 @@ function CardRow({ d, barTitle }: { d: GpuDevice; barTitle: string }) {
       <td>{d.mode}</td>
       <td class="memory">
         <Bar
-          title={barTitle}
+          title={`${cardName} memory`}
           total={d.memoryMiB}
           segments={d.allocations.map((a) => ({ label: a.name, value: a.memoryMiB }))}
         />
         <span class="hint">
           {mib(d.allocatedMemoryMiB)} of {mib(d.memoryMiB)} allocated
         </span>
+        <LiveUse d={d} cardName={cardName} />
         {d.allocations.length > 0 && (
           <ul class="legend">
             {d.allocations.map((a, i) => (
-              <li key={a.name + i}>
-                {a.name}: {a.memoryMiB} MiB{a.replica !== undefined && ` (replica ${a.replica})`}
-              </li>
+              <li key={a.name + i}>{allocationText(a)}</li>
             ))}
           </ul>
         )}
@@ -194,6 +252,12 @@ function CardRow({ d, barTitle }: { d: GpuDevice; barTitle: string }) {
           <span class="badge warn" title="Scheduled, but not enforced inside the containers (no HAMi-core)">
             shares not enforced
           </span>
+        )}
+        {!d.healthy && (
+          <>
+            {d.unhealthy && <p class="unhealthy-note">{unhealthyText(d)}</p>}
+            {isAdmin && <MarkHealthy d={d} cardName={cardName} reload={reload} />}
+          </>
         )}
       </td>
     </tr>
