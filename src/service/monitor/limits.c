@@ -26,8 +26,12 @@
 
 bool mon_set_busy(const struct monitor *m, const struct mon_set *s)
 {
+    /* Utilization the source cannot tell (MIG instances, nvidia-smi's
+     * [N/A]) counts as busy while the set's processes hold memory there:
+     * a limit must not stop work it cannot see. */
     for (size_t k = 0; k < s->nuses; k++)
-        if (s->uses[k].util >= (int)m->idle_threshold)
+        if (s->uses[k].util >= (int)m->idle_threshold ||
+            (s->uses[k].util < 0 && s->uses[k].used_mib > 0))
             return true;
     return false;
 }

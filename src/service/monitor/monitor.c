@@ -381,9 +381,11 @@ int monitor_start(app *a, gb_err *err)
         return err_set(err, ERR_INTERNAL, "cannot start the usage monitor's thread: %s",
                        strerror(rc));
     m->started = true;
-    log_info("usage monitor: %s from %s; idle under %u%%; critical XIDs %s",
-             sampling ? "sampling every" : "no sampling (--usage-interval 0), limits checked every",
-             sampling ? a->gpus.source : "1 s", m->idle_threshold, xids);
+    if (sampling)
+        log_info("usage monitor: sampling every %g s from %s; idle under %u%%; critical XIDs %s",
+                 interval, a->gpus.source, m->idle_threshold, xids);
+    else
+        log_info("usage monitor: no sampling (--usage-interval 0); maxDuration checked every 1 s");
     return 0;
 }
 

@@ -51,7 +51,8 @@ uint64_t monitor_generation(app *a);
  * utilization to each of its "allocations" entries. */
 void monitor_device_json(app *a, const char *uuid, json_t *device);
 /* The set's usage for GET /replicaSet/{name}: {sampledAt, idleSince,
- * cards:[...]}, or NULL (sampling off, not running, no card). */
+ * cards:[...]} (cards [] for a set without cards), or NULL (sampling off,
+ * no reading yet, not running). */
 json_t *monitor_set_json(app *a, const struct rs_record *r);
 /* The usage and health gauges of GET /metrics. */
 void monitor_metrics(app *a, FILE *out);
