@@ -16,13 +16,12 @@
  */
 #include "gpu/gpu_source.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/wait.h>
 
+#include "gpu/gpu_smi_csv.h"
 #include "util/log.h"
 #include "util/proc.h"
 
@@ -30,85 +29,7 @@
 
 /* ---- parsing ------------------------------------------------------------ */
 
-/* A span of the CSV text: one line or one field, not NUL-terminated. */
-struct smi_span {
-    const char *p;
-    size_t len;
-};
-
-static struct smi_span smi_trim(struct smi_span s)
-{
-    while (s.len > 0 && (s.p[0] == ' ' || s.p[0] == '\t'))
-        s.p++, s.len--;
-    while (s.len > 0 && (s.p[s.len - 1] == ' ' || s.p[s.len - 1] == '\t' || s.p[s.len - 1] == '\r'))
-        s.len--;
-    return s;
-}
-
-static bool smi_span_eq(struct smi_span s, const char *word)
-{
-    return s.len == strlen(word) && strncasecmp(s.p, word, s.len) == 0;
-}
-
-/* nvidia-smi prints "[N/A]", "[Not Supported]", "[Unknown Error]", "[GPU
- * requires reset]" ... where it could not read a value. */
-static bool smi_unavailable(struct smi_span s)
-{
-    return s.len >= 2 && s.p[0] == '[' && s.p[s.len - 1] == ']';
-}
-
-/* Up to 60 bytes of a line for an error message, with anything unprintable
- * shown as '?' so a garbled output cannot garble the message. */
-static const char *smi_quote(struct smi_span s, char *buf, size_t len)
-{
-    size_t n = s.len < 60 ? s.len : 60;
-    if (n + 4 > len)
-        n = len - 4;
-    for (size_t i = 0; i < n; i++)
-        buf[i] = isprint((unsigned char)s.p[i]) ? s.p[i] : '?';
-    strcpy(buf + n, s.len > n ? "..." : "");
-    return buf;
-}
-
-/* Unsigned decimal of at most max_digits digits, all of the span. */
-static bool smi_parse_uint(struct smi_span s, size_t max_digits, uint64_t *v)
-{
-    if (s.len == 0 || s.len > max_digits)
-        return false;
-    *v = 0;
-    for (size_t i = 0; i < s.len; i++) {
-        if (!isdigit((unsigned char)s.p[i]))
-            return false;
-        *v = *v * 10 + (uint64_t)(s.p[i] - '0');
-    }
-    return true;
-}
-
-/* "81920" or "81920 MiB" (with units) -> MiB. */
-static bool smi_parse_memory(struct smi_span s, uint64_t *mib)
-{
-    size_t digits = 0;
-    while (digits < s.len && isdigit((unsigned char)s.p[digits]))
-        digits++;
-    struct smi_span unit = smi_trim((struct smi_span){s.p + digits, s.len - digits});
-    if (unit.len > 0 && !smi_span_eq(unit, "MiB"))
-        return false;
-    return smi_parse_uint((struct smi_span){s.p, digits}, 9, mib);
-}
-
-static bool smi_valid_uuid(struct smi_span s)
-{
-    if (s.len < 5 || s.len >= GPU_UUID_MAX)
-        return false;
-    if (strncmp(s.p, "GPU-", 4) != 0 && strncmp(s.p, "MIG-", 4) != 0)
-        return false;
-    for (size_t i = 0; i < s.len; i++)
-        if (!isalnum((unsigned char)s.p[i]) && !strchr("-/", s.p[i]))
-            return false;
-    return true;
-}
-
-static bool smi_valid_name(struct smi_span s)
+static bool smi_valid_name(struct gpu_csv_span s)
 {
     if (s.len >= GPU_MODEL_MAX)
         return false;
@@ -118,53 +39,35 @@ static bool smi_valid_name(struct smi_span s)
     return true;
 }
 
-/* Split a line at commas into at most max fields; returns the number found
- * (more than max means too many). */
-static size_t smi_split(struct smi_span line, struct smi_span *fields, size_t max)
-{
-    size_t n = 0;
-    const char *p = line.p, *end = line.p + line.len;
-    for (;;) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        const char *stop = comma ? comma : end;
-        if (n < max)
-            fields[n] = smi_trim((struct smi_span){p, (size_t)(stop - p)});
-        n++;
-        if (!comma)
-            return n;
-        p = comma + 1;
-    }
-}
-
 /* One data line -> *d. 1 = a card, 0 = skipped (no UUID), -1 = garbage. */
-static int smi_parse_line(struct smi_span line, int line_no, gpu_device *d, gb_err *err)
+static int smi_parse_line(struct gpu_csv_span line, int line_no, gpu_device *d, gb_err *err)
 {
     char q[72];
-    struct smi_span f[4];
-    size_t n = smi_split(line, f, 4);
+    struct gpu_csv_span f[4];
+    size_t n = gpu_csv_split(line, f, 4);
     if (n != 4)
         return err_set(err, ERR_INTERNAL,
                        "nvidia-smi output line %d: expected 4 comma-separated fields (index, "
                        "uuid, name, memory.total), found %zu: '%s'",
-                       line_no, n, smi_quote(line, q, sizeof(q)));
+                       line_no, n, gpu_csv_quote(line, q, sizeof(q)));
     uint64_t index = 0;
-    if (!smi_parse_uint(f[0], 5, &index) || index > 65535)
+    if (!gpu_csv_number(f[0], 5, "", &index) || index > 65535)
         return err_set(err, ERR_INTERNAL, "nvidia-smi output line %d: index '%s' is not a number",
-                       line_no, smi_quote(f[0], q, sizeof(q)));
+                       line_no, gpu_csv_quote(f[0], q, sizeof(q)));
     memset(d, 0, sizeof(*d));
     d->index = (int)index;
     d->healthy = true;
-    if (smi_unavailable(f[1])) {
+    if (gpu_csv_unavailable(f[1])) {
         log_warn("nvidia-smi: GPU %d left out: its UUID reads %s", d->index,
-                 smi_quote(f[1], q, sizeof(q)));
+                 gpu_csv_quote(f[1], q, sizeof(q)));
         return 0;
     }
-    if (!smi_valid_uuid(f[1]))
+    if (!gpu_csv_valid_uuid(f[1]))
         return err_set(err, ERR_INTERNAL,
                        "nvidia-smi output line %d: '%s' is not a GPU UUID (GPU-...)", line_no,
-                       smi_quote(f[1], q, sizeof(q)));
+                       gpu_csv_quote(f[1], q, sizeof(q)));
     memcpy(d->uuid, f[1].p, f[1].len);
-    if (smi_unavailable(f[2]))
+    if (gpu_csv_unavailable(f[2]))
         d->healthy = false;
     else if (smi_valid_name(f[2]))
         memcpy(d->model, f[2].p, f[2].len);
@@ -172,17 +75,18 @@ static int smi_parse_line(struct smi_span line, int line_no, gpu_device *d, gb_e
         return err_set(err, ERR_INTERNAL,
                        "nvidia-smi output line %d: name '%s' is not printable text of at most %d "
                        "characters",
-                       line_no, smi_quote(f[2], q, sizeof(q)), GPU_MODEL_MAX - 1);
-    if (smi_unavailable(f[3]))
+                       line_no, gpu_csv_quote(f[2], q, sizeof(q)), GPU_MODEL_MAX - 1);
+    /* "81920" or "81920 MiB" (with units) -> MiB. */
+    if (gpu_csv_unavailable(f[3]))
         d->healthy = false;
-    else if (!smi_parse_memory(f[3], &d->memory_mib))
+    else if (!gpu_csv_number(f[3], 9, "MiB", &d->memory_mib))
         return err_set(err, ERR_INTERNAL,
                        "nvidia-smi output line %d: memory.total '%s' is not a number of MiB",
-                       line_no, smi_quote(f[3], q, sizeof(q)));
+                       line_no, gpu_csv_quote(f[3], q, sizeof(q)));
     if (!d->healthy) {
         char q2[72];
         log_warn("nvidia-smi: GPU %s is unhealthy: name '%s', memory '%s'", d->uuid,
-                 smi_quote(f[2], q, sizeof(q)), smi_quote(f[3], q2, sizeof(q2)));
+                 gpu_csv_quote(f[2], q, sizeof(q)), gpu_csv_quote(f[3], q2, sizeof(q2)));
     }
     return 1;
 }
@@ -204,29 +108,16 @@ static int smi_check_unique(const gpu_inventory *inv, const gpu_device *d, int l
 
 static int smi_parse_lines(const char *csv, gpu_inventory *out, gb_err *err)
 {
-    bool first = true;
-    int line_no = 0;
-    for (const char *p = csv; *p;) {
-        const char *nl = strchr(p, '\n');
-        struct smi_span line = {p, nl ? (size_t)(nl - p) : strlen(p)};
-        p = nl ? nl + 1 : p + line.len;
-        line_no++;
-        line = smi_trim(line);
-        if (line.len == 0)
-            continue;
-        struct smi_span f0;
-        smi_split(line, &f0, 1);
-        bool header = first && smi_span_eq(f0, "index");
-        first = false;
-        if (header)
-            continue;
+    struct gpu_csv_lines it = {.next = csv, .first = true, .header_word = "index"};
+    struct gpu_csv_span line;
+    while (gpu_csv_next_line(&it, &line)) {
         gpu_device d = {0};
-        int r = smi_parse_line(line, line_no, &d, err);
+        int r = smi_parse_line(line, it.line_no, &d, err);
         if (r < 0)
             return -1;
         if (r == 0)
             continue;
-        if (smi_check_unique(out, &d, line_no, err) < 0)
+        if (smi_check_unique(out, &d, it.line_no, err) < 0)
             return -1;
         gpu_inventory_add(out, &d);
     }
@@ -285,19 +176,17 @@ static void smi_read_extras(const char *path, int timeout_ms, gpu_inventory *inv
         log_debug("nvidia-smi: no driver version or MIG mode: %s", e.msg);
         return;
     }
-    for (const char *p = r.out; p && *p;) {
-        const char *nl = strchr(p, '\n');
-        struct smi_span line = {p, nl ? (size_t)(nl - p) : strlen(p)};
-        p = nl ? nl + 1 : NULL;
-        struct smi_span f[3];
-        if (smi_split(smi_trim(line), f, 3) != 3)
+    struct gpu_csv_lines it = {.next = r.out, .first = true}; /* noheader: no header_word */
+    struct gpu_csv_span line, f[3];
+    while (gpu_csv_next_line(&it, &line)) {
+        if (gpu_csv_split(line, f, 3) != 3)
             continue;
-        if (!inv->driver_version[0] && !smi_unavailable(f[1]) && smi_valid_name(f[1]) &&
+        if (!inv->driver_version[0] && !gpu_csv_unavailable(f[1]) && smi_valid_name(f[1]) &&
             f[1].len < sizeof(inv->driver_version))
             memcpy(inv->driver_version, f[1].p, f[1].len);
         for (size_t i = 0; i < inv->n; i++) {
             gpu_device *d = &inv->devices[i];
-            if (smi_span_eq(f[0], d->uuid) && smi_span_eq(f[2], "Enabled")) {
+            if (gpu_csv_eq(f[0], d->uuid) && gpu_csv_eq(f[2], "Enabled")) {
                 d->mig_enabled = true;
                 log_warn("nvidia-smi: GPU %s is in MIG mode; its MIG instances are listed only "
                          "through NVML (--gpu-source nvml), so it is not scheduled",
