@@ -373,8 +373,16 @@ int monitor_start(app *a, gb_err *err)
     bool sampling = interval > 0;
     m->interval_ms = sampling ? (int64_t)(interval * 1000 + 0.5) : 1000;
     gpu_config cfg = {.nvml_library = a->cfg.nvml_library, .nvidia_smi = a->cfg.nvidia_smi};
-    if (sampling && gpu_sampler_open(&cfg, &a->gpus, &m->sampler, err) < 0)
-        return err_prefix(err, "starting the usage monitor (--usage-interval 0 turns it off)");
+    gb_err why = GB_ERR_INIT;
+    if (sampling && gpu_sampler_open(&cfg, &a->gpus, &m->sampler, &why) < 0) {
+        /* The cards were found, so gpuboxd serves them; it only cannot
+         * watch them. */
+        log_warn("usage monitor: cannot read the GPUs' usage (%s); running without live usage, "
+                 "health checks and idleStop",
+                 why.msg);
+        sampling = false;
+        m->interval_ms = 1000;
+    }
     mon_reload_sets(a, true);
     int rc = pthread_create(&m->thread, NULL, mon_thread, a);
     if (rc != 0)
@@ -385,7 +393,7 @@ int monitor_start(app *a, gb_err *err)
         log_info("usage monitor: sampling every %g s from %s; idle under %u%%; critical XIDs %s",
                  interval, a->gpus.source, m->idle_threshold, xids);
     else
-        log_info("usage monitor: no sampling (--usage-interval 0); maxDuration checked every 1 s");
+        log_info("usage monitor: no sampling; maxDuration checked every 1 s");
     return 0;
 }
 
