@@ -54,7 +54,9 @@ def view(d):
     for s in list_sets(d, all_=True):
         sets[s["name"]] = {k: s[k] for k in ("version", "state", "status", "containerName",
                                              "gpus", "ports", "createTime")}
-    infos = {n: info_ok(d, n) for n, s in sets.items() if s["state"] != "deleted"}
+    # Without the live usage: it is a reading of the moment (test_usage.py).
+    infos = {n: {k: v for k, v in info_ok(d, n).items() if k != "usage"}
+             for n, s in sets.items() if s["state"] != "deleted"}
     return {"sets": sets, "infos": infos, "gpus": gpu_map(d), "ports": ports_state(d),
             "history": {n: history(d, n).data for n in sets}}
 

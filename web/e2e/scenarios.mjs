@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { api, apiOk, assertClean, axeSerious, env, login, newPage, screenshot, until } from './lib.mjs';
 
 const P = env.prefix;
-const gpuBar = (page, index) => page.getByRole('meter', { name: `GPU ${index} memory` });
+const gpuBar = (page, index) => page.getByRole('meter', { name: `GPU ${index} memory`, exact: true });
 
 /** The tenants a card's bar shows. */
 async function tenantsOn(page, index) {
@@ -149,7 +149,7 @@ export const scenarios = {
 
     // stop (the cards go back), start
     await page.goto(`${env.url}/#/instances/${name}`);
-    await page.getByRole('button', { name: 'Stop' }).click();
+    await page.getByRole('button', { name: 'Stop', exact: true }).click();
     await until('stopped', async () => (await state.textContent()).includes('stopped'), 30000);
     assert.deepEqual((await apiOk('GET', `/api/v1/replicaSet/${name}`)).info.gpus, []);
     await page.getByRole('button', { name: 'Start' }).click();
@@ -204,7 +204,7 @@ export const scenarios = {
     await page.locator('main h1', { hasText: 'Volumes' }).waitFor();
     await noButtons('volumes');
     await page.getByRole('link', { name: 'Overview' }).click();
-    await page.getByRole('meter', { name: 'GPU 0 memory' }).waitFor();
+    await page.getByRole('meter', { name: 'GPU 0 memory', exact: true }).waitFor();
     await noButtons('overview');
     // and the API agrees: its token cannot change anything
     const r = await api('PATCH', `/api/v1/replicaSet/${name}/stop`, undefined, env.viewer);
@@ -295,7 +295,7 @@ export const scenarios = {
     const found = { login: await axeSerious(page) };
     await login(page, env.admin);
     for (const [label, hash, ready] of [
-      ['overview', '#/overview', () => page.getByRole('meter', { name: 'GPU 0 memory' }).waitFor()],
+      ['overview', '#/overview', () => page.getByRole('meter', { name: 'GPU 0 memory', exact: true }).waitFor()],
       ['instances', '#/instances', () => row(page, name).waitFor()],
       ['instance', `#/instances/${name}`, () => page.getByRole('button', { name: 'Scale' }).waitFor()],
       ['create', '#/instances', async () => {
@@ -340,7 +340,7 @@ export const scenarios = {
     await page.getByLabel('API token').waitFor();
     await screenshot(page, 'console-login');
     await login(page, env.admin);
-    await page.getByRole('meter', { name: 'GPU 0 memory' }).waitFor();
+    await page.getByRole('meter', { name: 'GPU 0 memory', exact: true }).waitFor();
     await until('the tenants on the bars', async () => (await tenantsOn(page, 0)).length > 0);
     await screenshot(page, 'console-overview');
     await page.getByRole('link', { name: 'Instances' }).click();
@@ -379,7 +379,7 @@ export const scenarios = {
     await login(page, env.admin);
     for (const node of ['a', 'b']) {
       const region = page.getByRole('region', { name: `Node ${node}` });
-      await region.getByRole('meter', { name: `${node} GPU 0 memory` }).waitFor();
+      await region.getByRole('meter', { name: `${node} GPU 0 memory`, exact: true }).waitFor();
       await until(`node ${node}'s cards to show ${P}${node}`, async () =>
         (await region.locator(`[data-tenant="${P}${node}"]`).count()) === 1);
     }

@@ -118,6 +118,9 @@ export interface ReplicaSet {
   usage?: SetUsage | null;
   /** While running or paused: when its current run began. */
   runningSince?: string;
+  /** The set's run limits (beside the spec: not part of a version); "" for none. */
+  idleStop?: string;
+  maxDuration?: string;
   /** When maxDuration is set and it runs: when it will be stopped. */
   stopAt?: string;
   /** While stopped: why. */

@@ -130,12 +130,9 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     json_object_set_new(info, "containerId", json_string(r.container_id));
     json_object_set_new(info, "spec", rs_spec_to_json(&r.spec));
     json_object_set_new(info, "gpuLimits", rs_gpu_limits(a, &r, inspect));
-    /* The run limits beside the spec and in it (a create takes them in
-     * its body, so a spec copied from here makes the same set). */
+    /* The run limits beside the spec: they belong to the set, not to a
+     * version (replicaset/record.h). */
     rs_record_limits_json(&r, info);
-    json_t *spec = json_object_get(info, "spec");
-    json_object_set(spec, "idleStop", json_object_get(info, "idleStop"));
-    json_object_set(spec, "maxDuration", json_object_get(info, "maxDuration"));
     json_t *usage = monitor_set_json(a, &r);
     json_object_set_new(info, "usage", usage ? usage : json_null());
     if (r.operation[0])

@@ -96,7 +96,8 @@ function gpuLimitText(limits: Info['gpuLimits']): string | null {
 function Details({ info, fleet }: { info: Info; fleet: boolean }) {
   const shares = new Map(info.gpuShares.map((s) => [s.uuid, s]));
   const limit = gpuLimitText(info.gpuLimits);
-  const spec = info.spec;
+  // The run limits belong to the set, not to a version: the API puts them beside the spec.
+  const spec = { ...info.spec, idleStop: info.idleStop ?? info.spec.idleStop, maxDuration: info.maxDuration ?? info.spec.maxDuration };
   return (
     <>
       <dl class="facts">
@@ -306,7 +307,7 @@ export function InstanceDetail({ name }: { name: string }) {
         {info?.state === 'creating' && <p class="notice">Being created: its container is starting.</p>}
         {info?.state === 'stopped' && info.stopped && (
           <p class="notice stopped-why">
-            {stopText(info.stopped, info.spec)}, at {timeText(info.stopped.at)} ({age(info.stopped.at)} ago).
+            {stopText(info.stopped, { ...info.spec, idleStop: info.idleStop ?? info.spec.idleStop, maxDuration: info.maxDuration ?? info.spec.maxDuration })}, at {timeText(info.stopped.at)} ({age(info.stopped.at)} ago).
             {info.stopped.detail && <span class="hint"> {info.stopped.detail}</span>}
           </p>
         )}

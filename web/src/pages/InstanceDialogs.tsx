@@ -150,8 +150,8 @@ export function StopRuleFields({
  * Only the fields changed are sent; "" takes a rule away.
  */
 export function AutoStopDialog({ info, act, onClose }: DialogProps) {
-  const initialIdle = info.spec.idleStop ?? '';
-  const initialMax = info.spec.maxDuration ?? '';
+  const initialIdle = info.idleStop ?? info.spec.idleStop ?? '';
+  const initialMax = info.maxDuration ?? info.spec.maxDuration ?? '';
   const [idleStop, setIdleStop] = useState(initialIdle);
   const [maxDuration, setMaxDuration] = useState(initialMax);
   const [note, setNote] = useState<string | null>(null);
