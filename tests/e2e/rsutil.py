@@ -353,3 +353,19 @@ def remove_volumes_by_hand(data_dir, prefix):
             continue
         if backing.startswith(volumes + "/"):
             subprocess.run(["losetup", "-d", f"/dev/{sysdir.name}"], check=False)
+
+
+# --- live usage ---------------------------------------------------------------------------------
+
+LIVE_KEYS = ("usage", "memoryUsedMiB", "utilization")
+
+
+def still(x):
+    """x without the live usage fields (docs/usage.md): a reading of the
+    moment, which answers compared across time leave out (test_usage.py
+    checks them)."""
+    if isinstance(x, dict):
+        return {k: still(v) for k, v in x.items() if k not in LIVE_KEYS}
+    if isinstance(x, list):
+        return [still(v) for v in x]
+    return x

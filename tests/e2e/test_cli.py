@@ -31,7 +31,7 @@ from pathlib import Path
 
 from conftest import BUILD_DIR, SANITIZER_MARKERS
 from rsutil import (IMAGE, RUN_TAG, container, image, info_ok, list_sets, module_daemon,
-                    remove_image, used_ports, wipe)
+                    remove_image, still, used_ports, wipe)
 
 CLI = Path(os.environ.get("GPUBOX_CLI", BUILD_DIR / "gpubox"))
 PREFIX = "e2cli" + RUN_TAG
@@ -253,7 +253,7 @@ def test_run_ps_inspect_history(d):
     out = ok(d, "inspect", name).stdout
     assert f"Name:       {name}\n" in out and "State:      running\n" in out
     assert f"Image:      {IMAGE}\n" in out and "Cmd:        sleep 3600\n" in out
-    assert as_json(d, "inspect", name) == d.get(f"/api/v1/replicaSet/{name}").data
+    assert still(as_json(d, "inspect", name)) == still(d.get(f"/api/v1/replicaSet/{name}").data)
     hist = table(ok(d, "history", name).stdout)
     assert hist == [{"VERSION": "1", "CREATED": rs["createTime"], "CONTAINER": f"{name}-1",
                      "IMAGE": IMAGE, "GPUS": "2"}]

@@ -20,7 +20,7 @@ from conftest import BUILD_DIR, Daemon, run_gpuboxd
 from etcdutil import EtcdServer
 from rsutil import (RUN_TAG, call, container, create_ok, delete, execute_ok, gpu_map,
                     held_gpus, history, info_ok, lifecycle, list_sets, patch_ok, ports_state,
-                    remove_containers, remove_volumes_by_hand, rollback, used_ports)
+                    remove_containers, remove_volumes_by_hand, rollback, still, used_ports)
 
 PREFIX = "e2es" + RUN_TAG
 PORT_RANGE = "61750-61799"
@@ -250,7 +250,8 @@ def view(d):
     sets = list_sets(d, all_=True)
     volumes = call(d, "GET", "/api/v1/volumes").data["volumes"]
     return {"sets": sets,
-            "infos": {s["name"]: info_ok(d, s["name"]) for s in sets if s["state"] != "deleted"},
+            "infos": {s["name"]: still(info_ok(d, s["name"])) for s in sets
+                      if s["state"] != "deleted"},
             "history": {s["name"]: history(d, s["name"]).data for s in sets},
             "volumes": volumes,
             "volume history": {v["name"]: call(d, "GET", f"/api/v1/volumes/{v['name']}/history")

@@ -27,7 +27,7 @@ from rsutil import RUN_TAG
 from conftest import FAKE_NVML, Daemon, fake_gpu_env, run_gpuboxd
 from rsutil import (IMAGE, LONG_RUNNING, call, container, create, create_ok, delete, env_of,
                     execute, execute_ok, gpu_devices, gpu_map, info_ok, list_sets,
-                    remove_containers, wipe)
+                    remove_containers, still, wipe)
 
 PREFIX = "e2gs" + RUN_TAG
 MIXED = "2xT4-16GB,1xA100-40GB,1xH100-80GB"
@@ -494,7 +494,7 @@ def test_kill_9_keeps_every_grant(tmp_path):
         share_ok(d, "k4", shared=True)  # T4 1, replica 0 of 2
         share_ok(d, "k5", shared=True)  # T4 1, replica 1
         create_ok(d, f"{PREFIX}_k6", gpus=1)  # A100, whole
-        before = d.get("/api/v1/resources/gpus").data
+        before = still(d.get("/api/v1/resources/gpus").data)
         infos = {n: info_ok(d, f"{PREFIX}_{n}") for n in ("k1", "k4", "k6")}
         stale = data / "gpu-env" / f"{PREFIX}_gone-1.env"
         stale.write_text("GPUBOX_GPU_SHARE=memory\n")
@@ -504,7 +504,7 @@ def test_kill_9_keeps_every_grant(tmp_path):
         d.log_file.close()
 
         d = start(tmp_path, "restart", *args, data=data)
-        assert d.get("/api/v1/resources/gpus").data == before
+        assert still(d.get("/api/v1/resources/gpus").data) == before
         for n, i in infos.items():
             again = info_ok(d, f"{PREFIX}_{n}")
             assert (again["gpus"], again["gpuShares"]) == (i["gpus"], i["gpuShares"])

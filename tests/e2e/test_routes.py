@@ -5,7 +5,7 @@ import re
 
 from conftest import docker_get, run_gpuboxd
 
-DEVICE_KEYS = {"uuid", "index", "model", "memoryMiB", "allocatedMemoryMiB", "tenants", "mode",
+DEVICE_KEYS = {"uuid", "index", "model", "memoryMiB", "allocatedMemoryMiB", "tenants", "mode", "usage",
                "healthy", "capacityMiB", "freeMemoryMiB", "allocations", "replicas",
                "maxTenants", "excluded", "shareable", "enforced"}
 
