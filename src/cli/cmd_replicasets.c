@@ -310,7 +310,11 @@ static const char *rs_spec_text(const json_t *spec, const char *field)
  * when the answer has them (a gpuboxd without them prints nothing more). */
 static void inspect_usage_print(cli_ctx *ctx, const json_t *data, const json_t *spec)
 {
-    const char *idle = rs_spec_text(spec, "idleStop"), *max = rs_spec_text(spec, "maxDuration");
+    /* The run limits sit beside the spec; older answers had them in it. */
+    const char *idle = json_string_value(rs_info_field(data, "idleStop"));
+    const char *max = json_string_value(rs_info_field(data, "maxDuration"));
+    idle = idle && *idle ? idle : rs_spec_text(spec, "idleStop");
+    max = max && *max ? max : rs_spec_text(spec, "maxDuration");
     const char *since = json_string_value(rs_info_field(data, "runningSince"));
     const char *stop_at = json_string_value(rs_info_field(data, "stopAt"));
     json_t *stopped = rs_info_field(data, "stopped"), *usage = rs_info_field(data, "usage");

@@ -258,13 +258,13 @@ def test_idle_stop_and_max_duration(d):
     ok(d, "run", name, "--image", IMAGE, "--gpus", "1", "--idle-stop", "30m",
        "--max-duration", "8h", "--", "sleep", "3600")
     info = json.loads(ok(d, "--json", "inspect", name).stdout)["info"]
-    assert info["spec"]["idleStop"] == "30m" and info["spec"]["maxDuration"] == "8h", info["spec"]
+    assert info["idleStop"] == "30m" and info["maxDuration"] == "8h", info
     out = ok(d, "inspect", name).stdout
     assert "Auto stop:  idle 30m; max 8h, at " in out, out
     assert "Running:    since " in out, out
     ok(d, "scale", name, "--max-duration", "2h")
     info = json.loads(ok(d, "--json", "inspect", name).stdout)["info"]
-    assert info["spec"]["maxDuration"] == "2h" and info["spec"]["idleStop"] == "30m", info["spec"]
+    assert info["maxDuration"] == "2h" and info["idleStop"] == "30m", info
     # The daemon checks the durations: below its 10 s minimum is a bad request.
     p = gpubox(d, "scale", name, "--idle-stop", "5s")
     assert p.returncode == 2 and p.stderr.startswith("gpubox: "), (p.returncode, p.stderr)
