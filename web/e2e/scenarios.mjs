@@ -394,10 +394,12 @@ export const scenarios = {
     await page.getByRole('button', { name: 'Cordon b' }).click();
     await page.getByRole('button', { name: 'Uncordon b' }).waitFor();
     const b = async () => (await apiOk('GET', '/api/v1/nodes')).nodes.find((n) => n.name === 'b');
-    assert.equal((await b()).cordoned, true);
+    // The page may show the change from one node's answer a moment before
+    // another node's view of the registry has it: wait, briefly, for both.
+    await until('the API to show b cordoned', async () => (await b()).cordoned === true);
     await page.getByRole('button', { name: 'Uncordon b' }).click();
     await page.getByRole('button', { name: 'Cordon b' }).waitFor();
-    assert.equal((await b()).cordoned, false);
+    await until('the API to show b uncordoned', async () => (await b()).cordoned === false);
     assertClean(page);
   },
 };
