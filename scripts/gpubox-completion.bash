@@ -8,7 +8,7 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --interval -n --iterations --limit --image -i --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --gpus -g --gpu-memory --idle-stop --max-duration --workdir -w --timeout -t --node --role --cards --share-mib --share --instances --volume-bytes --role --cards --share-mib --share --instances --volume-bytes --cards --share-mib --share --instances --volume-bytes --user -u --set -s --from --to --host -H --token"
+    local valued=" --interval -n --iterations --limit --image -i --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --gpus -g --gpu-memory --idle-stop --max-duration --image -i --workdir -w --timeout -t --node --role --cards --share-mib --share --instances --volume-bytes --role --cards --share-mib --share --instances --volume-bytes --cards --share-mib --share --instances --volume-bytes --user -u --set -s --from --to --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
@@ -38,15 +38,15 @@ _gpubox() {
     history)
         _gpubox_args 1 1 " $globals" ;;
     scale)
-        _gpubox_args 1 1 " --gpus -g --gpu-memory --idle-stop --max-duration $globals" ;;
+        _gpubox_args 1 1 " --gpus -g --gpu-memory --idle-stop --max-duration --image -i $globals" ;;
     stop)
         _gpubox_args 1 1 " $globals" ;;
     start)
-        _gpubox_args 1 1 " $globals" ;;
+        _gpubox_args 1 1 " --no-gpu $globals" ;;
     pause)
         _gpubox_args 1 1 " $globals" ;;
     restart)
-        _gpubox_args 1 1 " $globals" ;;
+        _gpubox_args 1 1 " --no-gpu $globals" ;;
     rollback)
         _gpubox_args 1 1 " $globals" ;;
     exec)

@@ -295,7 +295,7 @@ int api_container_restart(http_request *req, http_response *resp, gb_err *err)
     if (api_body(req, no_fields, false, &body, err) < 0 || legacy_name(req, name, err) < 0)
         return -1;
     json_t *data = NULL;
-    if (replicaset_restart(req->ctx, name, &data, err) < 0)
+    if (replicaset_restart(req->ctx, name, false, &data, err) < 0)
         return -1;
     return http_response_data(resp, data, err);
 }

@@ -275,9 +275,26 @@ int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err)
     return answer(rc, data, resp, err);
 }
 
+/* An optional body {"gpuCount": 0}: start without the set's cards. */
 int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
 {
-    return lifecycle(req, replicaset_restart, resp, err);
+    static const char *const fields[] = {"gpuCount", NULL};
+    const char *name = NULL;
+    json_t *body = NULL;
+    long long count = 0;
+    if (api_path_name(req, &name, err) < 0 || api_body(req, fields, false, &body, err) < 0 ||
+        (body && json_field_int(body, NULL, "gpuCount", &count, false, err) < 0))
+        return -1;
+    bool no_gpu = body && json_object_get(body, "gpuCount");
+    if (count != 0)
+        return err_set(
+            err, ERR_INVALID_PARAMS,
+            "gpuCount on a restart is 0 (start without cards) or absent (start with "
+            "the set's cards); %lld cards is a change of the set: PATCH it with gpuPatch",
+            count);
+    json_t *data = NULL;
+    int rc = replicaset_restart(req->ctx, name, no_gpu, &data, err);
+    return answer(rc, data, resp, err);
 }
 
 int api_operation(http_request *req, http_response *resp, gb_err *err)

@@ -434,6 +434,17 @@ static void rs_patch_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     const rs_patch_line *line = arg;
     fprintf(ctx->out, line->human, line->name, cli_str(data, "containerName"));
+    if (json_is_false(json_object_get(data, "systemDiskCarried")))
+        fprintf(ctx->out,
+                "%s: now runs %s, without the old system disk (binds and volumes "
+                "kept; roll back to return to the old image)\n",
+                line->name, cli_str(data, "imageName"));
+    const json_t *aside = json_object_get(data, "gpusAside");
+    if (aside)
+        fprintf(ctx->out,
+                "%s: runs without its %lld card(s); start it again without --no-gpu "
+                "to take them\n",
+                line->name, (long long)json_integer_value(json_object_get(aside, "gpuCount")));
 }
 
 /* A PATCH .../suffix with body (may be NULL), its progress shown labelled
@@ -453,11 +464,14 @@ int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)
     char msg[256];
     const char *gpus = cli_get(a, "gpus"), *memory = cli_get(a, "gpu-memory");
     const char *idle = cli_get(a, "idle-stop"), *max = cli_get(a, "max-duration");
-    if (!gpus && !memory && !idle && !max)
+    const char *image = cli_get(a, "image");
+    if (!gpus && !memory && !idle && !max && !image)
         return cli_usage_error(ctx, a->cmd,
-                               "give --gpus N and/or --gpu-memory SIZE (or --idle-stop, "
+                               "give --gpus N and/or --gpu-memory SIZE (or --image, --idle-stop, "
                                "--max-duration)");
     _cleanup_json_ json_t *body = json_object();
+    if (image)
+        json_object_set_new(body, "imageName", json_string(image));
     long long n;
     if (gpus || memory) {
         json_t *patch = json_object();
@@ -492,9 +506,16 @@ int cli_cmd_pause(cli_ctx *ctx, const cli_args *a)
                     "%s: paused (%s stopped; GPUs and ports kept)\n");
 }
 
+/* --no-gpu: {"gpuCount": 0}, a start without the set's cards. */
+static json_t *rs_restart_body(const cli_args *a)
+{
+    return cli_flag(a, "no-gpu") ? json_pack("{s:i}", "gpuCount", 0) : NULL;
+}
+
 int cli_cmd_restart(cli_ctx *ctx, const cli_args *a)
 {
-    return rs_patch(ctx, "restart", a->pos[0], "restart", NULL, "%s: restarted as %s\n");
+    _cleanup_json_ json_t *body = rs_restart_body(a);
+    return rs_patch(ctx, "restart", a->pos[0], "restart", body, "%s: restarted as %s\n");
 }
 
 /* Continue a paused set, restart a stopped one: the state decides. */
@@ -506,10 +527,11 @@ int cli_cmd_start(cli_ctx *ctx, const cli_args *a)
     if (rc)
         return rc;
     const char *state = cli_str(json_object_get(r.data, "info"), "state");
-    if (!strcmp(state, "paused"))
+    _cleanup_json_ json_t *body = rs_restart_body(a);
+    if (!strcmp(state, "paused") && !body)
         return rs_patch(ctx, NULL, a->pos[0], "continue", NULL, "%s: running again (%s)\n");
-    if (!strcmp(state, "stopped"))
-        return rs_patch(ctx, "start", a->pos[0], "restart", NULL, "%s: started as %s\n");
+    if (!strcmp(state, "stopped") || !strcmp(state, "paused"))
+        return rs_patch(ctx, "start", a->pos[0], "restart", body, "%s: started as %s\n");
     return cli_fail(ctx, !strcmp(state, "deleted") ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CONFLICT,
                     "cannot start replica set '%s': it is %s; only a paused or stopped set can "
                     "start",

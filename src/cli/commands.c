@@ -66,6 +66,15 @@ static const cli_opt scale_opts[] = {
      "stop it after its cards are idle this long (\"\": never)"},
     {"max-duration", 0, CLI_OPT_VALUE, "DURATION",
      "stop it after it has run this long (\"\": no limit)"},
+    {"image", 'i', CLI_OPT_VALUE, "IMAGE",
+     "run another image (a new version that keeps binds, env, ports and cards, not the system "
+     "disk)"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt start_opts[] = {
+    {"no-gpu", 0, CLI_OPT_FLAG, NULL,
+     "start without the set's cards (a new version; the next start takes them again)"},
     CLI_OPTS_END,
 };
 
@@ -195,24 +204,28 @@ const cli_command cli_commands[] = {
     {"history", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_history,
      "List every version of a replica set, newest first", NULL},
     {"scale", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, scale_opts, cli_cmd_scale,
-     "Change a replica set's GPUs (a new version keeps the system disk), or its automatic stops",
+     "Change a replica set's GPUs or image (a new version), or its automatic stops",
+     "A new version of the same image keeps the system disk; with --image it starts from the "
+     "other image and keeps only binds and volumes (roll back to return to the old image). "
      "--idle-stop and --max-duration change when the set stops by itself; \"\" removes the "
      "limit."},
     {"stop", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_stop,
      "Stop the container and release its GPUs and ports", NULL},
-    {"start", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_start,
+    {"start", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, start_opts, cli_cmd_start,
      "Start a paused or stopped replica set again",
      "A paused set continues in the same container with the GPUs it kept. A stopped set "
      "takes its GPUs and ports again: if the cards it held are still free it starts the "
      "same container (no new version); otherwise it takes other cards and starts a new "
-     "version that keeps the system disk."},
+     "version that keeps the system disk. With --no-gpu it starts as a new version without "
+     "cards (to copy data out cheaply); the next start without --no-gpu takes cards again."},
     {"pause", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_pause,
      "Stop the container, keeping its GPUs and ports", NULL},
-    {"restart", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_restart,
+    {"restart", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, start_opts, cli_cmd_restart,
      "Restart the container; a stopped set takes its GPUs and ports again",
      "A running or paused set is restarted in place. A stopped set starts the same "
      "container if the cards it held are still free, or a new version on other cards "
-     "that keeps the system disk."},
+     "that keeps the system disk. --no-gpu: a new version without cards; a set whose cards "
+     "are aside takes them again on a restart without it."},
     {"rollback", "NAME VERSION", 2, 2, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_rollback,
      "Run version VERSION's spec again as a new version", NULL},
     {"exec", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, true, "CMD...", exec_opts, cli_cmd_exec,

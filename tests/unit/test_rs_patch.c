@@ -237,12 +237,27 @@ static void test_limits(void **state)
 static void test_unknown_fields_and_types(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(patch(f, "{\"imageName\":\"other\"}"), ERR_INVALID_PARAMS);
+    assert_int_equal(patch(f, "{\"imageName\":\"\"}"), ERR_IMAGE_EMPTY);
+    assert_int_equal(patch(f, "{\"imageName\":5}"), ERR_INVALID_PARAMS);
     assert_non_null(strstr(f->err.msg, "imageName"));
     assert_int_equal(patch(f, "{\"gpuCount\":3}"), ERR_INVALID_PARAMS);
+    assert_non_null(strstr(f->err.msg, "gpuCount"));
     assert_int_equal(patch(f, "[]"), ERR_WRONG_TYPE);
     /* A failed patch leaves nothing to free and nothing changed. */
     assert_null(f->out.image);
+}
+
+/* Another image is a patch like any other: the new spec names it, and
+ * nothing else changes. */
+static void test_image(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(patch(f, "{\"imageName\":\"other:v2\"}"), ERR_OK);
+    assert_true(f->changed);
+    assert_string_equal(f->out.image, "other:v2");
+    assert_int_equal(f->out.gpu_count, f->base.gpu_count);
+    assert_int_equal(f->out.nbinds, f->base.nbinds);
+    assert_int_equal(f->out.nenv, f->base.nenv);
 }
 
 static void test_patch_combined(void **state)
@@ -279,6 +294,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ports_replace_the_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_fields_and_types, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_image, setup, teardown),
         cmocka_unit_test_setup_teardown(test_patch_combined, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

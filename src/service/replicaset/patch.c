@@ -35,6 +35,12 @@ static int rs_change_to_spec(app *a, const op_kind *kind, const rs_record *r, co
     bool swapped = false;
     if (rs_version_check_container(a, r, code, err) < 0 || binds_resolve(a, spec, &binds, err) < 0)
         return -1;
+    /* Another image must be here before anything is taken (a version of
+     * another image does not carry the system disk: version.c). */
+    _cleanup_json_ json_t *image = NULL;
+    if (strcmp(spec->image, r->spec.image) != 0 &&
+        docker_image_inspect(a->docker, spec->image, &image, err) < 0)
+        return -1;
     rs_version_next(r, spec, &to);
     if (rs_alloc_next(a, r, &to, &swapped, err) < 0)
         return -1;
@@ -126,12 +132,6 @@ int replicaset_rollback(app *a, const char *name, long long version, json_t **ou
                        "replica set '%s' has no version %lld (its versions are 1 to %d; GET "
                        "its history)",
                        name, version, r.version);
-    /* A system disk records changes against one image. */
-    if (strcmp(spec.image, r.spec.image) != 0)
-        return err_set(err, ERR_ROLLBACK_FAILED,
-                       "version %lld ran image %s, version %d runs %s; the system disk can only "
-                       "be carried between containers of one image",
-                       version, spec.image, r.version, r.spec.image);
     char reason[48];
     snprintf(reason, sizeof(reason), "rollback to %lld", version);
     return rs_change_to_spec(a, &rs_op_rollback, &r, &spec, reason, out, err);

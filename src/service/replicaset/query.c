@@ -133,6 +133,8 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     /* The run limits beside the spec: they belong to the set, not to a
      * version (replicaset/record.h). */
     rs_record_limits_json(&r, info);
+    if (r.gpus_aside)
+        json_object_set_new(info, "gpusAside", json_deep_copy(r.gpus_aside));
     json_t *usage = monitor_set_json(a, &r);
     json_object_set_new(info, "usage", usage ? usage : json_null());
     if (r.operation[0])

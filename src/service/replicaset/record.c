@@ -185,6 +185,8 @@ json_t *rs_record_to_json(const rs_record *r)
         json_object_set_new(j, "stopped",
                             json_pack("{s:s, s:s, s:s}", "reason", r->stop_reason, "at",
                                       r->stopped_at, "detail", r->stop_detail));
+    if (j && r->gpus_aside)
+        json_object_set_new(j, "gpusAside", json_deep_copy(r->gpus_aside));
     return j;
 }
 
@@ -360,6 +362,12 @@ int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
         copy_field(j, "owner", out->owner, sizeof(out->owner), err) < 0 ||
         rs_limits_from_json(j, out, err) < 0)
         goto fail;
+    json_t *aside = json_object_get(j, "gpusAside");
+    if (aside && !json_is_object(aside)) {
+        err_set(err, ERR_INTERNAL, "record of %s has gpusAside that is not an object", out->name);
+        goto fail;
+    }
+    out->gpus_aside = aside ? json_deep_copy(aside) : NULL;
     int s = rs_state_parse(state);
     if (s < 0 || version < 0 || version > 1000000000) {
         err_set(err, ERR_INTERNAL, "record of %s has state '%s', version %lld", out->name, state,
@@ -460,6 +468,7 @@ void rs_record_copy(const rs_record *src, rs_record *dst)
     dst->ports = rs_dup(src->ports, src->nports, sizeof(*src->ports));
     dst->last_gpus = rs_dup(src->last_gpus, src->nlast_gpus, sizeof(*src->last_gpus));
     dst->last_ports = rs_dup(src->last_ports, src->nlast_ports, sizeof(*src->last_ports));
+    dst->gpus_aside = src->gpus_aside ? json_deep_copy(src->gpus_aside) : NULL;
     rs_spec_copy(&src->spec, &dst->spec);
 }
 
@@ -474,6 +483,8 @@ void rs_record_free(rs_record *r)
     r->gpus = NULL;
     r->ports = NULL;
     r->ngpus = r->nports = 0;
+    json_decref(r->gpus_aside);
+    r->gpus_aside = NULL;
     rs_record_forget_last(r);
 }
 

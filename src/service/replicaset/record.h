@@ -13,7 +13,14 @@
  *    "lastGpus": [...], "lastPorts": [...],             only when stopped
  *    "idleStopSeconds": 1800, "maxDurationSeconds": 28800,  run limits, when set
  *    "runningSince": "...Z",                            while running or paused
- *    "stopped": {"reason", "at", "detail"}}             while stopped
+ *    "stopped": {"reason", "at", "detail"},             while stopped
+ *    "gpusAside": {"gpuCount": 2, "gpuMemory": 0, ...}} while a version runs
+ *                                                       without its cards
+ * A start without cards (PATCH .../restart {"gpuCount": 0}) makes a version
+ * whose spec asks for none and keeps the set's GPU fields in gpusAside; the
+ * next normal start puts them back (a new version with cards), and a
+ * version that asks for cards itself (a gpuPatch, a rollback) has nothing
+ * aside (rs_version_next).
  * The run limits (docs/usage.md) belong to the set, not to a version: a
  * patch of them alone changes the record in place and a rollback keeps
  * them. runningSince and stopped are kept by rs_record_save from the state
@@ -114,14 +121,15 @@ typedef struct rs_record {
     size_t nlast_gpus;
     rs_held_port *last_ports;
     size_t nlast_ports;
-    int64_t mod_revision;         /* of the store key when loaded; 0 for a new record */
-    char owner[NAME_MAX_LEN + 1]; /* the user that created it (docs/users.md); "" before users */
+    int64_t mod_revision;            /* of the store key when loaded; 0 for a new record */
+    char owner[NAME_MAX_LEN + 1];    /* the user that created it (docs/users.md); "" before users */
     int64_t idle_stop_s;             /* stop after this long idle; 0: never */
     int64_t max_duration_s;          /* stop after running this long; 0: never */
     char running_since[RS_TIME_MAX]; /* when the current run began; "" when stopped */
     char stop_reason[16];            /* "request" | "idle" | "maxDuration"; "" unless stopped */
     char stopped_at[RS_TIME_MAX];
     char stop_detail[192];
+    json_t *gpus_aside; /* the GPU fields set aside by a start without cards; NULL: none */
     /* Not stored: what a save's quota check counts instead of what the
      * record holds (a version change holds the old and the new cards at
      * once for a moment; its quota is what the new version keeps). */

@@ -96,8 +96,11 @@ int replicaset_rollback(app *a, const char *name, long long version, json_t **ou
 /* Stopped: the same container again when the cards and ports it gave back
  * are all free (data: {..., version unchanged, sameContainer: true}), else
  * a new version on other cards with the system disk carried. Paused: as
- * continue. Running: the container is restarted. */
-int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err);
+ * continue. Running: the container is restarted.
+ * no_gpu: a set that has cards starts as a new version without them, its
+ * GPU fields set aside (record.h, gpusAside); a set whose cards are aside
+ * takes them again on a restart without no_gpu (a new version too). */
+int replicaset_restart(app *a, const char *name, bool no_gpu, json_t **out, gb_err *err);
 
 /* GET /api/v1/operations/{id}: the operation record (journal.h). */
 int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err);

@@ -124,7 +124,41 @@ static int rs_restart_running(app *a, rs_record *r, json_t **out, gb_err *err)
     return 0;
 }
 
-int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
+/* A start that sets the cards aside or puts them back (record.h,
+ * gpusAside): a new version whose spec asks for no cards, or for the ones
+ * set aside, keeping the ports it still holds or held last. */
+static int rs_restart_cards(app *a, rs_record *r, bool no_gpu, json_t **out, gb_err *err)
+{
+    _cleanup_(rs_spec_free) rs_spec spec = {0};
+    _cleanup_json_ json_t *aside = NULL;
+    rs_spec_copy(&r->spec, &spec);
+    if (no_gpu && !(aside = rs_spec_gpu_set_aside(&spec)))
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (!no_gpu && rs_spec_gpu_put_back(&spec, r->gpus_aside, err) < 0) {
+        err->code = ERR_INTERNAL;
+        return err_prefix(err, "the cards %s set aside", r->name);
+    }
+    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
+    _cleanup_(rs_record_free) rs_record to = {0};
+    bool swapped = false;
+    if (rs_version_check_container(a, r, ERR_RESTART_FAILED, err) < 0 ||
+        binds_resolve(a, &spec, &binds, err) < 0)
+        return -1;
+    rs_version_next(r, &spec, &to);
+    if (aside)
+        to.gpus_aside = steal_ptr(&aside);
+    int taken = r->state == RS_STATE_STOPPED ? rs_alloc_take_preferring_last(a, &to, err)
+                                             : rs_alloc_next(a, r, &to, &swapped, err);
+    if (taken < 0)
+        return -1;
+    if (rs_version_change(a, &rs_op_restart_new, r, &to, swapped,
+                          no_gpu ? "restart without cards" : "restart with cards", out, err) < 0)
+        return -1;
+    json_object_set_new(*out, "sameContainer", json_false());
+    return 0;
+}
+
+int replicaset_restart(app *a, const char *name, bool no_gpu, json_t **out, gb_err *err)
 {
     OPS_TIMED(a, "restart", out, err);
     if (name_check_replicaset(name, err) < 0)
@@ -133,6 +167,9 @@ int replicaset_restart(app *a, const char *name, json_t **out, gb_err *err)
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_RESTART, &r, err) < 0)
         return -1;
+    /* Without cards when it has some; with them again when they are aside. */
+    if (no_gpu ? rs_spec_gpu_asks(&r.spec) : r.gpus_aside != NULL)
+        return rs_restart_cards(a, &r, no_gpu, out, err);
     if (r.state == RS_STATE_PAUSED) {
         /* As continue, answered as every restart is. */
         json_t *state = NULL;

@@ -113,6 +113,14 @@ void rs_spec_gpu_free(rs_spec *spec);
 void rs_spec_gpu_request(const rs_spec *spec, gpus_request *out);
 /* Whether spec asks for a share (memory or time-slice) rather than whole cards. */
 bool rs_spec_gpu_is_share(const rs_spec *spec);
+/* Whether spec asks for any card at all. */
+bool rs_spec_gpu_asks(const rs_spec *spec);
+/* A start without cards (record.h, gpusAside): rs_spec_gpu_set_aside
+ * returns spec's GPU fields with gpuCount as JSON (NULL out of memory) and
+ * leaves spec asking for none; rs_spec_gpu_put_back makes spec's GPU fields
+ * those of such JSON again (errors as rs_spec_gpu_from_json). */
+json_t *rs_spec_gpu_set_aside(rs_spec *spec);
+int rs_spec_gpu_put_back(rs_spec *spec, const json_t *aside, gb_err *err);
 
 /* Number of ports with host_port 0 (to be allocated). */
 size_t rs_spec_ports_to_allocate(const rs_spec *spec);

@@ -341,3 +341,30 @@ bool rs_spec_gpu_is_share(const rs_spec *spec)
 {
     return spec->gpu_memory_mib > 0 || spec->gpu_shared;
 }
+
+bool rs_spec_gpu_asks(const rs_spec *spec)
+{
+    return spec->gpu_count > 0 || spec->ngpu_uuids > 0;
+}
+
+json_t *rs_spec_gpu_set_aside(rs_spec *spec)
+{
+    json_t *aside = json_pack("{s:i}", "gpuCount", spec->gpu_count);
+    if (!aside || rs_spec_gpu_to_json(spec, aside) < 0) {
+        json_decref(aside);
+        return NULL;
+    }
+    /* An empty object read as a create's is every default: no cards. */
+    _cleanup_json_ json_t *none = json_object();
+    gb_err ignored = GB_ERR_INIT;
+    if (!none || rs_spec_gpu_from_json(none, false, spec, &ignored) < 0) {
+        json_decref(aside);
+        return NULL;
+    }
+    return aside;
+}
+
+int rs_spec_gpu_put_back(rs_spec *spec, const json_t *aside, gb_err *err)
+{
+    return rs_spec_gpu_from_json(aside, false, spec, err);
+}

@@ -18,6 +18,9 @@
  *   containerPorts, ports                     the new port list (either or
  *                                             both; what is absent is empty)
  *   cpus, memory, shmSize, restartPolicy      the new limits (null: none)
+ *   imageName                                 another image: the new version
+ *                                             starts from it, without the
+ *                                             system disk (version.c)
  */
 #include "service/replicaset/spec.h"
 
@@ -30,8 +33,8 @@
 /* idleStop and maxDuration are the set's run limits, not its spec
  * (replicaset/record.h): allowed here, read by replicaset/patch.c. */
 const char *const rs_patch_fields[] = {
-    "gpuPatch", "volumePatch", "envPatch",      "containerPorts", "ports",       "cpus",
-    "memory",   "shmSize",     "restartPolicy", "idleStop",       "maxDuration", NULL,
+    "imageName", "gpuPatch", "volumePatch",   "envPatch", "containerPorts", "ports", "cpus",
+    "memory",    "shmSize",  "restartPolicy", "idleStop", "maxDuration",    NULL,
 };
 
 /* gpuPatch's fields (replicaset/spec_gpu.c reads them). */
@@ -263,7 +266,7 @@ static int rs_patch_apply(json_t *spec, const json_t *patch, gb_err *err)
         json_object_set_new(spec, "containerPorts", cports ? json_incref(cports) : json_array());
         json_object_set_new(spec, "ports", ports ? json_incref(ports) : json_array());
     }
-    static const char *const limits[] = {"cpus", "memory", "shmSize", "restartPolicy"};
+    static const char *const limits[] = {"imageName", "cpus", "memory", "shmSize", "restartPolicy"};
     for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
         if ((v = json_object_get(patch, limits[i])))
             json_object_set(spec, limits[i], v);

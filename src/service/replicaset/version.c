@@ -169,11 +169,27 @@ static int rs_step_stop_old_back(void *ctx, gb_err *err)
     return 0;
 }
 
+/* A system disk records changes against its image's layers: a version of
+ * another image starts from that image alone (docs/replicasets.md). */
+static bool rs_change_same_image(const rs_change *c)
+{
+    return strcmp(c->from.spec.image, c->to.spec.image) == 0;
+}
+
 /* carried, forward. */
 static int rs_step_carry(void *ctx, gb_err *err)
 {
     rs_change *c = ctx;
     app *a = c->a;
+    if (!rs_change_same_image(c)) {
+        json_object_set_new(c->op->data, "carry",
+                            json_pack("{s:s, s:I, s:I, s:f, s:I, s:s}", "method", "none", "entries",
+                                      (json_int_t)0, "bytes", (json_int_t)0, "seconds", 0.0,
+                                      "unapplied", (json_int_t)0, "note",
+                                      "another image: the system disk was not carried; binds "
+                                      "and volumes were"));
+        return 0;
+    }
     bool running = false, old_running = false;
     int new_exists = rs_inspect_running(a, c->to.container_name, &running, err);
     int old_exists = rs_inspect_running(a, c->from.container_name, &old_running, err);
@@ -216,7 +232,7 @@ static int rs_step_carry_back(void *ctx, gb_err *err)
     int old_exists = rs_inspect_running(a, c->from.container_name, &old_running, err);
     if (new_exists < 0 || old_exists < 0)
         return -1;
-    if (!new_exists)
+    if (!new_exists || !rs_change_same_image(c))
         return 0;
     if (!old_exists)
         return err_set(err, ERR_INTERNAL, "container %s is gone; version %d can only go forward",
@@ -349,13 +365,16 @@ static int rs_change_run(rs_change *c, bool try_forward, gb_err *err)
 
 static json_t *rs_change_answer(const rs_change *c)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:o, s:b, s:s, s:O*}", "name",
-                     c->to.container_name, "replicaSetName", c->to.name, "containerName",
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:o, s:o, s:o, s:b, s:s, s:O*, s:b, "
+                     "s:O*}",
+                     "name", c->to.container_name, "replicaSetName", c->to.name, "containerName",
                      c->to.container_name, "containerId", c->to.container_id, "version",
-                     c->to.version, "state", rs_state_name(c->to.state), "gpus",
-                     rs_record_gpus_json(&c->to), "gpuShares", rs_record_gpu_shares_json(&c->to),
-                     "ports", rs_record_ports_json(&c->to), "changed", 1, "operationId", c->op->id,
-                     "carry", json_object_get(c->op->data, "carry"));
+                     c->to.version, "state", rs_state_name(c->to.state), "imageName",
+                     c->to.spec.image, "gpus", rs_record_gpus_json(&c->to), "gpuShares",
+                     rs_record_gpu_shares_json(&c->to), "ports", rs_record_ports_json(&c->to),
+                     "changed", 1, "operationId", c->op->id, "carry",
+                     json_object_get(c->op->data, "carry"), "systemDiskCarried",
+                     rs_change_same_image(c), "gpusAside", c->to.gpus_aside);
 }
 
 /* begin: the record holds from and to together, and the operation is
@@ -402,6 +421,11 @@ void rs_version_next(const rs_record *from, const rs_spec *spec, rs_record *to)
     to->container_id[0] = '\0';
     to->operation[0] = '\0';
     to->state = from->state == RS_STATE_PAUSED ? RS_STATE_PAUSED : RS_STATE_RUNNING;
+    /* A version that asks for cards itself has none set aside (record.h). */
+    if (rs_spec_gpu_asks(&to->spec)) {
+        json_decref(to->gpus_aside);
+        to->gpus_aside = NULL;
+    }
 }
 
 int rs_version_change(app *a, const op_kind *kind, const rs_record *from, rs_record *to,
