@@ -8,13 +8,13 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --gpus -g --gpu-memory --idle-stop --max-duration --workdir -w --timeout -t --node --username -u --name --role --cards --share-mib --share --instances --volume-bytes --role --cards --share-mib --share --instances --volume-bytes --cards --share-mib --share --instances --volume-bytes --user -u --set -s --from --to --host -H --token"
+    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --gpus -g --gpu-memory --idle-stop --max-duration --workdir -w --timeout -t --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --role --cards --share-mib --share --instances --volume-bytes --cards --share-mib --share --instances --volume-bytes --user -u --set -s --from --to --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
     case "$cmd" in
     '')
-        COMPREPLY=($(compgen -W " gpus gpu top events ports ps run inspect history scale stop start pause restart rollback exec commit rm volume pull images volume nodes node whoami users user quota usage version help completion $globals" -- "$cur")) ;;
+        COMPREPLY=($(compgen -W " gpus gpu top events ports ps run inspect history scale stop start pause restart rollback exec commit rm pull images volume nodes node whoami users user quota usage version help completion $globals" -- "$cur")) ;;
     gpus)
         _gpubox_args 0 1 " $globals" ;;
     gpu)
@@ -55,18 +55,14 @@ _gpubox() {
         _gpubox_args 1 1 " --overwrite $globals" ;;
     rm)
         _gpubox_args 1 1 " --purge $globals" ;;
-    volume)
-        case "$sub" in
-        create)
-            _gpubox_args 0 2 " --node $globals" ;;
-        *) COMPREPLY=($(compgen -W " create" -- "$cur")) ;;
-        esac ;;
     pull)
         _gpubox_args 0 1 " --username -u --password-stdin $globals" ;;
     images)
         _gpubox_args 0 1 " --name --quiet -q $globals" ;;
     volume)
         case "$sub" in
+        create)
+            _gpubox_args 0 2 " --node $globals" ;;
         ls)
             _gpubox_args 0 2 " --quiet -q $globals" ;;
         inspect)
@@ -75,7 +71,7 @@ _gpubox() {
             _gpubox_args 2 2 " $globals" ;;
         rm)
             _gpubox_args 2 2 " $globals" ;;
-        *) COMPREPLY=($(compgen -W " ls inspect resize rm" -- "$cur")) ;;
+        *) COMPREPLY=($(compgen -W " create ls inspect resize rm" -- "$cur")) ;;
         esac ;;
     nodes)
         _gpubox_args 0 1 " --quiet -q $globals" ;;

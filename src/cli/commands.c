@@ -239,14 +239,14 @@ const cli_command cli_commands[] = {
      "Delete a replica set: remove its container and free everything it holds", NULL},
 
     /* volumes */
-    {"volume create", "NAME SIZE", 2, 2, CLI_COMPLETE_NONE, false, NULL, volume_create_opts,
-     cli_cmd_volume_create, "Create a volume of SIZE (\"20GB\": KB, MB, GB, TB)", NULL},
     {"pull", "IMAGE", 1, 1, CLI_COMPLETE_NONE, false, NULL, pull_opts, cli_cmd_pull,
      "Pull an image from its registry onto the host, showing progress",
      "Credentials: --username with --password-stdin, else those gpuboxd has for the registry "
      "(--registry-auth-file), else none. Prints the image and its id when done."},
     {"images", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, images_opts, cli_cmd_images,
      "List the images on the host (in a fleet, on every node)", NULL},
+    {"volume create", "NAME SIZE", 2, 2, CLI_COMPLETE_NONE, false, NULL, volume_create_opts,
+     cli_cmd_volume_create, "Create a volume of SIZE (\"20GB\": KB, MB, GB, TB)", NULL},
     {"volume ls", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, volume_ls_opts, cli_cmd_volume_ls,
      "List volumes", NULL},
     {"volume inspect", "NAME", 1, 1, CLI_COMPLETE_VOLUME, false, NULL, NULL, cli_cmd_volume_inspect,
