@@ -8,13 +8,13 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --interval -n --iterations --limit --image -i --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --gpus -g --gpu-memory --idle-stop --max-duration --image -i --workdir -w --timeout -t --node --role --cards --share-mib --share --instances --volume-bytes --role --cards --share-mib --share --instances --volume-bytes --cards --share-mib --share --instances --volume-bytes --user -u --set -s --from --to --host -H --token"
+    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --gpus -g --gpu-memory --idle-stop --max-duration --image -i --workdir -w --timeout -t --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --role --cards --share-mib --share --instances --volume-bytes --cards --share-mib --share --instances --volume-bytes --user -u --set -s --from --to --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
     case "$cmd" in
     '')
-        COMPREPLY=($(compgen -W " gpus gpu top events ports ps run inspect history scale stop start pause restart rollback exec commit rm volume nodes node whoami users user quota usage version help completion $globals" -- "$cur")) ;;
+        COMPREPLY=($(compgen -W " gpus gpu top events ports ps run inspect history scale stop start pause restart rollback exec commit rm pull images volume nodes node whoami users user quota usage version help completion $globals" -- "$cur")) ;;
     gpus)
         _gpubox_args 0 1 " $globals" ;;
     gpu)
@@ -32,7 +32,7 @@ _gpubox() {
     ps)
         _gpubox_args 0 1 " --all -a --quiet -q $globals" ;;
     run)
-        _gpubox_args 0 1 " --image -i --gpus -g --gpu-memory --shared --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration $globals" ;;
+        _gpubox_args 0 1 " --image -i --pull --gpus -g --gpu-memory --shared --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration $globals" ;;
     inspect)
         _gpubox_args 1 1 " $globals" ;;
     history)
@@ -55,6 +55,10 @@ _gpubox() {
         _gpubox_args 1 1 " --overwrite $globals" ;;
     rm)
         _gpubox_args 1 1 " --purge $globals" ;;
+    pull)
+        _gpubox_args 0 1 " --username -u --password-stdin $globals" ;;
+    images)
+        _gpubox_args 0 1 " --name --quiet -q $globals" ;;
     volume)
         case "$sub" in
         create)
@@ -122,7 +126,7 @@ _gpubox_args() {
     case $kind in
     1) names=$(gpubox ps -q 2>/dev/null) ;;
     2) names=$(gpubox volume ls -q 2>/dev/null) ;;
-    3) names=" gpus top events ports ps run inspect history scale stop start pause restart rollback exec commit rm nodes whoami users usage version help completion" ;;
+    3) names=" gpus top events ports ps run inspect history scale stop start pause restart rollback exec commit rm pull images nodes whoami users usage version help completion" ;;
     4) names=$(gpubox nodes -q 2>/dev/null) ;;
     5) names=$(gpubox users -q 2>/dev/null) ;;
     esac

@@ -26,9 +26,11 @@ run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # test sandboxes and the fleet tests (scripts/lib/netns-dockerd.sh,
 # fleet-net.sh) need ip and bridge (iproute2) and nsenter (util-linux), in
 # run_pkgs, and iptables (a partition of one node; docker.io pulls it in
-# too, but the tests call it themselves).
+# too, but the tests call it themselves). The image tests
+# (tests/e2e/test_images.py) run a registry of their own (docker-registry)
+# and write its htpasswd file with htpasswd -B (apache2-utils).
 test_pkgs=(busybox-static python3 python3-pytest etcd-server clang openssl prometheus
-           man-db systemd iptables chromium fonts-dejavu-core)
+           man-db systemd iptables chromium fonts-dejavu-core docker-registry apache2-utils)
 # The store, placement and fleet benchmarks start an etcd; the create and
 # fleet ones import the busybox test image and drive gpuboxd from Python.
 # The console's benchmark (bench/web.sh) drives chromium.

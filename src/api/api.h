@@ -108,6 +108,10 @@ int api_query_flag(const http_request *req, const char *name, bool *out, gb_err 
 /* The {name} path parameter, checked as a replica-set name (util/names.h). */
 int api_path_name(const http_request *req, const char **out, gb_err *err);
 
+/* images.c: /api/v1/images... */
+int api_images_list(http_request *req, http_response *resp, gb_err *err);
+int api_image_pull(http_request *req, http_response *resp, gb_err *err);
+
 /* volumes.c */
 int api_volume_create(http_request *req, http_response *resp, gb_err *err);
 int api_volume_list(http_request *req, http_response *resp, gb_err *err);

@@ -130,8 +130,8 @@ static int rank_replicaset(app *a, const json_t *body, bool legacy, candidates *
         json_int_t n = json_integer_value(json_object_get(body, "gpuCount"));
         pr.gpu_count = n > 0 ? (unsigned)n : 0;
     } else {
-        static const char *const also[] = {"replicaSetName", "node", "nodeSelector", "placement",
-                                           NULL};
+        static const char *const also[] = {
+            "replicaSetName", "node", "nodeSelector", "placement", "pull", "registryAuth", NULL};
         if (rs_spec_from_json(body, also, &spec, err) < 0)
             return -2;
         have_spec = true;

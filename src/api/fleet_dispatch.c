@@ -15,7 +15,7 @@
  *                                   capacity record was stale) costs a try
  *                                   on the next candidate
  *   a list (sets, volumes, GPUs,    every node that is alive is asked at
- *   ports)                          once; the answers are merged, each item
+ *   ports, images)                  once; the answers are merged, each item
  *                                   with its "node". The sets of an
  *                                   unreachable node are read from the
  *                                   store, with status "unknown"
@@ -59,6 +59,7 @@ static enum fleet_scope scope_of(const char *method, const char *pattern)
         {"GET", "/api/v1/resources/gpus", SCOPE_MERGE},
         {"GET", "/api/v1/resources/ports", SCOPE_MERGE},
         {"GET", "/api/v1/gpus", SCOPE_MERGE},
+        {"GET", "/api/v1/images", SCOPE_MERGE},
         {"GET", "/api/v1/operations/{id}", SCOPE_OPERATION},
     };
     for (size_t i = 0; i < ARRAY_SIZE(exact); i++)

@@ -11,6 +11,8 @@
  *   GET /resources/gpus     devices concatenated, the gpus map merged (card
  *                           UUIDs are unique), simulated if any is
  *   GET /gpus               gpuStatus merged
+ *   GET /images             images concatenated (an image on two nodes is
+ *                           listed twice, once with each node)
  *   GET /resources/ports    ports stays this node's (host ports belong to a
  *                           host); nodes lists every node's
  */
@@ -57,6 +59,8 @@ static void merge_data(const char *pattern, json_t *into, json_t *from, const ch
         json_object_update(json_object_get(into, "gpus"), json_object_get(from, "gpus"));
         if (json_is_true(json_object_get(from, "simulated")))
             json_object_set_new(into, "simulated", json_true());
+    } else if (strcmp(pattern, "/api/v1/images") == 0) {
+        append_items(json_object_get(into, "images"), json_object_get(from, "images"), node);
     } else if (strcmp(pattern, "/api/v1/gpus") == 0) {
         json_object_update(json_object_get(into, "gpuStatus"), json_object_get(from, "gpuStatus"));
     } else if (strcmp(pattern, "/api/v1/resources/ports") == 0) {
@@ -100,6 +104,7 @@ int api_fleet_merge(app *a, http_request *req, const http_route *route, http_res
     else
         tag_items(json_object_get(data, sets                                      ? "replicaSets"
                                         : strcmp(pattern, "/api/v1/volumes") == 0 ? "volumes"
+                                        : strcmp(pattern, "/api/v1/images") == 0  ? "images"
                                                                                   : "devices"),
                   me);
     if (ports)

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "service/replicaset/replicaset.h"
+#include "service/service.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/names.h"
@@ -35,18 +36,23 @@ static int answer(int rc, json_t *data, http_response *resp, gb_err *err)
 int api_replicaset_create_from(http_request *req, const json_t *body, http_response *resp,
                                gb_err *err)
 {
-    static const char *const also_allowed[] = {
-        "replicaSetName", "node", "nodeSelector", "placement", "idleStop", "maxDuration", NULL};
-    const char *name = NULL;
+    static const char *const also_allowed[] = {"replicaSetName", "node",         "nodeSelector",
+                                               "placement",      "idleStop",     "maxDuration",
+                                               "pull",           "registryAuth", NULL};
+    const char *name = NULL, *pull = NULL;
+    rs_create_image image = {.pull = IMAGE_PULL_MISSING};
     if (api_fleet_check_fields(req, body, err) < 0 ||
         json_field_string(body, NULL, "replicaSetName", &name, false, err) < 0 ||
-        name_check_replicaset(name, err) < 0)
+        name_check_replicaset(name, err) < 0 ||
+        json_field_string(body, NULL, "pull", &pull, false, err) < 0 ||
+        (pull && image_pull_policy_parse(pull, &image.pull, err) < 0) ||
+        image_auth_from_json(body, "registryAuth", &image.auth, err) < 0)
         return -1;
     rs_spec spec;
     if (rs_spec_from_json(body, also_allowed, &spec, err) < 0)
         return -1;
     json_t *data = NULL;
-    int rc = replicaset_create(req->ctx, name, &spec, body, &data, err);
+    int rc = replicaset_create(req->ctx, name, &spec, body, &image, &data, err);
     rs_spec_free(&spec);
     return answer(rc, data, resp, err);
 }
@@ -300,6 +306,6 @@ int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
 int api_operation(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
-    int rc = replicaset_operation(req->ctx, http_request_param(req, "id"), &data, err);
+    int rc = operation_get(req->ctx, http_request_param(req, "id"), &data, err);
     return answer(rc, data, resp, err);
 }

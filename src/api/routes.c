@@ -62,7 +62,8 @@ static const http_route api_routes[] = {
 
     /* operations */
     {"GET", "/api/v1/operations/{id}", api_operation,
-     "An operation's kind, state and steps (patch, restart, rollback, create, stop, delete)"},
+     "An operation's kind, state and steps (patch, restart, rollback, create, stop, delete, "
+     "pull)"},
 
     /* volumes */
     {"POST", "/api/v1/volumes", api_volume_create,
@@ -76,6 +77,12 @@ static const http_route api_routes[] = {
      "Grow or shrink the volume to {size}, keeping its data"},
     {"DELETE", "/api/v1/volumes/{name}", api_volume_delete,
      "Delete the volume and its data (refused while a replica set uses it)"},
+
+    /* images (docs/api.md, "Images") */
+    {"GET", "/api/v1/images", api_images_list,
+     "Images on the node: tags, id, size, created (?name=repo or repo:tag)"},
+    {"POST", "/api/v1/images/pull", api_image_pull,
+     "Pull {image} from its registry (registryAuth, wait); progress in its operation"},
 
     /* the fleet (docs/fleet.md) */
     {"GET", "/api/v1/nodes", api_nodes_list,

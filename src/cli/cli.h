@@ -306,6 +306,9 @@ int cli_cmd_completion(cli_ctx *ctx, const cli_args *a);
 
 int cli_cmd_ps(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_run(cli_ctx *ctx, const cli_args *a);
+/* cmd_images.c */
+int cli_cmd_pull(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_images(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_inspect(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_history(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_scale(cli_ctx *ctx, const cli_args *a);

@@ -207,6 +207,13 @@ static int run_body(cli_ctx *ctx, const cli_args *a, json_t **out)
         return cli_usage_error(ctx, a->cmd, "--image is required");
     _cleanup_json_ json_t *body =
         json_pack("{s:s, s:s}", "replicaSetName", a->pos[0], "imageName", image);
+    const char *pull = cli_get(a, "pull");
+    if (pull && strcmp(pull, "missing") != 0 && strcmp(pull, "always") != 0 &&
+        strcmp(pull, "never") != 0)
+        return cli_usage_error(ctx, a->cmd, "--pull takes missing, always or never, not '%s'",
+                               pull);
+    if (pull)
+        json_object_set_new(body, "pull", json_string(pull));
     const char *gpus = cli_get(a, "gpus");
     long long n;
     if (gpus) {

@@ -32,7 +32,9 @@ static const cli_opt ps_opts[] = {
 };
 
 static const cli_opt run_opts[] = {
-    {"image", 'i', CLI_OPT_VALUE, "IMAGE", "the image to run (required; must be on the host)"},
+    {"image", 'i', CLI_OPT_VALUE, "IMAGE", "the image to run (required)"},
+    {"pull", 0, CLI_OPT_VALUE, "POLICY",
+     "pull the image first: missing (default: when not on the host), always or never"},
     {"gpus", 'g', CLI_OPT_VALUE, "N", "whole GPUs, or cards to share with --gpu-memory/--shared"},
     {"gpu-memory", 0, CLI_OPT_VALUE, "SIZE", "a share of SIZE (\"8GB\") on each card"},
     {"shared", 0, CLI_OPT_FLAG, NULL, "a time-slice replica on each card"},
@@ -56,6 +58,18 @@ static const cli_opt run_opts[] = {
     {"idle-stop", 0, CLI_OPT_VALUE, "DURATION",
      "stop it after its cards are idle this long (\"30m\", \"90s\", \"1h30m\")"},
     {"max-duration", 0, CLI_OPT_VALUE, "DURATION", "stop it after it has run this long (\"8h\")"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt pull_opts[] = {
+    {"username", 'u', CLI_OPT_VALUE, "USER", "the registry's user (with --password-stdin)"},
+    {"password-stdin", 0, CLI_OPT_FLAG, NULL, "read the registry password from stdin"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt images_opts[] = {
+    {"name", 0, CLI_OPT_VALUE, "REPO[:TAG]", "only images of this repository or tag"},
+    {"quiet", 'q', CLI_OPT_FLAG, NULL, "print the tags only"},
     CLI_OPTS_END,
 };
 
@@ -238,6 +252,12 @@ const cli_command cli_commands[] = {
      "Delete a replica set: remove its container and free everything it holds", NULL},
 
     /* volumes */
+    {"pull", "IMAGE", 1, 1, CLI_COMPLETE_NONE, false, NULL, pull_opts, cli_cmd_pull,
+     "Pull an image from its registry onto the host, showing progress",
+     "Credentials: --username with --password-stdin, else those gpuboxd has for the registry "
+     "(--registry-auth-file), else none. Prints the image and its id when done."},
+    {"images", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, images_opts, cli_cmd_images,
+     "List the images on the host (in a fleet, on every node)", NULL},
     {"volume create", "NAME SIZE", 2, 2, CLI_COMPLETE_NONE, false, NULL, volume_create_opts,
      cli_cmd_volume_create, "Create a volume of SIZE (\"20GB\": KB, MB, GB, TB)", NULL},
     {"volume ls", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, volume_ls_opts, cli_cmd_volume_ls,

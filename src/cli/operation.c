@@ -103,6 +103,13 @@ void cli_operation_line(const json_t *op, char *buf, size_t size)
              step ? step : "");
     size_t len = strlen(buf);
     snprintf(buf + len, size - len, "%s", count);
+    /* A pull's bytes: "12.3/45.6 MB". */
+    json_t *progress = json_object_get(op, "progress");
+    json_int_t cur = json_integer_value(json_object_get(progress, "current"));
+    json_int_t tot = json_integer_value(json_object_get(progress, "total"));
+    len = strlen(buf);
+    if (tot > 0)
+        snprintf(buf + len, size - len, " %.1f/%.1f MB", (double)cur / 1e6, (double)tot / 1e6);
 }
 
 static void op_sleep(double seconds)

@@ -299,6 +299,11 @@ static const config_option config_options[] = {
             "must not be readable by other users. Without it the API has no authentication and "
             "may only listen on loopback",
             token_file),
+    OPT_STR("registry-auth-file", "PATH", "none",
+            "registry credentials for image pulls, one `registry username password` line each "
+            "(registry as in 127.0.0.1:5000 or docker.io); the file must not be readable by other "
+            "users",
+            registry_auth_file),
     OPT_BOOL("insecure-no-auth", "off",
              "allow listening beyond loopback without --token-file: anyone who reaches the port "
              "can run containers on this host",
@@ -474,15 +479,20 @@ int config_init(daemon_config *cfg, gb_err *err)
 
 void config_free(daemon_config *cfg)
 {
-    char **owned[] = {&cfg->listen,         &cfg->listen_host,         &cfg->data_dir,
-                      &cfg->store_url,      &cfg->docker_host,         &cfg->simulate_gpus,
-                      &cfg->nvml_library,   &cfg->nvidia_smi,          &cfg->gpu_attach,
-                      &cfg->volume_backend, &cfg->volume_fs,           &cfg->config_file,
-                      &cfg->bind_prefixes,  &cfg->gpu_exclude_sharing, &cfg->gpu_exclude,
-                      &cfg->hami_core,      &cfg->token_file,          &cfg->tls_cert,
-                      &cfg->tls_key,        &cfg->cors_origins,        &cfg->carry_method,
-                      &cfg->node,           &cfg->advertise,           &cfg->node_labels,
-                      &cfg->node_store_url, &cfg->owner_of_unowned,    &cfg->xid_critical};
+    char **owned[] = {&cfg->listen,         &cfg->listen_host,
+                      &cfg->data_dir,       &cfg->store_url,
+                      &cfg->docker_host,    &cfg->simulate_gpus,
+                      &cfg->nvml_library,   &cfg->nvidia_smi,
+                      &cfg->gpu_attach,     &cfg->volume_backend,
+                      &cfg->volume_fs,      &cfg->config_file,
+                      &cfg->bind_prefixes,  &cfg->gpu_exclude_sharing,
+                      &cfg->gpu_exclude,    &cfg->hami_core,
+                      &cfg->token_file,     &cfg->tls_cert,
+                      &cfg->tls_key,        &cfg->cors_origins,
+                      &cfg->carry_method,   &cfg->node,
+                      &cfg->advertise,      &cfg->node_labels,
+                      &cfg->node_store_url, &cfg->owner_of_unowned,
+                      &cfg->xid_critical,   &cfg->registry_auth_file};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -805,6 +815,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.gpu_exclude = cfg->gpu_exclude;
     cfg->app.hami_core = cfg->hami_core;
     cfg->app.xid_critical = cfg->xid_critical;
+    cfg->app.registry_auth_file = cfg->registry_auth_file;
     return 0;
 }
 

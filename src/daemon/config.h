@@ -35,6 +35,7 @@ typedef struct daemon_config {
     char *token_file, *tls_cert, *tls_key, *cors_origins; /* NULL: not given */
     char *gpu_exclude_sharing, *gpu_exclude, *hami_core;
     char *xid_critical;
+    char *registry_auth_file;             /* NULL: not given */
     char *node, *advertise, *node_labels; /* the fleet (docs/fleet.md); NULL: not given */
     char *owner_of_unowned;               /* docs/users.md; NULL: not given */
     char *node_store_url;                 /* <store>/nodes/<node>, made by config_finalize */

@@ -152,6 +152,40 @@ int docker_image_inspect(docker_client *c, const char *image, json_t **out, gb_e
 int docker_image_ref_check(const char *ref, char *repo, size_t repo_size, char *tag,
                            size_t tag_size, gb_err *err);
 
+/* The registry a reference pulls from, into buf: its first component when
+ * that names a host as docker_image_ref_check reads it ("127.0.0.1:5000",
+ * "ghcr.io"), else "docker.io" (index.docker.io and registry-1.docker.io
+ * are docker.io too). */
+void docker_image_ref_registry(const char *ref, char *buf, size_t size);
+
+/* One line of a pull's progress as Docker streams it (docker_pull.c). */
+typedef struct docker_pull_event {
+    const char *status;       /* "Pulling fs layer", "Downloading", "Pull complete", ... */
+    const char *id;           /* the layer, or the tag on the first line; NULL when none */
+    long long current, total; /* progressDetail; -1 when absent */
+} docker_pull_event;
+/* Called for each event; a nonzero return ends the pull (it fails). */
+typedef int (*docker_pull_fn)(void *ctx, const docker_pull_event *ev);
+
+/* POST /images/create?fromImage=REPO&tag=TAG: pull ref (checked by
+ * docker_image_ref_check), calling fn (may be NULL) for each progress line.
+ * registry_auth (NULL: none) is the X-Registry-Auth value
+ * (docker_registry_auth). Errors: the registry refused the credentials or
+ * asks for some -> ERR_REGISTRY_AUTH; no such repository or tag, registry
+ * unreachable, or an error line in the stream -> ERR_PULL_FAILED; Docker
+ * itself unreachable -> ERR_DOCKER_UNAVAILABLE. Messages never hold the
+ * credentials. No total time limit: it gives up when nothing moves for 10
+ * minutes. */
+int docker_image_pull(docker_client *c, const char *ref, const char *registry_auth,
+                      docker_pull_fn fn, void *ctx, gb_err *err);
+/* The X-Registry-Auth value for username and password at server: base64url
+ * of {"username","password","serveraddress"}, malloc'd. The caller wipes it
+ * (explicit_bzero) before freeing: it holds the password. */
+char *docker_registry_auth(const char *username, const char *password, const char *server);
+/* GET /images/json: the images Docker holds, as Docker lists them (Id,
+ * RepoTags, Size, Created, Labels, ...); caller decrefs *out. */
+int docker_image_list(docker_client *c, json_t **out, gb_err *err);
+
 /* POST /commit: the container's filesystem and config as image repo:tag
  * (repo checked by docker_image_ref_check; tag NULL or "" = "latest").
  * labels (an object of strings, may be NULL) are added to the image's, so

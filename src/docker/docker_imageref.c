@@ -220,3 +220,15 @@ int docker_image_ref_check(const char *ref, char *repo, size_t repo_size, char *
     strcpy(tag, tag_text);
     return 0;
 }
+
+void docker_image_ref_registry(const char *ref, char *buf, size_t size)
+{
+    const char *slash = ref ? strchr(ref, '/') : NULL;
+    size_t n = slash ? (size_t)(slash - ref) : 0;
+    bool host = slash && ref_is_domain(ref, n) && ref_domain(ref, n);
+    if (host && !((n == 15 && memcmp(ref, "index.docker.io", 15) == 0) ||
+                  (n == 20 && memcmp(ref, "registry-1.docker.io", 20) == 0)))
+        snprintf(buf, size, "%.*s", (int)n, ref);
+    else
+        snprintf(buf, size, "docker.io");
+}

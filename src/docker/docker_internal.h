@@ -60,9 +60,11 @@ struct docker_req {
     json_t *body;       /* sent as application/json; or else */
     size_t (*source)(char *, size_t, size_t, void *); /* a streamed body (chunked) */
     void *source_ctx;
-    const char *content_type; /* of the streamed body */
-    long timeout_ms;          /* the whole exchange; 0 = no limit */
-    long stall_s;             /* give up when under 1 byte/s moves for this long; 0 = never */
+    const char *content_type;   /* of the streamed body */
+    long timeout_ms;            /* the whole exchange; 0 = no limit */
+    long stall_s;               /* give up when under 1 byte/s moves for this long; 0 = never */
+    const char *const *headers; /* extra "Name: value" lines, NULL-terminated; may be NULL.
+                                   Never logged: X-Registry-Auth carries a password */
     size_t (*sink)(char *, size_t, size_t, void *);
     void *sink_ctx;
     long status;    /* out: the HTTP status, known as soon as the headers are */

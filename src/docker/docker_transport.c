@@ -244,6 +244,8 @@ int docker_send(docker_client *c, struct docker_req *req, gb_err *err)
     /* "Expect:" stops curl from pausing for a 100-continue on larger bodies. */
     struct curl_slist *headers = curl_slist_append(NULL, "Expect:");
     struct curl_slist *with_type = headers ? curl_slist_append(headers, content_type) : NULL;
+    for (size_t i = 0; with_type && req->headers && req->headers[i]; i++)
+        with_type = curl_slist_append(headers, req->headers[i]);
     CURL *h = with_type ? curl_pool_borrow(c->pool) : NULL;
     if (!h) {
         curl_slist_free_all(headers);

@@ -26,6 +26,7 @@
 #include "sched/gpus.h"
 #include "service/engine.h"
 #include "service/fleet_node.h"
+#include "service/images/images.h"
 #include "service/metrics.h"
 #include "service/monitor/monitor.h"
 #include "service/service.h"
@@ -341,7 +342,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
         app_claim_store(a, err) < 0 || fleet_node_migrate(a, err) < 0 || users_open(a, err) < 0 ||
         app_lock_data_dir(a, err) < 0 || app_connect_docker(a, err) < 0 ||
-        app_load_gpus(a, err) < 0)
+        images_open(a, cfg->registry_auth_file, err) < 0 || app_load_gpus(a, err) < 0)
         goto fail;
     if (app_make_gpu_pool(a, err) < 0)
         goto fail;
@@ -377,6 +378,7 @@ void app_close(app *a)
     monitor_stop(a);       /* it stops sets: before what a stop needs goes */
     rs_doubt_stop(a);      /* it takes name locks and gives back to the pools */
     volumes_close(a->volumes);
+    images_close(a); /* stops running pulls: before Docker's client goes */
     users_close(a->users);
     resources_cache_free(a->gpus_cache);
     namelock_table_free(a->locks);

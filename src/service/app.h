@@ -67,6 +67,8 @@ typedef struct app_config {
     double usage_interval_s;
     const char *xid_critical;
     unsigned idle_threshold;
+    /* Registry credentials for pulls (service/images/images.h); NULL: none. */
+    const char *registry_auth_file;
 } app_config;
 
 typedef struct app_file_user {
@@ -94,6 +96,7 @@ typedef struct app {
     struct fleet *fleet;                   /* with --node: the fleet (fleet/fleet.h); else NULL */
     struct users *users;                   /* users, quotas, ledgers (users/users.h) */
     struct monitor *monitor;               /* live usage, health, run limits (monitor/monitor.h) */
+    struct images *images;                 /* pulls and registry credentials (images/images.h) */
     uint64_t records_generation;           /* bumped by every replica-set record save */
     int data_dir_lock;                     /* flock on <data_dir>/gpuboxd.lock; -1 when none */
     /* What Docker said at start-up, for /version and the start-up log. */

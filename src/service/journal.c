@@ -63,9 +63,7 @@ static double journal_lap(int64_t *since_ns)
     return ms;
 }
 
-/* "20260512T101530123-a1b2c3d4": the time to the millisecond, so ids sort
- * by creation, then random bits, so two operations never share one. */
-static void journal_new_id(char id[JOURNAL_ID_MAX])
+void journal_new_id(char id[JOURNAL_ID_MAX])
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

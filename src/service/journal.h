@@ -131,6 +131,11 @@ void journal_ops_free(journal_op *ops, size_t n);
  * *deleted (may be NULL) gets how many. */
 int journal_prune(store *s, long max_age_s, size_t *deleted, gb_err *err);
 
+/* A new id, "20260512T101530123-a1b2c3d4": the time to the millisecond, so
+ * ids sort by creation, then random bits, so two operations never share
+ * one (journal_op_init uses it; so do image pulls, service/images/). */
+void journal_new_id(char id[JOURNAL_ID_MAX]);
+
 /* A valid operation id: 1-39 of [A-Za-z0-9._-]. */
 bool journal_id_valid(const char *id);
 

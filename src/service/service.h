@@ -32,6 +32,10 @@ int system_health(app *a, json_t **out, gb_err *err);
 /* GET /version: gpubox's version, its API version, Docker's version. */
 int system_version(app *a, json_t **out, gb_err *err);
 
+/* GET /api/v1/operations/{id}: a pull's record (service/images/images.h)
+ * or a journalled operation's (replicaset_operation). */
+int operation_get(app *a, const char *id, json_t **out, gb_err *err);
+
 /* Start-up: mark in the pools what the store's replica-set records hold
  * (keys.h), so the pools never disagree with the store. */
 int allocations_derive(app *a, gb_err *err);

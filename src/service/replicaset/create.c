@@ -3,7 +3,8 @@
  * container.c, shared with the operations that make new versions).
  *
  * Order, so that a failure at any step gives everything back:
- *   1. checks that change nothing: name, existing record, image, binds;
+ *   1. checks that change nothing: name, existing record, image (pulled
+ *      first as the request's pull policy says: images/images.h), binds;
  *   2. GPUs and ports from the pools (all or nothing);
  *   3. one store transaction: the record (state "creating") and the history
  *      entry, only if the name is still free; from here the store says who
@@ -125,7 +126,8 @@ static json_t *rs_create_answer(const rs_record *r, const char *op_id)
 
 /* Step 1: what must hold before anything is taken. *previous gets the JSON
  * of a deleted earlier life (NULL if none), whose versions r continues. */
-static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **previous, gb_err *err)
+static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, const rs_create_image *image,
+                           char **previous, gb_err *err)
 {
     if (rs_doubt_resolve(a, r->name, err) < 0)
         return -1;
@@ -158,10 +160,9 @@ static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, char **pre
     } else {
         r->version = 1;
     }
-    _cleanup_json_ json_t *image = NULL;
-    if (docker_image_inspect(a->docker, spec->image, &image, err) < 0)
-        return -1;
-    return 0;
+    /* Last: a pull may take long, and a name already taken needs none. */
+    return image_ensure(a, spec->image, image ? image->pull : IMAGE_PULL_MISSING,
+                        image ? &image->auth : NULL, err);
 }
 
 /* Before anything is taken: would the owner's quota allow what the spec
@@ -220,7 +221,7 @@ static int rs_create_container(app *a, rs_record *r, journal_op *op, const binds
 }
 
 int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_t *limits,
-                      json_t **out, gb_err *err)
+                      const rs_create_image *image, json_t **out, gb_err *err)
 {
     OPS_TIMED(a, "create", out, err);
     if (name_check_replicaset(name, err) < 0)
@@ -233,7 +234,7 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_
     rs_spec_copy(spec, &r.spec);
     if (limits && rs_record_limits_from_body(limits, &r, NULL, err) < 0)
         return -1;
-    if (rs_create_check(a, &r, spec, &previous, err) < 0) {
+    if (rs_create_check(a, &r, spec, image, &previous, err) < 0) {
         if (err && err->code == ERR_STORE_UNAVAILABLE)
             err_prefix(err, "creating replica set '%s': nothing was changed", name);
         return -1;

@@ -40,6 +40,7 @@
 
 #include "service/app.h"
 #include "service/replicaset/spec.h"
+#include "service/images/images.h"
 #include "util/err.h"
 
 /* Create `name` from spec: allocate GPUs and ports all-or-nothing, commit
@@ -49,9 +50,16 @@
  * version, gpus:[uuid], gpuShares:[{uuid, memoryMiB, mode, replica?}] (shares
  * only; [] for whole cards), ports:[{hostPort, containerPort, protocol}]}. */
 /* limits: the body's run limits, idleStop and maxDuration (NULL: none;
- * replicaset/record.h). */
+ * replicaset/record.h). image: when and with which credentials the image is
+ * pulled (NULL: pull when missing, with the configured credentials); it is
+ * a request option, not part of the spec (history and spec comparisons
+ * never see it). */
+typedef struct rs_create_image {
+    enum image_pull_policy pull;
+    image_auth auth;
+} rs_create_image;
 int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_t *limits,
-                      json_t **out, gb_err *err);
+                      const rs_create_image *image, json_t **out, gb_err *err);
 
 /* data: {replicaSets:[{name, version, state, status, containerName, gpus,
  * gpuShares, ports, createTime, updateTime}]}; deleted sets only with include_deleted.

@@ -1,0 +1,89 @@
+/*
+ * images.h - images on this node: pulling them from a registry (with
+ * progress as an operation record), making sure one is there before a
+ * container is made from it, and listing them (docs/api.md, "Images").
+ *
+ * A pull is one Docker call that streams progress. It is not journalled:
+ * it changes nothing gpubox records, Docker keeps the layers it already has
+ * when it is cut short, and pulling again finishes the job. Its operation
+ * record lives in memory (pulls.c): GET /api/v1/operations/{id} shows it
+ * while it runs (every layer with its bytes done and total) and for an hour
+ * after (at most IMAGES_KEEP_MAX records); a restart of gpuboxd forgets it.
+ *
+ * Two pulls of the same reference with the same credentials at once are
+ * one pull: the second joins the first (same operation id, same outcome).
+ *
+ * Credentials: a request's own (image_auth), else the ones configured for
+ * the reference's registry (--registry-auth-file, registry_auth.c), else
+ * none. They reach Docker only in the X-Registry-Auth header; no log line,
+ * operation record, store record or error message holds them.
+ */
+#ifndef GPUBOX_SERVICE_IMAGES_IMAGES_H
+#define GPUBOX_SERVICE_IMAGES_IMAGES_H
+
+#include <stdbool.h>
+
+#include <jansson.h>
+
+#include "service/app.h"
+#include "util/err.h"
+
+/* Finished pull records kept in memory, at most, and for how long. */
+#define IMAGES_KEEP_MAX 100
+#define IMAGES_KEEP_S 3600
+
+/* When a create (or a patch of imageName) pulls its image. */
+enum image_pull_policy {
+    IMAGE_PULL_MISSING, /* only when it is not on the node (the default) */
+    IMAGE_PULL_ALWAYS,  /* every time: a newer image behind the same tag is taken */
+    IMAGE_PULL_NEVER,   /* never: an absent image is ERR_IMAGE_NOT_FOUND */
+};
+
+/* "missing", "always" or "never"; anything else is ERR_INVALID_PARAMS. */
+int image_pull_policy_parse(const char *text, enum image_pull_policy *out, gb_err *err);
+const char *image_pull_policy_name(enum image_pull_policy p);
+
+/* A request's registry credentials, borrowed. username NULL: none given
+ * (the configured ones for the registry, if any, are used). */
+typedef struct image_auth {
+    const char *username;
+    const char *password;
+} image_auth;
+
+/* registryAuth of a request body: absent -> auth zeroed and 0; else an
+ * object {username, password} (strings, 1-1024 characters, no control
+ * characters), borrowed from body. Errors never echo the values. */
+int image_auth_from_json(const json_t *body, const char *field, image_auth *auth, gb_err *err);
+
+/* Make sure image ref is on this node before a container is made from it,
+ * as policy says; auth may be NULL. 0 when it is there (pulled or not).
+ * Errors: never (or missing, when the pull fails) -> ERR_IMAGE_NOT_FOUND
+ * (422, as a create answered before pulls existed), the message saying why
+ * the pull failed; always -> the pull's error (ERR_REGISTRY_AUTH,
+ * ERR_PULL_FAILED, ERR_INVALID_PARAMS for a reference Docker would refuse);
+ * ERR_DOCKER_UNAVAILABLE either way. Blocks until a pull is over. */
+int image_ensure(app *a, const char *ref, enum image_pull_policy policy, const image_auth *auth,
+                 gb_err *err);
+
+/* POST /images/pull: pull ref (docker_image_ref_check'ed). wait: answer
+ * when it is over (errors as docker_image_pull's); else at once, the
+ * record saying how it goes. *out: {operationId, operation: the record}. */
+int image_pull(app *a, const char *ref, const image_auth *auth, bool wait, json_t **out,
+               gb_err *err);
+
+/* GET /images: {images: [{id, repoTags, repoDigests, size, created,
+ * gpuboxCreated}]}, newest first; name (NULL: all) keeps the images with a
+ * tag equal to it, or whose repository is it. */
+int images_list(app *a, const char *name, json_t **out, gb_err *err);
+
+/* The record of pull id into *out: 1 found, 0 not (not a pull's id). */
+int image_pull_record(app *a, const char *id, json_t **out);
+
+/* Start-up: the pull table, and the credentials of auth_file (NULL: none;
+ * lines "registry username password", '#' comments; the file must not be
+ * readable by other users). Shut-down: running pulls are stopped and
+ * waited for. */
+int images_open(app *a, const char *auth_file, gb_err *err);
+void images_close(app *a);
+
+#endif
