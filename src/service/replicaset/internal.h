@@ -133,4 +133,10 @@ extern const op_kind rs_op_create, rs_op_stop, rs_op_delete, rs_op_restart_same,
 
 #define RS_STOP_TIMEOUT_S 10
 
+/* logs.c: keep the last RS_LOGS_KEEP_LINES lines of version's container
+ * before it is removed (best effort: trouble is logged); forget every
+ * kept line of a purged set. */
+void rs_logs_keep(app *a, const char *name, int version, const char *container);
+void rs_logs_forget(app *a, const char *name);
+
 #endif
