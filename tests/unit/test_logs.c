@@ -136,6 +136,17 @@ static size_t frame(char *out, int stream, const char *payload)
     return n + 8;
 }
 
+/* A demultiplexer feeding reader r, which hands lines to g. */
+static void reader_setup(struct docker_log_reader *r, struct docker_demux *d, struct got *g,
+                         bool tty)
+{
+    docker_log_reader_init(r, got_line, g);
+    docker_demux_init(d, 0, false);
+    d->tty = tty;
+    d->emit = docker_log_reader_feed;
+    d->emit_ctx = r;
+}
+
 static void feed_bytewise(struct docker_demux *d, const char *data, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -147,11 +158,8 @@ static void test_lines_across_frames_and_reads(void **state)
     (void)state;
     struct got g = {0};
     struct docker_log_reader r;
-    docker_log_reader_init(&r, got_line, &g);
     struct docker_demux d;
-    docker_demux_init(&d, 0, false);
-    d.emit = docker_log_reader_feed;
-    d.emit_ctx = &r;
+    reader_setup(&r, &d, &g, false);
     char buf[512];
     size_t n = 0;
     n += frame(buf + n, 1, "2026-11-22T01:28:28.000000001Z one\n2026-11-22T01:28:29.5Z tw");
@@ -180,12 +188,8 @@ static void test_tty_lines_and_long_lines(void **state)
     (void)state;
     struct got g = {0};
     struct docker_log_reader r;
-    docker_log_reader_init(&r, got_line, &g);
     struct docker_demux d;
-    docker_demux_init(&d, 0, false);
-    d.tty = true;
-    d.emit = docker_log_reader_feed;
-    d.emit_ctx = &r;
+    reader_setup(&r, &d, &g, true);
     const char *raw = "2026-11-22T01:28:28.1Z plain\r\nno stamp here\n";
     feed_bytewise(&d, raw, strlen(raw));
     assert_int_equal(g.n, 2);
@@ -216,12 +220,8 @@ static void test_reader_that_stops_refuses_the_rest(void **state)
     (void)state;
     struct got g = {.stop_after = 1};
     struct docker_log_reader r;
-    docker_log_reader_init(&r, got_line, &g);
     struct docker_demux d;
-    docker_demux_init(&d, 0, false);
-    d.tty = true;
-    d.emit = docker_log_reader_feed;
-    d.emit_ctx = &r;
+    reader_setup(&r, &d, &g, true);
     const char *raw = "a\nb\nc\n";
     assert_int_equal(docker_demux_sink((char *)raw, 1, strlen(raw), &d), 0);
     assert_true(r.stopped);

@@ -188,14 +188,9 @@ int replicaset_logs_plan(app *a, const char *name, const rs_logs_request *rq, js
                          gb_err *err)
 {
     *out = NULL;
-    if (name_check_replicaset(name, err) < 0)
-        return -1;
     _cleanup_(rs_record_free) rs_record r = {0};
-    int found = rs_record_load_visible(a->store, name, &r, err);
-    if (found < 0)
-        return err_prefix(err, "reading replica set '%s'", name);
-    if (!found || rs_record_is_tombstone(&r))
-        return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+    if (rs_record_load_named(a, name, &r, err) < 0)
+        return -1;
     _cleanup_json_ json_t *all = json_array();
     if (rs_logs_versions(a, name, all, err) < 0)
         return -1;
