@@ -8,13 +8,13 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --gpus -g --gpu-memory --idle-stop --max-duration --image -i --workdir -w --timeout -t --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --role --cards --share-mib --share --instances --volume-bytes --cards --share-mib --share --instances --volume-bytes --user -u --set -s --from --to --host -H --token"
+    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --gpus -g --gpu-memory --idle-stop --max-duration --image -i --workdir -w --timeout -t --tail -n --since --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --role --cards --share-mib --share --instances --volume-bytes --cards --share-mib --share --instances --volume-bytes --user -u --set -s --from --to --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
     case "$cmd" in
     '')
-        COMPREPLY=($(compgen -W " gpus gpu top events ports ps run inspect history scale stop start pause restart rollback exec commit rm pull images volume nodes node whoami users user quota usage version help completion $globals" -- "$cur")) ;;
+        COMPREPLY=($(compgen -W " gpus gpu top events ports ps run inspect history scale stop start pause restart rollback exec logs commit rm pull images volume nodes node whoami users user quota usage version help completion $globals" -- "$cur")) ;;
     gpus)
         _gpubox_args 0 1 " $globals" ;;
     gpu)
@@ -51,6 +51,8 @@ _gpubox() {
         _gpubox_args 1 1 " $globals" ;;
     exec)
         _gpubox_args 1 1 " --workdir -w --timeout -t $globals" ;;
+    logs)
+        _gpubox_args 1 1 " --follow -f --tail -n --since --timestamps -t --all-versions $globals" ;;
     commit)
         _gpubox_args 1 1 " --overwrite $globals" ;;
     rm)
@@ -126,7 +128,7 @@ _gpubox_args() {
     case $kind in
     1) names=$(gpubox ps -q 2>/dev/null) ;;
     2) names=$(gpubox volume ls -q 2>/dev/null) ;;
-    3) names=" gpus top events ports ps run inspect history scale stop start pause restart rollback exec commit rm pull images nodes whoami users usage version help completion" ;;
+    3) names=" gpus top events ports ps run inspect history scale stop start pause restart rollback exec logs commit rm pull images nodes whoami users usage version help completion" ;;
     4) names=$(gpubox nodes -q 2>/dev/null) ;;
     5) names=$(gpubox users -q 2>/dev/null) ;;
     esac

@@ -9,6 +9,7 @@
 #define GPUBOX_API_API_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "http/auth.h"
 #include "http/router.h"
@@ -44,6 +45,15 @@ int api_replicaset_delete(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_patch(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err);
+/* logs.c: GET /api/v1/replicaSet/{name}/logs (docs/api.md, "Logs"). */
+int api_replicaset_logs(http_request *req, http_response *resp, gb_err *err);
+/* The query of a logs request, read at time now (unix seconds): tail,
+ * since, timestamps, follow, versions; ERR_INVALID_PARAMS naming a bad one. */
+struct rs_logs_request;
+int api_logs_query(const http_request *req, int64_t now, struct rs_logs_request *rq,
+                   bool *timestamps, gb_err *err);
+/* since as an RFC 3339 time, a duration back from now or unix seconds. */
+int api_logs_since(const char *v, int64_t now, int64_t *out, gb_err *err);
 /* GET /api/v1/operations/{id} */
 int api_operation(http_request *req, http_response *resp, gb_err *err);
 /* The bodies both route families share: a create body (replicaSetName plus

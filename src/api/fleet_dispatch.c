@@ -19,6 +19,9 @@
  *                                   with its "node". The sets of an
  *                                   unreachable node are read from the
  *                                   store, with status "unknown"
+ *                                   (but a followed log, a stream, is
+ *                                   refused: forwarding gathers answers
+ *                                   whole)
  *   GET /operations/{id}            this node, else the first that knows it
  *   anything else                   this node
  *
@@ -257,6 +260,15 @@ int api_fleet_run_here(app *a, http_request *req, const http_route *route, enum 
 
 /* ---- one name ------------------------------------------------------------------ */
 
+/* A request whose answer is a stream (a followed log): forwarding gathers
+ * an answer whole, so it is refused rather than held until the stream ends. */
+static bool streams(const http_request *req, const http_route *route)
+{
+    const char *follow = http_request_query(req, "follow");
+    return route->handler == api_replicaset_logs && follow &&
+           (strcmp(follow, "true") == 0 || strcmp(follow, "1") == 0);
+}
+
 static int dispatch_owner(app *a, http_request *req, const http_route *route,
                           enum fleet_scope scope, http_response *resp, gb_err *err)
 {
@@ -267,6 +279,12 @@ static int dispatch_owner(app *a, http_request *req, const http_route *route,
         int found = fleet_name_owner(a->fleet, kind_of(scope), name, owner, sizeof(owner), err);
         if (found < 0)
             return -1;
+        if (found && strcmp(owner, fleet_node(a->fleet)) != 0 && streams(req, route))
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "follow streams only from the node that holds the set: replica set "
+                           "'%s' is on node %s; ask that node's API (GET /api/v1/nodes gives its "
+                           "address), or leave follow out",
+                           name, owner);
         if (found && strcmp(owner, fleet_node(a->fleet)) != 0)
             return api_fleet_forward_to_node(a->fleet, owner, req, resp, err);
     }

@@ -41,6 +41,8 @@ static const http_route api_routes[] = {
      "One replica set: spec, version, container, status, GPUs, ports"},
     {"GET", "/api/v1/replicaSet/{name}/history", api_replicaset_history,
      "Every version's spec, newest first"},
+    {"GET", "/api/v1/replicaSet/{name}/logs", api_replicaset_logs,
+     "What the containers wrote (?tail, since, timestamps, follow streams NDJSON, versions)"},
     {"PATCH", "/api/v1/replicaSet/{name}/stop", api_replicaset_stop,
      "Stop the container and release its GPUs and ports"},
     {"PATCH", "/api/v1/replicaSet/{name}/pause", api_replicaset_pause,

@@ -182,6 +182,13 @@ int cli_call(cli_ctx *ctx, const char *method, const char *path, const json_t *b
 int cli_request(cli_ctx *ctx, const char *method, const char *path, const json_t *body,
                 cli_reply *r, bool report);
 void cli_reply_free(cli_reply *r);
+/* GET host+path whose answer may be streamed (a followed log): a 200
+ * answer of type application/x-ndjson goes to on_line one line at a time
+ * (without its "\n") as the lines arrive, and 0 is returned when it ends;
+ * a non-zero answer of on_line ends the transfer and is returned. Any other
+ * answer is an envelope, handled as cli_call does (success fills *r). */
+int cli_get_stream(cli_ctx *ctx, const char *path,
+                   int (*on_line)(void *arg, const char *line, size_t n), void *arg, cli_reply *r);
 /* The envelope code of a change refused because it would take a `user`
  * past a quota (HTTP 403, docs/users.md); like a refusal by role (1109) it
  * exits CLI_EXIT_ERROR, with the server's message as it is. */
@@ -320,6 +327,7 @@ int cli_cmd_rollback(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_exec(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_commit(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_rm(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_logs(cli_ctx *ctx, const cli_args *a);
 
 int cli_cmd_volume_create(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_volume_ls(cli_ctx *ctx, const cli_args *a);

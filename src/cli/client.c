@@ -93,8 +93,9 @@ void cli_print_json(cli_ctx *ctx, const json_t *data)
 
 /* Send the request; the raw answer into buf. 0, or an exit code after
  * saying why gpuboxd could not be reached. */
-static int client_perform(cli_ctx *ctx, const char *method, const char *url, const char *body,
-                          client_buf *buf, long *status)
+static int client_perform_to(cli_ctx *ctx, const char *method, const char *url,
+                             const char *body, size_t (*write)(char *, size_t, size_t, void *),
+                             void *wdata, long *status)
 {
     CURL *c = ctx->curl;
     struct curl_slist *headers = curl_slist_append(NULL, "Accept: application/json");
@@ -115,13 +116,15 @@ static int client_perform(cli_ctx *ctx, const char *method, const char *url, con
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
     if (strcmp(method, "GET") == 0)
         curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, client_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, buf);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, wdata);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     CURLcode rc = ctx->perform ? (CURLcode)ctx->perform(ctx) : curl_easy_perform(c);
     curl_slist_free_all(headers);
+    if (rc == CURLE_WRITE_ERROR)
+        return CLI_EXIT_ERROR; /* the sink stopped it, and said why if it had to */
     if (rc != CURLE_OK) {
         return cli_fail(ctx, CLI_EXIT_ERROR,
                         "cannot reach gpuboxd at %s: %s (is it running? set --host or "
@@ -132,10 +135,19 @@ static int client_perform(cli_ctx *ctx, const char *method, const char *url, con
     return 0;
 }
 
+static int client_perform(cli_ctx *ctx, const char *method, const char *url, const char *body,
+                          client_buf *buf, long *status)
+{
+    return client_perform_to(ctx, method, url, body, client_write, buf, status);
+}
+
 int cli_call(cli_ctx *ctx, const char *method, const char *path, const json_t *body, cli_reply *r)
 {
     return cli_request(ctx, method, path, body, r, true);
 }
+
+static int client_reply_of(cli_ctx *ctx, const char *method, const char *path, const char *raw,
+                           cli_reply *r, bool report);
 
 int cli_request(cli_ctx *ctx, const char *method, const char *path, const json_t *body,
                 cli_reply *r, bool report)
@@ -148,6 +160,14 @@ int cli_request(cli_ctx *ctx, const char *method, const char *path, const json_t
     _cleanup_free_ char *raw = buf.data;
     if (rc)
         return rc;
+    return client_reply_of(ctx, method, path, raw, r, report);
+}
+
+/* r from the answer's text raw: 0 for a success envelope, else the exit
+ * code (the error printed when report). */
+static int client_reply_of(cli_ctx *ctx, const char *method, const char *path, const char *raw,
+                           cli_reply *r, bool report)
+{
     json_error_t jerr;
     r->body = raw ? json_loads(raw, 0, &jerr) : NULL;
     json_t *code = json_object_get(r->body, "code");
@@ -169,4 +189,68 @@ int cli_request(cli_ctx *ctx, const char *method, const char *path, const json_t
                         "(an older version?)",
                         method, path, ctx->host);
     return cli_fail(ctx, cli_exit_for_code(r->code), "%s", r->msg ? r->msg : "(no message)");
+}
+
+/* cli_get_stream's sink: lines of a 200 NDJSON answer go to the callback
+ * as they complete; any other answer is gathered whole (an envelope). */
+typedef struct client_stream {
+    cli_ctx *ctx;
+    int (*on_line)(void *arg, const char *line, size_t n);
+    void *arg;
+    int mode; /* 0 not known yet, 1 lines, 2 whole */
+    client_buf buf;
+    int stopped; /* what on_line answered when it asked to stop */
+} client_stream;
+
+static size_t client_stream_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    client_stream *st = userdata;
+    size_t n = size * nmemb;
+    if (st->mode == 0) {
+        long status = 0;
+        const char *type = NULL;
+        curl_easy_getinfo(st->ctx->curl, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(st->ctx->curl, CURLINFO_CONTENT_TYPE, &type);
+        st->mode = status == 200 && type && strncmp(type, "application/x-ndjson", 20) == 0 ? 1 : 2;
+    }
+    client_write(ptr, size, nmemb, &st->buf);
+    if (st->mode == 2)
+        return n;
+    char *start = st->buf.data, *nl;
+    while ((nl = memchr(start, '\n', st->buf.len - (size_t)(start - st->buf.data)))) {
+        int rc = st->on_line(st->arg, start, (size_t)(nl - start));
+        start = nl + 1;
+        if (rc) {
+            st->stopped = rc;
+            return 0;
+        }
+    }
+    size_t left = st->buf.len - (size_t)(start - st->buf.data);
+    memmove(st->buf.data, start, left);
+    st->buf.len = left;
+    st->buf.data[left] = '\0';
+    return n;
+}
+
+int cli_get_stream(cli_ctx *ctx, const char *path, int (*on_line)(void *arg, const char *line,
+                                                                  size_t n),
+                   void *arg, cli_reply *r)
+{
+    *r = (cli_reply){0};
+    _cleanup_free_ char *url = xasprintf("%s%s", ctx->host, path);
+    client_stream st = {.ctx = ctx, .on_line = on_line, .arg = arg};
+    long status = 0;
+    int rc = client_perform_to(ctx, "GET", url, NULL, client_stream_write, &st, &status);
+    _cleanup_free_ char *raw = st.buf.data;
+    r->status = status;
+    if (st.stopped)
+        return st.stopped;
+    if (rc)
+        return rc;
+    if (st.mode == 1) {
+        if (st.buf.len)
+            return on_line(arg, raw, st.buf.len);
+        return 0;
+    }
+    return client_reply_of(ctx, "GET", path, raw ? raw : "", r, true);
 }

@@ -111,6 +111,17 @@ static const cli_opt exec_opts[] = {
     CLI_OPTS_END,
 };
 
+static const cli_opt logs_opts[] = {
+    {"follow", 'f', CLI_OPT_FLAG, NULL, "keep printing new lines until the container stops"},
+    {"tail", 'n', CLI_OPT_VALUE, "N", "only the last N lines (a number, or all: the default)"},
+    {"since", 0, CLI_OPT_VALUE, "TIME",
+     "only lines since TIME: RFC 3339, a duration back from now (10m, 1h30m) or unix seconds"},
+    {"timestamps", 't', CLI_OPT_FLAG, NULL, "put the time each line was written before it"},
+    {"all-versions", 0, CLI_OPT_FLAG, NULL,
+     "every version's lines, oldest first, each prefixed [vN]"},
+    CLI_OPTS_END,
+};
+
 static const cli_opt commit_opts[] = {
     {"overwrite", 0, CLI_OPT_FLAG, NULL, "replace the tag if gpubox made it"},
     CLI_OPTS_END,
@@ -246,6 +257,13 @@ const cli_command cli_commands[] = {
      "Run a command in the container; exit with its exit code",
      "The command's stdout goes to stdout and its stderr to stderr. A command killed by "
      "--timeout exits 124."},
+    {"logs", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, logs_opts, cli_cmd_logs,
+     "Print what the replica set's container wrote",
+     "The container's output goes to stdout as it is (its stderr to stderr when the container "
+     "has no TTY; gpubox's containers have one, so everything is stdout). With --follow new "
+     "lines are printed as they come until the container stops or you press Ctrl-C. "
+     "--all-versions adds the lines gpubox kept of earlier versions' containers; a version "
+     "whose lines are gone is named on stderr."},
     {"commit", "NAME IMAGE", 2, 2, CLI_COMPLETE_REPLICASET, false, NULL, commit_opts,
      cli_cmd_commit, "Commit the container's filesystem to image IMAGE", NULL},
     {"rm", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, rm_opts, cli_cmd_rm,

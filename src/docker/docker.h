@@ -25,6 +25,7 @@
 #ifndef GPUBOX_DOCKER_DOCKER_H
 #define GPUBOX_DOCKER_DOCKER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -276,11 +277,43 @@ int docker_container_wait_timeout(docker_client *c, const char *id_or_name, long
 int docker_container_rename(docker_client *c, const char *id_or_name, const char *new_name,
                             gb_err *err);
 
+/* ---- Logs (docker_logs.c) ---- */
+
 /* GET /containers/{id}/logs?stdout=1&stderr=1: everything the container
  * wrote so far, split into two malloc'd strings (a TTY container's output is
  * all stdout). cap bounds each (0 = 64 MiB); more is ERR_INTERNAL. */
 int docker_container_logs(docker_client *c, const char *id_or_name, char **out_stdout,
                           char **out_stderr, size_t cap, gb_err *err);
+
+/* Which lines, and whether to wait for more. */
+typedef struct docker_logs_opts {
+    long tail;                 /* the last this many lines; < 0: all */
+    int64_t since;             /* unix seconds: only lines written at or after it; 0: all */
+    bool follow;               /* read on until the container stops or cancel is set */
+    const atomic_bool *cancel; /* set by another thread to end a follow; may be NULL */
+} docker_logs_opts;
+
+/* A line longer than this comes in pieces. */
+#define DOCKER_LOG_LINE_MAX (16 * 1024)
+
+typedef struct docker_log_line {
+    int stream;       /* 1 stdout, 2 stderr (a TTY container's output is all stdout) */
+    const char *time; /* Docker's RFC 3339 time with nanoseconds; "" if none came */
+    const char *text; /* without its line end; NUL-terminated; any bytes, not only UTF-8 */
+    size_t len;
+    bool partial; /* a piece of a line longer than DOCKER_LOG_LINE_MAX; more follows */
+} docker_log_line;
+
+/* Called for each line, on the calling thread; false ends the read. */
+typedef bool (*docker_log_fn)(void *ctx, const docker_log_line *line);
+
+/* GET /containers/{id}/logs with timestamps, line by line as Docker sends
+ * them. Returns 0 when the log ended (without follow: at once; with it:
+ * when the container stopped), when fn said stop, or when cancel was set;
+ * -1 when the container is absent (ERR_NOT_FOUND) or Docker failed. No
+ * time limit with follow (cancel bounds it); without, 600 s. */
+int docker_container_log_lines(docker_client *c, const char *id_or_name,
+                               const docker_logs_opts *o, docker_log_fn fn, void *ctx, gb_err *err);
 
 /* ---- Exec (docker_exec.c) ---- */
 

@@ -1,13 +1,11 @@
 /*
  * docker_containers.c - the container calls: create, start, stop, inspect,
- * remove, list, wait, logs, rename.
+ * remove, list, wait, rename (logs are docker_logs.c's).
  *
  * The calls that a retried operation journal step repeats are idempotent
  * here: starting a running container, stopping a stopped one and removing
  * an absent one all succeed.
  *
- * Logs of a container without a TTY come as Docker's multiplexed stream,
- * which the demultiplexer of docker_stream.c splits into stdout and stderr.
  */
 #include "util/xalloc.h"
 #include "docker/docker_internal.h"
@@ -184,50 +182,6 @@ int docker_container_wait_timeout(docker_client *c, const char *id_or_name, long
 int docker_container_wait(docker_client *c, const char *id_or_name, long *exit_code, gb_err *err)
 {
     return docker_container_wait_timeout(c, id_or_name, 0, exit_code, err);
-}
-
-static bool docker_container_has_tty(docker_client *c, const char *id, bool *tty, gb_err *err)
-{
-    _cleanup_json_ json_t *info = NULL;
-    if (docker_container_inspect(c, id, &info, err) < 0)
-        return false;
-    *tty = json_is_true(json_object_get(json_object_get(info, "Config"), "Tty"));
-    return true;
-}
-
-int docker_container_logs(docker_client *c, const char *id_or_name, char **out_stdout,
-                          char **out_stderr, size_t cap, gb_err *err)
-{
-    *out_stdout = *out_stderr = NULL;
-    struct docker_demux d;
-    docker_demux_init(&d, cap ? cap : DOCKER_MAX_RESPONSE, false);
-    if (!docker_container_has_tty(c, id_or_name, &d.tty, err))
-        return -1;
-    _cleanup_free_ char *path = docker_container_path(id_or_name, "/logs?stdout=1&stderr=1", err);
-    if (!path)
-        return -1;
-    long status = 0;
-    int rc = docker_call_raw(c, "GET", path, NULL, DOCKER_TIMEOUT_S, docker_demux_sink, &d, &status,
-                             err);
-    if (rc < 0 && (d.out[0].overflow || d.out[1].overflow))
-        err_set(err, ERR_INTERNAL, "logs of container '%s' exceed %zu bytes on %s", id_or_name,
-                d.out[0].limit, d.out[0].overflow ? "stdout" : "stderr");
-    else if (rc < 0)
-        err_prefix(err, "reading logs of container '%s'", id_or_name);
-    else if (status != 200) {
-        _cleanup_json_ json_t *resp = docker_demux_error_body(&d);
-        rc = docker_status_err(status, resp, err, "reading logs of container '%s'", id_or_name);
-    } else if (docker_demux_broken(&d))
-        rc = err_set(err, ERR_INTERNAL,
-                     "reading logs of container '%s': Docker's log stream is not in the "
-                     "multiplexed format",
-                     id_or_name);
-    if (rc == 0) {
-        *out_stdout = docker_buf_take(&d.out[0]);
-        *out_stderr = docker_buf_take(&d.out[1]);
-    }
-    docker_demux_free(&d);
-    return rc;
 }
 
 int docker_container_rename(docker_client *c, const char *id_or_name, const char *new_name,

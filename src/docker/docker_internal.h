@@ -16,6 +16,7 @@
 #ifndef GPUBOX_DOCKER_INTERNAL_H
 #define GPUBOX_DOCKER_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +68,9 @@ struct docker_req {
                                    Never logged: X-Registry-Auth carries a password */
     size_t (*sink)(char *, size_t, size_t, void *);
     void *sink_ctx;
+    /* Another thread sets it to end the exchange: curl checks it about once
+     * a second even while nothing arrives (a followed log). NULL: never. */
+    const atomic_bool *cancel;
     long status;    /* out: the HTTP status, known as soon as the headers are */
     bool timed_out; /* out: timeout_ms (or the stall guard) ran out */
 };
@@ -130,6 +134,11 @@ struct docker_demux {
     bool malformed;           /* a header made no sense; the rest is ignored */
     struct docker_buf out[2]; /* stdout (and stdin echoes), stderr */
     struct docker_buf head;   /* the first bytes as sent: an error body if any */
+    /* In place of the buffers: each payload piece handed on as it comes
+     * (stream 0 stdout, 1 stderr); false refuses the body (the followed
+     * log's reader went away). NULL: the buffers. */
+    bool (*emit)(void *ctx, int stream, const char *data, size_t n);
+    void *emit_ctx;
 };
 
 /* Set up d with each stream capped at cap bytes; the first 4 KiB are also
@@ -141,6 +150,23 @@ bool docker_demux_broken(const struct docker_demux *d);
 /* Docker's JSON error body among the first bytes (for a non-2xx answer). */
 json_t *docker_demux_error_body(const struct docker_demux *d);
 void docker_demux_free(struct docker_demux *d);
+
+/* Docker's log stream cut into lines (docker_logs.c): the demultiplexer's
+ * emit feeds it; each stream gathers its own line. */
+struct docker_log_reader {
+    docker_log_fn fn;
+    void *ctx;
+    struct docker_buf part[2];  /* the line being gathered, per stream */
+    bool continued[2];          /* the last line handed on was a partial piece */
+    char time[2][48];           /* the timestamp of the line being handed on */
+    bool stopped;               /* fn asked to stop */
+};
+void docker_log_reader_init(struct docker_log_reader *r, docker_log_fn fn, void *ctx);
+/* emit for struct docker_demux (ctx: the reader; stream 0 stdout, 1 stderr). */
+bool docker_log_reader_feed(void *ctx, int stream, const char *data, size_t n);
+/* Hand on the lines still gathering (the stream ended without a "\n"). */
+bool docker_log_reader_flush(struct docker_log_reader *r);
+void docker_log_reader_free(struct docker_log_reader *r);
 
 /* Hand a buffer's bytes out as a malloc'd string ("" when empty). The
  * buffer no longer owns them. */

@@ -1,6 +1,6 @@
 /*
  * docker_stream.c - the demultiplexer of Docker's stdout/stderr stream, shared
- * by container logs (docker_containers.c) and exec (docker_exec.c).
+ * by container logs (docker_logs.c) and exec (docker_exec.c).
  *
  * A container or exec without a TTY sends frames: an 8-byte header (stream
  * type 0/1/2 = stdin/stdout/stderr, three zero bytes, payload length as
@@ -13,7 +13,9 @@
  * the body (the transfer fails and the caller says the cap was passed); exec
  * wants what fits, so with truncate the rest is dropped, the buffer's
  * overflow flag set and the stream kept draining; past drain_limit bytes in
- * total the drain_exceeded flag tells the owner to end the stream.
+ * total the drain_exceeded flag tells the owner to end the stream. A reader
+ * that wants the pieces as they come (a followed log) sets emit instead of
+ * using the buffers.
  */
 #include "util/xalloc.h"
 #include "docker/docker_internal.h"
@@ -44,6 +46,8 @@ void docker_demux_free(struct docker_demux *d)
 /* Append to one stream's buffer, truncating or refusing at its limit. */
 static bool docker_demux_put(struct docker_demux *d, int stream, const char *data, size_t n)
 {
+    if (d->emit)
+        return n == 0 || d->emit(d->emit_ctx, stream, data, n);
     struct docker_buf *b = &d->out[stream];
     if (!d->truncate)
         return docker_buf_append(b, data, n);

@@ -214,6 +214,15 @@ static size_t docker_header_sink(char *data, size_t size, size_t nmemb, void *us
     return n;
 }
 
+/* curl's progress callback, about once a second even while nothing moves:
+ * a non-zero answer ends the transfer (CURLE_ABORTED_BY_CALLBACK). */
+static int docker_cancel_check(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                               curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return atomic_load((const atomic_bool *)ctx) ? 1 : 0;
+}
+
 /* Options for a streamed upload: curl pulls the body from the source
  * callback and sends it chunked, as its length is not known up front. */
 static void docker_set_upload(CURL *h, const struct docker_req *req)
@@ -270,6 +279,11 @@ int docker_send(docker_client *c, struct docker_req *req, gb_err *err)
     curl_easy_setopt(h, CURLOPT_HEADERDATA, req);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, req->sink);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, req->sink_ctx);
+    if (req->cancel) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, docker_cancel_check);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)req->cancel);
+    }
     if (req->source)
         docker_set_upload(h, req);
     else

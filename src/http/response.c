@@ -3,6 +3,7 @@
  */
 #include "util/xalloc.h"
 #include "http/response.h"
+#include "http/stream.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -122,5 +123,6 @@ void http_response_header(http_response *resp, const char *name, const char *val
 void http_response_clear(http_response *resp)
 {
     free(resp->body);
+    http_stream_close(resp->stream);
     *resp = (http_response){0};
 }

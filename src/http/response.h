@@ -35,6 +35,9 @@ typedef struct http_response {
     /* In place of body: bytes that live as long as the program (an embedded
      * file), sent without a copy and never freed. */
     const void *static_body;
+    /* In place of body: a body made as it is sent (http/stream.h), owned
+     * until handed to the server. */
+    struct http_stream *stream;
     /* Name and value pairs, both static strings (http_response_header). */
     const char *headers[HTTP_EXTRA_HEADERS][2];
     unsigned nheaders;

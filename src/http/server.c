@@ -28,6 +28,7 @@
 
 #include "http/json_depth.h"
 #include "http/metrics.h"
+#include "http/stream.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -321,6 +322,37 @@ static void exchange_add_headers(http_exchange *x, struct MHD_Connection *conn,
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 }
 
+/* libmicrohttpd's reader of a streamed body (http/stream.h), on the
+ * connection's own thread, which may block here. */
+static ssize_t exchange_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    ssize_t n = http_stream_read(cls, buf, max);
+    return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void exchange_stream_free(void *cls)
+{
+    http_stream_close(cls);
+}
+
+/* A response of unknown length (chunked) read from x's stream, which it
+ * then owns; NULL (the stream closed) when libmicrohttpd cannot make one. */
+static struct MHD_Response *exchange_stream_response(http_exchange *x, struct MHD_Connection *conn)
+{
+    http_stream *st = x->resp.stream;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    http_stream_attach(st, ci ? (int)ci->connect_fd : -1, &x->server->stopping);
+    struct MHD_Response *r = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, 16 * 1024, exchange_stream_read, st, exchange_stream_free);
+    if (!r) {
+        http_stream_close(st);
+        x->resp.stream = NULL;
+    }
+    return r;
+}
+
 static enum MHD_Result exchange_answer(http_exchange *x, struct MHD_Connection *conn)
 {
     http_server *s = x->server;
@@ -331,13 +363,15 @@ static enum MHD_Result exchange_answer(http_exchange *x, struct MHD_Connection *
 
     http_response *resp = &x->resp;
     struct MHD_Response *r =
-        resp->static_body
+        resp->stream ? exchange_stream_response(x, conn)
+        : resp->static_body
             ? MHD_create_response_from_buffer(resp->body_len, (void *)resp->static_body,
                                               MHD_RESPMEM_PERSISTENT)
             : MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
     if (!r)
         return MHD_NO;
     resp->body = NULL; /* libmicrohttpd frees it now */
+    resp->stream = NULL;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                             resp->content_type ? resp->content_type : "application/json");
     for (unsigned i = 0; i < resp->nheaders; i++)

@@ -133,4 +133,15 @@ extern const op_kind rs_op_create, rs_op_stop, rs_op_delete, rs_op_restart_same,
 
 #define RS_STOP_TIMEOUT_S 10
 
+/* query.c: the record of set name as the caller may see it. A bad name
+ * fails as name_check_replicaset says; a set that is absent, a tombstone
+ * or not the caller's is ERR_NOT_FOUND ("no replica set named ..."). */
+int rs_record_load_named(app *a, const char *name, rs_record *r, gb_err *err);
+
+/* logs.c: keep the last RS_LOGS_KEEP_LINES lines of version's container
+ * before it is removed (best effort: trouble is logged); forget every
+ * kept line of a purged set. */
+void rs_logs_keep(app *a, const char *name, int version, const char *container);
+void rs_logs_forget(app *a, const char *name);
+
 #endif

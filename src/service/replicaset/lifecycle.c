@@ -49,6 +49,7 @@ static int rs_stop_container(void *ctx, gb_err *err)
 static int rs_delete_container(void *ctx, gb_err *err)
 {
     rs_lc *c = ctx;
+    rs_logs_keep(c->a, c->r->name, c->r->version, c->r->container_name);
     if (docker_container_remove(c->a->docker, c->r->container_name, true, err) < 0) {
         err->code = ERR_DELETE_FAILED;
         return err_prefix(err, "removing container %s", c->r->container_name);
@@ -261,6 +262,7 @@ static int rs_purge(app *a, rs_record *r, journal_op *op, gb_err *err)
         return -1;
     if (!landed)
         return err_set(err, ERR_CONFLICT, "replica set %s changed meanwhile; try again", r->name);
+    rs_logs_forget(a, r->name);
     return 0;
 }
 

@@ -114,16 +114,23 @@ int replicaset_list_offline(store *s, bool include_deleted, json_t **out, gb_err
     return 0;
 }
 
-int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
+int rs_record_load_named(app *a, const char *name, rs_record *r, gb_err *err)
 {
     if (name_check_replicaset(name, err) < 0)
         return -1;
-    _cleanup_(rs_record_free) rs_record r = {0};
-    int found = rs_record_load_visible(a->store, name, &r, err);
+    int found = rs_record_load_visible(a->store, name, r, err);
     if (found < 0)
         return err_prefix(err, "reading replica set '%s'", name);
-    if (!found || rs_record_is_tombstone(&r))
+    if (!found || rs_record_is_tombstone(r))
         return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+    return 0;
+}
+
+int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
+{
+    _cleanup_(rs_record_free) rs_record r = {0};
+    if (rs_record_load_named(a, name, &r, err) < 0)
+        return -1;
     char buf[32];
     _cleanup_json_ json_t *inspect = NULL;
     json_t *info = rs_summary(&r, rs_container_inspect(a, &r, &inspect, buf, sizeof(buf)));

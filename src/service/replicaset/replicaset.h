@@ -33,8 +33,10 @@
 #ifndef GPUBOX_SERVICE_REPLICASET_H
 #define GPUBOX_SERVICE_REPLICASET_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -134,6 +136,44 @@ int replicaset_execute(app *a, const char *name, const rs_exec_request *req, jso
  * it. data: {imageName, imageId}. */
 int replicaset_commit(app *a, const char *name, const char *image, bool overwrite, json_t **out,
                       gb_err *err);
+
+/* ---- Logs (replicaset/logs.c) ---- */
+
+/* Lines of a version's container gpubox keeps when it removes it. */
+#define RS_LOGS_KEEP_LINES 10000
+
+typedef struct rs_logs_request {
+    long tail;                 /* the last this many lines of each version; < 0: all */
+    int64_t since;             /* unix seconds: only lines written at or after it; 0: all */
+    bool follow;               /* the newest version asked for is followed while it runs */
+    int versions;              /* the newest this many versions; 0: all; 1: the current */
+    const atomic_bool *cancel; /* set to end a follow (the client went away); may be NULL */
+} rs_logs_request;
+
+typedef struct rs_log_line {
+    int version;
+    int stream;       /* 1 stdout, 2 stderr */
+    const char *time; /* RFC 3339 with nanoseconds; "" when unknown */
+    const char *text; /* without its line end; any bytes */
+    size_t len;
+    bool partial; /* a piece of a longer line; more follows */
+} rs_log_line;
+
+/* false: read no further. */
+typedef bool (*rs_log_fn)(void *ctx, const rs_log_line *line);
+
+/* Check name and that the caller may see the set (ERR_NOT_FOUND when not),
+ * and say which versions rq asks for and where each one's lines come from:
+ * data {name, version, state, versions:[{version, containerName, current,
+ * source: "container"|"kept"|"none", status (a container's), note (none's
+ * why)}]}, oldest first. */
+int replicaset_logs_plan(app *a, const char *name, const rs_logs_request *rq, json_t **out,
+                         gb_err *err);
+/* Hand every line of plan's versions to fn, oldest version first, following
+ * the newest if rq says so (returning when its container stops, fn says
+ * stop or rq->cancel is set). */
+int replicaset_logs_read(app *a, const json_t *plan, const rs_logs_request *rq, rs_log_fn fn,
+                         void *ctx, gb_err *err);
 
 /* gpu-docker-api's older routes name a set as "foo" or by its container
  * "foo-N": write the replica-set name into base (NAME_MAX_LEN + 1 bytes). */

@@ -259,6 +259,7 @@ static int rs_step_start_new(void *ctx, gb_err *err)
 static int rs_step_remove_old(void *ctx, gb_err *err)
 {
     rs_change *c = ctx;
+    rs_logs_keep(c->a, c->from.name, c->from.version, c->from.container_name);
     if (docker_container_remove(c->a->docker, c->from.container_name, true, err) < 0)
         return err_prefix(err, "removing %s", c->from.container_name);
     rs_gpu_env_remove(c->a, c->from.container_name);

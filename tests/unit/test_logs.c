@@ -1,0 +1,245 @@
+/*
+ * test_logs.c - the pieces of GET .../logs that need no Docker: the query
+ * (api/logs.c: tail, since in its three forms, versions, the flags) and
+ * the line reader of docker_logs.c (lines cut per stream across network
+ * reads and frames, timestamps split off, "\r\n", long lines in pieces,
+ * a last line without its "\n", a reader that says stop), fed through the
+ * demultiplexer of docker_stream.c as Docker's bytes arrive.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api/api.h"
+#include "docker/docker_internal.h"
+#include "service/replicaset/replicaset.h"
+
+#define NOW 1800000000LL
+
+static int query(const char *const *kv, size_t n, rs_logs_request *rq, bool *ts, gb_err *err)
+{
+    http_kv q[8];
+    for (size_t i = 0; i < n; i++)
+        q[i] = (http_kv){.key = kv[2 * i], .value = kv[2 * i + 1]};
+    http_request req = {.query = q, .nquery = n};
+    return api_logs_query(&req, NOW, rq, ts, err);
+}
+
+static void test_query_defaults(void **state)
+{
+    (void)state;
+    rs_logs_request rq;
+    bool ts = true;
+    gb_err err = GB_ERR_INIT;
+    assert_int_equal(query(NULL, 0, &rq, &ts, &err), 0);
+    assert_int_equal(rq.tail, -1);
+    assert_int_equal(rq.since, 0);
+    assert_int_equal(rq.versions, 1);
+    assert_false(rq.follow);
+    assert_false(ts);
+}
+
+static void test_query_values(void **state)
+{
+    (void)state;
+    rs_logs_request rq;
+    bool ts = false;
+    gb_err err = GB_ERR_INIT;
+    const char *kv[] = {"tail", "25", "versions", "all", "timestamps", "true", "follow", "1"};
+    assert_int_equal(query(kv, 4, &rq, &ts, &err), 0);
+    assert_int_equal(rq.tail, 25);
+    assert_int_equal(rq.versions, 0);
+    assert_true(ts);
+    assert_true(rq.follow);
+    const char *kv2[] = {"tail", "all", "versions", "3"};
+    assert_int_equal(query(kv2, 2, &rq, &ts, &err), 0);
+    assert_int_equal(rq.tail, -1);
+    assert_int_equal(rq.versions, 3);
+}
+
+static void test_query_refusals_name_the_parameter(void **state)
+{
+    (void)state;
+    static const char *const bad[][2] = {
+        {"tail", "-1"},      {"tail", ""},        {"tail", "1x"},       {"tail", "2000000"},
+        {"versions", "0"},   {"versions", "all2"}, {"follow", "yes"},   {"timestamps", "2"},
+        {"since", "bogus"},  {"since", "10 m"},   {"since", "-10m"},    {"since", ""},
+        {"since", "2026-11-22T01:28:28"},         {"since", "2026-11-22T01:28:28+0100"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        rs_logs_request rq;
+        bool ts;
+        gb_err err = GB_ERR_INIT;
+        const char *kv[] = {bad[i][0], bad[i][1]};
+        assert_int_equal(query(kv, 1, &rq, &ts, &err), -1);
+        assert_int_equal(err.code, ERR_INVALID_PARAMS);
+        assert_non_null(strstr(err.msg, bad[i][0]));
+    }
+}
+
+static void test_since_forms(void **state)
+{
+    (void)state;
+    gb_err err = GB_ERR_INIT;
+    int64_t t = 0;
+    assert_int_equal(api_logs_since("10m", NOW, &t, &err), 0);
+    assert_int_equal(t, NOW - 600);
+    assert_int_equal(api_logs_since("1h30m", NOW, &t, &err), 0);
+    assert_int_equal(t, NOW - 5400);
+    assert_int_equal(api_logs_since("1700000000", NOW, &t, &err), 0);
+    assert_int_equal(t, 1700000000);
+    assert_int_equal(api_logs_since("2023-11-14T22:13:20Z", NOW, &t, &err), 0);
+    assert_int_equal(t, 1700000000);
+    assert_int_equal(api_logs_since("2023-11-14T22:13:20.999999999Z", NOW, &t, &err), 0);
+    assert_int_equal(t, 1700000000);
+    assert_int_equal(api_logs_since("2023-11-15T00:13:20+02:00", NOW, &t, &err), 0);
+    assert_int_equal(t, 1700000000);
+    assert_int_equal(api_logs_since("2023-11-14T20:13:20.5-02:00", NOW, &t, &err), 0);
+    assert_int_equal(t, 1700000000);
+}
+
+/* ---- the line reader ---- */
+
+struct got {
+    char lines[16][64];
+    char times[16][48];
+    int streams[16];
+    bool partial[16];
+    int n;
+    int stop_after; /* 0: never */
+};
+
+static bool got_line(void *ctx, const docker_log_line *l)
+{
+    struct got *g = ctx;
+    snprintf(g->lines[g->n], sizeof(g->lines[0]), "%.*s", (int)l->len, l->text);
+    snprintf(g->times[g->n], sizeof(g->times[0]), "%s", l->time);
+    g->streams[g->n] = l->stream;
+    g->partial[g->n] = l->partial;
+    g->n++;
+    return !(g->stop_after && g->n >= g->stop_after);
+}
+
+/* A frame of Docker's multiplexed stream. */
+static size_t frame(char *out, int stream, const char *payload)
+{
+    size_t n = strlen(payload);
+    unsigned char h[8] = {(unsigned char)stream, 0, 0, 0, (unsigned char)(n >> 24),
+                          (unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n};
+    memcpy(out, h, 8);
+    memcpy(out + 8, payload, n);
+    return n + 8;
+}
+
+/* A demultiplexer feeding reader r, which hands lines to g. */
+static void reader_setup(struct docker_log_reader *r, struct docker_demux *d, struct got *g,
+                         bool tty)
+{
+    docker_log_reader_init(r, got_line, g);
+    docker_demux_init(d, 0, false);
+    d->tty = tty;
+    d->emit = docker_log_reader_feed;
+    d->emit_ctx = r;
+}
+
+static void feed_bytewise(struct docker_demux *d, const char *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(docker_demux_sink((char *)data + i, 1, 1, d), 1);
+}
+
+static void test_lines_across_frames_and_reads(void **state)
+{
+    (void)state;
+    struct got g = {0};
+    struct docker_log_reader r;
+    struct docker_demux d;
+    reader_setup(&r, &d, &g, false);
+    char buf[512];
+    size_t n = 0;
+    n += frame(buf + n, 1, "2026-11-22T01:28:28.000000001Z one\n2026-11-22T01:28:29.5Z tw");
+    n += frame(buf + n, 2, "2026-11-22T01:28:30.25Z err line\r\n");
+    n += frame(buf + n, 1, "o\n2026-11-22T01:28:31.1Z last");
+    feed_bytewise(&d, buf, n);
+    assert_false(docker_demux_broken(&d));
+    assert_int_equal(g.n, 3);
+    assert_true(docker_log_reader_flush(&r));
+    assert_int_equal(g.n, 4);
+    assert_string_equal(g.lines[0], "one");
+    assert_string_equal(g.times[0], "2026-11-22T01:28:28.000000001Z");
+    assert_int_equal(g.streams[0], 1);
+    assert_string_equal(g.lines[1], "err line");
+    assert_int_equal(g.streams[1], 2);
+    assert_string_equal(g.times[1], "2026-11-22T01:28:30.25Z");
+    assert_string_equal(g.lines[2], "two");
+    assert_string_equal(g.times[2], "2026-11-22T01:28:29.5Z");
+    assert_string_equal(g.lines[3], "last");
+    docker_log_reader_free(&r);
+    docker_demux_free(&d);
+}
+
+static void test_tty_lines_and_long_lines(void **state)
+{
+    (void)state;
+    struct got g = {0};
+    struct docker_log_reader r;
+    struct docker_demux d;
+    reader_setup(&r, &d, &g, true);
+    const char *raw = "2026-11-22T01:28:28.1Z plain\r\nno stamp here\n";
+    feed_bytewise(&d, raw, strlen(raw));
+    assert_int_equal(g.n, 2);
+    assert_string_equal(g.lines[0], "plain");
+    assert_int_equal(g.streams[0], 1);
+    assert_string_equal(g.lines[1], "no stamp here");
+    assert_string_equal(g.times[1], "");
+
+    /* a line past DOCKER_LOG_LINE_MAX comes in pieces with its time */
+    size_t big = DOCKER_LOG_LINE_MAX + 10;
+    char *line = malloc(big + 40);
+    int k = snprintf(line, 40, "2026-11-22T01:28:29.2Z ");
+    memset(line + k, 'x', big);
+    line[k + big] = '\n';
+    assert_int_equal(docker_demux_sink(line, 1, (size_t)k + big + 1, &d), (size_t)k + big + 1);
+    free(line);
+    assert_int_equal(g.n, 4);
+    assert_true(g.partial[2]);
+    assert_false(g.partial[3]);
+    assert_string_equal(g.times[2], "2026-11-22T01:28:29.2Z");
+    assert_string_equal(g.times[3], "2026-11-22T01:28:29.2Z");
+    docker_log_reader_free(&r);
+    docker_demux_free(&d);
+}
+
+static void test_reader_that_stops_refuses_the_rest(void **state)
+{
+    (void)state;
+    struct got g = {.stop_after = 1};
+    struct docker_log_reader r;
+    struct docker_demux d;
+    reader_setup(&r, &d, &g, true);
+    const char *raw = "a\nb\nc\n";
+    assert_int_equal(docker_demux_sink((char *)raw, 1, strlen(raw), &d), 0);
+    assert_true(r.stopped);
+    assert_int_equal(g.n, 1);
+    docker_log_reader_free(&r);
+    docker_demux_free(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_query_defaults),
+        cmocka_unit_test(test_query_values),
+        cmocka_unit_test(test_query_refusals_name_the_parameter),
+        cmocka_unit_test(test_since_forms),
+        cmocka_unit_test(test_lines_across_frames_and_reads),
+        cmocka_unit_test(test_tty_lines_and_long_lines),
+        cmocka_unit_test(test_reader_that_stops_refuses_the_rest),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
