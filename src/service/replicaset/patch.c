@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/images/images.h"
 #include "service/keys.h"
 #include "service/store_json.h"
 #include "service/metrics.h"
@@ -35,11 +36,11 @@ static int rs_change_to_spec(app *a, const op_kind *kind, const rs_record *r, co
     bool swapped = false;
     if (rs_version_check_container(a, r, code, err) < 0 || binds_resolve(a, spec, &binds, err) < 0)
         return -1;
-    /* Another image must be here before anything is taken (a version of
-     * another image does not carry the system disk: version.c). */
-    _cleanup_json_ json_t *image = NULL;
+    /* Another image must be here before anything is taken, pulled when it
+     * is missing as a create pulls it (a version of another image does not
+     * carry the system disk: version.c). */
     if (strcmp(spec->image, r->spec.image) != 0 &&
-        docker_image_inspect(a->docker, spec->image, &image, err) < 0)
+        image_ensure(a, spec->image, IMAGE_PULL_MISSING, NULL, err) < 0)
         return -1;
     rs_version_next(r, spec, &to);
     if (rs_alloc_next(a, r, &to, &swapped, err) < 0)
