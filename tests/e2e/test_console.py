@@ -146,6 +146,10 @@ def test_volumes(daemon):
     browser(daemon, "volumes")
 
 
+def test_the_logs_panel_shows_what_the_container_printed(daemon):
+    browser(daemon, "logs")
+
+
 def test_no_serious_accessibility_violation_on_any_page(daemon):
     browser(daemon, "accessibility")
 

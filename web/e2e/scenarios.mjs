@@ -152,7 +152,7 @@ export const scenarios = {
     await page.getByRole('button', { name: 'Stop', exact: true }).click();
     await until('stopped', async () => (await state.textContent()).includes('stopped'), 30000);
     assert.deepEqual((await apiOk('GET', `/api/v1/replicaSet/${name}`)).info.gpus, []);
-    await page.getByRole('button', { name: 'Start' }).click();
+    await page.getByRole('button', { name: 'Start', exact: true }).click();
     await until('running again', async () => (await state.textContent()).includes('running'), 30000);
     assert.equal((await apiOk('GET', `/api/v1/replicaSet/${name}`)).info.gpus.length, 2);
 
@@ -281,6 +281,36 @@ export const scenarios = {
     await commit.getByRole('alert').waitFor();
     assert.match(await commit.getByRole('alert').textContent(), /image name|name/i);
     assert.equal(await commit.getByLabel('Image name').inputValue(), 'Bad Name!');
+    assertClean(page);
+    await purge(name);
+  },
+
+  /** The logs panel shows what the container printed, and (Follow) what it prints next. */
+  async logs(browser) {
+    const name = `${P}_logs`;
+    await purge(name);
+    await apiOk('POST', '/api/v1/replicaSet', { replicaSetName: name, imageName: env.image, gpuCount: 0,
+      cmd: ['sh', '-c', `echo hello-from-${name}; i=0; while true; do i=$((i+1)); echo tick-$i; sleep 1; done`] });
+    const page = await newPage(browser);
+    await login(page, env.admin);
+    await page.goto(`${env.url}/#/instances/${name}`);
+    await page.locator('main h1', { hasText: name }).waitFor();
+    await page.getByRole('button', { name: 'Show logs' }).click();
+    const lines = page.getByLabel('Log lines');
+    // the first answer may come before the container printed: ask again until it has
+    await until('the line the container printed', async () => {
+      if ((await lines.textContent()).includes(`hello-from-${name}`)) return true;
+      await page.getByRole('button', { name: 'Refresh logs' }).click();
+      return false;
+    }, 30000, 500);
+    // following: lines printed after the panel opened arrive without asking
+    await page.getByLabel('Follow').check();
+    await page.getByText(/Following: new lines show/).waitFor();
+    const ticks = async () => Math.max(0, ...((await lines.textContent()).match(/tick-\d+/g) ?? []).map((t) => Number(t.slice(5))));
+    const first = await until('a tick while following', async () => (await ticks()) || false, 15000);
+    await until('a later tick, streamed', async () => (await ticks()) > first + 1, 15000);
+    await page.getByLabel('Follow').uncheck();
+    await page.getByRole('button', { name: 'Refresh logs' }).waitFor();
     assertClean(page);
     await purge(name);
   },

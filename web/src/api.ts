@@ -62,9 +62,7 @@ export async function call<T>(
   path: string,
   body?: unknown,
 ): Promise<{ code: number; msg: string; data: T }> {
-  const headers: Record<string, string> = { Accept: 'application/json' };
-  const token = getToken() ?? memoryToken;
-  if (token) headers.Authorization = `Bearer ${token}`;
+  const headers = authHeaders('application/json');
   let payload: string | undefined;
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
@@ -88,6 +86,72 @@ export async function call<T>(
   }
   if (env.code !== 200) throw new ApiError(res.status, env.code, env.msg);
   return env;
+}
+
+/** Accept and, when there is a token, its Authorization header. */
+function authHeaders(accept: string): Record<string, string> {
+  const headers: Record<string, string> = { Accept: accept };
+  const token = getToken() ?? memoryToken;
+  if (token) headers.Authorization = `Bearer ${token}`;
+  return headers;
+}
+
+/**
+ * GETs `path`, an answer of one JSON object a line (application/x-ndjson,
+ * as the logs' follow=true), calling `onObject` with each as soon as its
+ * line is complete. Returns when the stream ends; `signal` hangs up (the
+ * promise then resolves quietly). An answer that is not a stream (an error
+ * envelope) throws ApiError with the API's message, as call() does.
+ */
+export async function streamNdjson(path: string, onObject: (o: unknown) => void, signal: AbortSignal): Promise<void> {
+  let res: Response;
+  try {
+    res = await fetch(path, { method: 'GET', headers: authHeaders('application/x-ndjson'), cache: 'no-store', signal });
+  } catch (e) {
+    if (signal.aborted) return;
+    throw new ApiError(0, 0, `gpuboxd did not answer (${(e as Error).message})`);
+  }
+  const type = res.headers?.get?.('Content-Type') ?? '';
+  if (res.status !== 200 || !res.body || type.startsWith('application/json')) {
+    let env: { code: number; msg: string } | null = null;
+    try {
+      env = await res.json();
+    } catch {
+      /* below */
+    }
+    if (res.status === 401) {
+      setToken(null);
+      unauthorized(env?.msg ?? 'unauthorized');
+    }
+    throw new ApiError(res.status, env?.code ?? 0, env?.msg ?? `gpuboxd answered HTTP ${res.status} without a stream`);
+  }
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let rest = '';
+  const emit = (line: string) => {
+    if (!line.trim()) return;
+    try {
+      onObject(JSON.parse(line));
+    } catch {
+      /* not JSON: skip it rather than stop the stream */
+    }
+  };
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += decoder.decode(value, { stream: true });
+      const lines = rest.split('\n');
+      rest = lines.pop() ?? '';
+      lines.forEach(emit);
+    }
+    emit(rest + decoder.decode());
+  } catch (e) {
+    if (signal.aborted) return;
+    throw new ApiError(0, 0, `the stream broke off (${(e as Error).message})`);
+  } finally {
+    reader.releaseLock?.();
+  }
 }
 
 /** A path segment, escaped. */

@@ -8,6 +8,7 @@ import { Overview } from './pages/Overview';
 import { Instances } from './pages/Instances';
 import { InstanceDetail } from './pages/InstanceDetail';
 import { Volumes } from './pages/Volumes';
+import { Images } from './pages/Images';
 import { UsagePage } from './pages/Usage';
 import { href, useRoute } from './router';
 import { SessionContext, sessionFor } from './session';
@@ -38,6 +39,7 @@ const PAGES: { page: string; label: string; show: (role: string) => boolean }[] 
   { page: 'overview', label: 'Overview', show: () => true },
   { page: 'instances', label: 'Instances', show: () => true },
   { page: 'volumes', label: 'Volumes', show: () => true },
+  { page: 'images', label: 'Images', show: () => true },
   { page: 'usage', label: 'Usage', show: (r) => r !== 'viewer' },
 ];
 
@@ -101,6 +103,7 @@ export function App() {
         {page === 'instances' && !route.args[0] && <Instances />}
         {page === 'instances' && route.args[0] && <InstanceDetail name={route.args[0]} />}
         {page === 'volumes' && <Volumes />}
+        {page === 'images' && <Images />}
         {page === 'usage' && <UsagePage />}
       </main>
     </SessionContext.Provider>

@@ -132,6 +132,90 @@ export interface ReplicaSetInfo extends ReplicaSet {
   spec: Spec;
   containerId: string;
   operation?: string;
+  /** While it runs without its cards (restart {gpuCount: 0}): the GPU fields kept aside. */
+  gpusAside?: GpusAside | null;
+  /** How to reach it by SSH, when gpuboxd runs an SSH server for it. */
+  ssh?: SshInfo | null;
+}
+
+/** The GPU fields a set started without cards keeps aside. */
+export interface GpusAside {
+  gpuCount: number;
+  gpuMemory?: number;
+  gpuShared?: boolean;
+  gpuPolicy?: string;
+  gpuUUIDs?: string[];
+  gpuModel?: string;
+}
+
+/** info.ssh: the command to reach the set, and whether that works now. */
+export interface SshInfo {
+  command?: string;
+  port?: number | null;
+  server?: string | null;
+  running?: boolean;
+  message?: string;
+}
+
+/** One line of GET /replicaSet/{name}/logs (or of its follow stream). */
+export interface LogLine {
+  version: number;
+  stream: 'stdout' | 'stderr' | string;
+  time?: string;
+  text: string;
+  partial?: boolean;
+}
+
+export interface LogVersion {
+  version: number;
+  containerName: string;
+  current: boolean;
+  source: 'container' | 'kept' | 'none' | string;
+  status?: string;
+  note?: string;
+}
+
+/** data of GET /replicaSet/{name}/logs (without lines: the follow stream's header). */
+export interface LogsAnswer {
+  name: string;
+  version: number;
+  state: SetState;
+  versions: LogVersion[];
+  lines: LogLine[];
+  truncated: boolean;
+}
+
+/** An item of GET /api/v1/images. */
+export interface Image {
+  id: string;
+  repoTags: string[];
+  repoDigests?: string[];
+  size: number;
+  created: string;
+  gpuboxCreated?: boolean;
+  node?: string;
+}
+
+/** One layer of a pull. */
+export interface PullStep {
+  name: string;
+  done: boolean;
+  status?: string;
+  current?: number;
+  total?: number;
+}
+
+/** GET /api/v1/operations/{id} of a pull. */
+export interface PullOperation {
+  id: string;
+  kind: 'pull';
+  target: string;
+  state: 'running' | 'done' | 'failed' | string;
+  steps: PullStep[];
+  progress?: { current: number; total: number; layers: number; layersDone: number };
+  imageId?: string;
+  error: string;
+  errorCode?: number;
 }
 
 export interface HistoryEntry {

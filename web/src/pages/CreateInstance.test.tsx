@@ -158,6 +158,33 @@ describe('CreateInstance', () => {
     expect(await submitted(sent)).toEqual({ replicaSetName: 'job', imageName: 'ubuntu:22.04', node: 'n2' });
   });
 
+  it('sends pull only when changed, and SSH keys one a line only when given', async () => {
+    const sent = api();
+    show();
+    type('Name', 'job');
+    type('Image', 'ubuntu:22.04');
+    expect((screen.getByLabelText('Pull') as HTMLSelectElement).value).toBe('missing');
+    fireEvent.change(screen.getByLabelText('Pull'), { target: { value: 'always' } });
+    type('SSH public keys', 'ssh-ed25519 AAAA1 me@a\n\n  ssh-rsa BBBB2 me@b  \n');
+    expect(await submitted(sent)).toEqual({
+      replicaSetName: 'job',
+      imageName: 'ubuntu:22.04',
+      pull: 'always',
+      sshKeys: ['ssh-ed25519 AAAA1 me@a', 'ssh-rsa BBBB2 me@b'],
+    });
+  });
+
+  it('leaves out pull at its default and empty SSH keys', async () => {
+    const sent = api();
+    show();
+    type('Name', 'job');
+    type('Image', 'ubuntu:22.04');
+    fireEvent.change(screen.getByLabelText('Pull'), { target: { value: 'never' } });
+    fireEvent.change(screen.getByLabelText('Pull'), { target: { value: 'missing' } });
+    type('SSH public keys', '  \n ');
+    expect(await submitted(sent)).toEqual({ replicaSetName: 'job', imageName: 'ubuntu:22.04' });
+  });
+
   it('has no node field on a single server', () => {
     api();
     show();

@@ -39,6 +39,10 @@ export interface CreateForm {
   idleStop: string;
   /** Stop after running this long ("8h"); empty: no limit. */
   maxDuration: string;
+  /** When the image is pulled; sent only when not the default. */
+  pull: 'missing' | 'always' | 'never';
+  /** SSH public keys, one a line. */
+  sshKeys: string;
 }
 
 export const EMPTY_FORM: CreateForm = {
@@ -55,6 +59,8 @@ export const EMPTY_FORM: CreateForm = {
   node: '',
   idleStop: '',
   maxDuration: '',
+  pull: 'missing',
+  sshKeys: '',
 };
 
 /** The body of POST /api/v1/replicaSet; empty fields are left out (the API's defaults). */
@@ -78,6 +84,9 @@ export function createBody(f: CreateForm, fleet: boolean): Record<string, unknow
   if (f.idleStop.trim()) body.idleStop = f.idleStop.trim();
   if (f.maxDuration.trim()) body.maxDuration = f.maxDuration.trim();
   if (fleet && f.node.trim()) body.node = f.node.trim();
+  if (f.pull !== 'missing') body.pull = f.pull;
+  const keys = splitLines(f.sshKeys);
+  if (keys.length) body.sshKeys = keys;
   return body;
 }
 
@@ -141,7 +150,15 @@ export function CreateInstance({ onCreated, onCancel }: { onCreated: (name: stri
           value={form.image}
           onInput={(e) => set({ image: value(e) })}
         />
-        <p class="hint">An image present on the host; it is not pulled.</p>
+        <p class="hint">Pulled first as "Pull" says (the Images page pulls with credentials).</p>
+      </div>
+      <div class="field">
+        <label for="ci-pull">Pull</label>
+        <select id="ci-pull" value={form.pull} onChange={(e) => set({ pull: value(e) as CreateForm['pull'] })}>
+          <option value="missing">missing: only when not on the node</option>
+          <option value="always">always: pull again first</option>
+          <option value="never">never: the image must be on the node</option>
+        </select>
       </div>
 
       <fieldset class="field">
@@ -275,6 +292,18 @@ export function CreateInstance({ onCreated, onCancel }: { onCreated: (name: stri
           Split on spaces into arguments; with quotes, $, |, &amp;, ;, &lt;, &gt;, globs or a leading VAR=value it runs
           as <code>sh -c "…"</code>. Empty: the image's command.
         </p>
+      </div>
+      <div class="field">
+        <label for="ci-ssh">SSH public keys</label>
+        <textarea
+          id="ci-ssh"
+          class="mono"
+          rows={3}
+          placeholder="ssh-ed25519 AAAA… me@laptop"
+          value={form.sshKeys}
+          onInput={(e) => set({ sshKeys: value(e) })}
+        />
+        <p class="hint">One key a line; the instance page then shows the ssh command.</p>
       </div>
       <StopRuleFields
         prefix="ci"

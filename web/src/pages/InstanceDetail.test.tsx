@@ -52,32 +52,55 @@ describe('InstanceDetail', () => {
     api({ state: 'running' });
     const { unmount } = renderAs('user', <InstanceDetail name="foo" />);
     await screen.findByRole('button', { name: 'Stop' });
-    expect(buttons()).toEqual(['Scale', 'Pause', 'Stop', 'Run command', 'Commit', 'Roll back', 'Auto-stop', 'Delete']);
+    expect(buttons()).toEqual([
+      'Scale',
+      'Pause',
+      'Stop',
+      'Run command',
+      'Commit',
+      'Roll back',
+      'Change image',
+      'Restart without GPUs',
+      'Auto-stop',
+      'Delete',
+      'Show logs',
+    ]);
     unmount();
 
     api({ state: 'paused' });
     renderAs('user', <InstanceDetail name="foo" />);
     await screen.findByRole('button', { name: 'Continue' });
-    expect(buttons()).toEqual(['Continue', 'Scale', 'Stop', 'Commit', 'Roll back', 'Auto-stop', 'Delete']);
+    expect(buttons()).toEqual([
+      'Continue',
+      'Scale',
+      'Stop',
+      'Commit',
+      'Roll back',
+      'Change image',
+      'Restart without GPUs',
+      'Auto-stop',
+      'Delete',
+      'Show logs',
+    ]);
   });
 
   it('offers Start to a stopped set and only a purge to a deleted one', async () => {
     api({ state: 'stopped', status: 'exited' });
     const { unmount } = renderAs('user', <InstanceDetail name="foo" />);
     await screen.findByRole('button', { name: 'Start' });
-    expect(buttons()).toEqual(['Start', 'Commit', 'Auto-stop', 'Delete']);
+    expect(buttons()).toEqual(['Start', 'Start without GPUs', 'Commit', 'Auto-stop', 'Delete', 'Show logs']);
     unmount();
 
     api({ state: 'deleted', status: 'deleted' });
     renderAs('user', <InstanceDetail name="foo" />);
     await screen.findByText(/Its history is kept/);
-    expect(buttons()).toEqual(['Purge history']);
+    expect(buttons()).toEqual(['Purge history', 'Show logs']);
   });
 
-  it('shows a viewer no buttons', async () => {
+  it('shows a viewer no buttons but the logs', async () => {
     api({ state: 'running' });
     await shown('viewer');
-    expect(buttons()).toEqual([]);
+    expect(buttons()).toEqual(['Show logs']);
   });
 
   it('stops, following the steps, and shows a refusal beside Stop', async () => {

@@ -3,23 +3,26 @@
 // beside its button or in its dialog; after any action the detail is asked
 // again at once. Its live use of each card, when it went idle, when it will
 // be stopped, and why it stopped show beside its facts.
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import { api } from '../api';
 import { ErrorNote, Meter } from '../components/ui';
 import { age, mib, percent, shortUuid, until } from '../format';
 import { useAction, usePoll } from '../hooks';
 import { href } from '../router';
 import { useSession } from '../session';
-import type { ReplicaSet, ReplicaSetInfo, SetState, SetUsage, StopReason } from '../types';
+import type { GpusAside, ReplicaSet, ReplicaSetInfo, SetState, SetUsage, SshInfo, StopReason } from '../types';
 import {
   AutoStopDialog,
+  ChangeImageDialog,
   CommitDialog,
   DeleteDialog,
   ExecDialog,
   RollbackDialog,
   ScaleDialog,
+  StartWithoutGpusDialog,
   type Act,
 } from './InstanceDialogs';
+import { LogsPanel } from './LogsPanel';
 import { portsText, setPath, specGpusText, timeText } from './instanceHelpers';
 import { StateBadge } from './Instances';
 import { OperationSteps, useTracker } from './OperationSteps';
@@ -45,7 +48,16 @@ function infoOf(d: { info: Info } & Live): Info {
   };
 }
 
-type DialogKind = 'scale' | 'autostop' | 'rollback' | 'commit' | 'exec' | 'delete';
+type DialogKind = 'scale' | 'autostop' | 'rollback' | 'commit' | 'exec' | 'delete' | 'nogpu' | 'image';
+
+/** "2 GPUs", "1 GPU": what a set started without cards keeps aside. */
+export function asideText(a: GpusAside): string {
+  const n = a.gpuCount;
+  const what = n === 1 ? 'GPU' : 'GPUs';
+  if (a.gpuMemory && a.gpuMemory > 0) return `${n} ${what} (${mib(a.gpuMemory)} share each)`;
+  if (a.gpuShared) return `${n} ${what} (time-slice)`;
+  return `${n} ${what}`;
+}
 
 /** A button that runs a call and shows that call's error right beside it. */
 function ActionButton({ label, run, primary }: { label: string; run: () => Promise<unknown>; primary?: boolean }) {
@@ -70,9 +82,15 @@ function Actions({ info, act, open }: { info: Info; act: Act; open: (d: DialogKi
       {label}
     </button>
   );
+  // Cards it could run without: its spec asks for some, and none are aside already.
+  const hasCards = info.spec.gpuCount > 0 && !info.gpusAside;
   return (
     <div class="detail-actions">
       {s === 'stopped' && <ActionButton label="Start" primary run={() => act.long(patch('restart'))} />}
+      {s === 'stopped' && hasCards && opener('Start without GPUs', 'nogpu')}
+      {live && info.gpusAside && (
+        <ActionButton label="Restart with GPUs" run={() => act.long(patch('restart'))} />
+      )}
       {s === 'paused' && <ActionButton label="Continue" primary run={() => act.quick(patch('continue'))} />}
       {live && opener('Scale', 'scale')}
       {s === 'running' && <ActionButton label="Pause" run={() => act.quick(patch('pause'))} />}
@@ -80,6 +98,8 @@ function Actions({ info, act, open }: { info: Info; act: Act; open: (d: DialogKi
       {s === 'running' && opener('Run command', 'exec')}
       {(live || s === 'stopped') && opener('Commit', 'commit')}
       {live && opener('Roll back', 'rollback')}
+      {live && opener('Change image', 'image')}
+      {live && hasCards && opener('Restart without GPUs', 'nogpu')}
       {(live || s === 'stopped') && opener('Auto-stop', 'autostop')}
       {(live || s === 'stopped') && opener('Delete', 'delete', 'danger')}
       {s === 'deleted' && opener('Purge history', 'delete', 'danger')}
@@ -142,6 +162,14 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
         </dd>
         <dt>Ports</dt>
         <dd>{portsText(info.ports)}</dd>
+        {info.ssh && (
+          <>
+            <dt>SSH</dt>
+            <dd>
+              <SshBox ssh={info.ssh} />
+            </dd>
+          </>
+        )}
         {info.runningSince && (info.state === 'running' || info.state === 'paused') && (
           <>
             <dt>Running since</dt>
@@ -200,6 +228,51 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
         <dd>{spec.maxDuration || 'none'}</dd>
       </dl>
     </>
+  );
+}
+
+/** The command to reach the set ("ssh -p 40012 root@host"), to copy; why it does not work now, when it does not. */
+function SshBox({ ssh }: { ssh: SshInfo }) {
+  const [copied, setCopied] = useState<string | null>(null);
+  const code = useRef<HTMLElement>(null);
+  const copy = async () => {
+    if (!ssh.command) return;
+    try {
+      await navigator.clipboard.writeText(ssh.command);
+      setCopied('Copied');
+    } catch {
+      // No clipboard (plain HTTP to a remote address): select it for Ctrl+C.
+      const sel = getSelection();
+      if (code.current && sel) {
+        const r = document.createRange();
+        r.selectNodeContents(code.current);
+        sel.removeAllRanges();
+        sel.addRange(r);
+      }
+      setCopied('Selected: press Ctrl+C to copy');
+    }
+  };
+  const down = ssh.running === false || ssh.server === null;
+  return (
+    <div class="ssh">
+      {ssh.command && (
+        <div class="ssh-command">
+          <code class="copybox" ref={code}>
+            {ssh.command}
+          </code>
+          <button type="button" onClick={copy} aria-label="Copy the SSH command">
+            Copy
+          </button>
+          {copied && (
+            <span class="hint" role="status">
+              {copied}
+            </span>
+          )}
+        </div>
+      )}
+      {down && ssh.message && <p class="notice ssh-message">{ssh.message}</p>}
+      {!down && ssh.message && <p class="hint">{ssh.message}</p>}
+    </div>
   );
 }
 
@@ -276,6 +349,7 @@ export function InstanceDetail({ name }: { name: string }) {
   const poll = usePoll(() => api<{ info: Info } & Live>('GET', setPath(name)).then(infoOf), name);
   const tracker = useTracker();
   const [dialog, setDialog] = useState<DialogKind | null>(null);
+  const [logsOpen, setLogsOpen] = useState(false);
   const info = poll.data;
 
   // Whatever a call's outcome, the state may have moved: ask again at once.
@@ -305,6 +379,11 @@ export function InstanceDetail({ name }: { name: string }) {
           </p>
         )}
         {info?.state === 'creating' && <p class="notice">Being created: its container is starting.</p>}
+        {info?.gpusAside && info.state !== 'deleted' && (
+          <p class="notice gpus-aside">
+            Runs without its {asideText(info.gpusAside)}; Start/Restart takes them again.
+          </p>
+        )}
         {info?.state === 'stopped' && info.stopped && (
           <p class="notice stopped-why">
             {stopText(info.stopped, { ...info.spec, idleStop: info.idleStop ?? info.spec.idleStop, maxDuration: info.maxDuration ?? info.spec.maxDuration })}, at {timeText(info.stopped.at)} ({age(info.stopped.at)} ago).
@@ -315,12 +394,23 @@ export function InstanceDetail({ name }: { name: string }) {
         {/* In the dialog while one is open, here otherwise. */}
         {!dialog && steps}
         {info && <Details info={info} fleet={fleet} />}
+        <section class="logs-section" aria-label="Logs">
+          <div class="page-head">
+            <h2>Logs</h2>
+            <button type="button" aria-expanded={logsOpen} onClick={() => setLogsOpen((o) => !o)}>
+              {logsOpen ? 'Hide logs' : 'Show logs'}
+            </button>
+          </div>
+          {logsOpen && <LogsPanel name={name} />}
+        </section>
       </div>
       {info && dialog === 'scale' && <ScaleDialog info={info} act={act} onClose={close} steps={steps} />}
       {info && dialog === 'autostop' && <AutoStopDialog info={info} act={act} onClose={close} />}
       {info && dialog === 'rollback' && <RollbackDialog info={info} act={act} onClose={close} steps={steps} />}
       {info && dialog === 'commit' && <CommitDialog info={info} act={act} onClose={close} />}
       {info && dialog === 'exec' && <ExecDialog info={info} act={act} onClose={close} />}
+      {info && dialog === 'nogpu' && <StartWithoutGpusDialog info={info} act={act} onClose={close} steps={steps} />}
+      {info && dialog === 'image' && <ChangeImageDialog info={info} act={act} onClose={close} steps={steps} />}
       {info && dialog === 'delete' && <DeleteDialog info={info} act={act} onClose={close} steps={steps} />}
     </>
   );

@@ -452,3 +452,127 @@ export function DeleteDialog({ info, act, onClose, steps }: DialogProps) {
     />
   );
 }
+
+/** Runs the next version without any card (restart {gpuCount: 0}); its GPU fields are kept aside. */
+export function StartWithoutGpusDialog({ info, act, onClose, steps }: DialogProps) {
+  const a = useAction();
+  const stopped = info.state === 'stopped';
+  const n = info.spec.gpuCount;
+  const confirm = async () => {
+    const ok = await a.run(async () => {
+      await act.long(() => api<LongAnswer>('PATCH', setPath(info.name, 'restart'), { gpuCount: 0 }));
+      return true;
+    });
+    if (ok) onClose();
+  };
+  return (
+    <Confirm
+      title={`${stopped ? 'Start' : 'Restart'} ${info.name} without GPUs?`}
+      message={
+        <>
+          <p>
+            A new version of <strong>{info.name}</strong> runs without its {n} {n === 1 ? 'GPU' : 'GPUs'} (
+            {specGpusText(info.spec)}), keeping its binds, volumes, environment, ports and system disk: to copy data
+            out or install packages without holding a card.
+            {!stopped && ' Its container is stopped first: what runs in it now ends.'}
+          </p>
+          <p>Start (or Restart) later takes cards again, as many as now, when enough are free.</p>
+          {steps}
+        </>
+      }
+      action={stopped ? 'Start without GPUs' : 'Restart without GPUs'}
+      busy={a.busy}
+      error={a.error}
+      onConfirm={confirm}
+      onCancel={onClose}
+    />
+  );
+}
+
+/** What a patch of imageName answers beyond LongAnswer. */
+interface ImageAnswer extends LongAnswer {
+  imageName?: string;
+  systemDiskCarried?: boolean;
+  carry?: { method?: string; note?: string };
+}
+
+/** Another image, same data: PATCH the set with imageName; the system disk is not carried. */
+export function ChangeImageDialog({ info, act, onClose, steps }: DialogProps) {
+  const [image, setImage] = useState('');
+  const [done, setDone] = useState<{ answer: ImageAnswer; msg: string } | null>(null);
+  // What it ran before: the page's info moves on once the patch is done.
+  const [before] = useState({ version: info.version, imageName: info.spec.imageName });
+  const a = useAction();
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setDone(null);
+    let msg = '';
+    const answer = await a.run(() =>
+      act.long(async () => {
+        const env = await call<ImageAnswer>('PATCH', setPath(info.name), { imageName: image.trim() });
+        msg = env.msg;
+        return env.data;
+      }),
+    );
+    if (answer) setDone({ answer, msg });
+  };
+
+  const r = done?.answer;
+  return (
+    <Dialog title={`Change the image of ${info.name}`} onClose={onClose}>
+      <form onSubmit={submit}>
+        <p>
+          Now <code>{before.imageName}</code>. A new version runs the other image (pulled first when it is not on
+          the node) with the same binds, volumes, environment, ports and GPUs.
+        </p>
+        <p class="notice image-warning">
+          <strong>The system disk is not carried:</strong> whatever was installed or written in the container outside
+          its binds and volumes is not in the new one. Only binds and volumes keep their data. Rolling back to the
+          current version returns to the old image (again without the system disk).
+        </p>
+        <div class="field">
+          <label for="im-image">New image</label>
+          <input
+            id="im-image"
+            required
+            placeholder="pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime"
+            value={image}
+            onInput={(e) => setImage(value(e))}
+          />
+        </div>
+        <ErrorNote error={a.error} />
+        {r && r.changed === false && (
+          <p class="notice" role="status">
+            {done.msg}
+          </p>
+        )}
+        {r && r.changed !== false && (
+          <div role="status" class="image-result">
+            <p class="ok">
+              Version {r.version} runs <code>{r.imageName ?? image.trim()}</code>.
+            </p>
+            {r.systemDiskCarried === false ? (
+              <p class="notice">
+                The system disk was not carried: binds and volumes were
+                {r.carry?.note ? ` (${r.carry.note})` : ''}. Roll back to version {before.version} to return to{' '}
+                <code>{before.imageName}</code>.
+              </p>
+            ) : (
+              r.systemDiskCarried && <p class="hint">Same image: the system disk was carried.</p>
+            )}
+          </div>
+        )}
+        {steps}
+        <div class="actions">
+          <button type="button" onClick={onClose}>
+            Close
+          </button>
+          <button type="submit" class="primary" disabled={a.busy || !image.trim()}>
+            Change image
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
