@@ -29,8 +29,11 @@ run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # too, but the tests call it themselves). The image tests
 # (tests/e2e/test_images.py) run a registry of their own (docker-registry)
 # and write its htpasswd file with htpasswd -B (apache2-utils).
+# tests/e2e/test_ssh.py builds an image around dropbear-bin's server and
+# logs in with openssh-client's ssh.
 test_pkgs=(busybox-static python3 python3-pytest etcd-server clang openssl prometheus
-           man-db systemd iptables chromium fonts-dejavu-core docker-registry apache2-utils)
+           man-db systemd iptables chromium fonts-dejavu-core docker-registry apache2-utils
+           dropbear-bin openssh-client)
 # The store, placement and fleet benchmarks start an etcd; the create and
 # fleet ones import the busybox test image and drive gpuboxd from Python.
 # The console's benchmark (bench/web.sh) drives chromium.

@@ -11,6 +11,8 @@
 #include "util/xalloc.h"
 #include "cli/cli.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,6 +157,40 @@ static int run_selector(cli_ctx *ctx, const cli_args *a, const char *text, json_
     return 0;
 }
 
+/* Every --ssh-key FILE's keys, one a line (blank lines and # comments
+ * skipped, as in authorized_keys), into body's sshKeys; the server checks
+ * them. 0 or a usage exit code. */
+static int rs_ssh_keys(cli_ctx *ctx, const cli_args *a, json_t *body)
+{
+    if (!cli_count(a, "ssh-key"))
+        return 0;
+    json_t *keys = json_array();
+    json_object_set_new(body, "sshKeys", keys);
+    for (size_t i = 0; i < a->nopts; i++) {
+        if (strcmp(a->opts[i].opt->name, "ssh-key") != 0)
+            continue;
+        const char *path = a->opts[i].value;
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return cli_usage_error(ctx, a->cmd, "--ssh-key %s: %s", path, strerror(errno));
+        char line[16384];
+        size_t before = json_array_size(keys);
+        while (fgets(line, sizeof(line), f)) {
+            line[strcspn(line, "\r\n")] = '\0';
+            const char *k = line + strspn(line, " \t");
+            if (*k && *k != '#')
+                json_array_append_new(keys, json_string(k));
+        }
+        fclose(f);
+        if (json_array_size(keys) == before)
+            return cli_usage_error(ctx, a->cmd,
+                                   "--ssh-key %s has no key; give a public key file such as "
+                                   "~/.ssh/id_ed25519.pub",
+                                   path);
+    }
+    return 0;
+}
+
 /* The list options of run into the body; 0 or a usage exit code. */
 static int run_lists(cli_ctx *ctx, const cli_args *a, json_t *body)
 {
@@ -249,6 +285,8 @@ static int run_body(cli_ctx *ctx, const cli_args *a, json_t **out)
         if (cli_get(a, strings[i][0]))
             json_object_set_new(body, strings[i][1], json_string(cli_get(a, strings[i][0])));
     int rc = run_lists(ctx, a, body);
+    if (!rc)
+        rc = rs_ssh_keys(ctx, a, body);
     if (rc)
         return rc;
     if (a->has_rest) {
@@ -261,14 +299,30 @@ static int run_body(cli_ctx *ctx, const cli_args *a, json_t **out)
     return 0;
 }
 
+/* The ssh command of an answer's "ssh" (data's own, or its info's), and
+ * why it may not work yet: "ssh -p 40012 root@host" or "ssh -p 40012
+ * root@host (not ready: the image has no SSH server ...)". */
+static bool rs_ssh_text(const json_t *ssh, char *buf, size_t size)
+{
+    if (!json_is_object(ssh))
+        return false;
+    const char *command = json_string_value(json_object_get(ssh, "command"));
+    snprintf(buf, size, "%s", command ? command : "-");
+    if (!json_is_true(json_object_get(ssh, "running")))
+        cli_appendf(buf, size, " (not ready: %s)", cli_str(ssh, "message"));
+    return true;
+}
+
 static void run_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     const cli_args *a = arg;
-    char gpus[1024], ports[512];
+    char gpus[1024], ports[512], ssh[1024];
     cli_join(json_object_get(data, "gpus"), ", ", gpus, sizeof(gpus));
     rs_ports_text(json_object_get(data, "ports"), ports, sizeof(ports));
     fprintf(ctx->out, "%s: running as %s\n  gpus:  %s\n  ports: %s\n", a->pos[0],
             cli_str(data, "containerName"), gpus[0] ? gpus : "-", ports[0] ? ports : "-");
+    if (rs_ssh_text(json_object_get(data, "ssh"), ssh, sizeof(ssh)))
+        fprintf(ctx->out, "  ssh:   %s\n", ssh);
 }
 
 int cli_cmd_run(cli_ctx *ctx, const cli_args *a)
@@ -393,6 +447,9 @@ void cli_inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)
             cli_str(spec, "imageName"), gpus[0] ? gpus : "-", limits, ports[0] ? ports : "-",
             binds[0] ? binds : "-", env[0] ? env : "-", cmd[0] ? cmd : "(image default)",
             cli_str(info, "createTime"), cli_str(info, "updateTime"));
+    char ssh[1024];
+    if (rs_ssh_text(json_object_get(info, "ssh"), ssh, sizeof(ssh)))
+        fprintf(ctx->out, "SSH:        %s\n", ssh);
     inspect_usage_print(ctx, data, spec);
 }
 
@@ -452,6 +509,9 @@ static void rs_patch_print(cli_ctx *ctx, const json_t *data, const void *arg)
                 "%s: runs without its %lld card(s); start it again without --no-gpu "
                 "to take them\n",
                 line->name, (long long)json_integer_value(json_object_get(aside, "gpuCount")));
+    char ssh[1024];
+    if (rs_ssh_text(json_object_get(data, "ssh"), ssh, sizeof(ssh)))
+        fprintf(ctx->out, "  ssh: %s\n", ssh);
 }
 
 /* A PATCH .../suffix with body (may be NULL), its progress shown labelled
@@ -472,13 +532,16 @@ int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)
     const char *gpus = cli_get(a, "gpus"), *memory = cli_get(a, "gpu-memory");
     const char *idle = cli_get(a, "idle-stop"), *max = cli_get(a, "max-duration");
     const char *image = cli_get(a, "image");
-    if (!gpus && !memory && !idle && !max && !image)
+    if (!gpus && !memory && !idle && !max && !image && !cli_count(a, "ssh-key"))
         return cli_usage_error(ctx, a->cmd,
-                               "give --gpus N and/or --gpu-memory SIZE (or --image, --idle-stop, "
-                               "--max-duration)");
+                               "give --gpus N and/or --gpu-memory SIZE (or --image, --ssh-key, "
+                               "--idle-stop, --max-duration)");
     _cleanup_json_ json_t *body = json_object();
     if (image)
         json_object_set_new(body, "imageName", json_string(image));
+    int rc = rs_ssh_keys(ctx, a, body);
+    if (rc)
+        return rc;
     long long n;
     if (gpus || memory) {
         json_t *patch = json_object();

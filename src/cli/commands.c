@@ -58,6 +58,8 @@ static const cli_opt run_opts[] = {
     {"idle-stop", 0, CLI_OPT_VALUE, "DURATION",
      "stop it after its cards are idle this long (\"30m\", \"90s\", \"1h30m\")"},
     {"max-duration", 0, CLI_OPT_VALUE, "DURATION", "stop it after it has run this long (\"8h\")"},
+    {"ssh-key", 0, CLI_OPT_LIST, "FILE",
+     "a public key file (a .pub, or an authorized_keys) for root: ssh access"},
     CLI_OPTS_END,
 };
 
@@ -83,6 +85,8 @@ static const cli_opt scale_opts[] = {
     {"image", 'i', CLI_OPT_VALUE, "IMAGE",
      "run another image (a new version that keeps binds, env, ports and cards, not the system "
      "disk)"},
+    {"ssh-key", 0, CLI_OPT_LIST, "FILE",
+     "the set's new ssh keys: these files' keys replace the ones it has"},
     CLI_OPTS_END,
 };
 
@@ -223,17 +227,20 @@ const cli_command cli_commands[] = {
      "taken and the exit status is 5. In a fleet the set runs on one node: --node names it, "
      "else gpuboxd picks one among the nodes whose labels match --node-selector, by "
      "--placement. --idle-stop and --max-duration are passed to gpuboxd as given; it stops "
-     "the set when its cards have been idle that long, or when it has run that long."},
+     "the set when its cards have been idle that long, or when it has run that long. "
+     "--ssh-key puts the file's keys into the container's /root/.ssh/authorized_keys, "
+     "publishes port 22 and starts the image's SSH server (OpenSSH or dropbear); the ssh "
+     "command to log in with is printed."},
     {"inspect", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_inspect,
      "Show one replica set: spec, state, container, GPUs, ports", NULL},
     {"history", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_history,
      "List every version of a replica set, newest first", NULL},
     {"scale", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, scale_opts, cli_cmd_scale,
-     "Change a replica set's GPUs or image (a new version), or its automatic stops",
+     "Change a replica set's GPUs, image or ssh keys (a new version), or its automatic stops",
      "A new version of the same image keeps the system disk; with --image it starts from the "
      "other image and keeps only binds and volumes (roll back to return to the old image). "
      "--idle-stop and --max-duration change when the set stops by itself; \"\" removes the "
-     "limit."},
+     "limit. --ssh-key replaces the set's keys with those of the files given."},
     {"stop", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_stop,
      "Stop the container and release its GPUs and ports", NULL},
     {"start", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, start_opts, cli_cmd_start,

@@ -213,6 +213,11 @@ static const config_option config_options[] = {
     OPT_NUM("store-wait", "SECONDS", "60",
             "how long start-up waits for an etcd store to answer before giving up (0: no wait)",
             app.store_wait_s, 0, 86400),
+    OPT_STR("public-host", "HOST",
+            "the --listen host, or this machine's name when that is 0.0.0.0 or ::",
+            "the host name or address users reach this machine's published ports at: the host "
+            "of a replica set's ssh command (docs/replicasets.md)",
+            public_host),
     OPT_STR("docker-host", "URL", "$DOCKER_HOST or " CONFIG_DOCKER_HOST_DEFAULT,
             "Docker Engine API: unix:///path or tcp://host:port", docker_host),
     OPT_NUM("docker-wait", "SECONDS", "5",
@@ -492,7 +497,8 @@ void config_free(daemon_config *cfg)
                       &cfg->carry_method,   &cfg->node,
                       &cfg->advertise,      &cfg->node_labels,
                       &cfg->node_store_url, &cfg->owner_of_unowned,
-                      &cfg->xid_critical,   &cfg->registry_auth_file};
+                      &cfg->xid_critical,   &cfg->registry_auth_file,
+                      &cfg->public_host};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -701,6 +707,33 @@ static int config_check_hami_core(daemon_config *cfg, gb_err *err)
     return set_string(&cfg->hami_core, resolved, err);
 }
 
+/* --public-host: a host name or address as ssh takes it after "root@"; by
+ * default the --listen host, unless that is a wildcard, which names no
+ * host: then this machine's name. */
+static int config_finalize_public_host(daemon_config *cfg, gb_err *err)
+{
+    if (!cfg->public_host) {
+        char name[256] = "localhost";
+        bool wildcard = !cfg->listen_host[0] || strcmp(cfg->listen_host, "0.0.0.0") == 0 ||
+                        strcmp(cfg->listen_host, "::") == 0;
+        if (wildcard && gethostname(name, sizeof(name)) == 0)
+            name[sizeof(name) - 1] = '\0';
+        if (set_string(&cfg->public_host, wildcard ? name : cfg->listen_host, err) < 0)
+            return -1;
+    }
+    size_t len = strlen(cfg->public_host);
+    if (len == 0 || len > 253 ||
+        strspn(cfg->public_host,
+               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") != len ||
+        cfg->public_host[0] == '-')
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "--public-host '%.64s' is not a host name or address (letters, digits, "
+                       "'.', '-', ':'; at most 253)",
+                       cfg->public_host);
+    cfg->app.public_host = cfg->public_host;
+    return 0;
+}
+
 /* Settings that depend on others, and the defaults derived from them. */
 /* --node needs an etcd store and a URL the other nodes can reach: given,
  * or this node's listen address when it is one. */
@@ -792,7 +825,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     if (cfg->hami_core && config_check_hami_core(cfg, err) < 0)
         return -1;
 
-    if (config_finalize_fleet(cfg, err) < 0)
+    if (config_finalize_fleet(cfg, err) < 0 || config_finalize_public_host(cfg, err) < 0)
         return -1;
 
     cfg->app.data_dir = cfg->data_dir;

@@ -38,6 +38,7 @@ typedef struct daemon_config {
     char *registry_auth_file;             /* NULL: not given */
     char *node, *advertise, *node_labels; /* the fleet (docs/fleet.md); NULL: not given */
     char *owner_of_unowned;               /* docs/users.md; NULL: not given */
+    char *public_host;                    /* the ssh command's host; set by config_finalize */
     char *node_store_url;                 /* <store>/nodes/<node>, made by config_finalize */
 
     app_config app; /* filled by config_finalize */

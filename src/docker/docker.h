@@ -344,7 +344,15 @@ typedef struct docker_exec_result {
 int docker_exec_run(docker_client *c, const char *id, const char *const *cmd, size_t ncmd,
                     const char *workdir, int timeout_s, size_t cap_bytes, docker_exec_result *out,
                     gb_err *err);
+/* The same as user ("root", "1000:1000"; NULL: the container's user). */
+int docker_exec_run_as(docker_client *c, const char *id, const char *user, const char *const *cmd,
+                       size_t ncmd, const char *workdir, int timeout_s, size_t cap_bytes,
+                       docker_exec_result *out, gb_err *err);
 void docker_exec_result_free(docker_exec_result *r);
+/* GET /containers/{id}/top: *out is an array of the command lines
+ * (strings, ps's CMD column) of the processes running in the container.
+ * A container that is not running gives ERR_CONFLICT (Docker's words). */
+int docker_container_commands(docker_client *c, const char *id, json_t **out, gb_err *err);
 
 /* ---- Volumes (docker_volumes.c) ---- */
 
@@ -391,5 +399,9 @@ int docker_container_archive_get(docker_client *c, const char *id_or_name, const
  * not started container. Owners and modes come from the tar. */
 int docker_container_archive_put(docker_client *c, const char *id_or_name, const char *dir, int fd,
                                  gb_err *err);
+/* HEAD /containers/{id}/archive?path=: whether path exists in the
+ * container's filesystem (any state, no process needed). */
+int docker_container_path_exists(docker_client *c, const char *id_or_name, const char *path,
+                                 bool *exists, gb_err *err);
 
 #endif

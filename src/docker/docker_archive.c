@@ -80,13 +80,8 @@ int docker_container_changes(docker_client *c, const char *id_or_name, json_t **
 }
 
 /* "/containers/<id>/archive?path=<escaped path>" */
-static char *docker_archive_path(const char *id, const char *path, int fd, gb_err *err)
+static char *docker_archive_url(const char *id, const char *path, gb_err *err)
 {
-    if (fd < 0) {
-        err_set(err, ERR_INVALID_PARAMS, "archive of '%s': no file descriptor given",
-                path ? path : "(null)");
-        return NULL;
-    }
     if (!path || path[0] != '/') {
         err_set(err, ERR_INVALID_PARAMS, "archive path '%s' is not absolute",
                 path ? path : "(null)");
@@ -95,6 +90,36 @@ static char *docker_archive_path(const char *id, const char *path, int fd, gb_er
     _cleanup_free_ char *esc = docker_escape(path, "/");
     _cleanup_free_ char *rest = xasprintf("/archive?path=%s", esc);
     return docker_container_path(id, rest, err);
+}
+
+/* The same for a transfer to or from fd. */
+static char *docker_archive_path(const char *id, const char *path, int fd, gb_err *err)
+{
+    if (fd < 0) {
+        err_set(err, ERR_INVALID_PARAMS, "archive of '%s': no file descriptor given",
+                path ? path : "(null)");
+        return NULL;
+    }
+    return docker_archive_url(id, path, err);
+}
+
+int docker_container_path_exists(docker_client *c, const char *id_or_name, const char *path,
+                                 bool *exists, gb_err *err)
+{
+    *exists = false;
+    _cleanup_free_ char *url_path = docker_archive_url(id_or_name, path, err);
+    if (!url_path)
+        return -1;
+    long status = 0;
+    _cleanup_json_ json_t *resp = NULL;
+    if (docker_call(c, "HEAD", url_path, NULL, DOCKER_TIMEOUT_S, &status, &resp, err) < 0)
+        return err_prefix(err, "looking for '%s' in container '%s'", path, id_or_name);
+    if (status == 200)
+        *exists = true;
+    else if (status != 404)
+        return docker_status_err(status, NULL, err, "looking for '%s' in container '%s'", path,
+                                 id_or_name);
+    return 0;
 }
 
 /* Where the body of an archive call goes: the tar to fd when Docker says

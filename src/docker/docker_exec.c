@@ -44,8 +44,9 @@
 #define DOCKER_EXEC_KILL_GRACE_MS 15000
 
 /* POST /containers/{id}/exec: *exec_id (malloc'd) names the new exec. */
-static int docker_exec_create(docker_client *c, const char *id, const char *const *cmd, size_t ncmd,
-                              const char *workdir, char **exec_id, gb_err *err)
+static int docker_exec_create(docker_client *c, const char *id, const char *user,
+                              const char *const *cmd, size_t ncmd, const char *workdir,
+                              char **exec_id, gb_err *err)
 {
     _cleanup_json_ json_t *body =
         json_pack("{s:b, s:b, s:b, s:b, s:[]}", "AttachStdin", false, "AttachStdout", true,
@@ -54,6 +55,8 @@ static int docker_exec_create(docker_client *c, const char *id, const char *cons
         json_array_append_new(json_object_get(body, "Cmd"), json_string(cmd[i]));
     if (workdir && *workdir)
         json_object_set_new(body, "WorkingDir", json_string(workdir));
+    if (user && *user)
+        json_object_set_new(body, "User", json_string(user));
     _cleanup_free_ char *path = docker_container_path(id, "/exec", err);
     if (!path)
         return -1;
@@ -211,6 +214,13 @@ int docker_exec_run(docker_client *c, const char *id, const char *const *cmd, si
                     const char *workdir, int timeout_s, size_t cap_bytes, docker_exec_result *out,
                     gb_err *err)
 {
+    return docker_exec_run_as(c, id, NULL, cmd, ncmd, workdir, timeout_s, cap_bytes, out, err);
+}
+
+int docker_exec_run_as(docker_client *c, const char *id, const char *user, const char *const *cmd,
+                       size_t ncmd, const char *workdir, int timeout_s, size_t cap_bytes,
+                       docker_exec_result *out, gb_err *err)
+{
     *out = (docker_exec_result){.exit_code = -1};
     long deadline_ms = timeout_s > 0 ? time_mono_ms() + (long)timeout_s * 1000 : 0;
     if (!cmd || ncmd == 0 || !cmd[0] || !*cmd[0])
@@ -221,7 +231,7 @@ int docker_exec_run(docker_client *c, const char *id, const char *const *cmd, si
             return err_set(err, ERR_INVALID_PARAMS,
                            "exec in container '%s': command argument %zu is NULL", id ? id : "", i);
     _cleanup_free_ char *eid = NULL;
-    if (docker_exec_create(c, id, cmd, ncmd, workdir, &eid, err) < 0)
+    if (docker_exec_create(c, id, user, cmd, ncmd, workdir, &eid, err) < 0)
         return -1;
 
     if (cap_bytes == 0)

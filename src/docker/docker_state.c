@@ -5,7 +5,8 @@
  * docker_container_state comes from an inspect (State.*, Id);
  * docker_container_brief from one entry of a list (its name, State and
  * gpubox's replica-set label), optionally only the containers that mount a
- * given Docker volume.
+ * given Docker volume; docker_container_commands the command lines of the
+ * processes a running container has (its top).
  */
 #include "util/xalloc.h"
 #include "docker/docker_internal.h"
@@ -113,4 +114,37 @@ void docker_container_briefs_free(docker_container_briefs *l)
     }
     free(l->items);
     *l = (docker_container_briefs){0};
+}
+
+int docker_container_commands(docker_client *c, const char *id, json_t **out, gb_err *err)
+{
+    *out = NULL;
+    _cleanup_free_ char *path = docker_container_path(id, "/top", err);
+    if (!path)
+        return -1;
+    _cleanup_json_ json_t *top = NULL;
+    if (docker_get(c, path, &top, err, "listing the processes of container '%s'", id) < 0)
+        return -1;
+    /* {"Titles": ["UID", "PID", ..., "CMD"], "Processes": [[...], ...]} */
+    size_t column = SIZE_MAX, i;
+    json_t *v;
+    json_array_foreach(json_object_get(top, "Titles"), i, v)
+    {
+        const char *title = json_string_value(v);
+        if (title && (strcmp(title, "CMD") == 0 || strcmp(title, "COMMAND") == 0))
+            column = i;
+    }
+    if (column == SIZE_MAX)
+        return err_set(err, ERR_INTERNAL,
+                       "listing the processes of container '%s': Docker's answer has no CMD column",
+                       id);
+    json_t *list = json_array();
+    json_array_foreach(json_object_get(top, "Processes"), i, v)
+    {
+        const char *cmd = json_string_value(json_array_get(v, column));
+        if (cmd)
+            json_array_append_new(list, json_string(cmd));
+    }
+    *out = list;
+    return 0;
 }

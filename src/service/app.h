@@ -54,6 +54,8 @@ typedef struct app_config {
     /* The fleet (docs/fleet.md): NULL node = a single server. store_url is
      * then this node's own prefix, fleet_url the fleet's (--store). */
     const char *node, *advertise, *node_labels, *fleet_url;
+    /* The host a replica set's ssh command names (--public-host). */
+    const char *public_host;
     /* Users (docs/users.md): auth_on when a token file is given; its users'
      * names and roles (enum user_role); who owns records made before users
      * (NULL: the first admin of the file, or "anonymous"). */

@@ -138,6 +138,33 @@ static void test_listen_forms(void **state)
     }
 }
 
+/* --public-host: the --listen host by default, this machine's name for a
+ * wildcard listen, the value given, and a value that is no host refused. */
+static void test_public_host(void **state)
+{
+    (void)state;
+    daemon_config cfg;
+    gb_err err = GB_ERR_INIT;
+    assert_int_equal(LOAD(&cfg, &err, "--listen", "127.0.0.2:0"), 0);
+    assert_string_equal(cfg.app.public_host, "127.0.0.2");
+    config_free(&cfg);
+    char name[256] = "";
+    assert_int_equal(gethostname(name, sizeof(name)), 0);
+    assert_int_equal(LOAD(&cfg, &err, "--listen", "0.0.0.0:0", "--insecure-no-auth"), 0);
+    assert_string_equal(cfg.app.public_host, name);
+    config_free(&cfg);
+    assert_int_equal(LOAD(&cfg, &err, "--public-host", "gpu01.example.com"), 0);
+    assert_string_equal(cfg.app.public_host, "gpu01.example.com");
+    config_free(&cfg);
+    static const char *bad[] = {"a b", "root@x", "-oProxyCommand=x", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(LOAD(&cfg, &err, "--public-host", (char *)bad[i]), -1);
+        assert_int_equal(err.code, ERR_INVALID_PARAMS);
+        assert_non_null(strstr(err.msg, "--public-host"));
+        config_free(&cfg);
+    }
+}
+
 /* Without tokens the API may only be reached from this host, unless the
  * operator says in so many words that something else guards the port. */
 static void test_no_tokens_means_loopback_only(void **state)
@@ -528,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_docker_host_from_environment),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_listen_forms),
+        cmocka_unit_test(test_public_host),
         cmocka_unit_test(test_no_tokens_means_loopback_only),
         cmocka_unit_test(test_relative_data_dir_becomes_absolute),
         cmocka_unit_test(test_simulated_gpus),

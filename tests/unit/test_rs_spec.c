@@ -427,13 +427,99 @@ static void test_gpu_patch_rules(void **state)
     rs_spec_free(&s);
 }
 
+#define ED_KEY "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMBOOVpKl70aWpC9CI0pjknieNF6kuIECYx9bPT5lyhH"
+#define EC_KEY                                                                                     \
+    "ecdsa-sha2-nistp256 "                                                                         \
+    "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBAOyCS9aizD4vYHhaTZm4Hn8Gwm2EjUmbYRJscn8" \
+    "7"                                                                                            \
+    "nRt4u/+anKp5HWxeRIGxXp0aycJdbLcJUzEptvUeUBLK7o="
+
+/* A whole patch (rs_spec_patch) of s, which becomes the result. */
+static void spec_patch_ok(rs_spec *s, const char *text)
+{
+    _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
+    rs_spec out;
+    bool changed = false;
+    gb_err e = GB_ERR_INIT;
+    if (rs_spec_patch(s, j, &out, &changed, &e) < 0)
+        fail_msg("%s: %s", text, e.msg);
+    assert_true(changed);
+    rs_spec_free(s);
+    *s = out;
+}
+
+/* sshKeys: the keys kept (trimmed), 22/tcp added once, the JSON form
+ * parsing to the same spec; bad keys refused naming the entry. */
+static void test_ssh_keys(void **state)
+{
+    (void)state;
+    rs_spec s;
+    parse_ok("{\"imageName\":\"x\",\"containerPorts\":[\"8888\"],\"sshKeys\":[\" " ED_KEY
+             " me@x \",\"" EC_KEY "\"]}",
+             &s);
+    assert_int_equal(s.nssh_keys, 2);
+    assert_string_equal(s.ssh_keys[0], ED_KEY " me@x");
+    assert_int_equal(s.nports, 2);
+    assert_int_equal(s.ports[1].container_port, 22);
+    assert_int_equal(s.ports[1].host_port, 0);
+    _cleanup_json_ json_t *j = rs_spec_to_json(&s);
+    assert_int_equal(json_array_size(json_object_get(j, "sshKeys")), 2);
+    rs_spec again;
+    gb_err e = GB_ERR_INIT;
+    assert_int_equal(rs_spec_from_json(j, NULL, &again, &e), 0);
+    assert_int_equal(again.nports, 2);
+    _cleanup_json_ json_t *j2 = rs_spec_to_json(&again);
+    assert_true(json_equal(j, j2));
+    rs_spec_free(&again);
+    /* a patch to no keys keeps the port; a patch of the ports with keys
+     * brings 22 back */
+    spec_patch_ok(&s, "{\"sshKeys\":[]}");
+    assert_int_equal(s.nssh_keys, 0);
+    assert_int_equal(s.nports, 2);
+    spec_patch_ok(&s, "{\"containerPorts\":[],\"sshKeys\":[\"" ED_KEY "\"]}");
+    assert_int_equal(s.nports, 1);
+    assert_int_equal(s.ports[0].container_port, 22);
+    rs_spec_free(&s);
+
+    /* 22 listed by the user, as an explicit port: not added again */
+    parse_ok("{\"imageName\":\"x\",\"ports\":[{\"hostPort\":40022,\"containerPort\":22}],"
+             "\"sshKeys\":[\"" ED_KEY "\"]}",
+             &s);
+    assert_int_equal(s.nports, 1);
+    assert_int_equal(s.ports[0].host_port, 40022);
+    rs_spec_free(&s);
+
+    static const spec_refusal cases[] = {
+        {"{\"imageName\":\"x\",\"sshKeys\":\"" ED_KEY "\"}", ERR_INVALID_PARAMS, "sshKeys"},
+        {"{\"imageName\":\"x\",\"sshKeys\":[1]}", ERR_INVALID_PARAMS, "sshKeys"},
+        {"{\"imageName\":\"x\",\"sshKeys\":[\"ssh-dss AAAA\"]}", ERR_INVALID_PARAMS,
+         "sshKeys[0] starts with 'ssh-dss'"},
+        {"{\"imageName\":\"x\",\"sshKeys\":[\"ssh-rsa "
+         "AAAAC3NzaC1lZDI1NTE5AAAAIMBOOVpKl70aWpC9CI0pjknieNF6kuIECYx9bPT5lyhH\"]}",
+         ERR_INVALID_PARAMS, "not a ssh-rsa key"},
+        {"{\"imageName\":\"x\",\"sshKeys\":[\"ssh-ed25519 AAAA!\"]}", ERR_INVALID_PARAMS,
+         "not base64"},
+        {"{\"imageName\":\"x\",\"sshKeys\":[\"" ED_KEY "\\nssh-rsa\"]}", ERR_INVALID_PARAMS,
+         "control character"},
+        {"{\"imageName\":\"x\",\"sshKeys\":[\"" ED_KEY "\",\"" ED_KEY "\"]}", ERR_INVALID_PARAMS,
+         "sshKeys[1] repeats sshKeys[0]"},
+    };
+    assert_refusals(cases, ARRAY_SIZE(cases));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_full_spec_roundtrip), cmocka_unit_test(test_spec_errors),
-        cmocka_unit_test(test_lifecycle_table),     cmocka_unit_test(test_record_roundtrip),
-        cmocka_unit_test(test_gpu_share_fields),    cmocka_unit_test(test_gpu_share_errors),
-        cmocka_unit_test(test_gpu_share_roundtrip), cmocka_unit_test(test_gpu_patch_rules),
+        cmocka_unit_test(test_full_spec_roundtrip),
+        cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_lifecycle_table),
+        cmocka_unit_test(test_record_roundtrip),
+        cmocka_unit_test(test_gpu_share_fields),
+        cmocka_unit_test(test_gpu_share_errors),
+        cmocka_unit_test(test_gpu_share_roundtrip),
+        cmocka_unit_test(test_gpu_patch_rules),
+        cmocka_unit_test(test_ssh_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -288,6 +288,7 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_
         log_info("replica set %s: created version %d (%s), %zu GPU(s), %zu port(s)", name,
                  r.version, r.container_name, r.ngpus, r.nports);
         *out = rs_create_answer(&r, op.id);
+        rs_ssh_after_start(a, &r, NULL, *out);
         rc = 0;
     }
     journal_op_free(&op);

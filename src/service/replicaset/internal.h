@@ -122,6 +122,16 @@ void rs_create_conclude_legacy(app *a, rs_record *r);
 /* replicaset/lifecycle.c: continue, with the name lock held and r loaded. */
 int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err);
 
+/* replicaset/ssh.c: SSH access. After gpubox started r's container (or
+ * made a paused version's): r's sshKeys written as /root/.ssh/
+ * authorized_keys (an empty list when before, the spec of the version r
+ * replaces, had keys and r has none; before NULL: none), and, when r runs,
+ * the image's SSH server started. Never fails: answer (may be NULL) gets
+ * "ssh" saying how it went when r has keys. */
+void rs_ssh_after_start(app *a, const rs_record *r, const rs_spec *before, json_t *answer);
+/* GET's "ssh" for r, looked up now: JSON null when r has no keys. */
+json_t *rs_ssh_info(app *a, const rs_record *r);
+
 /* container.c: whether every volume r binds can be mounted now
  * (logs why not). */
 bool rs_volumes_ready(app *a, const rs_record *r);

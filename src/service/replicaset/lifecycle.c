@@ -234,6 +234,7 @@ int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err)
         return err_prefix(err, "continuing %s", r->name);
     log_info("replica set %s: continued", r->name);
     *out = rs_state_answer(r);
+    rs_ssh_after_start(a, r, NULL, *out);
     return 0;
 }
 

@@ -137,6 +137,7 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     json_object_set_new(info, "containerId", json_string(r.container_id));
     json_object_set_new(info, "spec", rs_spec_to_json(&r.spec));
     json_object_set_new(info, "gpuLimits", rs_gpu_limits(a, &r, inspect));
+    json_object_set_new(info, "ssh", rs_ssh_info(a, &r));
     /* The run limits beside the spec: they belong to the set, not to a
      * version (replicaset/record.h). */
     rs_record_limits_json(&r, info);

@@ -58,10 +58,11 @@ static void rs_reconcile_one(app *a, rs_record *r)
                  "still holds %zu GPU(s) and %zu port(s) until stopped or deleted",
                  r->name, r->container_name, r->ngpus, r->nports);
     } else if (r->state == RS_STATE_RUNNING && !st.running && rs_volumes_ready(a, r)) {
-        if (docker_container_start(a->docker, r->container_name, &err) == 0)
+        if (docker_container_start(a->docker, r->container_name, &err) == 0) {
             log_info("reconcile: %s: started %s again (it was running before gpuboxd stopped)",
                      r->name, r->container_name);
-        else
+            rs_ssh_after_start(a, r, NULL, NULL);
+        } else
             log_warn("reconcile: %s: cannot start %s again: %s", r->name, r->container_name,
                      err.msg);
     }

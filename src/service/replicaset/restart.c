@@ -105,8 +105,10 @@ static int rs_restart_same(app *a, rs_record *r, const rs_record *before, json_t
     } else {
         rc = rs_restart_same_run(a, &op, r, err);
     }
-    if (rc == 0)
+    if (rc == 0) {
         *out = rs_restart_answer(r, true, op.id);
+        rs_ssh_after_start(a, r, NULL, *out);
+    }
     journal_op_free(&op);
     return rc;
 }
@@ -121,6 +123,7 @@ static int rs_restart_running(app *a, rs_record *r, json_t **out, gb_err *err)
     }
     log_info("replica set %s: restarted %s", r->name, r->container_name);
     *out = rs_restart_answer(r, true, NULL);
+    rs_ssh_after_start(a, r, NULL, *out);
     return 0;
 }
 
@@ -175,8 +178,11 @@ int replicaset_restart(app *a, const char *name, bool no_gpu, json_t **out, gb_e
         json_t *state = NULL;
         if (rs_continue_locked(a, &r, &state, err) < 0)
             return -1;
-        json_decref(state);
         *out = rs_restart_answer(&r, true, NULL);
+        json_t *ssh = json_object_get(state, "ssh"); /* continue started the server */
+        if (ssh)
+            json_object_set(*out, "ssh", ssh);
+        json_decref(state);
         return 0;
     }
     if (r.state == RS_STATE_RUNNING)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "docker/docker.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/names.h"
@@ -20,7 +21,7 @@
 static const char *const rs_spec_fields[] = {
     "imageName", "gpuCount", "gpuMemory", "gpuShared",     "gpuPolicy",      "gpuUUIDs",
     "gpuModel",  "binds",    "env",       "cmd",           "containerPorts", "ports",
-    "cpus",      "memory",   "shmSize",   "restartPolicy", "labels",
+    "cpus",      "memory",   "shmSize",   "restartPolicy", "labels",         "sshKeys",
 };
 
 static const char *const rs_restart_policies[] = {"no", "always", "unless-stopped", "on-failure"};
@@ -414,6 +415,111 @@ static int parse_labels(const json_t *obj, rs_spec *out, gb_err *err)
     return 0;
 }
 
+/* Whether an OpenSSH key type is one sshd and dropbear may accept:
+ * ssh-ed25519, ssh-rsa, ecdsa-sha2-<curve>, sk-<...>@openssh.com. */
+static bool ssh_key_type_known(const char *type, size_t len)
+{
+    static const char *const exact[] = {"ssh-ed25519", "ssh-rsa"};
+    static const char *const prefixes[] = {"ecdsa-sha2-", "sk-"};
+    for (size_t i = 0; i < ARRAY_SIZE(exact); i++)
+        if (len == strlen(exact[i]) && strncmp(type, exact[i], len) == 0)
+            return true;
+    for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++) {
+        size_t n = strlen(prefixes[i]);
+        if (len <= n || strncmp(type, prefixes[i], n) != 0)
+            continue;
+        for (size_t k = n; k < len; k++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789-@.", type[k]))
+                return false;
+        return true;
+    }
+    return false;
+}
+
+/* One authorized_keys line: TYPE BASE64 [COMMENT], the base64 being a key
+ * blob that names TYPE itself (as ssh-keygen writes it), no options. */
+static int ssh_key_check(const char *what, const char *key, gb_err *err)
+{
+    if (check_text(what, key, RS_MAX_SSH_KEY_LEN, err) < 0)
+        return -1;
+    size_t tlen = strcspn(key, " \t");
+    const char *body = key + tlen + strspn(key + tlen, " \t");
+    size_t blen = strcspn(body, " \t");
+    if (!ssh_key_type_known(key, tlen))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s starts with '%.*s'; give an OpenSSH public key line such as "
+                       "\"ssh-ed25519 AAAAC3... you@laptop\" (types ssh-ed25519, ssh-rsa, "
+                       "ecdsa-sha2-*, sk-*; no options), the contents of a .pub file",
+                       what, (int)(tlen < 40 ? tlen : 40), key);
+    _cleanup_free_ char *blob = NULL;
+    size_t n = 0;
+    if (blen == 0 || base64_decode(body, blen, &blob, &n) < 0)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s: the key after '%.*s' is not base64; copy the whole line of the .pub "
+                       "file",
+                       what, (int)tlen, key);
+    /* The blob begins with the type as an SSH string: uint32 length, bytes. */
+    uint32_t named =
+        n >= 4 ? ((uint32_t)(unsigned char)blob[0] << 24 | (uint32_t)(unsigned char)blob[1] << 16 |
+                  (uint32_t)(unsigned char)blob[2] << 8 | (unsigned char)blob[3])
+               : 0;
+    if (named != tlen || n < 4 + tlen || memcmp(blob + 4, key, tlen) != 0)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%s: the key data is not a %.*s key; copy the whole line of the .pub file",
+                       what, (int)tlen, key);
+    return 0;
+}
+
+/* sshKeys: each a key line (ssh_key_check), trimmed, none twice. */
+static int parse_ssh_keys(const json_t *obj, rs_spec *out, gb_err *err)
+{
+    _cleanup_free_ const char **items = NULL;
+    size_t count = 0;
+    if (json_field_string_array(obj, NULL, "sshKeys", &items, &count, false, err) < 0)
+        return -1;
+    if (count > RS_MAX_SSH_KEYS)
+        return err_set(err, ERR_INVALID_PARAMS, "sshKeys has %zu keys; at most %d", count,
+                       RS_MAX_SSH_KEYS);
+    if (count == 0)
+        return 0;
+    out->ssh_keys = xcalloc(count, sizeof(char *));
+    char what[32];
+    for (size_t i = 0; i < count; i++) {
+        snprintf(what, sizeof(what), "sshKeys[%zu]", i);
+        const char *k = items[i] + strspn(items[i], " \t");
+        size_t len = strlen(k);
+        while (len > 0 && (k[len - 1] == ' ' || k[len - 1] == '\t'))
+            len--;
+        _cleanup_free_ char *key = xstrndup(k, len);
+        if (ssh_key_check(what, key, err) < 0)
+            return -1;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(out->ssh_keys[j], key) == 0)
+                return err_set(err, ERR_INVALID_PARAMS, "sshKeys[%zu] repeats sshKeys[%zu]", i, j);
+        out->ssh_keys[i] = steal_ptr(&key);
+        out->nssh_keys = i + 1;
+    }
+    return 0;
+}
+
+/* A spec with keys publishes 22/tcp: added when the user did not list it
+ * (in containerPorts or ports). */
+static int ssh_port_add(rs_spec *out, gb_err *err)
+{
+    if (out->nssh_keys == 0)
+        return 0;
+    for (size_t i = 0; i < out->nports; i++)
+        if (out->ports[i].container_port == RS_SSH_PORT && !strcmp(out->ports[i].protocol, "tcp"))
+            return 0;
+    if (out->nports >= RS_MAX_PORTS)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "%zu ports asked, and sshKeys needs port %d/tcp too; at most %d",
+                       out->nports, RS_SSH_PORT, RS_MAX_PORTS);
+    out->ports = xrealloc(out->ports, (out->nports + 1) * sizeof(*out->ports));
+    out->ports[out->nports++] = (rs_port){.container_port = RS_SSH_PORT, .protocol = "tcp"};
+    return 0;
+}
+
 static bool field_known(const char *key, const char *const *also_allowed)
 {
     for (size_t i = 0; i < ARRAY_SIZE(rs_spec_fields); i++)
@@ -447,7 +553,8 @@ int rs_spec_from_json(const json_t *obj, const char *const *also_allowed, rs_spe
         parse_strings(obj, "env", true, &out->env, &out->nenv, err) < 0 ||
         parse_strings(obj, "cmd", false, &out->cmd, &out->ncmd, err) < 0 ||
         parse_binds(obj, out, err) < 0 || parse_ports(obj, out, err) < 0 ||
-        parse_limits(obj, out, err) < 0 || parse_labels(obj, out, err) < 0)
+        parse_limits(obj, out, err) < 0 || parse_labels(obj, out, err) < 0 ||
+        parse_ssh_keys(obj, out, err) < 0 || ssh_port_add(out, err) < 0)
         goto fail;
     return 0;
 fail:
@@ -490,6 +597,8 @@ json_t *rs_spec_to_json(const rs_spec *s)
                           (json_int_t)s->memory_bytes, "shmSize", (json_int_t)s->shm_bytes,
                           "restartPolicy", s->restart_policy ? s->restart_policy : "no", "labels",
                           s->labels ? json_incref(s->labels) : json_object());
+    if (j)
+        json_object_set_new(j, "sshKeys", strings_to_json(s->ssh_keys, s->nssh_keys));
     if (j && rs_spec_gpu_to_json(s, j) < 0) {
         json_decref(j);
         return NULL;
@@ -520,6 +629,7 @@ void rs_spec_free(rs_spec *s)
     free(s->ports);
     free(s->restart_policy);
     json_decref(s->labels);
+    strings_free(s->ssh_keys, s->nssh_keys);
     memset(s, 0, sizeof(*s));
 }
 
@@ -556,6 +666,7 @@ void rs_spec_copy(const rs_spec *src, rs_spec *dst)
         memcpy(dst->ports, src->ports, src->nports * sizeof(*dst->ports));
     dst->restart_policy = string_copy(src->restart_policy);
     dst->labels = src->labels ? json_deep_copy(src->labels) : json_object();
+    dst->ssh_keys = strings_copy(src->ssh_keys, src->nssh_keys);
 }
 
 size_t rs_spec_ports_to_allocate(const rs_spec *spec)

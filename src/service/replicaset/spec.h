@@ -13,6 +13,10 @@
  * meaning "allocate". Which host ports a version actually holds is not part
  * of the spec; it lives in the replica-set record.
  *
+ * sshKeys: OpenSSH public key lines for /root/.ssh/authorized_keys
+ * (replicaset/ssh.c writes them at each start); a spec with keys always
+ * has 22/tcp among its ports (added when the user did not list it).
+ *
  * GPUs: gpuCount whole cards, or with gpuMemory a memory share of that much
  * on each of gpuCount cards, or with gpuShared one time-slice replica on
  * each; gpuPolicy, gpuUUIDs and gpuModel steer which cards (docs/gpus.md).
@@ -42,6 +46,10 @@
 #define RS_MAX_IMAGE 255
 #define RS_MAX_GPU_MEMORY_MIB (16ULL * 1024 * 1024) /* 16 TiB: beyond any card, a typo */
 #define RS_MAX_GPU_MODEL 128
+#define RS_MAX_SSH_KEYS 32
+#define RS_MAX_SSH_KEY_LEN 8192 /* an RSA key of 16384 bits is about 2800 characters */
+/* The container port sshKeys publishes (replicaset/ssh.c). */
+#define RS_SSH_PORT 22
 
 /* Where gpubox mounts its own files in a container: the GPU limits
  * (GPUS_ENV_FILE_PATH) and HAMi-core. No bind may mount there. */
@@ -84,6 +92,8 @@ typedef struct rs_spec {
     int64_t shm_bytes;    /* 0: Docker's default */
     char *restart_policy; /* NULL: "no" */
     json_t *labels;       /* object of strings; never NULL after parsing */
+    char **ssh_keys;      /* "ssh-ed25519 AAAA... comment" lines */
+    size_t nssh_keys;
 } rs_spec;
 
 /* Parse and validate a spec object. Fields not part of a spec are refused
@@ -129,7 +139,7 @@ size_t rs_spec_ports_to_allocate(const rs_spec *spec);
 extern const char *const rs_patch_fields[];
 /* The spec patch asks for: cur with the patch's changes (gpuPatch,
  * volumePatch, envPatch, containerPorts/ports, cpus, memory, shmSize,
- * restartPolicy; docs/api.md) applied and validated as a create's spec.
+ * restartPolicy, sshKeys; docs/api.md) applied and validated as a create's spec.
  * *changed is false when the result is the same spec. Errors name the
  * field ("volumePatch.oldBind ..."). */
 int rs_spec_patch(const rs_spec *cur, const json_t *patch, rs_spec *out, bool *changed,

@@ -21,6 +21,7 @@
  *   imageName                                 another image: the new version
  *                                             starts from it, without the
  *                                             system disk (version.c)
+ *   sshKeys                                   the new key list (null, []: none)
  */
 #include "service/replicaset/spec.h"
 
@@ -33,8 +34,8 @@
 /* idleStop and maxDuration are the set's run limits, not its spec
  * (replicaset/record.h): allowed here, read by replicaset/patch.c. */
 const char *const rs_patch_fields[] = {
-    "imageName", "gpuPatch", "volumePatch",   "envPatch", "containerPorts", "ports", "cpus",
-    "memory",    "shmSize",  "restartPolicy", "idleStop", "maxDuration",    NULL,
+    "imageName", "gpuPatch", "volumePatch",   "envPatch", "containerPorts", "ports",   "cpus",
+    "memory",    "shmSize",  "restartPolicy", "idleStop", "maxDuration",    "sshKeys", NULL,
 };
 
 /* gpuPatch's fields (replicaset/spec_gpu.c reads them). */
@@ -266,7 +267,8 @@ static int rs_patch_apply(json_t *spec, const json_t *patch, gb_err *err)
         json_object_set_new(spec, "containerPorts", cports ? json_incref(cports) : json_array());
         json_object_set_new(spec, "ports", ports ? json_incref(ports) : json_array());
     }
-    static const char *const limits[] = {"imageName", "cpus", "memory", "shmSize", "restartPolicy"};
+    static const char *const limits[] = {"imageName", "cpus",          "memory",
+                                         "shmSize",   "restartPolicy", "sshKeys"};
     for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
         if ((v = json_object_get(patch, limits[i])))
             json_object_set(spec, limits[i], v);

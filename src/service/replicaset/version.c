@@ -460,8 +460,10 @@ int rs_version_change(app *a, const op_kind *kind, const rs_record *from, rs_rec
         goto give_back;
     }
     rc = rs_change_run(&c, true, err);
-    if (rc == 0)
+    if (rc == 0) {
         *out = rs_change_answer(&c);
+        rs_ssh_after_start(a, &c.to, &c.from.spec, *out);
+    }
     journal_op_free(&op);
     return rc;
 give_back:
