@@ -36,8 +36,7 @@
 #define API_LOGS_MAX_N 1000000L
 
 /* "all" (*out -1) or a whole number from min to API_LOGS_MAX_N. */
-static int query_count(const http_request *req, const char *name, long min, long *out,
-                       gb_err *err)
+static int query_count(const http_request *req, const char *name, long min, long *out, gb_err *err)
 {
     const char *v = http_request_query(req, name);
     if (!v)
@@ -185,8 +184,8 @@ static bool collect_line(void *ctx, const rs_log_line *l)
     return true;
 }
 
-static int answer_lines(http_request *req, json_t *plan, const rs_logs_request *rq,
-                        bool timestamps, http_response *resp, gb_err *err)
+static int answer_lines(http_request *req, json_t *plan, const rs_logs_request *rq, bool timestamps,
+                        http_response *resp, gb_err *err)
 {
     struct collect c = {.tail = rq->tail, .timestamps = timestamps};
     int rc = replicaset_logs_read(req->ctx, plan, rq, collect_line, &c, err);
@@ -276,7 +275,8 @@ int api_replicaset_logs(http_request *req, http_response *resp, gb_err *err)
     struct follow *f = xcalloc(1, sizeof(*f));
     *f = (struct follow){
         .a = req->ctx, .plan = json_incref(plan), .rq = rq, .timestamps = timestamps};
-    if (http_response_stream(resp, 200, "application/x-ndjson", follow_run, f, follow_free, err) < 0)
+    if (http_response_stream(resp, 200, "application/x-ndjson", follow_run, f, follow_free, err) <
+        0)
         return -1;
     http_response_header(resp, "Cache-Control", "no-cache");
     http_response_header(resp, "X-Content-Type-Options", "nosniff");

@@ -93,9 +93,9 @@ void cli_print_json(cli_ctx *ctx, const json_t *data)
 
 /* Send the request; the raw answer into buf. 0, or an exit code after
  * saying why gpuboxd could not be reached. */
-static int client_perform_to(cli_ctx *ctx, const char *method, const char *url,
-                             const char *body, size_t (*write)(char *, size_t, size_t, void *),
-                             void *wdata, long *status)
+static int client_perform_to(cli_ctx *ctx, const char *method, const char *url, const char *body,
+                             size_t (*write)(char *, size_t, size_t, void *), void *wdata,
+                             long *status)
 {
     CURL *c = ctx->curl;
     struct curl_slist *headers = curl_slist_append(NULL, "Accept: application/json");
@@ -232,9 +232,8 @@ static size_t client_stream_write(char *ptr, size_t size, size_t nmemb, void *us
     return n;
 }
 
-int cli_get_stream(cli_ctx *ctx, const char *path, int (*on_line)(void *arg, const char *line,
-                                                                  size_t n),
-                   void *arg, cli_reply *r)
+int cli_get_stream(cli_ctx *ctx, const char *path,
+                   int (*on_line)(void *arg, const char *line, size_t n), void *arg, cli_reply *r)
 {
     *r = (cli_reply){0};
     _cleanup_free_ char *url = xasprintf("%s%s", ctx->host, path);

@@ -31,7 +31,8 @@ static void logs_line(logs_print *p, const json_t *l)
     const char *stream = json_string_value(json_object_get(l, "stream"));
     FILE *f = stream && strcmp(stream, "stderr") == 0 ? p->ctx->err : p->ctx->out;
     if (p->versions)
-        fprintf(f, "[v%" JSON_INTEGER_FORMAT "] ", json_integer_value(json_object_get(l, "version")));
+        fprintf(f, "[v%" JSON_INTEGER_FORMAT "] ",
+                json_integer_value(json_object_get(l, "version")));
     const char *time = json_string_value(json_object_get(l, "time"));
     if (p->timestamps && time)
         fprintf(f, "%s ", time);
@@ -93,11 +94,10 @@ int cli_cmd_logs(cli_ctx *ctx, const cli_args *a)
     _cleanup_free_ char *base = cli_path(ctx, "/api/v1/replicaSet", a->pos[0], "logs");
     _cleanup_free_ char *since_esc = since ? cli_escape(ctx, since) : NULL;
     _cleanup_free_ char *tail_esc = tail ? cli_escape(ctx, tail) : NULL;
-    _cleanup_free_ char *path =
-        xasprintf("%s?timestamps=%s%s%s%s%s%s%s", base, p.timestamps ? "true" : "false",
-                  follow ? "&follow=true" : "", p.versions ? "&versions=all" : "",
-                  tail ? "&tail=" : "", tail ? tail_esc : "", since ? "&since=" : "",
-                  since ? since_esc : "");
+    _cleanup_free_ char *path = xasprintf(
+        "%s?timestamps=%s%s%s%s%s%s%s", base, p.timestamps ? "true" : "false",
+        follow ? "&follow=true" : "", p.versions ? "&versions=all" : "", tail ? "&tail=" : "",
+        tail ? tail_esc : "", since ? "&since=" : "", since ? since_esc : "");
     _cleanup_(cli_reply_free) cli_reply r = {0};
     int rc = cli_get_stream(ctx, path, logs_stream_line, &p, &r);
     if (rc)
@@ -108,8 +108,7 @@ int cli_cmd_logs(cli_ctx *ctx, const cli_args *a)
         logs_notes(&p, json_object_get(r.data, "versions"));
         size_t i;
         json_t *l;
-        json_array_foreach(json_object_get(r.data, "lines"), i, l)
-            logs_line(&p, l);
+        json_array_foreach(json_object_get(r.data, "lines"), i, l) logs_line(&p, l);
         if (json_is_true(json_object_get(r.data, "truncated")))
             fprintf(ctx->err, "gpubox: only the newest lines fit in one answer; use --tail or "
                               "--since for older ones\n");

@@ -312,8 +312,8 @@ typedef bool (*docker_log_fn)(void *ctx, const docker_log_line *line);
  * when the container stopped), when fn said stop, or when cancel was set;
  * -1 when the container is absent (ERR_NOT_FOUND) or Docker failed. No
  * time limit with follow (cancel bounds it); without, 600 s. */
-int docker_container_log_lines(docker_client *c, const char *id_or_name,
-                               const docker_logs_opts *o, docker_log_fn fn, void *ctx, gb_err *err);
+int docker_container_log_lines(docker_client *c, const char *id_or_name, const docker_logs_opts *o,
+                               docker_log_fn fn, void *ctx, gb_err *err);
 
 /* ---- Exec (docker_exec.c) ---- */
 

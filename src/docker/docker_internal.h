@@ -156,10 +156,10 @@ void docker_demux_free(struct docker_demux *d);
 struct docker_log_reader {
     docker_log_fn fn;
     void *ctx;
-    struct docker_buf part[2];  /* the line being gathered, per stream */
-    bool continued[2];          /* the last line handed on was a partial piece */
-    char time[2][48];           /* the timestamp of the line being handed on */
-    bool stopped;               /* fn asked to stop */
+    struct docker_buf part[2]; /* the line being gathered, per stream */
+    bool continued[2];         /* the last line handed on was a partial piece */
+    char time[2][48];          /* the timestamp of the line being handed on */
+    bool stopped;              /* fn asked to stop */
 };
 void docker_log_reader_init(struct docker_log_reader *r, docker_log_fn fn, void *ctx);
 /* emit for struct docker_demux (ctx: the reader; stream 0 stdout, 1 stderr). */

@@ -195,8 +195,8 @@ static size_t docker_log_sink(char *data, size_t size, size_t nmemb, void *userd
     return n;
 }
 
-int docker_container_log_lines(docker_client *c, const char *id_or_name,
-                               const docker_logs_opts *o, docker_log_fn fn, void *ctx, gb_err *err)
+int docker_container_log_lines(docker_client *c, const char *id_or_name, const docker_logs_opts *o,
+                               docker_log_fn fn, void *ctx, gb_err *err)
 {
     struct docker_log_sink k;
     docker_demux_init(&k.d, 0, false);
@@ -224,8 +224,7 @@ int docker_container_log_lines(docker_client *c, const char *id_or_name,
         err_prefix(err, "reading logs of container '%s'", id_or_name);
     } else if (req.status != 200) {
         _cleanup_json_ json_t *resp = docker_demux_error_body(&k.d);
-        rc = docker_status_err(req.status, resp, err, "reading logs of container '%s'",
-                               id_or_name);
+        rc = docker_status_err(req.status, resp, err, "reading logs of container '%s'", id_or_name);
     } else if (docker_demux_broken(&k.d)) {
         rc = err_set(err, ERR_INTERNAL,
                      "reading logs of container '%s': Docker's log stream is not in the "

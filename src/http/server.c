@@ -328,7 +328,9 @@ static ssize_t exchange_stream_read(void *cls, uint64_t pos, char *buf, size_t m
 {
     (void)pos;
     ssize_t n = http_stream_read(cls, buf, max);
-    return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+    return n > 0    ? n
+           : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM
+                    : MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
 static void exchange_stream_free(void *cls)

@@ -50,12 +50,8 @@ int http_response_stream(http_response *resp, int status, const char *content_ty
         return err_set(err, ERR_INTERNAL, "cannot start a streamed answer: %s", strerror(errno));
     }
     http_stream *s = xcalloc(1, sizeof(*s));
-    *s = (http_stream){.rfd = fds[0],
-                       .wfd = fds[1],
-                       .client_fd = -1,
-                       .fn = fn,
-                       .ctx = ctx,
-                       .ctx_free = ctx_free};
+    *s = (http_stream){
+        .rfd = fds[0], .wfd = fds[1], .client_fd = -1, .fn = fn, .ctx = ctx, .ctx_free = ctx_free};
     atomic_init(&s->cancelled, false);
     int rc = pthread_create(&s->thread, NULL, http_stream_main, s);
     if (rc != 0) {

@@ -227,14 +227,14 @@ typedef struct gpus_device_status {
     uint64_t allocated_memory_mib; /* sum of the tenants' memory; whole: the card's */
     gpus_tenant *tenants;
     size_t ntenants;
-    bool excluded;            /* excluded from scheduling by the host settings */
-    bool shareable;           /* takes memory shares and time-slice replicas */
-    uint64_t capacity_mib;    /* what shares may hold in all: memory x oversubscription */
-    uint64_t free_memory_mib; /* the largest memory share it takes now; 0 if none */
+    bool excluded;               /* excluded from scheduling by the host settings */
+    bool shareable;              /* takes memory shares and time-slice replicas */
+    uint64_t capacity_mib;       /* what shares may hold in all: memory x oversubscription */
+    uint64_t free_memory_mib;    /* the largest memory share it takes now; 0 if none */
     uint64_t foreign_memory_mib; /* used by processes outside gpubox (gpus_pool_set_foreign) */
-    unsigned replicas_total;  /* time-slice replicas it offers (0 if not shareable) */
-    unsigned replicas_used;   /* time-slice tenants */
-    unsigned max_tenants;     /* shares or replicas it takes; 0 = no limit */
+    unsigned replicas_total;     /* time-slice replicas it offers (0 if not shareable) */
+    unsigned replicas_used;      /* time-slice tenants */
+    unsigned max_tenants;        /* shares or replicas it takes; 0 = no limit */
 } gpus_device_status;
 
 typedef struct gpus_status {

@@ -52,10 +52,9 @@ static int rs_stream_of(const char *name)
 /* <data_dir>/logs/<name>[/<version>.ndjson]; -1 when it does not fit. */
 static int rs_logs_path(const app *a, const char *name, int version, char *buf, size_t size)
 {
-    int n = version > 0
-                ? snprintf(buf, size, "%s/" RS_LOGS_DIR "/%s/%d.ndjson", a->cfg.data_dir, name,
-                           version)
-                : snprintf(buf, size, "%s/" RS_LOGS_DIR "/%s", a->cfg.data_dir, name);
+    int n = version > 0 ? snprintf(buf, size, "%s/" RS_LOGS_DIR "/%s/%d.ndjson", a->cfg.data_dir,
+                                   name, version)
+                        : snprintf(buf, size, "%s/" RS_LOGS_DIR "/%s", a->cfg.data_dir, name);
     return n < 0 || (size_t)n >= size ? -1 : 0;
 }
 
@@ -64,9 +63,9 @@ static int rs_logs_path(const app *a, const char *name, int version, char *buf, 
 static bool rs_keep_line(void *ctx, const docker_log_line *l)
 {
     FILE *f = ctx;
-    _cleanup_json_ json_t *o = json_pack("{s:s, s:s, s:o}", "time", l->time, "stream",
-                                         rs_stream_name(l->stream), "text",
-                                         json_string_lossy(l->text, l->len));
+    _cleanup_json_ json_t *o =
+        json_pack("{s:s, s:s, s:o}", "time", l->time, "stream", rs_stream_name(l->stream), "text",
+                  json_string_lossy(l->text, l->len));
     return o && json_dumpf(o, f, JSON_COMPACT) == 0 && fputc('\n', f) != EOF;
 }
 
@@ -309,9 +308,9 @@ int replicaset_logs_read(app *a, const json_t *plan, const rs_logs_request *rq, 
                                   .since = rq->since,
                                   .follow = rq->follow && i + 1 == n,
                                   .cancel = rq->cancel};
-            rc = docker_container_log_lines(
-                a->docker, json_string_value(json_object_get(v, "containerName")), &o,
-                rs_read_line, &rd, err);
+            rc = docker_container_log_lines(a->docker,
+                                            json_string_value(json_object_get(v, "containerName")),
+                                            &o, rs_read_line, &rd, err);
         } else if (source && strcmp(source, "kept") == 0) {
             rc = rs_logs_read_kept(a, name, &rd, err);
         }
