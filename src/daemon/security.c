@@ -13,6 +13,7 @@
 
 #include "http/server.h"
 #include "util/cleanup.h"
+#include "util/secret_file.h"
 #include "util/log.h"
 
 /* A PEM file into a NUL-terminated string. secret: refuse permission bits
@@ -21,34 +22,17 @@ static int security_read_pem(const char *flag, const char *path, bool secret, co
                              char **out, gb_err *err)
 {
     *out = NULL;
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0)
-        return err_set(err, ERR_INVALID_PARAMS, "%s: cannot read %s: %s", flag, path,
-                       strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return err_set(err, ERR_INVALID_PARAMS, "%s: %s is not a regular file", flag, path);
-    if (secret && (st.st_mode & (S_IRWXO | S_IWGRP)))
-        return err_set(err, ERR_INVALID_PARAMS,
-                       "%s: %s has mode %04o: other users may read or change the private key; "
-                       "run chmod 600 %s",
-                       flag, path, (unsigned)(st.st_mode & 07777), path);
-    if (st.st_size <= 0 || st.st_size > SECURITY_PEM_MAX)
-        return err_set(err, ERR_INVALID_PARAMS, "%s: %s is empty or larger than %d bytes", flag,
-                       path, SECURITY_PEM_MAX);
-    char *text = xcalloc(1, (size_t)st.st_size + 1);
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
+    char what[4200];
+    snprintf(what, sizeof(what), "%s: %s", flag, path);
+    char *text = NULL;
+    if (secret_file_read(path, what, "the private key", secret, SECURITY_PEM_MAX, &text, err) < 0)
+        return -1;
+    if (!*text) {
+        free(text);
+        return err_set(err, ERR_INVALID_PARAMS, "%s is empty", what);
     }
     if (!strstr(text, "-----BEGIN ") || !strstr(text, marker)) {
-        explicit_bzero(text, (size_t)st.st_size);
-        free(text);
+        secret_text_free(&text);
         return err_set(err, ERR_INVALID_PARAMS, "%s: %s is not a PEM file holding a%s", flag, path,
                        secret ? " private key" : " certificate");
     }

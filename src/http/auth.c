@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/secret_file.h"
 
 #define AUTH_FILE_MAX (1024 * 1024) /* AUTH_MAX_TOKENS lines of ~330 bytes fit */
 
@@ -69,15 +70,6 @@ size_t http_auth_count(const http_auth *a)
 }
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(http_auth *, http_auth_free)
-
-/* Wipe and free a copy of the file's text (it holds every token). */
-static void auth_text_wipe(char **text)
-{
-    if (*text) {
-        explicit_bzero(*text, strlen(*text));
-        free(*text);
-    }
-}
 
 static bool auth_name_ok(const char *s, size_t len)
 {
@@ -175,7 +167,7 @@ static int auth_check_unique(const http_auth *a, const auth_entry *e, const char
 int http_auth_parse(const char *text, const char *origin, http_auth **out, gb_err *err)
 {
     *out = NULL;
-    _cleanup_(auth_text_wipe) char *copy = xstrdup(text);
+    _cleanup_(secret_text_free) char *copy = xstrdup(text); /* it holds every token */
     _cleanup_(http_auth_freep) http_auth *a = xcalloc(1, sizeof(*a));
     size_t cap = 0;
     int lineno = 0;
@@ -218,40 +210,11 @@ int http_auth_parse(const char *text, const char *origin, http_auth **out, gb_er
 int http_auth_load(const char *path, http_auth **out, gb_err *err)
 {
     *out = NULL;
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return err_set(err, ERR_INVALID_PARAMS, "cannot read token file %s: %s", path,
-                       strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return err_set(err, ERR_INVALID_PARAMS, "cannot stat token file %s: %s", path,
-                       strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return err_set(err, ERR_INVALID_PARAMS, "token file %s is not a regular file", path);
-    if (st.st_mode & (S_IRWXO | S_IWGRP))
-        return err_set(err, ERR_INVALID_PARAMS,
-                       "token file %s has mode %04o: other users may read or change it; "
-                       "run chmod 600 %s",
-                       path, (unsigned)(st.st_mode & 07777), path);
-    if (st.st_size > AUTH_FILE_MAX)
-        return err_set(err, ERR_INVALID_PARAMS, "token file %s is larger than %d bytes", path,
-                       AUTH_FILE_MAX);
-    _cleanup_(auth_text_wipe) char *text = xcalloc(1, (size_t)st.st_size + 1);
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return err_set(err, ERR_INVALID_PARAMS, "cannot read token file %s: %s", path,
-                           strerror(errno));
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    if (memchr(text, '\0', got))
-        return err_set(err, ERR_INVALID_PARAMS,
-                       "token file %s contains a NUL byte; it must be text", path);
+    char what[4200];
+    snprintf(what, sizeof(what), "token file %s", path);
+    _cleanup_(secret_text_free) char *text = NULL;
+    if (secret_file_read(path, what, "it", true, AUTH_FILE_MAX, &text, err) < 0)
+        return -1;
     return http_auth_parse(text, path, out, err);
 }
 

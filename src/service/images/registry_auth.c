@@ -25,49 +25,9 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/secret_file.h"
 
 #define REGISTRY_AUTH_FILE_MAX (1024 * 1024)
-
-static void wipe_text(char **text)
-{
-    if (*text) {
-        explicit_bzero(*text, strlen(*text));
-        free(*text);
-    }
-}
-
-static int registry_read(const char *path, char **out, gb_err *err)
-{
-    *out = NULL;
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0)
-        return err_set(err, ERR_INVALID_PARAMS, "cannot read %s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return err_set(err, ERR_INVALID_PARAMS, "%s is not a regular file", path);
-    if (st.st_mode & (S_IRWXO | S_IWGRP))
-        return err_set(err, ERR_INVALID_PARAMS,
-                       "%s has mode %04o: other users may read or change the passwords; run "
-                       "chmod 600 %s",
-                       path, (unsigned)(st.st_mode & 07777), path);
-    if (st.st_size > REGISTRY_AUTH_FILE_MAX)
-        return err_set(err, ERR_INVALID_PARAMS, "%s is larger than %d bytes", path,
-                       REGISTRY_AUTH_FILE_MAX);
-    char *text = xcalloc(1, (size_t)st.st_size + 1);
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    *out = text;
-    if (memchr(text, '\0', got))
-        return err_set(err, ERR_INVALID_PARAMS, "%s contains a NUL byte; it must be text", path);
-    return 0;
-}
 
 /* The next whitespace-separated word of *s (NUL-terminated in place). */
 static char *next_word(char **s)
@@ -112,8 +72,9 @@ static int registry_line(images *im, char *line, const char *path, int lineno, g
 
 int images_registry_load(images *im, const char *auth_file, gb_err *err)
 {
-    _cleanup_(wipe_text) char *text = NULL;
-    if (registry_read(auth_file, &text, err) < 0)
+    _cleanup_(secret_text_free) char *text = NULL;
+    if (secret_file_read(auth_file, auth_file, "the passwords", true, REGISTRY_AUTH_FILE_MAX, &text,
+                         err) < 0)
         return -1;
     int lineno = 0;
     for (char *line = text, *end; line && *line; line = end) {
