@@ -220,6 +220,31 @@ int cpus_pool_take(cpus_pool *p, const int *ids, size_t n, const char *owner, bo
     return rc;
 }
 
+/* Where id sits: node, then core, then id; unknown ids last. Called locked. */
+static int cpus_cmp_place(const cpus_pool *p, int x, int y)
+{
+    long i = cpus_index_of(p, x), j = cpus_index_of(p, y);
+    int ni = i < 0 ? 1 << 20 : p->t.cpus[i].node, nj = j < 0 ? 1 << 20 : p->t.cpus[j].node;
+    int ci = i < 0 ? 0 : p->t.cpus[i].core, cj = j < 0 ? 0 : p->t.cpus[j].core;
+    if (ni != nj)
+        return ni < nj ? -1 : 1;
+    if (ci != cj)
+        return ci < cj ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+void cpus_pool_order(const cpus_pool *p, int *ids, size_t n)
+{
+    pthread_mutex_lock(cpus_lock_of(p));
+    for (size_t i = 1; i < n; i++) /* a few dozen ids: insertion sort */
+        for (size_t j = i; j > 0 && cpus_cmp_place(p, ids[j - 1], ids[j]) > 0; j--) {
+            int t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+        }
+    pthread_mutex_unlock(cpus_lock_of(p));
+}
+
 void cpus_pool_release(cpus_pool *p, const int *ids, size_t n, const char *owner)
 {
     pthread_mutex_lock(&p->lock);
@@ -259,6 +284,11 @@ size_t cpus_pool_usable(const cpus_pool *p)
 bool cpus_pool_simulated(const cpus_pool *p)
 {
     return p->t.simulated;
+}
+
+int cpus_pool_nodes(const cpus_pool *p)
+{
+    return p->nnodes;
 }
 
 json_t *cpus_pool_status(const cpus_pool *p)

@@ -78,6 +78,9 @@ int cpus_pool_alloc(cpus_pool *p, size_t n, const int *prefer, size_t nprefer, c
  * start-up the record's word is taken; an unknown id is still refused). */
 int cpus_pool_take(cpus_pool *p, const int *ids, size_t n, const char *owner, bool recover,
                    gb_err *err);
+/* Order ids so that siblings of one core sit together, by node then core
+ * (a prefix of the result keeps whole cores: what a shrink keeps). */
+void cpus_pool_order(const cpus_pool *p, int *ids, size_t n);
 /* Give back those of ids that owner holds. */
 void cpus_pool_release(cpus_pool *p, const int *ids, size_t n, const char *owner);
 
@@ -85,6 +88,7 @@ size_t cpus_pool_size(const cpus_pool *p);       /* logical CPUs, reserved inclu
 size_t cpus_pool_free_count(const cpus_pool *p); /* neither held nor reserved */
 size_t cpus_pool_usable(const cpus_pool *p);     /* not reserved */
 bool cpus_pool_simulated(const cpus_pool *p);
+int cpus_pool_nodes(const cpus_pool *p); /* NUMA nodes: highest node + 1 */
 /* {"simulated", "nodes", "cores", "threadsPerCore", "total", "reserved",
  *  "free", "held", "cpus": [{"id", "core", "node", "state": "free" |
  *  "reserved" | "held", "owner"?}], "nodes": [{"node", "cpus": "0-7,16-23",

@@ -117,6 +117,7 @@ typedef struct ledger_hold {
     bool exists;          /* false: the entry goes (deleted) */
     int64_t cards;        /* whole cards */
     int64_t share_mib;    /* shares' memory summed over cards */
+    int64_t cores;        /* exclusive logical CPUs (cpuCount) */
     int64_t volume_bytes; /* a volume's size */
     bool unchecked;       /* no quota check (start-up's sync: it only writes down what is) */
 } ledger_hold;
