@@ -12,12 +12,14 @@ reserved for the host, and 8 simulated cards spread over the nodes (cards
 container's cpuset is the chosen CPUs mapped onto the real online ones
 (id modulo their number), as docs/cpus.md says; GET says enforced: false.
 """
+import secrets
 import signal
 
 import pytest
 
 from conftest import docker_request
-from rsutil import (RUN_TAG, call, container, create, create_ok, gpu_devices, gpu_map, info_ok,
+from secutil import as_, write_tokens
+from rsutil import (IMAGE, RUN_TAG, call, container, create, create_ok, gpu_devices, gpu_map, info_ok,
                     lifecycle, patch, remove_containers, rs_path, start_module_daemon, wipe)
 
 PREFIX = "e2cpu" + RUN_TAG
@@ -243,3 +245,47 @@ def test_bad_topology_flags_stop_start_up(start_daemon):
     for args in (("--simulate-cpus", "2x8"), ("--reserved-cpus", "0-x")):
         with pytest.raises(Exception):
             start_daemon("--simulate-gpus", "1xT4-16GB", *args)
+
+
+def test_a_quota_counts_cores(start_daemon, tmp_path):
+    admin = "adm-" + secrets.token_hex(20)
+    tokens = write_tokens(tmp_path / "tokens", f"alice:admin:{admin}\n")
+    d = start_daemon("--simulate-gpus", "8xA100-80GB", "--port-range", "62330-62339",
+                     "--token-file", str(tokens), *CPU_ARGS)
+    d.token = admin  # for the helpers' plain calls
+    try:
+        r = as_(d, admin, "POST", "/api/v1/users",
+                {"name": "carol", "role": "user", "quota": {"cores": 6}})
+        assert r.status == 200, r.json
+        token = r.json["data"]["token"]
+        me = as_(d, token, "GET", "/api/v1/whoami").json["data"]
+        assert me["quota"]["cores"] == 6 and me["usage"]["cores"] == 0
+
+        def make(name, count):
+            return as_(d, token, "POST", "/api/v1/replicaSet",
+                       {"imageName": IMAGE, "replicaSetName": name, "gpuCount": 1,
+                        "cmd": ["sleep", "3600"], "cpuCount": count})
+
+        assert make(f"{PREFIX}_q1", 4).status == 200
+        before = cpus(d)
+        r = make(f"{PREFIX}_q2", 4)
+        assert r.status == 403 and r.code == 1115, r.json
+        assert r.json["msg"] == ("quota exceeded: user carol may hold 6 CPU cores (logical "
+                                 "CPUs); holds 4, this asks 4 more")
+        assert cpus(d) == before
+        r = as_(d, token, "PATCH", rs_path(f"{PREFIX}_q1"), {"cpuCount": 8})
+        assert r.status == 403 and r.code == 1115, r.json
+        assert len(held_by(d, f"{PREFIX}_q1")) == 4
+        assert make(f"{PREFIX}_q3", 2).status == 200
+        assert as_(d, token, "GET", "/api/v1/whoami").json["data"]["usage"]["cores"] == 6
+        # the viewer of another user's set sees "(other)"; carol sees her own
+        r = as_(d, admin, "POST", "/api/v1/replicaSet",
+                {"imageName": IMAGE, "replicaSetName": f"{PREFIX}_adm", "gpuCount": 0,
+                 "cmd": ["sleep", "3600"], "cpuCount": 2})
+        assert r.status == 200, r.json
+        seen = {c.get("owner") for c in as_(d, token, "GET", "/api/v1/resources/cpus")
+                .json["data"]["cpus"]}
+        assert seen == {None, f"{PREFIX}_q1", f"{PREFIX}_q3", "(other)"}
+    finally:
+        d.token = admin
+        wipe(d, PREFIX)
