@@ -12,8 +12,11 @@ reserved for the host, and 8 simulated cards spread over the nodes (cards
 container's cpuset is the chosen CPUs mapped onto the real online ones
 (id modulo their number), as docs/cpus.md says; GET says enforced: false.
 """
+import os
 import secrets
 import signal
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -289,3 +292,43 @@ def test_a_quota_counts_cores(start_daemon, tmp_path):
     finally:
         d.token = admin
         wipe(d, PREFIX)
+
+
+def cli(d, *args):
+    """The CLI against d; it must stay quiet under the sanitizers."""
+    env = dict(os.environ, GPUBOX_HOST=d.url)
+    env.pop("GPUBOX_TOKEN", None)
+    build = Path(os.environ.get("GPUBOX_BUILD_DIR", Path(__file__).parents[2] / "build" / "test"))
+    exe = os.environ.get("GPUBOX_CLI", str(build / "gpubox"))
+    p = subprocess.run([exe, *args], capture_output=True, text=True, env=env, timeout=120)
+    assert "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
+    return p
+
+
+def test_cli_run_scale_and_cpus(d):
+    name = f"{PREFIX}_cli"
+    p = cli(d, "run", name, "--image", IMAGE, "--gpus", "1", "--cpu-count", "4", "--",
+            "sleep", "3600")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    got = held_by(d, name)
+    assert len(got) == 4
+    assert "  cpus:  " in p.stdout
+    p = cli(d, "cpus")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split() == ["NUMA", "CPUS", "TOTAL", "FREE"]
+    assert lines[1].split() == ["0", "0-7,16-23", "16", "14" if node_of(got[0]) == 1 else "10"]
+    assert "32 logical CPUs, 16 cores x 2 threads: 26 free, 4 held, 2 reserved" in p.stdout
+    assert [ln.split()[0] for ln in lines if ln.startswith(name)] == [name]
+    assert "(the host: reserved)  0,16" in p.stdout
+    assert "--simulate-cpus" in p.stdout
+    p = cli(d, "scale", name, "--cpu-count", "6")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert len(held_by(d, name)) == 6 and set(got) <= set(held_by(d, name))
+    assert "CPUs:       " in cli(d, "inspect", name).stdout
+    p = cli(d, "scale", name, "--cpu-count", "40")
+    assert p.returncode == 2 and "cpuCount is 40" in p.stderr, (p.returncode, p.stderr)
+    p = cli(d, "run", f"{PREFIX}_cli2", "--image", IMAGE, "--cpu-count", "30")
+    assert p.returncode == 5 and "not enough CPU cores" in p.stderr, (p.returncode, p.stderr)
+    p = cli(d, "run", f"{PREFIX}_cli3", "--image", IMAGE, "--cpu-count", "-1")
+    assert p.returncode == 2, (p.returncode, p.stderr)
