@@ -29,6 +29,7 @@ int api_resources_gpus(http_request *req, http_response *resp, gb_err *err);
 int api_gpu_healthy(http_request *req, http_response *resp, gb_err *err);
 int api_events(http_request *req, http_response *resp, gb_err *err);
 int api_resources_ports(http_request *req, http_response *resp, gb_err *err);
+int api_resources_cpus(http_request *req, http_response *resp, gb_err *err);
 int api_gpus_legacy(http_request *req, http_response *resp, gb_err *err);
 
 /* replicasets.c: /api/v1/replicaSet... */

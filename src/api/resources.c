@@ -37,6 +37,14 @@ int api_resources_ports(http_request *req, http_response *resp, gb_err *err)
     return http_response_data(resp, data, err);
 }
 
+int api_resources_cpus(http_request *req, http_response *resp, gb_err *err)
+{
+    json_t *data = NULL;
+    if (resources_cpus(req->ctx, &data, err) < 0)
+        return -1;
+    return http_response_data(resp, data, err);
+}
+
 int api_gpu_healthy(http_request *req, http_response *resp, gb_err *err)
 {
     const char *uuid = http_request_param(req, "uuid");

@@ -29,6 +29,8 @@ static const http_route api_routes[] = {
      "Clear a card's unhealthy mark (a critical XID, or it stopped answering)"},
     {"GET", "/api/v1/resources/ports", api_resources_ports,
      "Host port range, free count and ports in use"},
+    {"GET", "/api/v1/resources/cpus", api_resources_cpus,
+     "CPU cores: topology, who holds each logical CPU (cpuCount), free count"},
     {"GET", "/api/v1/events", api_events,
      "Sets stopped by their run limits, cards marked unhealthy or cleared (?limit=N)"},
 

@@ -307,6 +307,7 @@ const char *cli_owner_cell(const json_t *item, bool shown);
 
 int cli_cmd_gpus(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_ports(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_cpus(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_version(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_help(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_completion(cli_ctx *ctx, const cli_args *a);

@@ -51,6 +51,7 @@ int cli_exit_for_code(int code)
         return CLI_EXIT_NOT_FOUND;
     case ERR_GPU_NOT_ENOUGH:
     case ERR_PORT_NOT_ENOUGH:
+    case ERR_CPU_NOT_ENOUGH:
         return CLI_EXIT_SHORTAGE;
     case ERR_ROUTE_NOT_FOUND:
     case ERR_METHOD_NOT_ALLOWED:

@@ -277,6 +277,12 @@ static int run_body(cli_ctx *ctx, const cli_args *a, json_t **out)
             return cli_usage_error(ctx, a->cmd, "%s", msg);
         json_object_set_new(body, "cpus", json_real(c));
     }
+    const char *cpu_count = cli_get(a, "cpu-count");
+    if (cpu_count) {
+        if (cli_parse_int("--cpu-count", cpu_count, 0, 4096, &n, msg, sizeof(msg)))
+            return cli_usage_error(ctx, a->cmd, "%s", msg);
+        json_object_set_new(body, "cpuCount", json_integer(n));
+    }
     static const char *const strings[][2] = {
         {"memory", "memory"},           {"shm-size", "shmSize"},   {"restart", "restartPolicy"},
         {"gpu-policy", "gpuPolicy"},    {"gpu-model", "gpuModel"}, {"idle-stop", "idleStop"},
@@ -313,6 +319,24 @@ static bool rs_ssh_text(const json_t *ssh, char *buf, size_t size)
     return true;
 }
 
+/* [2, 3, 18] as "2-3,18" (a cpuset); "" for none. */
+static void rs_cpuset_text(const json_t *ids, char *buf, size_t size)
+{
+    size_t len = 0, n = json_array_size(ids);
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && len < size;) {
+        json_int_t first = json_integer_value(json_array_get(ids, i)), last = first;
+        while (i + 1 < n && json_integer_value(json_array_get(ids, i + 1)) == last + 1)
+            last = json_integer_value(json_array_get(ids, ++i));
+        i++;
+        len += (size_t)(first == last ? snprintf(buf + len, size - len, "%s%" JSON_INTEGER_FORMAT,
+                                                 len ? "," : "", first)
+                                      : snprintf(buf + len, size - len,
+                                                 "%s%" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT,
+                                                 len ? "," : "", first, last));
+    }
+}
+
 static void run_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     const cli_args *a = arg;
@@ -323,6 +347,10 @@ static void run_print(cli_ctx *ctx, const json_t *data, const void *arg)
             cli_str(data, "containerName"), gpus[0] ? gpus : "-", ports[0] ? ports : "-");
     if (rs_ssh_text(json_object_get(data, "ssh"), ssh, sizeof(ssh)))
         fprintf(ctx->out, "  ssh:   %s\n", ssh);
+    char cpus[1024];
+    rs_cpuset_text(json_object_get(data, "cpuset"), cpus, sizeof(cpus));
+    if (cpus[0])
+        fprintf(ctx->out, "  cpus:  %s\n", cpus);
 }
 
 int cli_cmd_run(cli_ctx *ctx, const cli_args *a)
@@ -450,6 +478,10 @@ void cli_inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)
     char ssh[1024];
     if (rs_ssh_text(json_object_get(info, "ssh"), ssh, sizeof(ssh)))
         fprintf(ctx->out, "SSH:        %s\n", ssh);
+    char cpus[1024];
+    rs_cpuset_text(json_object_get(info, "cpuset"), cpus, sizeof(cpus));
+    if (cpus[0])
+        fprintf(ctx->out, "CPUs:       %s (its own)\n", cpus);
     inspect_usage_print(ctx, data, spec);
 }
 
@@ -531,10 +563,11 @@ int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)
     char msg[256];
     const char *gpus = cli_get(a, "gpus"), *memory = cli_get(a, "gpu-memory");
     const char *idle = cli_get(a, "idle-stop"), *max = cli_get(a, "max-duration");
-    const char *image = cli_get(a, "image");
-    if (!gpus && !memory && !idle && !max && !image && !cli_count(a, "ssh-key"))
+    const char *image = cli_get(a, "image"), *cpu_count = cli_get(a, "cpu-count");
+    if (!gpus && !memory && !idle && !max && !image && !cli_count(a, "ssh-key") && !cpu_count)
         return cli_usage_error(ctx, a->cmd,
                                "give --gpus N and/or --gpu-memory SIZE (or --image, --ssh-key, "
+                               "--cpu-count, "
                                "--idle-stop, --max-duration)");
     _cleanup_json_ json_t *body = json_object();
     if (image)
@@ -559,9 +592,14 @@ int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)
         json_object_set_new(body, "idleStop", json_string(idle));
     if (max)
         json_object_set_new(body, "maxDuration", json_string(max));
+    if (cpu_count) {
+        if (cli_parse_int("--cpu-count", cpu_count, 0, 4096, &n, msg, sizeof(msg)))
+            return cli_usage_error(ctx, a->cmd, "%s", msg);
+        json_object_set_new(body, "cpuCount", json_integer(n));
+    }
     return rs_patch(ctx, "scale", a->pos[0], NULL, body,
-                    gpus || memory ? "%s: scaled; now runs as %s\n"
-                                   : "%s: changed; now runs as %s\n");
+                    gpus || memory || cpu_count ? "%s: scaled; now runs as %s\n"
+                                                : "%s: changed; now runs as %s\n");
 }
 
 int cli_cmd_stop(cli_ctx *ctx, const cli_args *a)

@@ -163,6 +163,7 @@ int cli_quota_flags(const cli_args *a, json_t *quota, char *msg, size_t size)
         {"share", "shareMiB", CLI_QUOTA_MIB},
         {"instances", "instances", CLI_QUOTA_COUNT},
         {"volume-bytes", "volumeBytes", CLI_QUOTA_BYTES},
+        {"cores", "cores", CLI_QUOTA_COUNT},
     };
     if (cli_get(a, "share") && cli_get(a, "share-mib")) {
         snprintf(msg, size, "give --share or --share-mib, not both");

@@ -47,6 +47,8 @@ static const cli_opt run_opts[] = {
     {"env", 'e', CLI_OPT_LIST, "K=V", "set an environment variable (K alone: from here)"},
     {"label", 'l', CLI_OPT_LIST, "K=V", "an extra container label"},
     {"cpus", 0, CLI_OPT_VALUE, "N", "CPU limit (decimals allowed)"},
+    {"cpu-count", 0, CLI_OPT_VALUE, "N",
+     "logical CPUs of its own (a cpuset near its cards; docs/cpus.md)"},
     {"memory", 'm', CLI_OPT_VALUE, "SIZE", "memory limit (\"16GB\")"},
     {"shm-size", 0, CLI_OPT_VALUE, "SIZE", "size of /dev/shm (\"1GB\")"},
     {"restart", 0, CLI_OPT_VALUE, "POLICY", "no, always, unless-stopped or on-failure"},
@@ -78,6 +80,7 @@ static const cli_opt images_opts[] = {
 static const cli_opt scale_opts[] = {
     {"gpus", 'g', CLI_OPT_VALUE, "N", "the new number of GPUs"},
     {"gpu-memory", 0, CLI_OPT_VALUE, "SIZE", "the new share of each card (\"8GB\")"},
+    {"cpu-count", 0, CLI_OPT_VALUE, "N", "the new number of logical CPUs of its own (0: none)"},
     {"idle-stop", 0, CLI_OPT_VALUE, "DURATION",
      "stop it after its cards are idle this long (\"\": never)"},
     {"max-duration", 0, CLI_OPT_VALUE, "DURATION",
@@ -161,7 +164,8 @@ static const cli_opt nodes_opts[] = {
     {"share", 0, CLI_OPT_VALUE, "SIZE", "the same as a size, \"16GB\" (instead of --share-mib)"},  \
     {"instances", 0, CLI_OPT_VALUE, "N", "replica sets, stopped ones included (none: unlimited)"}, \
     {"volume-bytes", 0, CLI_OPT_VALUE, "SIZE",                                                     \
-     "the sizes of their volumes, summed: \"500GB\" or bytes (none: unlimited)"}
+     "the sizes of their volumes, summed: \"500GB\" or bytes (none: unlimited)"},                  \
+    {"cores", 0, CLI_OPT_VALUE, "N", "logical CPUs of their own (cpuCount) (none: unlimited)"}
 // clang-format on
 
 static const cli_opt users_opts[] = {
@@ -217,13 +221,16 @@ const cli_command cli_commands[] = {
      "List automatic stops and card health changes, newest first", NULL},
     {"ports", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_ports,
      "Show the host port range and the ports in use", NULL},
+    {"cpus", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_cpus,
+     "List the CPU cores: NUMA nodes, free, and which replica sets hold which (cpuCount)", NULL},
 
     /* replica sets */
     {"ps", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, ps_opts, cli_cmd_ps,
      "List replica sets with their live status", NULL},
     {"run", "NAME", 1, 1, CLI_COMPLETE_NONE, true, "CMD...", run_opts, cli_cmd_run,
      "Create replica set NAME and start its first container (NAME-1)",
-     "GPUs and host ports are taken all or nothing; if anything is missing nothing is "
+     "GPUs, host ports and CPU cores (--cpu-count) are taken all or nothing; if anything is "
+     "missing nothing is "
      "taken and the exit status is 5. In a fleet the set runs on one node: --node names it, "
      "else gpuboxd picks one among the nodes whose labels match --node-selector, by "
      "--placement. --idle-stop and --max-duration are passed to gpuboxd as given; it stops "

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "fleet/fleet.h"
+#include "sched/cpus.h"
 #include "sched/gpus.h"
 #include "service/monitor/monitor.h"
 #include "store/store.h"
@@ -58,6 +59,26 @@ static int apply_listen(daemon_config *cfg, const char *value, gb_err *err)
     cfg->listen = copy;
     cfg->listen_host = host;
     cfg->listen_port = port;
+    return 0;
+}
+
+/* --simulate-cpus and --reserved-cpus are checked here, so a typo stops
+ * start-up with the flag named rather than at the first create. */
+static int config_check_cpus(const daemon_config *cfg, gb_err *err)
+{
+    if (cfg->simulate_cpus) {
+        cpus_topology t = {0};
+        if (cpus_topology_simulate(cfg->simulate_cpus, &t, err) < 0)
+            return err_prefix(err, "--simulate-cpus");
+        cpus_topology_free(&t);
+    }
+    if (cfg->reserved_cpus) {
+        int *ids = NULL;
+        size_t n = 0;
+        if (cpus_list_parse(cfg->reserved_cpus, &ids, &n, err) < 0)
+            return err_prefix(err, "--reserved-cpus");
+        free(ids);
+    }
     return 0;
 }
 
@@ -232,6 +253,13 @@ static const config_option config_options[] = {
            "simulated GPUs, e.g. 8xA100-80GB or 2xT4-16GB,1xH100-80GB (implies --gpu-source "
            "simulated)",
            apply_simulate_gpus),
+    OPT_STR("simulate-cpus", "NODESxCORESxTHREADS", "none (the host's, from sysfs)",
+            "simulated CPU topology for the core allocator, e.g. 2x16x2; containers get their "
+            "cores mapped onto the host's real CPUs (docs/cpus.md)",
+            simulate_cpus),
+    OPT_STR("reserved-cpus", "CPULIST", "none",
+            "logical CPUs kept for the host, never given to a replica set's cpuCount, e.g. 0-1",
+            reserved_cpus),
     OPT_STR("nvml-library", "PATH", "libnvidia-ml.so.1", "NVML library to dlopen", nvml_library),
     OPT_STR("nvidia-smi", "PATH", "nvidia-smi (on PATH)", "nvidia-smi program to run", nvidia_smi),
     OPT_ONE_OF("gpu-attach", "nvidia|cdi|runtime", "nvidia",
@@ -498,7 +526,8 @@ void config_free(daemon_config *cfg)
                       &cfg->advertise,      &cfg->node_labels,
                       &cfg->node_store_url, &cfg->owner_of_unowned,
                       &cfg->xid_critical,   &cfg->registry_auth_file,
-                      &cfg->public_host};
+                      &cfg->public_host,    &cfg->simulate_cpus,
+                      &cfg->reserved_cpus};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -824,6 +853,8 @@ int config_finalize(daemon_config *cfg, gb_err *err)
 
     if (cfg->hami_core && config_check_hami_core(cfg, err) < 0)
         return -1;
+    if (config_check_cpus(cfg, err) < 0)
+        return -1;
 
     if (config_finalize_fleet(cfg, err) < 0 || config_finalize_public_host(cfg, err) < 0)
         return -1;
@@ -837,6 +868,8 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.owner_of_unowned = cfg->owner_of_unowned;
     cfg->app.docker_host = cfg->docker_host;
     cfg->app.simulate_gpus = cfg->simulate_gpus;
+    cfg->app.simulate_cpus = cfg->simulate_cpus;
+    cfg->app.reserved_cpus = cfg->reserved_cpus;
     cfg->app.nvml_library = cfg->nvml_library;
     cfg->app.nvidia_smi = cfg->nvidia_smi;
     cfg->app.gpu_attach = cfg->gpu_attach;

@@ -31,6 +31,7 @@ typedef struct daemon_config {
     char *listen_host; /* parsed: "127.0.0.1", "::1" */
     uint16_t listen_port;
     char *data_dir, *store_url, *docker_host, *simulate_gpus, *nvml_library, *nvidia_smi;
+    char *simulate_cpus, *reserved_cpus; /* docs/cpus.md */
     char *gpu_attach, *volume_backend, *volume_fs, *config_file, *bind_prefixes, *carry_method;
     char *token_file, *tls_cert, *tls_key, *cors_origins; /* NULL: not given */
     char *gpu_exclude_sharing, *gpu_exclude, *hami_core;

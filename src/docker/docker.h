@@ -116,6 +116,7 @@ typedef struct docker_run_spec {
     const char *const *gpu_uuids; /* ngpus == 0: no GPU (see docs/docker.md) */
     size_t ngpus;
     double cpus;                /* 0 = no limit */
+    const char *cpuset_cpus;    /* HostConfig.CpusetCpus, "0-1,32-33"; NULL/"": any */
     int64_t memory_bytes;       /* 0 = no limit */
     int64_t shm_bytes;          /* 0 = Docker's default (64 MiB) */
     const char *restart_policy; /* NULL/"no", "always", "unless-stopped", "on-failure" */

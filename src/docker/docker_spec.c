@@ -234,6 +234,8 @@ static int docker_spec_limits(json_t *host, const docker_run_spec *spec, gb_err 
                        "run spec: memory and shm sizes cannot be negative");
     if (spec->cpus > 0)
         json_object_set_new(host, "NanoCpus", json_integer((json_int_t)llround(spec->cpus * 1e9)));
+    if (spec->cpuset_cpus && *spec->cpuset_cpus)
+        json_object_set_new(host, "CpusetCpus", json_string(spec->cpuset_cpus));
     if (spec->memory_bytes > 0)
         json_object_set_new(host, "Memory", json_integer(spec->memory_bytes));
     if (spec->shm_bytes > 0)

@@ -32,6 +32,7 @@ typedef struct gpu_device {
     char parent_uuid[GPU_UUID_MAX]; /* for MIG instances: the card's uuid */
     int mig_index;                  /* for MIG instances: NVML's MIG device index on the card */
     bool mig_enabled;               /* a card in MIG mode: only its MIG instances are scheduled */
+    char pci_bus_id[32];            /* "00000000:3B:00.0" (NVML); "" when unknown */
 } gpu_device;
 
 /* A MIG instance carries its card's index and follows the card in the list

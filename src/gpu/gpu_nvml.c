@@ -78,6 +78,7 @@ int gpu_nvml_api_open(struct gpu_nvml_api *api, const char *library, gb_err *err
         {(void **)&api->get_utilization, "nvmlDeviceGetUtilizationRates", NULL, false},
         {(void **)&api->get_procs_v2, "nvmlDeviceGetComputeRunningProcesses_v2", NULL, false},
         {(void **)&api->get_procs_v1, "nvmlDeviceGetComputeRunningProcesses", NULL, false},
+        {(void **)&api->get_pci_info, "nvmlDeviceGetPciInfo_v3", NULL, false},
         {(void **)&api->get_proc_util, "nvmlDeviceGetProcessUtilization", NULL, false},
         {(void **)&api->event_set_create, "nvmlEventSetCreate", NULL, false},
         {(void **)&api->register_events, "nvmlDeviceRegisterEvents", NULL, false},
@@ -135,6 +136,10 @@ static int nvml_read_device(const struct gpu_nvml_api *api, nvmlDevice_t h, gpu_
                  gpu_nvml_strerror(api, r));
         d->healthy = false;
     }
+    /* The PCI bus id says which NUMA node the card sits on (docs/cpus.md). */
+    nvmlPciInfo_t pci = {0};
+    if (api->get_pci_info && api->get_pci_info(h, &pci) == NVML_SUCCESS)
+        snprintf(d->pci_bus_id, sizeof(d->pci_bus_id), "%.31s", pci.busId);
     return 0;
 }
 

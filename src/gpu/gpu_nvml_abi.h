@@ -22,6 +22,13 @@
 
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
+
+/* nvmlPciInfo_t as nvmlDeviceGetPciInfo_v3 fills it: only busId is read. */
+typedef struct nvmlPciInfo_st {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32]; /* "00000000:3B:00.0" */
+} nvmlPciInfo_t;
 typedef struct nvmlEventSet_st *nvmlEventSet_t;
 
 typedef struct nvmlMemory_st {
@@ -97,6 +104,7 @@ struct gpu_nvml_api {
     nvmlReturn_t (*get_utilization)(nvmlDevice_t, nvmlUtilization_t *);
     nvmlReturn_t (*get_procs_v2)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_v2_t *);
     nvmlReturn_t (*get_procs_v1)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_v1_t *);
+    nvmlReturn_t (*get_pci_info)(nvmlDevice_t, nvmlPciInfo_t *); /* optional */
     nvmlReturn_t (*get_proc_util)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
                                   unsigned long long);
     nvmlReturn_t (*event_set_create)(nvmlEventSet_t *);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/cpus.h"
 #include "sched/gpus.h"
 #include "service/keys.h"
 #include "service/store_json.h"
@@ -59,6 +60,19 @@ static int allocations_mark(app *a, const char *name, json_t *record, gb_err *er
                  take.msg);
     if (nports && ports_pool_take(a->ports, held, nports, false, &take) < 0)
         log_warn("allocations: replica set %s holds ports that cannot be marked: %s", name,
+                 take.msg);
+    /* Cores: the record's word, even on CPUs reserved since (recover). */
+    json_t *cpuset = json_object_get(record, "cpuset");
+    size_t ncpus = json_array_size(cpuset);
+    _cleanup_free_ int *cpus = xcalloc(ncpus + 1, sizeof(*cpus));
+    for (size_t i = 0; i < ncpus; i++) {
+        json_t *v = json_array_get(cpuset, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= 65536)
+            return err_set(err, ERR_INTERNAL, "replica set %s: cpuset[%zu] is not a CPU", name, i);
+        cpus[i] = (int)json_integer_value(v);
+    }
+    if (ncpus && cpus_pool_take(a->cpus, cpus, ncpus, name, true, &take) < 0)
+        log_warn("allocations: replica set %s holds CPUs that cannot be marked: %s", name,
                  take.msg);
     return 0;
 }

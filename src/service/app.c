@@ -23,7 +23,9 @@
 #include <unistd.h>
 
 #include "fleet/fleet.h"
+#include "sched/cpus.h"
 #include "sched/gpus.h"
+#include "service/cpus.h"
 #include "service/engine.h"
 #include "service/fleet_node.h"
 #include "service/images/images.h"
@@ -347,6 +349,8 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     if (app_make_gpu_pool(a, err) < 0)
         goto fail;
     a->ports = ports_pool_new(cfg->port_start, cfg->port_end);
+    if (app_make_cpu_pool(a, err) < 0)
+        goto fail;
     a->gpus_cache = resources_cache_new();
     a->locks = namelock_table_new();
     a->ops = ops_metrics_new();
@@ -385,6 +389,7 @@ void app_close(app *a)
     ops_metrics_free(a->ops);
     gpus_pool_free(a->gpu_pool);
     ports_pool_free(a->ports);
+    cpus_pool_free(a->cpus);
     gpu_inventory_free(&a->gpus);
     docker_client_free(a->docker);
     if (a->store) {

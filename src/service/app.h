@@ -32,6 +32,8 @@ typedef struct app_config {
     uint16_t port_start, port_end;
     enum gpu_source_kind gpu_source;
     const char *simulate_gpus;  /* spec, for GPU_SOURCE_SIMULATED */
+    const char *simulate_cpus;  /* "2x16x2": a made-up CPU topology (docs/cpus.md); NULL: sysfs */
+    const char *reserved_cpus;  /* cpulist never handed out; NULL: none */
     const char *nvml_library;   /* NULL: libnvidia-ml.so.1 */
     const char *nvidia_smi;     /* NULL: nvidia-smi on PATH */
     const char *gpu_attach;     /* "nvidia" | "cdi" | "runtime" */
@@ -89,6 +91,7 @@ typedef struct app {
     gpu_inventory gpus;
     struct gpus_pool *gpu_pool;
     ports_pool *ports;
+    struct cpus_pool *cpus;       /* exclusive cores (sched/cpus.h) */
     resources_cache *gpus_cache;  /* serialized GET /resources/gpus (resources.c) */
     struct namelock_table *locks; /* per-name serialization (namelock.h) */
     struct ops_metrics *ops;      /* operations by kind and result (metrics.h) */

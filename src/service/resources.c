@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sched/gpus.h"
+#include "service/cpus.h"
 #include "service/monitor/monitor.h"
 #include "service/replicaset/record.h"
 #include "service/users/caller.h"
@@ -240,6 +241,29 @@ int resources_gpu_status(app *a, json_t **out, gb_err *err)
     gpus_pool_status(a->gpu_pool, &st);
     *out = json_pack("{s:o}", "gpuStatus", resources_gpu_map(&st));
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+}
+
+int resources_cpus(app *a, json_t **out, gb_err *err)
+{
+    _cleanup_json_ json_t *data = cpus_resources_json(a);
+    if (!data)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    if (caller_is_user()) {
+        /* Other users' sets stay unnamed, as on GET /resources/gpus. */
+        _cleanup_json_ json_t *own = json_object();
+        if (rs_records_each(a->store, resources_own_one, own, err) < 0)
+            return err_prefix(err, "listing the CPUs' holders");
+        size_t i;
+        json_t *cpu;
+        json_array_foreach(json_object_get(data, "cpus"), i, cpu)
+        {
+            const char *o = json_string_value(json_object_get(cpu, "owner"));
+            if (o && !json_object_get(own, o))
+                json_object_set_new(cpu, "owner", json_string(RESOURCES_OTHER));
+        }
+    }
+    *out = steal_ptr(&data);
+    return 0;
 }
 
 int resources_ports(app *a, json_t **out, gb_err *err)

@@ -24,6 +24,9 @@ void resources_cache_free(resources_cache *c);
 int resources_gpu_status(app *a, json_t **out, gb_err *err);
 /* GET /api/v1/resources/ports: {ports:{startPort, endPort, availableCount, usedPorts}}. */
 int resources_ports(app *a, json_t **out, gb_err *err);
+/* GET /api/v1/resources/cpus: the core pool (docs/cpus.md): topology, who
+ * holds each logical CPU (other users' sets as "(other)"), totals, enforced. */
+int resources_cpus(app *a, json_t **out, gb_err *err);
 
 /* GET /healthz: {status, store:{ok,...}, docker:{ok,...}, gpus:{...}}. When the
  * store or Docker cannot be reached, returns -1 with that error AND *out

@@ -76,6 +76,7 @@ enum err_code {
     ERR_QUOTA_EXCEEDED = 1115,     /* 403: the owner's quota does not allow it */
     ERR_USER_EXISTS = 1116,        /* 409: a user of that name exists */
     ERR_USER_NOT_FOUND = 1117,     /* 404: no such user */
+    ERR_CPU_NOT_ENOUGH = 1118,     /* 409: not enough free CPU cores (docs/cpus.md) */
     ERR_REGISTRY_AUTH = 1130,      /* 403: the registry refused the pull's credentials (or none) */
     ERR_PULL_FAILED = 1131,        /* 502: the registry could not give the image */
     ERR_INTERNAL = 1199,           /* 500 */

@@ -115,7 +115,8 @@ def test_admin_makes_a_user_whose_token_works_once_shown(daemon):
     me = ok(as_(daemon, token, "GET", "/api/v1/whoami"))
     assert (me["name"], me["role"], me["source"]) == (name, "user", "api")
     assert me["quota"]["cards"] == 1 and me["quota"]["instances"] is None
-    assert me["usage"] == {"cards": 0, "shareMiB": 0, "instances": 0, "volumeBytes": 0}
+    assert me["usage"] == {"cards": 0, "shareMiB": 0, "instances": 0, "volumeBytes": 0,
+                           "cores": 0}
     # the token is never shown again, nor kept in clear
     got = ok(as_(daemon, ADMIN, "GET", f"/api/v1/users/{name}"))
     assert "token" not in got and "tokenHash" not in got and got["hasToken"]
@@ -341,7 +342,8 @@ def test_defaults_apply_to_new_users(daemon):
         name = "hal" + secrets.token_hex(3)
         token = make_user(daemon, name)
         q = ok(as_(daemon, token, "GET", "/api/v1/whoami"))["quota"]
-        assert q == {"cards": 1, "shareMiB": None, "instances": 3, "volumeBytes": None}
+        assert q == {"cards": 1, "shareMiB": None, "instances": 3, "volumeBytes": None,
+                     "cores": None}
         drop_user(daemon, name)
         assert ok(as_(daemon, ADMIN, "GET", "/api/v1/quotas/defaults"))["cards"] == 1
     finally:

@@ -20,8 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/cpus.h"
 #include "sched/gpus.h"
 #include "sched/ports.h"
+#include "service/cpus.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -52,8 +54,65 @@ static int rs_alloc_ports(app *a, rs_record *r, gb_err *err)
     return 0;
 }
 
+/* cpuCount beyond what the host can ever give is the request's fault (400),
+ * not a lack of free cores (409). */
+static int rs_alloc_cpus_check(const app *a, const rs_spec *s, gb_err *err)
+{
+    size_t usable = cpus_pool_usable(a->cpus);
+    if ((size_t)s->cpu_count > usable)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "cpuCount is %d; this host has %zu logical CPUs to give (%zu reserved for "
+                       "the host)",
+                       s->cpu_count, usable, cpus_pool_size(a->cpus) - usable);
+    return 0;
+}
+
+static bool rs_has_cpu(const rs_record *r, int id)
+{
+    for (size_t i = 0; i < r->ncpuset; i++)
+        if (r->cpuset[i] == id)
+            return true;
+    return false;
+}
+
+static int rs_cmp_int(const void *x, const void *y)
+{
+    int p = *(const int *)x, q = *(const int *)y;
+    return (p > q) - (p < q);
+}
+
+/* Cores for to->spec.cpu_count: those held (may be NULL) holds are kept
+ * (whole cores first when shrinking), the rest taken from the pool on the
+ * NUMA nodes of to's cards first. to must hold its cards already. All or
+ * nothing: on failure to holds none of the new ones. */
+static int rs_alloc_next_cpus(app *a, const rs_record *held, rs_record *to, gb_err *err)
+{
+    size_t want = (size_t)to->spec.cpu_count, nheld = held ? held->ncpuset : 0;
+    _cleanup_free_ int *ids = xcalloc(want + nheld + 1, sizeof(int));
+    if (nheld)
+        memcpy(ids, held->cpuset, nheld * sizeof(int));
+    cpus_pool_order(a->cpus, ids, nheld);
+    size_t keep = nheld < want ? nheld : want;
+    _cleanup_free_ int *nodes = xcalloc(to->ngpus + 1, sizeof(int));
+    size_t nnodes = cpus_nodes_of_cards(a, to->gpus, to->ngpus, nodes);
+    free(to->cpuset);
+    to->cpuset = NULL;
+    to->ncpuset = 0;
+    if (want > keep &&
+        cpus_pool_alloc(a->cpus, want - keep, nodes, nnodes, to->name, ids + keep, err) < 0) {
+        to->cpuset = xcalloc(1, sizeof(int));
+        return -1;
+    }
+    qsort(ids, want, sizeof(int), rs_cmp_int);
+    to->cpuset = steal_ptr(&ids);
+    to->ncpuset = want;
+    return 0;
+}
+
 int rs_alloc_take(app *a, rs_record *r, gb_err *err)
 {
+    if (rs_alloc_cpus_check(a, &r->spec, err) < 0)
+        return -1;
     free(r->ports);
     r->ports = NULL;
     r->nports = 0;
@@ -66,7 +125,7 @@ int rs_alloc_take(app *a, rs_record *r, gb_err *err)
         gpus_pool_release_grant(a->gpu_pool, &grant, r->name);
         return -1;
     }
-    if (rs_alloc_ports(a, r, err) < 0) {
+    if (rs_alloc_ports(a, r, err) < 0 || rs_alloc_next_cpus(a, NULL, r, err) < 0) {
         rs_alloc_give_back(a, r);
         rs_record_clear_holdings(r);
         return -1;
@@ -95,6 +154,8 @@ void rs_alloc_give_back(app *a, const rs_record *r)
             ports_pool_release(a->ports, ports, r->nports);
         }
     }
+    if (r->ncpuset)
+        cpus_pool_release(a->cpus, r->cpuset, r->ncpuset, r->name);
 }
 
 /* Ports for to->spec: a port `held` already holds is kept when to->spec
@@ -248,9 +309,11 @@ static int rs_alloc_next_gpus(app *a, const rs_record *held, rs_record *to, bool
 
 int rs_alloc_next(app *a, const rs_record *held, rs_record *to, bool *swapped, gb_err *err)
 {
+    if (rs_alloc_cpus_check(a, &to->spec, err) < 0)
+        return -1;
     if (rs_alloc_next_gpus(a, held, to, swapped, err) < 0)
         return -1;
-    if (rs_alloc_next_ports(a, held, to, err) < 0) {
+    if (rs_alloc_next_ports(a, held, to, err) < 0 || rs_alloc_next_cpus(a, held, to, err) < 0) {
         if (*swapped)
             rs_alloc_swap_back(a, to, held);
         else
@@ -289,6 +352,14 @@ int rs_alloc_union(const rs_record *x, const rs_record *y, bool swapped, rs_reco
         for (size_t i = 0; i < recs[k]->nports; i++)
             if (!rs_has_port(out, recs[k]->ports[i].host_port))
                 out->ports[out->nports++] = recs[k]->ports[i];
+    free(out->cpuset);
+    out->cpuset = xcalloc(x->ncpuset + y->ncpuset + 1, sizeof(int));
+    out->ncpuset = 0;
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < recs[k]->ncpuset; i++)
+            if (!rs_has_cpu(out, recs[k]->cpuset[i]))
+                out->cpuset[out->ncpuset++] = recs[k]->cpuset[i];
+    qsort(out->cpuset, out->ncpuset, sizeof(int), rs_cmp_int);
     return rs_record_set_grant(out, &g, err);
 }
 
@@ -310,6 +381,9 @@ void rs_alloc_give_back_except(app *a, const rs_record *held, const rs_record *k
         gpus_pool_release_grant(a->gpu_pool, &g, held->name);
     if (np)
         ports_pool_release(a->ports, ports, np);
+    for (size_t i = 0; i < held->ncpuset; i++)
+        if (!rs_has_cpu(keep, held->cpuset[i]))
+            cpus_pool_release(a->cpus, &held->cpuset[i], 1, held->name);
 }
 
 void rs_alloc_swap_back(app *a, const rs_record *to, const rs_record *from)
@@ -328,6 +402,9 @@ void rs_alloc_swap_back(app *a, const rs_record *to, const rs_record *from)
             ports[np++] = to->ports[i].host_port;
     if (np)
         ports_pool_release(a->ports, ports, np);
+    for (size_t i = 0; i < to->ncpuset; i++)
+        if (!rs_has_cpu(from, to->cpuset[i]))
+            cpus_pool_release(a->cpus, &to->cpuset[i], 1, to->name);
 }
 
 int rs_alloc_retake_last(app *a, rs_record *r, gb_err *err)
@@ -336,7 +413,8 @@ int rs_alloc_retake_last(app *a, rs_record *r, gb_err *err)
      * record that does not say (stopped by a gpuboxd before lastGpus) goes
      * the way of other cards. */
     size_t want = r->spec.ngpu_uuids ? r->spec.ngpu_uuids : (size_t)r->spec.gpu_count;
-    if (r->nlast_gpus != want || r->nlast_ports != r->spec.nports)
+    if (r->nlast_gpus != want || r->nlast_ports != r->spec.nports ||
+        r->nlast_cpuset != (size_t)r->spec.cpu_count)
         return err_set(err, ERR_CONFLICT,
                        "the cards and ports %s held before it stopped are not "
                        "all recorded",
@@ -361,10 +439,23 @@ int rs_alloc_retake_last(app *a, rs_record *r, gb_err *err)
         gpus_pool_release_grant(a->gpu_pool, &g, r->name);
         return -1;
     }
-    if (rs_record_set_grant(r, &g, err) < 0) {
+    /* The container was made with this cpuset: the same cores or none. */
+    if (r->nlast_cpuset &&
+        cpus_pool_take(a->cpus, r->last_cpuset, r->nlast_cpuset, r->name, false, err) < 0) {
         ports_pool_release(a->ports, ports, r->nlast_ports);
+        gpus_pool_release_grant(a->gpu_pool, &g, r->name);
         return -1;
     }
+    if (rs_record_set_grant(r, &g, err) < 0) {
+        ports_pool_release(a->ports, ports, r->nlast_ports);
+        cpus_pool_release(a->cpus, r->last_cpuset, r->nlast_cpuset, r->name);
+        return -1;
+    }
+    free(r->cpuset);
+    r->cpuset = xcalloc(r->nlast_cpuset + 1, sizeof(int));
+    if (r->nlast_cpuset)
+        memcpy(r->cpuset, r->last_cpuset, r->nlast_cpuset * sizeof(int));
+    r->ncpuset = r->nlast_cpuset;
     if (r->nlast_ports)
         memcpy(held, r->last_ports, r->nlast_ports * sizeof(*held));
     free(r->ports);
@@ -389,9 +480,12 @@ int rs_alloc_take_preferring_last(app *a, rs_record *r, gb_err *err)
     gpus_request req;
     rs_spec_gpu_request(&r->spec, &req);
     _cleanup_(gpus_grant_free) gpus_grant g = {0};
-    int rc = gpus_pool_alloc(a->gpu_pool, &req, r->name, &g, err);
+    int rc = rs_alloc_cpus_check(a, &r->spec, err);
+    if (rc == 0)
+        rc = gpus_pool_alloc(a->gpu_pool, &req, r->name, &g, err);
     if (rc == 0 && (rc = rs_record_set_grant(r, &g, err)) == 0 &&
-        (rc = rs_alloc_next_ports(a, &pref, r, err)) < 0) {
+        ((rc = rs_alloc_next_ports(a, &pref, r, err)) < 0 ||
+         (rc = rs_alloc_next_cpus(a, NULL, r, err)) < 0)) {
         rs_alloc_give_back(a, r);
         rs_record_clear_holdings(r);
     }

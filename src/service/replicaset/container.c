@@ -6,6 +6,7 @@
  */
 #include "util/xalloc.h"
 #include "service/replicaset/internal.h"
+#include "service/cpus.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,10 @@ int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_ru
         .tty = true,
         .hostname = r->name,
     };
+    if (r->ncpuset) {
+        p->cpuset = cpus_docker_cpuset(a, r->cpuset, r->ncpuset);
+        ds->cpuset_cpus = p->cpuset;
+    }
     return 0;
 }
 
@@ -90,6 +95,7 @@ void rs_run_spec_parts_free(rs_run_spec_parts *p)
     free(p->uuids);
     free(p->ports);
     json_decref(p->labels);
+    free(p->cpuset);
     *p = (rs_run_spec_parts){0};
 }
 

@@ -117,11 +117,14 @@ static int rs_create_finish(app *a, rs_record *r, journal_op *op, gb_err *err)
 
 static json_t *rs_create_answer(const rs_record *r, const char *op_id)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:s}", "name", r->container_name,
-                     "replicaSetName", r->name, "containerName", r->container_name, "containerId",
-                     r->container_id, "version", r->version, "gpus", rs_record_gpus_json(r),
-                     "gpuShares", rs_record_gpu_shares_json(r), "ports", rs_record_ports_json(r),
-                     "operationId", op_id);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:o, s:o, s:s}", "name",
+                          r->container_name, "replicaSetName", r->name, "containerName",
+                          r->container_name, "containerId", r->container_id, "version", r->version,
+                          "gpus", rs_record_gpus_json(r), "gpuShares", rs_record_gpu_shares_json(r),
+                          "ports", rs_record_ports_json(r), "operationId", op_id);
+    if (j)
+        json_object_set_new(j, "cpuset", rs_record_cpuset_json(r)); /* docs/cpus.md */
+    return j;
 }
 
 /* Step 1: what must hold before anything is taken. *previous gets the JSON

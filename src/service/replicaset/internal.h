@@ -56,6 +56,7 @@ typedef struct rs_run_spec_parts {
     const char **uuids;
     docker_port *ports;
     json_t *labels;
+    char *cpuset; /* "2-3,34-35" (service/cpus.h); NULL: none */
 } rs_run_spec_parts;
 int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_run_spec *ds,
                      gb_err *err);

@@ -48,11 +48,15 @@ static json_t *rs_gpu_limits(app *a, const rs_record *r, const json_t *inspect)
 
 static json_t *rs_summary(const rs_record *r, const char *status)
 {
-    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s}", "name", r->name,
-                     "version", r->version, "state", rs_state_name(r->state), "status", status,
-                     "containerName", r->container_name, "gpus", rs_record_gpus_json(r),
-                     "gpuShares", rs_record_gpu_shares_json(r), "ports", rs_record_ports_json(r),
-                     "createTime", r->create_time, "updateTime", r->update_time, "owner", r->owner);
+    json_t *j =
+        json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s}", "name", r->name,
+                  "version", r->version, "state", rs_state_name(r->state), "status", status,
+                  "containerName", r->container_name, "gpus", rs_record_gpus_json(r), "gpuShares",
+                  rs_record_gpu_shares_json(r), "ports", rs_record_ports_json(r), "createTime",
+                  r->create_time, "updateTime", r->update_time, "owner", r->owner);
+    if (j)
+        json_object_set_new(j, "cpuset", rs_record_cpuset_json(r)); /* docs/cpus.md */
+    return j;
 }
 
 /* Docker's status of every gpubox container, by container name. */

@@ -151,6 +151,19 @@ json_t *rs_record_ports_json(const rs_record *r)
     return rs_port_list_json(r->ports, r->nports);
 }
 
+static json_t *rs_int_list_json(const int *ids, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+json_t *rs_record_cpuset_json(const rs_record *r)
+{
+    return rs_int_list_json(r->cpuset, r->ncpuset);
+}
+
 json_t *rs_record_to_json(const rs_record *r)
 {
     json_t *j =
@@ -175,6 +188,10 @@ json_t *rs_record_to_json(const rs_record *r)
         json_object_set_new(j, "lastGpus", rs_gpu_list_json(r->last_gpus, r->nlast_gpus));
         json_object_set_new(j, "lastPorts", rs_port_list_json(r->last_ports, r->nlast_ports));
     }
+    if (j && r->ncpuset)
+        json_object_set_new(j, "cpuset", rs_record_cpuset_json(r));
+    if (j && r->nlast_cpuset)
+        json_object_set_new(j, "lastCpuset", rs_int_list_json(r->last_cpuset, r->nlast_cpuset));
     if (j && r->idle_stop_s)
         json_object_set_new(j, "idleStopSeconds", json_integer(r->idle_stop_s));
     if (j && r->max_duration_s)
@@ -332,6 +349,24 @@ static int rs_last_gpus_from_json(const json_t *j, rs_record *r, gb_err *err)
     return 0;
 }
 
+/* A list of logical CPUs under `field` ("cpuset" or "lastCpuset"). */
+static int rs_cpus_from_json(const json_t *j, const char *name, const char *field, int **out,
+                             size_t *n, gb_err *err)
+{
+    json_t *list = json_object_get(j, field);
+    size_t k = json_array_size(list);
+    int *ids = *out = xcalloc(k + 1, sizeof(*ids));
+    for (size_t i = 0; i < k; i++) {
+        json_t *e = json_array_get(list, i);
+        if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= 65536)
+            return err_set(err, ERR_INTERNAL, "record of %s: %s[%zu] is not a CPU number", name,
+                           field, i);
+        ids[i] = (int)json_integer_value(e);
+    }
+    *n = k;
+    return 0;
+}
+
 static int rs_record_holdings_from_json(const json_t *j, rs_record *r, gb_err *err)
 {
     _cleanup_(gpus_grant_free) gpus_grant grant = {0};
@@ -339,7 +374,9 @@ static int rs_record_holdings_from_json(const json_t *j, rs_record *r, gb_err *e
         return err_prefix(err, "record of %s", r->name);
     if (rs_record_set_grant(r, &grant, err) < 0 ||
         rs_ports_from_json(j, r->name, "ports", &r->ports, &r->nports, err) < 0 ||
-        rs_ports_from_json(j, r->name, "lastPorts", &r->last_ports, &r->nlast_ports, err) < 0)
+        rs_ports_from_json(j, r->name, "lastPorts", &r->last_ports, &r->nlast_ports, err) < 0 ||
+        rs_cpus_from_json(j, r->name, "cpuset", &r->cpuset, &r->ncpuset, err) < 0 ||
+        rs_cpus_from_json(j, r->name, "lastCpuset", &r->last_cpuset, &r->nlast_cpuset, err) < 0)
         return -1;
     return rs_last_gpus_from_json(j, r, err);
 }
@@ -428,6 +465,7 @@ void rs_record_clear_holdings(rs_record *r)
     r->ngpus = 0;
     r->grant.n = 0;
     r->nports = 0;
+    r->ncpuset = 0;
 }
 
 void rs_record_forget_last(rs_record *r)
@@ -437,6 +475,9 @@ void rs_record_forget_last(rs_record *r)
     r->last_gpus = NULL;
     r->last_ports = NULL;
     r->nlast_gpus = r->nlast_ports = 0;
+    free(r->last_cpuset);
+    r->last_cpuset = NULL;
+    r->nlast_cpuset = 0;
 }
 
 void rs_record_remember_holdings(rs_record *r)
@@ -449,6 +490,10 @@ void rs_record_remember_holdings(rs_record *r)
     r->gpus = xcalloc(1, sizeof(*r->gpus));
     r->ports = xcalloc(1, sizeof(*r->ports));
     r->ngpus = r->nports = 0;
+    r->last_cpuset = r->cpuset;
+    r->nlast_cpuset = r->ncpuset;
+    r->cpuset = xcalloc(1, sizeof(*r->cpuset));
+    r->ncpuset = 0;
     gpus_grant_free(&r->grant);
 }
 
@@ -469,6 +514,8 @@ void rs_record_copy(const rs_record *src, rs_record *dst)
     dst->last_gpus = rs_dup(src->last_gpus, src->nlast_gpus, sizeof(*src->last_gpus));
     dst->last_ports = rs_dup(src->last_ports, src->nlast_ports, sizeof(*src->last_ports));
     dst->gpus_aside = src->gpus_aside ? json_deep_copy(src->gpus_aside) : NULL;
+    dst->cpuset = rs_dup(src->cpuset, src->ncpuset, sizeof(*src->cpuset));
+    dst->last_cpuset = rs_dup(src->last_cpuset, src->nlast_cpuset, sizeof(*src->last_cpuset));
     rs_spec_copy(&src->spec, &dst->spec);
 }
 
@@ -480,9 +527,11 @@ void rs_record_free(rs_record *r)
     gpus_grant_free(&r->grant);
     free(r->gpus);
     free(r->ports);
+    free(r->cpuset);
     r->gpus = NULL;
     r->ports = NULL;
-    r->ngpus = r->nports = 0;
+    r->cpuset = NULL;
+    r->ngpus = r->nports = r->ncpuset = 0;
     json_decref(r->gpus_aside);
     r->gpus_aside = NULL;
     rs_record_forget_last(r);
@@ -510,6 +559,7 @@ void rs_record_hold(const rs_record *r, ledger_hold *h)
         else
             h->share_mib += (int64_t)r->grant.cards[i].memory_mib;
     }
+    h->cores = (int64_t)r->ncpuset;
 }
 
 /* runningSince and stopped follow the state (record.h). */

@@ -8,9 +8,11 @@
  *    "gpus": ["GPU-..."],                                 every card held
  *    "gpuShares": [{"uuid", "memoryMiB", "mode", "replica"}], shares only
  *    "ports": [{"hostPort": 40001, "containerPort": 22, "protocol": "tcp"}],
+ *    "cpuset": [2, 3, 34, 35],                          cores held (cpuCount), when any
  *    "createTime": "...Z", "updateTime": "...Z",
  *    "operation": "2026...-a1b2c3d4",                   only while one is in flight
  *    "lastGpus": [...], "lastPorts": [...],             only when stopped
+ *    "lastCpuset": [...],                               only when stopped, when any
  *    "idleStopSeconds": 1800, "maxDurationSeconds": 28800,  run limits, when set
  *    "runningSince": "...Z",                            while running or paused
  *    "stopped": {"reason", "at", "detail"},             while stopped
@@ -121,6 +123,10 @@ typedef struct rs_record {
     size_t nlast_gpus;
     rs_held_port *last_ports;
     size_t nlast_ports;
+    int *cpuset; /* logical CPUs held for spec.cpu_count (sched/cpus.h), ascending */
+    size_t ncpuset;
+    int *last_cpuset; /* stopped: the CPUs it gave back */
+    size_t nlast_cpuset;
     int64_t mod_revision;            /* of the store key when loaded; 0 for a new record */
     char owner[NAME_MAX_LEN + 1];    /* the user that created it (docs/users.md); "" before users */
     int64_t idle_stop_s;             /* stop after this long idle; 0: never */
@@ -184,6 +190,8 @@ json_t *rs_record_gpu_shares_json(const rs_record *r);
 /* "none" | "whole" | "memory" | "timeslice": how r holds its cards. */
 const char *rs_record_gpu_mode(const rs_record *r);
 json_t *rs_record_ports_json(const rs_record *r);
+/* [2, 3, 34, 35]: the logical CPUs it holds. */
+json_t *rs_record_cpuset_json(const rs_record *r);
 
 /* The history entry for r's current version; reason says what made it
  * ("create", "patch", "restart", "rollback to 2"). */

@@ -19,9 +19,10 @@
 #include "util/size.h"
 
 static const char *const rs_spec_fields[] = {
-    "imageName", "gpuCount", "gpuMemory", "gpuShared",     "gpuPolicy",      "gpuUUIDs",
-    "gpuModel",  "binds",    "env",       "cmd",           "containerPorts", "ports",
-    "cpus",      "memory",   "shmSize",   "restartPolicy", "labels",         "sshKeys",
+    "imageName",      "gpuCount", "gpuMemory", "gpuShared", "gpuPolicy",
+    "gpuUUIDs",       "gpuModel", "binds",     "env",       "cmd",
+    "containerPorts", "ports",    "cpus",      "memory",    "shmSize",
+    "restartPolicy",  "labels",   "sshKeys",   "cpuCount",
 };
 
 static const char *const rs_restart_policies[] = {"no", "always", "unless-stopped", "on-failure"};
@@ -362,6 +363,19 @@ static int parse_limits(const json_t *obj, rs_spec *out, gb_err *err)
                            c);
         out->cpus = c;
     }
+    json_t *count = json_object_get(obj, "cpuCount");
+    if (count && !json_is_null(count)) {
+        if (!json_is_integer(count))
+            return err_set(err, ERR_WRONG_TYPE,
+                           "cpuCount must be a whole number of logical CPUs such as 4, not %s",
+                           json_type_name(count));
+        json_int_t n = json_integer_value(count);
+        if (n < 0 || n > RS_CPU_COUNT_MAX)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "cpuCount is %lld; give 0 (no cores of its own) to %d", (long long)n,
+                           RS_CPU_COUNT_MAX);
+        out->cpu_count = (int)n;
+    }
     /* Docker refuses memory limits under 6 MB. */
     if (parse_size_field(obj, "memory", 6 * 1024 * 1024, &out->memory_bytes, err) < 0 ||
         parse_size_field(obj, "shmSize", 4096, &out->shm_bytes, err) < 0)
@@ -599,6 +613,8 @@ json_t *rs_spec_to_json(const rs_spec *s)
                           s->labels ? json_incref(s->labels) : json_object());
     if (j)
         json_object_set_new(j, "sshKeys", strings_to_json(s->ssh_keys, s->nssh_keys));
+    if (j && s->cpu_count)
+        json_object_set_new(j, "cpuCount", json_integer(s->cpu_count));
     if (j && rs_spec_gpu_to_json(s, j) < 0) {
         json_decref(j);
         return NULL;

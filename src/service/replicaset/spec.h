@@ -69,6 +69,8 @@ typedef struct rs_port {
     char protocol[4];   /* "tcp" | "udp" */
 } rs_port;
 
+#define RS_CPU_COUNT_MAX 4096 /* CPUS_MAX; the host's own number is checked at allocation */
+
 typedef struct rs_spec {
     char *image;
     int gpu_count; /* cards; with gpu_uuids, their number */
@@ -88,6 +90,7 @@ typedef struct rs_spec {
     rs_port *ports;
     size_t nports;
     double cpus;          /* 0: no limit */
+    int cpu_count;        /* exclusive logical CPUs (docs/cpus.md); 0: none, shared */
     int64_t memory_bytes; /* 0: no limit */
     int64_t shm_bytes;    /* 0: Docker's default */
     char *restart_policy; /* NULL: "no" */

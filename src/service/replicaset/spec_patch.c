@@ -22,6 +22,7 @@
  *                                             starts from it, without the
  *                                             system disk (version.c)
  *   sshKeys                                   the new key list (null, []: none)
+ *   cpuCount                                  exclusive cores (0 or null: none)
  */
 #include "service/replicaset/spec.h"
 
@@ -34,8 +35,9 @@
 /* idleStop and maxDuration are the set's run limits, not its spec
  * (replicaset/record.h): allowed here, read by replicaset/patch.c. */
 const char *const rs_patch_fields[] = {
-    "imageName", "gpuPatch", "volumePatch",   "envPatch", "containerPorts", "ports",   "cpus",
-    "memory",    "shmSize",  "restartPolicy", "idleStop", "maxDuration",    "sshKeys", NULL,
+    "imageName", "gpuPatch",    "volumePatch", "envPatch", "containerPorts",
+    "ports",     "cpus",        "memory",      "shmSize",  "restartPolicy",
+    "idleStop",  "maxDuration", "sshKeys",     "cpuCount", NULL,
 };
 
 /* gpuPatch's fields (replicaset/spec_gpu.c reads them). */
@@ -267,8 +269,8 @@ static int rs_patch_apply(json_t *spec, const json_t *patch, gb_err *err)
         json_object_set_new(spec, "containerPorts", cports ? json_incref(cports) : json_array());
         json_object_set_new(spec, "ports", ports ? json_incref(ports) : json_array());
     }
-    static const char *const limits[] = {"imageName", "cpus",          "memory",
-                                         "shmSize",   "restartPolicy", "sshKeys"};
+    static const char *const limits[] = {"imageName",     "cpus",    "memory",  "shmSize",
+                                         "restartPolicy", "sshKeys", "cpuCount"};
     for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
         if ((v = json_object_get(patch, limits[i])))
             json_object_set(spec, limits[i], v);

@@ -25,7 +25,8 @@ const char *users_up(const app *a)
 
 void user_quota_unlimited(user_quota *q)
 {
-    *q = (user_quota){QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED};
+    *q = (user_quota){QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED,
+                      QUOTA_UNLIMITED};
 }
 
 /* The file's users, then the store's records over them: an API user, or a

@@ -74,6 +74,7 @@ void ledger_sum(const json_t *ledger, ledger_usage *u)
     {
         u->cards += field(e, "cards");
         u->share_mib += field(e, "shareMiB");
+        u->cores += field(e, "cores");
         u->instances++;
     }
     json_object_foreach(json_object_get(ledger, "volumes"), k, e) u->volume_bytes +=
@@ -82,9 +83,9 @@ void ledger_sum(const json_t *ledger, ledger_usage *u)
 
 json_t *ledger_usage_to_json(const ledger_usage *u)
 {
-    return json_pack("{s:I, s:I, s:I, s:I}", "cards", (json_int_t)u->cards, "shareMiB",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "cards", (json_int_t)u->cards, "shareMiB",
                      (json_int_t)u->share_mib, "instances", (json_int_t)u->instances, "volumeBytes",
-                     (json_int_t)u->volume_bytes);
+                     (json_int_t)u->volume_bytes, "cores", (json_int_t)u->cores);
 }
 
 int ledger_usage_of(app *a, const char *owner, ledger_usage *u, gb_err *err)
@@ -107,7 +108,8 @@ static bool entry_same(const app *a, const json_t *e, const ledger_hold *h)
         return false;
     if (h->volume)
         return field(e, "bytes") == h->volume_bytes;
-    return field(e, "cards") == h->cards && field(e, "shareMiB") == h->share_mib;
+    return field(e, "cards") == h->cards && field(e, "shareMiB") == h->share_mib &&
+           field(e, "cores") == h->cores;
 }
 
 /* One quota dimension: refuse when it grows past the limit. */
@@ -138,7 +140,9 @@ static int quota_check(app *a, const json_t *ledger, const json_t *old, const le
         quota_dim(want->owner, "whole cards", q->cards, all.cards, old ? field(old, "cards") : 0,
                   want->cards, err) < 0 ||
         quota_dim(want->owner, "MiB of GPU shares", q->share_mib, all.share_mib,
-                  old ? field(old, "shareMiB") : 0, want->share_mib, err) < 0)
+                  old ? field(old, "shareMiB") : 0, want->share_mib, err) < 0 ||
+        quota_dim(want->owner, "CPU cores (logical CPUs)", q->cores, all.cores,
+                  old ? field(old, "cores") : 0, want->cores, err) < 0)
         return -1;
     return 0;
 }
@@ -189,10 +193,12 @@ static json_t *ledger_next(app *a, const json_t *lj, const json_t *old, const le
             json_pack("{s:s, s:I}", "node", node_of(a), "bytes", (json_int_t)h->volume_bytes));
     } else {
         int64_t since = same_hold ? field(old, "since") : now;
-        json_object_set_new(sec, h->name,
-                            json_pack("{s:s, s:I, s:I, s:I}", "node", node_of(a), "cards",
-                                      (json_int_t)h->cards, "shareMiB", (json_int_t)h->share_mib,
-                                      "since", (json_int_t)since));
+        json_t *entry =
+            json_pack("{s:s, s:I, s:I, s:I}", "node", node_of(a), "cards", (json_int_t)h->cards,
+                      "shareMiB", (json_int_t)h->share_mib, "since", (json_int_t)since);
+        if (h->cores) /* only when held: entries stay as they were without cpuCount */
+            json_object_set_new(entry, "cores", json_integer(h->cores));
+        json_object_set_new(sec, h->name, entry);
     }
     return next;
 }

@@ -18,6 +18,7 @@ static const struct {
     {"shareMiB", offsetof(user_quota, share_mib)},
     {"instances", offsetof(user_quota, instances)},
     {"volumeBytes", offsetof(user_quota, volume_bytes)},
+    {"cores", offsetof(user_quota, cores)},
 };
 
 #define QUOTA_FIELD(q, i) ((int64_t *)((char *)(q) + quota_fields[i].offset))
@@ -47,8 +48,8 @@ int user_quota_from_json(const json_t *j, user_quota *q, gb_err *err)
             i++;
         if (i == n)
             return err_set(err, ERR_INVALID_PARAMS,
-                           "quota has no field '%.64s'; its fields are cards, shareMiB, instances "
-                           "and volumeBytes",
+                           "quota has no field '%.64s'; its fields are cards, shareMiB, instances, "
+                           "volumeBytes and cores",
                            key);
         int64_t *dst = QUOTA_FIELD(q, i);
         if (json_is_null(v)) {

@@ -43,6 +43,7 @@ typedef struct user_quota {
     int64_t share_mib;    /* share memory held at once, summed over cards */
     int64_t instances;    /* replica sets that exist */
     int64_t volume_bytes; /* volume sizes, summed */
+    int64_t cores;        /* exclusive logical CPUs (cpuCount) held at once */
 } user_quota;
 
 typedef struct user_info {
@@ -117,6 +118,7 @@ typedef struct ledger_hold {
     bool exists;          /* false: the entry goes (deleted) */
     int64_t cards;        /* whole cards */
     int64_t share_mib;    /* shares' memory summed over cards */
+    int64_t cores;        /* exclusive logical CPUs (cpuCount) */
     int64_t volume_bytes; /* a volume's size */
     bool unchecked;       /* no quota check (start-up's sync: it only writes down what is) */
 } ledger_hold;
@@ -135,7 +137,7 @@ int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const sto
 
 /* What owner holds now over the fleet; 0, or -1 when the store fails. */
 typedef struct ledger_usage {
-    int64_t cards, share_mib, instances, volume_bytes;
+    int64_t cards, share_mib, instances, volume_bytes, cores;
 } ledger_usage;
 int ledger_usage_of(app *a, const char *owner, ledger_usage *u, gb_err *err);
 /* A quick check before any work: would h pass owner's quota now? The
