@@ -55,38 +55,6 @@ static int query_count(const http_request *req, const char *name, long min, long
     return 0;
 }
 
-/* RFC 3339: 2026-11-22T01:28:28[.fraction](Z|+hh:mm|-hh:mm), as unix seconds. */
-static int since_rfc3339(const char *v, int64_t *out)
-{
-    size_t n = strlen(v);
-    if (n < 20 || v[10] != 'T')
-        return -1;
-    char whole[TIME_ISO_MAX];
-    snprintf(whole, sizeof(whole), "%.19sZ", v);
-    time_t t = time_iso_parse(whole);
-    const char *p = v + 19;
-    if (!t)
-        return -1;
-    if (*p == '.') {
-        p++;
-        if (!isdigit((unsigned char)*p))
-            return -1;
-        while (isdigit((unsigned char)*p))
-            p++;
-    }
-    int off = 0;
-    if ((p[0] == '+' || p[0] == '-') && strlen(p) == 6 && isdigit((unsigned char)p[1]) &&
-        isdigit((unsigned char)p[2]) && p[3] == ':' && isdigit((unsigned char)p[4]) &&
-        isdigit((unsigned char)p[5])) {
-        off = ((p[1] - '0') * 10 + (p[2] - '0')) * 3600 + ((p[4] - '0') * 10 + (p[5] - '0')) * 60;
-        off = p[0] == '+' ? off : -off;
-    } else if (strcmp(p, "Z") != 0) {
-        return -1;
-    }
-    *out = (int64_t)t - off;
-    return 0;
-}
-
 int api_logs_since(const char *v, int64_t now, int64_t *out, gb_err *err)
 {
     int64_t secs = 0;
@@ -97,7 +65,7 @@ int api_logs_since(const char *v, int64_t now, int64_t *out, gb_err *err)
         *out = strtoll(v, NULL, 10); /* unix seconds, as Docker's --since */
         return 0;
     }
-    if (since_rfc3339(v, out) == 0)
+    if (time_rfc3339_parse(v, out) == 0)
         return 0;
     if (!digits && time_duration_parse(v, &secs) == 0) {
         *out = now - secs > 0 ? now - secs : 1;

@@ -3,7 +3,9 @@
  */
 #include "util/time.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <string.h>
 
 #define TIME_ISO_FORMAT "%Y-%m-%dT%H:%M:%SZ"
 
@@ -98,4 +100,35 @@ void time_duration_format(int64_t seconds, char *buf, size_t size)
     }
     if (size && !buf[0])
         snprintf(buf, size, "0s");
+}
+
+int time_rfc3339_parse(const char *v, int64_t *out)
+{
+    size_t n = strlen(v);
+    if (n < 20 || v[10] != 'T')
+        return -1;
+    char whole[TIME_ISO_MAX];
+    snprintf(whole, sizeof(whole), "%.19sZ", v);
+    time_t t = time_iso_parse(whole);
+    const char *p = v + 19;
+    if (!t)
+        return -1;
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p))
+            return -1;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    int off = 0;
+    if ((p[0] == '+' || p[0] == '-') && strlen(p) == 6 && isdigit((unsigned char)p[1]) &&
+        isdigit((unsigned char)p[2]) && p[3] == ':' && isdigit((unsigned char)p[4]) &&
+        isdigit((unsigned char)p[5])) {
+        off = ((p[1] - '0') * 10 + (p[2] - '0')) * 3600 + ((p[4] - '0') * 10 + (p[5] - '0')) * 60;
+        off = p[0] == '+' ? off : -off;
+    } else if (strcmp(p, "Z") != 0) {
+        return -1;
+    }
+    *out = (int64_t)t - off;
+    return 0;
 }

@@ -29,6 +29,10 @@ int time_iso_format(time_t t, char *buf, size_t size);
 void time_iso_now(char *buf, size_t size);
 /* The time s names in that form; 0 unless s is exactly that form. */
 time_t time_iso_parse(const char *s);
+/* RFC 3339 as Docker and people write it: "2026-11-22T01:28:28" with an
+ * optional fraction and "Z" or "+hh:mm" / "-hh:mm", as unix seconds (the
+ * fraction dropped). 0, or -1 for anything else. */
+int time_rfc3339_parse(const char *s, int64_t *out);
 
 /* A duration as people write it: one or more NUMBER UNIT parts, units d,
  * h, m, s ("30m", "1h30m", "90s", "2d"); a bare number is seconds. 0 with

@@ -25,6 +25,31 @@ static void test_mono_moves_forward(void **state)
     assert_true(time_mono_ms() >= b / 1000000);
 }
 
+/* Docker's timestamps and what people type: a fraction and an offset. */
+static void test_rfc3339_parse(void **state)
+{
+    (void)state;
+    int64_t t = 0;
+    assert_int_equal(time_rfc3339_parse("2023-11-14T22:13:20Z", &t), 0);
+    assert_int_equal(t, 1700000000);
+    assert_int_equal(time_rfc3339_parse("2023-11-14T22:13:20.123456789Z", &t), 0);
+    assert_int_equal(t, 1700000000);
+    assert_int_equal(time_rfc3339_parse("2023-11-15T00:13:20+02:00", &t), 0);
+    assert_int_equal(t, 1700000000);
+    assert_int_equal(time_rfc3339_parse("2023-11-14T20:43:20.5-01:30", &t), 0);
+    assert_int_equal(t, 1700000000);
+    const char *bad[] = {"",
+                         "2023-11-14",
+                         "2023-11-14 22:13:20Z",
+                         "2023-11-14T22:13:20",
+                         "2023-11-14T22:13:20.Z",
+                         "2023-11-14T22:13:20+0200",
+                         "2023-13-14T22:13:20Z",
+                         "2023-11-14T22:13:20Zjunk"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(time_rfc3339_parse(bad[i], &t), -1);
+}
+
 static void test_iso_format_and_parse(void **state)
 {
     (void)state;
@@ -51,6 +76,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mono_moves_forward),
         cmocka_unit_test(test_iso_format_and_parse),
+        cmocka_unit_test(test_rfc3339_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -215,11 +215,8 @@ int replicaset_logs_plan(app *a, const char *name, const rs_logs_request *rq, js
 /* "2026-11-22T01:28:28.123456789Z" as unix seconds; 0 when it is not. */
 static int64_t rs_logs_time_s(const char *t)
 {
-    char whole[TIME_ISO_MAX];
-    if (!t || strlen(t) < 19)
-        return 0;
-    snprintf(whole, sizeof(whole), "%.19sZ", t);
-    return (int64_t)time_iso_parse(whole);
+    int64_t s = 0;
+    return t && time_rfc3339_parse(t, &s) == 0 ? s : 0;
 }
 
 struct rs_read {
