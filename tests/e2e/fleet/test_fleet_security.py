@@ -139,7 +139,15 @@ def test_a_proof_holds_for_one_request_only(start_node, fleet, etcd_cluster, tmp
     r = post(b, bob, raw, headers(sign(secret, "a", "POST", CREATE, raw, auth)))
     assert (r.status, r.code) == (409, 1013) and "cordoned: b" in r.msg, r.json
     assert fleet.node("b").containers("fsecstale") == []
+    vol = json.dumps({"name": "fsecvol", "size": "10MB"}).encode()
+    r = b.request("POST", "/api/v1/volumes", body=vol,
+                  headers={"Content-Type": "application/json", "Authorization": auth,
+                           **headers(sign(secret, "a", "POST", "/api/v1/volumes", vol, auth))})
+    assert (r.status, r.code) == (500, 1023) and "cordoned" in r.msg, (r.status, r.json)
     cordon(a, "b", False)
+    # the names stay free: made through placement once b is uncordoned
+    ok(post(a, bob, body("fsecstale", node="b"), {}))
+    assert as_(a, bob, "DELETE", "/api/v1/replicaSet/fsecstale?purge=true").status == 200
     # forwarding between the nodes works with the file's secret
     r = as_(a, bob, "GET", "/api/v1/replicaSet/fsecsig")
     assert r.status == 200, r.json
