@@ -41,6 +41,10 @@ const char *api_fleet_request_name(http_request *req, enum fleet_scope scope, ch
 /* Run the route's handler here, then keep the name index in line. */
 int api_fleet_run_here(app *a, http_request *req, const http_route *route, enum fleet_scope scope,
                        http_response *resp, gb_err *err);
+/* A create made here: refused while this node is cordoned (as placement
+ * would), else api_fleet_run_here. */
+int api_fleet_create_here(app *a, http_request *req, const http_route *route,
+                          enum fleet_scope scope, http_response *resp, gb_err *err);
 /* Forward the request to node at advertise, or to node by name
  * (ERR_NODE_UNAVAILABLE when it is not alive). */
 int api_fleet_forward_to(fleet *f, const char *node, const char *advertise, http_request *req,

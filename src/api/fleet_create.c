@@ -273,7 +273,7 @@ int api_fleet_create(app *a, http_request *req, const http_route *route, enum fl
     if (found < 0)
         return -1;
     if (found && strcmp(owner, fleet_node(a->fleet)) == 0)
-        return api_fleet_run_here(a, req, route, scope, resp, err);
+        return api_fleet_create_here(a, req, route, scope, resp, err);
     if (found) { /* the owner answers; a stale entry of a gone node is replaced below */
         char advertise[FLEET_URL_MAX];
         gb_err gone = GB_ERR_INIT;
@@ -316,7 +316,7 @@ int api_fleet_create(app *a, http_request *req, const http_route *route, enum fl
             break;
         }
         if (strcmp(m->name, fleet_node(a->fleet)) == 0) {
-            rc = api_fleet_run_here(a, req, route, scope, resp, err);
+            rc = api_fleet_create_here(a, req, route, scope, resp, err);
             if (rc < 0 && is_refusal(err->code) && i + 1 < c.norder) {
                 size_t used = strlen(refusals);
                 snprintf(refusals + used, sizeof(refusals) - used, "%snode %s: %s",

@@ -26,11 +26,17 @@
  *   anything else                   this node
  *
  * A request that carries FLEET_FORWARDED_HEADER came from another node and
- * is answered here alone. After a create or delete answered here, the name
- * index is brought in line with this node's records: a name this node does
- * not hold (the create failed, the set was purged) is given up.
+ * is answered here alone - once FLEET_AUTH_HEADER proves it (fleet_auth.h:
+ * an HMAC with the fleet's secret over the method, path, body, time,
+ * sending node and caller). Either header without a valid proof is refused
+ * (403) before anything reads them: a client cannot skip placement by
+ * posing as a node. A create answered here is refused while this node is
+ * cordoned, however it came. After a create or delete answered here, the
+ * name index is brought in line with this node's records: a name this node
+ * does not hold (the create failed, the set was purged) is given up.
  *
- * Without --node the intercept only calls the route's handler.
+ * Without --node the intercept calls the route's handler, but refuses the
+ * two headers: a single server has no nodes to hear from.
  */
 #include "util/xalloc.h"
 #include "api/api.h"
@@ -258,6 +264,21 @@ int api_fleet_run_here(app *a, http_request *req, const http_route *route, enum 
     return rc;
 }
 
+int api_fleet_create_here(app *a, http_request *req, const http_route *route,
+                          enum fleet_scope scope, http_response *resp, gb_err *err)
+{
+    if (fleet_node_check_uncordoned(a, scope == SCOPE_VOL_CREATE, err) == 0)
+        return api_fleet_run_here(a, req, route, scope, resp, err);
+    /* a name placement claimed for this node is given up, as after a
+     * create that failed */
+    char buf[NAME_MAX_LEN + 1];
+    const char *name = api_fleet_request_name(req, scope, buf, sizeof(buf));
+    gb_err e = GB_ERR_INIT;
+    if (name && fleet_node_holds(a, kind_of(scope), name, &e) == 0)
+        fleet_name_release(a->fleet, kind_of(scope), name, fleet_node(a->fleet), &e);
+    return -1;
+}
+
 /* ---- one name ------------------------------------------------------------------ */
 
 /* A request whose answer is a stream (a followed log): forwarding gathers
@@ -324,14 +345,42 @@ static int dispatch_operation(app *a, http_request *req, const http_route *route
 
 /* ---- the intercept --------------------------------------------------------------- */
 
+/* 1: a node of this fleet sent req (answer it here alone); 0: it carries
+ * neither header (a client's); -1: it carries one without a valid proof. */
+static int sent_by_node(app *a, http_request *req, gb_err *err)
+{
+    const char *by = http_request_header(req, FLEET_FORWARDED_HEADER);
+    const char *proof = http_request_header(req, FLEET_AUTH_HEADER);
+    if (!by && !proof)
+        return 0;
+    if (!a->fleet)
+        return err_set(err, ERR_FORBIDDEN,
+                       FLEET_FORWARDED_HEADER " and " FLEET_AUTH_HEADER " are for requests "
+                                              "between the nodes of a fleet; this gpuboxd is a "
+                                              "single server (started without --node): leave "
+                                              "them out");
+    _cleanup_free_ char *pq = api_fleet_path_query(req);
+    fleet_request fr = api_fleet_request_of(req, pq, 0);
+    if (fleet_request_verify(a->fleet, proof, by, &fr, err) < 0)
+        return -1;
+    return 1;
+}
+
 static int fleet_dispatch(http_request *req, const http_route *route, http_response *resp,
                           gb_err *err)
 {
     app *a = req->ctx;
+    int from_node = sent_by_node(a, req, err);
+    if (from_node < 0)
+        return -1;
     if (!a->fleet)
         return route->handler(req, resp, err);
     enum fleet_scope scope = scope_of(route->method, route->pattern);
-    if (http_request_header(req, FLEET_FORWARDED_HEADER) || scope == SCOPE_LOCAL)
+    bool creates =
+        scope == SCOPE_RS_CREATE || scope == SCOPE_LEGACY_CREATE || scope == SCOPE_VOL_CREATE;
+    if (from_node && creates)
+        return api_fleet_create_here(a, req, route, scope, resp, err);
+    if (from_node || scope == SCOPE_LOCAL)
         return api_fleet_run_here(a, req, route, scope, resp, err);
     switch (scope) {
     case SCOPE_RS_OWNER:

@@ -227,6 +227,10 @@ static const config_option config_options[] = {
             "with --node: the URL the other nodes reach this one's API at", advertise),
     OPT_STR("node-labels", "KEY=VALUE[,...]", "none",
             "with --node: labels a create's nodeSelector can ask for", node_labels),
+    OPT_STR("fleet-secret-file", "PATH", "one made by the first node, kept in etcd",
+            "with --node: the fleet's secret (at least 32 characters; mode 600), which signs "
+            "every request between nodes; give every node the same one (docs/fleet.md)",
+            fleet_secret_file),
     OPT_STR("owner-of-unowned", "NAME", "the token file's first admin, or anonymous",
             "who owns the replica sets and volumes made before there were users "
             "(docs/users.md)",
@@ -532,6 +536,8 @@ void config_free(daemon_config *cfg)
         free(*owned[i]);
         *owned[i] = NULL;
     }
+    free(cfg->fleet_secret_file);
+    cfg->fleet_secret_file = NULL;
 }
 
 static char *trim(char *s)
@@ -769,9 +775,11 @@ static int config_finalize_public_host(daemon_config *cfg, gb_err *err)
 static int config_finalize_fleet(daemon_config *cfg, gb_err *err)
 {
     if (!cfg->node) {
-        if (cfg->advertise || cfg->node_labels)
+        if (cfg->advertise || cfg->node_labels || cfg->fleet_secret_file)
             return err_set(err, ERR_INVALID_PARAMS, "--%s needs --node NAME",
-                           cfg->advertise ? "advertise" : "node-labels");
+                           cfg->advertise     ? "advertise"
+                           : cfg->node_labels ? "node-labels"
+                                              : "fleet-secret-file");
         return 0;
     }
     if (fleet_node_name_check(cfg->node, err) < 0)
@@ -865,6 +873,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.node = cfg->node;
     cfg->app.advertise = cfg->advertise;
     cfg->app.node_labels = cfg->node_labels;
+    cfg->app.fleet_secret_file = cfg->fleet_secret_file;
     cfg->app.owner_of_unowned = cfg->owner_of_unowned;
     cfg->app.docker_host = cfg->docker_host;
     cfg->app.simulate_gpus = cfg->simulate_gpus;

@@ -38,6 +38,7 @@ typedef struct daemon_config {
     char *xid_critical;
     char *registry_auth_file;             /* NULL: not given */
     char *node, *advertise, *node_labels; /* the fleet (docs/fleet.md); NULL: not given */
+    char *fleet_secret_file;              /* --fleet-secret-file; NULL: the one in etcd */
     char *owner_of_unowned;               /* docs/users.md; NULL: not given */
     char *public_host;                    /* the ssh command's host; set by config_finalize */
     char *node_store_url;                 /* <store>/nodes/<node>, made by config_finalize */

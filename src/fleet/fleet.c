@@ -201,6 +201,18 @@ int fleet_cordon(fleet *f, const char *node, bool cordoned, gb_err *err)
     return 0;
 }
 
+int fleet_cordoned(fleet *f, const char *node, gb_err *err)
+{
+    _cleanup_free_ char *key = fleet_key(FLEET_KEY_REGISTRY, node);
+    store_kv kv = {0};
+    int found = store_get(f->store, key, &kv, err);
+    if (found < 0)
+        return err_prefix(err, "reading the fleet's registry");
+    _cleanup_json_ json_t *entry = found ? json_loads(kv.value, 0, NULL) : NULL;
+    store_kv_free(&kv);
+    return json_is_true(json_object_get(entry, "cordoned")) ? 1 : 0;
+}
+
 /* ---- heartbeat ----------------------------------------------------------------- */
 
 /* members/<node> and capacity/<node> on the claim's lease, in one
@@ -304,8 +316,8 @@ int fleet_open(const fleet_config *cfg, fleet **out, gb_err *err)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&f->wake, &ca);
     pthread_condattr_destroy(&ca);
-    if (store_open(url, &f->store, err) < 0 || fleet_register(f, err) < 0 ||
-        fleet_publish(f, err) < 0) {
+    if (store_open(url, &f->store, err) < 0 || fleet_secret_load(f, cfg->secret_file, err) < 0 ||
+        fleet_register(f, err) < 0 || fleet_publish(f, err) < 0) {
         fleet_close(f);
         return err_prefix(err, "joining the fleet as node %s", cfg->node);
     }
@@ -347,6 +359,7 @@ void fleet_close(fleet *f)
     }
     free(f->peer_stores);
     fleet_http_free(f);
+    fleet_secret_free(f);
     if (f->store)
         store_close(f->store);
     pthread_mutex_destroy(&f->lock);

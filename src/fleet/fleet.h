@@ -18,6 +18,12 @@
  *   names/replicasets/<name>    {node, since}: which node owns a name;
  *   names/volumes/<name>        written by "absent -> put", so a name is
  *                               unique in the fleet
+ *   secret                      {secret, created}: the key that signs
+ *                               requests between nodes (fleet_auth.h);
+ *                               made at random by the first node that
+ *                               finds none ("absent -> put"), read by
+ *                               every node when it joins. Not used by a
+ *                               node given --fleet-secret-file
  *
  * The member and capacity keys hang on the lease of the node's own claim:
  * when a node dies (kill -9, host down, cut off from etcd) etcd deletes
@@ -48,8 +54,10 @@
 #define FLEET_NODE_MAX 64
 #define FLEET_URL_MAX 256
 /* The header a forwarded request carries: the node that forwarded it. A
- * request with it is answered by the node that receives it, alone. */
+ * request with it is answered by the node that receives it, alone - when
+ * FLEET_AUTH_HEADER proves that node sent it (fleet_auth.h). */
 #define FLEET_FORWARDED_HEADER "X-Gpubox-Forwarded-By"
+#define FLEET_AUTH_HEADER "X-Gpubox-Fleet-Auth"
 #define FLEET_HEARTBEAT_MS 2000
 #define FLEET_NAME_GRACE_S 60
 
@@ -62,6 +70,9 @@ typedef struct fleet_config {
     const char *version;   /* gpubox's */
     const char *root_url;  /* the --store URL: the fleet's prefix */
     store *node_store;     /* this node's records, claimed: its lease carries membership */
+    /* A file holding the fleet's secret (--fleet-secret-file); NULL: the
+     * one in etcd, made by the first node that finds none. */
+    const char *secret_file;
     /* This node's capacity record, without "node" and "updated"
      * (service/fleet_capacity.c); called from the heartbeat thread. */
     json_t *(*capacity)(void *ctx);
@@ -119,6 +130,9 @@ json_t *fleet_member_json(const fleet_member *m);
 /* Cordon (no new placements) or uncordon; ERR_NOT_FOUND for a node that
  * never joined. */
 int fleet_cordon(fleet *f, const char *node, bool cordoned, gb_err *err);
+/* Whether node is cordoned now (one read): 1 yes, 0 no (or never joined),
+ * -1 on a store error. */
+int fleet_cordoned(fleet *f, const char *node, gb_err *err);
 
 /* ---- the name index (fleet_names.c) --------------------------------------- */
 
@@ -158,7 +172,15 @@ typedef struct fleet_answer {
     gb_err err;
 } fleet_answer;
 
-/* Send req to the node at advertise, as forwarded by this node. */
+/* Whether proof (FLEET_AUTH_HEADER's value, NULL when absent) shows that a
+ * node of this fleet sent req (fleet_auth_check with the fleet's secret and
+ * this node's clock); forwarded_by is FLEET_FORWARDED_HEADER's. 0 yes; -1
+ * with ERR_FORBIDDEN saying why not. */
+int fleet_request_verify(fleet *f, const char *proof, const char *forwarded_by,
+                         const fleet_request *req, gb_err *err);
+
+/* Send req to the node at advertise, as forwarded by this node (signed:
+ * fleet_auth.h). */
 int fleet_send(fleet *f, const char *advertise, const fleet_request *req, fleet_answer *out,
                gb_err *err);
 /* Send req to n nodes at once; answers[i] for advertise[i]. Never fails as

@@ -4,10 +4,11 @@
  * interface, so a list costs the slowest node's time, not the sum).
  *
  * A forwarded request carries FLEET_FORWARDED_HEADER (so the node that gets
- * it answers alone and never forwards it again) and the caller's own
- * Authorization header, so the owner checks the caller as if asked
- * directly. The answer's status, content type and body are passed back
- * unchanged.
+ * it answers alone and never forwards it again), FLEET_AUTH_HEADER (the
+ * proof that this node sent it: fleet_auth.h; without it the other node
+ * refuses the first header) and the caller's own Authorization header, so
+ * the owner checks the caller as if asked directly. The answer's status,
+ * content type and body are passed back unchanged.
  */
 #include "util/xalloc.h"
 #include "fleet/fleet_internal.h"
@@ -15,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "fleet/fleet_auth.h"
 #include "util/cleanup.h"
 
 /* A node that does not take the connection within this is unreachable. */
@@ -81,6 +84,11 @@ static void exchange_setup(fleet *f, CURL *h, struct exchange *x, const char *ad
     char line[FLEET_NODE_MAX + 64];
     snprintf(line, sizeof(line), FLEET_FORWARDED_HEADER ": %s", f->node);
     x->headers = curl_slist_append(NULL, line);
+    char proof[FLEET_AUTH_VALUE_MAX];
+    fleet_auth_sign(f->secret, f->secret_len, f->node, (int64_t)time(NULL), req, proof);
+    char proof_line[sizeof(FLEET_AUTH_HEADER) + 2 + FLEET_AUTH_VALUE_MAX];
+    snprintf(proof_line, sizeof(proof_line), FLEET_AUTH_HEADER ": %s", proof);
+    x->headers = curl_slist_append(x->headers, proof_line);
     if (req->authorization) {
         _cleanup_free_ char *auth = xasprintf("Authorization: %s", req->authorization);
         x->headers = curl_slist_append(x->headers, auth);

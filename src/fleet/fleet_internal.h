@@ -14,6 +14,7 @@
 #define FLEET_KEY_MEMBERS "members"
 #define FLEET_KEY_CAPACITY "capacity"
 #define FLEET_KEY_NAMES "names"
+#define FLEET_KEY_SECRET "secret"
 
 struct fleet_peer_store {
     char *node;
@@ -29,6 +30,8 @@ struct fleet {
     void *capacity_ctx;
     int64_t started; /* Unix s */
     bool cordoned_at_join;
+    unsigned char *secret; /* signs requests between nodes (fleet_auth.h) */
+    size_t secret_len;
 
     pthread_mutex_t lock; /* the fields below */
     pthread_cond_t wake;  /* on CLOCK_MONOTONIC */
@@ -44,6 +47,12 @@ struct fleet {
     void *idle_multis[4];
     size_t n_idle_multis;
 };
+
+/* Read the fleet's secret into f: from cfg->secret_file, else from the
+ * store, made there first when absent (fleet_secret.c). */
+int fleet_secret_load(fleet *f, const char *secret_file, gb_err *err);
+/* Wipe and free it. */
+void fleet_secret_free(fleet *f);
 
 /* Close the idle connections to other nodes (fleet_close). */
 void fleet_http_free(fleet *f);

@@ -56,6 +56,9 @@ typedef struct app_config {
     /* The fleet (docs/fleet.md): NULL node = a single server. store_url is
      * then this node's own prefix, fleet_url the fleet's (--store). */
     const char *node, *advertise, *node_labels, *fleet_url;
+    /* The file holding the fleet's secret (--fleet-secret-file); NULL: the
+     * one in etcd (fleet_secret.c). */
+    const char *fleet_secret_file;
     /* The host a replica set's ssh command names (--public-host). */
     const char *public_host;
     /* Users (docs/users.md): auth_on when a token file is given; its users'

@@ -197,6 +197,7 @@ int fleet_node_join(app *a, gb_err *err)
         .version = GPUBOX_VERSION,
         .root_url = a->cfg.fleet_url,
         .node_store = a->store,
+        .secret_file = a->cfg.fleet_secret_file,
         .capacity = fleet_node_capacity,
         .capacity_ctx = a,
     };
@@ -206,6 +207,25 @@ int fleet_node_join(app *a, gb_err *err)
         claim_names(a, KEYS_VOLUMES, FLEET_NAME_VOLUME, err) < 0)
         return err_prefix(err, "claiming this node's names in the fleet");
     return 0;
+}
+
+int fleet_node_check_uncordoned(app *a, bool volume, gb_err *err)
+{
+    if (!a->fleet)
+        return 0;
+    const char *node = fleet_node(a->fleet);
+    int cordoned = fleet_cordoned(a->fleet, node, err);
+    if (cordoned <= 0)
+        return cordoned;
+    if (volume)
+        return err_set(err, ERR_VOLUME_CREATE_FAILED,
+                       "node %s is cordoned; a volume cannot be made there (PATCH "
+                       "/api/v1/nodes/%s/uncordon places on it again)",
+                       node, node);
+    return err_set(err, ERR_GPU_NOT_ENOUGH,
+                   "node %s takes no new replica sets: cordoned: %s (PATCH "
+                   "/api/v1/nodes/%s/uncordon places on it again)",
+                   node, node, node);
 }
 
 int fleet_node_holds(app *a, enum fleet_name_kind kind, const char *name, gb_err *err)

@@ -5,7 +5,7 @@
  *
  * This runs with ctest in the ordinary gcc build with ASan and UBSan, so a
  * bug fuzzing found stays fixed even where clang is not installed. Each
- * target's entry points are renamed as its source is included, so eight
+ * target's entry points are renamed as its source is included, so all the
  * targets share one program; a target's own property checks abort, and
  * the sanitizers report, exactly as under libFuzzer.
  */
@@ -22,6 +22,9 @@
 
 #define LLVMFuzzerTestOneInput fuzz_one_auth
 #include "../fuzz/fuzz_auth.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_one_fleet_auth
+#include "../fuzz/fuzz_fleet_auth.c"
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_one_gpu_smi
 #define LLVMFuzzerInitialize fuzz_init_gpu_smi
@@ -57,6 +60,7 @@ typedef struct fuzz_target {
 
 static const fuzz_target targets[] = {
     {"fuzz_auth", NULL, fuzz_one_auth},
+    {"fuzz_fleet_auth", NULL, fuzz_one_fleet_auth},
     {"fuzz_gpu_smi", fuzz_init_gpu_smi, fuzz_one_gpu_smi},
     {"fuzz_image_ref", NULL, fuzz_one_image_ref},
     {"fuzz_json_depth", NULL, fuzz_one_json_depth},
