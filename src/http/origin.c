@@ -225,7 +225,8 @@ int http_guard_check_host(const http_guard *g, const char *host, gb_err *err)
     if (!host || (g && g->any))
         return 0;
     http_hostport hp;
-    if (http_hostport_parse(host, strlen(host), &hp) == 0 &&
+    bool parsed = http_hostport_parse(host, strlen(host), &hp) == 0;
+    if (parsed &&
         (hp.kind != HTTP_HOST_NAME || host_is_localhost(hp.host) || (g && guard_has(g, hp.host))))
         return 0;
     return err_set(err, ERR_HOST_NOT_ALLOWED,
@@ -233,7 +234,7 @@ int http_guard_check_host(const http_guard *g, const char *host, gb_err *err)
                    "addresses, localhost, this machine's own names and those of --allowed-host, "
                    "so that a web page whose DNS name was pointed at it (DNS rebinding) cannot "
                    "call it; if this is how you reach it, its operator adds --allowed-host %.100s",
-                   host, hp.host[0] ? hp.host : "NAME");
+                   host, parsed ? hp.host : "NAME");
 }
 
 static bool fetch_is_navigation(const http_fetch_info *f)

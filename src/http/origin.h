@@ -46,8 +46,8 @@ typedef struct http_hostport {
     enum http_host_kind kind;
     /* Lowercased; an IPv6 literal without its brackets; a name without
      * its one trailing dot. */
-    char host[HTTP_HOST_NAME_MAX + 1];
-    unsigned port; /* 0: none given */
+    char host[HTTP_HOST_NAME_MAX + 2]; /* + a trailing dot while parsing, + NUL */
+    unsigned port;                     /* 0: none given */
 } http_hostport;
 
 /* scheme://host[:port], as a browser serializes an Origin header. */

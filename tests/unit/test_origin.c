@@ -52,6 +52,16 @@ static void test_hostport_parse(void **state)
     longname[64] = '\0'; /* one label of 64 */
     assert_int_equal(http_hostport_parse(longname, 64, &hp), -1);
     assert_int_equal(http_hostport_parse("a\0b", 3, &hp), -1);
+    /* 253 characters and a trailing dot is the longest name */
+    char name[260];
+    for (int i = 0; i < 253; i++)
+        name[i] = (i % 50 == 49) ? '.' : 'a';
+    name[253] = '.';
+    name[254] = '\0';
+    assert_int_equal(http_hostport_parse(name, 254, &hp), 0);
+    assert_int_equal(strlen(hp.host), 253);
+    name[253] = 'a';
+    assert_int_equal(http_hostport_parse(name, 254, &hp), -1);
 }
 
 static void test_origin_parse(void **state)
