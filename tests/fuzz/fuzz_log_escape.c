@@ -8,6 +8,8 @@
  */
 #include "fuzz_util.h"
 
+#include <stdbool.h>
+
 #include "util/log.h"
 
 /* Well-formed UTF-8 without C1 controls? */

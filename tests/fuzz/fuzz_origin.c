@@ -14,6 +14,7 @@
 #include "fuzz_util.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 
 #include "http/origin.h"
 
