@@ -62,6 +62,18 @@ static int apply_listen(daemon_config *cfg, const char *value, gb_err *err)
     return 0;
 }
 
+/* --allowed-host adds up: each flag (or file line) adds its names to those
+ * given before; security.c checks them. */
+static int apply_allowed_host(daemon_config *cfg, const char *value, gb_err *err)
+{
+    (void)err; /* the option table's signature; checked at start-up */
+    char *joined =
+        cfg->allowed_hosts ? xasprintf("%s,%s", cfg->allowed_hosts, value) : xstrdup(value);
+    free(cfg->allowed_hosts);
+    cfg->allowed_hosts = joined;
+    return 0;
+}
+
 /* --simulate-cpus and --reserved-cpus are checked here, so a typo stops
  * start-up with the flag named rather than at the first create. */
 static int config_check_cpus(const daemon_config *cfg, gb_err *err)
@@ -352,6 +364,12 @@ static const config_option config_options[] = {
     OPT_STR("cors-origins", "ORIGIN[,ORIGIN...]", "none (CORS off)",
             "web origins (scheme://host[:port]) whose pages may call the API from a browser",
             cors_origins),
+    OPT_FN("allowed-host", "NAME[,NAME...]", "none",
+           "more host names the API answers to (the Host a client sends), besides IP addresses, "
+           "localhost, this machine's name and the --public-host, --listen and --advertise hosts; "
+           "other names are refused (421) against DNS rebinding. May be given more than once; * "
+           "answers any name",
+           apply_allowed_host),
     OPT_CLI("config", "FILE", "none",
             "read settings from FILE (`key = value` lines; keys are these flag names); flags "
             "override it",
@@ -531,7 +549,7 @@ void config_free(daemon_config *cfg)
                       &cfg->node_store_url, &cfg->owner_of_unowned,
                       &cfg->xid_critical,   &cfg->registry_auth_file,
                       &cfg->public_host,    &cfg->simulate_cpus,
-                      &cfg->reserved_cpus};
+                      &cfg->reserved_cpus,  &cfg->allowed_hosts};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;

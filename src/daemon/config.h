@@ -34,6 +34,7 @@ typedef struct daemon_config {
     char *simulate_cpus, *reserved_cpus; /* docs/cpus.md */
     char *gpu_attach, *volume_backend, *volume_fs, *config_file, *bind_prefixes, *carry_method;
     char *token_file, *tls_cert, *tls_key, *cors_origins; /* NULL: not given */
+    char *allowed_hosts; /* --allowed-host, every one given, joined by ','; NULL: none */
     char *gpu_exclude_sharing, *gpu_exclude, *hami_core;
     char *xid_critical;
     char *registry_auth_file;             /* NULL: not given */

@@ -78,6 +78,7 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
             .per_ip_limit = cfg->max_connections_per_ip,
             .auth = sec->auth,
             .cors = sec->cors,
+            .guard = sec->guard,
             .tls_cert_pem = sec->tls_cert_pem,
             .tls_key_pem = sec->tls_key_pem,
             .intercept = api_fleet_intercept,

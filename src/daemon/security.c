@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -40,6 +41,35 @@ static int security_read_pem(const char *flag, const char *path, bool secret, co
     return 0;
 }
 
+/* The host of URL "scheme://host[:port][/...]" into buf: "" when there is
+ * none. */
+static void security_url_host(const char *url, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    const char *p = url ? strstr(url, "://") : NULL;
+    if (!p)
+        return;
+    p += 3;
+    size_t n = strcspn(p, "/");
+    snprintf(buf, size, "%.*s", (int)n, p);
+}
+
+/* The names this machine answers to without --allowed-host: its host name,
+ * --public-host, and the --listen and --advertise hosts (a fleet's nodes
+ * call each other by their --advertise URLs). */
+static int security_load_guard(const daemon_config *cfg, daemon_security *out, gb_err *err)
+{
+    char hostname[256] = "", advertise[256] = "";
+    if (gethostname(hostname, sizeof(hostname)) < 0)
+        hostname[0] = '\0';
+    hostname[sizeof(hostname) - 1] = '\0';
+    security_url_host(cfg->advertise, advertise, sizeof(advertise));
+    const char *own[] = {hostname, cfg->public_host, cfg->listen_host, advertise};
+    if (http_guard_new(cfg->allowed_hosts, own, ARRAY_SIZE(own), &out->guard, err) < 0)
+        return err_prefix(err, "--allowed-host");
+    return 0;
+}
+
 int daemon_security_load(const daemon_config *cfg, daemon_security *out, gb_err *err)
 {
     *out = (daemon_security){0};
@@ -51,6 +81,8 @@ int daemon_security_load(const daemon_config *cfg, daemon_security *out, gb_err 
         err_prefix(err, "--cors-origins");
         goto fail;
     }
+    if (security_load_guard(cfg, out, err) < 0)
+        goto fail;
     if (cfg->tls_cert && !http_server_tls_supported()) {
         err_set(err, ERR_INVALID_PARAMS,
                 "--tls-cert: this libmicrohttpd was built without TLS (GnuTLS) support; install "
@@ -72,6 +104,7 @@ void daemon_security_free(daemon_security *sec)
 {
     http_auth_free(sec->auth);
     http_cors_free(sec->cors);
+    http_guard_free(sec->guard);
     free(sec->tls_cert_pem);
     if (sec->tls_key_pem) {
         explicit_bzero(sec->tls_key_pem, strlen(sec->tls_key_pem));
@@ -102,4 +135,8 @@ void daemon_security_log(const daemon_config *cfg, const daemon_security *sec)
                  cfg->listen);
     if (sec->cors)
         log_info("cors: on for the origins in --cors-origins (%s)", cfg->cors_origins);
+    log_info("browsers: requests from other web pages are refused unless --cors-origins lists "
+             "them; Host names answered: IP addresses, localhost, this machine's own names%s%s",
+             cfg->allowed_hosts ? " and --allowed-host " : "",
+             cfg->allowed_hosts ? cfg->allowed_hosts : "");
 }

@@ -1,7 +1,8 @@
 /*
  * security.h - what the daemon's security flags name, read at start-up:
  * the token table (--token-file), the TLS certificate and key (--tls-cert,
- * --tls-key) and the CORS origins (--cors-origins).
+ * --tls-key), the CORS origins (--cors-origins) and the Host names answered
+ * (--allowed-host and this machine's own names).
  *
  * Reading them before anything else starts means a mistake (a world-
  * readable token file, a key that is not PEM, a wildcard origin) stops the
@@ -14,6 +15,7 @@
 #include "daemon/config.h"
 #include "http/auth.h"
 #include "http/cors.h"
+#include "http/origin.h"
 #include "util/err.h"
 
 #define SECURITY_PEM_MAX (1024 * 1024)
@@ -21,6 +23,7 @@
 typedef struct daemon_security {
     http_auth *auth;                  /* NULL: no --token-file */
     http_cors *cors;                  /* NULL: CORS off */
+    http_guard *guard;                /* the Host names answered; never NULL once loaded */
     char *tls_cert_pem, *tls_key_pem; /* NULL: plain HTTP */
 } daemon_security;
 

@@ -248,6 +248,24 @@ static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, cha
 {
     gb_err err = GB_ERR_INIT;
     http_server *s = x->server;
+    exchange_collect_kv(x, conn);
+    const char *origin = http_request_header(&x->req, "Origin");
+    /* Browsers' requests first, before even the body limit: a name that is
+     * not this server's (DNS rebinding), then a foreign page. */
+    http_fetch_info fetch = {
+        .method = x->req.method,
+        .host = http_request_header(&x->req, "Host"),
+        .origin = origin,
+        .site = http_request_header(&x->req, "Sec-Fetch-Site"),
+        .mode = http_request_header(&x->req, "Sec-Fetch-Mode"),
+        .dest = http_request_header(&x->req, "Sec-Fetch-Dest"),
+    };
+    if (http_guard_check_host(s->cfg.guard, fetch.host, &err) < 0 ||
+        http_guard_check_origin(&fetch, s->cfg.tls_cert_pem != NULL, s->cfg.cors, &err) < 0) {
+        x->route = "(refused)";
+        http_response_error(&x->resp, &err);
+        return;
+    }
     if (x->too_large) {
         err_set(&err, ERR_BODY_TOO_LARGE,
                 "request body is %zu bytes, over the limit of %zu bytes (1 MiB)",
@@ -255,8 +273,6 @@ static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, cha
         http_response_error(&x->resp, &err);
         return;
     }
-    exchange_collect_kv(x, conn);
-    const char *origin = http_request_header(&x->req, "Origin");
     if (http_cors_is_preflight(x->req.method, origin,
                                http_request_header(&x->req, "Access-Control-Request-Method"))) {
         exchange_preflight(x, origin, &err);

@@ -10,7 +10,9 @@
  * (404 / 405 with Allow), runs the handler, sends the JSON response and
  * writes one access log line: method, path, status, code, duration.
  *
- * Before a handler runs, the server answers CORS preflights (http/cors.h),
+ * Before anything else, the server refuses a Host it does not answer to
+ * (421) and a request from a foreign web page (403): http/origin.h. Then
+ * it answers CORS preflights (http/cors.h),
  * checks the caller's token against the route (http/auth.h: 401 with
  * WWW-Authenticate, 403) and refuses a body nested deeper than
  * HTTP_JSON_DEPTH_MAX (http/json_depth.h). Every request that may change
@@ -35,6 +37,7 @@
 
 #include "http/auth.h"
 #include "http/cors.h"
+#include "http/origin.h"
 #include "http/router.h"
 #include "http/static.h"
 #include "util/err.h"
@@ -52,6 +55,9 @@ typedef struct http_server_config {
     unsigned per_ip_limit;         /* simultaneous connections from one address; 0: no limit */
     const http_auth *auth;         /* NULL: no authentication (everyone is admin) */
     const http_cors *cors;         /* NULL: CORS off */
+    /* The Host names answered (http/origin.h); NULL: IP literals and
+     * localhost only. */
+    const http_guard *guard;
     /* PEM text of the certificate (chain) and its private key: both for
      * HTTPS, neither for plain HTTP. They must outlive the server. */
     const char *tls_cert_pem, *tls_key_pem;

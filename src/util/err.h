@@ -79,6 +79,7 @@ enum err_code {
     ERR_CPU_NOT_ENOUGH = 1118,     /* 409: not enough free CPU cores (docs/cpus.md) */
     ERR_REGISTRY_AUTH = 1130,      /* 403: the registry refused the pull's credentials (or none) */
     ERR_PULL_FAILED = 1131,        /* 502: the registry could not give the image */
+    ERR_HOST_NOT_ALLOWED = 1140,   /* 421: a Host name gpuboxd does not answer to */
     ERR_INTERNAL = 1199,           /* 500 */
 };
 

@@ -88,7 +88,7 @@ def post_huge(d, token, path, raw):
     closes while the client is still sending, so send what it takes and then
     read the answer."""
     with socket.create_connection((d.host, d.port), timeout=30) as s:
-        head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 f"Authorization: Bearer {token}\r\nContent-Length: {len(raw)}\r\n\r\n")
         try:
             s.sendall(head.encode() + raw)

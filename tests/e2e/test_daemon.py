@@ -100,7 +100,7 @@ def test_request_in_flight_finishes_after_sigterm(start_daemon):
     d = start_daemon("--simulate-gpus", "1xT4-16GB")
     s = socket.create_connection((d.host, d.port), timeout=10)
     body = b'{"a":1}'
-    s.sendall(b"POST /api/v1/resources/gpus HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+    s.sendall(b"POST /api/v1/resources/gpus HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
               % len(body) + body[:3])
     time.sleep(0.3)  # the server has the headers: the request is in flight
     d.proc.send_signal(signal.SIGTERM)

@@ -58,7 +58,7 @@ def test_slowloris_does_not_starve_normal_requests(start_daemon):
     try:
         for src in sources:
             slow += open_from(src, d.port, 25)
-        header = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 4096
+        header = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 4096
 
         def dribble():
             for i in range(len(header)):
@@ -108,7 +108,7 @@ def test_one_address_cannot_take_every_connection(start_daemon):
     time.sleep(0.5)
     # once they are gone the address is served again
     s = open_from("127.0.0.20", d.port, 1)[0]
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     assert s.recv(64).startswith(b"HTTP/1.1 200")
     s.close()
 
@@ -116,7 +116,7 @@ def test_one_address_cannot_take_every_connection(start_daemon):
 def test_idle_half_sent_request_is_closed_after_the_timeout(start_daemon):
     d = start_daemon("--simulate-gpus", "1xT4-16GB", "--connection-timeout", "2")
     s = open_from("127.0.0.1", d.port, 1)[0]
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     t0 = time.monotonic()
     assert closed_by_server(s, 8), "the idle connection was never closed"
     assert 1.0 < time.monotonic() - t0 < 6.0
@@ -131,7 +131,7 @@ def test_an_oversized_body_is_drained_so_the_client_reads_its_413(d):
     not cut off mid-send: the body is read and dropped, then answered."""
     body = b"x" * (4 * MIB)
     with socket.create_connection((d.host, d.port), timeout=30) as s:
-        s.sendall(f"POST /api/v1/replicaSet HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        s.sendall(f"POST /api/v1/replicaSet HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
                   f"{ADMIN}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
         answer = s.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
@@ -140,7 +140,7 @@ def test_an_oversized_body_is_drained_so_the_client_reads_its_413(d):
 
 def test_a_client_that_expects_100_continue_gets_413_instead(d):
     with socket.create_connection((d.host, d.port), timeout=30) as s:
-        s.sendall(b"POST /api/v1/replicaSet HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n"
+        s.sendall(b"POST /api/v1/replicaSet HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2000000\r\n"
                   b"Expect: 100-continue\r\n\r\n")
         answer = s.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
@@ -149,7 +149,7 @@ def test_a_client_that_expects_100_continue_gets_413_instead(d):
 
 def test_announcing_more_than_16_mib_is_answered_at_once(d):
     with socket.create_connection((d.host, d.port), timeout=30) as s:
-        s.sendall(b"POST /api/v1/replicaSet HTTP/1.1\r\nHost: x\r\n"
+        s.sendall(b"POST /api/v1/replicaSet HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                   b"Content-Length: 1000000000\r\n\r\n")
         answer = s.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]

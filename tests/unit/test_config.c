@@ -95,9 +95,12 @@ static void test_flags(void **state)
                           "--nvml-library", "/opt/libnvidia-ml.so.1", "--max-connections", "50",
                           "--shutdown-timeout=3", "--token-file", "/etc/gpubox/tokens",
                           "--max-connections-per-ip", "8", "--cors-origins", "https://a.example",
-                          "--store", "etcd://10.0.0.5:2379/gb", "--store-wait", "0"),
+                          "--store", "etcd://10.0.0.5:2379/gb", "--store-wait", "0",
+                          "--allowed-host", "a.example", "--allowed-host=b.example,c.example"),
                      0);
     assert_string_equal(cfg.token_file, "/etc/gpubox/tokens");
+    /* --allowed-host adds up */
+    assert_string_equal(cfg.allowed_hosts, "a.example,b.example,c.example");
     assert_int_equal(cfg.max_connections_per_ip, 8);
     assert_string_equal(cfg.cors_origins, "https://a.example");
     assert_string_equal(cfg.listen_host, "0.0.0.0");
@@ -400,6 +403,7 @@ static void test_usage_lists_every_flag_with_default(void **state)
                                    "--tls-cert PATH",
                                    "--tls-key PATH",
                                    "--cors-origins ORIGIN[,ORIGIN...]",
+                                   "--allowed-host NAME[,NAME...]",
                                    "--max-connections-per-ip N",
                                    "--gpu-source auto|nvml|nvidia-smi|simulated",
                                    "--simulate-gpus SPEC",

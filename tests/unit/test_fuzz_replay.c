@@ -37,6 +37,9 @@
 #define LLVMFuzzerTestOneInput fuzz_one_json_depth
 #include "../fuzz/fuzz_json_depth.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_one_log_escape
+#include "../fuzz/fuzz_log_escape.c"
+#undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_one_names
 #include "../fuzz/fuzz_names.c"
 #undef LLVMFuzzerTestOneInput
@@ -45,6 +48,9 @@
 #include "../fuzz/fuzz_router.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
+#define LLVMFuzzerTestOneInput fuzz_one_origin
+#include "../fuzz/fuzz_origin.c"
+#undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_one_rs_spec
 #include "../fuzz/fuzz_rs_spec.c"
 #undef LLVMFuzzerTestOneInput
@@ -64,7 +70,9 @@ static const fuzz_target targets[] = {
     {"fuzz_gpu_smi", fuzz_init_gpu_smi, fuzz_one_gpu_smi},
     {"fuzz_image_ref", NULL, fuzz_one_image_ref},
     {"fuzz_json_depth", NULL, fuzz_one_json_depth},
+    {"fuzz_log_escape", NULL, fuzz_one_log_escape},
     {"fuzz_names", NULL, fuzz_one_names},
+    {"fuzz_origin", NULL, fuzz_one_origin},
     {"fuzz_router", fuzz_init_router, fuzz_one_router},
     {"fuzz_rs_spec", NULL, fuzz_one_rs_spec},
     {"fuzz_size", NULL, fuzz_one_size},
