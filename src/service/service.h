@@ -30,10 +30,14 @@ int resources_cpus(app *a, json_t **out, gb_err *err);
 
 /* GET /healthz: {status, store:{ok,...}, docker:{ok,...}, gpus:{...}}. When the
  * store or Docker cannot be reached, returns -1 with that error AND *out
- * filled, so the answer still shows which part is down. */
-int system_health(app *a, json_t **out, gb_err *err);
-/* GET /version: gpubox's version, its API version, Docker's version. */
-int system_version(app *a, json_t **out, gb_err *err);
+ * filled, so the answer still shows which part is down. Without details
+ * (a caller with no token, docs/security.md "Without a token") only
+ * {status}, and an error that names the part down and nothing of how it
+ * is reached. */
+int system_health(app *a, bool details, json_t **out, gb_err *err);
+/* GET /version: gpubox's version, its API version, Docker's version; without
+ * details only gpubox's two. */
+int system_version(app *a, bool details, json_t **out, gb_err *err);
 
 /* GET /api/v1/operations/{id}: a pull's record (service/images/images.h)
  * or a journalled operation's (replicaset_operation). */
