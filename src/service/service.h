@@ -49,5 +49,11 @@ int allocations_derive(app *a, gb_err *err);
 /* Give records made before users their owner, and make this node's ledger
  * entries agree with its records (ownership.c). */
 int ownership_settle(app *a, gb_err *err);
+/* DELETE /api/v1/users/{name}: refused (ERR_STATE_CONFLICT, naming each)
+ * while the user has anything left on any node of the fleet: a replica set,
+ * a volume, or a deleted set not yet purged, whose history, specs and kept
+ * logs the next user of that name would read (docs/users.md); then
+ * users_api_delete. */
+int ownership_user_delete(app *a, const char *name, json_t **out, gb_err *err);
 
 #endif
