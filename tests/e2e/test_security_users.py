@@ -175,3 +175,19 @@ def test_without_a_token_healthz_and_version_say_no_details(daemon):
     for token in (ADMIN, VIEWER):
         assert as_(d, token, "GET", "/healthz").data["docker"]["host"] == socket_path
         assert as_(d, token, "GET", "/version").data["docker"]["storageDriver"]
+
+
+def test_without_a_token_a_degraded_healthz_names_no_socket(start_daemon, tmp_path):
+    from test_daemon import DockerLink
+    link = DockerLink(tmp_path / "docker.sock")
+    tokens = write_tokens(tmp_path / "tokens", f"root:admin:{ADMIN}\n")
+    d = start_daemon("--simulate-gpus", "1xT4-16GB", "--docker-host",
+                     f"unix://{tmp_path}/docker.sock", "--token-file", str(tokens))
+    assert as_(d, None, "GET", "/healthz").data == {"status": "ok"}
+    link.cut()
+    r = as_(d, None, "GET", "/healthz")
+    assert r.status == 503 and r.code == 1112, r.json
+    assert r.data == {"status": "degraded"} and str(tmp_path) not in json.dumps(r.json), r.json
+    r = as_(d, ADMIN, "GET", "/healthz")  # a token sees which part and why
+    assert r.status == 503 and r.data["docker"]["ok"] is False
+    assert r.data["docker"]["host"] == f"unix://{tmp_path}/docker.sock"
