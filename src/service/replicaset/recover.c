@@ -112,9 +112,10 @@ int replicaset_recover(app *a, gb_err *err)
 /* May the caller read op? A user reads only the operations on what they
  * own: by the owner the record names (the target's owner when it began),
  * so an operation stays its owner's after the set is purged and its name
- * taken by someone else, and not the next user's of the owner's name. A record written before
- * owners were recorded is checked by its kind's target: every journalled kind's is a replica set
- * (volume operations are not journalled and have no record). 1, 0, -1. */
+ * taken by someone else, and is not the next user's of the owner's name.
+ * A record written before owners were recorded is checked by its kind's
+ * target: every journalled kind's is a replica set (volume operations are
+ * not journalled and have no record). 1, 0, -1. */
 static int rs_operation_visible(app *a, const journal_op *op, gb_err *err)
 {
     if (!caller_is_user())
