@@ -103,7 +103,7 @@ static const http_route api_routes[] = {
     {"GET", "/api/v1/users/{name}", api_user_get, "One user"},
     {"PATCH", "/api/v1/users/{name}", api_user_patch, "Change a user's role or quota"},
     {"DELETE", "/api/v1/users/{name}", api_user_delete,
-     "Remove a user (refused while they own replica sets or volumes)"},
+     "Remove a user (refused while a set, deleted set not purged or volume of theirs is left)"},
     {"POST", "/api/v1/users/{name}/token", api_user_token_rotate,
      "A new token for the user; the old one stops working at once"},
     {"DELETE", "/api/v1/users/{name}/token", api_user_token_revoke,

@@ -16,10 +16,19 @@
 #include "service/service.h"
 #include "util/prom.h"
 
+/* The details of /healthz and /version are for callers with a token (or
+ * every caller, without --token-file): they name Docker's version, storage
+ * driver and socket (docs/security.md, "Without a token"). */
+static bool api_details(const http_request *req)
+{
+    return req->who && req->who->role != HTTP_ROLE_NONE;
+}
+
 int api_healthz(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
-    if (system_health(req->ctx, &data, err) < 0) /* unhealthy still shows which part */
+    if (system_health(req->ctx, api_details(req), &data, err) <
+        0) /* unhealthy still shows which part */
         return data ? http_response_envelope(resp, err->code, err->msg, data, err) : -1;
     return http_response_data(resp, data, err);
 }
@@ -27,7 +36,7 @@ int api_healthz(http_request *req, http_response *resp, gb_err *err)
 int api_version(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
-    if (system_version(req->ctx, &data, err) < 0)
+    if (system_version(req->ctx, api_details(req), &data, err) < 0)
         return -1;
     return http_response_data(resp, data, err);
 }

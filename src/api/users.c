@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/service.h"
 #include "service/users/users.h"
 #include "util/time.h"
 
@@ -114,7 +115,7 @@ int api_user_delete(http_request *req, http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
     const char *name = http_request_param(req, "name");
-    return answer(resp, users_api_delete(req->ctx, name, &data, err), &data, err);
+    return answer(resp, ownership_user_delete(req->ctx, name, &data, err), &data, err);
 }
 
 int api_user_token_rotate(http_request *req, http_response *resp, gb_err *err)

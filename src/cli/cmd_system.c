@@ -204,7 +204,9 @@ int cli_cmd_version(cli_ctx *ctx, const cli_args *a)
     const char *api = json_string_value(json_object_get(r.data, "apiVersion"));
     fprintf(ctx->out, "server   gpuboxd %s (API %s) at %s\n", sv ? sv : "?", api ? api : "?",
             ctx->host);
-    if (dv)
+    if (!docker) /* a server with --token-file tells Docker's version to a token only */
+        fprintf(ctx->out, "docker   (shown with a token: set GPUBOX_TOKEN)\n");
+    else if (dv)
         fprintf(ctx->out, "docker   %s\n", dv);
     else
         fprintf(ctx->out, "docker   not answering: %s\n", derr ? derr : "?");

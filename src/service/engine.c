@@ -100,6 +100,7 @@ int op_begin(app *a, journal_op *op, rs_record *r, const rs_record *before, cons
     if (op_gather(ops, extra, nextra, err) < 0)
         return -1;
     snprintf(r->operation, sizeof(r->operation), "%s", op->id);
+    snprintf(op->owner, sizeof(op->owner), "%s", r->owner); /* who may read it */
     journal_mark(op, first);
     if (journal_txn_op(op, okey, &oval, &ops[nextra], err) < 0)
         return -1;

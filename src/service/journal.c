@@ -126,10 +126,11 @@ json_t *journal_op_to_json(const journal_op *op)
             steps, json_pack("{s:s, s:b, s:o, s:o}", "name", s->name, "done", s->done, "time",
                              s->time[0] ? json_string(s->time) : json_null(), "ms", ms));
     }
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:O, s:s, s:s, s:s}", "id", op->id, "kind",
-                     journal_kind_name(op->kind), "target", op->target, "state",
-                     journal_state_name(op->state), "steps", steps, "data", op->data, "createTime",
-                     op->create_time, "updateTime", op->update_time, "error", op->error);
+    return json_pack("{s:s, s:s, s:s, s:s*, s:s, s:o, s:O, s:s, s:s, s:s}", "id", op->id, "kind",
+                     journal_kind_name(op->kind), "target", op->target, "owner",
+                     op->owner[0] ? op->owner : NULL, "state", journal_state_name(op->state),
+                     "steps", steps, "data", op->data, "createTime", op->create_time, "updateTime",
+                     op->update_time, "error", op->error);
 }
 
 static int journal_copy(const json_t *j, const char *field, char *dst, size_t size, gb_err *err)
@@ -173,6 +174,7 @@ int journal_op_from_json(const json_t *j, journal_op *out, gb_err *err)
     }
     if (journal_copy(j, "id", out->id, sizeof(out->id), err) < 0 ||
         journal_copy(j, "target", out->target, sizeof(out->target), err) < 0 ||
+        journal_copy(j, "owner", out->owner, sizeof(out->owner), err) < 0 ||
         journal_copy(j, "createTime", out->create_time, sizeof(out->create_time), err) < 0 ||
         journal_copy(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0 ||
         journal_copy(j, "error", out->error, sizeof(out->error), err) < 0 ||

@@ -7,6 +7,7 @@
  *
  * An operation lives at keys_operation(id) (keys.h):
  *   {"id": "20260512T101530123-a1b2c3d4", "kind": "patch", "target": "foo",
+ *    "owner": "alice",
  *    "state": "running" | "done" | "undone" | "failed",
  *    "steps": [{"name": "begin", "done": true, "time": "...Z", "ms": 3.1},
  *              {"name": "container-created", "done": false, "time": null,
@@ -78,6 +79,9 @@ typedef struct journal_op {
     char id[JOURNAL_ID_MAX];
     enum journal_kind kind;
     char target[NAME_MAX_LEN + 1]; /* the replica set */
+    char owner[NAME_MAX_LEN + 1];  /* its owner when the operation began: who may read it
+                                      (docs/security.md, "Operations"); "" in records
+                                      written before owners were recorded */
     enum journal_state state;
     journal_step *steps;
     size_t nsteps;

@@ -30,10 +30,14 @@ int resources_cpus(app *a, json_t **out, gb_err *err);
 
 /* GET /healthz: {status, store:{ok,...}, docker:{ok,...}, gpus:{...}}. When the
  * store or Docker cannot be reached, returns -1 with that error AND *out
- * filled, so the answer still shows which part is down. */
-int system_health(app *a, json_t **out, gb_err *err);
-/* GET /version: gpubox's version, its API version, Docker's version. */
-int system_version(app *a, json_t **out, gb_err *err);
+ * filled, so the answer still shows which part is down. Without details
+ * (a caller with no token, docs/security.md "Without a token") only
+ * {status}, and an error that names the part down and nothing of how it
+ * is reached. */
+int system_health(app *a, bool details, json_t **out, gb_err *err);
+/* GET /version: gpubox's version, its API version, Docker's version; without
+ * details only gpubox's two. */
+int system_version(app *a, bool details, json_t **out, gb_err *err);
 
 /* GET /api/v1/operations/{id}: a pull's record (service/images/images.h)
  * or a journalled operation's (replicaset_operation). */
@@ -45,5 +49,11 @@ int allocations_derive(app *a, gb_err *err);
 /* Give records made before users their owner, and make this node's ledger
  * entries agree with its records (ownership.c). */
 int ownership_settle(app *a, gb_err *err);
+/* DELETE /api/v1/users/{name}: refused (ERR_STATE_CONFLICT, naming each)
+ * while the user has anything left on any node of the fleet: a replica set,
+ * a volume, or a deleted set not yet purged, whose history, specs and kept
+ * logs the next user of that name would read (docs/users.md); then
+ * users_api_delete. */
+int ownership_user_delete(app *a, const char *name, json_t **out, gb_err *err);
 
 #endif

@@ -15,7 +15,7 @@ static json_t *health_part(int rc, const gb_err *e)
     return part;
 }
 
-int system_health(app *a, json_t **out, gb_err *err)
+int system_health(app *a, bool details, json_t **out, gb_err *err)
 {
     gb_err store_err = GB_ERR_INIT, docker_err = GB_ERR_INIT;
     int64_t rev = 0;
@@ -46,17 +46,27 @@ int system_health(app *a, json_t **out, gb_err *err)
     *out = json_pack("{s:s, s:O, s:O, s:{s:i, s:s, s:b}}", "status", ok ? "ok" : "degraded",
                      "store", store, "docker", docker, "gpus", "count", (int)a->gpus.n, "source",
                      a->gpus.source, "simulated", a->gpus.simulated);
+    if (*out && !details) { /* the status word alone: no backend, socket, revision or cards */
+        json_decref(*out);
+        *out = json_pack("{s:s}", "status", ok ? "ok" : "degraded");
+    }
     if (!*out)
         return err_set(err, ERR_INTERNAL, "out of memory");
     if (store_rc != 0)
-        return err_set(err, ERR_STORE_UNAVAILABLE, "store unavailable: %s", store_err.msg);
+        return err_set(err, ERR_STORE_UNAVAILABLE, "store unavailable%s%s", details ? ": " : "",
+                       details ? store_err.msg : "");
     if (docker_rc != 0)
-        return err_set(err, ERR_DOCKER_UNAVAILABLE, "Docker unavailable: %s", docker_err.msg);
+        return err_set(err, ERR_DOCKER_UNAVAILABLE, "Docker unavailable%s%s", details ? ": " : "",
+                       details ? docker_err.msg : "");
     return 0;
 }
 
-int system_version(app *a, json_t **out, gb_err *err)
+int system_version(app *a, bool details, json_t **out, gb_err *err)
 {
+    if (!details) {
+        *out = json_pack("{s:s, s:s}", "version", GPUBOX_VERSION, "apiVersion", APP_API_VERSION);
+        return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+    }
     /* Docker is asked now rather than remembered from start-up: it may have
      * been upgraded since. If it does not answer, say so and still report
      * gpubox's own versions. */

@@ -70,6 +70,7 @@ static void test_init_lists_every_step_not_done(void **state)
     assert_string_equal(json_string_value(json_object_get(j, "kind")), "patch");
     assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
     assert_string_equal(json_string_value(json_object_get(j, "target")), "foo");
+    assert_null(json_object_get(j, "owner")); /* none until op_begin gives it its target's */
     json_t *s0 = json_array_get(json_object_get(j, "steps"), 0);
     assert_string_equal(json_string_value(json_object_get(s0, "name")), "begin");
     assert_true(json_is_false(json_object_get(s0, "done")));
@@ -90,6 +91,7 @@ static void test_steps_are_recorded_and_read_back(void **state)
     journal_op op, back;
     gb_err e = GB_ERR_INIT;
     new_op(&op, JOURNAL_ROLLBACK, "bar");
+    snprintf(op.owner, sizeof(op.owner), "%s", "alice"); /* who may read it */
     assert_int_equal(journal_save(f->s, &op, &e), 0);
     assert_int_equal(journal_record_step(f->s, &op, "begin", &e), 0);
     assert_int_equal(journal_record_step(f->s, &op, "container-created", &e), 0);
@@ -100,6 +102,7 @@ static void test_steps_are_recorded_and_read_back(void **state)
     assert_string_equal(back.id, op.id);
     assert_int_equal(back.kind, JOURNAL_ROLLBACK);
     assert_string_equal(back.target, "bar");
+    assert_string_equal(back.owner, "alice");
     assert_true(journal_step_done(&back, "begin"));
     assert_true(journal_step_done(&back, "carried"));
     assert_false(journal_step_done(&back, "committed"));
@@ -169,7 +172,9 @@ static void test_steps_are_timed(void **state)
         "2026-01-01T00:00:00Z", "updateTime", "2026-01-01T00:00:00Z", "error", "");
     assert_int_equal(journal_op_from_json(old, &back, &e), 0);
     assert_true(back.steps[0].ms < 0);
+    assert_string_equal(back.owner, ""); /* nor an owner: not in the answer */
     _cleanup_json_ json_t *again = journal_op_to_json(&back);
+    assert_null(json_object_get(again, "owner"));
     assert_true(
         json_is_null(json_object_get(json_array_get(json_object_get(again, "steps"), 0), "ms")));
     journal_op_free(&back);

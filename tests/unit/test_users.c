@@ -10,9 +10,10 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
-#include "service/users/users.h"
+#include "service/users/users_internal.h"
 #include "util/token.h"
 
 static void test_digest_is_sha256(void **state)
@@ -83,6 +84,31 @@ static void test_quota_json(void **state)
     }
 }
 
+/* The millisecond a user was made is stored (a later user of the name reads
+ * nothing from before it) but not shown. */
+static void test_user_record_keeps_its_creation_ms(void **state)
+{
+    (void)state;
+    user_info u = {.role = USER_ROLE_USER, .create_ms = 1795000000123};
+    snprintf(u.name, sizeof(u.name), "carol");
+    snprintf(u.create_time, sizeof(u.create_time), "2026-11-17T10:13:20Z");
+    user_quota_unlimited(&u.quota);
+    json_t *stored = user_to_json(&u, true), *shown = user_to_json(&u, false);
+    assert_int_equal(json_integer_value(json_object_get(stored, "createMs")), 1795000000123);
+    assert_null(json_object_get(shown, "createMs"));
+    user_info back;
+    assert_int_equal(user_from_json(stored, &back, &u.quota), 0);
+    assert_int_equal(back.create_ms, 1795000000123);
+    json_decref(stored);
+    json_decref(shown);
+    /* an older record has none */
+    json_t *old = json_pack("{s:s, s:s, s:s}", "name", "dave", "role", "user", "createTime",
+                            "2026-11-17T10:13:20Z");
+    assert_int_equal(user_from_json(old, &back, &u.quota), 0);
+    assert_int_equal(back.create_ms, 0);
+    json_decref(old);
+}
+
 static void test_caller_sees(void **state)
 {
     (void)state;
@@ -113,6 +139,7 @@ int main(void)
         cmocka_unit_test(test_digest_is_sha256),
         cmocka_unit_test(test_tokens_are_new_each_time),
         cmocka_unit_test(test_quota_json),
+        cmocka_unit_test(test_user_record_keeps_its_creation_ms),
         cmocka_unit_test(test_caller_sees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,9 +10,10 @@
 #include <string.h>
 
 #include "service/keys.h"
-#include "service/users/caller.h"
+#include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #define MON_EVENTS_KEEP 1000
 #define MON_EVENTS_PRUNE_EVERY 64
@@ -65,11 +66,17 @@ int monitor_events(app *a, long limit, json_t **out, gb_err *err)
     if (store_range(a->store, KEYS_EVENTS, &kvs, err) < 0)
         return err_prefix(err, "reading the events");
     json_t *list = json_array();
+    /* A user sees the cards' events and their own sets', from when they
+     * were made: an earlier user of their name's are not theirs. */
+    const caller *c = caller_current();
+    time_t born = caller_is_user() ? (time_t)(users_created_ms(a->users, c->name) / 1000) : 0;
     for (size_t i = kvs.n; i-- > 0 && json_array_size(list) < (size_t)limit;) {
         json_t *ev = json_loads(kvs.items[i].value, 0, NULL);
         const char *owner = json_string_value(json_object_get(ev, "owner"));
-        /* A user sees the cards' events and their own sets'. */
-        if (ev && (!json_object_get(ev, "replicaSet") || caller_sees(owner ? owner : "")))
+        bool theirs =
+            caller_sees(owner ? owner : "") &&
+            (!born || time_iso_parse(json_string_value(json_object_get(ev, "time"))) >= born);
+        if (ev && (!json_object_get(ev, "replicaSet") || theirs))
             json_array_append_new(list, ev);
         else
             json_decref(ev);

@@ -25,6 +25,7 @@
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #define JOURNAL_KEEP_S (7L * 24 * 3600)
 
@@ -108,6 +109,27 @@ int replicaset_recover(app *a, gb_err *err)
     return 0;
 }
 
+/* May the caller read op? A user reads only the operations on what they
+ * own: by the owner the record names (the target's owner when it began),
+ * so an operation stays its owner's after the set is purged and its name
+ * taken by someone else, and is not the next user's of the owner's name.
+ * A record written before owners were recorded is checked by its kind's
+ * target: every journalled kind's is a replica set (volume operations are
+ * not journalled and have no record). 1, 0, -1. */
+static int rs_operation_visible(app *a, const journal_op *op, gb_err *err)
+{
+    if (!caller_is_user())
+        return 1;
+    if (op->owner[0]) /* and not an earlier user's of the caller's name */
+        return caller_sees(op->owner) &&
+               time_iso_parse(op->create_time) >=
+                   (time_t)(users_created_ms(a->users, caller_current()->name) / 1000);
+    rs_record r = {0};
+    int seen = rs_record_load_visible(a->store, op->target, &r, err);
+    rs_record_free(&r);
+    return seen;
+}
+
 int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err)
 {
     if (!journal_id_valid(id))
@@ -115,27 +137,14 @@ int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err)
                        "operation id '%.64s' is malformed; ids look like "
                        "20260512T101530123-a1b2c3d4",
                        id ? id : "");
-    journal_op op = {0};
+    _cleanup_(journal_op_free) journal_op op = {0};
     int found = journal_load(a->store, id, &op, err);
+    if (found > 0)
+        found = rs_operation_visible(a, &op, err); /* someone else's: as unknown as their set */
     if (found < 0)
         return -1;
-    if (found && caller_is_user()) {
-        /* Someone else's operation is as unknown as their set. */
-        rs_record r = {0};
-        int seen = rs_record_load_visible(a->store, op.target, &r, err);
-        rs_record_free(&r);
-        if (seen < 0) {
-            journal_op_free(&op);
-            return -1;
-        }
-        if (!seen) {
-            journal_op_free(&op);
-            found = 0;
-        }
-    }
     if (!found)
         return err_set(err, ERR_NOT_FOUND, "no operation '%s' (finished ones are kept 7 days)", id);
     *out = journal_op_to_json(&op);
-    journal_op_free(&op);
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }

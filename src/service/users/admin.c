@@ -159,6 +159,7 @@ int users_api_create(app *a, const json_t *body, json_t **out, gb_err *err)
     if (users_find(a->users, name, &existing))
         return err_set(err, ERR_USER_EXISTS, "a user named '%s' exists", name);
     time_iso_now(ui.create_time, sizeof(ui.create_time));
+    ui.create_ms = ledger_now_ms(); /* the accounting's clock: its intervals compare with it */
     char token[TOKEN_LEN + 1] = "";
     int rc = new_token(&ui, token, sizeof(token), err) < 0 || user_write(a, &ui, 0, err) < 0 ||
                      user_answer(a, &ui, out, err) < 0

@@ -17,6 +17,7 @@
 #include "service/store_json.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 const char *users_up(const app *a)
 {
@@ -229,4 +230,15 @@ const char *users_first_file_admin(users *u)
         if (u->a->cfg.file_users[i].role == USER_ROLE_ADMIN)
             return u->a->cfg.file_users[i].name;
     return NULL;
+}
+
+int64_t users_created_ms(users *u, const char *name)
+{
+    user_info ui;
+    if (!u || !users_find(u, name, &ui) || ui.from_file)
+        return 0;
+    time_t t = ui.create_ms ? 0 : time_iso_parse(ui.create_time);
+    int64_t ms = ui.create_ms ? ui.create_ms : t > 0 ? (int64_t)t * 1000 : 0;
+    token_wipe(&ui, sizeof(ui));
+    return ms;
 }

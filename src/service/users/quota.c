@@ -106,6 +106,7 @@ int user_from_json(const json_t *j, user_info *out, const user_quota *defaults)
     const char *tt = json_string_value(json_object_get(j, "tokenTime"));
     snprintf(out->create_time, sizeof(out->create_time), "%s", ct ? ct : "");
     snprintf(out->token_time, sizeof(out->token_time), "%s", tt ? tt : "");
+    out->create_ms = json_integer_value(json_object_get(j, "createMs"));
     return 0;
 }
 
@@ -116,6 +117,8 @@ json_t *user_to_json(const user_info *u, bool stored)
                           user_quota_to_json(&u->quota), "createTime", u->create_time);
     if (stored && u->has_token)
         json_object_set_new(j, "tokenHash", json_string(u->digest));
+    if (stored && u->create_ms)
+        json_object_set_new(j, "createMs", json_integer(u->create_ms));
     if (!stored)
         json_object_set_new(j, "hasToken", json_boolean(u->from_file || u->has_token));
     if (u->token_time[0])

@@ -123,16 +123,20 @@ int users_api_usage(app *a, const char *user, const char *set, int64_t from_ms, 
                     json_t **out, gb_err *err)
 {
     const caller *c = caller_current();
+    int64_t born_ms = 0;
     if (caller_is_user()) {
         if (user && strcmp(user, c->name) != 0)
             return err_set(err, ERR_USER_NOT_FOUND, "no user named '%.63s'", user);
         user = c->name;
+        born_ms = users_created_ms(a->users, user);
     }
     int64_t now = ledger_now_ms();
     if (!to_ms)
         to_ms = now;
     if (from_ms > to_ms)
         return err_set(err, ERR_INVALID_PARAMS, "from must not be after to");
+    if (from_ms < born_ms) /* an earlier user of the name used that: not theirs to read */
+        from_ms = born_ms > to_ms ? to_ms : born_ms;
     _cleanup_json_ json_t *users = json_object();
     if (user) /* asked for by name: shown, with nothing used if so */
         usage_add(users, user, NULL, "", 0, 0, 0, 0, from_ms, to_ms);

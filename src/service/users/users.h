@@ -54,6 +54,7 @@ typedef struct user_info {
     char digest[TOKEN_DIGEST_HEX];
     user_quota quota;
     char create_time[32];
+    int64_t create_ms; /* the same to the millisecond (Unix ms); 0 in older records */
     char token_time[32];
 } user_info;
 
@@ -73,6 +74,11 @@ enum user_role users_token_role(users *u, const char *token, size_t len, char *n
 int users_find(users *u, const char *name, user_info *out);
 /* The first admin of the token file, or NULL. */
 const char *users_first_file_admin(users *u);
+/* When name was made through the API, as Unix ms; 0 for a token-file user
+ * or no user. What a name's earlier user left from before then (accounting,
+ * events, operations) is not the caller's to read (docs/security.md,
+ * "Deleting users"). */
+int64_t users_created_ms(users *u, const char *name);
 
 /* What leads from a's store handle to the shared part (keys.h's `up`):
  * "" on a single server, "../../" on a fleet node. */
