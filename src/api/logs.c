@@ -230,6 +230,8 @@ static void answer_run(http_stream *s, void *ctx)
     /* The envelope as http_response_data writes it, the plan's fields
      * first, its object left open for the lines. */
     _cleanup_free_ char *head = json_dumps(an->plan, JSON_COMPACT);
+    if (!head)
+        return; /* cannot be: every string in the plan was checked UTF-8 */
     json_out_printf(&an->out, "{\"code\":%d,\"msg\":\"%s\",\"data\":", ERR_OK, HTTP_SUCCESS_MSG);
     json_out_raw(&an->out, head, strlen(head) - 1);
     json_out_raw(&an->out, ",\"lines\":[", 10);
