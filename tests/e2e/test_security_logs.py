@@ -14,7 +14,8 @@ escaping (control characters take 6 bytes each). The test prints lines of
 control characters, patches the set into several versions and checks the
 kept files against the caps (8 MiB a version, 32 MiB a set: the defaults of
 --kept-logs-mib 32), that versions=all still shows the newest kept lines,
-and that GET /replicaSet/{name} counts them in keptLogsBytes.
+and that GET /replicaSet/{name} counts them in keptLogsBytes; and that
+--kept-logs-mib sets both caps.
 """
 import json
 import threading
@@ -22,7 +23,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from rsutil import RUN_TAG, call, create_ok, info_ok, module_daemon, patch_ok, rs_path
+from conftest import run_gpuboxd
+from rsutil import RUN_TAG, call, create_ok, info_ok, module_daemon, patch_ok, rs_path, wipe
 
 PREFIX = "e2slogs" + RUN_TAG
 PORT_START, PORT_END = 64850, 64869
@@ -199,3 +201,26 @@ def test_kept_logs_are_capped_per_version_and_per_set(d, daemon):
 
     info = info_ok(d, name)
     assert info["keptLogsBytes"] == sum(sizes.values()), (info["keptLogsBytes"], sizes)
+
+
+def test_kept_logs_mib_sets_both_caps(start_daemon):
+    """--kept-logs-mib 1: a version keeps at most 256 KiB, a set 1 MiB."""
+    assert run_gpuboxd(["--kept-logs-mib", "0"])[0] == 2
+    small = start_daemon("--simulate-gpus", "1xA100-80GB", "--port-range", "64870-64879",
+                         "--kept-logs-mib", "1")
+    name = PREFIX + "_m"
+    loud = LOUD.replace("-lt 12000", "-lt 1000")
+    try:
+        create_ok(small, name, cmd=sh(loud), env=["BIG=1", "N=1"])
+        wait_last(small, name, "done 1")
+        for n in range(2, 7):
+            patch_ok(small, name, {"envPatch": {"set": [f"N={n}"]}})
+            wait_last(small, name, f"done {n}")
+        kept = Path(small.data_dir) / "logs" / name
+        sizes = {int(p.name.split(".")[0]): p.stat().st_size for p in kept.glob("*.ndjson")}
+        assert all(200 * 1024 < size <= 256 * 1024 for size in sizes.values()), sizes
+        assert sum(sizes.values()) <= MIB, sizes
+        assert 5 in sizes and 1 not in sizes, sizes
+        assert info_ok(small, name)["keptLogsBytes"] == sum(sizes.values())
+    finally:
+        wipe(small, PREFIX)
