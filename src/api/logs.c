@@ -9,7 +9,10 @@
  * before any answer, so a bad request is an ordinary envelope.
  *
  * Without follow the answer is an envelope whose data holds the lines:
- * at most API_LOGS_MAX_BYTES of text, the newest kept (truncated says so).
+ * at most API_LOGS_MAX_LINES lines and API_LOGS_MAX_BYTES of their JSON,
+ * the newest kept (truncated says so). It is measured first and then
+ * streamed as it is read (answer_lines), so its memory is a few lines
+ * and a ring of sizes, whatever the containers printed.
  * With follow it is a stream of NDJSON objects, sent as they come: first
  * {name, version, state, versions}, then one object a line, and last
  * {"end": true, "reason"} (or "error") once the followed container stops;
@@ -28,10 +31,13 @@
 #include "service/replicaset/replicaset.h"
 #include "util/cleanup.h"
 #include "util/json.h"
+#include "util/log.h"
 #include "util/time.h"
 
-/* Text a non-follow answer holds at most. */
+/* The JSON of the lines a non-follow answer holds at most (each line
+ * counted as sent, with its fields and comma), and their number. */
 #define API_LOGS_MAX_BYTES (16u * 1024 * 1024)
+#define API_LOGS_MAX_LINES 1000000u
 /* The largest number tail and versions take. */
 #define API_LOGS_MAX_N 1000000L
 
@@ -94,80 +100,189 @@ int api_logs_query(const http_request *req, int64_t now, rs_logs_request *rq, bo
     return 0;
 }
 
-/* A line as the answer shows it. */
-static json_t *line_json(const rs_log_line *l, bool timestamps)
+/* A line as the answer shows it, written into o (reset first). */
+static void line_encode(json_out *o, const rs_log_line *l, bool timestamps)
 {
-    json_t *o = json_pack("{s:i, s:s}", "version", l->version, "stream",
-                          l->stream == 2 ? "stderr" : "stdout");
-    if (timestamps)
-        json_object_set_new(o, "time", json_string_lossy(l->time, strlen(l->time)));
+    json_out_reset(o);
+    json_out_printf(o, "{\"version\":%d,\"stream\":\"%s\"", l->version,
+                    l->stream == 2 ? "stderr" : "stdout");
+    if (timestamps) {
+        json_out_raw(o, ",\"time\":", 8);
+        json_out_string_lossy(o, l->time, strlen(l->time));
+    }
     if (l->partial)
-        json_object_set_new(o, "partial", json_true());
-    json_object_set_new(o, "text", json_string_lossy(l->text, l->len));
-    return o;
+        json_out_raw(o, ",\"partial\":true", 15);
+    json_out_raw(o, ",\"text\":", 8);
+    json_out_string_lossy(o, l->text, l->len);
+    json_out_raw(o, "}", 1);
 }
 
-/* ---- without follow: one envelope ------------------------------------------------ */
+/* ---- without follow: one envelope, streamed ---------------------------------------- */
 
-/* The newest lines that fit: a window over everything read, the oldest
- * dropped as newer ones come past tail or API_LOGS_MAX_BYTES. */
-struct collect {
-    json_t **items;
-    size_t start, n, cap;
+/* An answer's lines are the newest that fit tail, API_LOGS_MAX_LINES and
+ * API_LOGS_MAX_BYTES of JSON (each line counted as sent). Holding them
+ * until the end costs what they say and more (a json_t per line, and a
+ * heap fragmented for good), so nothing holds them: a first read measures
+ * each line and keeps only the sizes of a sliding window, which says how
+ * many of each version's last lines fit; a second read asks for just
+ * those and writes them out as they come, on the stream's thread. */
+struct window {
+    json_out line;
+    uint32_t *cost; /* a ring of the window's line sizes */
+    size_t ring, start, n;
     size_t bytes;
     long tail;
     bool timestamps, truncated;
+    const json_t *versions; /* the plan's, to count lines per version */
+    size_t *count;
+    size_t at;
 };
 
-static void collect_drop_first(struct collect *c)
+static void window_drop_first(struct window *w)
 {
-    c->bytes -= json_string_length(json_object_get(c->items[c->start], "text"));
-    json_decref(c->items[c->start]);
-    c->items[c->start++] = NULL;
+    w->bytes -= w->cost[w->start];
+    w->start = (w->start + 1) % w->ring;
+    w->n--;
 }
 
-static bool collect_line(void *ctx, const rs_log_line *l)
+static bool window_line(void *ctx, const rs_log_line *l)
 {
-    struct collect *c = ctx;
-    if (c->n == c->cap) {
-        /* move the window to the front before growing */
-        size_t live = c->n - c->start;
-        if (live)
-            memmove(c->items, c->items + c->start, live * sizeof(*c->items));
-        c->n = live;
-        c->start = 0;
-        if (c->n == c->cap) {
-            c->cap = c->cap ? 2 * c->cap : 256;
-            c->items = xrealloc(c->items, c->cap * sizeof(*c->items));
-        }
+    struct window *w = ctx;
+    size_t nv = json_array_size(w->versions);
+    while (w->at + 1 < nv && json_integer_value(json_object_get(json_array_get(w->versions, w->at),
+                                                                "version")) != l->version)
+        w->at++;
+    w->count[w->at]++;
+    if (w->n == w->ring) { /* grow the ring, its oldest first */
+        size_t ring = w->ring ? 2 * w->ring : 1024;
+        uint32_t *cost = xmalloc(ring * sizeof(*cost));
+        for (size_t i = 0; i < w->n; i++)
+            cost[i] = w->cost[(w->start + i) % w->ring];
+        free(w->cost);
+        w->cost = cost;
+        w->ring = ring;
+        w->start = 0;
     }
-    c->items[c->n++] = line_json(l, c->timestamps);
-    c->bytes += l->len;
-    while (c->tail >= 0 && c->n - c->start > (size_t)c->tail)
-        collect_drop_first(c);
-    while (c->bytes > API_LOGS_MAX_BYTES && c->n - c->start > 1) {
-        collect_drop_first(c);
-        c->truncated = true;
+    line_encode(&w->line, l, w->timestamps);
+    uint32_t cost = (uint32_t)w->line.len + 1; /* and its comma */
+    w->cost[(w->start + w->n++) % w->ring] = cost;
+    w->bytes += cost;
+    while (w->tail >= 0 && w->n > (size_t)w->tail)
+        window_drop_first(w);
+    while (w->n > 1 && (w->bytes > API_LOGS_MAX_BYTES || w->n > API_LOGS_MAX_LINES)) {
+        window_drop_first(w);
+        w->truncated = true;
     }
     return true;
+}
+
+struct answer {
+    app *a;
+    json_t *plan;
+    rs_logs_request rq;
+    long *tails; /* per version of the plan: how many of its last lines */
+    size_t want; /* lines in all */
+    size_t sent, bytes;
+    bool timestamps, truncated;
+    http_stream *s;
+    json_out out, line;
+};
+
+static void answer_free(void *ctx)
+{
+    struct answer *an = ctx;
+    json_decref(an->plan);
+    free(an->tails);
+    json_out_free(&an->out);
+    json_out_free(&an->line);
+    free(an);
+}
+
+static bool answer_flush(struct answer *an)
+{
+    bool ok = http_stream_write(an->s, an->out.data, an->out.len) == 0;
+    json_out_reset(&an->out);
+    return ok;
+}
+
+static bool answer_line(void *ctx, const rs_log_line *l)
+{
+    struct answer *an = ctx;
+    line_encode(&an->line, l, an->timestamps);
+    /* The log may have moved since it was measured: never more than then. */
+    if (an->sent == an->want || an->bytes + an->line.len + 1 > API_LOGS_MAX_BYTES) {
+        an->truncated = true;
+        return false;
+    }
+    if (an->sent++)
+        json_out_raw(&an->out, ",", 1);
+    json_out_raw(&an->out, an->line.data, an->line.len);
+    an->bytes += an->line.len + 1;
+    return an->out.len < 64 * 1024 || answer_flush(an);
+}
+
+static void answer_run(http_stream *s, void *ctx)
+{
+    struct answer *an = ctx;
+    an->s = s;
+    an->rq.cancel = http_stream_cancelled(s);
+    an->rq.tails = an->tails;
+    /* The envelope as http_response_data writes it, the plan's fields
+     * first, its object left open for the lines. */
+    _cleanup_free_ char *head = json_dumps(an->plan, JSON_COMPACT);
+    if (!head)
+        return; /* cannot be: every string in the plan was checked UTF-8 */
+    json_out_printf(&an->out, "{\"code\":%d,\"msg\":\"%s\",\"data\":", ERR_OK, HTTP_SUCCESS_MSG);
+    json_out_raw(&an->out, head, strlen(head) - 1);
+    json_out_raw(&an->out, ",\"lines\":[", 10);
+    gb_err err = GB_ERR_INIT;
+    if (replicaset_logs_read(an->a, an->plan, &an->rq, answer_line, an, &err) < 0) {
+        /* Too late for an error envelope: the lines sent stay valid JSON. */
+        log_warn("logs: %s", err.msg);
+        an->truncated = true;
+    }
+    if (atomic_load(an->rq.cancel))
+        return;
+    json_out_printf(&an->out, "],\"truncated\":%s}}", an->truncated ? "true" : "false");
+    answer_flush(an);
 }
 
 static int answer_lines(http_request *req, json_t *plan, const rs_logs_request *rq, bool timestamps,
                         http_response *resp, gb_err *err)
 {
-    struct collect c = {.tail = rq->tail, .timestamps = timestamps};
-    int rc = replicaset_logs_read(req->ctx, plan, rq, collect_line, &c, err);
-    json_t *lines = json_array();
-    for (size_t i = c.start; i < c.n; i++)
-        json_array_append_new(lines, c.items[i]);
-    free(c.items);
+    json_t *versions = json_object_get(plan, "versions");
+    size_t nv = json_array_size(versions);
+    struct window w = {.tail = rq->tail,
+                       .timestamps = timestamps,
+                       .versions = versions,
+                       .count = xcalloc(nv ? nv : 1, sizeof(size_t))};
+    int rc = replicaset_logs_read(req->ctx, plan, rq, window_line, &w, err);
+    free(w.cost);
+    json_out_free(&w.line);
     if (rc < 0) {
-        json_decref(lines);
+        free(w.count);
         return -1;
     }
-    json_object_set_new(plan, "lines", lines);
-    json_object_set_new(plan, "truncated", json_boolean(c.truncated));
-    return http_response_data(resp, json_incref(plan), err);
+    struct answer *an = xcalloc(1, sizeof(*an));
+    *an = (struct answer){.a = req->ctx,
+                          .plan = json_incref(plan),
+                          .rq = *rq,
+                          .tails = xcalloc(nv ? nv : 1, sizeof(long)),
+                          .want = w.n,
+                          .timestamps = timestamps,
+                          .truncated = w.truncated};
+    /* The window's lines are the last ones of the newest versions. */
+    size_t left = w.n;
+    for (size_t i = nv; i-- > 0 && left;) {
+        size_t take = w.count[i] < left ? w.count[i] : left;
+        an->tails[i] = (long)take;
+        left -= take;
+    }
+    free(w.count);
+    if (http_response_stream(resp, 200, "application/json", answer_run, an, answer_free, err) < 0)
+        return -1;
+    resp->envelope = true;
+    return 0;
 }
 
 /* ---- with follow: a stream -------------------------------------------------------- */
@@ -178,12 +293,14 @@ struct follow {
     rs_logs_request rq;
     bool timestamps;
     http_stream *s;
+    json_out line;
 };
 
 static void follow_free(void *ctx)
 {
     struct follow *f = ctx;
     json_decref(f->plan);
+    json_out_free(&f->line);
     free(f);
 }
 
@@ -203,7 +320,9 @@ static bool follow_send(struct follow *f, json_t *o)
 static bool follow_line(void *ctx, const rs_log_line *l)
 {
     struct follow *f = ctx;
-    return follow_send(f, line_json(l, f->timestamps));
+    line_encode(&f->line, l, f->timestamps);
+    json_out_raw(&f->line, "\n", 1);
+    return http_stream_write(f->s, f->line.data, f->line.len) == 0;
 }
 
 static void follow_run(http_stream *s, void *ctx)

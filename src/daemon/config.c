@@ -30,6 +30,7 @@
 #include "sched/cpus.h"
 #include "sched/gpus.h"
 #include "service/monitor/monitor.h"
+#include "service/replicaset/replicaset.h"
 #include "store/store.h"
 #include "util/cleanup.h"
 
@@ -315,6 +316,10 @@ static const config_option config_options[] = {
     OPT_NUM("idle-threshold", "PERCENT", "5",
             "utilization under which a card counts as idle, for idleStop", app.idle_threshold, 0,
             100),
+    OPT_NUM("kept-logs-mib", "MIB", "32",
+            "the most a replica set's kept logs (its old versions' lines, under "
+            "<data-dir>/logs/) take on disk, a quarter of it per version; the oldest go first",
+            app.kept_logs_mib, 1, 1048576),
     OPT_STR("hami-core", "PATH", "none (share limits are scheduled but not enforced)",
             "HAMi-core library (libvgpu.so) to mount read-only and LD_PRELOAD into containers "
             "with GPU shares, so their memory limits are enforced",
@@ -512,7 +517,8 @@ int config_init(daemon_config *cfg, gb_err *err)
                 .timeslice_replicas = GPUS_TIMESLICE_REPLICAS_DEFAULT,
                 .gpu_memory_oversubscription = 1.0,
                 .usage_interval_s = 1,
-                .idle_threshold = MONITOR_IDLE_THRESHOLD_DEFAULT},
+                .idle_threshold = MONITOR_IDLE_THRESHOLD_DEFAULT,
+                .kept_logs_mib = RS_LOGS_KEEP_SET_MIB_DEFAULT},
     };
     const char *docker_host = getenv("DOCKER_HOST");
     if (apply_listen(cfg, CONFIG_LISTEN_DEFAULT, err) < 0 ||

@@ -74,6 +74,9 @@ typedef struct app_config {
     double usage_interval_s;
     const char *xid_critical;
     unsigned idle_threshold;
+    /* MiB of kept logs per replica set, a quarter of it per version
+     * (service/replicaset/logs.c); 0: RS_LOGS_KEEP_SET_MIB_DEFAULT. */
+    unsigned kept_logs_mib;
     /* Registry credentials for pulls (service/images/images.h); NULL: none. */
     const char *registry_auth_file;
 } app_config;

@@ -5,6 +5,8 @@
 #include "util/xalloc.h"
 #include "util/json.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -185,4 +187,114 @@ json_t *json_string_lossy(const char *s, size_t len)
     json_t *j = json_stringn(buf, o);
     free(buf);
     return j;
+}
+
+/* ---- JSON text piece by piece ---------------------------------------------------- */
+
+static void json_out_room(json_out *o, size_t n)
+{
+    if (o->len + n + 1 <= o->cap)
+        return;
+    size_t cap = o->cap ? o->cap : 256;
+    while (cap < o->len + n + 1)
+        cap *= 2;
+    o->data = xrealloc(o->data, cap);
+    o->cap = cap;
+}
+
+void json_out_raw(json_out *o, const char *s, size_t n)
+{
+    json_out_room(o, n);
+    memcpy(o->data + o->len, s, n);
+    o->len += n;
+    o->data[o->len] = '\0';
+}
+
+void json_out_printf(json_out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n <= 0)
+        return;
+    json_out_room(o, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(o->data + o->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    o->len += (size_t)n;
+}
+
+void json_out_string_lossy(json_out *o, const char *s, size_t n)
+{
+    /* At most 6 bytes out for each byte in (\u00XX), and the quotes. */
+    json_out_room(o, 6 * n + 2);
+    char *p = o->data + o->len;
+    *p++ = '"';
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = utf8_sequence((const unsigned char *)s + i, n - i);
+        if (k == 0) {
+            memcpy(p, "\xef\xbf\xbd", 3); /* U+FFFD, as json_string_lossy */
+            p += 3;
+            i++;
+            continue;
+        }
+        if (k > 1) {
+            memcpy(p, s + i, k);
+            p += k;
+            i += k;
+            continue;
+        }
+        i++;
+        /* jansson's escapes with its default flags */
+        switch (c) {
+        case '\0':
+            *p++ = '?'; /* as json_string_lossy */
+            break;
+        case '"':
+        case '\\':
+            *p++ = '\\';
+            *p++ = (char)c;
+            break;
+        case '\b':
+            memcpy(p, "\\b", 2), p += 2;
+            break;
+        case '\f':
+            memcpy(p, "\\f", 2), p += 2;
+            break;
+        case '\n':
+            memcpy(p, "\\n", 2), p += 2;
+            break;
+        case '\r':
+            memcpy(p, "\\r", 2), p += 2;
+            break;
+        case '\t':
+            memcpy(p, "\\t", 2), p += 2;
+            break;
+        default:
+            if (c < 0x20) {
+                snprintf(p, 7, "\\u%04X", c);
+                p += 6;
+            } else {
+                *p++ = (char)c;
+            }
+        }
+    }
+    *p++ = '"';
+    *p = '\0';
+    o->len = (size_t)(p - o->data);
+}
+
+void json_out_reset(json_out *o)
+{
+    o->len = 0;
+    if (o->data)
+        o->data[0] = '\0';
+}
+
+void json_out_free(json_out *o)
+{
+    free(o->data);
+    *o = (json_out){0};
 }

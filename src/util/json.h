@@ -40,4 +40,22 @@ const char *json_type_name(const json_t *v);
  * JSON. Never NULL. */
 json_t *json_string_lossy(const char *s, size_t len);
 
+/* JSON text written piece by piece into one growing buffer, for answers
+ * too large to hold as a tree (a log's lines): a json_t per line costs
+ * ~100 bytes of overhead beside its text, and many of them fragment the
+ * heap for good. */
+typedef struct json_out {
+    char *data; /* NUL-terminated; NULL until something is written */
+    size_t len, cap;
+} json_out;
+
+void json_out_raw(json_out *o, const char *s, size_t n);
+void json_out_printf(json_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s as a JSON string literal, quotes included: the same text
+ * json_string_lossy(s, n) dumps as with JSON_COMPACT. */
+void json_out_string_lossy(json_out *o, const char *s, size_t n);
+/* Start again, keeping the memory. */
+void json_out_reset(json_out *o);
+void json_out_free(json_out *o);
+
 #endif

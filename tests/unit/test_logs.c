@@ -4,7 +4,9 @@
  * the line reader of docker_logs.c (lines cut per stream across network
  * reads and frames, timestamps split off, "\r\n", long lines in pieces,
  * a last line without its "\n", a reader that says stop), fed through the
- * demultiplexer of docker_stream.c as Docker's bytes arrive.
+ * demultiplexer of docker_stream.c as Docker's bytes arrive; and the
+ * string writer the streamed answer and the kept files use
+ * (json_out_string_lossy), which must write what jansson would.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include "api/api.h"
 #include "docker/docker_internal.h"
 #include "service/replicaset/replicaset.h"
+#include "util/json.h"
 
 #define NOW 1800000000LL
 
@@ -66,10 +69,20 @@ static void test_query_refusals_name_the_parameter(void **state)
 {
     (void)state;
     static const char *const bad[][2] = {
-        {"tail", "-1"},      {"tail", ""},        {"tail", "1x"},       {"tail", "2000000"},
-        {"versions", "0"},   {"versions", "all2"}, {"follow", "yes"},   {"timestamps", "2"},
-        {"since", "bogus"},  {"since", "10 m"},   {"since", "-10m"},    {"since", ""},
-        {"since", "2026-11-22T01:28:28"},         {"since", "2026-11-22T01:28:28+0100"},
+        {"tail", "-1"},
+        {"tail", ""},
+        {"tail", "1x"},
+        {"tail", "2000000"},
+        {"versions", "0"},
+        {"versions", "all2"},
+        {"follow", "yes"},
+        {"timestamps", "2"},
+        {"since", "bogus"},
+        {"since", "10 m"},
+        {"since", "-10m"},
+        {"since", ""},
+        {"since", "2026-11-22T01:28:28"},
+        {"since", "2026-11-22T01:28:28+0100"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         rs_logs_request rq;
@@ -129,8 +142,14 @@ static bool got_line(void *ctx, const docker_log_line *l)
 static size_t frame(char *out, int stream, const char *payload)
 {
     size_t n = strlen(payload);
-    unsigned char h[8] = {(unsigned char)stream, 0, 0, 0, (unsigned char)(n >> 24),
-                          (unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n};
+    unsigned char h[8] = {(unsigned char)stream,
+                          0,
+                          0,
+                          0,
+                          (unsigned char)(n >> 24),
+                          (unsigned char)(n >> 16),
+                          (unsigned char)(n >> 8),
+                          (unsigned char)n};
     memcpy(out, h, 8);
     memcpy(out + 8, payload, n);
     return n + 8;
@@ -230,6 +249,50 @@ static void test_reader_that_stops_refuses_the_rest(void **state)
     docker_demux_free(&d);
 }
 
+/* s as jansson dumps json_string_lossy(s): what the answer used to be. */
+static void assert_written_as_jansson(const char *s, size_t n)
+{
+    json_t *j = json_string_lossy(s, n);
+    char *want = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_out o = {0};
+    json_out_raw(&o, "x", 1);
+    json_out_string_lossy(&o, s, n);
+    assert_non_null(want);
+    assert_string_equal(o.data + 1, want);
+    assert_int_equal(o.len, strlen(want) + 1);
+    free(want);
+    json_decref(j);
+    json_out_free(&o);
+}
+
+#define WRITTEN_AS_JANSSON(lit) assert_written_as_jansson(lit, sizeof(lit) - 1)
+
+static void test_string_writer_matches_jansson(void **state)
+{
+    (void)state;
+    char all[256];
+    for (int i = 0; i < 256; i++)
+        all[i] = (char)i;
+    assert_written_as_jansson(all, sizeof(all));
+    WRITTEN_AS_JANSSON("");
+    WRITTEN_AS_JANSSON("plain text");
+    WRITTEN_AS_JANSSON("\"quoted\" \\ back/slash\b\f\n\r\t\x01\x1f\x7f");
+    WRITTEN_AS_JANSSON("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    /* invalid UTF-8: a lone continuation, a cut sequence, an overlong
+     * form, a surrogate, a NUL */
+    WRITTEN_AS_JANSSON("\x80 \xc3 \xe2\x82 \xc0\xaf \xed\xa0\x80 a\0b");
+    /* the worst case of growth: every byte escaped as \u00XX */
+    char ctl[3000];
+    memset(ctl, 1, sizeof(ctl));
+    assert_written_as_jansson(ctl, sizeof(ctl));
+    json_out o = {0};
+    json_out_printf(&o, "%d-%s", 7, "x");
+    json_out_reset(&o);
+    json_out_printf(&o, "%s", "y");
+    assert_string_equal(o.data, "y");
+    json_out_free(&o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -240,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_lines_across_frames_and_reads),
         cmocka_unit_test(test_tty_lines_and_long_lines),
         cmocka_unit_test(test_reader_that_stops_refuses_the_rest),
+        cmocka_unit_test(test_string_writer_matches_jansson),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

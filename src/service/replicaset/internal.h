@@ -154,5 +154,10 @@ int rs_record_load_named(app *a, const char *name, rs_record *r, gb_err *err);
  * kept line of a purged set. */
 void rs_logs_keep(app *a, const char *name, int version, const char *container);
 void rs_logs_forget(app *a, const char *name);
+/* The bytes a set's kept logs may take (--kept-logs-mib), those one
+ * version's may take (a quarter), and those they take now. */
+uint64_t rs_logs_set_cap(const app *a);
+uint64_t rs_logs_version_cap(const app *a);
+uint64_t rs_logs_kept_bytes(const app *a, const char *name);
 
 #endif

@@ -8,7 +8,13 @@
  * last RS_LOGS_KEEP_LINES lines, with Docker's timestamps, into
  * <data_dir>/logs/<name>/<version>.ndjson (one JSON object a line:
  * {"time", "stream", "text"}), written to a temporary name and renamed,
- * so a file is whole or absent. Keeping them is best effort: a failure is
+ * so a file is whole or absent. A container decides what it prints, so
+ * the files are bounded in bytes as written (escaped): a version keeps
+ * the newest lines that fit a quarter of --kept-logs-mib (a first read
+ * measures them, a second writes them; no pass holds the lines), and a
+ * set keeps --kept-logs-mib over all its versions, the oldest versions'
+ * files removed first (rs_logs_trim); GET /replicaSet/{name} shows what
+ * they take (keptLogsBytes). Keeping them is best effort: a failure is
  * logged and never stops the change. A purge removes the folder. The
  * files are the node's own: in a fleet the node holding the set answers.
  *
@@ -16,13 +22,15 @@
  * caller's right to see the set and says, per version asked for, where its
  * lines come from ("container", "kept" or "none" and why), so that every
  * error comes before a streamed answer begins; replicaset_logs_read then
- * hands the lines on, the oldest version first.
+ * hands the lines on, the oldest version first, one at a time: neither
+ * Docker's lines nor a kept file's are ever held together.
  */
 #include "service/replicaset/replicaset.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +42,7 @@
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
 #include "util/json.h"
+#include "util/xalloc.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -60,18 +69,159 @@ static int rs_logs_path(const app *a, const char *name, int version, char *buf, 
 
 /* ---- keeping ------------------------------------------------------------------ */
 
+uint64_t rs_logs_set_cap(const app *a)
+{
+    unsigned mib = a->cfg.kept_logs_mib ? a->cfg.kept_logs_mib : RS_LOGS_KEEP_SET_MIB_DEFAULT;
+    return (uint64_t)mib << 20;
+}
+
+uint64_t rs_logs_version_cap(const app *a)
+{
+    return rs_logs_set_cap(a) / 4;
+}
+
+/* A kept line as the file holds it: {"time","stream","text"} and its end. */
+static void rs_keep_encode(json_out *o, const docker_log_line *l)
+{
+    json_out_reset(o);
+    json_out_raw(o, "{\"time\":", 8);
+    json_out_string_lossy(o, l->time, strlen(l->time));
+    json_out_printf(o, ",\"stream\":\"%s\",\"text\":", rs_stream_name(l->stream));
+    json_out_string_lossy(o, l->text, l->len);
+    json_out_raw(o, "}\n", 2);
+}
+
+/* The first pass: how many of the container's last lines fit the cap,
+ * counted as written (escaped), with a window of their sizes only. */
+struct rs_keep_measure {
+    json_out line;
+    uint32_t *cost; /* a ring of RS_LOGS_KEEP_LINES */
+    size_t start, n;
+    uint64_t bytes, cap;
+};
+
+static bool rs_keep_measure_line(void *ctx, const docker_log_line *l)
+{
+    struct rs_keep_measure *m = ctx;
+    rs_keep_encode(&m->line, l);
+    if (m->n == RS_LOGS_KEEP_LINES) { /* Docker sent more than asked: keep the last */
+        m->bytes -= m->cost[m->start];
+        m->start = (m->start + 1) % RS_LOGS_KEEP_LINES;
+        m->n--;
+    }
+    m->cost[(m->start + m->n++) % RS_LOGS_KEEP_LINES] = (uint32_t)m->line.len;
+    m->bytes += m->line.len;
+    while (m->bytes > m->cap && m->n > 0) {
+        m->bytes -= m->cost[m->start];
+        m->start = (m->start + 1) % RS_LOGS_KEEP_LINES;
+        m->n--;
+    }
+    return true;
+}
+
+/* The second pass: the lines the first found room for, and never more
+ * than the cap (the log may differ a little from the first read). */
+struct rs_keep_write {
+    FILE *f;
+    json_out line;
+    uint64_t bytes, cap;
+    bool failed;
+};
+
 static bool rs_keep_line(void *ctx, const docker_log_line *l)
 {
-    FILE *f = ctx;
-    _cleanup_json_ json_t *o =
-        json_pack("{s:s, s:s, s:o}", "time", l->time, "stream", rs_stream_name(l->stream), "text",
-                  json_string_lossy(l->text, l->len));
-    return o && json_dumpf(o, f, JSON_COMPACT) == 0 && fputc('\n', f) != EOF;
+    struct rs_keep_write *w = ctx;
+    rs_keep_encode(&w->line, l);
+    if (w->bytes + w->line.len > w->cap)
+        return false;
+    w->bytes += w->line.len;
+    if (fwrite(w->line.data, 1, w->line.len, w->f) != w->line.len) {
+        w->failed = true;
+        return false;
+    }
+    return true;
 }
 
 static int rs_mkdir(const char *path)
 {
     return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* <n>.ndjson: n, or 0 when name is not a kept file. */
+static int rs_logs_file_version(const char *name)
+{
+    char *end = NULL;
+    long v = strtol(name, &end, 10);
+    return v > 0 && v <= INT_MAX && end && strcmp(end, ".ndjson") == 0 ? (int)v : 0;
+}
+
+struct rs_kept_file {
+    int version;
+    uint64_t bytes;
+};
+
+static int rs_kept_file_cmp(const void *x, const void *y)
+{
+    const struct rs_kept_file *a = x, *b = y;
+    return (a->version > b->version) - (a->version < b->version);
+}
+
+/* The kept files of a set, oldest version first; their count. */
+static size_t rs_logs_kept_files(const char *dir, struct rs_kept_file **out)
+{
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int v = rs_logs_file_version(e->d_name);
+        struct stat st;
+        if (!v || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            *out = xrealloc(*out, cap * sizeof(**out));
+        }
+        (*out)[n++] = (struct rs_kept_file){.version = v, .bytes = (uint64_t)st.st_size};
+    }
+    closedir(d);
+    if (n)
+        qsort(*out, n, sizeof(**out), rs_kept_file_cmp);
+    return n;
+}
+
+uint64_t rs_logs_kept_bytes(const app *a, const char *name)
+{
+    char dir[PATH_MAX];
+    if (!a->cfg.data_dir || rs_logs_path(a, name, 0, dir, sizeof(dir)) < 0)
+        return 0;
+    _cleanup_free_ struct rs_kept_file *files = NULL;
+    size_t n = rs_logs_kept_files(dir, &files);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += files[i].bytes;
+    return total;
+}
+
+/* Keep the set's kept logs within its cap: the oldest versions' go first. */
+static void rs_logs_trim(const app *a, const char *name, const char *dir)
+{
+    _cleanup_free_ struct rs_kept_file *files = NULL;
+    size_t n = rs_logs_kept_files(dir, &files);
+    uint64_t total = 0, cap = rs_logs_set_cap(a);
+    for (size_t i = 0; i < n; i++)
+        total += files[i].bytes;
+    for (size_t i = 0; i + 1 < n && total > cap; i++) {
+        char path[PATH_MAX];
+        if (rs_logs_path(a, name, files[i].version, path, sizeof(path)) < 0 || unlink(path) < 0)
+            continue;
+        total -= files[i].bytes;
+        log_info("replica sets: dropped the kept logs of %s version %d (%" PRIu64
+                 " bytes): the set's kept logs are held to %" PRIu64 " bytes",
+                 name, files[i].version, files[i].bytes, cap);
+    }
 }
 
 void rs_logs_keep(app *a, const char *name, int version, const char *container)
@@ -87,6 +237,20 @@ void rs_logs_keep(app *a, const char *name, int version, const char *container)
                  strerror(errno));
         return;
     }
+    /* First how many of the last lines fit, then those: the file is
+     * bounded as it is written, and neither pass holds the lines. */
+    struct rs_keep_measure m = {.cost = xcalloc(RS_LOGS_KEEP_LINES, sizeof(uint32_t)),
+                                .cap = rs_logs_version_cap(a)};
+    docker_logs_opts o = {.tail = RS_LOGS_KEEP_LINES};
+    gb_err e = GB_ERR_INIT;
+    int rc = docker_container_log_lines(a->docker, container, &o, rs_keep_measure_line, &m, &e);
+    free(m.cost);
+    json_out_free(&m.line);
+    if (rc < 0) {
+        if (e.code != ERR_NOT_FOUND) /* else nothing to keep: the container is gone already */
+            log_warn("replica sets: cannot keep the logs of %s: %s", container, e.msg);
+        return;
+    }
     /* 0600: what a user's container wrote is theirs alone. */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -97,17 +261,21 @@ void rs_logs_keep(app *a, const char *name, int version, const char *container)
                  strerror(errno));
         return;
     }
-    docker_logs_opts o = {.tail = RS_LOGS_KEEP_LINES};
-    gb_err e = GB_ERR_INIT;
-    int rc = docker_container_log_lines(a->docker, container, &o, rs_keep_line, f, &e);
-    bool ok = fclose(f) == 0 && rc == 0;
-    if (ok && rename(tmp, path) == 0)
+    struct rs_keep_write w = {.f = f, .cap = m.cap};
+    o.tail = (long)m.n;
+    rc = m.n ? docker_container_log_lines(a->docker, container, &o, rs_keep_line, &w, &e) : 0;
+    json_out_free(&w.line);
+    bool ok = fclose(f) == 0 && rc == 0 && !w.failed;
+    if (ok && rename(tmp, path) == 0) {
+        rs_logs_trim(a, name, dir);
         return;
+    }
+    int errno_saved = errno;
     unlink(tmp);
     if (rc < 0 && e.code == ERR_NOT_FOUND)
-        return; /* nothing to keep: the container is gone already */
+        return;
     log_warn("replica sets: cannot keep the logs of %s: %s", container,
-             rc < 0 ? e.msg : strerror(errno));
+             rc < 0 ? e.msg : strerror(w.failed ? EIO : errno_saved));
 }
 
 void rs_logs_forget(app *a, const char *name)
@@ -241,8 +409,21 @@ static bool rs_read_line(void *ctx, const docker_log_line *l)
     return !rd->stopped;
 }
 
-/* The kept lines of a version, since and tail applied. */
-static int rs_logs_read_kept(app *a, const char *name, struct rs_read *rd, gb_err *err)
+/* A kept line read back, or NULL when it is not one or comes before since. */
+static json_t *rs_kept_parse(const char *buf, int64_t since)
+{
+    json_t *o = json_loads(buf, 0, NULL);
+    if (!o || !json_is_object(o))
+        return json_decref(o), NULL;
+    int64_t t = rs_logs_time_s(json_string_value(json_object_get(o, "time")));
+    if (since > 0 && t < since)
+        return json_decref(o), NULL;
+    return o;
+}
+
+/* The kept lines of a version, since and tail applied: line by line (a
+ * count first when tail asks for the last ones), never the whole file. */
+static int rs_logs_read_kept(app *a, const char *name, struct rs_read *rd, long tail, gb_err *err)
 {
     char path[PATH_MAX];
     if (rs_logs_path(a, name, rd->version, path, sizeof(path)) < 0)
@@ -251,36 +432,40 @@ static int rs_logs_read_kept(app *a, const char *name, struct rs_read *rd, gb_er
     if (!f)
         return err_set(err, ERR_INTERNAL, "reading the kept logs of %s version %d: %s", name,
                        rd->version, strerror(errno));
-    _cleanup_json_ json_t *lines = json_array();
     char *buf = NULL;
     size_t cap = 0;
-    while (getline(&buf, &cap, f) > 0) {
-        json_t *o = json_loads(buf, 0, NULL);
+    size_t skip = 0;
+    if (tail >= 0) {
+        size_t n = 0;
+        while (getline(&buf, &cap, f) > 0) {
+            json_t *o = rs_kept_parse(buf, rd->rq->since);
+            n += o != NULL;
+            json_decref(o);
+        }
+        skip = (size_t)tail < n ? n - (size_t)tail : 0;
+        rewind(f);
+    }
+    while (!rd->stopped && getline(&buf, &cap, f) > 0) {
+        _cleanup_json_ json_t *o = rs_kept_parse(buf, rd->rq->since);
         if (!o)
             continue;
-        int64_t t = rs_logs_time_s(json_string_value(json_object_get(o, "time")));
-        if (rd->rq->since > 0 && t < rd->rq->since) {
-            json_decref(o);
+        if (skip) {
+            skip--;
             continue;
         }
-        json_array_append_new(lines, o);
-    }
-    free(buf);
-    fclose(f);
-    size_t n = json_array_size(lines);
-    size_t from = rd->rq->tail >= 0 && (size_t)rd->rq->tail < n ? n - (size_t)rd->rq->tail : 0;
-    for (size_t i = from; i < n && !rd->stopped; i++) {
-        json_t *o = json_array_get(lines, i);
-        const char *text = json_string_value(json_object_get(o, "text"));
+        json_t *tj = json_object_get(o, "text");
+        const char *text = json_string_value(tj);
         const char *time = json_string_value(json_object_get(o, "time"));
         rs_log_line line = {.version = rd->version,
                             .stream = rs_stream_of(json_string_value(json_object_get(o, "stream"))),
                             .time = time ? time : "",
                             .text = text ? text : "",
-                            .len = text ? json_string_length(json_object_get(o, "text")) : 0};
+                            .len = text ? json_string_length(tj) : 0};
         if (!rd->fn(rd->ctx, &line))
             rd->stopped = true;
     }
+    free(buf);
+    fclose(f);
     return 0;
 }
 
@@ -298,18 +483,20 @@ int replicaset_logs_read(app *a, const json_t *plan, const rs_logs_request *rq, 
                              .fn = fn,
                              .ctx = ctx};
         int rc = 0;
+        /* Only the last version asked for is followed: the others have
+         * been replaced and will write nothing more. */
+        bool follow = rq->follow && i + 1 == n;
+        long tail = rq->tails ? rq->tails[i] : rq->tail;
+        if (tail == 0 && !follow)
+            continue;
         if (source && strcmp(source, "container") == 0) {
-            /* Only the last version asked for is followed: the others have
-             * been replaced and will write nothing more. */
-            docker_logs_opts o = {.tail = rq->tail,
-                                  .since = rq->since,
-                                  .follow = rq->follow && i + 1 == n,
-                                  .cancel = rq->cancel};
+            docker_logs_opts o = {
+                .tail = tail, .since = rq->since, .follow = follow, .cancel = rq->cancel};
             rc = docker_container_log_lines(a->docker,
                                             json_string_value(json_object_get(v, "containerName")),
                                             &o, rs_read_line, &rd, err);
         } else if (source && strcmp(source, "kept") == 0) {
-            rc = rs_logs_read_kept(a, name, &rd, err);
+            rc = rs_logs_read_kept(a, name, &rd, tail, err);
         }
         if (rc < 0)
             return err_prefix(err, "reading the logs of %s version %d", name, rd.version);

@@ -149,6 +149,10 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
         json_object_set_new(info, "gpusAside", json_deep_copy(r.gpus_aside));
     json_t *usage = monitor_set_json(a, &r);
     json_object_set_new(info, "usage", usage ? usage : json_null());
+    /* What the set takes on this node's data disk beside its containers:
+     * its old versions' kept logs (logs.c), bounded by --kept-logs-mib. */
+    json_object_set_new(info, "keptLogsBytes",
+                        json_integer((json_int_t)rs_logs_kept_bytes(a, name)));
     if (r.operation[0])
         json_object_set_new(info, "operation", json_string(r.operation));
     /* gpu-docker-api's record of the version beside gpubox's fields; its

@@ -139,11 +139,16 @@ int replicaset_commit(app *a, const char *name, const char *image, bool overwrit
 
 /* ---- Logs (replicaset/logs.c) ---- */
 
-/* Lines of a version's container gpubox keeps when it removes it. */
+/* Lines of a version's container gpubox keeps when it removes it, at
+ * most: a version keeps at most a quarter of its set's bytes (after JSON
+ * escaping), a set RS_LOGS_KEEP_SET_MIB_DEFAULT MiB unless
+ * --kept-logs-mib says otherwise; the oldest lines and versions go first. */
 #define RS_LOGS_KEEP_LINES 10000
+#define RS_LOGS_KEEP_SET_MIB_DEFAULT 32
 
 typedef struct rs_logs_request {
     long tail;                 /* the last this many lines of each version; < 0: all */
+    const long *tails;         /* NULL, or per version of the plan (its order): tail for that one */
     int64_t since;             /* unix seconds: only lines written at or after it; 0: all */
     bool follow;               /* the newest version asked for is followed while it runs */
     int versions;              /* the newest this many versions; 0: all; 1: the current */
