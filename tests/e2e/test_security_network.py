@@ -211,3 +211,21 @@ def test_start_up_makes_missing_networks_and_removes_unused_ones(d, daemon):
     assert networks_labelled(f"ghost{RUN_TAG}") == []
     ok(as_(d, ALICE, "PATCH", rs_path(a, "/continue")))
     assert list(addresses(f"{a}-1")) == [net]
+
+
+def test_a_container_on_the_default_bridge_moves_at_its_next_start(d):
+    """A container from a gpuboxd before networks sits on Docker's default
+    bridge: it is moved onto its owner's network before it starts again."""
+    a, a2 = f"{PREFIX}ba", f"{PREFIX}ba2"
+    make(d, ALICE, a, HTTPD)
+    make(d, ALICE, a2)
+    net = list(addresses(f"{a}-1"))[0]
+    ok(as_(d, ALICE, "PATCH", rs_path(a, "/pause")))
+    r = docker_request("POST", f"/networks/{urllib.parse.quote(net)}/disconnect",
+                       {"Container": f"{a}-1", "Force": True})
+    assert r.status == 200, (r.status, r.json)
+    r = docker_request("POST", "/networks/bridge/connect", {"Container": f"{a}-1"})
+    assert r.status == 200, (r.status, r.json)
+    ok(as_(d, ALICE, "PATCH", rs_path(a, "/continue")))
+    assert list(addresses(f"{a}-1")) == [net]
+    wait_served(d, ALICE, a2, a)

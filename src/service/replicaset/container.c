@@ -133,7 +133,9 @@ int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds,
         if (rs_network_ensure(a, r->owner, network, sizeof(network), err) < 0)
             break;
         rc = docker_container_create(a->docker, r->container_name, config, &cid, err);
-        if (rc < 0 && !(err->code == ERR_NOT_FOUND && strstr(err->msg, "network")))
+        /* gone meanwhile, or made twice at once (network.c) */
+        if (rc < 0 && !(err->code == ERR_NOT_FOUND && strstr(err->msg, "network")) &&
+            !strstr(err->msg, "ambiguous"))
             break;
     }
     if (rc < 0) {

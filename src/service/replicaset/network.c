@@ -22,10 +22,18 @@
  *   - at start-up: made for every owner with sets, removed for the rest.
  * A network of that name that lacks the label is someone else's: gpubox
  * refuses to use it rather than share it.
+ *
+ * Docker's CheckDuplicate is not atomic: two creates of one name at once
+ * can both succeed, and Docker then refuses the name as ambiguous
+ * everywhere. One gpuboxd makes its networks one at a time (a mutex);
+ * for two on one dockerd (test runs), whoever meets the ambiguity keeps
+ * one of them (the one containers use, else the oldest) and removes the
+ * others: while both exist no container can join either by name.
  */
 #include "util/xalloc.h"
 #include "service/replicaset/internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +42,9 @@
 #include "util/log.h"
 
 #define RS_NETWORK_PREFIX "gpubox-u-"
+
+/* This process's network creates, one at a time. */
+static pthread_mutex_t rs_network_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *rs_network_owner(const char *owner)
 {
@@ -64,14 +75,74 @@ void rs_network_name(const char *owner, char *buf, size_t size)
         snprintf(buf, size, RS_NETWORK_PREFIX "%s", safe);
 }
 
+/* obj[key] as a string; "" when it is not one. */
+static const char *rs_network_str(const json_t *obj, const char *key)
+{
+    const char *v = json_string_value(json_object_get(obj, key));
+    return v ? v : "";
+}
+
+/* Several networks named name (made at once): keep the one with the most
+ * running containers, else the oldest, and remove the rest of owner's. */
+static void rs_network_dedupe(app *a, const char *owner, const char *name)
+{
+    char label[sizeof(DOCKER_LABEL_NETWORK) + USER_NAME_MAX + 1];
+    snprintf(label, sizeof(label), "%s=%s", DOCKER_LABEL_NETWORK, owner);
+    _cleanup_json_ json_t *list = NULL;
+    gb_err e = GB_ERR_INIT;
+    if (docker_network_list(a->docker, label, &list, &e) < 0) {
+        log_warn("networks: %s is ambiguous, and listing it failed: %s", name, e.msg);
+        return;
+    }
+    _cleanup_json_ json_t *same = json_array(); /* inspects of those named name */
+    size_t i, keep = 0;
+    json_t *n;
+    json_array_foreach(list, i, n)
+    {
+        const char *id = json_string_value(json_object_get(n, "Id"));
+        json_t *full = NULL;
+        if (id && strcmp(rs_network_str(n, "Name"), name) == 0 &&
+            docker_network_inspect(a->docker, id, &full, &e) == 0)
+            json_array_append_new(same, full);
+    }
+    json_array_foreach(same, i, n)
+    {
+        json_t *k = json_array_get(same, keep);
+        size_t users = json_object_size(json_object_get(n, "Containers"));
+        size_t kept_users = json_object_size(json_object_get(k, "Containers"));
+        const char *created = rs_network_str(n, "Created");
+        const char *kept_created = rs_network_str(k, "Created");
+        if (users > kept_users || (users == kept_users && strcmp(created, kept_created) < 0))
+            keep = i;
+    }
+    json_array_foreach(same, i, n)
+    {
+        const char *id = json_string_value(json_object_get(n, "Id"));
+        if (i == keep || !id)
+            continue;
+        if (docker_network_remove(a->docker, id, &e) == 0)
+            log_warn("networks: removed a second network named %s (%.12s), made at the same time",
+                     name, id);
+        else
+            log_warn("networks: two networks are named %s; cannot remove %.12s: %s", name, id,
+                     e.msg);
+    }
+}
+
 /* The network's id when it is owner's; ERR_CONFLICT when a network of
  * that name is someone else's; ERR_NOT_FOUND when there is none. */
 static int rs_network_find(app *a, const char *owner, const char *name, char *id, size_t id_size,
                            gb_err *err)
 {
     _cleanup_json_ json_t *net = NULL;
-    if (docker_network_inspect(a->docker, name, &net, err) < 0)
-        return -1;
+    if (docker_network_inspect(a->docker, name, &net, err) < 0) {
+        if (!strstr(err->msg, "ambiguous"))
+            return -1;
+        rs_network_dedupe(a, owner, name);
+        *err = (gb_err)GB_ERR_INIT;
+        if (docker_network_inspect(a->docker, name, &net, err) < 0)
+            return -1;
+    }
     const char *label =
         json_string_value(json_object_get(json_object_get(net, "Labels"), DOCKER_LABEL_NETWORK));
     if (!label || strcmp(label, owner) != 0)
@@ -84,9 +155,9 @@ static int rs_network_find(app *a, const char *owner, const char *name, char *id
     return 0;
 }
 
-/* rs_network_ensure, with the network's name and id. */
-static int rs_network_ensure_id(app *a, const char *owner, char *name, size_t name_size, char *id,
-                                size_t id_size, gb_err *err)
+/* rs_network_ensure, with the network's name and id; the mutex held. */
+static int rs_network_ensure_locked(app *a, const char *owner, char *name, size_t name_size,
+                                    char *id, size_t id_size, gb_err *err)
 {
     owner = rs_network_owner(owner);
     rs_network_name(owner, name, name_size);
@@ -113,6 +184,15 @@ static int rs_network_ensure_id(app *a, const char *owner, char *name, size_t na
             return err_prefix(err, "the network of user '%s'", owner);
         }
     }
+}
+
+static int rs_network_ensure_id(app *a, const char *owner, char *name, size_t name_size, char *id,
+                                size_t id_size, gb_err *err)
+{
+    pthread_mutex_lock(&rs_network_mutex);
+    int rc = rs_network_ensure_locked(a, owner, name, name_size, id, id_size, err);
+    pthread_mutex_unlock(&rs_network_mutex);
+    return rc;
 }
 
 int rs_network_ensure(app *a, const char *owner, char *name, size_t name_size, gb_err *err)
@@ -185,11 +265,12 @@ static int rs_network_owned_each(void *ctx, rs_record *r, gb_err *err)
     return 0;
 }
 
-/* Remove the network name (owner's), tolerating a running container on it. */
-static void rs_network_remove(app *a, const char *name, const char *owner)
+/* Remove the network name (owner's; id: by its id, as two of one name
+ * would be ambiguous), tolerating a running container on it. */
+static void rs_network_remove(app *a, const char *name, const char *id, const char *owner)
 {
     gb_err e = GB_ERR_INIT;
-    if (docker_network_remove(a->docker, name, &e) == 0)
+    if (docker_network_remove(a->docker, id && *id ? id : name, &e) == 0)
         log_info("networks: removed network %s: user %s has no set left", name, owner);
     else if (e.code == ERR_CONFLICT)
         log_info("networks: keeping network %s for now, a container still uses it: %s", name,
@@ -212,7 +293,7 @@ void rs_network_release(app *a, const char *owner)
     char name[RS_NETWORK_NAME_MAX], id[96];
     rs_network_name(owner, name, sizeof(name));
     if (rs_network_find(a, owner, name, id, sizeof(id), &e) == 0)
-        rs_network_remove(a, name, owner);
+        rs_network_remove(a, name, id, owner);
 }
 
 void rs_network_reconcile(app *a, const json_t *owners)
@@ -241,6 +322,6 @@ void rs_network_reconcile(app *a, const json_t *owners)
         const char *who = json_string_value(
             json_object_get(json_object_get(net, "Labels"), DOCKER_LABEL_NETWORK));
         if (name && who && !json_object_get(owners, who))
-            rs_network_remove(a, name, who);
+            rs_network_remove(a, name, rs_network_str(net, "Id"), who);
     }
 }
