@@ -74,6 +74,8 @@ int docker_info(docker_client *c, json_t **out, gb_err *err);
 #define DOCKER_LABEL_CREATED "gpubox.created"              /* an image gpubox committed: "true" */
 #define DOCKER_LABEL_COMMITTED_FROM "gpubox.committedFrom" /* ... from this container */
 #define DOCKER_LABEL_COMMITTED_BY "gpubox.committed-by"    /* the owner who committed it */
+#define DOCKER_LABEL_NETWORK "gpubox.network"              /* a network: the user it is for */
+#define DOCKER_LABEL_OWNER "gpubox.owner"                  /* a network: its owner, the same */
 
 /* ---- The run spec (docker_spec.c): a container as gpubox's services
  * describe it; only docker/ turns it into Engine API JSON. ---- */
@@ -123,9 +125,13 @@ typedef struct docker_run_spec {
     int64_t pids_limit;         /* 0 = DOCKER_DEFAULT_PIDS_LIMIT, < 0 = no limit */
     bool tty;                   /* Tty + OpenStdin: a shell CMD stays up */
     const char *hostname;       /* NULL: Docker's (the short id) */
+    const char *network;        /* HostConfig.NetworkMode: a network's name; NULL: Docker's
+                                 * default bridge */
+    const char *network_alias;  /* another name the container answers to on network (its
+                                 * replica set's); NULL: its own name only */
 } docker_run_spec;
 
-/* The ContainerConfig (HostConfig inside) for spec, with gpubox's safety
+/* The ContainerConfig (HostConfig and NetworkingConfig inside) for spec, with gpubox's safety
  * defaults always on: not privileged, no-new-privileges, a pids limit, an
  * init process, private IPC, Docker's default capabilities, no host
  * namespaces. A bad spec gives ERR_INVALID_PARAMS naming the field. */
@@ -404,5 +410,35 @@ int docker_container_archive_put(docker_client *c, const char *id_or_name, const
  * container's filesystem (any state, no process needed). */
 int docker_container_path_exists(docker_client *c, const char *id_or_name, const char *path,
                                  bool *exists, gb_err *err);
+
+/* ---- Networks (docker_networks.c) ---- */
+
+/* POST /networks/create: a bridge network name (CheckDuplicate on: a name
+ * taken gives ERR_CONFLICT) whose containers reach each other, with labels
+ * (an object of strings; may be NULL). *id (may be NULL) gets its id,
+ * malloc'd. Docker without a free address range for it gives ERR_INTERNAL
+ * saying to widen default-address-pools. */
+int docker_network_create(docker_client *c, const char *name, json_t *labels, char **id,
+                          gb_err *err);
+/* GET /networks/{name}: ERR_NOT_FOUND when absent. */
+int docker_network_inspect(docker_client *c, const char *name, json_t **out, gb_err *err);
+/* DELETE /networks/{name}. Absent is success; a running container on it
+ * gives ERR_CONFLICT (Docker's "has active endpoints"). Containers that
+ * are not running do not keep it: they fail to start until they are
+ * connected to a network of that name again. */
+int docker_network_remove(docker_client *c, const char *name, gb_err *err);
+/* GET /networks?filters={"label":[label]}; label "k" or "k=v", NULL = all.
+ * *out is the array of networks (empty when none). */
+int docker_network_list(docker_client *c, const char *label, json_t **out, gb_err *err);
+/* POST /networks/{name}/connect: container joins network, answering there
+ * to aliases too. A container that is not running is only recorded as on
+ * it, and joins when it starts. */
+int docker_network_connect(docker_client *c, const char *network, const char *container,
+                           const char *const *aliases, size_t naliases, gb_err *err);
+/* POST /networks/{name}/disconnect. For a container that is not running
+ * this only forgets the network in its config (even one Docker no longer
+ * has); force also disconnects from a network Docker lost. */
+int docker_network_disconnect(docker_client *c, const char *network, const char *container,
+                              bool force, gb_err *err);
 
 #endif

@@ -4,8 +4,9 @@
  *
  * The JSON is built in one pass: top-level fields (Image, Cmd, Env, Labels,
  * ExposedPorts, Tty, Hostname), then HostConfig (Mounts, PortBindings, the
- * GPU fields of the attach mode, limits, and the safety defaults, which no
- * spec field can turn off). Every input is checked here, so a bad spec
+ * GPU fields of the attach mode, limits, the network, and the safety
+ * defaults, which no spec field can turn off), then NetworkingConfig (the
+ * container's other name on its network). Every input is checked here, so a bad spec
  * fails with the field named before Docker sees anything.
  *
  * Binds become HostConfig.Mounts rather than the "src:dest:ro" strings of
@@ -260,6 +261,25 @@ static int docker_spec_limits(json_t *host, const docker_run_spec *spec, gb_err 
     return 0;
 }
 
+/* HostConfig.NetworkMode and NetworkingConfig.EndpointsConfig.<network>:
+ * the container on that network only, answering to its alias there too. */
+static int docker_spec_network(json_t *cfg, json_t *host, const docker_run_spec *spec, gb_err *err)
+{
+    if (!spec->network || !*spec->network)
+        return 0;
+    if (!docker_spec_volume_name_ok(spec->network))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "run spec: network '%s' is not a name ([a-zA-Z0-9][a-zA-Z0-9_.-]+)",
+                       spec->network);
+    json_object_set_new(host, "NetworkMode", json_string(spec->network));
+    json_t *endpoint = json_object();
+    if (spec->network_alias && *spec->network_alias)
+        json_object_set_new(endpoint, "Aliases", json_pack("[s]", spec->network_alias));
+    json_object_set_new(cfg, "NetworkingConfig",
+                        json_pack("{s:{s:o}}", "EndpointsConfig", spec->network, endpoint));
+    return 0;
+}
+
 int docker_run_spec_to_json(const docker_run_spec *spec, json_t **config, gb_err *err)
 {
     *config = NULL;
@@ -281,7 +301,8 @@ int docker_run_spec_to_json(const docker_run_spec *spec, json_t **config, gb_err
     if (docker_spec_strings(cfg, "Cmd", spec->cmd, spec->ncmd, "cmd", err) < 0 ||
         docker_spec_env(cfg, spec, err) < 0 || docker_spec_labels(cfg, spec->labels, err) < 0 ||
         docker_spec_mounts(host, spec, err) < 0 || docker_spec_ports(cfg, host, spec, err) < 0 ||
-        docker_spec_gpus(cfg, host, spec, err) < 0 || docker_spec_limits(host, spec, err) < 0)
+        docker_spec_gpus(cfg, host, spec, err) < 0 || docker_spec_limits(host, spec, err) < 0 ||
+        docker_spec_network(cfg, host, spec, err) < 0)
         return -1;
     *config = steal_ptr(&cfg);
     return 0;
@@ -310,13 +331,18 @@ int docker_run_spec_view(const docker_run_spec *spec, const char *const *bind_st
         return -1;
     json_t *host = json_incref(json_object_get(cfg, "HostConfig"));
     json_object_del(cfg, "HostConfig");
+    json_t *net = json_incref(json_object_get(cfg, "NetworkingConfig"));
+    json_object_del(cfg, "NetworkingConfig");
+    if (!net)
+        net = json_pack("{s:n}", "EndpointsConfig");
     if (nbind_strings &&
         docker_spec_strings(host, "Binds", bind_strings, nbind_strings, "binds", err) < 0) {
         json_decref(host);
+        json_decref(net);
         return -1;
     }
-    *view = json_pack("{s:O, s:o, s:{s:n}, s:{s:s, s:s}}", "config", cfg, "hostConfig", host,
-                      "networkingConfig", "EndpointsConfig", "platform", "architecture",
-                      docker_spec_arch(), "os", "linux");
+    *view = json_pack("{s:O, s:o, s:o, s:{s:s, s:s}}", "config", cfg, "hostConfig", host,
+                      "networkingConfig", net, "platform", "architecture", docker_spec_arch(), "os",
+                      "linux");
     return 0;
 }

@@ -207,6 +207,40 @@ static void test_json_minimal(void **state)
         "on-failure");
 }
 
+/* A network: NetworkMode names it, and the container answers to its alias
+ * there; without one, Docker's default (no NetworkMode, no
+ * NetworkingConfig). The view (gpu-docker-api's record) shows the same. */
+static void test_json_network(void **state)
+{
+    (void)state;
+    docker_run_spec spec = {
+        .image = "busybox", .network = "gpubox-u-alice", .network_alias = "web"};
+    _cleanup_json_ json_t *cfg = spec_json(&spec);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(cfg, "HostConfig"), "NetworkMode")),
+        "gpubox-u-alice");
+    assert_json_is(json_object_get(cfg, "NetworkingConfig"),
+                   "{\"EndpointsConfig\": {\"gpubox-u-alice\": {\"Aliases\": [\"web\"]}}}");
+
+    spec.network_alias = NULL;
+    _cleanup_json_ json_t *no_alias = spec_json(&spec);
+    assert_json_is(json_object_get(no_alias, "NetworkingConfig"),
+                   "{\"EndpointsConfig\": {\"gpubox-u-alice\": {}}}");
+
+    gb_err e = GB_ERR_INIT;
+    spec.network_alias = "web";
+    _cleanup_json_ json_t *view = NULL;
+    assert_int_equal(docker_run_spec_view(&spec, NULL, 0, &view, &e), 0);
+    assert_json_is(json_object_get(view, "networkingConfig"),
+                   "{\"EndpointsConfig\": {\"gpubox-u-alice\": {\"Aliases\": [\"web\"]}}}");
+    assert_null(json_object_get(json_object_get(view, "config"), "NetworkingConfig"));
+
+    docker_run_spec plain = {.image = "busybox"};
+    _cleanup_json_ json_t *plain_view = NULL;
+    assert_int_equal(docker_run_spec_view(&plain, NULL, 0, &plain_view, &e), 0);
+    assert_json_is(json_object_get(plain_view, "networkingConfig"), "{\"EndpointsConfig\": null}");
+}
+
 struct bad_case {
     const char *what; /* a word the message must hold */
     int code;
@@ -262,6 +296,8 @@ static void test_json_refusals(void **state)
         {"negative", ERR_INVALID_PARAMS, {.image = "i", .memory_bytes = -1}},
         {"negative", ERR_INVALID_PARAMS, {.image = "i", .shm_bytes = -1}},
         {"'sometimes'", ERR_INVALID_PARAMS, {.image = "i", .restart_policy = "sometimes"}},
+        {"network 'a b'", ERR_INVALID_PARAMS, {.image = "i", .network = "a b"}},
+        {"network '-x'", ERR_INVALID_PARAMS, {.image = "i", .network = "-x"}},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         gb_err e = GB_ERR_INIT;
@@ -479,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_json_no_gpu),
         cmocka_unit_test(test_json_minimal),
         cmocka_unit_test(test_json_refusals),
+        cmocka_unit_test(test_json_network),
         cmocka_unit_test_teardown(test_run_nvidia, dtu_cleanup),
         cmocka_unit_test_teardown(test_run_no_gpu_tty, dtu_cleanup),
         cmocka_unit_test_teardown(test_run_unsupported, dtu_cleanup),

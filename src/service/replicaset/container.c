@@ -82,7 +82,10 @@ int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_ru
         .restart_policy = s->restart_policy,
         .tty = true,
         .hostname = r->name,
+        .network = p->network,
+        .network_alias = r->name,
     };
+    rs_network_name(r->owner, p->network, sizeof(p->network));
     if (r->ncpuset) {
         p->cpuset = cpus_docker_cpuset(a, r->cpuset, r->ncpuset);
         ds->cpuset_cpus = p->cpuset;
@@ -122,12 +125,32 @@ int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds,
         rs_gpu_env_remove(a, r->container_name);
         return -1;
     }
-    if (docker_container_create(a->docker, r->container_name, config, &cid, err) < 0) {
+    /* The owner's network first; made again and the create tried once
+     * more when the owner's last other set took it away meanwhile. */
+    char network[RS_NETWORK_NAME_MAX];
+    int rc = -1;
+    for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
+        if (rs_network_ensure(a, r->owner, network, sizeof(network), err) < 0)
+            break;
+        rc = docker_container_create(a->docker, r->container_name, config, &cid, err);
+        /* gone meanwhile, or made twice at once (network.c) */
+        if (rc < 0 && !(err->code == ERR_NOT_FOUND && strstr(err->msg, "network")) &&
+            !strstr(err->msg, "ambiguous"))
+            break;
+    }
+    if (rc < 0) {
         rs_gpu_env_remove(a, r->container_name);
         return err_prefix(err, "creating container %s", r->container_name);
     }
     *id = steal_ptr(&cid);
     return 0;
+}
+
+int rs_container_start(app *a, const rs_record *r, gb_err *err)
+{
+    if (rs_network_attach(a, r, err) < 0)
+        return err_prefix(err, "starting %s", r->container_name);
+    return docker_container_start(a->docker, r->container_name, err);
 }
 
 int rs_container_stop(app *a, const char *container, gb_err *err)

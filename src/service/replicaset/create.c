@@ -68,7 +68,7 @@ static int rs_create_make_back(void *ctx, gb_err *err)
 static int rs_create_start(void *ctx, gb_err *err)
 {
     rs_cr *c = ctx;
-    return docker_container_start(c->a->docker, c->r->container_name, err);
+    return rs_container_start(c->a, c->r, err);
 }
 
 /* The first step's back is rs_create_undo: the record as it was. */
@@ -310,8 +310,7 @@ static int rs_create_conclude(app *a, rs_record *r, journal_op *op, const char *
     gb_err start = GB_ERR_INIT;
     if (exists && !running && !rs_volumes_ready(a, r))
         snprintf(start.msg, sizeof(start.msg), "a volume it binds is not available");
-    else if (exists &&
-             (running || docker_container_start(a->docker, r->container_name, &start) == 0)) {
+    else if (exists && (running || rs_container_start(a, r, &start) == 0)) {
         if (rs_create_finish(a, r, op, err) < 0)
             return -1;
         log_info("recover: %s: finished the create interrupted before %s ran", r->name,

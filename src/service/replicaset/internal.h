@@ -56,7 +56,8 @@ typedef struct rs_run_spec_parts {
     const char **uuids;
     docker_port *ports;
     json_t *labels;
-    char *cpuset; /* "2-3,34-35" (service/cpus.h); NULL: none */
+    char *cpuset;     /* "2-3,34-35" (service/cpus.h); NULL: none */
+    char network[96]; /* the owner's network (rs_network_name) */
 } rs_run_spec_parts;
 int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_run_spec *ds,
                      gb_err *err);
@@ -77,6 +78,31 @@ json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry);
  * left behind. */
 int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
                         gb_err *err);
+
+/* Start r's existing container (r->container_name): first onto its
+ * owner's network (rs_network_attach), then started; starting a running
+ * container is success. */
+int rs_container_start(app *a, const rs_record *r, gb_err *err);
+
+/* network.c: each user's sets on a network of their own (docs/security.md,
+ * "Networks between users"). */
+#define RS_NETWORK_NAME_MAX 96
+/* "gpubox-u-<owner>" (characters Docker refuses in names made safe). */
+void rs_network_name(const char *owner, char *buf, size_t size);
+/* Make owner's network if Docker lacks it; name gets its name. A network
+ * of that name that is not gpubox's for owner gives ERR_CONFLICT. */
+int rs_network_ensure(app *a, const char *owner, char *name, size_t name_size, gb_err *err);
+/* Before r's existing container starts: its owner's network made if
+ * missing, and the container, when not running, moved onto it if it is
+ * on anything else (another network, or the same name with an old id).
+ * An absent container is left to the start to report. */
+int rs_network_attach(app *a, const rs_record *r, gb_err *err);
+/* After a set of owner's was deleted: their network goes when no set of
+ * theirs is left (a container still on it is logged, not an error). */
+void rs_network_release(app *a, const char *owner);
+/* Start-up: the network of every owner in owners (an object keyed by
+ * owner) made if missing; gpubox's networks of anyone else removed. */
+void rs_network_reconcile(app *a, const json_t *owners);
 
 /* Stop a set's container (idempotent, as docker_container_stop), giving
  * its processes RS_STOP_TIMEOUT_S to end on SIGTERM, or no time at all when

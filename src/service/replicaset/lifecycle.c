@@ -219,7 +219,7 @@ int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
 
 int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err)
 {
-    if (docker_container_start(a->docker, r->container_name, err) < 0) {
+    if (rs_container_start(a, r, err) < 0) {
         if (err->code == ERR_NOT_FOUND)
             err_set(err, ERR_CONTINUE_FAILED,
                     "container %s is missing from Docker (removed by hand?); delete the set or "
@@ -288,6 +288,7 @@ static int rs_delete_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_
     rs_alloc_give_back(a, &held);
     log_info("replica set %s: deleted%s; gave back %zu GPU(s) and %zu port(s)", r->name,
              purge ? " and purged its history" : "", held.ngpus, held.nports);
+    rs_network_release(a, r->owner);
     if (out)
         *out = json_pack("{s:s, s:b, s:{s:o, s:o}}", "name", r->name, "purged", purge, "released",
                          "gpus", rs_record_gpus_json(&held), "ports", rs_record_ports_json(&held));

@@ -17,6 +17,9 @@
  *   - records whose container Docker no longer has are logged; the API
  *     reports their status as "missing" and they keep what they hold until
  *     the operator deletes or stops them;
+ *   - every owner with sets has their network (replicaset/network.c), made
+ *     again if someone removed it (a container is moved onto it before it
+ *     is started again), and gpubox's networks of anyone else go;
  *   - containers labelled as gpubox's that no record owns are logged;
  *   - GPU env files (replicaset/gpu_env.h) of containers no record names go.
  */
@@ -58,7 +61,7 @@ static void rs_reconcile_one(app *a, rs_record *r)
                  "still holds %zu GPU(s) and %zu port(s) until stopped or deleted",
                  r->name, r->container_name, r->ngpus, r->nports);
     } else if (r->state == RS_STATE_RUNNING && !st.running && rs_volumes_ready(a, r)) {
-        if (docker_container_start(a->docker, r->container_name, &err) == 0) {
+        if (rs_container_start(a, r, &err) == 0) {
             log_info("reconcile: %s: started %s again (it was running before gpuboxd stopped)",
                      r->name, r->container_name);
             rs_ssh_after_start(a, r, NULL, NULL);
@@ -86,7 +89,8 @@ static void rs_report_orphans(app *a, json_t *known)
 
 struct rs_reconcile_ctx {
     app *a;
-    json_t *known; /* container names of the sets not deleted */
+    json_t *known;  /* container names of the sets not deleted */
+    json_t *owners; /* the owners of those sets */
 };
 
 /* One record at start-up (rs_record_fn). */
@@ -95,8 +99,10 @@ static int rs_reconcile_each(void *ctx, rs_record *r, gb_err *err)
     struct rs_reconcile_ctx *rc = ctx;
     (void)err;
     rs_reconcile_one(rc->a, r);
-    if (r->state != RS_STATE_DELETED)
+    if (r->state != RS_STATE_DELETED && !rs_record_is_tombstone(r)) {
         json_object_set_new(rc->known, r->container_name, json_true());
+        json_object_set_new(rc->owners, r->owner[0] ? r->owner : USER_ANONYMOUS, json_true());
+    }
     return 0;
 }
 
@@ -105,9 +111,11 @@ int replicaset_reconcile(app *a, gb_err *err)
     if (replicaset_recover(a, err) < 0)
         return err_prefix(err, "recovering unfinished operations");
     _cleanup_json_ json_t *known = json_object();
-    struct rs_reconcile_ctx rc = {.a = a, .known = known};
+    _cleanup_json_ json_t *owners = json_object();
+    struct rs_reconcile_ctx rc = {.a = a, .known = known, .owners = owners};
     if (rs_records_each(a->store, rs_reconcile_each, &rc, err) < 0)
         return err_prefix(err, "reconciling replica sets");
+    rs_network_reconcile(a, owners);
     rs_report_orphans(a, known);
     rs_gpu_env_sweep(a, known);
     return 0;

@@ -33,7 +33,7 @@ typedef struct rs_rs {
 static int rs_restart_start(void *ctx, gb_err *err)
 {
     rs_rs *c = ctx;
-    return docker_container_start(c->a->docker, c->r->container_name, err);
+    return rs_container_start(c->a, c->r, err);
 }
 
 /* A container that does not start has nothing to undo: the operation is
@@ -116,8 +116,7 @@ static int rs_restart_same(app *a, rs_record *r, const rs_record *before, json_t
 /* A running set: its container restarted in place. */
 static int rs_restart_running(app *a, rs_record *r, json_t **out, gb_err *err)
 {
-    if (rs_container_stop(a, r->container_name, err) < 0 ||
-        docker_container_start(a->docker, r->container_name, err) < 0) {
+    if (rs_container_stop(a, r->container_name, err) < 0 || rs_container_start(a, r, err) < 0) {
         err->code = err->code == ERR_NOT_FOUND ? ERR_NOT_FOUND : ERR_RESTART_FAILED;
         return err_prefix(err, "restarting %s", r->container_name);
     }

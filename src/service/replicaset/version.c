@@ -163,7 +163,7 @@ static int rs_step_stop_old_back(void *ctx, gb_err *err)
         return -1;
     gb_err start = GB_ERR_INIT;
     if (c->from.state == RS_STATE_RUNNING && old_exists &&
-        docker_container_start(c->a->docker, c->from.container_name, &start) < 0)
+        rs_container_start(c->a, &c->from, &start) < 0)
         log_warn("%s %s: could not start %s again: %s", rs_change_kind(c), c->from.name,
                  c->from.container_name, start.msg);
     return 0;
@@ -249,8 +249,7 @@ static int rs_step_carry_back(void *ctx, gb_err *err)
 static int rs_step_start_new(void *ctx, gb_err *err)
 {
     rs_change *c = ctx;
-    if (c->to.state == RS_STATE_RUNNING &&
-        docker_container_start(c->a->docker, c->to.container_name, err) < 0)
+    if (c->to.state == RS_STATE_RUNNING && rs_container_start(c->a, &c->to, err) < 0)
         return err_prefix(err, "starting %s", c->to.container_name);
     return 0;
 }
