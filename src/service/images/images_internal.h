@@ -32,7 +32,8 @@ typedef struct image_pull_op {
     char id[JOURNAL_ID_MAX];
     char ref[DOCKER_REPO_MAX + DOCKER_TAG_MAX + 1]; /* repo:tag, as checked */
     char by[80];                                    /* who asked first */
-    char *xauth; /* the X-Registry-Auth value while it runs (NULL: none); wiped after */
+    char owner[80]; /* whose the image becomes when it ends well ("": everyone's) */
+    char *xauth;    /* the X-Registry-Auth value while it runs (NULL: none); wiped after */
     enum image_pull_state state;
     image_layer *layers;
     size_t nlayers, alloc;
@@ -70,8 +71,27 @@ void images_registry_free(images *im);
 
 /* Pull ref (checked) with xauth (the X-Registry-Auth value or NULL; taken,
  * wiped when done), joining a running pull of both: wait for its end (its
- * error then is the answer's), or not. *record: the pull's record. */
-int images_pull_run(app *a, const char *ref, char *xauth, bool wait, json_t **record, gb_err *err);
+ * error then is the answer's), or not. *record: the pull's record. When a
+ * pull it starts ends well, ref becomes owner's (NULL: everyone's), as
+ * images_record_pull says. */
+int images_pull_run(app *a, const char *ref, char *xauth, const char *owner, bool wait,
+                    json_t **record, gb_err *err);
+
+/* ---- owners.c ---- */
+
+/* ref (and the digests of its repository the image here has) becomes
+ * user's too, or everyone's (user NULL). */
+int images_record_pull(app *a, const char *ref, const char *user, gb_err *err);
+/* Is a pull of ref with auth by the caller one that makes it the caller's?
+ * A user's, with credentials of their own, of a name not here for everyone. */
+int images_pull_is_private(app *a, const char *ref, const image_auth *auth, bool *private_pull,
+                           gb_err *err);
+/* One item of GET /images (item, built from Docker's docker_item): its
+ * names a user may not use removed, "owners" added. 1: keep it; 0: the
+ * caller may name none of it (leave it out); -1: the store failed. */
+int images_list_filter(app *a, json_t *item, const json_t *docker_item, gb_err *err);
+/* The answer for an image a user may not use: as for one not there. */
+int image_not_found(gb_err *err, const char *ref);
 
 /* The record of op as JSON; the caller holds im->mu. */
 json_t *image_pull_op_json(const image_pull_op *op);
