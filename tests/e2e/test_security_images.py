@@ -243,6 +243,12 @@ def test_an_image_pulled_with_a_users_credentials_is_theirs(d, registry):
     # without credentials, the registry refuses bob's own pull
     r = as_(d, BOB, "POST", "/api/v1/replicaSet", body(name, ref))
     assert r.status == 422 and r.code == 1110, (r.status, r.body)
+    # and a failed pull with wrong ones gives him nothing either
+    r = as_(d, BOB, "POST", "/api/v1/images/pull",
+            {"image": ref, "registryAuth": {"username": USER, "password": "wrong"}})
+    assert r.status == 403 and r.code == 1130, (r.status, r.body)
+    assert_not_found(as_(d, BOB, "POST", "/api/v1/replicaSet", body(name, ref, pull="never")))
+    assert ref not in tags_seen(d, BOB)
     # with them, he has shown he may have it
     make_set(d, BOB, ref, registryAuth=AUTH)
     assert ref in tags_seen(d, BOB)

@@ -126,23 +126,21 @@ int image_pull(app *a, const char *ref, const image_auth *auth, bool wait, json_
                        "image '%.300s' lies under u/, where gpubox keeps the images users "
                        "commit on this node: such a name is never pulled",
                        ref);
-    bool private_pull = false;
-    if (images_pull_is_private(a, canonical, auth, &private_pull, err) < 0)
+    bool private_pull = false, absent = false;
+    if (images_pull_owner(a, canonical, auth, &private_pull, &absent, err) < 0)
         return -1;
-    /* Claimed before the first byte arrives: a pull answered at once must
-     * not leave the image everyone's while it runs. */
-    if (private_pull && images_record_pull(a, canonical, caller_owner(), err) < 0)
-        return -1;
+    const char *owner = private_pull ? caller_owner() : NULL;
     json_t *record = NULL;
-    int rc = images_pull_run(a, canonical, image_xauth(a, canonical, auth),
-                             private_pull ? caller_owner() : NULL, wait, &record, err);
+    int rc =
+        images_pull_run(a, canonical, image_xauth(a, canonical, auth),
+                        (images_pull_for){.owner = owner, .claim = absent}, wait, &record, err);
     if (rc < 0) {
         json_decref(record);
         return -1;
     }
     /* A pull this one joined was someone else's: it is this caller's (or
      * everyone's) as well now. */
-    if (wait && images_record_pull(a, canonical, private_pull ? caller_owner() : NULL, err) < 0) {
+    if (wait && images_record_pull(a, canonical, owner, err) < 0) {
         json_decref(record);
         return -1;
     }

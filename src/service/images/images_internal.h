@@ -33,6 +33,7 @@ typedef struct image_pull_op {
     char ref[DOCKER_REPO_MAX + DOCKER_TAG_MAX + 1]; /* repo:tag, as checked */
     char by[80];                                    /* who asked first */
     char owner[80]; /* whose the image becomes when it ends well ("": everyone's) */
+    bool claim;     /* owner claims the name while it runs (images_pull_for) */
     char *xauth;    /* the X-Registry-Auth value while it runs (NULL: none); wiped after */
     enum image_pull_state state;
     image_layer *layers;
@@ -69,12 +70,20 @@ const image_registry_cred *images_registry_cred(const images *im, const char *re
 int images_registry_load(images *im, const char *auth_file, gb_err *err);
 void images_registry_free(images *im);
 
+/* Who a pull makes an image's: owner NULL, everyone; else that user, who
+ * claims the name before the pull starts when claim (the image was not
+ * here: nobody may take it for everyone's while it arrives) and gives the
+ * claim back if the pull fails. */
+typedef struct images_pull_for {
+    const char *owner;
+    bool claim;
+} images_pull_for;
+
 /* Pull ref (checked) with xauth (the X-Registry-Auth value or NULL; taken,
  * wiped when done), joining a running pull of both: wait for its end (its
- * error then is the answer's), or not. *record: the pull's record. When a
- * pull it starts ends well, ref becomes owner's (NULL: everyone's), as
- * images_record_pull says. */
-int images_pull_run(app *a, const char *ref, char *xauth, const char *owner, bool wait,
+ * error then is the answer's), or not. *record: the pull's record. A pull
+ * it starts that ends well makes ref for->owner's (images_record_pull). */
+int images_pull_run(app *a, const char *ref, char *xauth, images_pull_for for_, bool wait,
                     json_t **record, gb_err *err);
 
 /* ---- owners.c ---- */
@@ -82,10 +91,14 @@ int images_pull_run(app *a, const char *ref, char *xauth, const char *owner, boo
 /* ref (and the digests of its repository the image here has) becomes
  * user's too, or everyone's (user NULL). */
 int images_record_pull(app *a, const char *ref, const char *user, gb_err *err);
-/* Is a pull of ref with auth by the caller one that makes it the caller's?
- * A user's, with credentials of their own, of a name not here for everyone. */
-int images_pull_is_private(app *a, const char *ref, const image_auth *auth, bool *private_pull,
-                           gb_err *err);
+/* Add user to the users of ref's name, or take them out (claim false);
+ * *changed: whether that changed anything. */
+int images_claim(app *a, const char *ref, const char *user, bool claim, bool *changed, gb_err *err);
+/* Does a pull of ref with auth by the caller make it the caller's? A
+ * user's, with credentials of their own, of a name not here for everyone.
+ * *absent: it is not here at all. */
+int images_pull_owner(app *a, const char *ref, const image_auth *auth, bool *private_pull,
+                      bool *absent, gb_err *err);
 /* One item of GET /images (item, built from Docker's docker_item): its
  * names a user may not use removed, "owners" added. 1: keep it; 0: the
  * caller may name none of it (leave it out); -1: the store failed. */

@@ -229,10 +229,15 @@ bool image_ref_is_committed(const char *repo)
 
 /* ---- records of pulls with a user's credentials ------------------------------------- */
 
-/* Add user to name's record (user NULL: remove the record: everyone's). */
-static int record_set(app *a, const char *name, const char *user, gb_err *err)
+/* Add user to name's record, or take them out of it (add false); user
+ * NULL: no record (everyone's). *changed (may be NULL): whether the user
+ * was not there before (add) or was (remove). */
+static int record_set(app *a, const char *name, const char *user, bool add, bool *changed,
+                      gb_err *err)
 {
     char key[STORE_KEY_MAX];
+    if (changed)
+        *changed = false;
     if (!keys_image(key, sizeof(key), name))
         return err_set(err, ERR_INVALID_PARAMS, "image name '%.300s' is too long", name);
     if (!user)
@@ -247,32 +252,59 @@ static int record_set(app *a, const char *name, const char *user, gb_err *err)
         }
         if (!users)
             users = json_array();
-        if (users_hold(users, user) && rev)
+        bool holds = users_hold(users, user);
+        if (add ? holds && rev : !holds)
             return 0;
-        json_array_append_new(users, json_string(user));
+        if (add && !holds) {
+            json_array_append_new(users, json_string(user));
+        } else if (!add) {
+            for (size_t i = json_array_size(users); i-- > 0;)
+                if (strcmp(json_string_value(json_array_get(users, i)), user) == 0)
+                    json_array_remove(users, i);
+        }
         char when[32];
         time_iso_now(when, sizeof(when));
         _cleanup_json_ json_t *value = json_pack("{s:O, s:s}", "users", users, "updateTime", when);
         _cleanup_free_ char *text = json_dumps(value, JSON_COMPACT);
         store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = rev};
         store_op op = {.kind = STORE_OP_PUT, .key = key, .value = text};
+        if (json_array_size(users) == 0)
+            op = (store_op){.kind = STORE_OP_DELETE, .key = key}; /* as before the claim */
         bool landed = false;
         if (store_txn(a->store, &cmp, 1, &op, 1, &landed, NULL, err) < 0)
             return -1;
-        if (landed)
+        if (landed) {
+            if (changed)
+                *changed = add ? !holds : holds;
             return 0;
+        }
     }
     return err_set(err, ERR_CONFLICT, "image %.300s: its record kept changing; try again", name);
 }
 
-int images_record_pull(app *a, const char *ref, const char *user, gb_err *err)
+/* name in Docker's familiar form. */
+static int familiar_name(const char *ref, char *name, size_t size, gb_err *err)
 {
     docker_image_ref r;
     if (docker_image_ref_parse(ref, &r, err) < 0)
         return -1;
+    docker_image_ref_familiar(&r, name, size);
+    return 0;
+}
+
+int images_claim(app *a, const char *ref, const char *user, bool claim, bool *changed, gb_err *err)
+{
     char name[DOCKER_REPO_MAX + DOCKER_TAG_MAX + DOCKER_DIGEST_MAX];
-    docker_image_ref_familiar(&r, name, sizeof(name));
-    if (record_set(a, name, user, err) < 0)
+    if (familiar_name(ref, name, sizeof(name), err) < 0)
+        return -1;
+    return record_set(a, name, user, claim, changed, err);
+}
+
+int images_record_pull(app *a, const char *ref, const char *user, gb_err *err)
+{
+    char name[DOCKER_REPO_MAX + DOCKER_TAG_MAX + DOCKER_DIGEST_MAX];
+    if (familiar_name(ref, name, sizeof(name), err) < 0 ||
+        record_set(a, name, user, true, NULL, err) < 0)
         return -1;
     /* The digests of the repository pulled name the same bytes. */
     _cleanup_json_ json_t *image = NULL;
@@ -285,7 +317,7 @@ int images_record_pull(app *a, const char *ref, const char *user, gb_err *err)
     {
         const char *digest = json_string_value(d);
         if (digest && strncmp(digest, name, repo_len) == 0 && digest[repo_len] == '@' &&
-            record_set(a, digest, user, err) < 0)
+            record_set(a, digest, user, true, NULL, err) < 0)
             return -1;
     }
     return 0;
@@ -296,15 +328,12 @@ int image_committed_public(app *a, const char *ref, gb_err *err)
     return images_record_pull(a, ref, NULL, err);
 }
 
-int images_pull_is_private(app *a, const char *ref, const image_auth *auth, bool *private_pull,
-                           gb_err *err)
+int images_pull_owner(app *a, const char *ref, const image_auth *auth, bool *private_pull,
+                      bool *absent, gb_err *err)
 {
-    *private_pull = false;
+    *private_pull = *absent = false;
     if (!caller_is_user() || !auth || !auth->username)
         return 0;
-    /* Already here for everyone: the registry's bytes behind a name that
-     * is everyone's stay everyone's (else one user's pull could take an
-     * image away from all the others). */
     _cleanup_json_ json_t *image = NULL;
     gb_err inner = GB_ERR_INIT;
     if (docker_image_inspect(a->docker, ref, &image, &inner) < 0) {
@@ -312,14 +341,15 @@ int images_pull_is_private(app *a, const char *ref, const image_auth *auth, bool
             *err = inner;
             return -1;
         }
-        *private_pull = true;
+        *private_pull = *absent = true;
         return 0;
     }
-    docker_image_ref r;
-    if (docker_image_ref_parse(ref, &r, err) < 0)
-        return -1;
+    /* Here for everyone already: the registry's bytes behind a name that is
+     * everyone's stay everyone's (else one user's pull could take an image
+     * away from all the others). */
     char name[DOCKER_REPO_MAX + DOCKER_TAG_MAX + DOCKER_DIGEST_MAX];
-    docker_image_ref_familiar(&r, name, sizeof(name));
+    if (familiar_name(ref, name, sizeof(name), err) < 0)
+        return -1;
     int64_t rev;
     _cleanup_json_ json_t *users = record_users(a, name, &rev, &inner);
     if (inner.code != ERR_OK) {
