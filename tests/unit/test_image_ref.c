@@ -43,6 +43,8 @@ static void test_parse_accepts(void **state)
         {"reg:5000/a/b:t@sha256:" HEX64, "reg:5000/a/b", "t", "sha256:" HEX64,
          "reg:5000/a/b@sha256:" HEX64},
         {"a__b.c-d---e_f", "a__b.c-d---e_f", "", "", "a__b.c-d---e_f:latest"},
+        /* found by fuzz_image_ref: a name whose familiar form is id-like */
+        {"library/" HEX64, "library/" HEX64, "", "", HEX64 ":latest"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         docker_image_ref r;
