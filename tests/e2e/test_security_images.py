@@ -266,8 +266,14 @@ def test_an_image_an_admin_pulled_is_everyones(d, registry):
 
 
 def test_images_under_u_are_never_pulled(d):
-    r = as_(d, ADMIN, "POST", "/api/v1/images/pull", {"image": "u/alice/model:v1"})
-    assert r.status == 400 and r.code == 1000, (r.status, r.body)
+    for image in ("u/alice/model:v1", "docker.io/u/alice/model:v1",
+                  "index.docker.io/u/alice/model:v1"):
+        for token in (ADMIN, ALICE, BOB):
+            r = as_(d, token, "POST", "/api/v1/images/pull", {"image": image})
+            assert r.status == 400 and r.code == 1000, (image, r.status, r.body)
+            name = f"{PREFIX}{secrets.token_hex(3)}"
+            r = as_(d, token, "POST", "/api/v1/replicaSet", body(name, image, pull="always"))
+            assert r.status == 422 and r.code == 1110, (image, r.status, r.body)
 
 
 # ---- item 9: image names that walk the Engine API --------------------------------------

@@ -187,6 +187,9 @@ static void test_user_namespace(void **state)
             fail_msg("'%s' from user '%s': %s", ref, cases[i][0], e.msg);
         assert_true(image_ref_is_committed(r.repo));
     }
+    assert_true(image_ref_is_committed("docker.io/u/alice/x"));
+    assert_true(image_ref_is_committed("index.docker.io/u/alice/x"));
+    assert_false(image_ref_is_committed("reg.io/u/alice/x"));
     assert_false(image_ref_is_committed("ubuntu"));
     assert_false(image_ref_is_committed("uu/x"));
 }

@@ -93,7 +93,8 @@ int image_use_check_inspected(app *a, const char *ref, const json_t *image, gb_e
 /* May the caller commit to repository repo? A user only under their own
  * namespace: else ERR_FORBIDDEN naming the name to use. */
 int image_commit_check(const char *repo, gb_err *err);
-/* Does repo lie under u/ (names only commits make, never pulled)? */
+/* Does repo lie under u/ (names only commits make, never pulled), as
+ * Docker lists it (docker.io/u/... too)? */
 bool image_ref_is_committed(const char *repo);
 /* After an admin's commit to ref: everyone's (a record of a user's pull of
  * that name goes). */

@@ -224,7 +224,12 @@ int image_commit_check(const char *repo, gb_err *err)
 
 bool image_ref_is_committed(const char *repo)
 {
-    return name_is_committed(repo);
+    /* As Docker lists it: docker.io/u/x is u/x too. */
+    docker_image_ref r = {0};
+    snprintf(r.repo, sizeof(r.repo), "%s", repo);
+    char name[DOCKER_REPO_MAX + DOCKER_TAG_MAX + DOCKER_DIGEST_MAX];
+    docker_image_ref_familiar(&r, name, sizeof(name));
+    return name_is_committed(name);
 }
 
 /* ---- records of pulls with a user's credentials ------------------------------------- */
