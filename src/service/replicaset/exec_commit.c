@@ -166,7 +166,7 @@ int replicaset_commit(app *a, const char *name, const char *image, bool overwrit
         return -1;
     _cleanup_json_ json_t *env = keep_env ? NULL : rs_commit_env(a, r.container_name, err);
     if (!keep_env && !env) {
-        err->code = err->code == ERR_NOT_FOUND ? ERR_NOT_FOUND : ERR_COMMIT_FAILED;
+        err->code = ERR_COMMIT_FAILED; /* as a failed commit answers */
         return err_prefix(err, "committing %s", r.container_name);
     }
     _cleanup_json_ json_t *labels =
