@@ -167,7 +167,7 @@ int docker_image_ref_parse(const char *ref, docker_image_ref *out, gb_err *err);
  * without docker.io/ and library/, with ":latest" when no tag was given;
  * "name@digest" (the tag dropped) when it has a digest. */
 void docker_image_ref_familiar(const docker_image_ref *r, char *buf, size_t size);
-/* Is s an image id, "sha256:<64 hex>"? */
+/* Is s an image id, "sha256:<64 hex>" or the 64 hex digits alone? */
 bool docker_image_id_like(const char *s);
 
 /* Check an image reference "repo[:tag]" by Docker's rules and split it:

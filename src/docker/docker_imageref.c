@@ -189,12 +189,14 @@ static bool ref_name(const char *s, size_t n, char *why, size_t why_size)
 /* "sha256:" and 64 lower-case hex digits over s[0..n). */
 static bool ref_digest(const char *s, size_t n)
 {
-    return n == 7 + 64 && memcmp(s, "sha256:", 7) == 0 && strspn(s + 7, "0123456789abcdef") >= 64;
+    return s && n == 7 + 64 && memcmp(s, "sha256:", 7) == 0 &&
+           strspn(s + 7, "0123456789abcdef") >= 64;
 }
 
 bool docker_image_id_like(const char *s)
 {
-    return s && ref_digest(s, strlen(s));
+    size_t n = s ? strlen(s) : 0;
+    return ref_digest(s, n) || (n == 64 && strspn(s, "0123456789abcdef") == 64);
 }
 
 int docker_image_ref_parse(const char *ref, docker_image_ref *out, gb_err *err)

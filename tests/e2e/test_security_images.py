@@ -161,7 +161,8 @@ def test_a_users_commit_is_theirs_alone_and_keeps_no_instance_env(d):
     missing = as_(d, BOB, "POST", "/api/v1/replicaSet",
                   body(name, f"u/alice/model:nothere{RUN_TAG}", pull="never"))
     assert_not_found(missing)
-    for image in (ref, data["imageId"].split(":")[1][:12]):
+    for image in (ref, data["imageId"].split(":")[1][:12], data["imageId"],
+                  data["imageId"].split(":")[1]):
         r = as_(d, BOB, "POST", "/api/v1/replicaSet", body(name, image, pull="never"))
         if r.status == 200:
             out = run_in(d, BOB, name, "env; cat /model.bin || true")
@@ -301,6 +302,12 @@ def test_image_names_do_not_walk_the_engine_api(d):
             assert r.status == 400 and r.code == 1000, (image, r.status, r.body)
     half = len(answers) // 2
     assert answers[:half] == answers[half:]
+
+
+def test_an_admin_may_name_an_image_by_its_id(d):
+    image_id = inspect(IMAGE)["Id"]
+    make_set(d, ADMIN, image_id, pull="never")
+    make_set(d, ADMIN, image_id.split(":")[1], pull="never")
 
 
 def test_a_digest_reference_is_taken(d):

@@ -142,7 +142,8 @@ static void test_id_like(void **state)
 {
     (void)state;
     assert_true(docker_image_id_like("sha256:" HEX64));
-    assert_false(docker_image_id_like(HEX64));
+    assert_true(docker_image_id_like(HEX64));
+    assert_false(docker_image_id_like("ubuntu"));
     assert_false(docker_image_id_like("sha256:" HEX64 "0"));
     assert_false(docker_image_id_like("sha256:../containers/x"));
     assert_false(docker_image_id_like(NULL));

@@ -167,10 +167,11 @@ int image_ensure(app *a, const char *ref, enum image_pull_policy policy, const i
 {
     /* Docker's grammar first: no name it refuses reaches a URL. */
     docker_image_ref r;
-    if (docker_image_ref_parse(ref, &r, err) < 0)
+    bool id = docker_image_id_like(ref); /* an admin's; never pulled */
+    if (!id && docker_image_ref_parse(ref, &r, err) < 0)
         return err_prefix(err, "imageName");
     /* A name under u/ is made by commits on this node, never pulled. */
-    bool local_only = image_ref_is_committed(r.repo);
+    bool local_only = id || image_ref_is_committed(r.repo);
     if (policy != IMAGE_PULL_ALWAYS || local_only) {
         int here = image_here(a, ref, err);
         if (here != 0)

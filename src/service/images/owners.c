@@ -184,6 +184,8 @@ int image_use_check_inspected(app *a, const char *ref, const json_t *image, gb_e
 {
     if (!caller_is_user())
         return 0;
+    if (docker_image_id_like(ref))
+        return image_not_found(err, ref); /* not one of its names */
     docker_image_ref r;
     if (docker_image_ref_parse(ref, &r, err) < 0)
         return -1;
