@@ -56,7 +56,7 @@ _gpubox() {
     logs)
         _gpubox_args 1 1 " --follow -f --tail -n --since --timestamps -t --all-versions $globals" ;;
     commit)
-        _gpubox_args 1 1 " --overwrite $globals" ;;
+        _gpubox_args 1 1 " --overwrite --keep-env $globals" ;;
     rm)
         _gpubox_args 1 1 " --purge $globals" ;;
     pull)

@@ -208,7 +208,7 @@ int api_container_delete(http_request *req, http_response *resp, gb_err *err)
 
 int api_container_commit(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"newImageName", "overwrite", NULL};
+    static const char *const fields[] = {"newImageName", "overwrite", "keepEnv", NULL};
     char name[NAME_MAX_LEN + 1];
     json_t *body = NULL;
     if (api_body(req, fields, true, &body, err) < 0 || legacy_name(req, name, err) < 0)

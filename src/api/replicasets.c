@@ -207,18 +207,19 @@ int api_commit_from(http_request *req, const char *name, const json_t *body, htt
                     gb_err *err)
 {
     const char *image = NULL;
-    bool overwrite = false;
+    bool overwrite = false, keep_env = false;
     if (json_field_string(body, NULL, "newImageName", &image, true, err) < 0 ||
-        json_field_bool(body, NULL, "overwrite", &overwrite, false, err) < 0)
+        json_field_bool(body, NULL, "overwrite", &overwrite, false, err) < 0 ||
+        json_field_bool(body, NULL, "keepEnv", &keep_env, false, err) < 0)
         return -1; /* the service checks the name by Docker's rules */
     json_t *data = NULL;
-    int rc = replicaset_commit(req->ctx, name, image, overwrite, &data, err);
+    int rc = replicaset_commit(req->ctx, name, image, overwrite, keep_env, &data, err);
     return answer(rc, data, resp, err);
 }
 
 int api_replicaset_commit(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"newImageName", "overwrite", NULL};
+    static const char *const fields[] = {"newImageName", "overwrite", "keepEnv", NULL};
     const char *name = NULL;
     json_t *body = NULL;
     if (api_path_name(req, &name, err) < 0 || api_body(req, fields, true, &body, err) < 0)

@@ -717,6 +717,8 @@ int cli_cmd_commit(cli_ctx *ctx, const cli_args *a)
 {
     _cleanup_json_ json_t *body =
         json_pack("{s:s, s:b}", "newImageName", a->pos[1], "overwrite", cli_flag(a, "overwrite"));
+    if (cli_flag(a, "keep-env")) /* only when asked: older servers refuse the field */
+        json_object_set_new(body, "keepEnv", json_true());
     _cleanup_free_ char *path = rs_path(ctx, a->pos[0], "commit");
     cli_req req = {.method = "POST", .path = path, .body = body};
     return cli_exchange(ctx, &req, commit_print, a);

@@ -131,6 +131,8 @@ static const cli_opt logs_opts[] = {
 
 static const cli_opt commit_opts[] = {
     {"overwrite", 0, CLI_OPT_FLAG, NULL, "replace the tag if gpubox made it"},
+    {"keep-env", 0, CLI_OPT_FLAG, NULL,
+     "keep the instance's environment in the image (by default only the base image's)"},
     CLI_OPTS_END,
 };
 

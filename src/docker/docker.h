@@ -145,12 +145,36 @@ int docker_run_spec_view(const docker_run_spec *spec, const char *const *bind_st
 
 /* ---- Images (docker_images.c, docker_imageref.c) ---- */
 
-/* GET /images/{name}/json. ERR_IMAGE_NOT_FOUND (naming the image) when absent. */
+/* GET /images/{name}/json. image is a reference docker_image_ref_parse
+ * takes, or an image id "sha256:<64 hex>"; anything else is
+ * ERR_INVALID_PARAMS with no call made. ERR_IMAGE_NOT_FOUND (naming the
+ * image) when absent. */
 int docker_image_inspect(docker_client *c, const char *image, json_t **out, gb_err *err);
 
 /* Buffer sizes that hold any repository and tag docker_image_ref_check accepts. */
 #define DOCKER_REPO_MAX 256 /* 255 characters and the NUL */
 #define DOCKER_TAG_MAX 129  /* 128 characters and the NUL */
+
+#define DOCKER_DIGEST_MAX 72 /* "sha256:", 64 hex digits and the NUL */
+
+/* An image reference split by Docker's grammar (docker_imageref.c). */
+typedef struct docker_image_ref {
+    char repo[DOCKER_REPO_MAX];     /* "registry:5000/team/app", as given */
+    char tag[DOCKER_TAG_MAX];       /* "" when none was given */
+    char digest[DOCKER_DIGEST_MAX]; /* "sha256:<64 hex>", or "" */
+} docker_image_ref;
+
+/* Check ref, "name[:tag][@sha256:<64 hex>]", by Docker's grammar and split
+ * it into *out. ERR_INVALID_PARAMS says what is wrong (ERR_IMAGE_EMPTY for
+ * NULL or ""). Every image name a request gives passes here before any
+ * Docker call: a name Docker's grammar refuses never reaches a URL. */
+int docker_image_ref_parse(const char *ref, docker_image_ref *out, gb_err *err);
+/* r as Docker shows it in RepoTags and RepoDigests ("familiar" form):
+ * without docker.io/ and library/, with ":latest" when no tag was given;
+ * "name@digest" (the tag dropped) when it has a digest. */
+void docker_image_ref_familiar(const docker_image_ref *r, char *buf, size_t size);
+/* Is s an image id, "sha256:<64 hex>" or the 64 hex digits alone? */
+bool docker_image_id_like(const char *s);
 
 /* Check an image reference "repo[:tag]" by Docker's rules and split it:
  * *repo gets the repository ("registry:5000/team/app"), *tag the tag
@@ -199,10 +223,14 @@ int docker_image_list(docker_client *c, json_t **out, gb_err *err);
  * labels (an object of strings, may be NULL) are added to the image's, so
  * gpubox can mark images it made. The container is paused while its
  * filesystem is read. *image_id (may be NULL) gets "sha256:...", malloc'd.
+ * env (an array of strings, may be NULL: the container's) is the image's
+ * environment; Docker adds back any variable of the container it does not
+ * name, and an entry without '=' ("KEY") is one Docker unsets at every
+ * start of a container made from the image.
  * An existing tag is moved to the new image: check first if that matters. */
 int docker_container_commit(docker_client *c, const char *id_or_name, const char *repo,
-                            const char *tag, const char *comment, json_t *labels, char **image_id,
-                            gb_err *err);
+                            const char *tag, const char *comment, json_t *labels, const json_t *env,
+                            char **image_id, gb_err *err);
 /* DELETE /images/{name}. An absent image is success; an image a container
  * uses gives ERR_CONFLICT unless force. Only the tag goes when other tags
  * share the image. */

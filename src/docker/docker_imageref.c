@@ -4,7 +4,8 @@
  *
  * Docker's grammar (distribution's reference package):
  *
- *   reference      := name [":" tag]            ("@" digest is refused here)
+ *   reference      := name [":" tag] ["@" digest]
+ *   digest         := "sha256:" [0-9a-f]{64}
  *   name           := [domain "/"] path-component ("/" path-component)*
  *   domain         := domain-component ("." domain-component)* [":" port]
  *   domain-component := [a-zA-Z0-9] | [a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]
@@ -185,6 +186,67 @@ static bool ref_name(const char *s, size_t n, char *why, size_t why_size)
     }
 }
 
+/* "sha256:" and 64 lower-case hex digits over s[0..n). */
+static bool ref_digest(const char *s, size_t n)
+{
+    return s && n == 7 + 64 && memcmp(s, "sha256:", 7) == 0 &&
+           strspn(s + 7, "0123456789abcdef") >= 64;
+}
+
+bool docker_image_id_like(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    return ref_digest(s, n) || (n == 64 && strspn(s, "0123456789abcdef") == 64);
+}
+
+int docker_image_ref_parse(const char *ref, docker_image_ref *out, gb_err *err)
+{
+    *out = (docker_image_ref){0};
+    if (!ref || !*ref)
+        return err_set(err, ERR_IMAGE_EMPTY, "image name is empty");
+    size_t len = strlen(ref);
+    const char *at = strchr(ref, '@');
+    size_t body_len = at ? (size_t)(at - ref) : len;
+    if (at && !ref_digest(at + 1, len - body_len - 1))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "image name '%.300s' is not valid: a digest is @sha256: and 64 "
+                       "lower-case hexadecimal digits",
+                       ref);
+    /* The tag separator: the last ':' after the last '/' (a port's ':'
+     * comes before a '/'). */
+    const char *last_slash = NULL;
+    for (const char *p = ref; p < ref + body_len; p++)
+        if (*p == '/')
+            last_slash = p;
+    const char *colon = NULL;
+    for (const char *p = last_slash ? last_slash : ref; p < ref + body_len; p++)
+        if (*p == ':')
+            colon = p;
+    size_t name_len = colon ? (size_t)(colon - ref) : body_len;
+    char why[256];
+    if (!ref_name(ref, name_len, why, sizeof(why)))
+        return err_set(err, ERR_INVALID_PARAMS, "image name '%.300s' is not valid: %s", ref, why);
+    size_t tag_len = colon ? body_len - name_len - 1 : 0;
+    char tag[DOCKER_TAG_MAX + 1];
+    if (colon) {
+        if (tag_len > DOCKER_TAG_LEN_MAX)
+            tag_len = DOCKER_TAG_LEN_MAX + 1; /* too long: refused below */
+        memcpy(tag, colon + 1, tag_len);
+        tag[tag_len] = '\0';
+        if (!ref_tag(tag) || colon + 1 + strlen(tag) != ref + body_len)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "image name '%.300s' is not valid: the tag must be 1-%d characters "
+                           "of A-Z, a-z, 0-9, '_', '.' and '-', not starting with '.' or '-'",
+                           ref, DOCKER_TAG_LEN_MAX);
+        memcpy(out->tag, tag, tag_len + 1);
+    }
+    memcpy(out->repo, ref, name_len);
+    out->repo[name_len] = '\0';
+    if (at)
+        memcpy(out->digest, at + 1, len - body_len); /* with its NUL */
+    return 0;
+}
+
 int docker_image_ref_check(const char *ref, char *repo, size_t repo_size, char *tag,
                            size_t tag_size, gb_err *err)
 {
@@ -192,33 +254,45 @@ int docker_image_ref_check(const char *ref, char *repo, size_t repo_size, char *
         repo[0] = '\0';
     if (tag_size)
         tag[0] = '\0';
-    if (!ref || !*ref)
-        return err_set(err, ERR_IMAGE_EMPTY, "image name is empty");
-    if (strchr(ref, '@'))
+    if (ref && strchr(ref, '@'))
         return err_set(err, ERR_INVALID_PARAMS,
                        "image name '%.300s' names a digest; give a repository and a tag "
                        "(repo:tag) instead",
                        ref);
-    const char *last_slash = strrchr(ref, '/');
-    const char *colon = strrchr(last_slash ? last_slash : ref, ':');
-    size_t name_len = colon ? (size_t)(colon - ref) : strlen(ref);
-    const char *tag_text = colon ? colon + 1 : "latest";
-
-    char why[256];
-    if (!ref_name(ref, name_len, why, sizeof(why)))
-        return err_set(err, ERR_INVALID_PARAMS, "image name '%.300s' is not valid: %s", ref, why);
-    if (!ref_tag(tag_text))
-        return err_set(err, ERR_INVALID_PARAMS,
-                       "image name '%.300s' is not valid: the tag must be 1-%d characters of "
-                       "A-Z, a-z, 0-9, '_', '.' and '-', not starting with '.' or '-'",
-                       ref, DOCKER_TAG_LEN_MAX);
-    if (name_len >= repo_size || strlen(tag_text) >= tag_size)
+    docker_image_ref r;
+    if (docker_image_ref_parse(ref, &r, err) < 0)
+        return -1;
+    const char *tag_text = r.tag[0] ? r.tag : "latest";
+    if (strlen(r.repo) >= repo_size || strlen(tag_text) >= tag_size)
         return err_set(err, ERR_INTERNAL,
                        "image name '%.300s': the caller's buffers are too small to hold it", ref);
-    memcpy(repo, ref, name_len);
-    repo[name_len] = '\0';
+    strcpy(repo, r.repo);
     strcpy(tag, tag_text);
     return 0;
+}
+
+/* The repository's length once Docker's familiar form drops what it
+ * implies: "docker.io/" (or index.docker.io/) and then "library/" before
+ * a one-component name: how many leading characters go. */
+static size_t ref_familiar_skip(const char *repo)
+{
+    size_t skip = 0;
+    if (strncmp(repo, "docker.io/", 10) == 0)
+        skip = 10;
+    else if (strncmp(repo, "index.docker.io/", 16) == 0)
+        skip = 16;
+    if (strncmp(repo + skip, "library/", 8) == 0 && !strchr(repo + skip + 8, '/'))
+        skip += 8;
+    return skip;
+}
+
+void docker_image_ref_familiar(const docker_image_ref *r, char *buf, size_t size)
+{
+    const char *name = r->repo + ref_familiar_skip(r->repo);
+    if (r->digest[0])
+        snprintf(buf, size, "%s@%s", name, r->digest);
+    else
+        snprintf(buf, size, "%s:%s", name, r->tag[0] ? r->tag : "latest");
 }
 
 void docker_image_ref_registry(const char *ref, char *buf, size_t size)

@@ -3,8 +3,11 @@
  * image, remove an image. References are checked by docker_imageref.c
  * before Docker sees them.
  *
- * An image reference in a path keeps its '/' (registry/repo) and ':'/'@'
- * (tag, digest) as the docker CLI sends them; anything else is escaped.
+ * An image name reaches a URL only once it is a reference by Docker's
+ * grammar (docker_image_ref_parse) or an image id: "../containers/x" is
+ * refused before any call, so a name cannot walk to another route. In the
+ * path it keeps its '/' (registry/repo) and ':' (port, tag) as the docker
+ * CLI sends them; anything else ('@' of a digest included) is escaped.
  */
 #include "util/xalloc.h"
 #include "docker/docker_internal.h"
@@ -15,12 +18,21 @@
 
 #include "util/cleanup.h"
 
+/* image as a path segment: a reference by Docker's grammar or an id. */
+static char *docker_image_path_ref(const char *image, gb_err *err)
+{
+    docker_image_ref parsed;
+    if (!docker_image_id_like(image) && docker_image_ref_parse(image, &parsed, err) < 0)
+        return NULL;
+    return docker_escape(image, "/:");
+}
+
 int docker_image_inspect(docker_client *c, const char *image, json_t **out, gb_err *err)
 {
     *out = NULL;
-    if (!image || !*image)
-        return err_set(err, ERR_IMAGE_EMPTY, "image name is empty");
-    _cleanup_free_ char *ref = docker_escape(image, "/:@");
+    _cleanup_free_ char *ref = docker_image_path_ref(image, err);
+    if (!ref)
+        return -1;
     _cleanup_free_ char *path = xasprintf("/images/%s/json", ref);
     gb_err inner = GB_ERR_INIT;
     if (docker_get(c, path, out, &inner, "inspecting image '%s'", image) == 0)
@@ -33,9 +45,11 @@ int docker_image_inspect(docker_client *c, const char *image, json_t **out, gb_e
     return err_set(err, inner.code, "%s", inner.msg);
 }
 
-/* The commit body: a ContainerConfig holding only Labels, which Docker
- * merges into the container's config (keeping its Cmd, Env, ...). */
-static int docker_commit_body(json_t *labels, json_t **body, gb_err *err)
+/* The commit body: a ContainerConfig holding Labels and (when not NULL)
+ * Env, which Docker merges into the container's config (keeping its Cmd,
+ * WorkingDir, ...; a variable of the container that env does not name is
+ * added back, so env names every one to drop, without a value). */
+static int docker_commit_body(json_t *labels, const json_t *env, json_t **body, gb_err *err)
 {
     if (labels) {
         const char *key;
@@ -46,12 +60,14 @@ static int docker_commit_body(json_t *labels, json_t **body, gb_err *err)
             return err_set(err, ERR_INVALID_PARAMS, "image labels must be an object of strings");
     }
     *body = labels ? json_pack("{s:O}", "Labels", labels) : json_object();
+    if (env)
+        json_object_set_new(*body, "Env", json_deep_copy(env));
     return 0;
 }
 
 int docker_container_commit(docker_client *c, const char *id_or_name, const char *repo,
-                            const char *tag, const char *comment, json_t *labels, char **image_id,
-                            gb_err *err)
+                            const char *tag, const char *comment, json_t *labels, const json_t *env,
+                            char **image_id, gb_err *err)
 {
     if (image_id)
         *image_id = NULL;
@@ -62,7 +78,7 @@ int docker_container_commit(docker_client *c, const char *id_or_name, const char
     if (docker_image_ref_check(ref, repo_ok, sizeof(repo_ok), tag_ok, sizeof(tag_ok), err) < 0)
         return err_prefix(err, "committing container '%s'", id_or_name);
     _cleanup_json_ json_t *body = NULL;
-    if (docker_commit_body(labels, &body, err) < 0)
+    if (docker_commit_body(labels, env, &body, err) < 0)
         return err_prefix(err, "committing container '%s'", id_or_name);
 
     _cleanup_free_ char *c_esc = docker_escape(id_or_name, NULL);
@@ -91,9 +107,9 @@ int docker_container_commit(docker_client *c, const char *id_or_name, const char
 
 int docker_image_remove(docker_client *c, const char *name, bool force, gb_err *err)
 {
-    if (!name || !*name)
-        return err_set(err, ERR_IMAGE_EMPTY, "removing an image: the image name is empty");
-    _cleanup_free_ char *ref = docker_escape(name, "/:@");
+    _cleanup_free_ char *ref = docker_image_path_ref(name, err);
+    if (!ref)
+        return err_prefix(err, "removing an image");
     _cleanup_free_ char *path = xasprintf("/images/%s?force=%d&noprune=0", ref, force ? 1 : 0);
     long status = 0;
     _cleanup_json_ json_t *resp = NULL;

@@ -114,10 +114,12 @@ static int docker_pull_fail(const char *ref, const char *msg, long status, gb_er
 int docker_image_pull(docker_client *c, const char *ref, const char *registry_auth,
                       docker_pull_fn fn, void *ctx, gb_err *err)
 {
-    char repo[DOCKER_REPO_MAX], tag[DOCKER_TAG_MAX];
-    if (docker_image_ref_check(ref, repo, sizeof(repo), tag, sizeof(tag), err) < 0)
+    docker_image_ref r;
+    if (docker_image_ref_parse(ref, &r, err) < 0)
         return -1;
-    _cleanup_free_ char *r_esc = docker_escape(repo, NULL);
+    /* Docker's tag parameter takes a digest too (a digest wins over a tag). */
+    const char *tag = r.digest[0] ? r.digest : r.tag[0] ? r.tag : "latest";
+    _cleanup_free_ char *r_esc = docker_escape(r.repo, NULL);
     _cleanup_free_ char *t_esc = docker_escape(tag, NULL);
     _cleanup_free_ char *path = xasprintf("/images/create?fromImage=%s&tag=%s", r_esc, t_esc);
     _cleanup_free_ char *header =

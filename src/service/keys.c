@@ -57,6 +57,11 @@ char *keys_idle(char *buf, size_t size, const char *name)
     return keys_format(buf, size, snprintf(buf, size, KEYS_IDLE "%s", name));
 }
 
+char *keys_image(char *buf, size_t size, const char *ref)
+{
+    return keys_format(buf, size, snprintf(buf, size, KEYS_IMAGES "%s", ref));
+}
+
 char *keys_event(char *buf, size_t size, long long ms, unsigned seq)
 {
     return keys_format(buf, size, snprintf(buf, size, KEYS_EVENTS "%015lld-%06u", ms, seq));

@@ -13,6 +13,11 @@
  *   /gpubox/operations/<id>                  journal of a multi-step operation
  *   /gpubox/health/<uuid>                    a card marked unhealthy (service/monitor)
  *   /gpubox/idle/<name>                      since when replica set <name> is idle
+ *   /gpubox/images/<ref>                     who may use image reference <ref> (Docker's
+ *                                            familiar form, "reg:5000/team/app:v1" or
+ *                                            "app@sha256:..."), pulled with a user's own
+ *                                            credentials (service/images/owners.c); no
+ *                                            key: everyone
  *   /gpubox/events/<ms>-<seq>                an event (service/monitor/events.c), ms
  *                                            zero-padded to 15 digits so keys sort by time
  *   /accounts/...                            users, quotas, ledgers, accounting: the
@@ -39,6 +44,7 @@
 #define KEYS_HEALTH KEYS_ROOT "health/"
 #define KEYS_IDLE KEYS_ROOT "idle/"
 #define KEYS_EVENTS KEYS_ROOT "events/"
+#define KEYS_IMAGES KEYS_ROOT "images/"
 /* Users, quotas, ledgers and accounting (users/users.h): outside KEYS_ROOT,
  * so a single server joining a fleet leaves them at the fleet's root, where
  * every node reaches them. Their functions below take `up`, what leads
@@ -78,6 +84,7 @@ char *keys_volume_history_prefix(char *buf, size_t size, const char *name);
 char *keys_operation(char *buf, size_t size, const char *id);
 char *keys_health(char *buf, size_t size, const char *uuid);
 char *keys_idle(char *buf, size_t size, const char *name);
+char *keys_image(char *buf, size_t size, const char *ref);
 char *keys_event(char *buf, size_t size, long long ms, unsigned seq);
 
 /* True when key is a replica set's current record (not one of its history

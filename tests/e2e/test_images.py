@@ -311,7 +311,9 @@ def test_auth_registry_with_request_credentials(d, registries):
     ({"image": 5}, "image"),
     ({"image": ""}, "image"),
     ({"image": "Upper/Case:v1"}, "lowercase"),
-    ({"image": "x@sha256:" + "a" * 64}, "digest"),
+    # a digest is Docker's grammar (issue 25, item 9); a malformed one is not
+    ({"image": "x@sha256:" + "a" * 63}, "digest"),
+    ({"image": "../containers/x"}, "not valid"),
     ({"image": "busybox", "colour": "red"}, "colour"),
     ({"image": "busybox", "wait": "yes"}, "wait"),
     ({"image": "busybox", "registryAuth": "user:pw"}, "registryAuth"),

@@ -261,7 +261,8 @@ def test_a_user_overwrites_only_images_they_committed(pair):
     cset, dset = f"{PREFIX}i{secrets.token_hex(2)}", f"{PREFIX}j{secrets.token_hex(2)}"
     ok(as_(d, tc, "POST", "/api/v1/replicaSet", create_body(cset)))
     ok(as_(d, td, "POST", "/api/v1/replicaSet", create_body(dset)))
-    tag = f"{PREFIX}img:{secrets.token_hex(2)}"
+    # a user's commits go under u/<user>/ (docs/security.md, "Images")
+    tag = f"u/{carol}/{PREFIX}img:{secrets.token_hex(2)}"
     try:
         ok(as_(d, tc, "POST", rs_path(cset, "/commit"), {"newImageName": tag}))
         ok(as_(d, tc, "POST", rs_path(cset, "/commit"), {"newImageName": tag, "overwrite": True}))

@@ -359,8 +359,8 @@ static void test_commit_and_remove(void **state)
     _cleanup_json_ json_t *labels = dtu_labels();
     json_object_set_new(labels, "gpubox.created", json_string("true"));
     _cleanup_free_ char *image_id = NULL;
-    if (docker_container_commit(dtu_client, src, repo, "v1", "made by the test", labels, &image_id,
-                                &e) != 0)
+    if (docker_container_commit(dtu_client, src, repo, "v1", "made by the test", labels, NULL,
+                                &image_id, &e) != 0)
         fail_msg("%s", e.msg);
     assert_non_null(image_id);
     assert_memory_equal(image_id, "sha256:", 7);
@@ -392,7 +392,8 @@ static void test_commit_and_remove(void **state)
     /* No tag: "latest". Committing to a taken tag moves it. */
     _cleanup_free_ char *latest_id = NULL;
     assert_int_equal(
-        docker_container_commit(dtu_client, src, repo, NULL, NULL, labels, &latest_id, &e), 0);
+        docker_container_commit(dtu_client, src, repo, NULL, NULL, labels, NULL, &latest_id, &e),
+        0);
     snprintf(ref, sizeof(ref), "%s:latest", repo);
     _cleanup_json_ json_t *latest = NULL;
     assert_int_equal(docker_image_inspect(dtu_client, ref, &latest, &e), 0);
@@ -417,7 +418,7 @@ static void test_commit_errors(void **state)
     gb_err e = GB_ERR_INIT;
     char *id = (char *)"unset";
     assert_int_equal(docker_container_commit(dtu_client, "gbtest-dk-images-absent", "gbtest-x",
-                                             "v1", NULL, NULL, &id, &e),
+                                             "v1", NULL, NULL, NULL, &id, &e),
                      -1);
     assert_null(id);
     assert_int_equal(e.code, ERR_NOT_FOUND);
@@ -425,22 +426,25 @@ static void test_commit_errors(void **state)
 
     _cleanup_free_ char *src = dtu_create("errsrc", dtu_config(NULL));
     assert_int_equal(
-        docker_container_commit(dtu_client, src, "Bad/Name", "v1", NULL, NULL, NULL, &e), -1);
+        docker_container_commit(dtu_client, src, "Bad/Name", "v1", NULL, NULL, NULL, NULL, &e), -1);
     assert_int_equal(e.code, ERR_INVALID_PARAMS);
     assert_non_null(strstr(e.msg, "must be lowercase"));
     assert_int_equal(
-        docker_container_commit(dtu_client, src, "gbtest-x", ".v1", NULL, NULL, NULL, &e), -1);
-    assert_int_equal(e.code, ERR_INVALID_PARAMS);
-    assert_int_equal(
-        docker_container_commit(dtu_client, src, "gbtest-x:v1", "v2", NULL, NULL, NULL, &e), -1);
-    assert_int_equal(e.code, ERR_INVALID_PARAMS);
-    assert_int_equal(
-        docker_container_commit(dtu_client, src, "gbtest-x@sha256:00", "v2", NULL, NULL, NULL, &e),
+        docker_container_commit(dtu_client, src, "gbtest-x", ".v1", NULL, NULL, NULL, NULL, &e),
         -1);
+    assert_int_equal(e.code, ERR_INVALID_PARAMS);
+    assert_int_equal(
+        docker_container_commit(dtu_client, src, "gbtest-x:v1", "v2", NULL, NULL, NULL, NULL, &e),
+        -1);
+    assert_int_equal(e.code, ERR_INVALID_PARAMS);
+    assert_int_equal(docker_container_commit(dtu_client, src, "gbtest-x@sha256:00", "v2", NULL,
+                                             NULL, NULL, NULL, &e),
+                     -1);
     assert_non_null(strstr(e.msg, "digest"));
     _cleanup_json_ json_t *bad_labels = json_pack("{s:b}", "gpubox.created", true);
-    assert_int_equal(
-        docker_container_commit(dtu_client, src, "gbtest-x", "v1", NULL, bad_labels, NULL, &e), -1);
+    assert_int_equal(docker_container_commit(dtu_client, src, "gbtest-x", "v1", NULL, bad_labels,
+                                             NULL, NULL, &e),
+                     -1);
     assert_int_equal(e.code, ERR_INVALID_PARAMS);
     assert_non_null(strstr(e.msg, "labels"));
 

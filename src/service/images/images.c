@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/users/caller.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/time.h"
@@ -98,13 +99,17 @@ static char *image_xauth(app *a, const char *ref, const image_auth *auth)
     return cred ? docker_registry_auth(cred->username, cred->password, server) : NULL;
 }
 
-/* ref as "repo:tag", checked as Docker would check it. */
-static int image_canonical(const char *ref, char *out, size_t size, gb_err *err)
+/* ref as "repo:tag" (or "repo@digest"), checked as Docker would check it;
+ * *r gets its parts. */
+static int image_canonical(const char *ref, docker_image_ref *r, char *out, size_t size,
+                           gb_err *err)
 {
-    char repo[DOCKER_REPO_MAX], tag[DOCKER_TAG_MAX];
-    if (docker_image_ref_check(ref, repo, sizeof(repo), tag, sizeof(tag), err) < 0)
+    if (docker_image_ref_parse(ref, r, err) < 0)
         return -1;
-    snprintf(out, size, "%s:%s", repo, tag);
+    if (r->digest[0])
+        snprintf(out, size, "%s@%s", r->repo, r->digest);
+    else
+        snprintf(out, size, "%s:%s", r->repo, r->tag[0] ? r->tag : "latest");
     return 0;
 }
 
@@ -112,12 +117,30 @@ int image_pull(app *a, const char *ref, const image_auth *auth, bool wait, json_
                gb_err *err)
 {
     *out = NULL;
-    char canonical[DOCKER_REPO_MAX + DOCKER_TAG_MAX + 1];
-    if (image_canonical(ref, canonical, sizeof(canonical), err) < 0)
+    docker_image_ref r;
+    char canonical[DOCKER_REPO_MAX + DOCKER_TAG_MAX + DOCKER_DIGEST_MAX];
+    if (image_canonical(ref, &r, canonical, sizeof(canonical), err) < 0)
         return -1;
+    if (image_ref_is_committed(r.repo))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "image '%.300s' lies under u/, where gpubox keeps the images users "
+                       "commit on this node: such a name is never pulled",
+                       ref);
+    bool private_pull = false, absent = false;
+    if (images_pull_owner(a, canonical, auth, &private_pull, &absent, err) < 0)
+        return -1;
+    const char *owner = private_pull ? caller_owner() : NULL;
     json_t *record = NULL;
-    int rc = images_pull_run(a, canonical, image_xauth(a, canonical, auth), wait, &record, err);
+    int rc =
+        images_pull_run(a, canonical, image_xauth(a, canonical, auth),
+                        (images_pull_for){.owner = owner, .claim = absent}, wait, &record, err);
     if (rc < 0) {
+        json_decref(record);
+        return -1;
+    }
+    /* A pull this one joined was someone else's: it is this caller's (or
+     * everyone's) as well now. */
+    if (wait && images_record_pull(a, canonical, owner, err) < 0) {
         json_decref(record);
         return -1;
     }
@@ -126,23 +149,40 @@ int image_pull(app *a, const char *ref, const image_auth *auth, bool wait, json_
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
 
+/* Is ref here, for the caller to use? 1 yes, 0 no (not here, or another's:
+ * *err says so as for an image not here), -1 another error. */
+static int image_here(app *a, const char *ref, gb_err *err)
+{
+    _cleanup_json_ json_t *found = NULL;
+    gb_err inner = GB_ERR_INIT;
+    if (docker_image_inspect(a->docker, ref, &found, &inner) == 0 &&
+        image_use_check_inspected(a, ref, found, &inner) == 0)
+        return 1;
+    *err = inner;
+    return inner.code == ERR_IMAGE_NOT_FOUND ? 0 : -1;
+}
+
 int image_ensure(app *a, const char *ref, enum image_pull_policy policy, const image_auth *auth,
                  gb_err *err)
 {
-    if (policy != IMAGE_PULL_ALWAYS) {
-        _cleanup_json_ json_t *found = NULL;
-        gb_err inspect = GB_ERR_INIT;
-        if (docker_image_inspect(a->docker, ref, &found, &inspect) == 0)
-            return 0;
-        if (inspect.code != ERR_IMAGE_NOT_FOUND || policy == IMAGE_PULL_NEVER) {
-            *err = inspect;
-            return -1;
-        }
+    /* Docker's grammar first: no name it refuses reaches a URL. */
+    docker_image_ref r;
+    bool id = docker_image_id_like(ref); /* an admin's; never pulled */
+    if (!id && docker_image_ref_parse(ref, &r, err) < 0)
+        return err_prefix(err, "imageName");
+    /* A name under u/ is made by commits on this node, never pulled. */
+    bool local_only = id || image_ref_is_committed(r.repo);
+    if (policy != IMAGE_PULL_ALWAYS || local_only) {
+        int here = image_here(a, ref, err);
+        if (here != 0)
+            return here > 0 ? 0 : -1;
+        if (policy == IMAGE_PULL_NEVER || local_only)
+            return image_not_found(err, ref);
     }
     _cleanup_json_ json_t *answer = NULL;
     gb_err pull = GB_ERR_INIT;
     if (image_pull(a, ref, auth, true, &answer, &pull) == 0)
-        return 0;
+        return image_use_check(a, ref, err);
     if (policy == IMAGE_PULL_ALWAYS || pull.code == ERR_DOCKER_UNAVAILABLE) {
         *err = pull;
         return -1;
@@ -207,8 +247,18 @@ int images_list(app *a, const char *name, json_t **out, gb_err *err)
     /* Docker lists the newest first already. */
     json_array_foreach(list, i, d)
     {
-        if (image_wanted(d, name))
-            json_array_append_new(images, image_item(d));
+        if (!image_wanted(d, name))
+            continue;
+        json_t *item = image_item(d);
+        int keep = images_list_filter(a, item, d, err);
+        if (keep > 0)
+            json_array_append_new(images, item);
+        else
+            json_decref(item);
+        if (keep < 0) {
+            json_decref(images);
+            return -1;
+        }
     }
     *out = json_pack("{s:o}", "images", images);
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");

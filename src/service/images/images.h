@@ -72,9 +72,33 @@ int image_pull(app *a, const char *ref, const image_auth *auth, bool wait, json_
                gb_err *err);
 
 /* GET /images: {images: [{id, repoTags, repoDigests, size, created,
- * gpuboxCreated}]}, newest first; name (NULL: all) keeps the images with a
- * tag equal to it, or whose repository is it. */
+ * gpuboxCreated, owners}]}, newest first; name (NULL: all) keeps the images
+ * with a tag equal to it, or whose repository is it. A `user` gets only
+ * the names they may use (owners.c), and no image they may name none of. */
 int images_list(app *a, const char *name, json_t **out, gb_err *err);
+
+/* ---- Owners (owners.c; docs/security.md, "Images") ---- */
+
+/* Where user's commits go: "u/<user>/" (the name in lower case when it is
+ * a path component by Docker's rules, else its bytes in hex). */
+void image_user_namespace(const char *user, char *buf, size_t size);
+/* May the caller start a container from ref, which is here? 0 yes (any
+ * admin, viewer or the daemon itself); a user gets ERR_IMAGE_NOT_FOUND,
+ * worded as for an image that is not here, for a name that is another's
+ * or is not one of the image's names (an id); ERR_INVALID_PARAMS for a
+ * name Docker's grammar refuses. */
+int image_use_check(app *a, const char *ref, gb_err *err);
+/* The same with the image's inspect at hand. */
+int image_use_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err);
+/* May the caller commit to repository repo? A user only under their own
+ * namespace: else ERR_FORBIDDEN naming the name to use. */
+int image_commit_check(const char *repo, gb_err *err);
+/* Does repo lie under u/ (names only commits make, never pulled), as
+ * Docker lists it (docker.io/u/... too)? */
+bool image_ref_is_committed(const char *repo);
+/* After an admin's commit to ref: everyone's (a record of a user's pull of
+ * that name goes). */
+int image_committed_public(app *a, const char *ref, gb_err *err);
 
 /* The record of pull id into *out: 1 found, 0 not (not a pull's id). */
 int image_pull_record(app *a, const char *id, json_t **out);

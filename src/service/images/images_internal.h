@@ -32,7 +32,9 @@ typedef struct image_pull_op {
     char id[JOURNAL_ID_MAX];
     char ref[DOCKER_REPO_MAX + DOCKER_TAG_MAX + 1]; /* repo:tag, as checked */
     char by[80];                                    /* who asked first */
-    char *xauth; /* the X-Registry-Auth value while it runs (NULL: none); wiped after */
+    char owner[80]; /* whose the image becomes when it ends well ("": everyone's) */
+    bool claim;     /* owner claims the name while it runs (images_pull_for) */
+    char *xauth;    /* the X-Registry-Auth value while it runs (NULL: none); wiped after */
     enum image_pull_state state;
     image_layer *layers;
     size_t nlayers, alloc;
@@ -68,10 +70,41 @@ const image_registry_cred *images_registry_cred(const images *im, const char *re
 int images_registry_load(images *im, const char *auth_file, gb_err *err);
 void images_registry_free(images *im);
 
+/* Who a pull makes an image's: owner NULL, everyone; else that user, who
+ * claims the name before the pull starts when claim (the image was not
+ * here: nobody may take it for everyone's while it arrives) and gives the
+ * claim back if the pull fails. */
+typedef struct images_pull_for {
+    const char *owner;
+    bool claim;
+} images_pull_for;
+
 /* Pull ref (checked) with xauth (the X-Registry-Auth value or NULL; taken,
  * wiped when done), joining a running pull of both: wait for its end (its
- * error then is the answer's), or not. *record: the pull's record. */
-int images_pull_run(app *a, const char *ref, char *xauth, bool wait, json_t **record, gb_err *err);
+ * error then is the answer's), or not. *record: the pull's record. A pull
+ * it starts that ends well makes ref for->owner's (images_record_pull). */
+int images_pull_run(app *a, const char *ref, char *xauth, images_pull_for for_, bool wait,
+                    json_t **record, gb_err *err);
+
+/* ---- owners.c ---- */
+
+/* ref (and the digests of its repository the image here has) becomes
+ * user's too, or everyone's (user NULL). */
+int images_record_pull(app *a, const char *ref, const char *user, gb_err *err);
+/* Add user to the users of ref's name, or take them out (claim false);
+ * *changed: whether that changed anything. */
+int images_claim(app *a, const char *ref, const char *user, bool claim, bool *changed, gb_err *err);
+/* Does a pull of ref with auth by the caller make it the caller's? A
+ * user's, with credentials of their own, of a name not here for everyone.
+ * *absent: it is not here at all. */
+int images_pull_owner(app *a, const char *ref, const image_auth *auth, bool *private_pull,
+                      bool *absent, gb_err *err);
+/* One item of GET /images (item, built from Docker's docker_item): its
+ * names a user may not use removed, "owners" added. 1: keep it; 0: the
+ * caller may name none of it (leave it out); -1: the store failed. */
+int images_list_filter(app *a, json_t *item, const json_t *docker_item, gb_err *err);
+/* The answer for an image a user may not use: as for one not there. */
+int image_not_found(gb_err *err, const char *ref);
 
 /* The record of op as JSON; the caller holds im->mu. */
 json_t *image_pull_op_json(const image_pull_op *op);

@@ -118,8 +118,15 @@ static void pull_run_op(app *a, images *im, image_pull_op *op)
 {
     pull_run r = {.a = a, .im = im, .op = op};
     gb_err err = GB_ERR_INIT;
-    int rc = docker_image_pull(a->docker, op->ref, op->xauth, pull_progress, &r, &err);
+    /* An image a user pulls with their own credentials is theirs before
+     * its first byte is here (owners.c); a failed pull gives that back. */
+    bool claimed = false;
+    int rc = op->claim ? images_claim(a, op->ref, op->owner, true, &claimed, &err) : 0;
+    if (rc == 0)
+        rc = docker_image_pull(a->docker, op->ref, op->xauth, pull_progress, &r, &err);
     char id[80] = "";
+    if (rc == 0 && images_record_pull(a, op->ref, op->owner[0] ? op->owner : NULL, &err) < 0)
+        rc = -1;
     if (rc == 0) {
         _cleanup_json_ json_t *inspect = NULL;
         if (docker_image_inspect(a->docker, op->ref, &inspect, &err) < 0)
@@ -130,6 +137,10 @@ static void pull_run_op(app *a, images *im, image_pull_op *op)
                          ? json_string_value(json_object_get(inspect, "Id"))
                          : "");
     }
+    gb_err unclaim = GB_ERR_INIT;
+    if (rc < 0 && claimed && images_claim(a, op->ref, op->owner, false, NULL, &unclaim) < 0)
+        log_warn("images: %s keeps a claim of %s after a failed pull: %s", op->owner, op->ref,
+                 unclaim.msg);
     pthread_mutex_lock(&im->mu);
     op->state = rc == 0 ? IMAGE_PULL_DONE : IMAGE_PULL_FAILED;
     snprintf(op->image_id, sizeof(op->image_id), "%s", id);
@@ -191,7 +202,8 @@ static bool same_auth(const char *x, const char *y)
 
 /* The running pull of ref with xauth, or a new one (xauth is taken either
  * way); *fresh says which. The caller holds a reference (refs). */
-static image_pull_op *pulls_find_or_add(images *im, const char *ref, char *xauth, bool *fresh)
+static image_pull_op *pulls_find_or_add(images *im, const char *ref, char *xauth,
+                                        images_pull_for for_, bool *fresh)
 {
     pthread_mutex_lock(&im->mu);
     image_pull_op *op = im->ops;
@@ -210,6 +222,8 @@ static image_pull_op *pulls_find_or_add(images *im, const char *ref, char *xauth
         journal_new_id(op->id);
         snprintf(op->ref, sizeof(op->ref), "%s", ref);
         snprintf(op->by, sizeof(op->by), "%s", caller_owner());
+        snprintf(op->owner, sizeof(op->owner), "%s", for_.owner ? for_.owner : "");
+        op->claim = for_.owner && for_.claim;
         op->xauth = xauth;
         time_iso_now(op->create_time, sizeof(op->create_time));
         memcpy(op->update_time, op->create_time, sizeof(op->update_time));
@@ -267,11 +281,12 @@ static void pulls_start_background(app *a, image_pull_op *op)
         pull_thread(arg);
 }
 
-int images_pull_run(app *a, const char *ref, char *xauth, bool wait, json_t **record, gb_err *err)
+int images_pull_run(app *a, const char *ref, char *xauth, images_pull_for for_, bool wait,
+                    json_t **record, gb_err *err)
 {
     images *im = a->images;
     bool fresh = false;
-    image_pull_op *op = pulls_find_or_add(im, ref, xauth, &fresh);
+    image_pull_op *op = pulls_find_or_add(im, ref, xauth, for_, &fresh);
     if (!fresh)
         log_info("images: a pull of %s joins operation %s, already running", ref, op->id);
     if (fresh && wait)

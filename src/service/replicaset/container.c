@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/images/images.h"
 #include "service/replicaset/gpu_env.h"
 #include "service/volume/volumes.h"
 #include "util/cleanup.h"
@@ -105,6 +106,10 @@ void rs_run_spec_parts_free(rs_run_spec_parts *p)
 int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
                         gb_err *err)
 {
+    /* Every container a user's request makes (create, patch, rollback,
+     * restart) starts from an image that user may use: owners.c. */
+    if (image_use_check(a, r->spec.image, err) < 0)
+        return -1;
     _cleanup_(rs_run_spec_parts_free) rs_run_spec_parts parts = {0};
     docker_run_spec ds;
     if (rs_run_spec_base(a, r, &parts, &ds, err) < 0)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "service/images/images.h"
 #include "service/metrics.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
@@ -93,8 +94,57 @@ static int rs_commit_check_target(app *a, const char *image, bool overwrite, gb_
     return 0;
 }
 
-int replicaset_commit(app *a, const char *name, const char *image, bool overwrite, json_t **out,
-                      gb_err *err)
+/* The length of env entry e's name (up to its '=', else all of it). */
+static size_t env_key_len(const char *e)
+{
+    return strcspn(e, "=");
+}
+
+static bool env_has_key(const json_t *env, const char *e)
+{
+    size_t n = env_key_len(e), i;
+    json_t *v;
+    json_array_foreach(env, i, v)
+    {
+        const char *s = json_string_value(v);
+        if (s && env_key_len(s) == n && strncmp(s, e, n) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The environment a commit gives its image when the instance's is not
+ * kept: that of the image the container started from, and every variable
+ * the container added (the request's env, gpubox's own) named without a
+ * value. Docker adds back any variable of the container the commit's Env
+ * does not name; a name without '=' is one it unsets at every start. */
+static json_t *rs_commit_env(app *a, const char *container, gb_err *err)
+{
+    _cleanup_json_ json_t *c = NULL;
+    _cleanup_json_ json_t *img = NULL;
+    if (docker_container_inspect(a->docker, container, &c, err) < 0)
+        return NULL;
+    const char *image_id = json_string_value(json_object_get(c, "Image"));
+    if (!image_id || docker_image_inspect(a->docker, image_id, &img, err) < 0) {
+        if (!image_id)
+            err_set(err, ERR_INTERNAL, "container %s: Docker names no image", container);
+        return NULL;
+    }
+    json_t *base = json_object_get(json_object_get(img, "Config"), "Env");
+    json_t *env = json_is_array(base) ? json_deep_copy(base) : json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(json_object_get(c, "Config"), "Env"), i, v)
+    {
+        const char *e = json_string_value(v);
+        if (e && !env_has_key(env, e))
+            json_array_append_new(env, json_stringn(e, env_key_len(e)));
+    }
+    return env;
+}
+
+int replicaset_commit(app *a, const char *name, const char *image, bool overwrite, bool keep_env,
+                      json_t **out, gb_err *err)
 {
     OPS_TIMED(a, "commit", out, err);
     char repo[DOCKER_REPO_MAX], tag[DOCKER_TAG_MAX];
@@ -107,22 +157,36 @@ int replicaset_commit(app *a, const char *name, const char *image, bool overwrit
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_for(a, name, RS_OP_COMMIT, &r, err) < 0)
         return -1;
+    /* A user's images go under their own namespace (images/owners.c). */
+    if (image_commit_check(repo, err) < 0)
+        return -1;
     char full[DOCKER_REPO_MAX + DOCKER_TAG_MAX + 1];
     snprintf(full, sizeof(full), "%s:%s", repo, tag);
     if (rs_commit_check_target(a, full, overwrite, err) < 0)
         return -1;
+    _cleanup_json_ json_t *env = keep_env ? NULL : rs_commit_env(a, r.container_name, err);
+    if (!keep_env && !env) {
+        err->code = ERR_COMMIT_FAILED; /* as a failed commit answers */
+        return err_prefix(err, "committing %s", r.container_name);
+    }
     _cleanup_json_ json_t *labels =
         json_pack("{s:s, s:s, s:s}", DOCKER_LABEL_CREATED, "true", DOCKER_LABEL_COMMITTED_FROM,
                   r.container_name, DOCKER_LABEL_COMMITTED_BY, caller_owner());
     _cleanup_free_ char *image_id = NULL;
     char comment[128];
     snprintf(comment, sizeof(comment), "gpubox commit of %s", r.container_name);
-    if (docker_container_commit(a->docker, r.container_name, repo, tag, comment, labels, &image_id,
-                                err) < 0) {
+    if (docker_container_commit(a->docker, r.container_name, repo, tag, comment, labels, env,
+                                &image_id, err) < 0) {
         err->code = ERR_COMMIT_FAILED;
         return err_prefix(err, "committing %s", r.container_name);
     }
-    log_info("replica set %s: committed %s as %s", name, r.container_name, full);
-    *out = json_pack("{s:s, s:s}", "imageName", full, "imageId", image_id ? image_id : "");
+    /* An admin's image is everyone's, whoever pulled that name before. */
+    if (!caller_is_user() && !image_ref_is_committed(repo) &&
+        image_committed_public(a, full, err) < 0)
+        return err_prefix(err, "committed %s as %s, but", r.container_name, full);
+    log_info("replica set %s: committed %s as %s%s", name, r.container_name, full,
+             keep_env ? " (with its environment)" : "");
+    *out = json_pack("{s:s, s:s, s:b}", "imageName", full, "imageId", image_id ? image_id : "",
+                     "keptEnv", keep_env);
     return 0;
 }

@@ -133,9 +133,12 @@ int replicaset_execute(app *a, const char *name, const rs_exec_request *req, jso
 
 /* Commit the container to image `image` ("repo[:tag]"). An existing tag is
  * refused unless overwrite, and never overwritten if gpubox did not create
- * it. data: {imageName, imageId}. */
-int replicaset_commit(app *a, const char *name, const char *image, bool overwrite, json_t **out,
-                      gb_err *err);
+ * it. A user commits only under their own namespace, u/<user>/
+ * (images.h: image_commit_check). The image keeps the instance's
+ * environment only when keep_env; else it has its base image's, each
+ * variable the instance added unset. data: {imageName, imageId, keptEnv}. */
+int replicaset_commit(app *a, const char *name, const char *image, bool overwrite, bool keep_env,
+                      json_t **out, gb_err *err);
 
 /* ---- Logs (replicaset/logs.c) ---- */
 
