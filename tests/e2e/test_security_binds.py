@@ -17,8 +17,8 @@ import signal
 import pytest
 
 from conftest import docker_request
-from rsutil import (RUN_TAG, create, create_ok, delete, execute, execute_ok, lifecycle,
-                    patch, remove_containers, wait_until)
+from rsutil import (RUN_TAG, container, create, create_ok, delete, execute, execute_ok, lifecycle,
+                    patch, remove_containers, unmount_staged_binds, wait_until)
 
 PREFIX = "e2sbd" + RUN_TAG
 ARGS = ("--simulate-gpus", "2xA100-80GB", "--port-range", "61550-61599")
@@ -34,6 +34,7 @@ def host(tmp_path):
     outside.write_text("host secret\n")
     yield prefix, outside
     remove_containers(PREFIX)
+    unmount_staged_binds(tmp_path / "data")
 
 
 @pytest.fixture
@@ -92,7 +93,7 @@ def test_swap_then_pause_and_continue_keeps_the_bind(gpuboxd, host, tmp_path):
     pause_continue(d, b)
     assert_not_host_root(d, b, outside)
     # A new version of B resolves the path again: now a symlink, refused.
-    r = patch(d, b, {"env": ["X=1"]})
+    r = patch(d, b, {"envPatch": ["X=1"]})
     assert r.status == 403 and r.code == 1109, r.json
     assert "symlink" in r.msg
     assert_not_host_root(d, b, outside)
@@ -120,9 +121,22 @@ def test_swap_with_an_empty_dir_removed(gpuboxd, host):
     sh(d, a, "mkdir /data/x")
     create_ok(d, b, binds=[{"src": str(prefix / "ok" / "x"), "dest": "/host"}])
     sh(d, a, "rmdir /data/x && ln -s / /data/x")
-    pause_continue(d, b)
-    out = sh(d, b, f"ls -A /host; cat /host{outside} 2>&1; true")["stdout"]
-    assert "host secret" not in out and "etc" not in out.split(), out
+    assert lifecycle(d, b, "pause").status == 200
+    # The directory B was given is gone: B is pinned again from its path,
+    # which is a symlink now, so B does not start, and says why.
+    r = lifecycle(d, b, "continue")
+    assert r.status != 200 and "symlink" in r.msg, r.json
+    assert not container(f"{b}-1")["State"]["Running"]
+    # Nor does Docker start it on anything else by itself.
+    r = docker_request("POST", f"/containers/{b}-1/start")
+    assert r.status >= 400, r.body
+    # A directory made again at the path, by the owner of the host tree,
+    # is what B gets at its next start.
+    (prefix / "ok" / "x").unlink()
+    (prefix / "ok" / "x").mkdir()
+    (prefix / "ok" / "x" / "new").write_text("new\n")
+    assert lifecycle(d, b, "continue").status == 200
+    assert sh(d, b, "ls -A /host")["stdout"].split() == ["new"]
 
 
 def test_swap_then_gpuboxd_restart_keeps_the_bind(gpuboxd, host, tmp_path):
@@ -136,9 +150,6 @@ def test_swap_then_gpuboxd_restart_keeps_the_bind(gpuboxd, host, tmp_path):
     d = gpuboxd()
     pause_continue(d, b)
     assert_not_host_root(d, b, outside)
-    # A staging mount gone (a host reboot) is made again at start-up, from
-    # the recorded spec, with the same refusal of symlinks: B's source is a
-    # symlink now, so B is left stopped by Docker rather than started on it.
     for name in (a, b):
         assert delete(d, name, purge=True).status == 200
     assert staging_mounts(tmp_path / "data") == []

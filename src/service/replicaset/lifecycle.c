@@ -25,7 +25,6 @@
 #include "service/keys.h"
 #include "service/metrics.h"
 #include "service/namelock.h"
-#include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -54,7 +53,7 @@ static int rs_delete_container(void *ctx, gb_err *err)
         err->code = ERR_DELETE_FAILED;
         return err_prefix(err, "removing container %s", c->r->container_name);
     }
-    rs_gpu_env_remove(c->a, c->r->container_name);
+    rs_container_forget(c->a, c->r->container_name);
     return 0;
 }
 
@@ -219,7 +218,7 @@ int replicaset_pause(app *a, const char *name, json_t **out, gb_err *err)
 
 int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err)
 {
-    if (docker_container_start(a->docker, r->container_name, err) < 0) {
+    if (rs_container_start(a, r, err) < 0) {
         if (err->code == ERR_NOT_FOUND)
             err_set(err, ERR_CONTINUE_FAILED,
                     "container %s is missing from Docker (removed by hand?); delete the set or "
