@@ -13,6 +13,7 @@ Each test starts its own gpuboxd (ports 61550-61599, binds allowed under
 the test's P); sets are named with the prefix e2sbd plus the run's tag.
 """
 import signal
+import subprocess
 
 import pytest
 
@@ -169,3 +170,31 @@ def test_bind_through_a_symlink_is_refused(gpuboxd, host):
     # The real path works.
     create_ok(d, f"{PREFIX}_sym", binds=[{"src": str(prefix / "ok" / "sub"), "dest": "/mnt"}])
     assert delete(d, f"{PREFIX}_sym", purge=True).status == 200
+
+
+def test_staging_lost_at_a_reboot_is_pinned_again_at_start_up(gpuboxd, host, tmp_path):
+    """A host reboot takes the staging mounts; Docker's restart policy
+    starts the container on the bare mount point. gpuboxd's start-up pins
+    the bind again (by the same rules) and restarts the container; it also
+    removes the staging of a container Docker no longer has."""
+    prefix, _ = host
+    (prefix / "ok" / "file").write_text("on the host\n")
+    data = tmp_path / "data"
+    d = gpuboxd()
+    c = f"{PREFIX}_c"
+    create_ok(d, c, binds=[{"src": str(prefix / "ok"), "dest": "/data"}])
+    d.stop()
+    staged = data / "binds" / f"{c}-1" / "0"
+    subprocess.run(["umount", "-l", str(staged)], check=True)
+    ghost = data / "binds" / f"{PREFIX}_ghost-1" / "0"
+    ghost.mkdir(parents=True)
+    subprocess.run(["mount", "--bind", str(prefix / "ok"), str(ghost)], check=True)
+    r = docker_request("POST", f"/containers/{c}-1/restart?t=1")
+    assert r.status == 204, r.body
+    d = gpuboxd()
+    assert sh(d, c, "cat /data/file")["stdout"] == "on the host\n"
+    assert staging_mounts(data) == [str(staged.resolve())]
+    assert not ghost.parent.exists()
+    assert (prefix / "ok" / "file").exists()
+    assert delete(d, c, purge=True).status == 200
+    assert staging_mounts(data) == []
