@@ -23,6 +23,7 @@
 #ifndef GPUBOX_SERVICE_BINDS_H
 #define GPUBOX_SERVICE_BINDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "docker/docker.h"
@@ -60,6 +61,11 @@ int binds_ensure(app *a, const char *container, const rs_spec *spec, gb_err *err
 void binds_unstage(app *a, const char *container);
 /* Start-up: the staging of every container Docker no longer has goes. */
 void binds_sweep(app *a);
+/* Start-up: does container give Docker its host binds as staging paths?
+ * False, with a warning each, for one made by a gpuboxd from before the
+ * staging, which gives Docker the user's path (or when Docker does not
+ * answer). */
+bool binds_pinned(app *a, const char *container, const rs_spec *spec);
 
 void binds_resolved_free(binds_resolved *b);
 

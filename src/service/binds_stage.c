@@ -221,6 +221,36 @@ void binds_unstage(app *a, const char *container)
         log_warn("binds: cannot remove %s: %s", dir, strerror(errno));
 }
 
+bool binds_pinned(app *a, const char *container, const rs_spec *spec)
+{
+    char root[PATH_MAX];
+    gb_err err = GB_ERR_INIT;
+    bool pinned = true;
+    if (stage_root(a, root, sizeof(root), false, &err) < 0)
+        return false;
+    size_t n = strlen(root);
+    for (size_t i = 0; i < spec->nbinds; i++) {
+        _cleanup_free_ char *source = NULL;
+        if (spec->binds[i].src[0] != '/')
+            continue;
+        int found =
+            docker_container_bind_source(a->docker, container, spec->binds[i].dest, &source, &err);
+        if (found < 0)
+            return false;
+        if (found && strncmp(source, root, n) == 0 && source[n] == '/')
+            continue;
+        pinned = false;
+        if (!found)
+            continue;
+        log_warn("binds: container %s, made by an older gpuboxd, gives Docker the host path %s "
+                 "itself, which Docker resolves again, following symlinks, at every start; "
+                 "patch the set or restart it on other cards to pin it (docs/security.md, "
+                 "\"Host binds\")",
+                 container, source);
+    }
+    return pinned;
+}
+
 void binds_sweep(app *a)
 {
     char root[PATH_MAX];

@@ -198,3 +198,27 @@ def test_staging_lost_at_a_reboot_is_pinned_again_at_start_up(gpuboxd, host, tmp
     assert (prefix / "ok" / "file").exists()
     assert delete(d, c, purge=True).status == 200
     assert staging_mounts(data) == []
+
+
+def test_a_container_from_before_the_staging_is_named_at_start_up(gpuboxd, host, tmp_path):
+    """A container made by an older gpuboxd gives Docker the user's path:
+    start-up says so (and how to pin it), and leaves it running as it is."""
+    prefix, _ = host
+    d = gpuboxd()
+    c = f"{PREFIX}_old"
+    create_ok(d, c, binds=[{"src": str(prefix / "ok"), "dest": "/data"}])
+    d.stop()
+    old = container(f"{c}-1")
+    config, hc = old["Config"], old["HostConfig"]
+    hc["Mounts"] = [dict(m, Source=str(prefix / "ok")) if m["Target"] == "/data" else m
+                    for m in hc["Mounts"]]
+    assert docker_request("DELETE", f"/containers/{c}-1?force=1").status == 204
+    r = docker_request("POST", f"/containers/create?name={c}-1", dict(config, HostConfig=hc))
+    assert r.status == 201, r.body
+    assert docker_request("POST", f"/containers/{c}-1/start").status == 204
+    started = container(f"{c}-1")["State"]["StartedAt"]
+    d = gpuboxd()
+    assert "made by an older gpuboxd" in d.wait_log("made by an older gpuboxd")
+    assert container(f"{c}-1")["State"]["StartedAt"] == started
+    assert delete(d, c, purge=True).status == 200
+    assert staging_mounts(tmp_path / "data") == []

@@ -22,7 +22,8 @@
  *     host reboot: Docker's restart policy started it on the bare mount
  *     points) gets them pinned again (binds_ensure, by the same rules as at
  *     creation) and is restarted to see them; a start gpuboxd makes does
- *     the same before it starts (rs_container_start);
+ *     the same before it starts (rs_container_start); a container made by
+ *     a gpuboxd from before the staging is left as it is, with a warning;
  *   - GPU env files (replicaset/gpu_env.h) of containers no record names
  *     go, and the staged binds (binds.h) of containers Docker no longer has.
  */
@@ -81,12 +82,18 @@ static void rs_reconcile_one(app *a, rs_record *r)
         err.code != ERR_NOT_FOUND) {
         log_warn("reconcile: %s: cannot ask Docker about %s: %s", r->name, r->container_name,
                  err.msg);
-    } else if (!st.exists) {
+        return;
+    }
+    if (!st.exists) {
         log_warn("reconcile: %s: container %s is missing from Docker (removed by hand?); it "
                  "still holds %zu GPU(s) and %zu port(s) until stopped or deleted",
                  r->name, r->container_name, r->ngpus, r->nports);
-    } else if (st.running) {
-        rs_reconcile_binds(a, r);
+        return;
+    }
+    bool pinned = binds_pinned(a, r->container_name, &r->spec);
+    if (st.running) {
+        if (pinned)
+            rs_reconcile_binds(a, r);
     } else if (r->state == RS_STATE_RUNNING && rs_volumes_ready(a, r)) {
         if (rs_container_start(a, r, &err) == 0) {
             log_info("reconcile: %s: started %s again (it was running before gpuboxd stopped)",
