@@ -280,6 +280,12 @@ int docker_container_state_get(docker_client *c, const char *id_or_name,
 /* The same from an inspect the caller already holds. */
 void docker_container_state_of(const json_t *inspect, docker_container_state *out);
 
+/* The host path the container was created to bind at target
+ * (HostConfig.Mounts, Type "bind"), into *source (malloc'd): 1 found, 0
+ * no such bind, -1 Docker did not answer (ERR_NOT_FOUND: no container). */
+int docker_container_bind_source(docker_client *c, const char *id_or_name, const char *target,
+                                 char **source, gb_err *err);
+
 /* One container of a list. */
 typedef struct docker_container_brief {
     char *name;       /* its own name, without Docker's leading '/'; NULL when none */

@@ -6,7 +6,8 @@
  * docker_container_brief from one entry of a list (its name, State and
  * gpubox's replica-set label), optionally only the containers that mount a
  * given Docker volume; docker_container_commands the command lines of the
- * processes a running container has (its top).
+ * processes a running container has (its top); docker_container_bind_source
+ * the host path a container binds at a target.
  */
 #include "util/xalloc.h"
 #include "docker/docker_internal.h"
@@ -40,6 +41,27 @@ int docker_container_state_get(docker_client *c, const char *id_or_name,
     if (docker_container_inspect(c, id_or_name, &info, err) < 0)
         return -1;
     docker_container_state_of(info, out);
+    return 0;
+}
+
+int docker_container_bind_source(docker_client *c, const char *id_or_name, const char *target,
+                                 char **source, gb_err *err)
+{
+    _cleanup_json_ json_t *info = NULL;
+    if (docker_container_inspect(c, id_or_name, &info, err) < 0)
+        return -1;
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(json_object_get(info, "HostConfig"), "Mounts"), i, m)
+    {
+        const char *type = json_string_value(json_object_get(m, "Type"));
+        const char *src = json_string_value(json_object_get(m, "Source"));
+        const char *dst = json_string_value(json_object_get(m, "Target"));
+        if (type && src && dst && strcmp(type, "bind") == 0 && strcmp(dst, target) == 0) {
+            *source = xstrdup(src);
+            return 1;
+        }
+    }
     return 0;
 }
 

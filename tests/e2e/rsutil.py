@@ -58,6 +58,7 @@ def module_daemon(prefix, port_start, port_end, *, allow_binds=False):
             wipe(started, prefix)
         finally:
             started.stop()
+            unmount_staged_binds(started.data_dir)
 
     @pytest.fixture
     def d(daemon):
@@ -209,6 +210,19 @@ def wipe(d, prefix):
             delete(d, rs["name"], purge=True)
     finally:
         remove_containers(prefix)
+
+
+def unmount_staged_binds(data_dir):
+    """Unmount what gpuboxd staged under data_dir/binds (docs/security.md,
+    "Host binds") and a test left behind (a daemon killed, a test failed
+    before its sets were deleted): pytest's clean-up of old temporary
+    directories would otherwise delete through those mounts into the bound
+    host directories."""
+    root = os.path.realpath(os.path.join(str(data_dir), "binds")) + "/"
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for p in sorted((p for p in points if p.startswith(root)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", p], check=False)
 
 
 def snapshot(d, prefix):

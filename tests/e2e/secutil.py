@@ -13,8 +13,8 @@ import socket
 import pytest
 
 from conftest import Daemon, Response, run_gpuboxd
-from rsutil import (IMAGE, RUN_TAG, containers_with_prefix, held_gpus, list_sets, used_ports,
-                    wipe)
+from rsutil import (IMAGE, RUN_TAG, containers_with_prefix, held_gpus, list_sets,
+                    unmount_staged_binds, used_ports, wipe)
 
 PREFIX = "e2sec" + RUN_TAG  # this run's sets only: runs may share a dockerd
 PORT_RANGE = "61400-61449"
@@ -58,6 +58,7 @@ def secured(tmp_path_factory, tokens, bind_root):
         wipe(d, PREFIX)
     finally:
         d.stop()
+        unmount_staged_binds(tmp / "data")
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ One daemon (8 simulated A100s, ports 64000-64049, binds allowed under one
 temporary directory) serves the module; every test leaves no set and no
 container behind.
 """
+import os
 import time
 
 import pytest
@@ -170,7 +171,11 @@ def test_volume_patch_swaps_a_bind(d, bind_root):
     assert execute_ok(d, name, ["cat", "/data/which.txt"])["stdout"] == "from b\n"
     assert system_disk(d, name) == disk
     c = container(f"{name}-2")
-    assert [m["Source"] for m in c["Mounts"] if m["Destination"] == "/data"] == [b]
+    # Docker mounts b as gpuboxd pinned it: a staging path under the data
+    # dir holding b's very directory (docs/security.md, "Host binds").
+    [source] = [m["Source"] for m in c["Mounts"] if m["Destination"] == "/data"]
+    assert source.startswith(str(d.data_dir.resolve()) + "/binds/"), source
+    assert os.stat(source).st_ino == os.stat(b).st_ino
 
     # gpu-docker-api's string form; only oldBind removes, only newBind adds.
     patch_ok(d, name, {"volumePatch": {"oldBind": f"{b}:/data"}})

@@ -103,8 +103,7 @@ void rs_run_spec_parts_free(rs_run_spec_parts *p)
     *p = (rs_run_spec_parts){0};
 }
 
-int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
-                        gb_err *err)
+int rs_container_create(app *a, const rs_record *r, char **id, gb_err *err)
 {
     /* Every container a user's request makes (create, patch, rollback,
      * restart) starts from an image that user may use: owners.c. */
@@ -114,20 +113,25 @@ int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds,
     docker_run_spec ds;
     if (rs_run_spec_base(a, r, &parts, &ds, err) < 0)
         return -1;
+    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
     _cleanup_(rs_gpu_env_free) rs_gpu_env gpu_env = {0};
     _cleanup_free_ const char **env = NULL;
     _cleanup_free_ docker_bind *mounts = NULL;
-    if (rs_gpu_env_prepare(a, r, binds, &gpu_env, err) < 0)
+    if (binds_stage(a, r->container_name, &r->spec, &binds, err) < 0)
         return -1;
-    rs_run_lists(r, binds, &gpu_env, &env, &mounts);
+    if (rs_gpu_env_prepare(a, r, &binds, &gpu_env, err) < 0) {
+        binds_unstage(a, r->container_name);
+        return -1;
+    }
+    rs_run_lists(r, &binds, &gpu_env, &env, &mounts);
     ds.env = env;
     ds.nenv = r->spec.nenv + gpu_env.nenv;
     ds.binds = mounts;
-    ds.nbinds = binds->n + gpu_env.nmounts;
+    ds.nbinds = binds.n + gpu_env.nmounts;
     _cleanup_json_ json_t *config = NULL;
     _cleanup_free_ char *cid = NULL;
     if (docker_run_spec_to_json(&ds, &config, err) < 0) {
-        rs_gpu_env_remove(a, r->container_name);
+        rs_container_forget(a, r->container_name);
         return -1;
     }
     /* The owner's network first; made again and the create tried once
@@ -144,7 +148,7 @@ int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds,
             break;
     }
     if (rc < 0) {
-        rs_gpu_env_remove(a, r->container_name);
+        rs_container_forget(a, r->container_name);
         return err_prefix(err, "creating container %s", r->container_name);
     }
     *id = steal_ptr(&cid);
@@ -153,9 +157,17 @@ int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds,
 
 int rs_container_start(app *a, const rs_record *r, gb_err *err)
 {
+    if (binds_ensure(a, r->container_name, &r->spec, err) < 0)
+        return -1;
     if (rs_network_attach(a, r, err) < 0)
         return err_prefix(err, "starting %s", r->container_name);
     return docker_container_start(a->docker, r->container_name, err);
+}
+
+void rs_container_forget(app *a, const char *container)
+{
+    rs_gpu_env_remove(a, container);
+    binds_unstage(a, container);
 }
 
 int rs_container_stop(app *a, const char *container, gb_err *err)

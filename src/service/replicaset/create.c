@@ -30,7 +30,6 @@
 #include "service/keys.h"
 #include "service/metrics.h"
 #include "service/namelock.h"
-#include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -40,7 +39,6 @@
 typedef struct rs_cr {
     app *a;
     rs_record *r;
-    const binds_resolved *binds;
 } rs_cr;
 
 /* container-created, forward. */
@@ -48,7 +46,7 @@ static int rs_create_make(void *ctx, gb_err *err)
 {
     rs_cr *c = ctx;
     _cleanup_free_ char *id = NULL;
-    if (rs_container_create(c->a, c->r, c->binds, &id, err) < 0)
+    if (rs_container_create(c->a, c->r, &id, err) < 0)
         return -1;
     snprintf(c->r->container_id, sizeof(c->r->container_id), "%s", id);
     return 0;
@@ -60,7 +58,7 @@ static int rs_create_make_back(void *ctx, gb_err *err)
     rs_cr *c = ctx;
     if (docker_container_remove(c->a->docker, c->r->container_name, true, err) < 0)
         return -1;
-    rs_gpu_env_remove(c->a, c->r->container_name);
+    rs_container_forget(c->a, c->r->container_name);
     return 0;
 }
 
@@ -208,10 +206,9 @@ static int rs_create_record(app *a, rs_record *r, journal_op *op, gb_err *err)
 }
 
 /* Step 4: create, record, start. On failure the container is removed. */
-static int rs_create_container(app *a, rs_record *r, journal_op *op, const binds_resolved *binds,
-                               gb_err *err)
+static int rs_create_container(app *a, rs_record *r, journal_op *op, gb_err *err)
 {
-    rs_cr c = {.a = a, .r = r, .binds = binds};
+    rs_cr c = {.a = a, .r = r};
     if (op_forward(a, &rs_op_create, op, &c, err) == 0)
         return 0;
     if (!journal_step_done(op, OP_STEP_CONTAINER_CREATED) && !r->container_id[0])
@@ -242,8 +239,7 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_
             err_prefix(err, "creating replica set '%s': nothing was changed", name);
         return -1;
     }
-    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
-    if (rs_create_quota_precheck(a, &r, err) < 0 || binds_resolve(a, spec, &binds, err) < 0)
+    if (rs_create_quota_precheck(a, &r, err) < 0 || binds_check(a, spec, err) < 0)
         return -1;
     snprintf(r.container_name, sizeof(r.container_name), "%s-%d", name, r.version);
 
@@ -275,7 +271,7 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_
 
     /* 4 and 5 */
     int rc = -1;
-    if (rs_create_container(a, &r, &op, &binds, err) < 0) {
+    if (rs_create_container(a, &r, &op, err) < 0) {
         gb_err undo = GB_ERR_INIT;
         if (rs_create_undo(a, &r, previous, &op, err->msg, &undo) < 0)
             log_error("replica set %s: could not undo a failed create (%s); it is settled at the "
@@ -319,7 +315,7 @@ static int rs_create_conclude(app *a, rs_record *r, journal_op *op, const char *
     }
     if (exists && docker_container_remove(a->docker, r->container_name, true, err) < 0)
         return -1;
-    rs_gpu_env_remove(a, r->container_name);
+    rs_container_forget(a, r->container_name);
     if (rs_create_undo(a, r, previous, op,
                        exists ? start.msg : "gpuboxd stopped before the container was created",
                        err) < 0)

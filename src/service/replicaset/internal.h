@@ -74,10 +74,18 @@ json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry);
 
 /* Create r's container (r->container_name) from r->spec and its holdings,
  * without starting it (the caller starts it, a new version once its system
- * disk is carried in); *id gets its id (malloc'd). On failure nothing is
- * left behind. */
-int rs_container_create(app *a, const rs_record *r, const binds_resolved *binds, char **id,
-                        gb_err *err);
+ * disk is carried in); its host binds are pinned first (binds_stage). *id
+ * gets its id (malloc'd). On failure nothing is left behind. */
+int rs_container_create(app *a, const rs_record *r, char **id, gb_err *err);
+
+/* Start r's container, its host binds pinned again first where a host
+ * reboot took their staging mounts (binds_ensure). Every start gpuboxd
+ * makes of a set's container goes through here. */
+int rs_container_start(app *a, const rs_record *r, gb_err *err);
+
+/* What gpuboxd keeps on the host for a container, gone once Docker no
+ * longer has it: its GPU env file and its staged binds. */
+void rs_container_forget(app *a, const char *container);
 
 /* Start r's existing container (r->container_name): first onto its
  * owner's network (rs_network_attach), then started; starting a running

@@ -25,7 +25,6 @@
 #include "service/keys.h"
 #include "service/metrics.h"
 #include "service/namelock.h"
-#include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -54,7 +53,7 @@ static int rs_delete_container(void *ctx, gb_err *err)
         err->code = ERR_DELETE_FAILED;
         return err_prefix(err, "removing container %s", c->r->container_name);
     }
-    rs_gpu_env_remove(c->a, c->r->container_name);
+    rs_container_forget(c->a, c->r->container_name);
     return 0;
 }
 

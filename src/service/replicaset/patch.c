@@ -31,10 +31,9 @@ static int rs_change_to_spec(app *a, const op_kind *kind, const rs_record *r, co
                              const char *reason, json_t **out, gb_err *err)
 {
     int code = kind == &rs_op_rollback ? ERR_ROLLBACK_FAILED : ERR_PATCH_FAILED;
-    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
     _cleanup_(rs_record_free) rs_record to = {0};
     bool swapped = false;
-    if (rs_version_check_container(a, r, code, err) < 0 || binds_resolve(a, spec, &binds, err) < 0)
+    if (rs_version_check_container(a, r, code, err) < 0 || binds_check(a, spec, err) < 0)
         return -1;
     /* Another image must be here before anything is taken, pulled when it
      * is missing as a create pulls it (a version of another image does not

@@ -21,7 +21,14 @@
  *     again if someone removed it (a container is moved onto it before it
  *     is started again), and gpubox's networks of anyone else go;
  *   - containers labelled as gpubox's that no record owns are logged;
- *   - GPU env files (replicaset/gpu_env.h) of containers no record names go.
+ *   - a running container whose host binds lost their staging mounts (a
+ *     host reboot: Docker's restart policy started it on the bare mount
+ *     points) gets them pinned again (binds_ensure, by the same rules as at
+ *     creation) and is restarted to see them; a start gpuboxd makes does
+ *     the same before it starts (rs_container_start); a container made by
+ *     a gpuboxd from before the staging is left as it is, with a warning;
+ *   - GPU env files (replicaset/gpu_env.h) of containers no record names
+ *     go, and the staged binds (binds.h) of containers Docker no longer has.
  */
 #include "service/replicaset/replicaset.h"
 
@@ -34,6 +41,28 @@
 #include "service/volume/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+
+/* r's container runs: its host binds must be the pinned ones. One whose
+ * staging mount was made again started on the bare mount point: restart
+ * it. One that can no longer be pinned (its path changed into a symlink,
+ * say) is stopped rather than left on the bare mount point. */
+static void rs_reconcile_binds(app *a, const rs_record *r)
+{
+    gb_err err = GB_ERR_INIT;
+    int remade = binds_ensure(a, r->container_name, &r->spec, &err);
+    if (remade == 0)
+        return;
+    if (remade < 0)
+        log_error("reconcile: %s: stopping %s: %s", r->name, r->container_name, err.msg);
+    else
+        log_warn("reconcile: %s: %s started before its host binds were pinned again; "
+                 "restarting it",
+                 r->name, r->container_name);
+    gb_err e = GB_ERR_INIT;
+    if (rs_container_stop(a, r->container_name, &e) < 0 ||
+        (remade > 0 && docker_container_start(a->docker, r->container_name, &e) < 0))
+        log_error("reconcile: %s: restarting %s: %s", r->name, r->container_name, e.msg);
+}
 
 static void rs_reconcile_one(app *a, rs_record *r)
 {
@@ -56,11 +85,19 @@ static void rs_reconcile_one(app *a, rs_record *r)
         err.code != ERR_NOT_FOUND) {
         log_warn("reconcile: %s: cannot ask Docker about %s: %s", r->name, r->container_name,
                  err.msg);
-    } else if (!st.exists) {
+        return;
+    }
+    if (!st.exists) {
         log_warn("reconcile: %s: container %s is missing from Docker (removed by hand?); it "
                  "still holds %zu GPU(s) and %zu port(s) until stopped or deleted",
                  r->name, r->container_name, r->ngpus, r->nports);
-    } else if (r->state == RS_STATE_RUNNING && !st.running && rs_volumes_ready(a, r)) {
+        return;
+    }
+    bool pinned = binds_pinned(a, r->container_name, &r->spec);
+    if (st.running) {
+        if (pinned)
+            rs_reconcile_binds(a, r);
+    } else if (r->state == RS_STATE_RUNNING && rs_volumes_ready(a, r)) {
         if (rs_container_start(a, r, &err) == 0) {
             log_info("reconcile: %s: started %s again (it was running before gpuboxd stopped)",
                      r->name, r->container_name);
@@ -118,5 +155,6 @@ int replicaset_reconcile(app *a, gb_err *err)
     rs_network_reconcile(a, owners);
     rs_report_orphans(a, known);
     rs_gpu_env_sweep(a, known);
+    binds_sweep(a);
     return 0;
 }

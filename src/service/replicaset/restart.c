@@ -140,11 +140,10 @@ static int rs_restart_cards(app *a, rs_record *r, bool no_gpu, json_t **out, gb_
         err->code = ERR_INTERNAL;
         return err_prefix(err, "the cards %s set aside", r->name);
     }
-    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
     _cleanup_(rs_record_free) rs_record to = {0};
     bool swapped = false;
     if (rs_version_check_container(a, r, ERR_RESTART_FAILED, err) < 0 ||
-        binds_resolve(a, &spec, &binds, err) < 0)
+        binds_check(a, &spec, err) < 0)
         return -1;
     rs_version_next(r, &spec, &to);
     if (aside)
@@ -197,8 +196,7 @@ int replicaset_restart(app *a, const char *name, bool no_gpu, json_t **out, gb_e
              "version",
              name, busy.msg);
     _cleanup_(rs_record_free) rs_record to = {0};
-    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
-    if (binds_resolve(a, &r.spec, &binds, err) < 0)
+    if (binds_check(a, &r.spec, err) < 0)
         return -1;
     rs_version_next(&r, &r.spec, &to);
     if (rs_alloc_take_preferring_last(a, &to, err) < 0)

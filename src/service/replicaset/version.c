@@ -44,7 +44,6 @@
 #include "carry/carry.h"
 #include "service/journal.h"
 #include "service/keys.h"
-#include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -122,11 +121,9 @@ static int rs_step_create(void *ctx, gb_err *err)
      * been carried into it yet, so make it afresh from `to`. */
     if (docker_container_remove(a->docker, c->to.container_name, true, err) < 0)
         return -1;
-    rs_gpu_env_remove(a, c->to.container_name);
-    _cleanup_(binds_resolved_free) binds_resolved binds = {0};
+    rs_container_forget(a, c->to.container_name);
     _cleanup_free_ char *id = NULL;
-    if (binds_resolve(a, &c->to.spec, &binds, err) < 0 ||
-        rs_container_create(a, &c->to, &binds, &id, err) < 0)
+    if (rs_container_create(a, &c->to, &id, err) < 0)
         return -1;
     snprintf(c->to.container_id, sizeof(c->to.container_id), "%s", id);
     rs_change_note_to(c);
@@ -139,7 +136,7 @@ static int rs_step_create_back(void *ctx, gb_err *err)
     rs_change *c = ctx;
     if (docker_container_remove(c->a->docker, c->to.container_name, true, err) < 0)
         return -1;
-    rs_gpu_env_remove(c->a, c->to.container_name);
+    rs_container_forget(c->a, c->to.container_name);
     return 0;
 }
 
@@ -261,7 +258,7 @@ static int rs_step_remove_old(void *ctx, gb_err *err)
     rs_logs_keep(c->a, c->from.name, c->from.version, c->from.container_name);
     if (docker_container_remove(c->a->docker, c->from.container_name, true, err) < 0)
         return err_prefix(err, "removing %s", c->from.container_name);
-    rs_gpu_env_remove(c->a, c->from.container_name);
+    rs_container_forget(c->a, c->from.container_name);
     return 0;
 }
 
