@@ -62,6 +62,12 @@ char *keys_image(char *buf, size_t size, const char *ref)
     return keys_format(buf, size, snprintf(buf, size, KEYS_IMAGES "%s", ref));
 }
 
+const char *keys_image_ref(const char *key)
+{
+    size_t n = strlen(KEYS_IMAGES);
+    return strncmp(key, KEYS_IMAGES, n) == 0 && key[n] ? key + n : NULL;
+}
+
 char *keys_event(char *buf, size_t size, long long ms, unsigned seq)
 {
     return keys_format(buf, size, snprintf(buf, size, KEYS_EVENTS "%015lld-%06u", ms, seq));

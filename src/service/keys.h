@@ -85,6 +85,8 @@ char *keys_operation(char *buf, size_t size, const char *id);
 char *keys_health(char *buf, size_t size, const char *uuid);
 char *keys_idle(char *buf, size_t size, const char *name);
 char *keys_image(char *buf, size_t size, const char *ref);
+/* The <ref> of an image key (under KEYS_IMAGES); NULL for any other key. */
+const char *keys_image_ref(const char *key);
 char *keys_event(char *buf, size_t size, long long ms, unsigned seq);
 
 /* True when key is a replica set's current record (not one of its history

@@ -13,7 +13,12 @@
  * Before a user is removed: what they still have, on every node (each
  * node's records, read from the store, as an offline node's list is).
  * Things belong to a name, so whatever is left passes to the next user of
- * that name; a removal is refused until nothing is (docs/users.md).
+ * that name; a removal is refused until nothing is (docs/users.md). Images
+ * count too (service/images/owners.c): those committed under the user's
+ * namespace and those pulled with their own credentials, on this node
+ * (Docker's images of other nodes are not read from here). Once nothing
+ * is left, the records of their pulls of images no longer here go with
+ * the user, so the next user of the name starts with none.
  */
 #include "util/xalloc.h"
 #include "service/service.h"
@@ -23,6 +28,7 @@
 #include <string.h>
 
 #include "fleet/fleet.h"
+#include "service/images/images.h"
 #include "service/replicaset/record.h"
 #include "service/users/users.h"
 #include "service/volume/record.h"
@@ -112,7 +118,7 @@ int ownership_settle(app *a, gb_err *err)
 typedef struct ownership_left {
     const char *owner;
     const char *node; /* the node whose records are read; NULL on a single server */
-    json_t *sets, *deleted, *volumes;
+    json_t *sets, *deleted, *volumes, *images;
 } ownership_left;
 
 static void left_add(json_t *list, const char *name, const char *node)
@@ -197,15 +203,21 @@ static int left_refuse(const ownership_left *l, gb_err *err)
     left_phrase(what, sizeof(what), l->sets, "replica set");
     left_phrase(what, sizeof(what), l->volumes, "volume");
     left_phrase(what, sizeof(what), l->deleted, "deleted replica set");
+    left_phrase(what, sizeof(what), l->images, "image");
     bool live = json_array_size(l->sets) || json_array_size(l->volumes);
     bool deleted = json_array_size(l->deleted);
+    bool images = json_array_size(l->images);
     return err_set(err, ERR_STATE_CONFLICT,
-                   "user %s still has %s, which the next user named %s would get%s: %s%s%s, "
+                   "user %s still has %s, which the next user named %s would get%s: %s%s%s%s%s, "
                    "then remove the user",
                    l->owner, what, l->owner,
                    deleted ? " (a deleted set keeps its history, specs and kept logs)" : "",
                    live ? "delete the replica sets and volumes" : "", live && deleted ? ", " : "",
-                   deleted ? "purge the deleted sets (gpubox rm --purge NAME)" : "");
+                   deleted ? "purge the deleted sets (gpubox rm --purge NAME)" : "",
+                   (live || deleted) && images ? ", " : "",
+                   images ? "remove the images on this node (docker rmi NAME; gpubox has no "
+                            "route that removes an image) or let a running pull end"
+                          : "");
 }
 
 int ownership_user_delete(app *a, const char *name, json_t **out, gb_err *err)
@@ -213,11 +225,16 @@ int ownership_user_delete(app *a, const char *name, json_t **out, gb_err *err)
     _cleanup_json_ json_t *user = NULL;
     if (users_api_get(a, name, &user, err) < 0) /* no users, a bad name, nobody by that name */
         return -1;
-    _cleanup_json_ json_t *sets = json_array(), *deleted = json_array(), *volumes = json_array();
-    ownership_left l = {.owner = name, .sets = sets, .deleted = deleted, .volumes = volumes};
-    if (left_gather(a, &l, err) < 0)
+    _cleanup_json_ json_t *sets = json_array(), *deleted = json_array(), *volumes = json_array(),
+                          *images = json_array();
+    ownership_left l = {
+        .owner = name, .sets = sets, .deleted = deleted, .volumes = volumes, .images = images};
+    if (left_gather(a, &l, err) < 0 || images_user_left(a, name, images, err) < 0)
         return err_prefix(err, "removing user %s", name);
-    if (json_array_size(sets) || json_array_size(deleted) || json_array_size(volumes))
+    if (json_array_size(sets) || json_array_size(deleted) || json_array_size(volumes) ||
+        json_array_size(images))
         return left_refuse(&l, err);
+    if (images_user_forget(a, name, err) < 0)
+        return err_prefix(err, "removing user %s", name);
     return users_api_delete(a, name, out, err);
 }

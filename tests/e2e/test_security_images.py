@@ -318,3 +318,89 @@ def test_a_digest_reference_is_taken(d):
     assert_not_found(r)
     if digest:
         make_set(d, ADMIN, digest, pull="never")
+
+
+# ---- items 2 and 10: a user's images when the user is removed --------------------------
+
+def make_user(d, name):
+    return ok(as_(d, ADMIN, "POST", "/api/v1/users", {"name": name, "role": "user"}))["token"]
+
+
+def names_of(ref):
+    """ref and the digests of its repository that name the same image here."""
+    image = inspect(ref) or {}
+    repo = ref.rsplit(":", 1)[0]
+    return [ref] + [n for n in image.get("RepoDigests") or [] if n.startswith(repo + "@")]
+
+
+def test_a_user_whose_commit_is_here_cannot_be_removed(d):
+    """bob commits under u/bob/ and is removed: the next bob would start
+    from the first one's image (his files). The removal is refused naming
+    the image and how to remove it; once it is gone, the removal goes
+    through and the next bob sees nothing of it."""
+    bob = "bob" + secrets.token_hex(3)
+    tb = make_user(d, bob)
+    s = make_set(d, tb)
+    run_in(d, tb, s, "echo first-bob > /mine")
+    ref = f"u/{bob}/work:v1"
+    d.images_made.append(ref)
+    ok(as_(d, tb, "POST", rs_path(s, "/commit"), {"newImageName": ref}))
+    ok(as_(d, tb, "DELETE", rs_path(s) + "?purge=true"))
+
+    r = as_(d, ADMIN, "DELETE", f"/api/v1/users/{bob}")
+    assert r.status == 409 and r.code == 1107, (r.status, r.body)
+    assert ref in r.msg and "docker rmi" in r.msg, r.msg
+    assert ref in tags_seen(d, tb)  # still the first bob's
+
+    untag(ref)
+    ok(as_(d, ADMIN, "DELETE", f"/api/v1/users/{bob}"))
+    nb = make_user(d, bob)
+    assert ref not in tags_seen(d, nb)
+    name = f"{PREFIX}{secrets.token_hex(3)}"
+    assert_not_found(as_(d, nb, "POST", "/api/v1/replicaSet", body(name, ref, pull="never")))
+    ok(as_(d, ADMIN, "DELETE", f"/api/v1/users/{bob}"))
+
+
+def test_a_users_private_pull_is_not_the_next_users(d, registry):
+    """pb pulls with his own credentials and is removed: the refusal names
+    the image; once it is gone, his record of the pull goes with him. When
+    alice pulls it with hers later, the next pb neither sees it nor reads
+    the first one's pull operation."""
+    ref = registry.ref("v1", "private")
+    untag(ref)
+    pb = "pb" + secrets.token_hex(3)
+    tp = make_user(d, pb)
+    pulled = ok(as_(d, tp, "POST", "/api/v1/images/pull", {"image": ref, "registryAuth": AUTH}))
+    op = pulled["operationId"]
+    assert ok(as_(d, tp, "GET", f"/api/v1/operations/{op}"))["target"] == ref
+    r = as_(d, BOB, "GET", f"/api/v1/operations/{op}")  # not bob's pull
+    assert r.status == 404 and r.code == 1100, (r.status, r.body)
+
+    r = as_(d, ADMIN, "DELETE", f"/api/v1/users/{pb}")
+    assert r.status == 409 and r.code == 1107, (r.status, r.body)
+    assert ref in r.msg and "docker rmi" in r.msg, r.msg
+    for n in names_of(ref):
+        untag(n)
+    ok(as_(d, ADMIN, "DELETE", f"/api/v1/users/{pb}"))
+
+    ok(as_(d, ALICE, "POST", "/api/v1/images/pull", {"image": ref, "registryAuth": AUTH}))
+    nb = make_user(d, pb)
+    assert ref not in tags_seen(d, nb)
+    assert ref in tags_seen(d, ALICE)
+    name = f"{PREFIX}{secrets.token_hex(3)}"
+    assert_not_found(as_(d, nb, "POST", "/api/v1/replicaSet", body(name, ref, pull="never")))
+    r = as_(d, nb, "GET", f"/api/v1/operations/{op}")
+    assert r.status == 404 and r.code == 1100, (r.status, r.body)
+    assert ok(as_(d, ADMIN, "GET", f"/api/v1/operations/{op}"))["target"] == ref
+    ok(as_(d, ADMIN, "DELETE", f"/api/v1/users/{pb}"))
+    for n in names_of(ref):
+        untag(n)
+
+
+def test_a_pull_everyone_may_use_is_readable_by_every_user(d):
+    """A pull without credentials of one's own is everyone's: any user
+    reads its record (this one fails: the sandbox reaches no registry)."""
+    r = ok(as_(d, ALICE, "POST", "/api/v1/images/pull",
+               {"image": f"{PREFIX}nowhere:v1", "wait": False}))
+    for token in (ALICE, BOB):
+        assert ok(as_(d, token, "GET", f"/api/v1/operations/{r['operationId']}"))["kind"] == "pull"

@@ -100,7 +100,19 @@ bool image_ref_is_committed(const char *repo);
  * that name goes). */
 int image_committed_public(app *a, const char *ref, gb_err *err);
 
-/* The record of pull id into *out: 1 found, 0 not (not a pull's id). */
+/* Before user is removed (service/ownership.c): what of theirs is here,
+ * appended to left: the first name of every image one of whose names is
+ * theirs (committed under their namespace, or pulled with their own
+ * credentials), and "pull of REF" for each such pull that runs. */
+int images_user_left(app *a, const char *user, json_t *left, gb_err *err);
+/* Once images_user_left found nothing: user out of every pull record
+ * (names no longer here, removed with docker rmi) and out of the pull
+ * table's readers, so a new user of that name inherits none of it. */
+int images_user_forget(app *a, const char *user, gb_err *err);
+
+/* The record of pull id into *out (a `user` reads a pull that is
+ * everyone's, or one they asked for or joined): 1 found, 0 not (not a
+ * pull's id, or one the caller may not read). */
 int image_pull_record(app *a, const char *id, json_t **out);
 
 /* Start-up: the pull table, and the credentials of auth_file (NULL: none;

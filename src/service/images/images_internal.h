@@ -32,9 +32,10 @@ typedef struct image_pull_op {
     char id[JOURNAL_ID_MAX];
     char ref[DOCKER_REPO_MAX + DOCKER_TAG_MAX + 1]; /* repo:tag, as checked */
     char by[80];                                    /* who asked first */
-    char owner[80]; /* whose the image becomes when it ends well ("": everyone's) */
-    bool claim;     /* owner claims the name while it runs (images_pull_for) */
-    char *xauth;    /* the X-Registry-Auth value while it runs (NULL: none); wiped after */
+    char owner[80];  /* whose the image becomes when it ends well ("": everyone's) */
+    bool claim;      /* owner claims the name while it runs (images_pull_for) */
+    json_t *readers; /* the users who asked for it (by and who joined): they read a private one */
+    char *xauth;     /* the X-Registry-Auth value while it runs (NULL: none); wiped after */
     enum image_pull_state state;
     image_layer *layers;
     size_t nlayers, alloc;
@@ -105,6 +106,12 @@ int images_pull_owner(app *a, const char *ref, const image_auth *auth, bool *pri
 int images_list_filter(app *a, json_t *item, const json_t *docker_item, gb_err *err);
 /* The answer for an image a user may not use: as for one not there. */
 int image_not_found(gb_err *err, const char *ref);
+
+/* For a user's removal (images_user_left, images_user_forget): "pull of
+ * REF" appended to left for each running pull that makes REF user's; user
+ * taken out of the readers of every pull record. */
+void images_pulls_running_for(app *a, const char *user, json_t *left);
+void images_pulls_forget_user(app *a, const char *user);
 
 /* The record of op as JSON; the caller holds im->mu. */
 json_t *image_pull_op_json(const image_pull_op *op);

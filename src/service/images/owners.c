@@ -406,3 +406,75 @@ int images_list_filter(app *a, json_t *item, const json_t *docker_item, gb_err *
     json_object_set_new(item, "owners", everyone ? json_array() : json_incref(owners));
     return 1;
 }
+
+/* ---- a user's removal ------------------------------------------------------------------ */
+
+/* Is user among the owners of one of image's names? The first such name. */
+static const char *image_owned_name(app *a, const json_t *image, const char *user, gb_err *err)
+{
+    const char *lists[] = {"RepoTags", "RepoDigests"};
+    for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+        size_t i;
+        json_t *t;
+        json_array_foreach(json_object_get(image, lists[l]), i, t)
+        {
+            const char *name = json_string_value(t);
+            if (!name || strncmp(name, "<none>", 6) == 0)
+                continue;
+            gb_err inner = GB_ERR_INIT;
+            _cleanup_json_ json_t *users = name_owners(a, name, image_labels(image), &inner);
+            if (inner.code != ERR_OK) {
+                *err = inner;
+                return NULL;
+            }
+            if (users && users_hold(users, user))
+                return name;
+        }
+    }
+    return NULL;
+}
+
+int images_user_left(app *a, const char *user, json_t *left, gb_err *err)
+{
+    _cleanup_json_ json_t *list = NULL;
+    if (docker_image_list(a->docker, &list, err) < 0)
+        return -1;
+    size_t i;
+    json_t *image;
+    json_array_foreach(list, i, image)
+    {
+        gb_err inner = GB_ERR_INIT;
+        const char *name = image_owned_name(a, image, user, &inner);
+        if (inner.code != ERR_OK) {
+            *err = inner;
+            return -1;
+        }
+        if (name)
+            json_array_append_new(left, json_string(name));
+    }
+    images_pulls_running_for(a, user, left);
+    return 0;
+}
+
+int images_user_forget(app *a, const char *user, gb_err *err)
+{
+    /* What images_user_left found nothing under: records of names no
+     * longer here (removed with docker rmi). A record that keeps other
+     * users keeps them; one left empty goes, as a pull's claim given back
+     * does (the name is not here: whoever pulls it next decides anew). */
+    store_kvs kvs = {0};
+    if (store_range(a->store, KEYS_IMAGES, &kvs, err) < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < kvs.n && rc == 0; i++) {
+        const char *name = keys_image_ref(kvs.items[i].key);
+        if (!name)
+            continue;
+        _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
+        if (users_hold(json_object_get(j, "users"), user))
+            rc = record_set(a, name, user, false, NULL, err);
+    }
+    store_kvs_free(&kvs);
+    images_pulls_forget_user(a, user);
+    return rc < 0 ? err_prefix(err, "forgetting the image records of %s", user) : 0;
+}

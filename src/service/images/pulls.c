@@ -171,6 +171,7 @@ static void pull_op_free(image_pull_op *op)
         explicit_bzero(op->xauth, strlen(op->xauth));
         free(op->xauth);
     }
+    json_decref(op->readers);
     free(op->layers);
     free(op);
 }
@@ -195,6 +196,19 @@ static void pulls_prune(images *im)
     }
 }
 
+/* Has who asked for op (first, or by joining it)? */
+static bool pull_readable_by(const image_pull_op *op, const char *who)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(op->readers, i, r)
+    {
+        if (strcmp(json_string_value(r), who) == 0)
+            return true;
+    }
+    return false;
+}
+
 static bool same_auth(const char *x, const char *y)
 {
     return (!x && !y) || (x && y && strcmp(x, y) == 0);
@@ -211,6 +225,8 @@ static image_pull_op *pulls_find_or_add(images *im, const char *ref, char *xauth
                    same_auth(op->xauth, xauth)))
         op = op->next;
     *fresh = op == NULL;
+    if (op && !pull_readable_by(op, caller_owner()))
+        json_array_append_new(op->readers, json_string(caller_owner()));
     if (op) {
         if (xauth) {
             explicit_bzero(xauth, strlen(xauth));
@@ -224,6 +240,7 @@ static image_pull_op *pulls_find_or_add(images *im, const char *ref, char *xauth
         snprintf(op->by, sizeof(op->by), "%s", caller_owner());
         snprintf(op->owner, sizeof(op->owner), "%s", for_.owner ? for_.owner : "");
         op->claim = for_.owner && for_.claim;
+        op->readers = json_pack("[s]", caller_owner());
         op->xauth = xauth;
         time_iso_now(op->create_time, sizeof(op->create_time));
         memcpy(op->update_time, op->create_time, sizeof(op->update_time));
@@ -315,10 +332,36 @@ int image_pull_record(app *a, const char *id, json_t **out)
         return 0;
     pthread_mutex_lock(&im->mu);
     for (image_pull_op *op = im->ops; op && !*out; op = op->next)
-        if (strcmp(op->id, id) == 0)
+        if (strcmp(op->id, id) == 0 &&
+            (!caller_is_user() || !op->owner[0] || pull_readable_by(op, caller_owner())))
             *out = image_pull_op_json(op);
     pthread_mutex_unlock(&im->mu);
     return *out != NULL;
+}
+
+void images_pulls_running_for(app *a, const char *user, json_t *left)
+{
+    images *im = a->images;
+    if (!im)
+        return;
+    pthread_mutex_lock(&im->mu);
+    for (image_pull_op *op = im->ops; op; op = op->next)
+        if (op->state == IMAGE_PULL_RUNNING && strcmp(op->owner, user) == 0)
+            json_array_append_new(left, json_pack("s+", "pull of ", op->ref));
+    pthread_mutex_unlock(&im->mu);
+}
+
+void images_pulls_forget_user(app *a, const char *user)
+{
+    images *im = a->images;
+    if (!im)
+        return;
+    pthread_mutex_lock(&im->mu);
+    for (image_pull_op *op = im->ops; op; op = op->next)
+        for (size_t i = json_array_size(op->readers); i-- > 0;)
+            if (strcmp(json_string_value(json_array_get(op->readers, i)), user) == 0)
+                json_array_remove(op->readers, i);
+    pthread_mutex_unlock(&im->mu);
 }
 
 int images_open(app *a, const char *auth_file, gb_err *err)

@@ -260,6 +260,33 @@ describe('InstanceDetail', () => {
     expect(await within(dialog).findByText('sha256:abc')).toBeTruthy();
     expect(changes(sent)[0].body).toEqual({ newImageName: 'mine:v1', overwrite: true });
   });
+
+  it("suggests a user a name under their own namespace and shows gpuboxd's refusal", async () => {
+    const msg = 'a user commits only under their own namespace u/alice/ (...): name it like u/alice/cuda';
+    const sent = api({ version: 4 }, (req) =>
+      req.url === `${BASE}/commit` ? { status: 403, code: 1109, msg } : undefined,
+    );
+    await shown();
+    fireEvent.click(screen.getByRole('button', { name: 'Commit' }));
+    const dialog = screen.getByRole('dialog');
+    const input = within(dialog).getByLabelText('Image name') as HTMLInputElement;
+    expect(input.value).toBe('u/alice/foo:v4');
+    expect(within(dialog).getByText('u/alice/')).toBeTruthy();
+    fireEvent.input(input, { target: { value: 'nvidia/cuda:mine' } });
+    fireEvent.click(within(dialog).getByRole('button', { name: 'Commit image' }));
+    expect((await within(dialog).findByRole('alert')).textContent).toBe(msg);
+    expect(changes(sent)[0].body).toEqual({ newImageName: 'nvidia/cuda:mine', overwrite: false });
+    expect(input.value).toBe('nvidia/cuda:mine'); // kept for a retry
+  });
+
+  it("suggests an admin the set's own name, which everyone may use", async () => {
+    api({ version: 2 });
+    renderAs('admin', <InstanceDetail name="foo" />);
+    await screen.findByText('ubuntu:22.04');
+    fireEvent.click(screen.getByRole('button', { name: 'Commit' }));
+    const dialog = screen.getByRole('dialog');
+    expect((within(dialog).getByLabelText('Image name') as HTMLInputElement).value).toBe('foo:v2');
+  });
 });
 
 describe('InstanceDetail: usage and stop rules', () => {

@@ -8,8 +8,10 @@ import { api, call } from '../api';
 import { Confirm, Dialog, ErrorNote } from '../components/ui';
 import { useAction, usePoll } from '../hooks';
 import { navigate } from '../router';
+import { useSession } from '../session';
 import type { ExecResult, HistoryEntry, ReplicaSetInfo } from '../types';
 import {
+  commitImageSuggestion,
   gpusText,
   memoryText,
   memoryValue,
@@ -17,6 +19,7 @@ import {
   setPath,
   specGpusText,
   timeText,
+  userImageNamespace,
   type LongAnswer,
 } from './instanceHelpers';
 
@@ -273,7 +276,13 @@ export function RollbackDialog({ info, act, onClose, steps }: DialogProps) {
 }
 
 export function CommitDialog({ info, act, onClose }: DialogProps) {
-  const [image, setImage] = useState('');
+  // A user commits only under their own namespace (gpuboxd refuses any
+  // other name, and its message says so below); an admin's commit is
+  // everyone's.
+  const { me, isAdmin } = useSession();
+  const user = isAdmin ? null : me.name;
+  const suggested = commitImageSuggestion(info.name, info.version, user);
+  const [image, setImage] = useState(suggested);
   const [overwrite, setOverwrite] = useState(false);
   const [made, setMade] = useState<{ imageName: string; imageId: string } | null>(null);
   const a = useAction();
@@ -295,13 +304,23 @@ export function CommitDialog({ info, act, onClose }: DialogProps) {
   return (
     <Dialog title={`Commit ${info.name}`} onClose={onClose}>
       <form onSubmit={submit}>
-        <p class="hint">Saves the container's filesystem as a new image.</p>
+        <p class="hint">
+          Saves the container's filesystem as a new image
+          {user === null ? (
+            ', which every user may start from.'
+          ) : (
+            <>
+              {' '}
+              under <code>{userImageNamespace(user)}</code>: only you may start from it.
+            </>
+          )}
+        </p>
         <div class="field">
           <label for="cm-image">Image name</label>
           <input
             id="cm-image"
             required
-            placeholder="myimage:v1"
+            placeholder={suggested}
             value={image}
             onInput={(e) => setImage(value(e))}
           />

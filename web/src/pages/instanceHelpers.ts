@@ -92,3 +92,29 @@ export function timeText(time: string | null | undefined): string {
   const t = new Date(time);
   return Number.isNaN(t.getTime()) ? time : t.toLocaleString();
 }
+
+/** One path component of an image name, by Docker's grammar (lower case). */
+const IMAGE_COMPONENT = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/;
+const asciiLower = (s: string) => s.replace(/[A-Z]/g, (c) => c.toLowerCase());
+
+/**
+ * Where a user's commits go, as gpuboxd decides it (service/images/owners.c,
+ * image_user_namespace): "u/<name>/" with the name in lower case when it is
+ * one path component, else "u/<its UTF-8 bytes in hex>/".
+ */
+export function userImageNamespace(user: string): string {
+  const lower = asciiLower(user);
+  if (IMAGE_COMPONENT.test(lower)) return `u/${lower}/`;
+  const hex = Array.from(new TextEncoder().encode(user), (b) => b.toString(16).padStart(2, '0')).join('');
+  return `u/${hex}/`;
+}
+
+/**
+ * A name a commit of set `name` at `version` may take: a user's under their
+ * own namespace (the only one gpuboxd lets them commit to), an admin's
+ * "<set>:v<version>" (everyone's).
+ */
+export function commitImageSuggestion(name: string, version: number, user: string | null): string {
+  const repo = IMAGE_COMPONENT.test(asciiLower(name)) ? asciiLower(name) : 'image';
+  return `${user === null ? '' : userImageNamespace(user)}${repo}:v${version}`;
+}
