@@ -24,6 +24,9 @@ enum fleet_scope {
     SCOPE_OPERATION,     /* GET /operations/{id} */
 };
 
+/* How a fleet answers the route. */
+enum fleet_scope api_fleet_scope(const http_route *route);
+
 /* http_server_config.intercept. */
 int api_fleet_intercept(http_request *req, const http_route *route, http_response *resp,
                         gb_err *err);

@@ -83,6 +83,11 @@ static enum fleet_scope scope_of(const char *method, const char *pattern)
     return SCOPE_LOCAL;
 }
 
+enum fleet_scope api_fleet_scope(const http_route *route)
+{
+    return scope_of(route->method, route->pattern);
+}
+
 /* ---- the request as it is passed on ------------------------------------------ */
 
 static void append_encoded(char **buf, size_t *len, const char *s, bool keep_slash)
@@ -396,7 +401,7 @@ static int fleet_dispatch(http_request *req, const http_route *route, http_respo
         return -1;
     if (!a->fleet)
         return route->handler(req, resp, err);
-    enum fleet_scope scope = scope_of(route->method, route->pattern);
+    enum fleet_scope scope = api_fleet_scope(route);
     bool creates =
         scope == SCOPE_RS_CREATE || scope == SCOPE_LEGACY_CREATE || scope == SCOPE_VOL_CREATE;
     if (from_node && creates)
