@@ -14,6 +14,22 @@
 #include "http/auth.h"
 #include "http/router.h"
 
+/* How a fleet answers a route (http_route.fleet; the intercept in
+ * fleet_dispatch.c acts on it, docs/fleet.md). Every line of routes.c says
+ * one; 0 is a line that forgot, answered as SCOPE_LOCAL, and fails
+ * tests/unit/test_routes_table.c. */
+enum fleet_scope {
+    SCOPE_UNSET = 0,
+    SCOPE_LOCAL,         /* this node answers, whichever it is */
+    SCOPE_RS_OWNER,      /* the node that owns replica set {name} (a legacy "foo-3" is foo) */
+    SCOPE_VOL_OWNER,     /* the node that owns volume {name} */
+    SCOPE_RS_CREATE,     /* placed; the set is named by the body's replicaSetName */
+    SCOPE_LEGACY_CREATE, /* placed; the set is named by the body's containerName */
+    SCOPE_VOL_CREATE,    /* placed; the volume is named by the body's name */
+    SCOPE_MERGE,         /* every live node is asked, the lists merged (fleet_merge.c) */
+    SCOPE_OPERATION,     /* this node, else the first node that knows the operation */
+};
+
 /* A router holding every route of routes.c. */
 http_router *api_router_new(gb_err *err);
 

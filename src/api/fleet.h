@@ -9,20 +9,13 @@
 
 #include <jansson.h>
 
+#include "api/api.h"
 #include "fleet/fleet.h"
 #include "http/router.h"
 #include "service/app.h"
 
-enum fleet_scope {
-    SCOPE_LOCAL,
-    SCOPE_RS_OWNER,      /* /replicaSet/{name}..., /containers/{name}... */
-    SCOPE_VOL_OWNER,     /* /volumes/{name}... */
-    SCOPE_RS_CREATE,     /* POST /replicaSet */
-    SCOPE_LEGACY_CREATE, /* POST /containers */
-    SCOPE_VOL_CREATE,    /* POST /volumes */
-    SCOPE_MERGE,         /* the lists */
-    SCOPE_OPERATION,     /* GET /operations/{id} */
-};
+/* How a fleet answers the route: its line's .fleet. */
+enum fleet_scope api_fleet_scope(const http_route *route);
 
 /* http_server_config.intercept. */
 int api_fleet_intercept(http_request *req, const http_route *route, http_response *resp,

@@ -55,32 +55,9 @@
 #include "util/cleanup.h"
 #include "util/names.h"
 
-static enum fleet_scope scope_of(const char *method, const char *pattern)
+enum fleet_scope api_fleet_scope(const http_route *route)
 {
-    static const struct {
-        const char *method, *pattern;
-        enum fleet_scope scope;
-    } exact[] = {
-        {"POST", "/api/v1/replicaSet", SCOPE_RS_CREATE},
-        {"POST", "/api/v1/containers", SCOPE_LEGACY_CREATE},
-        {"POST", "/api/v1/volumes", SCOPE_VOL_CREATE},
-        {"GET", "/api/v1/replicaSet", SCOPE_MERGE},
-        {"GET", "/api/v1/volumes", SCOPE_MERGE},
-        {"GET", "/api/v1/resources/gpus", SCOPE_MERGE},
-        {"GET", "/api/v1/resources/ports", SCOPE_MERGE},
-        {"GET", "/api/v1/gpus", SCOPE_MERGE},
-        {"GET", "/api/v1/images", SCOPE_MERGE},
-        {"GET", "/api/v1/operations/{id}", SCOPE_OPERATION},
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(exact); i++)
-        if (strcmp(method, exact[i].method) == 0 && strcmp(pattern, exact[i].pattern) == 0)
-            return exact[i].scope;
-    if (strncmp(pattern, "/api/v1/replicaSet/{name}", 25) == 0 ||
-        strncmp(pattern, "/api/v1/containers/{name}", 25) == 0)
-        return SCOPE_RS_OWNER;
-    if (strncmp(pattern, "/api/v1/volumes/{name}", 22) == 0)
-        return SCOPE_VOL_OWNER;
-    return SCOPE_LOCAL;
+    return (enum fleet_scope)route->fleet;
 }
 
 /* ---- the request as it is passed on ------------------------------------------ */
@@ -396,7 +373,7 @@ static int fleet_dispatch(http_request *req, const http_route *route, http_respo
         return -1;
     if (!a->fleet)
         return route->handler(req, resp, err);
-    enum fleet_scope scope = scope_of(route->method, route->pattern);
+    enum fleet_scope scope = api_fleet_scope(route);
     bool creates =
         scope == SCOPE_RS_CREATE || scope == SCOPE_LEGACY_CREATE || scope == SCOPE_VOL_CREATE;
     if (from_node && creates)
@@ -415,6 +392,7 @@ static int fleet_dispatch(http_request *req, const http_route *route, http_respo
         return api_fleet_merge(a, req, route, resp, err);
     case SCOPE_OPERATION:
         return dispatch_operation(a, req, route, resp, err);
+    case SCOPE_UNSET: /* as SCOPE_LOCAL; the route table's test refuses it */
     case SCOPE_LOCAL:
         break;
     }

@@ -1,13 +1,31 @@
 /*
- * routes.c - every route of gpubox's HTTP API, one line each. Adding an
- * endpoint is one line here plus its handler.
+ * routes.c - every route of gpubox's HTTP API, one line each, saying all
+ * there is to know about it. Adding an endpoint is one line here plus its
+ * handler (and its operation in docs/openapi.yaml):
  *
- * Access (with --token-file, http/auth.h): a GET route needs any token,
- * any other method a user's or an admin's (the services then keep a user to
- * their own, docs/users.md); api_access lists the routes for admins alone
- * and /metrics (viewers and admins: it names everyone's use); the routes in
- * api_open_routes answer without a token, because probes and version
- * checks must reach them.
+ *   {method, pattern, handler, who may call it, how a fleet answers it, summary}
+ *
+ * Who may call it (http/router.h enum http_access; http/auth.c decides,
+ * with --token-file):
+ *   HTTP_ACCESS_OPEN      no token: probes and version checks must reach it
+ *   HTTP_ACCESS_VIEWER    any valid token (the reading routes)
+ *   HTTP_ACCESS_USER      a user's or an admin's token (the changes; the
+ *                         services then keep a user to their own,
+ *                         docs/users.md)
+ *   HTTP_ACCESS_OBSERVER  a viewer's or an admin's (/metrics names
+ *                         everyone's use)
+ *   HTTP_ACCESS_ADMIN     an admin's token
+ * How a fleet answers it (api/api.h enum fleet_scope; fleet_dispatch.c):
+ *   SCOPE_LOCAL           the node asked
+ *   SCOPE_RS_OWNER        the node that owns replica set {name}
+ *   SCOPE_VOL_OWNER       the node that owns volume {name}
+ *   SCOPE_RS_CREATE, SCOPE_LEGACY_CREATE, SCOPE_VOL_CREATE
+ *                         placed on a node, the name claimed for it
+ *   SCOPE_MERGE           every live node, the lists merged
+ *   SCOPE_OPERATION       this node, else the first that knows it
+ * A line must say both: tests/unit/test_routes_table.c lists every route
+ * with them and refuses one left unset (0), so a route cannot be
+ * half-registered.
  */
 #include "api/api.h"
 
@@ -15,144 +33,137 @@
 
 static const http_route api_routes[] = {
     /* system */
-    {"GET", "/healthz", api_healthz, "Liveness, plus whether the store and Docker answer"},
-    {"GET", "/version", api_version, "gpubox, API and Docker versions"},
-    {"GET", "/openapi.json", api_openapi, "The OpenAPI document (docs/openapi.yaml) as JSON"},
-    {"GET", "/openapi.yaml", api_openapi_yaml, "The OpenAPI document as written"},
-    {"GET", "/metrics", api_metrics,
+    {"GET", "/healthz", api_healthz, HTTP_ACCESS_OPEN, SCOPE_LOCAL,
+     "Liveness, plus whether the store and Docker answer"},
+    {"GET", "/version", api_version, HTTP_ACCESS_OPEN, SCOPE_LOCAL,
+     "gpubox, API and Docker versions"},
+    {"GET", "/openapi.json", api_openapi, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,
+     "The OpenAPI document (docs/openapi.yaml) as JSON"},
+    {"GET", "/openapi.yaml", api_openapi_yaml, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,
+     "The OpenAPI document as written"},
+    {"GET", "/metrics", api_metrics, HTTP_ACCESS_OBSERVER, SCOPE_LOCAL,
      "Prometheus metrics: GPUs, ports, replica sets, operations, HTTP requests, store health"},
 
     /* resources */
-    {"GET", "/api/v1/resources/gpus", api_resources_gpus,
+    {"GET", "/api/v1/resources/gpus", api_resources_gpus, HTTP_ACCESS_VIEWER, SCOPE_MERGE,
      "GPUs: free/held map, devices with memory and tenants, inventory source"},
-    {"PATCH", "/api/v1/resources/gpus/{uuid}/healthy", api_gpu_healthy,
-     "Clear a card's unhealthy mark (a critical XID, or it stopped answering)"},
-    {"GET", "/api/v1/resources/ports", api_resources_ports,
+    {"PATCH", "/api/v1/resources/gpus/{uuid}/healthy", api_gpu_healthy, HTTP_ACCESS_ADMIN,
+     SCOPE_LOCAL, "Clear a card's unhealthy mark (a critical XID, or it stopped answering)"},
+    {"GET", "/api/v1/resources/ports", api_resources_ports, HTTP_ACCESS_VIEWER, SCOPE_MERGE,
      "Host port range, free count and ports in use"},
-    {"GET", "/api/v1/resources/cpus", api_resources_cpus,
+    {"GET", "/api/v1/resources/cpus", api_resources_cpus, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,
      "CPU cores: topology, who holds each logical CPU (cpuCount), free count"},
-    {"GET", "/api/v1/events", api_events,
+    {"GET", "/api/v1/events", api_events, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,
      "Sets stopped by their run limits, cards marked unhealthy or cleared (?limit=N)"},
 
     /* replica sets */
-    {"POST", "/api/v1/replicaSet", api_replicaset_create,
+    {"POST", "/api/v1/replicaSet", api_replicaset_create, HTTP_ACCESS_USER, SCOPE_RS_CREATE,
      "Create a replica set: allocate GPUs and ports, run container <name>-1"},
-    {"GET", "/api/v1/replicaSet", api_replicaset_list,
+    {"GET", "/api/v1/replicaSet", api_replicaset_list, HTTP_ACCESS_VIEWER, SCOPE_MERGE,
      "Replica sets with live status (?all=true includes deleted ones)"},
-    {"GET", "/api/v1/replicaSet/{name}", api_replicaset_info,
+    {"GET", "/api/v1/replicaSet/{name}", api_replicaset_info, HTTP_ACCESS_VIEWER, SCOPE_RS_OWNER,
      "One replica set: spec, version, container, status, GPUs, ports"},
-    {"GET", "/api/v1/replicaSet/{name}/history", api_replicaset_history,
-     "Every version's spec, newest first"},
-    {"GET", "/api/v1/replicaSet/{name}/logs", api_replicaset_logs,
+    {"GET", "/api/v1/replicaSet/{name}/history", api_replicaset_history, HTTP_ACCESS_VIEWER,
+     SCOPE_RS_OWNER, "Every version's spec, newest first"},
+    {"GET", "/api/v1/replicaSet/{name}/logs", api_replicaset_logs, HTTP_ACCESS_VIEWER,
+     SCOPE_RS_OWNER,
      "What the containers wrote (?tail, since, timestamps, follow streams NDJSON, versions)"},
-    {"PATCH", "/api/v1/replicaSet/{name}/stop", api_replicaset_stop,
-     "Stop the container and release its GPUs and ports"},
-    {"PATCH", "/api/v1/replicaSet/{name}/pause", api_replicaset_pause,
-     "Stop the container, keeping its GPUs and ports"},
-    {"PATCH", "/api/v1/replicaSet/{name}/continue", api_replicaset_continue,
-     "Start a paused replica set's container again"},
-    {"POST", "/api/v1/replicaSet/{name}/execute", api_replicaset_execute,
-     "Run a command in the container: stdout, stderr, exit code"},
-    {"POST", "/api/v1/replicaSet/{name}/commit", api_replicaset_commit,
-     "Commit the container to a new image"},
-    {"DELETE", "/api/v1/replicaSet/{name}", api_replicaset_delete,
+    {"PATCH", "/api/v1/replicaSet/{name}/stop", api_replicaset_stop, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER, "Stop the container and release its GPUs and ports"},
+    {"PATCH", "/api/v1/replicaSet/{name}/pause", api_replicaset_pause, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER, "Stop the container, keeping its GPUs and ports"},
+    {"PATCH", "/api/v1/replicaSet/{name}/continue", api_replicaset_continue, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER, "Start a paused replica set's container again"},
+    {"POST", "/api/v1/replicaSet/{name}/execute", api_replicaset_execute, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER, "Run a command in the container: stdout, stderr, exit code"},
+    {"POST", "/api/v1/replicaSet/{name}/commit", api_replicaset_commit, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER, "Commit the container to a new image"},
+    {"DELETE", "/api/v1/replicaSet/{name}", api_replicaset_delete, HTTP_ACCESS_USER, SCOPE_RS_OWNER,
      "Remove the container and free everything (?purge=true also forgets the history)"},
-    {"PATCH", "/api/v1/replicaSet/{name}", api_replicaset_patch,
+    {"PATCH", "/api/v1/replicaSet/{name}", api_replicaset_patch, HTTP_ACCESS_USER, SCOPE_RS_OWNER,
      "Change GPUs, binds, env, ports or limits: a new version keeping the system disk"},
-    {"PATCH", "/api/v1/replicaSet/{name}/rollback", api_replicaset_rollback,
-     "A new version with version {version}'s spec, keeping the system disk"},
-    {"PATCH", "/api/v1/replicaSet/{name}/restart", api_replicaset_restart,
+    {"PATCH", "/api/v1/replicaSet/{name}/rollback", api_replicaset_rollback, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER, "A new version with version {version}'s spec, keeping the system disk"},
+    {"PATCH", "/api/v1/replicaSet/{name}/restart", api_replicaset_restart, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER,
      "Run a stopped set again: the same cards if free, else a new version on others"},
 
     /* operations */
-    {"GET", "/api/v1/operations/{id}", api_operation,
+    {"GET", "/api/v1/operations/{id}", api_operation, HTTP_ACCESS_VIEWER, SCOPE_OPERATION,
      "An operation's kind, state and steps (patch, restart, rollback, create, stop, delete, "
      "pull)"},
 
     /* volumes */
-    {"POST", "/api/v1/volumes", api_volume_create,
+    {"POST", "/api/v1/volumes", api_volume_create, HTTP_ACCESS_USER, SCOPE_VOL_CREATE,
      "Create a sized volume {name, size} (\"20GB\"; KB, MB, GB, TB, decimals)"},
-    {"GET", "/api/v1/volumes", api_volume_list, "Volumes with their sizes and backends"},
-    {"GET", "/api/v1/volumes/{name}", api_volume_info,
+    {"GET", "/api/v1/volumes", api_volume_list, HTTP_ACCESS_VIEWER, SCOPE_MERGE,
+     "Volumes with their sizes and backends"},
+    {"GET", "/api/v1/volumes/{name}", api_volume_info, HTTP_ACCESS_VIEWER, SCOPE_VOL_OWNER,
      "One volume: size, bytes used, backend, version, replica sets using it"},
-    {"GET", "/api/v1/volumes/{name}/history", api_volume_history,
-     "Every size the volume had, newest first"},
-    {"PATCH", "/api/v1/volumes/{name}/size", api_volume_resize,
+    {"GET", "/api/v1/volumes/{name}/history", api_volume_history, HTTP_ACCESS_VIEWER,
+     SCOPE_VOL_OWNER, "Every size the volume had, newest first"},
+    {"PATCH", "/api/v1/volumes/{name}/size", api_volume_resize, HTTP_ACCESS_USER, SCOPE_VOL_OWNER,
      "Grow or shrink the volume to {size}, keeping its data"},
-    {"DELETE", "/api/v1/volumes/{name}", api_volume_delete,
+    {"DELETE", "/api/v1/volumes/{name}", api_volume_delete, HTTP_ACCESS_USER, SCOPE_VOL_OWNER,
      "Delete the volume and its data (refused while a replica set uses it)"},
 
     /* images (docs/api.md, "Images") */
-    {"GET", "/api/v1/images", api_images_list,
+    {"GET", "/api/v1/images", api_images_list, HTTP_ACCESS_VIEWER, SCOPE_MERGE,
      "Images on the node: tags, id, size, created (?name=repo or repo:tag)"},
-    {"POST", "/api/v1/images/pull", api_image_pull,
+    {"POST", "/api/v1/images/pull", api_image_pull, HTTP_ACCESS_USER, SCOPE_LOCAL,
      "Pull {image} from its registry (registryAuth, wait); progress in its operation"},
 
     /* the fleet (docs/fleet.md) */
-    {"GET", "/api/v1/nodes", api_nodes_list,
+    {"GET", "/api/v1/nodes", api_nodes_list, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,
      "The fleet's nodes: state, labels, cards, free capacity, version, last heartbeat"},
-    {"PATCH", "/api/v1/nodes/{name}/cordon", api_node_cordon,
+    {"PATCH", "/api/v1/nodes/{name}/cordon", api_node_cordon, HTTP_ACCESS_ADMIN, SCOPE_LOCAL,
      "Place no new replica sets or volumes on the node"},
-    {"PATCH", "/api/v1/nodes/{name}/uncordon", api_node_uncordon, "Place on the node again"},
+    {"PATCH", "/api/v1/nodes/{name}/uncordon", api_node_uncordon, HTTP_ACCESS_ADMIN, SCOPE_LOCAL,
+     "Place on the node again"},
 
     /* users, quotas, accounting (docs/users.md) */
-    {"GET", "/api/v1/whoami", api_whoami, "Who the token is: name, role, quota and what they hold"},
-    {"GET", "/api/v1/users", api_users_list, "Every user with role, quota and what they hold"},
-    {"POST", "/api/v1/users", api_users_create,
+    {"GET", "/api/v1/whoami", api_whoami, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,
+     "Who the token is: name, role, quota and what they hold"},
+    {"GET", "/api/v1/users", api_users_list, HTTP_ACCESS_ADMIN, SCOPE_LOCAL,
+     "Every user with role, quota and what they hold"},
+    {"POST", "/api/v1/users", api_users_create, HTTP_ACCESS_ADMIN, SCOPE_LOCAL,
      "Create a user {name, role, quota}: the answer shows its token, this once"},
-    {"GET", "/api/v1/users/{name}", api_user_get, "One user"},
-    {"PATCH", "/api/v1/users/{name}", api_user_patch, "Change a user's role or quota"},
-    {"DELETE", "/api/v1/users/{name}", api_user_delete,
+    {"GET", "/api/v1/users/{name}", api_user_get, HTTP_ACCESS_ADMIN, SCOPE_LOCAL, "One user"},
+    {"PATCH", "/api/v1/users/{name}", api_user_patch, HTTP_ACCESS_ADMIN, SCOPE_LOCAL,
+     "Change a user's role or quota"},
+    {"DELETE", "/api/v1/users/{name}", api_user_delete, HTTP_ACCESS_ADMIN, SCOPE_LOCAL,
      "Remove a user (refused while a set, deleted set not purged or volume of theirs is left)"},
-    {"POST", "/api/v1/users/{name}/token", api_user_token_rotate,
+    {"POST", "/api/v1/users/{name}/token", api_user_token_rotate, HTTP_ACCESS_ADMIN, SCOPE_LOCAL,
      "A new token for the user; the old one stops working at once"},
-    {"DELETE", "/api/v1/users/{name}/token", api_user_token_revoke,
+    {"DELETE", "/api/v1/users/{name}/token", api_user_token_revoke, HTTP_ACCESS_ADMIN, SCOPE_LOCAL,
      "Revoke the user's token at once"},
-    {"GET", "/api/v1/quotas/defaults", api_quota_defaults_get, "The quota new users get"},
-    {"PUT", "/api/v1/quotas/defaults", api_quota_defaults_put, "Set the quota new users get"},
-    {"GET", "/api/v1/usage", api_usage,
+    {"GET", "/api/v1/quotas/defaults", api_quota_defaults_get, HTTP_ACCESS_ADMIN, SCOPE_LOCAL,
+     "The quota new users get"},
+    {"PUT", "/api/v1/quotas/defaults", api_quota_defaults_put, HTTP_ACCESS_ADMIN, SCOPE_LOCAL,
+     "Set the quota new users get"},
+    {"GET", "/api/v1/usage", api_usage, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,
      "Card-seconds and MiB-seconds per user and set (?user=&set=&from=&to=)"},
 
     /* gpu-docker-api's older route family */
-    {"GET", "/api/v1/gpus", api_gpus_legacy, "GPU status map {gpuStatus:{uuid:0|1}}"},
-    {"POST", "/api/v1/containers", api_container_create,
+    {"GET", "/api/v1/gpus", api_gpus_legacy, HTTP_ACCESS_VIEWER, SCOPE_MERGE,
+     "GPU status map {gpuStatus:{uuid:0|1}}"},
+    {"POST", "/api/v1/containers", api_container_create, HTTP_ACCESS_USER, SCOPE_LEGACY_CREATE,
      "Create a replica set from containerName, gpuCount, binds, env, cmd, Ports"},
-    {"PATCH", "/api/v1/containers/{name}/stop", api_container_stop,
-     "Stop replica set {name} (foo or foo-N), releasing GPUs and ports"},
-    {"DELETE", "/api/v1/containers/{name}", api_container_delete,
+    {"PATCH", "/api/v1/containers/{name}/stop", api_container_stop, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER, "Stop replica set {name} (foo or foo-N), releasing GPUs and ports"},
+    {"DELETE", "/api/v1/containers/{name}", api_container_delete, HTTP_ACCESS_USER, SCOPE_RS_OWNER,
      "Delete replica set {name}; {delEtcdInfoAndVersionRecord:true} purges its history"},
-    {"POST", "/api/v1/containers/{name}/commit", api_container_commit,
-     "Commit replica set {name}'s container to a new image"},
-    {"POST", "/api/v1/containers/{name}/execute", api_container_execute,
-     "Run a command in replica set {name}'s container"},
-    {"PATCH", "/api/v1/containers/{name}/gpu", api_container_gpu,
+    {"POST", "/api/v1/containers/{name}/commit", api_container_commit, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER, "Commit replica set {name}'s container to a new image"},
+    {"POST", "/api/v1/containers/{name}/execute", api_container_execute, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER, "Run a command in replica set {name}'s container"},
+    {"PATCH", "/api/v1/containers/{name}/gpu", api_container_gpu, HTTP_ACCESS_USER, SCOPE_RS_OWNER,
      "Change replica set {name}'s GPU count: a new version keeping the system disk"},
-    {"PATCH", "/api/v1/containers/{name}/volume", api_container_volume,
+    {"PATCH", "/api/v1/containers/{name}/volume", api_container_volume, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER,
      "Replace one of replica set {name}'s binds: a new version keeping the system disk"},
-    {"PATCH", "/api/v1/containers/{name}/restart", api_container_restart,
-     "Restart stopped replica set {name}"},
-};
-
-static const char *const api_open_routes[] = {"/healthz", "/version"};
-
-/* Routes that are not the default of their method (http/router.h). */
-static const struct {
-    const char *method, *pattern;
-    enum http_access access;
-} api_access[] = {
-    {"GET", "/metrics", HTTP_ACCESS_OBSERVER},
-    {"PATCH", "/api/v1/nodes/{name}/cordon", HTTP_ACCESS_ADMIN},
-    {"PATCH", "/api/v1/nodes/{name}/uncordon", HTTP_ACCESS_ADMIN},
-    {"PATCH", "/api/v1/resources/gpus/{uuid}/healthy", HTTP_ACCESS_ADMIN},
-    {"GET", "/api/v1/users", HTTP_ACCESS_ADMIN},
-    {"POST", "/api/v1/users", HTTP_ACCESS_ADMIN},
-    {"GET", "/api/v1/users/{name}", HTTP_ACCESS_ADMIN},
-    {"PATCH", "/api/v1/users/{name}", HTTP_ACCESS_ADMIN},
-    {"DELETE", "/api/v1/users/{name}", HTTP_ACCESS_ADMIN},
-    {"POST", "/api/v1/users/{name}/token", HTTP_ACCESS_ADMIN},
-    {"DELETE", "/api/v1/users/{name}/token", HTTP_ACCESS_ADMIN},
-    {"GET", "/api/v1/quotas/defaults", HTTP_ACCESS_ADMIN},
-    {"PUT", "/api/v1/quotas/defaults", HTTP_ACCESS_ADMIN},
+    {"PATCH", "/api/v1/containers/{name}/restart", api_container_restart, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER, "Restart stopped replica set {name}"},
 };
 
 http_router *api_router_new(gb_err *err)
@@ -160,19 +171,6 @@ http_router *api_router_new(gb_err *err)
     http_router *r = router_new();
     for (size_t i = 0; i < ARRAY_SIZE(api_routes); i++) {
         if (router_add(r, &api_routes[i], err) < 0) {
-            router_free(r);
-            return NULL;
-        }
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(api_open_routes); i++) {
-        if (router_set_access(r, "GET", api_open_routes[i], HTTP_ACCESS_OPEN, err) < 0) {
-            router_free(r);
-            return NULL;
-        }
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(api_access); i++) {
-        if (router_set_access(r, api_access[i].method, api_access[i].pattern, api_access[i].access,
-                              err) < 0) {
             router_free(r);
             return NULL;
         }

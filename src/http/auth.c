@@ -283,6 +283,8 @@ enum http_role http_access_required(enum http_access access, const char *method)
         return HTTP_ROLE_NONE;
     case HTTP_ACCESS_VIEWER:
         return HTTP_ROLE_VIEWER;
+    case HTTP_ACCESS_USER:
+        return HTTP_ROLE_USER;
     case HTTP_ACCESS_OBSERVER:
         return HTTP_ROLE_VIEWER;
     case HTTP_ACCESS_ADMIN:

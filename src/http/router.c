@@ -22,7 +22,6 @@ typedef struct router_entry {
     bool is_param[ROUTER_MAX_SEGMENTS];
     size_t nseg;
     unsigned specificity; /* one bit per literal segment, first segment highest */
-    enum http_access access;
 } router_entry;
 
 struct http_router {
@@ -177,24 +176,10 @@ enum router_result router_match_request(const http_router *r, const char *method
         return m->allow[0] ? ROUTER_METHOD_NOT_ALLOWED : ROUTER_NOT_FOUND;
 
     m->route = &best->route;
-    m->access = best->access;
     for (size_t i = 0; i < best->nseg; i++)
         if (best->is_param[i])
             m->params[m->nparams++] = (http_kv){.key = best->seg[i], .value = seg[i]};
     return ROUTER_FOUND;
-}
-
-int router_set_access(http_router *r, const char *method, const char *pattern,
-                      enum http_access access, gb_err *err)
-{
-    for (size_t i = 0; i < r->n; i++) {
-        if (strcmp(r->entries[i].route.method, method) == 0 &&
-            strcmp(r->entries[i].route.pattern, pattern) == 0) {
-            r->entries[i].access = access;
-            return 0;
-        }
-    }
-    return err_set(err, ERR_INTERNAL, "no route %s %s to set the access of", method, pattern);
 }
 
 void router_match_free(router_match *m)
@@ -211,9 +196,4 @@ size_t router_count(const http_router *r)
 const http_route *router_route(const http_router *r, size_t i)
 {
     return i < r->n ? &r->entries[i].route : NULL;
-}
-
-enum http_access router_route_access(const http_router *r, size_t i)
-{
-    return i < r->n ? r->entries[i].access : HTTP_ACCESS_BY_METHOD;
 }

@@ -38,22 +38,27 @@ typedef int (*http_handler_via)(http_request *req, const struct http_route *rout
                                 http_response *resp, gb_err *err);
 
 /* Who may call a route when tokens are configured (http/auth.h decides).
- * The default follows the method: reading routes (GET, HEAD) are for
- * every role, everything else for users and admins; a route that must stay reachable
- * without a token (liveness probes) is marked with router_set_access. */
+ * A route says it in its line (http_route.access); a line that leaves it
+ * out gets the default of its method: reading routes (GET, HEAD) for every
+ * role, everything else for users and admins. */
 enum http_access {
     HTTP_ACCESS_BY_METHOD = 0, /* GET / HEAD: any valid token; any other method: user or admin */
-    HTTP_ACCESS_OPEN,          /* no token needed */
+    HTTP_ACCESS_OPEN,          /* no token needed (liveness probes, version checks) */
     HTTP_ACCESS_VIEWER,        /* any valid token */
+    HTTP_ACCESS_USER,          /* a user's or an admin's token */
     HTTP_ACCESS_OBSERVER,      /* viewer or admin: reads of everyone's use (/metrics) */
     HTTP_ACCESS_ADMIN,         /* an admin token */
 };
 
+/* One route, everything about it in one line of a table (api/routes.c). */
 typedef struct http_route {
     const char *method;  /* "GET", "POST", "PATCH", "PUT", "DELETE" */
     const char *pattern; /* "/api/v1/replicaSet/{name}" */
     http_handler handler;
-    const char *summary; /* one line for /openapi.json and docs */
+    enum http_access access; /* who may call it */
+    int fleet;               /* how a fleet answers it: the application's value (gpubox: enum
+                                fleet_scope, api/api.h), handed to the intercept untouched */
+    const char *summary;     /* one line for /openapi.json and docs */
 } http_route;
 
 typedef struct http_router http_router;
@@ -62,7 +67,6 @@ enum router_result { ROUTER_FOUND, ROUTER_NOT_FOUND, ROUTER_METHOD_NOT_ALLOWED }
 
 typedef struct router_match {
     const http_route *route; /* ROUTER_FOUND only */
-    enum http_access access; /* ROUTER_FOUND only: the route's */
     http_kv params[ROUTER_MAX_PARAMS];
     size_t nparams;
     char allow[96]; /* ROUTER_METHOD_NOT_ALLOWED: "GET, PATCH" */
@@ -77,11 +81,6 @@ void router_free(http_router *r);
  * method+pattern. */
 int router_add(http_router *r, const http_route *route, gb_err *err);
 
-/* Change who may call an added route (method and pattern exactly as
- * added). Fails if there is no such route. */
-int router_set_access(http_router *r, const char *method, const char *pattern,
-                      enum http_access access, gb_err *err);
-
 /* Match a request. Parameters point into m->scratch; release with
  * router_match_free. */
 enum router_result router_match_request(const http_router *r, const char *method, const char *path,
@@ -91,6 +90,5 @@ void router_match_free(router_match *m);
 /* Every route in insertion order (for /openapi.json). */
 size_t router_count(const http_router *r);
 const http_route *router_route(const http_router *r, size_t i);
-enum http_access router_route_access(const http_router *r, size_t i);
 
 #endif

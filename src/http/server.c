@@ -292,7 +292,7 @@ static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, cha
 
     router_match m;
     enum router_result found = router_match_request(s->router, x->req.method, x->req.path, &m);
-    if (http_auth_check(s->cfg.auth, found == ROUTER_FOUND ? m.access : HTTP_ACCESS_VIEWER,
+    if (http_auth_check(s->cfg.auth, found == ROUTER_FOUND ? m.route->access : HTTP_ACCESS_VIEWER,
                         x->req.method, x->req.path, http_request_header(&x->req, "Authorization"),
                         &x->who, &err) < 0) {
         if (err.code == ERR_UNAUTHORIZED)

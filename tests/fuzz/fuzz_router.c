@@ -6,7 +6,8 @@
  * Input: the method up to the first space (or one of the usual methods
  * picked by the first byte), the rest the path. Properties: no crash; a
  * found route has every parameter of its pattern, each non-empty and
- * without '/'; a 405 lists at least one method.
+ * without '/', and its line says who may call it and how a fleet answers
+ * it; a 405 lists at least one method.
  */
 #include "fuzz_util.h"
 
@@ -43,6 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     switch (router_match_request(router, method, path, &m)) {
     case ROUTER_FOUND:
         FUZZ_CHECK(m.route && m.route->handler, "found without a handler");
+        FUZZ_CHECK(m.route->access != HTTP_ACCESS_BY_METHOD && m.route->fleet != 0,
+                   "%s %s: its line leaves who may call it or its fleet scope unset", method,
+                   m.route->pattern);
         for (size_t i = 0; i < m.nparams; i++)
             FUZZ_CHECK(m.params[i].value[0] && !strchr(m.params[i].value, '/'),
                        "%s %s: bad parameter '%s'", method, path, m.params[i].value);

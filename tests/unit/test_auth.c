@@ -325,6 +325,8 @@ static void test_access_by_method(void **state)
     assert_int_equal(http_access_required(HTTP_ACCESS_OBSERVER, "GET"), HTTP_ROLE_VIEWER);
     assert_int_equal(http_access_required(HTTP_ACCESS_OPEN, "GET"), HTTP_ROLE_NONE);
     assert_int_equal(http_access_required(HTTP_ACCESS_VIEWER, "POST"), HTTP_ROLE_VIEWER);
+    assert_int_equal(http_access_required(HTTP_ACCESS_USER, "GET"), HTTP_ROLE_USER);
+    assert_int_equal(http_access_required(HTTP_ACCESS_USER, "POST"), HTTP_ROLE_USER);
     assert_int_equal(http_access_required(HTTP_ACCESS_ADMIN, "GET"), HTTP_ROLE_ADMIN);
 }
 

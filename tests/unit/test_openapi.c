@@ -105,7 +105,8 @@ static void test_undocumented_route_is_generated(void **state)
     (void)state;
     gb_err e = GB_ERR_INIT;
     http_router *r = router_new();
-    http_route route = {"PUT", "/api/v1/things/{id}/{part}", dummy_handler, "A thing's part"};
+    http_route route = {"PUT", "/api/v1/things/{id}/{part}", dummy_handler,
+                        .summary = "A thing's part"};
     assert_int_equal(router_add(r, &route, &e), 0);
     _cleanup_json_ json_t *doc = openapi_document(r, &e);
     assert_non_null(doc);
