@@ -7,7 +7,11 @@ held a card, even for a moment), and the other user gets the free card.
 The burst is repeated over several rounds, each released by one barrier,
 so that a refused create holding a card for a moment shows up reliably.
 """
+import http.client
+import json
+import os
 import secrets
+import sqlite3
 import threading
 
 import pytest
@@ -118,3 +122,48 @@ def test_over_quota_burst_is_refused_1115_and_another_users_create_gets_the_free
     sets = {s["name"] for u in users for s in u["sets"]}
     assert sets == {f"{PREFIX}b{rnd}x{i}" for rnd in range(ROUNDS) for i in range(BURST)} & sets
     assert len(sets) == ROUNDS, users
+
+
+def test_a_reservation_a_crash_left_is_gone_at_the_next_start(tmp_path):
+    """gpuboxd dies right after a create reserved its owner's quota
+    (GPUBOX_FAULT=quota.create.reserved), before it took a card: the store
+    keeps the reservation, and the next start's ledger sync removes it, so
+    the quota is whole again."""
+    tokens = write_tokens(tmp_path / "tokens", f"root:admin:{ADMIN}\n")
+    args = ["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "data"), "--simulate-gpus",
+            "2xA100-80GB", "--port-range", PORTS, "--token-file", str(tokens)]
+    env = dict(os.environ)
+    env["GPUBOX_FAULT"] = "quota.create.reserved"
+    d = Daemon(args, tmp_path / "data", tmp_path / "gpuboxd0.log", env=env).start()
+    bob = "bob" + secrets.token_hex(3)
+    tb = make_user(d, bob, quota={"cards": 1})
+    try:
+        as_(d, tb, "POST", "/api/v1/replicaSet", create_body(f"{PREFIX}c1"))
+    except (OSError, http.client.HTTPException):
+        pass
+    assert d.proc.wait(30) == 99
+    d.proc.stdout.close()
+    d.log_file.close()
+    db_path = tmp_path / "data" / "state.db"
+    if db_path.exists():  # the sqlite store (not --store-backend etcd): the reservation is there
+        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            ledgers = [json.loads(v) for k, v in db.execute("SELECT key, value FROM kv")
+                       if "ledger" in k and bob in k]
+        finally:
+            db.close()
+        assert [lj["sets"][f"{PREFIX}c1"].get("reserved") for lj in ledgers] == [True], ledgers
+    env.pop("GPUBOX_FAULT")
+    d = Daemon(args, tmp_path / "data", tmp_path / "gpuboxd1.log", env=env).start()
+    d.token = ADMIN
+    try:
+        me = ok(as_(d, tb, "GET", "/api/v1/whoami"))
+        assert (me["usage"]["cards"], me["usage"]["instances"]) == (0, 0), me
+        assert ok(as_(d, tb, "POST", "/api/v1/replicaSet", create_body(f"{PREFIX}c2")))
+        r = as_(d, tb, "POST", "/api/v1/replicaSet", create_body(f"{PREFIX}c3"))
+        assert (r.status, r.code) == (403, 1115), r.json
+    finally:
+        try:
+            wipe(d, PREFIX)
+        finally:
+            d.stop()

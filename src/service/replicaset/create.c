@@ -43,6 +43,7 @@
 #include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
+#include "util/fault.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -271,6 +272,7 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_
     bool reserved = false;
     if (rs_create_quota_reserve(a, &r, &reserved, err) < 0)
         return -1;
+    fault_point("quota.create.reserved"); /* a crash here: ledger_sync at the next start */
     _cleanup_(binds_resolved_free) binds_resolved binds = {0};
     snprintf(r.container_name, sizeof(r.container_name), "%s-%d", name, r.version);
     journal_op op = {0};
