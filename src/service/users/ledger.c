@@ -275,6 +275,15 @@ int ledger_reserve(app *a, const ledger_hold *h, bool *reserved_out, gb_err *err
     *reserved_out = false;
     if (!h->owner[0] || !a->users)
         return 0;
+    /* No quota applies (an admin, a viewer, no limit on what h asks): no
+     * reservation either, nor its transaction; the record's save writes
+     * the entry as before. */
+    user_info ui;
+    const user_quota *q = &ui.quota;
+    if (!users_find(a->users, h->owner, &ui) || ui.role != USER_ROLE_USER ||
+        (q->instances == QUOTA_UNLIMITED && q->cards == QUOTA_UNLIMITED &&
+         q->share_mib == QUOTA_UNLIMITED && q->cores == QUOTA_UNLIMITED))
+        return 0;
     _cleanup_json_ json_t *lj = NULL;
     int64_t rev = 0;
     if (ledger_read(a, h->owner, &lj, &rev, err) < 0)

@@ -155,8 +155,9 @@ int ledger_usage_of(app *a, const char *owner, ledger_usage *u, gb_err *err);
  * record's own transaction (ledger_txn) then turns the reservation into
  * the entry of what the record holds, checked again for anything the
  * reservation did not count. *reserved: whether an entry was written
- * (false with no users, or when the name already has a held entry: then
- * only checked). Reserved entries count towards the quota and usage, not
+ * (false with no users, for an owner no quota limits (not a `user`, or
+ * every set dimension unlimited), or when the name already has a held
+ * entry: then only checked). Reserved entries count towards the quota and usage, not
  * towards card-seconds. */
 int ledger_reserve(app *a, const ledger_hold *h, bool *reserved, gb_err *err);
 /* Give h's reservation back: its entry goes if it is still a reservation
