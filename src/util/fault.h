@@ -10,6 +10,8 @@
  *     "<kind>:before:<step>", such as "patch:carried";
  *   - volume steps (docs/volumes.md): "<area>.<operation>.<point>", such
  *     as "volume.resize.marked".
+ *   - "quota.create.reserved": a create right after its owner's quota was
+ *     reserved, before it takes anything from the pools (docs/users.md).
  * Unset, a step costs one getenv.
  */
 #ifndef GPUBOX_UTIL_FAULT_H

@@ -290,9 +290,9 @@ def test_twenty_concurrent_creates_with_a_quota_of_two_cards_make_two(pair):
                            names))
     made = [r for r in rs if r.code == 200]
     assert len(made) == 2, [r.json for r in rs]
-    # refused for the quota, or, while a create that the quota will refuse
-    # still holds its card for a moment, for room on the host
-    assert all((r.status, r.code) in ((403, 1115), (409, 1013)) for r in rs if r.code != 200)
+    # refused for the quota, all of them: a create the quota refuses holds
+    # no card, even for a moment (issue 26, item 4)
+    assert all((r.status, r.code) == (403, 1115) for r in rs if r.code != 200)
     r = as_(d, tc, "POST", "/api/v1/replicaSet", create_body(f"{PREFIX}q99", 1))
     assert r.status == 403 and r.code == 1115
     assert r.json["msg"] == (f"quota exceeded: user {carol} may hold 2 whole cards; holds 2, "

@@ -5,6 +5,12 @@
  * Order, so that a failure at any step gives everything back:
  *   1. checks that change nothing: name, existing record, image (pulled
  *      first as the request's pull policy says: images/images.h), binds;
+ *   1b. the owner's quota reserved for what the spec asks, in the owner's
+ *      ledger in the store (ledger_reserve, users/users.h): a create past
+ *      the quota is refused here (1115), before it holds anything another
+ *      user could use, however many creates arrive at once on however
+ *      many nodes (the ledger's revision is compared, so only the creates
+ *      the quota allows get a reservation);
  *   2. GPUs and ports from the pools (all or nothing);
  *   3. one store transaction: the record (state "creating") and the history
  *      entry, only if the name is still free; from here the store says who
@@ -12,7 +18,11 @@
  *   4. Docker: create and start <name>-<version>;
  *   5. the record says "running".
  * If 4 fails, the container is removed, the record goes back to what it was
- * and the pools get their GPUs and ports back.
+ * and the pools get their GPUs and ports back. The record's transaction in
+ * 3 turns the reservation of 1b into the ledger entry of what the record
+ * holds (the usage changes in the same transaction as the allocation is
+ * recorded); a failure before 3 lands gives the reservation back, and one
+ * a crash left is removed at the next start (ledger_sync).
  *
  * The operation journal (journal.h) follows it: the operation is written
  * with the record in step 3 (step "record"), then "container-created", then
@@ -32,6 +42,7 @@
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
+#include "util/fault.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -166,10 +177,11 @@ static int rs_create_check(app *a, rs_record *r, const rs_spec *spec, const rs_c
                         image ? &image->auth : NULL, err);
 }
 
-/* Before anything is taken: would the owner's quota allow what the spec
- * asks? (A quick answer; the record's transaction checks again, atomically:
- * ledger_txn.) */
-static int rs_create_quota_precheck(app *a, const rs_record *r, gb_err *err)
+/* Step 1b, before anything is taken from the pools: the owner's quota
+ * reserved for what the spec asks (ledger_reserve). The record's
+ * transaction checks again for anything the reservation did not count.
+ * *reserved: whether there is a reservation to give back on failure. */
+static int rs_create_quota_reserve(app *a, const rs_record *r, bool *reserved, gb_err *err)
 {
     const rs_spec *s = &r->spec;
     int cards = s->gpu_count ? s->gpu_count : (int)s->ngpu_uuids;
@@ -180,7 +192,20 @@ static int rs_create_quota_precheck(app *a, const rs_record *r, gb_err *err)
         h.share_mib = (int64_t)s->gpu_memory_mib * (cards ? cards : 1);
     else if (!s->gpu_shared)
         h.cards = cards;
-    return ledger_precheck(a, &h, err);
+    h.cores = s->cpu_count > 0 ? s->cpu_count : 0;
+    return ledger_reserve(a, &h, reserved, err);
+}
+
+void rs_create_quota_release(app *a, const rs_record *r)
+{
+    ledger_hold h = {.exists = false};
+    snprintf(h.owner, sizeof(h.owner), "%s", r->owner);
+    snprintf(h.name, sizeof(h.name), "%s", r->name);
+    gb_err e = GB_ERR_INIT;
+    if (ledger_release(a, &h, &e) < 0)
+        log_warn("replica set %s: giving back %s's quota reservation: %s (the next start "
+                 "removes it)",
+                 r->name, r->owner, e.msg);
 }
 
 /* Step 3: record (state creating), history entry and operation, in one
@@ -239,20 +264,33 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_
             err_prefix(err, "creating replica set '%s': nothing was changed", name);
         return -1;
     }
-    if (rs_create_quota_precheck(a, &r, err) < 0 || binds_check(a, spec, err) < 0)
+    if (binds_check(a, spec, err) < 0)
         return -1;
+    /* 1b, 2 and 3: reserve the quota, allocate, then commit record,
+     * history and operation. */
+    bool reserved = false;
+    if (rs_create_quota_reserve(a, &r, &reserved, err) < 0)
+        return -1;
+    fault_point("quota.create.reserved"); /* a crash here: ledger_sync at the next start */
     snprintf(r.container_name, sizeof(r.container_name), "%s-%d", name, r.version);
-
-    /* 2 and 3: allocate, then commit record, history and operation. */
     journal_op op = {0};
-    if (op_init(&op, &rs_op_create, name, json_pack("{s:s?}", "previous", previous), err) < 0)
+    if (op_init(&op, &rs_op_create, name, json_pack("{s:s?}", "previous", previous), err) < 0) {
+        if (reserved)
+            rs_create_quota_release(a, &r);
         return -1;
+    }
     if (rs_alloc_take(a, &r, err) < 0) {
         journal_op_free(&op);
+        if (reserved)
+            rs_create_quota_release(a, &r);
         return -1;
     }
     if (rs_create_record(a, &r, &op, err) < 0) {
         journal_op_free(&op);
+        /* Landed or not, the reservation goes only while it is still one:
+         * a record that landed has made it its own entry. */
+        if (reserved)
+            rs_create_quota_release(a, &r);
         if (err && err->code == ERR_STORE_UNAVAILABLE) {
             /* The record may have landed, listing these GPUs and ports:
              * they stay held until replicaset/doubt.c knows. */

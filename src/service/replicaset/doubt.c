@@ -163,6 +163,17 @@ static void rs_doubt_give_back(app *a, const rs_doubt *d)
     rs_alloc_give_back(a, &held);
 }
 
+/* A create that never reached the store: its owner's quota reservation
+ * (create.c, step 1b) goes too. */
+static void rs_doubt_release_quota(app *a, const rs_doubt *d)
+{
+    _cleanup_json_ json_t *j = json_loads(d->held, 0, NULL);
+    _cleanup_(rs_record_free) rs_record held = {0};
+    gb_err e = GB_ERR_INIT;
+    if (j && rs_record_from_json(j, &held, &e) == 0)
+        rs_create_quota_release(a, &held);
+}
+
 /* One transaction on d's record key, if its mod_revision is still
  * expected: 1 applied, 0 the key had changed, -1 the store failed. */
 static int rs_doubt_txn(app *a, const rs_doubt *d, const store_op *ops, size_t nops, gb_err *err)
@@ -217,6 +228,7 @@ static int rs_doubt_settle_create(app *a, rs_doubt *d, gb_err *err)
         return -1;
     if (not_landed) {
         rs_doubt_give_back(a, d);
+        rs_doubt_release_quota(a, d);
         log_info("replica set %s: the create of version %d that the store outage cut off never "
                  "reached the store; gave back its GPUs and ports",
                  d->name, d->version);
@@ -229,6 +241,7 @@ static int rs_doubt_settle_create(app *a, rs_doubt *d, gb_err *err)
         return -1;
     if (!found) {
         rs_doubt_give_back(a, d);
+        rs_doubt_release_quota(a, d);
         return 0;
     }
     d->kind = RS_DOUBT_CREATE_UNDO;

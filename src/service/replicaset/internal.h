@@ -146,6 +146,9 @@ int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err);
 
 /* The kind-specific resumes (each file owns its kind's steps). */
 int rs_create_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
+/* Give back r's owner's quota reservation for r->name (create.c, step
+ * 1b), if it is still one: a create whose record never landed. */
+void rs_create_quota_release(app *a, const rs_record *r);
 int rs_stop_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
 int rs_delete_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);
 int rs_restart_same_resume(app *a, journal_op *op, const rs_record *r, gb_err *err);

@@ -4,7 +4,8 @@
  * node of a fleet, and the intervals cards were held, for accounting.
  *
  * One key per owner, ledger/<owner>:
- *   {"sets":    {"<name>": {"node", "cards", "shareMiB", "since"}},
+ *   {"sets":    {"<name>": {"node", "cards", "shareMiB", "cores", "since",
+ *                            "reserved"}},
  *    "volumes": {"<name>": {"node", "bytes"}}}
  * `since` (Unix ms) is when the set's current holding began. When it
  * changes or the set goes, {set, node, from, to, cards, shareMiB} is
@@ -12,6 +13,19 @@
  * compares the ledger's mod_revision with the one read: two nodes creating
  * for one owner at once cannot both count on the same room; the loser
  * reads again and checks again.
+ *
+ * Quota before cards: a create first reserves its entry (ledger_reserve:
+ * "reserved": true, its demand counted, the quota checked, the ledger's
+ * revision compared), and only then takes cards, ports and cores from the
+ * pools (sched/). A create past its owner's quota is thus refused before
+ * it holds anything another user could have used, however many arrive at
+ * once and on whichever nodes. The record's transaction turns the
+ * reservation into the held entry (the usage is written in the same
+ * transaction as the allocation, DESIGN.md section 7); a create that fails
+ * before its record lands gives the reservation back (ledger_release), and
+ * one a crash cut short is removed by the next start's ledger_sync, which
+ * drops this node's entries that no record holds. A reservation closes no
+ * accounting interval: card-seconds count from the record's transaction.
  */
 #include "util/xalloc.h"
 #include "service/users/users_internal.h"
@@ -65,6 +79,12 @@ static int64_t field(const json_t *o, const char *k)
     return json_integer_value(json_object_get(o, k));
 }
 
+/* Is the entry e a reservation (ledger_reserve), held by no record yet? */
+static bool reserved(const json_t *e)
+{
+    return json_is_true(json_object_get(e, "reserved"));
+}
+
 void ledger_sum(const json_t *ledger, ledger_usage *u)
 {
     *u = (ledger_usage){0};
@@ -104,7 +124,7 @@ static bool entry_same(const app *a, const json_t *e, const ledger_hold *h)
     if (!e || !h->exists)
         return !e && !h->exists;
     const char *node = json_string_value(json_object_get(e, "node"));
-    if (!node || strcmp(node, node_of(a)) != 0)
+    if (!node || strcmp(node, node_of(a)) != 0 || reserved(e) != h->reserve)
         return false;
     if (h->volume)
         return field(e, "bytes") == h->volume_bytes;
@@ -153,17 +173,6 @@ static const json_t *ledger_entry(const json_t *lj, const ledger_hold *h)
     return json_object_get(json_object_get(lj, h->volume ? "volumes" : "sets"), h->name);
 }
 
-int ledger_precheck(app *a, const ledger_hold *h, gb_err *err)
-{
-    if (!h->owner[0] || !a->users)
-        return 0;
-    _cleanup_json_ json_t *lj = NULL;
-    int64_t rev = 0;
-    if (ledger_read(a, h->owner, &lj, &rev, err) < 0)
-        return -1;
-    return quota_check(a, lj, ledger_entry(lj, h), h, err);
-}
-
 /* The ledger after h, and the interval h's change closes (NULL: none). */
 static json_t *ledger_next(app *a, const json_t *lj, const json_t *old, const ledger_hold *h,
                            int64_t now, json_t **closed)
@@ -176,8 +185,11 @@ static json_t *ledger_next(app *a, const json_t *lj, const json_t *old, const le
         json_object_set_new(next, section, sec);
     }
     *closed = NULL;
-    bool held = old && !h->volume && (field(old, "cards") > 0 || field(old, "shareMiB") > 0);
-    bool same_hold = old && h->exists && !h->volume && field(old, "cards") == h->cards &&
+    /* A reservation held nothing: no interval to close, and the holding
+     * begins when a record takes it over. */
+    bool held = old && !h->volume && !reserved(old) &&
+                (field(old, "cards") > 0 || field(old, "shareMiB") > 0);
+    bool same_hold = held && h->exists && !h->reserve && field(old, "cards") == h->cards &&
                      field(old, "shareMiB") == h->share_mib;
     if (held && !same_hold)
         *closed = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "set", h->name, "node",
@@ -198,6 +210,8 @@ static json_t *ledger_next(app *a, const json_t *lj, const json_t *old, const le
                       "shareMiB", (json_int_t)h->share_mib, "since", (json_int_t)since);
         if (h->cores) /* only when held: entries stay as they were without cpuCount */
             json_object_set_new(entry, "cores", json_integer(h->cores));
+        if (h->reserve)
+            json_object_set_new(entry, "reserved", json_true());
         json_object_set_new(sec, h->name, entry);
     }
     return next;
@@ -254,6 +268,56 @@ int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const sto
     }
     return err_set(err, ERR_CONFLICT, "the ledger of %s kept changing under %d attempts; try again",
                    h->owner, LEDGER_ATTEMPTS);
+}
+
+int ledger_reserve(app *a, const ledger_hold *h, bool *reserved_out, gb_err *err)
+{
+    *reserved_out = false;
+    if (!h->owner[0] || !a->users)
+        return 0;
+    /* No quota applies (an admin, a viewer, no limit on what h asks): no
+     * reservation either, nor its transaction; the record's save writes
+     * the entry as before. */
+    user_info ui;
+    const user_quota *q = &ui.quota;
+    if (!users_find(a->users, h->owner, &ui) || ui.role != USER_ROLE_USER ||
+        (q->instances == QUOTA_UNLIMITED && q->cards == QUOTA_UNLIMITED &&
+         q->share_mib == QUOTA_UNLIMITED && q->cores == QUOTA_UNLIMITED))
+        return 0;
+    _cleanup_json_ json_t *lj = NULL;
+    int64_t rev = 0;
+    if (ledger_read(a, h->owner, &lj, &rev, err) < 0)
+        return -1;
+    const json_t *old = ledger_entry(lj, h);
+    if (old && !reserved(old)) /* held under this name already: only a check */
+        return quota_check(a, lj, old, h, err);
+    ledger_hold r = *h;
+    r.exists = r.reserve = true;
+    r.unchecked = false;
+    bool landed = false;
+    if (ledger_txn(a, &r, NULL, NULL, 0, NULL, 0, &landed, NULL, err) < 0)
+        return -1;
+    *reserved_out = landed;
+    return 0;
+}
+
+int ledger_release(app *a, const ledger_hold *h, gb_err *err)
+{
+    if (!h->owner[0] || !a->users)
+        return 0;
+    _cleanup_json_ json_t *lj = NULL;
+    int64_t rev = 0;
+    if (ledger_read(a, h->owner, &lj, &rev, err) < 0)
+        return -1;
+    const json_t *e = ledger_entry(lj, h);
+    const char *node = json_string_value(json_object_get(e, "node"));
+    if (!e || !reserved(e) || !node || strcmp(node, node_of(a)) != 0)
+        return 0; /* taken over by its record, or not this node's */
+    ledger_hold gone = {.volume = h->volume, .exists = false};
+    snprintf(gone.owner, sizeof(gone.owner), "%s", h->owner);
+    snprintf(gone.name, sizeof(gone.name), "%s", h->name);
+    bool landed = false;
+    return ledger_txn(a, &gone, NULL, NULL, 0, NULL, 0, &landed, NULL, err);
 }
 
 /* Is there a hold for section/name among holds? */

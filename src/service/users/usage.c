@@ -91,7 +91,8 @@ static int usage_collect(app *a, const char *user, const char *set, int64_t from
             usage_add(users, owner, NULL, "", 0, 0, 0, 0, from, to);
             json_object_foreach(json_object_get(j, "sets"), k, e)
             {
-                if ((!set || strcmp(k, set) == 0) && (num(e, "cards") || num(e, "shareMiB")))
+                if ((!set || strcmp(k, set) == 0) && (num(e, "cards") || num(e, "shareMiB")) &&
+                    !json_is_true(json_object_get(e, "reserved"))) /* held by no record yet */
                     usage_add(users, owner, k, str(e, "node"), num(e, "since"), now,
                               num(e, "cards"), num(e, "shareMiB"), from, to);
             }
@@ -193,7 +194,8 @@ int users_metrics_usage(app *a, json_t **out, gb_err *err)
         json_t *e;
         json_object_foreach(json_object_get(j, "sets"), k, e)
         {
-            if (strcmp(str(e, "node"), me) != 0 || !r)
+            if (strcmp(str(e, "node"), me) != 0 || !r ||
+                json_is_true(json_object_get(e, "reserved")))
                 continue;
             json_object_set_new(r, "cards", json_integer(num(r, "cards") + num(e, "cards")));
             json_object_set_new(r, "shareMiB",

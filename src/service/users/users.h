@@ -127,6 +127,7 @@ typedef struct ledger_hold {
     int64_t cores;        /* exclusive logical CPUs (cpuCount) */
     int64_t volume_bytes; /* a volume's size */
     bool unchecked;       /* no quota check (start-up's sync: it only writes down what is) */
+    bool reserve;         /* a reservation: counted and checked, held by no record yet */
 } ledger_hold;
 
 /* The transaction cmps/ops on the store, with h's owner's ledger entry for
@@ -146,9 +147,23 @@ typedef struct ledger_usage {
     int64_t cards, share_mib, instances, volume_bytes, cores;
 } ledger_usage;
 int ledger_usage_of(app *a, const char *owner, ledger_usage *u, gb_err *err);
-/* A quick check before any work: would h pass owner's quota now? The
- * authoritative check is ledger_txn's. */
-int ledger_precheck(app *a, const ledger_hold *h, gb_err *err);
+/* Before a create takes anything from the pools: h's entry written into
+ * its owner's ledger as a reservation ("reserved": true), in a transaction
+ * that compares the ledger's revision and checks the quota, so that of
+ * many creates at once, on any node, only those the quota allows get
+ * one; the others are ERR_QUOTA_EXCEEDED having held nothing. The
+ * record's own transaction (ledger_txn) then turns the reservation into
+ * the entry of what the record holds, checked again for anything the
+ * reservation did not count. *reserved: whether an entry was written
+ * (false with no users, for an owner no quota limits (not a `user`, or
+ * every set dimension unlimited), or when the name already has a held
+ * entry: then only checked). Reserved entries count towards the quota and usage, not
+ * towards card-seconds. */
+int ledger_reserve(app *a, const ledger_hold *h, bool *reserved, gb_err *err);
+/* Give h's reservation back: its entry goes if it is still a reservation
+ * of this node (a record that took it over keeps it). A reservation a
+ * crash left is removed by ledger_sync at the next start. */
+int ledger_release(app *a, const ledger_hold *h, gb_err *err);
 
 /* Make this node's entries in every ledger agree with holds, what its
  * records hold (start-up: records from before users, and anything a store
