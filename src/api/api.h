@@ -73,10 +73,11 @@ int api_logs_query(const http_request *req, int64_t now, struct rs_logs_request 
 int api_logs_since(const char *v, int64_t now, int64_t *out, gb_err *err);
 /* GET /api/v1/operations/{id} */
 int api_operation(http_request *req, http_response *resp, gb_err *err);
-/* The bodies both route families share: a create body (replicaSetName plus
- * spec fields), and the execute and commit bodies for set `name`. */
-int api_replicaset_create_from(http_request *req, const json_t *body, http_response *resp,
-                               gb_err *err);
+/* The bodies both route families share: a create body, parsed once into
+ * a create request (service/replicaset/request.h; older: the /containers
+ * family's field names), and the execute and commit bodies for set `name`. */
+int api_replicaset_create_from(http_request *req, const json_t *body, bool older,
+                               http_response *resp, gb_err *err);
 int api_execute_from(http_request *req, const char *name, const json_t *body, http_response *resp,
                      gb_err *err);
 int api_commit_from(http_request *req, const char *name, const json_t *body, http_response *resp,

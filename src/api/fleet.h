@@ -21,8 +21,10 @@ enum fleet_scope api_fleet_scope(const http_route *route);
 int api_fleet_intercept(http_request *req, const http_route *route, http_response *resp,
                         gb_err *err);
 
-/* The create body's fleet fields - node, nodeSelector, placement - are
- * checked (types, names); outside a fleet their presence is an error. */
+/* A volume create body's fleet fields - node, nodeSelector, placement -
+ * are checked (types, names) as a replica set's create request checks
+ * them (rs_placement_from_json); outside a fleet their presence is an
+ * error. */
 int api_fleet_check_fields(http_request *req, const json_t *body, gb_err *err);
 
 /* ---- shared by the fleet_*.c files ------------------------------------------- */

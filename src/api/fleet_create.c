@@ -5,11 +5,13 @@
  *   1. The name: if a node owns it already (the fleet's name index), the
  *      create goes to that node, which answers as it would on its own
  *      ("exists", or a new life for a deleted set whose history it keeps).
- *   2. The candidates: replica sets by sched/placement.h (filter by alive,
- *      cordon, `node`, `nodeSelector`, the node of every bound volume, fit;
- *      score by `placement`, else the spec's gpuPolicy); volumes on the
- *      `node` named, else the alive, uncordoned nodes with room, the most
- *      free space first.
+ *   2. The candidates: replica sets by sched/placement.h, read from the
+ *      create request that every create path parses the same way
+ *      (service/replicaset/request.h): filter by alive, cordon, `node`,
+ *      `nodeSelector`, the node of every bound volume, fit; score by
+ *      `placement`, else the spec's gpuPolicy. Volumes on the `node`
+ *      named, else the alive, uncordoned nodes with room, the most free
+ *      space first.
  *   3. For each candidate in order: claim the name for it (a node that
  *      claimed it first in a race wins, and the create goes there), send
  *      the create (or run it here), and pass the answer back - unless the
@@ -28,55 +30,21 @@
 
 #include "sched/placement.h"
 #include "service/keys.h"
-#include "service/replicaset/spec.h"
+#include "service/replicaset/request.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/names.h"
 #include "util/size.h"
 
-#define MAX_SELECTOR 32
+#define MAX_SELECTOR RS_MAX_SELECTOR
 
+/* A volume create's `node` (and the others, refused there by its route):
+ * the same checks as a replica set's (service/replicaset/request.h). */
 int api_fleet_check_fields(http_request *req, const json_t *body, gb_err *err)
 {
     app *a = req->ctx;
-    const char *node = NULL, *placement = NULL;
-    json_t *selector = NULL;
-    int has = 0;
-    int r1 = json_field_string(body, NULL, "node", &node, false, err);
-    if (r1 < 0)
-        return -1;
-    int r2 = json_field_object(body, NULL, "nodeSelector", &selector, false, err);
-    if (r2 < 0)
-        return -1;
-    int r3 = json_field_string(body, NULL, "placement", &placement, false, err);
-    if (r3 < 0)
-        return -1;
-    has = r1 + r2 + r3;
-    if (has && !a->fleet)
-        return err_set(err, ERR_INVALID_PARAMS,
-                       "node, nodeSelector and placement choose a node of a fleet; this gpuboxd "
-                       "is a single server (started without --node)");
-    if (node && fleet_node_name_check(node, err) < 0)
-        return -1;
-    if (placement && gpus_policy_parse(placement) < 0)
-        return err_set(err, ERR_INVALID_PARAMS,
-                       "placement '%s' is not binpack or spread (which node: the fullest that "
-                       "fits, or the emptiest)",
-                       placement);
-    if (selector) {
-        if (json_object_size(selector) > MAX_SELECTOR)
-            return err_set(err, ERR_INVALID_PARAMS, "nodeSelector has more than %d labels",
-                           MAX_SELECTOR);
-        const char *k;
-        json_t *v;
-        json_object_foreach(selector, k, v)
-        {
-            if (!json_is_string(v))
-                return err_set(err, ERR_INVALID_PARAMS, "nodeSelector.%s must be a string, not %s",
-                               k, json_type_name(v));
-        }
-    }
-    return 0;
+    rs_placement p;
+    return rs_placement_from_json(body, a->fleet != NULL, &p, err);
 }
 
 /* ---- candidates ------------------------------------------------------------------ */
@@ -120,54 +88,34 @@ static int bound_volume_nodes(fleet *f, const rs_spec *spec, char (*allowed)[FLE
     return 0;
 }
 
-/* -2: the spec is bad (the handler says so); -1: no candidate, or an error. */
-static int rank_replicaset(app *a, const json_t *body, bool legacy, candidates *c, gb_err *err)
+/* The candidates for a parsed create request, best first. */
+static int rank_replicaset(app *a, const rs_create_request *cr, candidates *c, gb_err *err)
 {
+    const rs_spec *spec = &cr->spec;
+    const rs_placement *p = &cr->placement;
     placement_request pr = {0};
-    rs_spec spec = {0};
-    bool have_spec = false;
-    if (legacy) {
-        json_int_t n = json_integer_value(json_object_get(body, "gpuCount"));
-        pr.gpu_count = n > 0 ? (unsigned)n : 0;
-    } else {
-        static const char *const also[] = {
-            "replicaSetName", "node", "nodeSelector", "placement", "pull", "registryAuth", NULL};
-        if (rs_spec_from_json(body, also, &spec, err) < 0)
-            return -2;
-        have_spec = true;
-        pr.gpu_count = spec.gpu_count > 0 ? (unsigned)spec.gpu_count : 0;
-        pr.memory_mib = spec.gpu_memory_mib;
-        pr.timeslice = spec.gpu_shared;
-        pr.model = spec.gpu_model;
-        pr.policy = spec.gpu_policy;
-        pr.ports_needed = (unsigned)spec.nports;
-    }
-    const char *placement = json_string_value(json_object_get(body, "placement"));
-    if (placement)
-        pr.policy = (enum gpus_policy)gpus_policy_parse(placement);
-    pr.node = json_string_value(json_object_get(body, "node"));
+    pr.gpu_count = spec->gpu_count > 0 ? (unsigned)spec->gpu_count : 0;
+    pr.memory_mib = spec->gpu_memory_mib;
+    pr.timeslice = spec->gpu_shared;
+    pr.model = spec->gpu_model;
+    pr.policy = p->has_policy ? p->policy : spec->gpu_policy;
+    pr.ports_needed = (unsigned)spec->nports;
+    pr.node = p->node;
     placement_label selector[MAX_SELECTOR];
-    json_t *sel = json_object_get(body, "nodeSelector");
-    const char *k;
-    json_t *v;
-    json_object_foreach(sel, k, v)
-    {
-        if (pr.nselector < MAX_SELECTOR)
-            selector[pr.nselector++] = (placement_label){k, json_string_value(v)};
-    }
+    for (size_t i = 0; i < p->nselector; i++)
+        selector[pr.nselector++] = (placement_label){p->selector[i].key, p->selector[i].value};
     pr.selector = selector;
     char allowed[FLEET_NODE_MAX] = "";
     const char *allowed_list[1] = {allowed};
     bool any = true;
-    int rc = -1;
-    if (have_spec && bound_volume_nodes(a->fleet, &spec, &allowed, &any, err) < 0)
-        goto done;
+    if (bound_volume_nodes(a->fleet, spec, &allowed, &any, err) < 0)
+        return -1;
     if (!any) {
         pr.allowed_nodes = allowed_list;
         pr.nallowed = allowed[0] ? 1 : 0;
     }
     if (fleet_members(a->fleet, true, &c->members, &c->n, err) < 0)
-        goto done;
+        return -1;
     placement_node *nodes = xcalloc(c->n ? c->n : 1, sizeof(*nodes));
     placement_label *labels = xcalloc(c->n * MAX_SELECTOR + 1, sizeof(*labels));
     for (size_t i = 0; i < c->n; i++) {
@@ -178,6 +126,8 @@ static int rank_replicaset(app *a, const json_t *body, bool legacy, candidates *
         nodes[i].alive = m->alive;
         nodes[i].cordoned = m->cordoned;
         nodes[i].labels = &labels[i * MAX_SELECTOR];
+        const char *k;
+        json_t *v;
         json_object_foreach(m->labels, k, v)
         {
             if (nodes[i].nlabels < MAX_SELECTOR)
@@ -186,14 +136,11 @@ static int rank_replicaset(app *a, const json_t *body, bool legacy, candidates *
         }
     }
     c->order = xcalloc(c->n ? c->n : 1, sizeof(*c->order));
-    rc = placement_rank(nodes, c->n, &pr, c->order, &c->norder, err);
+    int rc = placement_rank(nodes, c->n, &pr, c->order, &c->norder, err);
     for (size_t i = 0; i < c->n; i++)
         placement_node_free(&nodes[i]);
     free(nodes);
     free(labels);
-done:
-    if (have_spec)
-        rs_spec_free(&spec);
     return rc;
 }
 
@@ -264,9 +211,15 @@ int api_fleet_create(app *a, http_request *req, const http_route *route, enum fl
     gb_err ignored = GB_ERR_INIT;
     if (!name || req_json_body(req, &body, &ignored) < 0)
         return api_fleet_run_here(a, req, route, scope, resp, err); /* it says what is wrong */
-    if (api_fleet_check_fields(req, body, err) < 0)
-        return -1;
     bool vol = scope == SCOPE_VOL_CREATE;
+    /* A replica set's body is parsed once, by the parser every create
+     * path uses: a body it refuses is refused here with its answer. */
+    _cleanup_(rs_create_request_free) rs_create_request cr = {0};
+    if (vol ? api_fleet_check_fields(req, body, err) < 0
+            : rs_create_request_parse(
+                  body, scope == SCOPE_LEGACY_CREATE ? RS_CREATE_CONTAINERS : RS_CREATE_REPLICASET,
+                  true, &cr, err) < 0)
+        return -1;
     enum fleet_name_kind kind = vol ? FLEET_NAME_VOLUME : FLEET_NAME_REPLICASET;
     char owner[FLEET_NODE_MAX] = "";
     int found = fleet_name_owner(a->fleet, kind, name, owner, sizeof(owner), err);
@@ -289,13 +242,9 @@ int api_fleet_create(app *a, http_request *req, const http_route *route, enum fl
     else
         keys_replicaset(record_key, sizeof(record_key), name);
     candidates c = {0};
-    int ranked = vol ? rank_volume(a, body, &c, err)
-                     : rank_replicaset(a, body, scope == SCOPE_LEGACY_CREATE, &c, err);
+    int ranked = vol ? rank_volume(a, body, &c, err) : rank_replicaset(a, &cr, &c, err);
     if (ranked < 0) {
         candidates_free(&c);
-        /* a bad spec: the node's own handler gives the same answer */
-        if (ranked == -2)
-            return err_clear(err), api_fleet_run_here(a, req, route, scope, resp, err);
         if (found) /* the name is a gone node's: it says so */
             return err_clear(err), api_fleet_forward_to_node(a->fleet, owner, req, resp, err);
         return -1;

@@ -7,7 +7,9 @@
  * of the replica-set service (service/replicaset.h), whose data it answers
  * as it is. The create, execute, commit and patch bodies are parsed by
  * helpers that legacy.c shares, so both route families accept the same
- * input. Also here: patch, rollback, restart, and GET /operations/{id}.
+ * input; a create body goes through the one create parser
+ * (service/replicaset/request.h), as a fleet's placement does. Also here: patch, rollback, restart,
+ * and GET /operations/{id}.
  */
 #include "util/xalloc.h"
 #include "api/api.h"
@@ -33,27 +35,17 @@ static int answer(int rc, json_t *data, http_response *resp, gb_err *err)
     return http_response_data(resp, data, err);
 }
 
-int api_replicaset_create_from(http_request *req, const json_t *body, http_response *resp,
-                               gb_err *err)
+int api_replicaset_create_from(http_request *req, const json_t *body, bool older,
+                               http_response *resp, gb_err *err)
 {
-    static const char *const also_allowed[] = {"replicaSetName", "node",         "nodeSelector",
-                                               "placement",      "idleStop",     "maxDuration",
-                                               "pull",           "registryAuth", NULL};
-    const char *name = NULL, *pull = NULL;
-    rs_create_image image = {.pull = IMAGE_PULL_MISSING};
-    if (api_fleet_check_fields(req, body, err) < 0 ||
-        json_field_string(body, NULL, "replicaSetName", &name, false, err) < 0 ||
-        name_check_replicaset(name, err) < 0 ||
-        json_field_string(body, NULL, "pull", &pull, false, err) < 0 ||
-        (pull && image_pull_policy_parse(pull, &image.pull, err) < 0) ||
-        image_auth_from_json(body, "registryAuth", &image.auth, err) < 0)
-        return -1;
-    rs_spec spec;
-    if (rs_spec_from_json(body, also_allowed, &spec, err) < 0)
+    app *a = req->ctx;
+    rs_create_request cr;
+    if (rs_create_request_parse(body, older ? RS_CREATE_CONTAINERS : RS_CREATE_REPLICASET,
+                                a->fleet != NULL, &cr, err) < 0)
         return -1;
     json_t *data = NULL;
-    int rc = replicaset_create(req->ctx, name, &spec, body, &image, &data, err);
-    rs_spec_free(&spec);
+    int rc = replicaset_create(a, &cr, &data, err);
+    rs_create_request_free(&cr);
     return answer(rc, data, resp, err);
 }
 
@@ -62,7 +54,7 @@ int api_replicaset_create(http_request *req, http_response *resp, gb_err *err)
     json_t *body = NULL;
     if (req_json_body(req, &body, err) < 0)
         return -1;
-    return api_replicaset_create_from(req, body, resp, err);
+    return api_replicaset_create_from(req, body, false, resp, err);
 }
 
 int api_replicaset_list(http_request *req, http_response *resp, gb_err *err)

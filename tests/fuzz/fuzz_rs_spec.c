@@ -1,7 +1,8 @@
 /*
  * fuzz_rs_spec.c - a replica-set create body as the server and the
  * handlers read it: the nesting check, the body parse (duplicate keys
- * refused), the typed field helpers, then rs_spec_from_json.
+ * refused), the typed field helpers, rs_spec_from_json, and the one
+ * create parser (rs_create_request_parse) of both route families.
  *
  * Properties: nothing crashes or leaks; a spec that parses prints to JSON
  * that parses again into a spec that prints the same (the store keeps the
@@ -13,6 +14,7 @@
 
 #include "http/json_depth.h"
 #include "http/request.h"
+#include "service/replicaset/request.h"
 #include "service/replicaset/spec.h"
 #include "util/json.h"
 
@@ -57,6 +59,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             json_decref(printed);
             rs_spec_free(&again);
             rs_spec_free(&spec);
+        }
+        for (int family = RS_CREATE_REPLICASET; family <= RS_CREATE_CONTAINERS; family++) {
+            rs_create_request cr;
+            if (rs_create_request_parse(body, (enum rs_create_family)family, true, &cr, &err) == 0)
+                FUZZ_CHECK(cr.name && cr.spec.image, "a parsed request lacks its name or image");
+            rs_create_request_free(&cr);
         }
     }
     http_request_clear(&req);

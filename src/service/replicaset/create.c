@@ -245,9 +245,11 @@ static int rs_create_container(app *a, rs_record *r, journal_op *op, gb_err *err
     return err_prefix(err, "starting container %s", r->container_name);
 }
 
-int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_t *limits,
-                      const rs_create_image *image, json_t **out, gb_err *err)
+int replicaset_create(app *a, const rs_create_request *req, json_t **out, gb_err *err)
 {
+    const char *name = req->name;
+    const rs_spec *spec = &req->spec;
+    const rs_create_image *image = &req->image;
     OPS_TIMED(a, "create", out, err);
     if (name_check_replicaset(name, err) < 0)
         return -1;
@@ -257,8 +259,8 @@ int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_
     snprintf(r.name, sizeof(r.name), "%s", name);
     snprintf(r.owner, sizeof(r.owner), "%s", caller_owner());
     rs_spec_copy(spec, &r.spec);
-    if (limits && rs_record_limits_from_body(limits, &r, NULL, err) < 0)
-        return -1;
+    r.idle_stop_s = req->idle_stop_s;
+    r.max_duration_s = req->max_duration_s;
     if (rs_create_check(a, &r, spec, image, &previous, err) < 0) {
         if (err && err->code == ERR_STORE_UNAVAILABLE)
             err_prefix(err, "creating replica set '%s': nothing was changed", name);

@@ -255,18 +255,24 @@ static int rs_limit_field(const json_t *body, const char *field, int64_t *out, g
     return 1;
 }
 
-int rs_record_limits_from_body(const json_t *body, rs_record *r, bool *given, gb_err *err)
+int rs_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *max_s, bool *given,
+                        gb_err *err)
 {
-    int64_t idle = r->idle_stop_s, max = r->max_duration_s;
+    int64_t idle = *idle_s, max = *max_s;
     int gi = rs_limit_field(body, "idleStop", &idle, err);
     int gm = gi < 0 ? -1 : rs_limit_field(body, "maxDuration", &max, err);
     if (gi < 0 || gm < 0)
         return -1;
-    r->idle_stop_s = idle;
-    r->max_duration_s = max;
+    *idle_s = idle;
+    *max_s = max;
     if (given)
         *given = gi || gm;
     return 0;
+}
+
+int rs_record_limits_from_body(const json_t *body, rs_record *r, bool *given, gb_err *err)
+{
+    return rs_run_limits_parse(body, &r->idle_stop_s, &r->max_duration_s, given, err);
 }
 
 void rs_record_limits_json(const rs_record *r, json_t *obj)

@@ -207,6 +207,9 @@ void rs_record_limits_json(const rs_record *r, json_t *obj);
 #define RS_LIMIT_MIN_S 10
 #define RS_LIMIT_MAX_S (366LL * 86400)
 int rs_record_limits_from_body(const json_t *body, rs_record *r, bool *given, gb_err *err);
+/* The same, into *idle_s and *max_s (kept when absent; a create request). */
+int rs_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *max_s, bool *given,
+                        gb_err *err);
 
 /* Write r back if nobody changed it since it was loaded (compare-and-swap on
  * mod_revision; 0 = must not exist). extra ops (may be NULL/0) go in the

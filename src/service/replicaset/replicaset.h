@@ -41,6 +41,7 @@
 #include <jansson.h>
 
 #include "service/app.h"
+#include "service/replicaset/request.h"
 #include "service/replicaset/spec.h"
 #include "service/images/images.h"
 #include "util/err.h"
@@ -51,17 +52,10 @@
  * is given back. data: {name, replicaSetName, containerName, containerId,
  * version, gpus:[uuid], gpuShares:[{uuid, memoryMiB, mode, replica?}] (shares
  * only; [] for whole cards), ports:[{hostPort, containerPort, protocol}]}. */
-/* limits: the body's run limits, idleStop and maxDuration (NULL: none;
- * replicaset/record.h). image: when and with which credentials the image is
- * pulled (NULL: pull when missing, with the configured credentials); it is
- * a request option, not part of the spec (history and spec comparisons
- * never see it). */
-typedef struct rs_create_image {
-    enum image_pull_policy pull;
-    image_auth auth;
-} rs_create_image;
-int replicaset_create(app *a, const char *name, const rs_spec *spec, const json_t *limits,
-                      const rs_create_image *image, json_t **out, gb_err *err);
+/* req: the parsed create body (replicaset/request.h): name, spec, run
+ * limits (replicaset/record.h) and how the image is pulled; its placement
+ * fields were for the fleet and are not looked at here. */
+int replicaset_create(app *a, const rs_create_request *req, json_t **out, gb_err *err);
 
 /* data: {replicaSets:[{name, version, state, status, containerName, gpus,
  * gpuShares, ports, createTime, updateTime}]}; deleted sets only with include_deleted.
