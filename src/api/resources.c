@@ -53,7 +53,7 @@ int api_gpu_healthy(http_request *req, http_response *resp, gb_err *err)
         return err_set(err, ERR_INVALID_PARAMS,
                        "give a GPU's UUID, as GET /api/v1/resources/gpus "
                        "lists them");
-    if (monitor_clear_health(req->ctx, uuid, &data, err) < 0)
+    if (resources_gpu_clear_health(req->ctx, uuid, &data, err) < 0)
         return -1;
     return http_response_data(resp, data, err);
 }

@@ -335,12 +335,26 @@ static int app_lock_data_dir(app *a, gb_err *err)
     return 0;
 }
 
+/* The metrics observe operations (ops_timer.h). */
+static void app_op_done(app *a, const char *kind, const char *result, double seconds)
+{
+    ops_metrics_observe(a->ops, kind, result, seconds);
+}
+
+/* The monitor acts on sets through what the replica-set code offers. */
+static const monitor_actions app_monitor_actions = {.stop_set = replicaset_stop_because};
+
 int app_open(const app_config *cfg, app **out, gb_err *err)
 {
     app *a = xcalloc(1, sizeof(*a));
     a->cfg = *cfg;
     a->data_dir_lock = -1;
     a->op_kinds = op_kinds;
+    a->op_target = &op_target_records;
+    /* Each concern calls in one direction: the code below reports up
+     * through these hooks, never by name. */
+    a->hooks = (app_hooks){
+        .set_usage = monitor_set_json, .set_exec = monitor_note_exec, .op_done = app_op_done};
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
         app_claim_store(a, err) < 0 || fleet_node_migrate(a, err) < 0 || users_open(a, err) < 0 ||
         app_lock_data_dir(a, err) < 0 || app_connect_docker(a, err) < 0 ||
@@ -363,7 +377,8 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
         ownership_settle(a, err) < 0 || replicaset_reconcile(a, err) < 0 ||
-        rs_doubt_start(a, err) < 0 || monitor_start(a, err) < 0 || fleet_node_join(a, err) < 0)
+        rs_doubt_start(a, err) < 0 || monitor_start(a, &app_monitor_actions, err) < 0 ||
+        fleet_node_join(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);

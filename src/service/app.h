@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "docker/docker.h"
 #include "gpu/gpu.h"
 #include "sched/ports.h"
@@ -89,6 +91,25 @@ typedef struct app_file_user {
 typedef struct resources_cache resources_cache;
 struct rs_doubts;
 struct op_kind;
+struct op_target;
+struct rs_record;
+struct app;
+
+/* Hooks, set by app_open: how the code below hears from the code above
+ * without naming it, so each concern calls in one direction (see
+ * docs/architecture.md). Each may be NULL (nothing listens). */
+typedef struct app_hooks {
+    /* A set's live usage for GET /replicaSet/{name} ({sampledAt, idleSince,
+     * cards}), or NULL: the monitor reports it (monitor_set_json); the
+     * replica-set code asks here. */
+    json_t *(*set_usage)(struct app *a, const struct rs_record *r);
+    /* Someone ran an exec in set name's container: it is not idle (the
+     * monitor's run limits listen: monitor_note_exec). */
+    void (*set_exec)(struct app *a, const char *name);
+    /* An operation ended (ops_timer.h): its kind, its result ("ok" or the
+     * error's name) and how long it took; the metrics observe it. */
+    void (*op_done)(struct app *a, const char *kind, const char *result, double seconds);
+} app_hooks;
 
 typedef struct app {
     app_config cfg;
@@ -101,8 +122,10 @@ typedef struct app {
     resources_cache *gpus_cache;  /* serialized GET /resources/gpus (resources.c) */
     struct namelock_table *locks; /* per-name serialization (namelock.h) */
     struct ops_metrics *ops;      /* operations by kind and result (metrics.h) */
+    app_hooks hooks;              /* the layers above, reached from below (set by app_open) */
     struct rs_doubts *doubts; /* writes the store did not confirm: in doubt (replicaset/doubt.c) */
     const struct op_kind *const *op_kinds; /* the operation engine's table (engine.h) */
+    const struct op_target *op_target;     /* what its journalled kinds act on (engine.h) */
     struct volumes_ctx *volumes;           /* the volume service's state (volumes.h) */
     struct fleet *fleet;                   /* with --node: the fleet (fleet/fleet.h); else NULL */
     struct users *users;                   /* users, quotas, ledgers (users/users.h) */

@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "service/replicaset/doubt.h"
+/* The record's layout only (its operation and owner fields): every
+ * function on it is reached through app->op_target. */
 #include "service/replicaset/record.h"
-#include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/fault.h"
 #include "util/log.h"
@@ -90,8 +90,8 @@ static int op_gather(store_op *ops, const store_op *extra, size_t nextra, gb_err
     return 0;
 }
 
-int op_begin(app *a, journal_op *op, rs_record *r, const rs_record *before, const store_op *extra,
-             size_t nextra, gb_err *err)
+int op_begin(app *a, journal_op *op, struct rs_record *r, const struct rs_record *before,
+             const store_op *extra, size_t nextra, gb_err *err)
 {
     const char *first = op->steps[0].name;
     char okey[STORE_KEY_MAX];
@@ -104,8 +104,8 @@ int op_begin(app *a, journal_op *op, rs_record *r, const rs_record *before, cons
     journal_mark(op, first);
     if (journal_txn_op(op, okey, &oval, &ops[nextra], err) < 0)
         return -1;
-    if (rs_record_save(a, r, ops, nextra + 1, err) < 0)
-        return before ? rs_doubt_begin_failed(a, before, r, err) : -1;
+    if (a->op_target->save(a, r, ops, nextra + 1, err) < 0)
+        return before ? a->op_target->begin_failed(a, before, r, err) : -1;
     journal_step_written(op, first);
     journal_fault(journal_kind_name(op->kind), first);
     return 0;
@@ -135,12 +135,12 @@ static void op_closed(journal_op *op, enum journal_state state, const char *last
     journal_fault(journal_kind_name(op->kind), last);
 }
 
-int op_close(app *a, journal_op *op, enum journal_state state, const char *why, rs_record *r,
+int op_close(app *a, journal_op *op, enum journal_state state, const char *why, struct rs_record *r,
              const store_op *extra, size_t nextra, gb_err *err)
 {
     r->operation[0] = '\0';
     if (!op)
-        return rs_record_save(a, r, extra, nextra, err);
+        return a->op_target->save(a, r, extra, nextra, err);
     char okey[STORE_KEY_MAX];
     _cleanup_free_ char *oval = NULL;
     store_op ops[OP_EXTRA_MAX + 1];
@@ -148,7 +148,7 @@ int op_close(app *a, journal_op *op, enum journal_state state, const char *why, 
         return -1;
     const char *last = op_finish(op, state, why);
     if (journal_txn_op(op, okey, &oval, &ops[nextra], err) < 0 ||
-        rs_record_save(a, r, ops, nextra + 1, err) < 0) {
+        a->op_target->save(a, r, ops, nextra + 1, err) < 0) {
         op->state = JOURNAL_RUNNING;
         return -1;
     }
@@ -157,7 +157,7 @@ int op_close(app *a, journal_op *op, enum journal_state state, const char *why, 
 }
 
 int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *why,
-                 const rs_record *gone, const store_cmp *cmp, store_op *ops, size_t nops,
+                 const struct rs_record *gone, const store_cmp *cmp, store_op *ops, size_t nops,
                  gb_err *err)
 {
     char okey[STORE_KEY_MAX];
@@ -171,10 +171,7 @@ int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *w
         }
     }
     bool ok = false;
-    ledger_hold h;
-    rs_record_hold(gone, &h);
-    h.exists = false;
-    int rc = ledger_txn(a, &h, NULL, cmp, 1, ops, nops, &ok, NULL, err);
+    int rc = a->op_target->remove_txn(a, gone, cmp, 1, ops, nops, &ok, err);
     if (rc < 0 || !ok) {
         if (op)
             op->state = JOURNAL_RUNNING;
@@ -185,7 +182,7 @@ int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *w
     return 1;
 }
 
-int op_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
+int op_resume(app *a, journal_op *op, const struct rs_record *r, gb_err *err)
 {
     if (!r || strcmp(r->operation, op->id) != 0) {
         journal_finish(op, JOURNAL_FAILED,

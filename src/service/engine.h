@@ -26,8 +26,10 @@
  * steps done go back; start-up settles what a crash left (volume/startup.c).
  *
  * The engine does not know the kinds (no symbol of a kind's file is used
- * here): the table reaches it through app->op_kinds, set by app_open, so
- * the kinds' files use the engine and never the other way round.
+ * here): the table reaches it through app->op_kinds, and the records the
+ * journalled kinds act on through app->op_target (op_target below), both
+ * set by app_open from op_kinds.c, so the kinds' files use the engine and
+ * never the other way round.
  *
  * A new kind: its step names below, its steps (op_step_def) and its entry
  * (an op_kind) in its own file, a line in op_kinds.c, and, if it is
@@ -67,6 +69,23 @@ struct rs_record;
 #define OP_STEP_RECORDED "recorded"
 #define OP_STEP_MARKED "marked"
 
+/* What journalled operations act on: their target's record (a replica
+ * set's, replicaset/record.h), written through these, which op_kinds.c
+ * fills in (op_target_records) and app_open hands over in app->op_target. */
+typedef struct op_target {
+    /* One compare-and-swap of r with extra in the same transaction
+     * (rs_record_save). */
+    int (*save)(app *a, struct rs_record *r, const store_op *extra, size_t nextra, gb_err *err);
+    /* The first transaction was not confirmed: hand it to the doubt
+     * handling (rs_doubt_begin_failed); always -1. */
+    int (*begin_failed)(app *a, const struct rs_record *before, const struct rs_record *after,
+                        gb_err *err);
+    /* ops under cmps, with gone's ledger entry removed in the same
+     * transaction (rs_record_remove_txn); *landed false: a compare failed. */
+    int (*remove_txn)(app *a, const struct rs_record *gone, const store_cmp *cmps, size_t ncmps,
+                      store_op *ops, size_t nops, bool *landed, gb_err *err);
+} op_target;
+
 /* Finish or undo an unfinished operation of this kind; r is its target's
  * record, naming op. */
 typedef int (*op_resume_fn)(app *a, journal_op *op, const struct rs_record *r, gb_err *err);
@@ -95,18 +114,16 @@ typedef struct op_kind {
                                  and last transactions (op_begin, op_close), whose work
                                  (forward) the kind's own code does around them */
     size_t nsteps;
-    const char *no_return; /* the step from which it only goes forward; NULL: forward
-                              whenever it can (its docs say when it is undone) */
-    const char *forward;   /* in words: what the steps do */
-    const char *back;      /* in words: how it is undone */
-    op_resume_fn resume;   /* journalled: how it resumes after a crash */
+    op_resume_fn resume; /* journalled: how it resumes after a crash */
 } op_kind;
 
 /* An op_kind's steps, from an array of op_step_def. */
 #define OP_STEPS(list) .steps = (list), .nsteps = sizeof(list) / sizeof((list)[0])
 
-/* The table (op_kinds.c): every kind, NULL-terminated. */
+/* The table (op_kinds.c): every kind, NULL-terminated; and what the
+ * journalled ones act on. */
 extern const op_kind *const op_kinds[];
+extern const op_target op_target_records;
 
 /* The entry of a journalled operation (its kind, and data.mode), NULL if
  * the table has none. */
@@ -117,9 +134,9 @@ int op_init(journal_op *op, const op_kind *k, const char *target, json_t *data, 
 
 /* The first transaction: r names op, op has its first step done, written
  * with extra (may be NULL/0) as one compare-and-swap on r
- * (rs_record_save); then the fault point <kind>:<first step>. When the
+ * (app->op_target's save); then the fault point <kind>:<first step>. When the
  * store did not confirm it and before is given (r as it was loaded), the
- * write is handed to the doubt handling (doubt.h: rs_doubt_begin_failed) and the
+ * write is handed to the doubt handling (op_target's begin_failed) and the
  * error says so: the caller gives back nothing then (err->code stays
  * ERR_STORE_UNAVAILABLE). */
 int op_begin(app *a, journal_op *op, struct rs_record *r, const struct rs_record *before,

@@ -8,7 +8,6 @@
 #include "service/metrics.h"
 #include "service/monitor/monitor.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,31 +62,6 @@ void ops_metrics_observe(ops_metrics *m, const char *kind, const char *result, d
     const char *dur_values[] = {kind};
     prom_counter_inc(m->total, total_values);
     prom_histogram_observe(m->duration, dur_values, seconds);
-}
-
-ops_timer ops_timer_start(app *a, const char *kind, json_t **out, const gb_err *err)
-{
-    ops_timer t = {.m = a ? a->ops : NULL, .kind = kind, .out = out, .err = err};
-    if (out)
-        *out = NULL; /* set means success when the timer ends */
-    t.start_ns = time_mono_ns();
-    return t;
-}
-
-void ops_timer_done(ops_timer *t)
-{
-    if (!t->m)
-        return;
-    double s = time_since_s(t->start_ns);
-    char result[48] = "ok";
-    if (!t->out || !*t->out) {
-        const char *name = err_name(t->err ? t->err->code : ERR_INTERNAL);
-        size_t i = 0;
-        for (; name[i] && i + 1 < sizeof(result); i++)
-            result[i] = (char)tolower((unsigned char)name[i]);
-        result[i] = '\0';
-    }
-    ops_metrics_observe(t->m, t->kind, result, s);
 }
 
 /* GPU gauges from the pool: totals and, per card, memory held and tenants. */

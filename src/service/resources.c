@@ -235,6 +235,24 @@ int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
     return 0;
 }
 
+int resources_gpu_clear_health(app *a, const char *uuid, json_t **out, gb_err *err)
+{
+    if (monitor_clear_health(a, uuid, err) < 0)
+        return -1;
+    _cleanup_json_ json_t *all = NULL;
+    if (resources_gpus(a, &all, err) < 0)
+        return -1;
+    json_t *devices = json_object_get(all, "devices");
+    for (size_t i = 0; i < json_array_size(devices); i++) {
+        json_t *d = json_array_get(devices, i);
+        if (strcmp(json_string_value(json_object_get(d, "uuid")) ?: "", uuid) == 0) {
+            *out = json_incref(d);
+            return 0;
+        }
+    }
+    return err_set(err, ERR_INTERNAL, "GPU %s is missing from the answer", uuid);
+}
+
 int resources_gpu_status(app *a, json_t **out, gb_err *err)
 {
     _cleanup_(gpus_status_free) gpus_status st = {0};

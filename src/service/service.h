@@ -15,6 +15,10 @@
 /* GET /api/v1/resources/gpus: {gpus:{uuid:0|1}, devices:[...], simulated, source}.
  * Answered from memory (inventory + pool), no store or Docker call. */
 int resources_gpus(app *a, json_t **out, gb_err *err);
+/* PATCH /resources/gpus/{uuid}/healthy: an admin clears the card's
+ * unhealthy mark (monitor_clear_health); *out is the device as GET
+ * /resources/gpus shows it. */
+int resources_gpu_clear_health(app *a, const char *uuid, json_t **out, gb_err *err);
 /* The same data already serialized (malloc'd, *len bytes), served from a
  * cache that is rebuilt only when the pool has changed: the hot path. */
 int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err);

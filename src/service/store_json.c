@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/time.h"
 #include "util/xalloc.h"
@@ -122,11 +121,10 @@ void store_record_stamp(char *create_time, char *update_time, size_t size)
         memcpy(create_time, update_time, size);
 }
 
-/* The record's transaction: on s alone, or with a's ledger (h not NULL). */
-static int store_record_txn(store *s, struct app *a, const store_record_kind *k, const char *name,
+/* The record's transaction: on s alone (txn NULL), or through txn. */
+static int store_record_txn(store *s, const store_record_kind *k, const char *name,
                             const json_t *value, int64_t *mod_revision, const store_op *extra,
-                            size_t nextra, const ledger_hold *h, const ledger_hold *check,
-                            gb_err *err)
+                            size_t nextra, store_record_txn_fn txn, void *ctx, gb_err *err)
 {
     char key[STORE_KEY_MAX];
     if (!k->key(key, sizeof(key), name))
@@ -141,8 +139,8 @@ static int store_record_txn(store *s, struct app *a, const store_record_kind *k,
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = *mod_revision};
     bool landed = false;
     int64_t rev = 0;
-    int rc = a && h ? ledger_txn(a, h, check, &cmp, 1, ops, nextra + 1, &landed, &rev, err)
-                    : store_txn(s, &cmp, 1, ops, nextra + 1, &landed, &rev, err);
+    int rc = txn ? txn(ctx, &cmp, 1, ops, nextra + 1, &landed, &rev, err)
+                 : store_txn(s, &cmp, 1, ops, nextra + 1, &landed, &rev, err);
     if (rc < 0)
         return err && err->code == ERR_QUOTA_EXCEEDED
                    ? -1
@@ -160,13 +158,12 @@ int store_record_save_plain(store *s, const store_record_kind *k, const char *na
                             const json_t *value, int64_t *mod_revision, const store_op *extra,
                             size_t nextra, gb_err *err)
 {
-    return store_record_txn(s, NULL, k, name, value, mod_revision, extra, nextra, NULL, NULL, err);
+    return store_record_txn(s, k, name, value, mod_revision, extra, nextra, NULL, NULL, err);
 }
 
-int store_record_save(app *a, const store_record_kind *k, const char *name, const json_t *value,
-                      int64_t *mod_revision, const store_op *extra, size_t nextra,
-                      const ledger_hold *h, const ledger_hold *check, gb_err *err)
+int store_record_save_via(store *s, const store_record_kind *k, const char *name,
+                          const json_t *value, int64_t *mod_revision, const store_op *extra,
+                          size_t nextra, store_record_txn_fn txn, void *ctx, gb_err *err)
 {
-    return store_record_txn(a->store, a, k, name, value, mod_revision, extra, nextra, h, check,
-                            err);
+    return store_record_txn(s, k, name, value, mod_revision, extra, nextra, txn, ctx, err);
 }

@@ -104,14 +104,16 @@ void store_record_stamp(char *create_time, char *update_time, size_t size);
 int store_record_save_plain(store *s, const store_record_kind *k, const char *name,
                             const json_t *value, int64_t *mod_revision, const store_op *extra,
                             size_t nextra, gb_err *err);
-/* The same on a's store, with the record's owner's ledger entry h written
- * in the same transaction (ledger_txn, users/users.h; check, may be NULL,
- * is what the quota counts instead of h). */
-struct app;
-struct ledger_hold;
-int store_record_save(struct app *a, const store_record_kind *k, const char *name,
-                      const json_t *value, int64_t *mod_revision, const store_op *extra,
-                      size_t nextra, const struct ledger_hold *h, const struct ledger_hold *check,
-                      gb_err *err);
+/* The same through txn instead of store_txn (ctx is txn's): the
+ * transaction's compare and puts, written with whatever else txn adds
+ * (users/ledger.c: ledger_record_save writes the owner's ledger entry in
+ * the same transaction). An ERR_QUOTA_EXCEEDED from txn comes back as it
+ * is. */
+typedef int (*store_record_txn_fn)(void *ctx, const store_cmp *cmps, size_t ncmps,
+                                   const store_op *ops, size_t nops, bool *landed,
+                                   int64_t *revision, gb_err *err);
+int store_record_save_via(store *s, const store_record_kind *k, const char *name,
+                          const json_t *value, int64_t *mod_revision, const store_op *extra,
+                          size_t nextra, store_record_txn_fn txn, void *ctx, gb_err *err);
 
 #endif

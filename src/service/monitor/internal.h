@@ -70,7 +70,8 @@ struct monitor {
     pthread_t thread;
     bool started, stopping;
     app *a;
-    gpu_sampler *sampler; /* NULL: sampling off */
+    const monitor_actions *act; /* what it does to sets (monitor_start) */
+    gpu_sampler *sampler;       /* NULL: sampling off */
     int64_t interval_ms;
     uint8_t xids[MONITOR_XID_LIMIT / 8];
     unsigned idle_threshold;

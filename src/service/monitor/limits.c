@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "service/keys.h"
-#include "service/replicaset/replicaset.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/prom.h"
@@ -119,7 +118,9 @@ static void mon_stop(app *a, const struct mon_act *act)
     gb_err e = GB_ERR_INIT;
     log_info("replica set %s: %s; stopping it (cards and ports released, data kept)", act->name,
              act->detail);
-    int rc = replicaset_stop_because(a, act->name, act->stop, act->detail, &out, &e);
+    int rc = m->act && m->act->stop_set
+                 ? m->act->stop_set(a, act->name, act->stop, act->detail, &out, &e)
+                 : err_set(&e, ERR_INTERNAL, "the monitor was given no way to stop a set");
     log_info("audit: user=gpubox role=system stop %s reason=%s -> %s", act->name, act->stop,
              rc == 0 ? "ok" : e.msg);
     if (rc < 0) {

@@ -345,9 +345,10 @@ static void *mon_thread(void *arg)
     return NULL;
 }
 
-int monitor_start(app *a, gb_err *err)
+int monitor_start(app *a, const monitor_actions *act, gb_err *err)
 {
     struct monitor *m = xcalloc(1, sizeof(*m));
+    m->act = act;
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);

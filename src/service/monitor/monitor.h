@@ -14,8 +14,9 @@
  *     the mark (kept in the store, so it survives restarts);
  *   - stops sets past their run limits (replicaset/record.h): idleStop,
  *     every card under --idle-threshold percent and no exec for that long,
- *     and maxDuration since the run began. The stop is replicaset_stop's,
- *     with the reason in the record, the audit log and an event. Since
+ *     and maxDuration since the run began. The stop is replicaset_stop's
+ *     (through monitor_actions, below), with the reason in the record, the
+ *     audit log and an event. Since
  *     when a set is idle is kept in the store, so the clock survives a
  *     restart or a crash of gpuboxd.
  * With --usage-interval 0 nothing is sampled; the thread still ticks once a
@@ -38,8 +39,21 @@ struct rs_record;
 #define MONITOR_XID_DEFAULT "48,61,62,63,64,74,79,92,95,119,120"
 #define MONITOR_IDLE_THRESHOLD_DEFAULT 5
 
-/* Load the health marks, open the sampler and start the thread. */
-int monitor_start(app *a, gb_err *err);
+/* What the monitor does to replica sets, through the interface the
+ * replica-set code offers (replicaset.h: replicaset_stop_because), handed
+ * over by app_open. The monitor names no replica-set function, and the
+ * replica-set code names no monitor function: it hears from the monitor
+ * through a->hooks (set_usage, set_exec, app.h). */
+typedef struct monitor_actions {
+    /* Stop set name past a run limit, the reason ("idle", "maxDuration")
+     * and its detail kept (replicaset_stop_because). */
+    int (*stop_set)(app *a, const char *name, const char *reason, const char *detail, json_t **out,
+                    gb_err *err);
+} monitor_actions;
+
+/* Load the health marks, open the sampler and start the thread; the
+ * monitor acts through act (kept, not copied). */
+int monitor_start(app *a, const monitor_actions *act, gb_err *err);
 void monitor_stop(app *a);
 
 /* Changes whenever an answer built from the monitor would change (a new
@@ -60,9 +74,9 @@ void monitor_metrics(app *a, FILE *out);
 /* An exec in name's container: it is not idle. */
 void monitor_note_exec(app *a, const char *name);
 
-/* An admin clears uuid's unhealthy mark; *out is the device as GET
- * /resources/gpus shows it. ERR_NOT_FOUND for a card this server lacks. */
-int monitor_clear_health(app *a, const char *uuid, json_t **out, gb_err *err);
+/* An admin clears uuid's unhealthy mark (resources_gpu_clear_health
+ * answers with the device). ERR_NOT_FOUND for a card this server lacks. */
+int monitor_clear_health(app *a, const char *uuid, gb_err *err);
 
 /* Events (events.c): autostops and health changes, newest first. */
 void monitor_event(app *a, const char *kind, const char *set, const char *owner, const char *gpu,

@@ -38,7 +38,7 @@
 #include <string.h>
 
 #include "service/keys.h"
-#include "service/metrics.h"
+#include "service/ops_timer.h"
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
@@ -394,16 +394,14 @@ void rs_create_conclude_legacy(app *a, rs_record *r)
         log_warn("reconcile: %s: could not settle an interrupted create: %s", r->name, err.msg);
 }
 
+/* Forward: GPUs and ports taken; the record (creating), its history entry and the operation in one
+ * transaction; the container created; started, the record running. Back: whenever the container
+ * does not run: removed, the record back to what it was (the deleted earlier life or none), the
+ * history entry gone, the pools get the GPUs and ports back. */
 const op_kind rs_op_create = {
     .name = "create",
     .journalled = true,
     .kind = JOURNAL_CREATE,
     OP_STEPS(rs_create_steps),
-    .forward = "GPUs and ports taken; the record (creating), its history entry and the "
-               "operation in one transaction; the container created; started, the record "
-               "running",
-    .back = "whenever the container does not run: removed, the record back to what it was "
-            "(the deleted earlier life or none), the history entry gone, the pools get the "
-            "GPUs and ports back",
     .resume = rs_create_resume,
 };

@@ -6,13 +6,12 @@
  * not hold up stop or delete of the same set (which simply end it).
  */
 #include "service/replicaset/replicaset.h"
-#include "service/monitor/monitor.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "service/images/images.h"
-#include "service/metrics.h"
+#include "service/ops_timer.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
 #include "util/json.h"
@@ -43,7 +42,8 @@ int replicaset_execute(app *a, const char *name, const rs_exec_request *req, jso
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_for(a, name, RS_OP_EXECUTE, &r, err) < 0)
         return -1;
-    monitor_note_exec(a, name); /* someone works in it: not idle */
+    if (a->hooks.set_exec)
+        a->hooks.set_exec(a, name); /* someone works in it: not idle */
     _cleanup_(docker_exec_result_free) docker_exec_result res = {0};
     if (docker_exec_run(a->docker, r.container_name, req->cmd, req->ncmd, req->workdir, timeout,
                         RS_EXEC_OUTPUT_CAP, &res, err) < 0) {

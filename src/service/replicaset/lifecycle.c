@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "service/keys.h"
-#include "service/metrics.h"
+#include "service/ops_timer.h"
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
@@ -326,24 +326,24 @@ int rs_delete_resume(app *a, journal_op *op, const rs_record *r, gb_err *err)
     return rs_resume_with(a, op, r, rs_delete_run, err);
 }
 
+/* Forward: the record names the operation; the container is stopped; the record says stopped, its
+ * holdings moved to lastGpus/lastPorts, and the pools get them back. Back: only when the container
+ * cannot be stopped: the record names no operation again. */
 const op_kind rs_op_stop = {
     .name = "stop",
     .journalled = true,
     .kind = JOURNAL_STOP,
     OP_STEPS(rs_stop_steps),
-    .forward = "the record names the operation; the container is stopped; the record says "
-               "stopped, its holdings moved to lastGpus/lastPorts, and the pools get them back",
-    .back = "only when the container cannot be stopped: the record names no operation again",
     .resume = rs_stop_resume,
 };
 
+/* Forward: the record names the operation; the container is removed; the record says deleted (or
+ * it and its history go, purging), and the pools get its holdings back. Back: only when the
+ * container cannot be removed: the record names no operation again. */
 const op_kind rs_op_delete = {
     .name = "delete",
     .journalled = true,
     .kind = JOURNAL_DELETE,
     OP_STEPS(rs_delete_steps),
-    .forward = "the record names the operation; the container is removed; the record says "
-               "deleted (or it and its history go, purging), and the pools get its holdings back",
-    .back = "only when the container cannot be removed: the record names no operation again",
     .resume = rs_delete_resume,
 };

@@ -18,7 +18,7 @@
 #include "service/images/images.h"
 #include "service/keys.h"
 #include "service/store_json.h"
-#include "service/metrics.h"
+#include "service/ops_timer.h"
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "service/keys.h"
-#include "service/monitor/monitor.h"
 #include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
@@ -147,7 +146,7 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     rs_record_limits_json(&r, info);
     if (r.gpus_aside)
         json_object_set_new(info, "gpusAside", json_deep_copy(r.gpus_aside));
-    json_t *usage = monitor_set_json(a, &r);
+    json_t *usage = a->hooks.set_usage ? a->hooks.set_usage(a, &r) : NULL;
     json_object_set_new(info, "usage", usage ? usage : json_null());
     /* What the set takes on this node's data disk beside its containers:
      * its old versions' kept logs (logs.c), bounded by --kept-logs-mib. */

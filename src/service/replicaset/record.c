@@ -594,8 +594,17 @@ int rs_record_save(app *a, rs_record *r, const store_op *extra, size_t nextra, g
     rs_record_hold(r, &h);
     if (r->quota_as)
         rs_record_hold(r->quota_as, &check);
-    int rc = store_record_save(a, &rs_record_kind, r->name, j, &r->mod_revision, extra, nextra, &h,
-                               r->quota_as ? &check : NULL, err);
+    int rc = ledger_record_save(a, &rs_record_kind, r->name, j, &r->mod_revision, extra, nextra, &h,
+                                r->quota_as ? &check : NULL, err);
     __atomic_add_fetch(&a->records_generation, 1, __ATOMIC_RELEASE);
     return rc;
+}
+
+int rs_record_remove_txn(app *a, const rs_record *gone, const store_cmp *cmps, size_t ncmps,
+                         store_op *ops, size_t nops, bool *landed, gb_err *err)
+{
+    ledger_hold h;
+    rs_record_hold(gone, &h);
+    h.exists = false;
+    return ledger_txn(a, &h, NULL, cmps, ncmps, ops, nops, landed, NULL, err);
 }

@@ -221,5 +221,9 @@ int rs_record_save(struct app *a, rs_record *r, const store_op *extra, size_t ne
 /* What r holds, as its owner's ledger counts it (users/users.h). */
 struct ledger_hold;
 void rs_record_hold(const rs_record *r, struct ledger_hold *h);
+/* ops under cmps, with gone's ledger entry removed in the same transaction
+ * (ledger_txn): a record that goes. *landed false: a compare failed. */
+int rs_record_remove_txn(struct app *a, const rs_record *gone, const store_cmp *cmps, size_t ncmps,
+                         store_op *ops, size_t nops, bool *landed, gb_err *err);
 
 #endif

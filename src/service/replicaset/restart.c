@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "service/metrics.h"
+#include "service/ops_timer.h"
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
 #include "util/cleanup.h"
@@ -207,15 +207,14 @@ int replicaset_restart(app *a, const char *name, bool no_gpu, json_t **out, gb_e
     return 0;
 }
 
+/* Forward: a stopped set's last cards and ports taken again: the record holds them and names the
+ * operation; its container is started; the record says running. Back: only when the container
+ * cannot start: the record holds nothing again and the pools get the cards back. */
 const op_kind rs_op_restart_same = {
     .name = "restart-same",
     .journalled = true,
     .kind = JOURNAL_RESTART,
     .mode = "same",
     OP_STEPS(rs_restart_same_steps),
-    .forward = "a stopped set's last cards and ports taken again: the record holds them and "
-               "names the operation; its container is started; the record says running",
-    .back = "only when the container cannot start: the record holds nothing again and the "
-            "pools get the cards back",
     .resume = rs_restart_same_resume,
 };

@@ -486,21 +486,18 @@ int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err)
     return rs_change_run(&c, journal_step_done(op, OP_STEP_CARRY_BEGIN), err);
 }
 
-#define RS_VERSION_FORWARD                                                                         \
-    "the record holds what both versions need and names the operation; <name>-(N+1) is "           \
-    "created; <name>-N stopped; the point of no return; the system disk carried; "                 \
-    "<name>-(N+1) started; <name>-N removed; the record at N+1 with its history entry, and "       \
-    "the pools get back what only version N held"
-#define RS_VERSION_BACK                                                                            \
-    "before carry-begin (or before the new container runs, the disk carried back first): "         \
-    "<name>-(N+1) removed, <name>-N started again, the record back at N, the pools get back "      \
-    "what only N+1 held"
-
-/* patch, rollback and restart-new are one change under three names. */
+/* patch, rollback and restart-new are one change under three names.
+ * Forward: the record holds what both
+ * versions need and names the operation; <name>-(N+1) is created; <name>-N
+ * stopped; the point of no return (carry-begin); the system disk carried;
+ * <name>-(N+1) started; <name>-N removed; the record at N+1 with its history
+ * entry, and the pools get back what only version N held. Back, before
+ * carry-begin (or before the new container runs, the disk carried back
+ * first): <name>-(N+1) removed, <name>-N started again, the record back at
+ * N, the pools get back what only N+1 held. */
 #define RS_VERSION_KIND(label, journal_kind)                                                       \
     {                                                                                              \
         .name = label, .journalled = true, .kind = journal_kind, OP_STEPS(rs_version_steps),       \
-        .no_return = OP_STEP_CARRY_BEGIN, .forward = RS_VERSION_FORWARD, .back = RS_VERSION_BACK,  \
         .resume = rs_version_resume,                                                               \
     }
 

@@ -380,3 +380,26 @@ int ledger_sync(app *a, const ledger_hold *holds, size_t n, gb_err *err)
     store_kvs_free(&kvs);
     return rc;
 }
+
+struct ledger_save {
+    app *a;
+    const ledger_hold *h, *check;
+};
+
+static int ledger_save_txn(void *ctx, const store_cmp *cmps, size_t ncmps, const store_op *ops,
+                           size_t nops, bool *landed, int64_t *revision, gb_err *err)
+{
+    const struct ledger_save *s = ctx;
+    return ledger_txn(s->a, s->h, s->check, cmps, ncmps, ops, nops, landed, revision, err);
+}
+
+int ledger_record_save(app *a, const store_record_kind *k, const char *name, const json_t *value,
+                       int64_t *mod_revision, const store_op *extra, size_t nextra,
+                       const ledger_hold *h, const ledger_hold *check, gb_err *err)
+{
+    if (!h)
+        return store_record_save_plain(a->store, k, name, value, mod_revision, extra, nextra, err);
+    struct ledger_save s = {.a = a, .h = h, .check = check};
+    return store_record_save_via(a->store, k, name, value, mod_revision, extra, nextra,
+                                 ledger_save_txn, &s, err);
+}

@@ -142,6 +142,14 @@ int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const sto
                size_t ncmps, const store_op *ops, size_t nops, bool *landed, int64_t *revision,
                gb_err *err);
 
+/* A record of kind k saved as store_json.h's store_record_save_plain
+ * saves it, with h's ledger entry written in the same transaction
+ * (ledger_txn; check as there). */
+struct store_record_kind;
+int ledger_record_save(app *a, const struct store_record_kind *k, const char *name,
+                       const json_t *value, int64_t *mod_revision, const store_op *extra,
+                       size_t nextra, const ledger_hold *h, const ledger_hold *check, gb_err *err);
+
 /* What owner holds now over the fleet; 0, or -1 when the store fails. */
 typedef struct ledger_usage {
     int64_t cards, share_mib, instances, volume_bytes, cores;

@@ -33,7 +33,7 @@
 
 #include "service/engine.h"
 #include "service/keys.h"
-#include "service/metrics.h"
+#include "service/ops_timer.h"
 #include "service/volume/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -327,20 +327,18 @@ int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
     return 0;
 }
 
+/* Forward: the record (creating); the storage; the Docker volume; the record ready with history
+ * entry 1. Back: what was made is removed in reverse order; a crash after the record is undone at
+ * start-up (volume/startup.c). */
 const op_kind vol_op_create = {
     .name = "volume.create",
     OP_STEPS(vol_create_steps),
-    .forward = "the record (creating); the storage; the Docker volume; the record ready with "
-               "history entry 1",
-    .back = "what was made is removed in reverse order; a crash after the record is undone at "
-            "start-up (volume/startup.c)",
 };
 
+/* Forward: the record deleting; the Docker volume; the storage; the record and its history go.
+ * Back: a failure at the storage makes the Docker volume again and the record ready; a crash after
+ * the mark is finished at start-up. */
 const op_kind vol_op_delete = {
     .name = "volume.delete",
     OP_STEPS(vol_delete_steps),
-    .forward = "the record deleting; the Docker volume; the storage; the record and its history "
-               "go",
-    .back = "a failure at the storage makes the Docker volume again and the record ready; a "
-            "crash after the mark is finished at start-up",
 };

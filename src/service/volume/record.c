@@ -185,8 +185,8 @@ int vol_record_save(store *s, app *a, vol_record *r, const store_op *extra, size
     if (!a)
         return store_record_save_plain(s, &vol_record_kind, r->name, j, &r->mod_revision, extra,
                                        nextra, err);
-    return store_record_save(a, &vol_record_kind, r->name, j, &r->mod_revision, extra, nextra, &h,
-                             NULL, err);
+    return ledger_record_save(a, &vol_record_kind, r->name, j, &r->mod_revision, extra, nextra, &h,
+                              NULL, err);
 }
 
 int vol_record_delete(store *s, app *a, const vol_record *r, gb_err *err)

@@ -33,7 +33,7 @@
 
 #include "service/engine.h"
 #include "service/keys.h"
-#include "service/metrics.h"
+#include "service/ops_timer.h"
 #include "service/volume/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -203,11 +203,10 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
     return 0;
 }
 
+/* Forward: the record resizing; the storage resized; the new size, version + 1 and the history
+ * entry in one transaction, the mark cleared. Back: a failure at the storage clears the mark (the
+ * size stays); a crash after the mark is finished at start-up. */
 const op_kind vol_op_resize = {
     .name = "volume.resize",
     OP_STEPS(vol_resize_steps),
-    .forward = "the record resizing; the storage resized; the new size, version + 1 and the "
-               "history entry in one transaction, the mark cleared",
-    .back = "a failure at the storage clears the mark (the size stays); a crash after the mark "
-            "is finished at start-up",
 };
