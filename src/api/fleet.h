@@ -31,6 +31,8 @@ int api_fleet_check_fields(http_request *req, const json_t *body, gb_err *err);
 
 /* The name the request is about (path or create body), in buf; NULL when
  * there is none or it breaks the naming rules. */
+/* Which of the fleet's name indexes (sets or volumes) a route's names live in. */
+enum fleet_name_kind api_fleet_name_kind(enum fleet_scope scope);
 const char *api_fleet_request_name(http_request *req, enum fleet_scope scope, char *buf,
                                    size_t size);
 /* Run the route's handler here, then keep the name index in line. */
