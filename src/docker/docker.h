@@ -142,6 +142,12 @@ int docker_run_spec_to_json(const docker_run_spec *spec, json_t **config, gb_err
  * ("src:dest[:ro]"), the form gpu-docker-api shows, in place of Mounts. */
 int docker_run_spec_view(const docker_run_spec *spec, const char *const *bind_strings,
                          size_t nbind_strings, json_t **view, gb_err *err);
+/* A created container's configuration in that shape, as Docker's inspect
+ * (inspect: GET /containers/{id}/json's answer) reports it: {config,
+ * hostConfig}, copies of its Config and HostConfig ({} where inspect has
+ * none). It shows what Docker filled in that no spec sets (Hostname,
+ * LogConfig, CgroupnsMode, ...). */
+json_t *docker_container_config_view(const json_t *inspect);
 
 /* ---- Images (docker_images.c, docker_imageref.c) ---- */
 

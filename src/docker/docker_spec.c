@@ -346,3 +346,12 @@ int docker_run_spec_view(const docker_run_spec *spec, const char *const *bind_st
                       "linux");
     return 0;
 }
+
+json_t *docker_container_config_view(const json_t *inspect)
+{
+    json_t *cfg = json_object_get(inspect, "Config");
+    json_t *host = json_object_get(inspect, "HostConfig");
+    return json_pack("{s:o, s:o}", "config",
+                     json_is_object(cfg) ? json_deep_copy(cfg) : json_object(), "hostConfig",
+                     json_is_object(host) ? json_deep_copy(host) : json_object());
+}

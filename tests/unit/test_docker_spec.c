@@ -241,6 +241,28 @@ static void test_json_network(void **state)
     assert_json_is(json_object_get(plain_view, "networkingConfig"), "{\"EndpointsConfig\": null}");
 }
 
+/* A container's inspect, in the view's shape: copies of Config and
+ * HostConfig, {} for what the inspect lacks. */
+static void test_container_config_view(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *inspect =
+        json_loads("{\"Id\": \"abc\", \"Config\": {\"Hostname\": \"abc\", \"OnBuild\": null},"
+                   " \"HostConfig\": {\"LogConfig\": {\"Type\": \"json-file\"}}}",
+                   0, NULL);
+    assert_non_null(inspect);
+    _cleanup_json_ json_t *view = docker_container_config_view(inspect);
+    assert_json_is(view, "{\"config\": {\"Hostname\": \"abc\", \"OnBuild\": null},"
+                         " \"hostConfig\": {\"LogConfig\": {\"Type\": \"json-file\"}}}");
+    /* A copy: changing the view leaves the inspect alone. */
+    json_object_set_new(json_object_get(view, "config"), "User", json_string("x"));
+    assert_null(json_object_get(json_object_get(inspect, "Config"), "User"));
+
+    _cleanup_json_ json_t *bare = json_object();
+    _cleanup_json_ json_t *empty = docker_container_config_view(bare);
+    assert_json_is(empty, "{\"config\": {}, \"hostConfig\": {}}");
+}
+
 struct bad_case {
     const char *what; /* a word the message must hold */
     int code;
@@ -516,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_json_minimal),
         cmocka_unit_test(test_json_refusals),
         cmocka_unit_test(test_json_network),
+        cmocka_unit_test(test_container_config_view),
         cmocka_unit_test_teardown(test_run_nvidia, dtu_cleanup),
         cmocka_unit_test_teardown(test_run_no_gpu_tty, dtu_cleanup),
         cmocka_unit_test_teardown(test_run_unsupported, dtu_cleanup),

@@ -10,8 +10,18 @@
  * config and hostConfig are the Engine API's create body for the version,
  * built from the record by the same code that makes the container
  * (rs_run_spec_base, docker_run_spec_view), with the user's binds as
- * "src:dest[:ro]" strings as gpu-docker-api shows them. Nothing here asks
- * Docker or writes anything.
+ * "src:dest[:ro]" strings as gpu-docker-api shows them.
+ *
+ * gpu-docker-api stores the create body Docker's client filled in, so its
+ * API description (api/gpu-docker-api-en.openapi.json) lists about a
+ * hundred fields of config and hostConfig that gpubox's spec never sets
+ * (Domainname, User, OnBuild, LogConfig, CgroupnsMode, ...). Those come
+ * from the container as Docker reports it (docker_container_config_view of
+ * the caller's inspect: the current version's container), and where there
+ * is none (an old version, a container gone) or Docker leaves one out, the
+ * field still appears with the type the description gives: "", 0, false,
+ * null, [] or {} (the tables below). What the spec sets stays the
+ * version's own. Nothing here asks Docker or writes anything.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +32,204 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
-json_t *rs_compat_version(app *a, const rs_record *r)
+/* The JSON type gpu-docker-api's description gives a field, and so the
+ * value it has when nothing else gives one. RS_COMPAT_ANY: shown as null in
+ * the description; whatever Docker reports is kept. */
+typedef enum {
+    RS_COMPAT_STR,
+    RS_COMPAT_INT,
+    RS_COMPAT_BOOL,
+    RS_COMPAT_ANY,
+    RS_COMPAT_OBJ,
+    RS_COMPAT_ARR,
+    RS_COMPAT_SIZE, /* [height, width]; [0, 0] when unset, as Docker shows it */
+} rs_compat_kind;
+
+typedef struct rs_compat_field {
+    const char *key;
+    rs_compat_kind kind;
+} rs_compat_field;
+
+/* The fields of config, hostConfig and what lies inside them, as
+ * gpu-docker-api's description lists them (in its order). */
+static const rs_compat_field rs_compat_config[] = {
+    {"Hostname", RS_COMPAT_STR},      {"Domainname", RS_COMPAT_STR},
+    {"User", RS_COMPAT_STR},          {"AttachStdin", RS_COMPAT_BOOL},
+    {"AttachStdout", RS_COMPAT_BOOL}, {"AttachStderr", RS_COMPAT_BOOL},
+    {"ExposedPorts", RS_COMPAT_OBJ},  {"Tty", RS_COMPAT_BOOL},
+    {"OpenStdin", RS_COMPAT_BOOL},    {"StdinOnce", RS_COMPAT_BOOL},
+    {"Env", RS_COMPAT_ARR},           {"Cmd", RS_COMPAT_ANY},
+    {"Image", RS_COMPAT_STR},         {"Volumes", RS_COMPAT_ANY},
+    {"WorkingDir", RS_COMPAT_STR},    {"Entrypoint", RS_COMPAT_ANY},
+    {"OnBuild", RS_COMPAT_ANY},       {"Labels", RS_COMPAT_ANY},
+};
+
+static const rs_compat_field rs_compat_host[] = {
+    {"Binds", RS_COMPAT_ARR},
+    {"ContainerIDFile", RS_COMPAT_STR},
+    {"LogConfig", RS_COMPAT_OBJ},
+    {"NetworkMode", RS_COMPAT_STR},
+    {"PortBindings", RS_COMPAT_OBJ},
+    {"RestartPolicy", RS_COMPAT_OBJ},
+    {"AutoRemove", RS_COMPAT_BOOL},
+    {"VolumeDriver", RS_COMPAT_STR},
+    {"VolumesFrom", RS_COMPAT_ANY},
+    {"ConsoleSize", RS_COMPAT_SIZE},
+    {"CapAdd", RS_COMPAT_ANY},
+    {"CapDrop", RS_COMPAT_ANY},
+    {"CgroupnsMode", RS_COMPAT_STR},
+    {"Dns", RS_COMPAT_ANY},
+    {"DnsOptions", RS_COMPAT_ANY},
+    {"DnsSearch", RS_COMPAT_ANY},
+    {"ExtraHosts", RS_COMPAT_ANY},
+    {"GroupAdd", RS_COMPAT_ANY},
+    {"IpcMode", RS_COMPAT_STR},
+    {"Cgroup", RS_COMPAT_STR},
+    {"Links", RS_COMPAT_ANY},
+    {"OomScoreAdj", RS_COMPAT_INT},
+    {"PidMode", RS_COMPAT_STR},
+    {"Privileged", RS_COMPAT_BOOL},
+    {"PublishAllPorts", RS_COMPAT_BOOL},
+    {"ReadonlyRootfs", RS_COMPAT_BOOL},
+    {"SecurityOpt", RS_COMPAT_ANY},
+    {"UTSMode", RS_COMPAT_STR},
+    {"UsernsMode", RS_COMPAT_STR},
+    {"ShmSize", RS_COMPAT_INT},
+    {"Isolation", RS_COMPAT_STR},
+    {"CpuShares", RS_COMPAT_INT},
+    {"Memory", RS_COMPAT_INT},
+    {"NanoCpus", RS_COMPAT_INT},
+    {"CgroupParent", RS_COMPAT_STR},
+    {"BlkioWeight", RS_COMPAT_INT},
+    {"BlkioWeightDevice", RS_COMPAT_ANY},
+    {"BlkioDeviceReadBps", RS_COMPAT_ANY},
+    {"BlkioDeviceWriteBps", RS_COMPAT_ANY},
+    {"BlkioDeviceReadIOps", RS_COMPAT_ANY},
+    {"BlkioDeviceWriteIOps", RS_COMPAT_ANY},
+    {"CpuPeriod", RS_COMPAT_INT},
+    {"CpuQuota", RS_COMPAT_INT},
+    {"CpuRealtimePeriod", RS_COMPAT_INT},
+    {"CpuRealtimeRuntime", RS_COMPAT_INT},
+    {"CpusetCpus", RS_COMPAT_STR},
+    {"CpusetMems", RS_COMPAT_STR},
+    {"Devices", RS_COMPAT_ANY},
+    {"DeviceCgroupRules", RS_COMPAT_ANY},
+    {"DeviceRequests", RS_COMPAT_ARR},
+    {"MemoryReservation", RS_COMPAT_INT},
+    {"MemorySwap", RS_COMPAT_INT},
+    {"MemorySwappiness", RS_COMPAT_ANY},
+    {"OomKillDisable", RS_COMPAT_ANY},
+    {"PidsLimit", RS_COMPAT_ANY},
+    {"Ulimits", RS_COMPAT_ANY},
+    {"CpuCount", RS_COMPAT_INT},
+    {"CpuPercent", RS_COMPAT_INT},
+    {"IOMaximumIOps", RS_COMPAT_INT},
+    {"IOMaximumBandwidth", RS_COMPAT_INT},
+    {"MaskedPaths", RS_COMPAT_ANY},
+    {"ReadonlyPaths", RS_COMPAT_ANY},
+};
+
+static const rs_compat_field rs_compat_log_config[] = {
+    {"Type", RS_COMPAT_STR},
+    {"Config", RS_COMPAT_ANY},
+};
+
+static const rs_compat_field rs_compat_restart_policy[] = {
+    {"Name", RS_COMPAT_STR},
+    {"MaximumRetryCount", RS_COMPAT_INT},
+};
+
+static const rs_compat_field rs_compat_device_request[] = {
+    {"Driver", RS_COMPAT_STR},       {"Count", RS_COMPAT_INT},   {"DeviceIDs", RS_COMPAT_ARR},
+    {"Capabilities", RS_COMPAT_ARR}, {"Options", RS_COMPAT_ANY},
+};
+
+#define RS_COMPAT_N(t) (sizeof(t) / sizeof((t)[0]))
+
+static bool rs_compat_kind_ok(const json_t *v, rs_compat_kind kind)
+{
+    switch (kind) {
+    case RS_COMPAT_STR:
+        return json_is_string(v);
+    case RS_COMPAT_INT:
+        return json_is_integer(v);
+    case RS_COMPAT_BOOL:
+        return json_is_boolean(v);
+    case RS_COMPAT_OBJ:
+        return json_is_object(v);
+    case RS_COMPAT_ARR:
+        return json_is_array(v);
+    case RS_COMPAT_SIZE:
+        return json_is_array(v) && json_array_size(v) == 2;
+    case RS_COMPAT_ANY:
+        return v != NULL;
+    }
+    return false;
+}
+
+static json_t *rs_compat_default(rs_compat_kind kind)
+{
+    switch (kind) {
+    case RS_COMPAT_STR:
+        return json_string("");
+    case RS_COMPAT_INT:
+        return json_integer(0);
+    case RS_COMPAT_BOOL:
+        return json_false();
+    case RS_COMPAT_OBJ:
+        return json_object();
+    case RS_COMPAT_ARR:
+        return json_array();
+    case RS_COMPAT_SIZE:
+        return json_pack("[i, i]", 0, 0);
+    case RS_COMPAT_ANY:
+        break;
+    }
+    return json_null();
+}
+
+/* Each field of obj that fields lists and obj lacks (or holds with another
+ * type) gets live's value of it when that has the type, else the default. */
+static void rs_compat_fill(json_t *obj, const json_t *live, const rs_compat_field *fields, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const rs_compat_field *f = &fields[i];
+        if (rs_compat_kind_ok(json_object_get(obj, f->key), f->kind))
+            continue;
+        json_t *lv = json_object_get(live, f->key);
+        json_object_set_new(obj, f->key,
+                            rs_compat_kind_ok(lv, f->kind) ? json_deep_copy(lv)
+                                                           : rs_compat_default(f->kind));
+    }
+}
+
+/* view's config and hostConfig, filled from live ({config, hostConfig} of
+ * the version's container, or NULL) and the defaults. */
+static void rs_compat_fill_view(json_t *view, const json_t *live)
+{
+    json_t *cfg = json_object_get(view, "config");
+    json_t *host = json_object_get(view, "hostConfig");
+    const json_t *live_cfg = json_object_get(live, "config");
+    const json_t *live_host = json_object_get(live, "hostConfig");
+    rs_compat_fill(cfg, live_cfg, rs_compat_config, RS_COMPAT_N(rs_compat_config));
+    rs_compat_fill(host, live_host, rs_compat_host, RS_COMPAT_N(rs_compat_host));
+    rs_compat_fill(json_object_get(host, "LogConfig"), json_object_get(live_host, "LogConfig"),
+                   rs_compat_log_config, RS_COMPAT_N(rs_compat_log_config));
+    rs_compat_fill(json_object_get(host, "RestartPolicy"),
+                   json_object_get(live_host, "RestartPolicy"), rs_compat_restart_policy,
+                   RS_COMPAT_N(rs_compat_restart_policy));
+    const json_t *live_requests = json_object_get(live_host, "DeviceRequests");
+    size_t i;
+    json_t *request;
+    json_array_foreach(json_object_get(host, "DeviceRequests"), i, request)
+    {
+        if (json_is_object(request))
+            rs_compat_fill(request, json_array_get(live_requests, i), rs_compat_device_request,
+                           RS_COMPAT_N(rs_compat_device_request));
+    }
+}
+
+json_t *rs_compat_version(app *a, const rs_record *r, const json_t *inspect)
 {
     _cleanup_(rs_run_spec_parts_free) rs_run_spec_parts parts = {0};
     docker_run_spec ds;
@@ -44,13 +251,16 @@ json_t *rs_compat_version(app *a, const rs_record *r)
                  r->name, r->version, e.msg);
         return NULL;
     }
+    _cleanup_json_ json_t *live = inspect ? docker_container_config_view(inspect) : NULL;
+    rs_compat_fill_view(view, live);
     json_object_set_new(view, "version", json_integer(r->version));
     json_object_set_new(view, "createTime", json_string(r->update_time));
     json_object_set_new(view, "containerName", json_string(r->container_name));
     return view;
 }
 
-json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry)
+json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry,
+                                 const json_t *inspect)
 {
     /* An entry is a record of its version but for the fields below. */
     _cleanup_json_ json_t *j = json_deep_copy(entry);
@@ -68,5 +278,5 @@ json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry)
                  name, e.msg);
         return NULL;
     }
-    return rs_compat_version(a, &r);
+    return rs_compat_version(a, &r, inspect);
 }

@@ -66,11 +66,15 @@ void rs_run_spec_parts_free(rs_run_spec_parts *p);
 /* gpu-docker-api's record of r's version (replicaset/compat.c): {version,
  * createTime, config, hostConfig, networkingConfig, platform,
  * containerName}, as its GET /replicaSet/{name} ("info") and each history
- * entry's "status" carry it. NULL when r's spec cannot be shown. */
-json_t *rs_compat_version(app *a, const rs_record *r);
+ * entry's "status" carry it. inspect: Docker's inspect of the version's
+ * container, for the fields the spec does not set (NULL: none; they get
+ * the empty values of gpu-docker-api's description). NULL when r's spec
+ * cannot be shown. */
+json_t *rs_compat_version(app *a, const rs_record *r, const json_t *inspect);
 /* The same for a history entry of name (its spec, and the cards and ports
  * the entry lists, when it lists them). */
-json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry);
+json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry,
+                                 const json_t *inspect);
 
 /* Create r's container (r->container_name) from r->spec and its holdings,
  * without starting it (the caller starts it, a new version once its system

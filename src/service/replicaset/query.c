@@ -156,7 +156,7 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
         json_object_set_new(info, "operation", json_string(r.operation));
     /* gpu-docker-api's record of the version beside gpubox's fields; its
      * router answers it as "Info", its API description as "info". */
-    json_t *compat = rs_compat_version(a, &r);
+    json_t *compat = rs_compat_version(a, &r, inspect);
     if (compat)
         json_object_update_missing(info, compat);
     *out = json_pack("{s:o, s:o*}", "info", info, "Info", compat);
@@ -167,14 +167,18 @@ int replicaset_history(app *a, const char *name, json_t **out, gb_err *err)
 {
     if (name_check_replicaset(name, err) < 0)
         return -1;
-    if (caller_is_user()) {
-        _cleanup_(rs_record_free) rs_record r = {0};
-        int found = rs_record_load_visible(a->store, name, &r, err);
-        if (found < 0)
-            return err_prefix(err, "reading the history of %s", name);
-        if (!found)
-            return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
-    }
+    _cleanup_(rs_record_free) rs_record r = {0};
+    int found = rs_record_load_visible(a->store, name, &r, err);
+    if (found < 0)
+        return err_prefix(err, "reading the history of %s", name);
+    if (!found && caller_is_user())
+        return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
+    /* The current version's container shows what Docker filled in of its
+     * configuration; older versions' containers are gone. */
+    char buf[32];
+    _cleanup_json_ json_t *inspect = NULL;
+    if (found)
+        rs_container_inspect(a, &r, &inspect, buf, sizeof(buf));
     char prefix[STORE_KEY_MAX];
     keys_replicaset_history_prefix(prefix, sizeof(prefix), name);
     _cleanup_(store_kvs_free) store_kvs kvs = {0};
@@ -188,7 +192,9 @@ int replicaset_history(app *a, const char *name, json_t **out, gb_err *err)
         json_t *entry = json_loads(kvs.items[i].value, 0, NULL);
         if (!entry)
             continue;
-        json_t *status = rs_compat_history_status(a, name, entry);
+        json_t *version = json_object_get(entry, "version");
+        bool current = found && json_integer_value(version) == r.version;
+        json_t *status = rs_compat_history_status(a, name, entry, current ? inspect : NULL);
         if (status)
             json_object_set_new(entry, "status", status);
         json_array_append_new(history, entry);
