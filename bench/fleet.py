@@ -14,16 +14,21 @@ reads. Then ROUNDS rounds, each:
   get     GETS pairs of GET /api/v1/replicaSet/{standing set} through a and
           through b, alternating;
   list    GETS pairs of GET /api/v1/replicaSet through a (the merged list:
-          a and b asked) and through a with X-Gpubox-Forwarded-By (a's own
-          list, answered by a alone), alternating.
+          a and b asked) and through a with X-Gpubox-Forwarded-By and the
+          fleet's proof, X-Gpubox-Fleet-Auth, signed with the secret in
+          FLEET_SECRET_FILE as node b would (a's own list, answered by a
+          alone), alternating.
 One kept-alive connection per node and kind, as a CLI session or a proxy
 would hold. Prints median and p90 of each side, the ratio of the medians
 (the create's against its target, <= 1.1x), their difference, and the
 median of the differences within each pair (forwarded less direct, measured
 side by side: the steadier figure when the load drifts).
 
-Usage: fleet.py URL_A URL_B IMAGE   (env ROUNDS=20 GETS=10 STANDING=4; stdlib only)
+Usage: fleet.py URL_A URL_B IMAGE   (env FLEET_SECRET_FILE, ROUNDS=20 GETS=10
+STANDING=4; stdlib only)
 """
+import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -35,6 +40,19 @@ import urllib.parse
 PREFIX = "benchfleet"
 TARGET = 1.10
 FORWARDED_HEADER = "X-Gpubox-Forwarded-By"  # src/fleet/fleet.h
+AUTH_HEADER = "X-Gpubox-Fleet-Auth"
+
+
+def local_headers(secret, path, method="GET", node="b"):
+    """The headers of a request node sent to a as part of a list: a answers
+    it alone. The proof is src/fleet/fleet_auth.h's (an HMAC-SHA256 with the
+    fleet's secret over these lines), made fresh for each request (it holds
+    for FLEET_AUTH_SKEW_S); no Authorization (the bench runs without)."""
+    ts = int(time.time())
+    lines = ["gpubox-fleet-v1", node, str(ts), method, path, hashlib.sha256(b"").hexdigest(), ""]
+    msg = "".join(line + "\n" for line in lines).encode()
+    sig = hmac.new(secret, msg, hashlib.sha256).hexdigest()
+    return {FORWARDED_HEADER: node, AUTH_HEADER: f"v1 node={node} ts={ts} sig={sig}"}
 
 
 class Conn:
@@ -147,7 +165,12 @@ def main():
     b = Bench(url_a, url_b, image)
     wait_fleet([b.a, b.b], ["a", "b"])
     t = {k: [] for k in ("create_a", "create_b", "get_a", "get_b", "list_merged", "list_local")}
-    local = {FORWARDED_HEADER: "bench"}
+    # the fleet's secret (bench/fleet.sh gives both nodes --fleet-secret-file)
+    with open(os.environ["FLEET_SECRET_FILE"], "rb") as f:
+        secret = f.read().rstrip(b" \t\r\n")
+
+    def local():
+        return local_headers(secret, "/api/v1/replicaSet")
     try:
         # Warm-up, not timed: both paths once; the one through b lands on a.
         b.create(b.a, f"{PREFIX}_warm_a")
@@ -162,7 +185,7 @@ def main():
         target = f"{PREFIX}_s0"
         # both lists must hold the same sets, else list compares unlike answers
         _, merged = b.a_read.timed("GET", "/api/v1/replicaSet")
-        _, own = b.a_read.timed("GET", "/api/v1/replicaSet", headers=local)
+        _, own = b.a_read.timed("GET", "/api/v1/replicaSet", headers=local())
         if len(merged["data"]["replicaSets"]) != len(own["data"]["replicaSets"]) or \
                 len(own["data"]["replicaSets"]) != standing:
             raise SystemExit(f"bench: merged list {merged} and a's own {own} differ")
@@ -180,7 +203,8 @@ def main():
                     t[key].append(conn.timed("GET", f"/api/v1/replicaSet/{target}")[0])
                 pair = [("list_merged", None), ("list_local", local)]
                 for key, headers in (reversed(pair) if (i + j) % 2 else pair):
-                    t[key].append(b.a_read.timed("GET", "/api/v1/replicaSet", headers=headers)[0])
+                    h = headers() if headers else None
+                    t[key].append(b.a_read.timed("GET", "/api/v1/replicaSet", headers=h)[0])
     finally:
         b.cleanup()
 

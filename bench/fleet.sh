@@ -29,7 +29,9 @@
 #            once: a fan-out to 2 nodes), through a, against the same
 #            request answered by a alone, as a single server would (sent
 #            with X-Gpubox-Forwarded-By, the mark of a forwarded request,
-#            so a does not ask b); GETS per round each. Node b holds no
+#            and its proof, X-Gpubox-Fleet-Auth, which fleet.py signs with
+#            the fleet's secret from the file both nodes are given, so a
+#            does not ask b); GETS per round each. Node b holds no
 #            set, so both lists hold the same STANDING sets.
 #
 # Target (reported, never enforced; the words): a create through a
@@ -182,6 +184,11 @@ done
 
 # ---- gpuboxd on each node ----
 
+# The fleet's secret in a file both nodes read, so fleet.py can sign the
+# list that a answers alone (a request marked as forwarded needs the proof).
+secret_file="$work/fleet-secret"
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret_file")
+
 for i in "${!nodes[@]}"; do
     l=${labels[i]}
     addr=$(fleet_node_addr $((i + 1)))
@@ -191,6 +198,7 @@ for i in "${!nodes[@]}"; do
         "$build/gpuboxd" --node "$l" --advertise "http://$addr:$api_port" \
         --listen "$addr:$api_port" --store "etcd://$hub_addr:$etcd_port/bench" \
         --simulate-gpus 8xA100-80GB --insecure-no-auth --data-dir "$work/$l/data" \
+        --fleet-secret-file "$secret_file" \
         --port-range 61300-61399 --docker-wait 30 --log-level warn \
         >"$work/$l/gpuboxd.out" 2>"$work/$l/gpuboxd.log" &
     daemon_pids+=($!)
@@ -214,6 +222,7 @@ echo "fleet: hub $hub_addr (etcd), a $url_a, b $url_b; gpuboxd $build/gpuboxd"
 # In the background and waited for: a TERM or INT to this script runs the
 # trap at once (a foreground child would hold it until it ended).
 nsenter --net="/var/run/netns/$hub" env ROUNDS="$rounds" GETS="$gets" STANDING="$standing" \
+    FLEET_SECRET_FILE="$secret_file" \
     /usr/bin/python3 "$here/fleet.py" "$url_a" "$url_b" "$image" </dev/null &
 py_pid=$!
 wait "$py_pid"

@@ -1,14 +1,15 @@
 /*
  * fleet_dispatch.c - one API on every node of a fleet (docs/fleet.md): the
- * server's intercept (http_server_config.intercept) decides, for each
- * request, which node answers it.
+ * server's intercept (http_server_config.intercept) sends each request to
+ * the node that answers it - which one, service/nodes decides
+ * (nodes_route_name, nodes_place_create); this file does the HTTP.
  *
  *   a change or read of one name    the node that owns the name (the
  *                                   fleet's name index) answers; another
  *                                   node forwards the request to it, with
  *                                   the caller's Authorization, and passes
  *                                   its answer back unchanged
- *   a create                        placement (sched/placement.h) picks the
+ *   a create                        placement (service/nodes) picks the
  *                                   node; the name is claimed for it in the
  *                                   fleet; the create is forwarded. A node
  *                                   that refuses for lack of room (its
@@ -25,8 +26,8 @@
  *   GET /operations/{id}            this node, else the first that knows it
  *   anything else                   this node
  *
- * A request that carries FLEET_FORWARDED_HEADER came from another node and
- * is answered here alone - once FLEET_AUTH_HEADER proves it (fleet_auth.h:
+ * A request that carries NODES_FORWARDED_HEADER came from another node and
+ * is answered here alone - once NODES_AUTH_HEADER proves it (fleet_auth.h:
  * an HMAC with the fleet's secret over the method, path, body, time,
  * sending node and caller). Either header without a valid proof is refused
  * (403) before anything reads them: a client cannot skip placement by
@@ -48,10 +49,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet/fleet.h"
 #include "service/app.h"
-#include "service/fleet_node.h"
-#include "service/keys.h"
+#include "service/nodes/nodes.h"
 #include "util/cleanup.h"
 #include "util/names.h"
 
@@ -76,21 +75,17 @@ static int dispatch_owner(app *a, http_request *req, const http_route *route,
 {
     char buf[NAME_MAX_LEN + 1];
     const char *name = api_fleet_request_name(req, scope, buf, sizeof(buf));
-    char owner[FLEET_NODE_MAX] = "";
-    if (name) {
-        int found =
-            fleet_name_owner(a->fleet, api_fleet_name_kind(scope), name, owner, sizeof(owner), err);
-        if (found < 0)
-            return -1;
-        if (found && strcmp(owner, fleet_node(a->fleet)) != 0 && streams(req, route))
-            return err_set(err, ERR_INVALID_PARAMS,
-                           "follow streams only from the node that holds the set: replica set "
-                           "'%s' is on node %s; ask that node's API (GET /api/v1/nodes gives its "
-                           "address), or leave follow out",
-                           name, owner);
-        if (found && strcmp(owner, fleet_node(a->fleet)) != 0)
-            return api_fleet_forward_to_node(a->fleet, owner, req, resp, err);
-    }
+    nodes_route to;
+    if (nodes_route_name(a, api_fleet_name_kind(scope), name, false, &to, err) < 0)
+        return -1;
+    if (to.where == NODES_FORWARD && streams(req, route))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "follow streams only from the node that holds the set: replica set "
+                       "'%s' is on node %s; ask that node's API (GET /api/v1/nodes gives its "
+                       "address), or leave follow out",
+                       name, to.node);
+    if (to.where == NODES_FORWARD)
+        return api_fleet_forward_to(a, to.node, NULL, req, resp, err);
     return api_fleet_run_here(a, req, route, scope, resp, err);
 }
 
@@ -101,27 +96,27 @@ static int dispatch_operation(app *a, http_request *req, const http_route *route
     int rc = route->handler(req, resp, err);
     if (rc == 0 || err->code != ERR_NOT_FOUND)
         return rc;
-    fleet_member *ms = NULL;
+    nodes_peer *peers = NULL;
     size_t n = 0;
     gb_err e = GB_ERR_INIT;
-    if (fleet_members(a->fleet, false, &ms, &n, &e) < 0)
+    if (nodes_peers(a, &peers, &n, &e) < 0)
         return rc;
     for (size_t i = 0; i < n; i++) {
-        if (!ms[i].alive || strcmp(ms[i].name, fleet_node(a->fleet)) == 0)
+        if (!peers[i].alive)
             continue;
         _cleanup_free_ char *pq = api_fleet_path_query(req);
-        fleet_request fr = api_fleet_request_of(req, pq, 5000);
-        fleet_answer ans;
-        if (fleet_send(a->fleet, ms[i].advertise, &fr, &ans, &e) == 0 && ans.status == 200) {
+        nodes_request nr = api_fleet_request_of(req, pq, 5000);
+        nodes_answer ans = {0};
+        if (nodes_send(a, peers[i].advertise, &nr, &ans, &e) == 0 && ans.status == 200) {
             err_clear(err);
             api_fleet_pass_answer(&ans, resp);
-            fleet_answer_clear(&ans);
-            fleet_members_free(ms, n);
+            nodes_answer_clear(&ans);
+            free(peers);
             return 0;
         }
-        fleet_answer_clear(&ans);
+        nodes_answer_clear(&ans);
     }
-    fleet_members_free(ms, n);
+    free(peers);
     return rc;
 }
 
@@ -131,19 +126,19 @@ static int dispatch_operation(app *a, http_request *req, const http_route *route
  * neither header (a client's); -1: it carries one without a valid proof. */
 static int sent_by_node(app *a, http_request *req, gb_err *err)
 {
-    const char *by = http_request_header(req, FLEET_FORWARDED_HEADER);
-    const char *proof = http_request_header(req, FLEET_AUTH_HEADER);
+    const char *by = http_request_header(req, NODES_FORWARDED_HEADER);
+    const char *proof = http_request_header(req, NODES_AUTH_HEADER);
     if (!by && !proof)
         return 0;
     if (!a->fleet)
         return err_set(err, ERR_FORBIDDEN,
-                       FLEET_FORWARDED_HEADER " and " FLEET_AUTH_HEADER " are for requests "
+                       NODES_FORWARDED_HEADER " and " NODES_AUTH_HEADER " are for requests "
                                               "between the nodes of a fleet; this gpuboxd is a "
                                               "single server (started without --node): leave "
                                               "them out");
     _cleanup_free_ char *pq = api_fleet_path_query(req);
-    fleet_request fr = api_fleet_request_of(req, pq, 0);
-    if (fleet_request_verify(a->fleet, proof, by, &fr, err) < 0)
+    nodes_request nr = api_fleet_request_of(req, pq, 0);
+    if (nodes_verify(a, proof, by, &nr, err) < 0)
         return -1;
     return 1;
 }

@@ -1,11 +1,11 @@
 /*
  * fleet_forward.c - the pieces a fleet's dispatch, create placement and list
  * merging share (docs/fleet.md): a request as it is passed on to another
- * node (its path and query re-encoded, the caller's identity and the fleet's
- * proof added by fleet/fleet_http.c), a node's answer passed back unchanged,
- * the name a request is about, and a request answered on this node (a
- * create's name claimed first, given up again when this node ends up not
- * holding it, or refused here while this node is cordoned).
+ * node (its path and query re-encoded, the caller's identity passed on;
+ * service/nodes signs it), a node's answer passed back unchanged, the name
+ * a request is about, and a request answered on this node (service/nodes
+ * claims a create's name first, gives it up again when this node ends up
+ * not holding it, refuses it while this node is cordoned).
  *
  * fleet_dispatch.c decides which node answers; fleet_create.c and
  * fleet_merge.c call these and nothing in fleet_dispatch.c, so the calls go
@@ -21,10 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet/fleet.h"
 #include "service/app.h"
-#include "service/fleet_node.h"
-#include "service/keys.h"
+#include "service/nodes/nodes.h"
 #include "util/cleanup.h"
 #include "util/names.h"
 
@@ -69,9 +67,9 @@ char *api_fleet_path_query(const http_request *req)
     return buf;
 }
 
-fleet_request api_fleet_request_of(const http_request *req, const char *pq, long timeout_ms)
+nodes_request api_fleet_request_of(const http_request *req, const char *pq, long timeout_ms)
 {
-    return (fleet_request){.method = req->method,
+    return (nodes_request){.method = req->method,
                            .path_query = pq,
                            .authorization = http_request_header(req, "Authorization"),
                            .body = req->body,
@@ -100,7 +98,7 @@ static bool envelope_code(const char *body, size_t len, int *code)
 }
 
 /* The node's answer as this node's: status, type and body unchanged. */
-void api_fleet_pass_answer(fleet_answer *ans, http_response *resp)
+void api_fleet_pass_answer(nodes_answer *ans, http_response *resp)
 {
     int code = ERR_OK;
     bool envelope = envelope_code(ans->body, ans->body_len, &code);
@@ -113,32 +111,22 @@ void api_fleet_pass_answer(fleet_answer *ans, http_response *resp)
     ans->body_len = 0;
 }
 
-int api_fleet_forward_to(fleet *f, const char *node, const char *advertise, http_request *req,
+int api_fleet_forward_to(app *a, const char *node, const char *advertise, http_request *req,
                          http_response *resp, gb_err *err)
 {
-    _cleanup_free_ char *pq = api_fleet_path_query(req);
-    fleet_request fr = api_fleet_request_of(req, pq, 0);
-    fleet_answer ans;
-    if (fleet_send(f, advertise, &fr, &ans, err) < 0)
-        return err_prefix(err, "forwarding to node %s", node);
-    api_fleet_pass_answer(&ans, resp);
-    fleet_answer_clear(&ans);
-    return 0;
-}
-
-int api_fleet_forward_to_node(fleet *f, const char *node, http_request *req, http_response *resp,
-                              gb_err *err)
-{
-    char advertise[FLEET_URL_MAX];
-    int alive = fleet_member_reach(f, node, advertise, sizeof(advertise), err);
-    if (alive < 0)
+    char reached[NODES_URL_MAX];
+    if (!advertise && nodes_reach(a, node, reached, sizeof(reached), err) < 0)
         return -1;
-    if (!alive)
-        return err_set(err, ERR_NODE_UNAVAILABLE,
-                       "node %s, which holds it, is unreachable (no heartbeat within its lease); "
-                       "nothing it holds is given to another node",
-                       node);
-    return api_fleet_forward_to(f, node, advertise, req, resp, err);
+    _cleanup_free_ char *pq = api_fleet_path_query(req);
+    nodes_request nr = api_fleet_request_of(req, pq, 0);
+    nodes_answer ans;
+    if (nodes_send(a, advertise ? advertise : reached, &nr, &ans, err) < 0) {
+        nodes_answer_clear(&ans);
+        return err_prefix(err, "forwarding to node %s", node);
+    }
+    api_fleet_pass_answer(&ans, resp);
+    nodes_answer_clear(&ans);
+    return 0;
 }
 
 /* ---- answered here ----------------------------------------------------------- */
@@ -179,34 +167,14 @@ const char *api_fleet_request_name(http_request *req, enum fleet_scope scope, ch
     return NULL;
 }
 
-enum fleet_name_kind api_fleet_name_kind(enum fleet_scope scope)
+enum nodes_kind api_fleet_name_kind(enum fleet_scope scope)
 {
-    return scope == SCOPE_VOL_OWNER || scope == SCOPE_VOL_CREATE ? FLEET_NAME_VOLUME
-                                                                 : FLEET_NAME_REPLICASET;
+    return scope == SCOPE_VOL_OWNER || scope == SCOPE_VOL_CREATE ? NODES_VOLUME : NODES_REPLICASET;
 }
 
 /* Run the handler here; then, after a change, publish the capacity soon
- * and keep the name index in line with this node's records. */
-/* A create here needs the name in the fleet first: the node that placed
- * it took it for this one, or nobody holds it. Another node's name is
- * refused as taken, however the request came (a client may send the
- * forwarded header too). */
-static int claim_for_create(app *a, enum fleet_scope scope, const char *name, gb_err *err)
-{
-    bool vol = scope == SCOPE_VOL_CREATE;
-    char key[STORE_KEY_MAX];
-    if (!(vol ? keys_volume(key, sizeof(key), name) : keys_replicaset(key, sizeof(key), name)))
-        return 0; /* the handler refuses the name */
-    char owner[FLEET_NODE_MAX] = "";
-    int claimed = fleet_name_claim(a->fleet, api_fleet_name_kind(scope), name, fleet_node(a->fleet),
-                                   key, owner, sizeof(owner), err);
-    if (claimed != 0)
-        return claimed < 0 ? -1 : 0;
-    return err_set(err, vol ? ERR_VOLUME_EXISTS : ERR_EXISTS,
-                   "%s '%s' already exists in the fleet, on node %s",
-                   vol ? "volume" : "replica set", name, owner);
-}
-
+ * and keep the name index in line with this node's records (a create that
+ * failed, a purge: service/nodes gives the name up). */
 int api_fleet_run_here(app *a, http_request *req, const http_route *route, enum fleet_scope scope,
                        http_response *resp, gb_err *err)
 {
@@ -214,33 +182,25 @@ int api_fleet_run_here(app *a, http_request *req, const http_route *route, enum 
     bool creates =
         scope == SCOPE_RS_CREATE || scope == SCOPE_LEGACY_CREATE || scope == SCOPE_VOL_CREATE;
     const char *name = api_fleet_request_name(req, scope, buf, sizeof(buf));
-    if (creates && name && claim_for_create(a, scope, name, err) < 0)
+    enum nodes_kind kind = api_fleet_name_kind(scope);
+    if (creates && name && nodes_claim_here(a, kind, name, err) < 0)
         return -1;
     int rc = route->handler(req, resp, err);
     bool change = strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0;
     if (!change)
         return rc;
-    fleet_poke(a->fleet);
-    if (!name || (!creates && strcmp(req->method, "DELETE") != 0))
-        return rc;
-    /* the name stays this node's while it keeps a record of it */
-    gb_err e = GB_ERR_INIT;
-    if (fleet_node_holds(a, api_fleet_name_kind(scope), name, &e) == 0)
-        fleet_name_release(a->fleet, api_fleet_name_kind(scope), name, fleet_node(a->fleet), &e);
+    nodes_poke(a);
+    if (creates || strcmp(req->method, "DELETE") == 0)
+        nodes_release_unheld(a, kind, name);
     return rc;
 }
 
 int api_fleet_create_here(app *a, http_request *req, const http_route *route,
                           enum fleet_scope scope, http_response *resp, gb_err *err)
 {
-    if (fleet_node_check_uncordoned(a, scope == SCOPE_VOL_CREATE, err) == 0)
-        return api_fleet_run_here(a, req, route, scope, resp, err);
-    /* a name placement claimed for this node is given up, as after a
-     * create that failed */
     char buf[NAME_MAX_LEN + 1];
     const char *name = api_fleet_request_name(req, scope, buf, sizeof(buf));
-    gb_err e = GB_ERR_INIT;
-    if (name && fleet_node_holds(a, api_fleet_name_kind(scope), name, &e) == 0)
-        fleet_name_release(a->fleet, api_fleet_name_kind(scope), name, fleet_node(a->fleet), &e);
-    return -1;
+    if (nodes_check_uncordoned(a, api_fleet_name_kind(scope), name, err) < 0)
+        return -1;
+    return api_fleet_run_here(a, req, route, scope, resp, err);
 }

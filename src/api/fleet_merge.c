@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/replicaset/replicaset.h"
+#include "service/nodes/nodes.h"
 #include "util/cleanup.h"
 
 #define FLEET_LIST_TIMEOUT_MS 3000
@@ -77,9 +77,8 @@ static void merge_offline(app *a, http_request *req, json_t *data, const char *n
     const char *q = http_request_query(req, "all");
     all = q && strcmp(q, "true") == 0;
     gb_err e = GB_ERR_INIT;
-    store *s = fleet_node_store(a->fleet, node, &e);
     json_t *items = NULL;
-    if (s && replicaset_list_offline(s, all, &items, &e) == 0) {
+    if (nodes_offline_sets(a, node, all, &items, &e) == 0) {
         append_items(json_object_get(data, "replicaSets"), items, node);
         json_decref(items);
     }
@@ -94,7 +93,7 @@ int api_fleet_merge(app *a, http_request *req, const http_route *route, http_res
     json_t *data = json_object_get(env, "data");
     if (!json_is_object(data))
         return 0; /* an answer that is not a list: as it is */
-    const char *me = fleet_node(a->fleet);
+    const char *me = nodes_self(a);
     const char *pattern = route->pattern;
     bool ports = strcmp(pattern, "/api/v1/resources/ports") == 0;
     bool sets = strcmp(pattern, "/api/v1/replicaSet") == 0;
@@ -110,29 +109,27 @@ int api_fleet_merge(app *a, http_request *req, const http_route *route, http_res
     if (ports)
         merge_data(pattern, data, local, me);
 
-    fleet_member *ms = NULL;
+    nodes_peer *peers = NULL;
     size_t n = 0;
-    if (fleet_members(a->fleet, false, &ms, &n, err) < 0)
+    if (nodes_peers(a, &peers, &n, err) < 0)
         return -1;
     const char **urls = xcalloc(n ? n : 1, sizeof(*urls));
     size_t *which = xcalloc(n ? n : 1, sizeof(*which));
     size_t nurls = 0;
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(ms[i].name, me) == 0)
-            continue;
-        if (ms[i].alive) {
+        if (peers[i].alive) {
             which[nurls] = i;
-            urls[nurls++] = ms[i].advertise;
+            urls[nurls++] = peers[i].advertise;
         } else if (sets) {
-            merge_offline(a, req, data, ms[i].name);
+            merge_offline(a, req, data, peers[i].name);
         }
     }
-    fleet_answer *answers = xcalloc(nurls ? nurls : 1, sizeof(*answers));
+    nodes_answer *answers = xcalloc(nurls ? nurls : 1, sizeof(*answers));
     _cleanup_free_ char *pq = api_fleet_path_query(req);
-    fleet_request fr = api_fleet_request_of(req, pq, FLEET_LIST_TIMEOUT_MS);
-    fleet_send_many(a->fleet, urls, nurls, &fr, answers);
+    nodes_request nr = api_fleet_request_of(req, pq, FLEET_LIST_TIMEOUT_MS);
+    nodes_send_many(a, urls, nurls, &nr, answers);
     for (size_t j = 0; j < nurls; j++) {
-        const char *node = ms[which[j]].name;
+        const char *node = peers[which[j]].name;
         _cleanup_json_ json_t *other =
             answers[j].status == 200
                 ? json_loadb(answers[j].body ? answers[j].body : "", answers[j].body_len, 0, NULL)
@@ -142,11 +139,11 @@ int api_fleet_merge(app *a, http_request *req, const http_route *route, http_res
             merge_data(pattern, data, odata, node);
         else if (sets)
             merge_offline(a, req, data, node);
-        fleet_answer_clear(&answers[j]);
+        nodes_answer_clear(&answers[j]);
     }
     free(answers);
     free(urls);
     free(which);
-    fleet_members_free(ms, n);
+    free(peers);
     return http_response_data(resp, json_incref(data), err);
 }

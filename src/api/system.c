@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet/fleet.h"
+#include "service/nodes/nodes.h"
 #include "http/metrics.h"
 #include "http/openapi.h"
 #include "service/metrics.h"
@@ -87,7 +87,7 @@ int api_metrics(http_request *req, http_response *resp, gb_err *err)
     app *a = req->ctx;
     if (a->fleet) { /* every sample says which node it is from */
         size_t tagged_len = 0;
-        char *tagged = prom_add_label(body, len, "node", fleet_node(a->fleet), &tagged_len);
+        char *tagged = prom_add_label(body, len, "node", nodes_self(a), &tagged_len);
         free(body);
         body = tagged;
         len = tagged_len;

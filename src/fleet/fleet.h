@@ -74,7 +74,7 @@ typedef struct fleet_config {
      * one in etcd, made by the first node that finds none. */
     const char *secret_file;
     /* This node's capacity record, without "node" and "updated"
-     * (service/fleet_capacity.c); called from the heartbeat thread. */
+     * (service/nodes/node.c: nodes_capacity); called from the heartbeat thread. */
     json_t *(*capacity)(void *ctx);
     void *capacity_ctx;
 } fleet_config;

@@ -27,7 +27,7 @@
 #include "sched/gpus.h"
 #include "service/cpus.h"
 #include "service/engine.h"
-#include "service/fleet_node.h"
+#include "service/nodes/nodes.h"
 #include "service/images/images.h"
 #include "service/metrics.h"
 #include "service/monitor/monitor.h"
@@ -356,7 +356,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     a->hooks = (app_hooks){
         .set_usage = monitor_set_json, .set_exec = monitor_note_exec, .op_done = app_op_done};
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
-        app_claim_store(a, err) < 0 || fleet_node_migrate(a, err) < 0 || users_open(a, err) < 0 ||
+        app_claim_store(a, err) < 0 || nodes_migrate(a, err) < 0 || users_open(a, err) < 0 ||
         app_lock_data_dir(a, err) < 0 || app_connect_docker(a, err) < 0 ||
         images_open(a, cfg->registry_auth_file, err) < 0 || app_load_gpus(a, err) < 0)
         goto fail;
@@ -378,7 +378,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
         ownership_settle(a, err) < 0 || replicaset_reconcile(a, err) < 0 ||
         rs_doubt_start(a, err) < 0 || monitor_start(a, &app_monitor_actions, err) < 0 ||
-        fleet_node_join(a, err) < 0)
+        nodes_join(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);

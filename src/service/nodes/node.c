@@ -1,5 +1,5 @@
 /*
- * fleet_node.c - this gpuboxd as a node of a fleet (docs/fleet.md): moving
+ * node.c - this gpuboxd as a node of a fleet (docs/fleet.md): moving
  * a single server's records under its node when it first joins, joining
  * (fleet/fleet.h), claiming the names of its records in the fleet's name
  * index, and the capacity record the other nodes place creates by.
@@ -14,15 +14,14 @@
  * writes.
  */
 #include "util/xalloc.h"
-#include "service/fleet_node.h"
+#include "service/nodes/nodes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "fleet/fleet.h"
-#include "service/keys.h"
+#include "service/nodes/internal.h"
 #include "service/service.h"
 #include "util/cleanup.h"
 #include "util/fault.h"
@@ -84,7 +83,7 @@ static int move_batch(store *root, const char *node, const store_kvs *kvs, size_
     return rc;
 }
 
-int fleet_node_migrate(app *a, gb_err *err)
+int nodes_migrate(app *a, gb_err *err)
 {
     if (!a->cfg.node)
         return 0;
@@ -128,7 +127,7 @@ int fleet_node_migrate(app *a, gb_err *err)
 
 /* ---- capacity ------------------------------------------------------------------ */
 
-json_t *fleet_node_capacity(void *ctx)
+json_t *nodes_capacity(void *ctx)
 {
     app *a = ctx;
     gb_err err = GB_ERR_INIT;
@@ -186,7 +185,7 @@ static int claim_names(app *a, const char *dir, enum fleet_name_kind kind, gb_er
     return 0;
 }
 
-int fleet_node_join(app *a, gb_err *err)
+int nodes_join(app *a, gb_err *err)
 {
     if (!a->cfg.node)
         return 0;
@@ -198,7 +197,7 @@ int fleet_node_join(app *a, gb_err *err)
         .root_url = a->cfg.fleet_url,
         .node_store = a->store,
         .secret_file = a->cfg.fleet_secret_file,
-        .capacity = fleet_node_capacity,
+        .capacity = nodes_capacity,
         .capacity_ctx = a,
     };
     if (fleet_open(&fc, &a->fleet, err) < 0)
@@ -209,15 +208,76 @@ int fleet_node_join(app *a, gb_err *err)
     return 0;
 }
 
-int fleet_node_check_uncordoned(app *a, bool volume, gb_err *err)
+const char *nodes_self(const app *a)
+{
+    return a->fleet ? fleet_node(a->fleet) : NULL;
+}
+
+int nodes_holds(app *a, enum nodes_kind kind, const char *name, gb_err *err)
+{
+    char key[STORE_KEY_MAX];
+    if (!nodes_record_key(kind, name, key, sizeof(key)))
+        return 0;
+    store_kv kv = {0};
+    int found = store_get(a->store, key, &kv, err);
+    store_kv_free(&kv);
+    return found;
+}
+
+/* ---- the names of creates and deletes answered here ------------------------------- */
+
+void nodes_release_unheld(app *a, enum nodes_kind kind, const char *name)
+{
+    if (!a->fleet || !name)
+        return;
+    /* the name stays this node's while it keeps a record of it */
+    gb_err e = GB_ERR_INIT;
+    if (nodes_holds(a, kind, name, &e) == 0)
+        fleet_name_release(a->fleet, nodes_fleet_kind(kind), name, fleet_node(a->fleet), &e);
+}
+
+void nodes_poke(app *a)
+{
+    if (a->fleet)
+        fleet_poke(a->fleet);
+}
+
+/* A create here needs the name in the fleet first: the node that placed
+ * it took it for this one, or nobody holds it. Another node's name is
+ * refused as taken, however the request came (a client may send the
+ * forwarded header too). */
+int nodes_claim_here(app *a, enum nodes_kind kind, const char *name, gb_err *err)
+{
+    if (!a->fleet)
+        return 0;
+    char key[STORE_KEY_MAX];
+    if (!nodes_record_key(kind, name, key, sizeof(key)))
+        return 0; /* the handler refuses the name */
+    char owner[FLEET_NODE_MAX] = "";
+    int claimed = fleet_name_claim(a->fleet, nodes_fleet_kind(kind), name, fleet_node(a->fleet),
+                                   key, owner, sizeof(owner), err);
+    if (claimed != 0)
+        return claimed < 0 ? -1 : 0;
+    bool vol = kind == NODES_VOLUME;
+    return err_set(err, vol ? ERR_VOLUME_EXISTS : ERR_EXISTS,
+                   "%s '%s' already exists in the fleet, on node %s",
+                   vol ? "volume" : "replica set", name, owner);
+}
+
+int nodes_check_uncordoned(app *a, enum nodes_kind kind, const char *name, gb_err *err)
 {
     if (!a->fleet)
         return 0;
     const char *node = fleet_node(a->fleet);
     int cordoned = fleet_cordoned(a->fleet, node, err);
-    if (cordoned <= 0)
-        return cordoned;
-    if (volume)
+    if (cordoned == 0)
+        return 0;
+    /* a name placement claimed for this node is given up, as after a
+     * create that failed */
+    nodes_release_unheld(a, kind, name);
+    if (cordoned < 0)
+        return -1;
+    if (kind == NODES_VOLUME)
         return err_set(err, ERR_VOLUME_CREATE_FAILED,
                        "node %s is cordoned; a volume cannot be made there (PATCH "
                        "/api/v1/nodes/%s/uncordon places on it again)",
@@ -226,16 +286,4 @@ int fleet_node_check_uncordoned(app *a, bool volume, gb_err *err)
                    "node %s takes no new replica sets: cordoned: %s (PATCH "
                    "/api/v1/nodes/%s/uncordon places on it again)",
                    node, node, node);
-}
-
-int fleet_node_holds(app *a, enum fleet_name_kind kind, const char *name, gb_err *err)
-{
-    char key[STORE_KEY_MAX];
-    if (!(kind == FLEET_NAME_VOLUME ? keys_volume(key, sizeof(key), name)
-                                    : keys_replicaset(key, sizeof(key), name)))
-        return 0;
-    store_kv kv = {0};
-    int found = store_get(a->store, key, &kv, err);
-    store_kv_free(&kv);
-    return found;
 }
