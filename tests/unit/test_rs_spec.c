@@ -188,6 +188,9 @@ static void test_lifecycle_table(void **state)
     assert_non_null(strstr(e.msg, "restart"));
     assert_int_equal(rs_lifecycle_check(RS_OP_EXECUTE, &r, &e), -1);
     assert_int_equal(rs_lifecycle_check(RS_OP_DELETE, &r, &e), 0);
+    /* A change of a stopped set waits for its next start (record.h). */
+    assert_int_equal(rs_lifecycle_check(RS_OP_PATCH, &r, &e), 0);
+    assert_int_equal(rs_lifecycle_check(RS_OP_ROLLBACK, &r, &e), 0);
     r.state = RS_STATE_PAUSED;
     assert_int_equal(rs_lifecycle_check(RS_OP_CONTINUE, &r, &e), 0);
     assert_int_equal(rs_lifecycle_check(RS_OP_STOP, &r, &e), 0);
