@@ -51,6 +51,7 @@ def test_scale_of_a_stopped_set_waits_for_its_start(d):
     r = patch(d, name, {"gpuPatch": {"gpuCount": 2}, "envPatch": {"set": ["LATER=1"]},
                         "containerPorts": ["22", "8888"]})
     assert r.status == 200 and r.code == 200, r.json
+    assert "applies at its next start" in r.msg and "as version 2" in r.msg, r.msg
     p = r.data
     assert p["state"] == "stopped" and p["version"] == 1 and p["changed"] is True, p
     assert p["pending"] is True and p["pendingSpec"]["gpuCount"] == 2, p
@@ -149,6 +150,27 @@ def test_delete_drops_a_pending_change(d):
     assert r.status == 200 and r.data["info"]["state"] == "deleted", r.json
     assert r.data["info"]["pending"] is False
     assert patch(d, name, {"gpuPatch": {"gpuCount": 1}}).status == 404
+
+
+def test_a_volume_a_pending_change_binds_is_in_use(d):
+    """A stopped set's volumePatch waits for its start; the volume it will
+    bind cannot be deleted meanwhile, and is mounted once it starts."""
+    name, vol = f"{PREFIX}_vol", f"{PREFIX}vol"
+    try:
+        r = call(d, "POST", "/api/v1/volumes", {"name": vol, "size": "32MB"})
+        assert r.status == 200, r.json
+        create_ok(d, name)
+        stopped_ok(d, name)
+        p = patch_ok(d, name, {"volumePatch": {"newBind": f"{vol}:/data"}})
+        assert p["pending"] is True and p["pendingSpec"]["binds"][0]["src"] == vol, p
+        r = call(d, "DELETE", f"/api/v1/volumes/{vol}")
+        assert r.status == 409 and r.code == 1107 and name in r.msg, r.json
+        r = lifecycle(d, name, "restart")
+        assert r.status == 200 and r.data["version"] == 2, r.json
+        assert [b["src"] for b in info_ok(d, name)["spec"]["binds"]] == [vol]
+    finally:
+        call(d, "DELETE", rs_path(name))
+        call(d, "DELETE", f"/api/v1/volumes/{vol}")
 
 
 def test_restart_with_cards_after_a_start_without(d):
