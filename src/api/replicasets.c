@@ -233,12 +233,36 @@ int api_replicaset_delete(http_request *req, http_response *resp, gb_err *err)
     return answer(rc, data, resp, err);
 }
 
+/* A patch or rollback of a stopped set (data.pending): msg says that the
+ * change waits for its next start. 1 answered, 0 not such an answer. */
+static int api_pending_answer(const char *name, json_t *data, http_response *resp, gb_err *err)
+{
+    json_t *pending = json_object_get(data, "pending");
+    if (!json_is_boolean(pending))
+        return 0;
+    char msg[300];
+    if (json_is_true(pending))
+        snprintf(msg, sizeof(msg),
+                 "replica set '%s' is stopped: the change is kept and applies at its next start "
+                 "(PATCH .../restart), as version %" JSON_INTEGER_FORMAT "; nothing was taken",
+                 name, json_integer_value(json_object_get(data, "version")) + 1);
+    else
+        snprintf(msg, sizeof(msg),
+                 "%sreplica set '%s' is stopped and starts as it was; no change waits for its "
+                 "next start",
+                 json_is_true(json_object_get(data, "changed")) ? "" : "nothing changed: ", name);
+    return http_response_envelope(resp, ERR_OK, msg, data, err) < 0 ? -1 : 1;
+}
+
 int api_patch_from(http_request *req, const char *name, const json_t *body, http_response *resp,
                    gb_err *err)
 {
     json_t *data = NULL;
     if (replicaset_patch(req->ctx, name, body, &data, err) < 0)
         return -1;
+    int pending = api_pending_answer(name, data, resp, err);
+    if (pending)
+        return pending < 0 ? -1 : 0;
     if (json_is_false(json_object_get(data, "changed"))) {
         char msg[200];
         snprintf(msg, sizeof(msg),
@@ -271,6 +295,9 @@ int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err)
         return -1;
     json_t *data = NULL;
     int rc = replicaset_rollback(req->ctx, name, version, &data, err);
+    int pending = rc < 0 ? 0 : api_pending_answer(name, data, resp, err);
+    if (pending)
+        return pending < 0 ? -1 : 0;
     return answer(rc, data, resp, err);
 }
 

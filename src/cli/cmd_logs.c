@@ -110,8 +110,8 @@ int cli_cmd_logs(cli_ctx *ctx, const cli_args *a)
         json_t *l;
         json_array_foreach(json_object_get(r.data, "lines"), i, l) logs_line(&p, l);
         if (json_is_true(json_object_get(r.data, "truncated")))
-            fprintf(ctx->err, "gpubox: only the newest lines fit in one answer; use --tail or "
-                              "--since for older ones\n");
+            fprintf(ctx->err, "gpubox: the oldest lines did not fit in one answer and were "
+                              "left out; --tail N or --since TIME asks for fewer\n");
     }
     return p.failed ? CLI_EXIT_ERROR : CLI_EXIT_OK;
 }

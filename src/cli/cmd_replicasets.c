@@ -449,6 +449,52 @@ static void inspect_usage_print(cli_ctx *ctx, const json_t *data, const json_t *
     }
 }
 
+/* One spec value for the Pending line: a number, a string, a list of
+ * strings joined by spaces, anything else as compact JSON. */
+static void rs_spec_value_text(const json_t *v, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (json_is_string(v)) {
+        snprintf(buf, size, "%s", json_string_value(v)[0] ? json_string_value(v) : "\"\"");
+    } else if (json_is_array(v) &&
+               (json_array_size(v) == 0 || json_is_string(json_array_get(v, 0)))) {
+        cli_join(v, " ", buf, size);
+        if (!buf[0])
+            snprintf(buf, size, "(none)");
+    } else {
+        _cleanup_free_ char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        snprintf(buf, size, "%s", text ? text : "?");
+    }
+}
+
+/* "Pending:    at the next start: gpuCount 1 -> 2, env A=1 B=2": what a
+ * change made while the set was stopped changes (info.pendingSpec). */
+static void rs_pending_print(cli_ctx *ctx, const json_t *info)
+{
+    const json_t *spec = json_object_get(info, "spec"),
+                 *pending = json_object_get(info, "pendingSpec");
+    if (!json_is_object(pending))
+        return;
+    char line[2048] = "";
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)pending, key, v)
+    {
+        const json_t *was = json_object_get(spec, key);
+        if (was && json_equal(was, v))
+            continue;
+        char now[512], before[512];
+        rs_spec_value_text(v, now, sizeof(now));
+        if (json_is_number(v) || json_is_boolean(v) || json_is_string(v)) {
+            rs_spec_value_text(was ? was : json_null(), before, sizeof(before));
+            cli_appendf(line, sizeof(line), "%s%s %s -> %s", line[0] ? ", " : "", key, before, now);
+        } else {
+            cli_appendf(line, sizeof(line), "%s%s %s", line[0] ? ", " : "", key, now);
+        }
+    }
+    fprintf(ctx->out, "Pending:    at the next start: %s\n", line[0] ? line : "(no change)");
+}
+
 void cli_inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     (void)arg;
@@ -482,6 +528,7 @@ void cli_inspect_print(cli_ctx *ctx, const json_t *data, const void *arg)
     rs_cpuset_text(json_object_get(info, "cpuset"), cpus, sizeof(cpus));
     if (cpus[0])
         fprintf(ctx->out, "CPUs:       %s (its own)\n", cpus);
+    rs_pending_print(ctx, info);
     inspect_usage_print(ctx, data, spec);
 }
 
@@ -529,7 +576,26 @@ typedef struct rs_patch_line {
 static void rs_patch_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     const rs_patch_line *line = arg;
+    const json_t *pending = json_object_get(data, "pending");
+    if (json_is_boolean(pending) && !strcmp(cli_str(data, "state"), "stopped")) {
+        /* A change of a stopped set waits for its next start. */
+        if (json_is_true(pending))
+            fprintf(ctx->out,
+                    "%s: stopped; the change applies at its next start (gpubox start %s)\n",
+                    line->name, line->name);
+        else if (json_is_true(json_object_get(data, "changed")))
+            fprintf(ctx->out, "%s: changed; it is stopped and starts as it was (gpubox start %s)\n",
+                    line->name, line->name);
+        else
+            fprintf(ctx->out, "%s: nothing changed; it is stopped\n", line->name);
+        return;
+    }
     fprintf(ctx->out, line->human, line->name, cli_str(data, "containerName"));
+    if (json_is_true(json_object_get(data, "pendingApplied")))
+        fprintf(ctx->out,
+                "%s: the change made while it was stopped now runs (version %" JSON_INTEGER_FORMAT
+                ")\n",
+                line->name, json_integer_value(json_object_get(data, "version")));
     if (json_is_false(json_object_get(data, "systemDiskCarried")))
         fprintf(ctx->out,
                 "%s: now runs %s, without the old system disk (binds and volumes "
@@ -537,10 +603,9 @@ static void rs_patch_print(cli_ctx *ctx, const json_t *data, const void *arg)
                 line->name, cli_str(data, "imageName"));
     const json_t *aside = json_object_get(data, "gpusAside");
     if (aside)
-        fprintf(ctx->out,
-                "%s: runs without its %lld card(s); start it again without --no-gpu "
-                "to take them\n",
-                line->name, (long long)json_integer_value(json_object_get(aside, "gpuCount")));
+        fprintf(ctx->out, "%s: runs without its %lld card(s); `gpubox start %s` takes them back\n",
+                line->name, (long long)json_integer_value(json_object_get(aside, "gpuCount")),
+                line->name);
     char ssh[1024];
     if (rs_ssh_text(json_object_get(data, "ssh"), ssh, sizeof(ssh)))
         fprintf(ctx->out, "  ssh: %s\n", ssh);
@@ -638,8 +703,17 @@ int cli_cmd_start(cli_ctx *ctx, const cli_args *a)
     _cleanup_json_ json_t *body = rs_restart_body(a);
     if (!strcmp(state, "paused") && !body)
         return rs_patch(ctx, NULL, a->pos[0], "continue", NULL, "%s: running again (%s)\n");
-    if (!strcmp(state, "stopped") || !strcmp(state, "paused"))
+    /* Running without its cards (a start with --no-gpu): a plain start
+     * takes them back, as the advice printed then says. */
+    bool aside = json_is_object(json_object_get(json_object_get(r.data, "info"), "gpusAside"));
+    if (!strcmp(state, "stopped") || !strcmp(state, "paused") ||
+        (!strcmp(state, "running") && aside && !body))
         return rs_patch(ctx, "start", a->pos[0], "restart", body, "%s: started as %s\n");
+    if (!strcmp(state, "running") && body)
+        return cli_fail(ctx, CLI_EXIT_CONFLICT,
+                        "cannot start replica set '%s': it is running; `gpubox restart --no-gpu "
+                        "%s` restarts it without its cards",
+                        a->pos[0], a->pos[0]);
     return cli_fail(ctx, !strcmp(state, "deleted") ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CONFLICT,
                     "cannot start replica set '%s': it is %s; only a paused or stopped set can "
                     "start",

@@ -248,17 +248,21 @@ const cli_command cli_commands[] = {
      "Change a replica set's GPUs, image or ssh keys (a new version), or its automatic stops",
      "A new version of the same image keeps the system disk; with --image it starts from the "
      "other image and keeps only binds and volumes (roll back to return to the old image). "
+     "A stopped set takes nothing now: the change waits for its next start (gpubox inspect "
+     "shows it as Pending), which makes the new version and takes the cards it asks for. "
      "--idle-stop and --max-duration change when the set stops by itself; \"\" removes the "
      "limit. --ssh-key replaces the set's keys with those of the files given."},
     {"stop", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_stop,
      "Stop the container and release its GPUs and ports", NULL},
     {"start", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, start_opts, cli_cmd_start,
-     "Start a paused or stopped replica set again",
+     "Start a paused or stopped replica set again, or take back the cards --no-gpu set aside",
      "A paused set continues in the same container with the GPUs it kept. A stopped set "
      "takes its GPUs and ports again: if the cards it held are still free it starts the "
      "same container (no new version); otherwise it takes other cards and starts a new "
-     "version that keeps the system disk. With --no-gpu it starts as a new version without "
-     "cards (to copy data out cheaply); the next start without --no-gpu takes cards again."},
+     "version that keeps the system disk. A set changed while stopped (scale, rollback) "
+     "starts as a new version with the change; if its cards are not free it stays stopped, "
+     "the change kept. With --no-gpu it starts as a new version without cards (to copy data "
+     "out cheaply); the next start without --no-gpu, running or stopped, takes cards again."},
     {"pause", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_pause,
      "Stop the container, keeping its GPUs and ports", NULL},
     {"restart", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, start_opts, cli_cmd_restart,
@@ -268,7 +272,9 @@ const cli_command cli_commands[] = {
      "that keeps the system disk. --no-gpu: a new version without cards; a set whose cards "
      "are aside takes them again on a restart without it."},
     {"rollback", "NAME VERSION", 2, 2, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_rollback,
-     "Run version VERSION's spec again as a new version", NULL},
+     "Run version VERSION's spec again as a new version",
+     "A stopped set takes nothing now: version VERSION's spec waits for its next start. Rolling "
+     "a stopped set back to the version it has drops a change made while it was stopped."},
     {"exec", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, true, "CMD...", exec_opts, cli_cmd_exec,
      "Run a command in the container; exit with its exit code",
      "The command's stdout goes to stdout and its stderr to stderr. A command killed by "

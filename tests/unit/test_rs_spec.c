@@ -188,6 +188,9 @@ static void test_lifecycle_table(void **state)
     assert_non_null(strstr(e.msg, "restart"));
     assert_int_equal(rs_lifecycle_check(RS_OP_EXECUTE, &r, &e), -1);
     assert_int_equal(rs_lifecycle_check(RS_OP_DELETE, &r, &e), 0);
+    /* A change of a stopped set waits for its next start (record.h). */
+    assert_int_equal(rs_lifecycle_check(RS_OP_PATCH, &r, &e), 0);
+    assert_int_equal(rs_lifecycle_check(RS_OP_ROLLBACK, &r, &e), 0);
     r.state = RS_STATE_PAUSED;
     assert_int_equal(rs_lifecycle_check(RS_OP_CONTINUE, &r, &e), 0);
     assert_int_equal(rs_lifecycle_check(RS_OP_STOP, &r, &e), 0);
@@ -218,6 +221,29 @@ static void test_record_roundtrip(void **state)
     assert_string_equal(json_string_value(json_object_get(back, "state")), "paused");
     assert_int_equal(json_array_size(json_object_get(back, "gpus")), 1);
     rs_record_free(&r);
+
+    /* A stopped set's change waiting for its next start (record.h). */
+    _cleanup_json_ json_t *stopped =
+        json_loads("{\"name\":\"foo\",\"version\":2,\"state\":\"stopped\",\"spec\":{"
+                   "\"imageName\":\"x\"},\"pendingSpec\":{\"imageName\":\"y\",\"gpuCount\":2}}",
+                   0, NULL);
+    assert_int_equal(rs_record_from_json(stopped, &r, &e), 0);
+    assert_non_null(r.pending_spec);
+    rs_record copy;
+    rs_record_copy(&r, &copy);
+    rs_record_free(&r);
+    _cleanup_json_ json_t *again = rs_record_to_json(&copy);
+    json_t *pending = json_object_get(again, "pendingSpec");
+    assert_string_equal(json_string_value(json_object_get(pending, "imageName")), "y");
+    assert_int_equal(json_integer_value(json_object_get(pending, "gpuCount")), 2);
+    rs_record_free(&copy);
+    assert_null(copy.pending_spec);
+    _cleanup_json_ json_t *odd = json_loads("{\"name\":\"foo\",\"version\":1,\"state\":"
+                                            "\"stopped\",\"spec\":{\"imageName\":\"x\"},"
+                                            "\"pendingSpec\":[]}",
+                                            0, NULL);
+    assert_int_equal(rs_record_from_json(odd, &r, &e), -1);
+    assert_int_equal(e.code, ERR_INTERNAL);
 
     _cleanup_json_ json_t *bad = json_loads("{\"name\":\"foo\",\"version\":1,\"state\":\"odd\","
                                             "\"spec\":{\"imageName\":\"x\"}}",

@@ -136,6 +136,10 @@ export interface ReplicaSetInfo extends ReplicaSet {
   gpusAside?: GpusAside | null;
   /** How to reach it by SSH, when gpuboxd runs an SSH server for it. */
   ssh?: SshInfo | null;
+  /** Stopped and changed meanwhile (scale, image, roll back...): the change waits for its next start. */
+  pending?: boolean;
+  /** While pending: the spec its next start applies (and takes the cards of). */
+  pendingSpec?: Spec;
 }
 
 /** The GPU fields a set started without cards keeps aside. */

@@ -139,6 +139,11 @@ int rs_version_check_container(app *a, const rs_record *r, int code, gb_err *err
 /* Version N+1 of from, with spec (copied), in the state from's is heading
  * for: a paused set stays paused, anything else runs. */
 void rs_version_next(const rs_record *from, const rs_spec *spec, rs_record *to);
+/* replicaset/patch.c: the spec r's next version will have: its
+ * pendingSpec (record.h) when a change was made while it was stopped, else
+ * its spec (a copy either way). ERR_INTERNAL when the stored one does not
+ * parse. */
+int rs_record_next_spec(const rs_record *r, rs_spec *out, gb_err *err);
 /* Start-up or a later call: finish or undo an unfinished change; cur is
  * the set's record (it names op). */
 int rs_version_resume(app *a, journal_op *op, const rs_record *cur, gb_err *err);

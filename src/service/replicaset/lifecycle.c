@@ -278,6 +278,8 @@ static int rs_delete_run(app *a, journal_op *op, rs_record *r, json_t **out, gb_
         rc = rs_purge(a, r, op, err);
     } else {
         r->state = RS_STATE_DELETED;
+        json_decref(r->pending_spec); /* a change for a start that will not come */
+        r->pending_spec = NULL;
         rs_record_clear_holdings(r);
         rs_record_forget_last(r);
         rc = op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err);

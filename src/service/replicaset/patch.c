@@ -8,6 +8,13 @@
  * rs_alloc_next take only the difference from the pools, and hands the rest
  * to rs_version_change (replicaset/version.c), which runs it through the
  * journal.
+ *
+ * A stopped set holds nothing to change: its patch or rollback is checked
+ * the same way (the spec, the binds, the image pulled, the old container
+ * there) and then only recorded as the spec of its next version
+ * (pendingSpec, record.h), taking nothing; its next start makes that
+ * version (restart.c). A later change while it stays stopped changes the
+ * pending spec further; one that leads back to the spec it has drops it.
  */
 #include "service/replicaset/replicaset.h"
 
@@ -47,6 +54,68 @@ static int rs_change_to_spec(app *a, const op_kind *kind, const rs_record *r, co
     return rs_version_change(a, kind, r, &to, swapped, reason, out, err);
 }
 
+int rs_record_next_spec(const rs_record *r, rs_spec *out, gb_err *err)
+{
+    if (!r->pending_spec) {
+        rs_spec_copy(&r->spec, out);
+        return 0;
+    }
+    if (rs_spec_from_json(r->pending_spec, NULL, out, err) < 0) {
+        err->code = ERR_INTERNAL;
+        return err_prefix(err, "the pending spec of %s", r->name);
+    }
+    return 0;
+}
+
+/* What a change of a stopped set answers: the set as it is (stopped, at
+ * its version) and the spec its next start applies, if any. */
+static json_t *rs_pending_answer(const rs_record *r, bool changed)
+{
+    json_t *out = json_pack(
+        "{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b, s:b, s:O*}", "name", r->container_name,
+        "replicaSetName", r->name, "containerName", r->container_name, "containerId",
+        r->container_id, "version", r->version, "state", rs_state_name(r->state), "gpus",
+        rs_record_gpus_json(r), "ports", rs_record_ports_json(r), "changed", changed, "pending",
+        r->pending_spec != NULL, "pendingSpec", r->pending_spec);
+    if (out)
+        rs_record_limits_json(r, out);
+    return out;
+}
+
+/* A stopped set's change: spec (NULL: the spec is not changed, only the
+ * run limits in r may be) becomes its pendingSpec, or none when it is the
+ * spec the set has. Checked as a change of a running set is, taking
+ * nothing. */
+static int rs_change_stopped(app *a, rs_record *r, const rs_spec *spec, bool limits_changed,
+                             const char *reason, json_t **out, gb_err *err)
+{
+    bool spec_changed = false;
+    if (spec) {
+        int code = strcmp(reason, "patch") == 0 ? ERR_PATCH_FAILED : ERR_ROLLBACK_FAILED;
+        if (rs_version_check_container(a, r, code, err) < 0 || binds_check(a, spec, err) < 0)
+            return -1;
+        if (strcmp(spec->image, r->spec.image) != 0 &&
+            image_ensure(a, spec->image, IMAGE_PULL_MISSING, NULL, err) < 0)
+            return -1;
+        _cleanup_json_ json_t *cur = rs_spec_to_json(&r->spec);
+        _cleanup_json_ json_t *next = rs_spec_to_json(spec);
+        if (!cur || !next)
+            return err_set(err, ERR_INTERNAL, "out of memory");
+        json_t *pending = json_equal(cur, next) ? NULL : next;
+        spec_changed = (pending == NULL) != (r->pending_spec == NULL) ||
+                       (pending && !json_equal(pending, r->pending_spec));
+        json_decref(r->pending_spec);
+        r->pending_spec = json_incref(pending);
+    }
+    if ((spec_changed || limits_changed) && rs_record_save(a, r, NULL, 0, err) < 0)
+        return err_prefix(err, "changing stopped replica set %s", r->name);
+    if (spec_changed)
+        log_info("replica set %s: stopped; %s %s", r->name, reason,
+                 r->pending_spec ? "recorded for its next start" : "leaves nothing to change");
+    *out = rs_pending_answer(r, spec_changed || limits_changed);
+    return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+}
+
 int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out, gb_err *err)
 {
     OPS_TIMED(a, "patch", out, err);
@@ -55,6 +124,7 @@ int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(rs_record_free) rs_record r = {0};
     _cleanup_(rs_spec_free) rs_spec spec = {0};
+    _cleanup_(rs_spec_free) rs_spec base = {0};
     bool changed = false;
     if (rs_load_settled(a, name, &r, err) < 0)
         return -1;
@@ -65,11 +135,14 @@ int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out
                        json_object_size(patch) == (size_t)(!!json_object_get(patch, "idleStop") +
                                                            !!json_object_get(patch, "maxDuration"));
     enum rs_op check = limits_only && r.state != RS_STATE_DELETED ? RS_OP_COMMIT : RS_OP_PATCH;
-    if (rs_lifecycle_check(check, &r, err) < 0 ||
-        rs_spec_patch(&r.spec, patch, &spec, &changed, err) < 0 ||
+    /* A stopped set's patch changes the spec its next start applies. */
+    if (rs_lifecycle_check(check, &r, err) < 0 || rs_record_next_spec(&r, &base, err) < 0 ||
+        rs_spec_patch(&base, patch, &spec, &changed, err) < 0 ||
         rs_record_limits_from_body(patch, &r, NULL, err) < 0)
         return -1;
     bool limits_changed = r.idle_stop_s != idle || r.max_duration_s != max;
+    if (r.state == RS_STATE_STOPPED)
+        return rs_change_stopped(a, &r, changed ? &spec : NULL, limits_changed, "patch", out, err);
     if (!changed) {
         if (limits_changed && rs_record_save(a, &r, NULL, 0, err) < 0)
             return -1;
@@ -120,6 +193,10 @@ int replicaset_rollback(app *a, const char *name, long long version, json_t **ou
     _cleanup_(rs_spec_free) rs_spec spec = {0};
     if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_ROLLBACK, &r, err) < 0)
         return -1;
+    /* A stopped set rolled back to the version it has: the change made
+     * while it was stopped goes. */
+    if (version == r.version && r.state == RS_STATE_STOPPED && r.pending_spec)
+        return rs_change_stopped(a, &r, &r.spec, false, "rollback", out, err);
     if (version == r.version)
         return err_set(err, ERR_NO_NEED_ROLLBACK,
                        "replica set '%s' already runs version %lld (%s); no need to roll back",
@@ -134,5 +211,7 @@ int replicaset_rollback(app *a, const char *name, long long version, json_t **ou
                        name, version, r.version);
     char reason[48];
     snprintf(reason, sizeof(reason), "rollback to %lld", version);
+    if (r.state == RS_STATE_STOPPED)
+        return rs_change_stopped(a, &r, &spec, false, "rollback", out, err);
     return rs_change_to_spec(a, &rs_op_rollback, &r, &spec, reason, out, err);
 }

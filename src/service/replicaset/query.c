@@ -146,6 +146,10 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     rs_record_limits_json(&r, info);
     if (r.gpus_aside)
         json_object_set_new(info, "gpusAside", json_deep_copy(r.gpus_aside));
+    /* A change made while stopped: the spec its next start applies. */
+    json_object_set_new(info, "pending", json_boolean(r.pending_spec != NULL));
+    if (r.pending_spec)
+        json_object_set_new(info, "pendingSpec", json_deep_copy(r.pending_spec));
     json_t *usage = a->hooks.set_usage ? a->hooks.set_usage(a, &r) : NULL;
     json_object_set_new(info, "usage", usage ? usage : json_null());
     /* What the set takes on this node's data disk beside its containers:

@@ -36,8 +36,9 @@ static const unsigned rs_allowed[] = {
     [RS_OP_EXECUTE] = S(RUNNING),
     [RS_OP_COMMIT] = S(RUNNING) | S(PAUSED) | S(STOPPED),
     [RS_OP_DELETE] = S(CREATING) | S(RUNNING) | S(PAUSED) | S(STOPPED),
-    [RS_OP_PATCH] = S(RUNNING) | S(PAUSED),
-    [RS_OP_ROLLBACK] = S(RUNNING) | S(PAUSED),
+    /* Stopped: the change waits for the next start (record.h, pendingSpec). */
+    [RS_OP_PATCH] = S(RUNNING) | S(PAUSED) | S(STOPPED),
+    [RS_OP_ROLLBACK] = S(RUNNING) | S(PAUSED) | S(STOPPED),
     [RS_OP_RESTART] = S(RUNNING) | S(PAUSED) | S(STOPPED),
 };
 #undef S
@@ -76,12 +77,6 @@ int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err)
         break;
     case RS_OP_EXECUTE:
         hint = "; commands run only in a running set";
-        break;
-    case RS_OP_PATCH:
-    case RS_OP_ROLLBACK:
-        hint = r->state == RS_STATE_STOPPED ? "; a stopped set holds no GPUs or ports: restart it "
-                                              "first, then change it"
-                                            : "";
         break;
     default:
         break;
@@ -204,6 +199,8 @@ json_t *rs_record_to_json(const rs_record *r)
                                       r->stopped_at, "detail", r->stop_detail));
     if (j && r->gpus_aside)
         json_object_set_new(j, "gpusAside", json_deep_copy(r->gpus_aside));
+    if (j && r->pending_spec)
+        json_object_set_new(j, "pendingSpec", json_deep_copy(r->pending_spec));
     return j;
 }
 
@@ -411,6 +408,12 @@ int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
         goto fail;
     }
     out->gpus_aside = aside ? json_deep_copy(aside) : NULL;
+    json_t *pending = json_object_get(j, "pendingSpec");
+    if (pending && !json_is_object(pending)) {
+        err_set(err, ERR_INTERNAL, "record of %s has pendingSpec that is not an object", out->name);
+        goto fail;
+    }
+    out->pending_spec = pending ? json_deep_copy(pending) : NULL;
     int s = rs_state_parse(state);
     if (s < 0 || version < 0 || version > 1000000000) {
         err_set(err, ERR_INTERNAL, "record of %s has state '%s', version %lld", out->name, state,
@@ -520,6 +523,7 @@ void rs_record_copy(const rs_record *src, rs_record *dst)
     dst->last_gpus = rs_dup(src->last_gpus, src->nlast_gpus, sizeof(*src->last_gpus));
     dst->last_ports = rs_dup(src->last_ports, src->nlast_ports, sizeof(*src->last_ports));
     dst->gpus_aside = src->gpus_aside ? json_deep_copy(src->gpus_aside) : NULL;
+    dst->pending_spec = src->pending_spec ? json_deep_copy(src->pending_spec) : NULL;
     dst->cpuset = rs_dup(src->cpuset, src->ncpuset, sizeof(*src->cpuset));
     dst->last_cpuset = rs_dup(src->last_cpuset, src->nlast_cpuset, sizeof(*src->last_cpuset));
     rs_spec_copy(&src->spec, &dst->spec);
@@ -540,6 +544,8 @@ void rs_record_free(rs_record *r)
     r->ngpus = r->nports = r->ncpuset = 0;
     json_decref(r->gpus_aside);
     r->gpus_aside = NULL;
+    json_decref(r->pending_spec);
+    r->pending_spec = NULL;
     rs_record_forget_last(r);
 }
 

@@ -16,13 +16,23 @@
  *    "idleStopSeconds": 1800, "maxDurationSeconds": 28800,  run limits, when set
  *    "runningSince": "...Z",                            while running or paused
  *    "stopped": {"reason", "at", "detail"},             while stopped
- *    "gpusAside": {"gpuCount": 2, "gpuMemory": 0, ...}} while a version runs
+ *    "gpusAside": {"gpuCount": 2, "gpuMemory": 0, ...}, while a version runs
  *                                                       without its cards
+ *    "pendingSpec": {...rs_spec...}}                    only when stopped: a change
+ *                                                       made while stopped
  * A start without cards (PATCH .../restart {"gpuCount": 0}) makes a version
  * whose spec asks for none and keeps the set's GPU fields in gpusAside; the
  * next normal start puts them back (a new version with cards), and a
  * version that asks for cards itself (a gpuPatch, a rollback) has nothing
  * aside (rs_version_next).
+ * A patch or rollback of a stopped set changes nothing in Docker and takes
+ * nothing from the pools: it records the spec its next version will have
+ * in pendingSpec (a later one changes that spec further; one that brings
+ * it back to the current spec drops it). The next start makes version
+ * N+1 from it, taking what it asks for then (restart.c); a start that
+ * cannot (no cards free) leaves the set stopped with pendingSpec kept. The
+ * version number moves only when that version runs, so history lists only
+ * versions that ran.
  * The run limits (docs/usage.md) belong to the set, not to a version: a
  * patch of them alone changes the record in place and a rollback keeps
  * them. runningSince and stopped are kept by rs_record_save from the state
@@ -49,8 +59,8 @@
  *   execute       -        yes      -       -        -
  *   commit        -        yes     yes     yes       -
  *   delete       yes       yes     yes     yes       -
- *   patch         -        yes     yes      -        -
- *   rollback      -        yes     yes      -        -
+ *   patch         -        yes     yes   pending     -
+ *   rollback      -        yes     yes   pending     -
  *   restart       -        yes     yes     yes       -
  *
  * "creating" is only seen between the allocation's commit and the
@@ -135,7 +145,8 @@ typedef struct rs_record {
     char stop_reason[16];            /* "request" | "idle" | "maxDuration"; "" unless stopped */
     char stopped_at[RS_TIME_MAX];
     char stop_detail[192];
-    json_t *gpus_aside; /* the GPU fields set aside by a start without cards; NULL: none */
+    json_t *gpus_aside;   /* the GPU fields set aside by a start without cards; NULL: none */
+    json_t *pending_spec; /* stopped: the next version's spec (rs_spec JSON); NULL: none */
     /* Not stored: what a save's quota check counts instead of what the
      * record holds (a version change holds the old and the new cards at
      * once for a moment; its quota is what the new version keeps). */

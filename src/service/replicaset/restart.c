@@ -2,7 +2,9 @@
  * restart.c - restarting a replica set: a running one in place, a paused
  * one as continue, a stopped one on its last cards and ports when they
  * are still free, else as a new version on other cards (the version
- * change, version.c, kind rs_op_restart_new).
+ * change, version.c, kind rs_op_restart_new). A stopped set changed while
+ * it was stopped (pendingSpec, record.h) always starts as a new version
+ * with that spec.
  *
  * A restart on the same cards is its own short operation, steps:
  *   begin      the record holds lastGpus/lastPorts again and names the
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "service/images/images.h"
 #include "service/ops_timer.h"
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
@@ -126,36 +129,66 @@ static int rs_restart_running(app *a, rs_record *r, json_t **out, gb_err *err)
     return 0;
 }
 
-/* A start that sets the cards aside or puts them back (record.h,
- * gpusAside): a new version whose spec asks for no cards, or for the ones
- * set aside, keeping the ports it still holds or held last. */
-static int rs_restart_cards(app *a, rs_record *r, bool no_gpu, json_t **out, gb_err *err)
+/* A start as a new version of spec (changed here), keeping the ports it
+ * still holds or held last. no_gpu sets spec's cards aside (record.h,
+ * gpusAside); a plain start puts back the cards set aside before, unless
+ * spec asks for cards itself. */
+static int rs_restart_new_spec(app *a, rs_record *r, rs_spec *spec, bool no_gpu, const char *reason,
+                               json_t **out, gb_err *err)
 {
-    _cleanup_(rs_spec_free) rs_spec spec = {0};
     _cleanup_json_ json_t *aside = NULL;
-    rs_spec_copy(&r->spec, &spec);
-    if (no_gpu && !(aside = rs_spec_gpu_set_aside(&spec)))
+    if (no_gpu && rs_spec_gpu_asks(spec) && !(aside = rs_spec_gpu_set_aside(spec)))
         return err_set(err, ERR_INTERNAL, "out of memory");
-    if (!no_gpu && rs_spec_gpu_put_back(&spec, r->gpus_aside, err) < 0) {
+    if (!no_gpu && r->gpus_aside && !rs_spec_gpu_asks(spec) &&
+        rs_spec_gpu_put_back(spec, r->gpus_aside, err) < 0) {
         err->code = ERR_INTERNAL;
         return err_prefix(err, "the cards %s set aside", r->name);
     }
     _cleanup_(rs_record_free) rs_record to = {0};
     bool swapped = false;
     if (rs_version_check_container(a, r, ERR_RESTART_FAILED, err) < 0 ||
-        binds_check(a, &spec, err) < 0)
+        binds_check(a, spec, err) < 0)
         return -1;
-    rs_version_next(r, &spec, &to);
-    if (aside)
+    /* A change made while stopped may name another image (patch.c). */
+    if (strcmp(spec->image, r->spec.image) != 0 &&
+        image_ensure(a, spec->image, IMAGE_PULL_MISSING, NULL, err) < 0)
+        return -1;
+    rs_version_next(r, spec, &to);
+    if (aside) {
+        json_decref(to.gpus_aside);
         to.gpus_aside = steal_ptr(&aside);
+    }
     int taken = r->state == RS_STATE_STOPPED ? rs_alloc_take_preferring_last(a, &to, err)
                                              : rs_alloc_next(a, r, &to, &swapped, err);
     if (taken < 0)
         return -1;
-    if (rs_version_change(a, &rs_op_restart_new, r, &to, swapped,
-                          no_gpu ? "restart without cards" : "restart with cards", out, err) < 0)
+    if (rs_version_change(a, &rs_op_restart_new, r, &to, swapped, reason, out, err) < 0)
         return -1;
     json_object_set_new(*out, "sameContainer", json_false());
+    return 0;
+}
+
+/* A start that sets the cards aside or puts them back (record.h,
+ * gpusAside): a new version whose spec asks for no cards, or for the ones
+ * set aside. */
+static int rs_restart_cards(app *a, rs_record *r, bool no_gpu, json_t **out, gb_err *err)
+{
+    _cleanup_(rs_spec_free) rs_spec spec = {0};
+    rs_spec_copy(&r->spec, &spec);
+    return rs_restart_new_spec(a, r, &spec, no_gpu,
+                               no_gpu ? "restart without cards" : "restart with cards", out, err);
+}
+
+/* A stopped set changed while it was stopped (record.h, pendingSpec): its
+ * next version has the pending spec and takes what that asks for now. Not
+ * enough free leaves it stopped, the change kept. */
+static int rs_restart_pending(app *a, rs_record *r, bool no_gpu, json_t **out, gb_err *err)
+{
+    _cleanup_(rs_spec_free) rs_spec spec = {0};
+    if (rs_record_next_spec(r, &spec, err) < 0 ||
+        rs_restart_new_spec(a, r, &spec, no_gpu, "changed while stopped", out, err) < 0)
+        return -1;
+    json_object_set_new(*out, "pendingApplied", json_true());
     return 0;
 }
 
@@ -168,6 +201,8 @@ int replicaset_restart(app *a, const char *name, bool no_gpu, json_t **out, gb_e
     _cleanup_(rs_record_free) rs_record r = {0};
     if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_RESTART, &r, err) < 0)
         return -1;
+    if (r.state == RS_STATE_STOPPED && r.pending_spec)
+        return rs_restart_pending(a, &r, no_gpu, out, err);
     /* Without cards when it has some; with them again when they are aside. */
     if (no_gpu ? rs_spec_gpu_asks(&r.spec) : r.gpus_aside != NULL)
         return rs_restart_cards(a, &r, no_gpu, out, err);

@@ -418,6 +418,9 @@ void rs_version_next(const rs_record *from, const rs_spec *spec, rs_record *to)
     to->container_id[0] = '\0';
     to->operation[0] = '\0';
     to->state = from->state == RS_STATE_PAUSED ? RS_STATE_PAUSED : RS_STATE_RUNNING;
+    /* A change made while stopped is this version's spec now (record.h). */
+    json_decref(to->pending_spec);
+    to->pending_spec = NULL;
     /* A version that asks for cards itself has none set aside (record.h). */
     if (rs_spec_gpu_asks(&to->spec)) {
         json_decref(to->gpus_aside);

@@ -34,6 +34,22 @@ static bool vol_spec_binds(const rs_spec *spec, const char *name)
     return false;
 }
 
+/* A stopped set's change waiting for its next start (record.h,
+ * pendingSpec) binds what its next version will bind: that volume is in
+ * use too, or the start would find it gone. */
+static bool vol_pending_binds(const json_t *pending, const char *name)
+{
+    size_t i;
+    json_t *b;
+    json_array_foreach(json_object_get(pending, "binds"), i, b)
+    {
+        const char *src = json_string_value(json_object_get(b, "src"));
+        if (src && strcmp(src, name) == 0)
+            return true;
+    }
+    return false;
+}
+
 struct vol_bound_ctx {
     const char *name;
     json_t *found;
@@ -43,7 +59,8 @@ static int vol_bound_one(void *ctx, rs_record *r, gb_err *err)
 {
     struct vol_bound_ctx *b = ctx;
     (void)err;
-    if (r->state != RS_STATE_DELETED && vol_spec_binds(&r->spec, b->name))
+    if (r->state != RS_STATE_DELETED &&
+        (vol_spec_binds(&r->spec, b->name) || vol_pending_binds(r->pending_spec, b->name)))
         json_array_append_new(
             b->found, json_pack("{s:s, s:s}", "name", r->name, "state", rs_state_name(r->state)));
     return 0;

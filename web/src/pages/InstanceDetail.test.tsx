@@ -88,7 +88,18 @@ describe('InstanceDetail', () => {
     api({ state: 'stopped', status: 'exited' });
     const { unmount } = renderAs('user', <InstanceDetail name="foo" />);
     await screen.findByRole('button', { name: 'Start' });
-    expect(buttons()).toEqual(['Start', 'Start without GPUs', 'Commit', 'Auto-stop', 'Delete', 'Show logs']);
+    // A stopped set may be changed too (the change waits for its next start).
+    expect(buttons()).toEqual([
+      'Start',
+      'Start without GPUs',
+      'Scale',
+      'Commit',
+      'Roll back',
+      'Change image',
+      'Auto-stop',
+      'Delete',
+      'Show logs',
+    ]);
     unmount();
 
     api({ state: 'deleted', status: 'deleted' });
@@ -170,6 +181,73 @@ describe('InstanceDetail', () => {
     fireEvent.click(within(dialog).getByRole('button', { name: 'Apply' }));
     expect((await within(dialog).findByText(/nothing changed/)).textContent).toContain('already has');
     expect(changes(sent)[1].body).toEqual({ gpuPatch: { gpuCount: 1, gpuMemory: 4096 } });
+  });
+
+  it('scales a stopped set, saying the change waits for its next start', async () => {
+    let pending = false;
+    const sent = mockApi((req) => {
+      if (req.method === 'GET' && req.url === BASE)
+        return {
+          data: {
+            info: info({
+              state: 'stopped',
+              status: 'exited',
+              gpus: [],
+              ports: [],
+              spec: spec({ gpuCount: 1 }),
+              ...(pending ? { pending: true, pendingSpec: spec({ gpuCount: 2 }) } : { pending: false }),
+            }),
+          },
+        };
+      if (req.method === 'PATCH' && req.url === BASE) {
+        pending = true;
+        return {
+          msg: "replica set 'foo' is stopped: the change is kept and applies at its next start",
+          data: { version: 1, state: 'stopped', changed: true, pending: true },
+        };
+      }
+      return undefined;
+    });
+    await shown();
+    fireEvent.click(screen.getByRole('button', { name: 'Scale' }));
+    const dialog = screen.getByRole('dialog', { name: 'Scale foo' });
+    expect(within(dialog).getByText(/applies when it next starts/)).toBeTruthy();
+    fireEvent.input(within(dialog).getByLabelText('GPUs'), { target: { value: '2' } });
+    fireEvent.click(within(dialog).getByRole('button', { name: 'Apply' }));
+    await waitFor(() => expect(screen.queryByRole('dialog')).toBeNull());
+    expect(changes(sent)[0]).toEqual({ method: 'PATCH', url: BASE, body: { gpuPatch: { gpuCount: 2 } } });
+    const note = await screen.findByText(/Changed while stopped/);
+    expect(note.textContent).toContain('GPUs 1 → 2');
+    expect(note.textContent).toContain('as version 2');
+    // Scaling again starts from what the next start applies.
+    fireEvent.click(screen.getByRole('button', { name: 'Scale' }));
+    const again = screen.getByRole('dialog', { name: 'Scale foo' });
+    expect((within(again).getByLabelText('GPUs') as HTMLInputElement).value).toBe('2');
+  });
+
+  it("rolls a stopped set back for its next start, or keeps the version it has", async () => {
+    const sent = api({ state: 'stopped', status: 'exited', version: 2, pending: true, pendingSpec: spec({ gpuCount: 3 }) }, (req) => {
+      if (req.url === `${BASE}/history`)
+        return {
+          data: {
+            history: [
+              { version: 2, reason: 'patch', createTime: '', containerName: 'foo-2', spec: spec(), gpus: [], ports: [] },
+              { version: 1, reason: 'create', createTime: '', containerName: 'foo-1', spec: spec({ imageName: 'old:1' }), gpus: [], ports: [] },
+            ],
+          },
+        };
+      if (req.url === `${BASE}/rollback`) return { data: { version: 2, state: 'stopped', changed: true, pending: false } };
+      return undefined;
+    });
+    await shown();
+    fireEvent.click(screen.getByRole('button', { name: 'Roll back' }));
+    const dialog = screen.getByRole('dialog', { name: 'Roll back foo' });
+    await within(dialog).findByText('old:1');
+    expect(within(dialog).getByText(/applies when it next starts/)).toBeTruthy();
+    expect(within(dialog).getByRole('button', { name: 'Roll back to version 1' })).toBeTruthy();
+    fireEvent.click(within(dialog).getByRole('button', { name: 'Keep version 2' }));
+    await waitFor(() => expect(screen.queryByRole('dialog')).toBeNull());
+    expect(changes(sent)).toEqual([{ method: 'PATCH', url: `${BASE}/rollback`, body: { version: 2 } }]);
   });
 
   it('deletes only after the confirmation, purging when asked', async () => {

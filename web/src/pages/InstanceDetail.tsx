@@ -23,7 +23,7 @@ import {
   type Act,
 } from './InstanceDialogs';
 import { LogsPanel } from './LogsPanel';
-import { portsText, setPath, specGpusText, timeText } from './instanceHelpers';
+import { pendingChanges, portsText, setPath, specGpusText, timeText } from './instanceHelpers';
 import { StateBadge } from './Instances';
 import { OperationSteps, useTracker } from './OperationSteps';
 import './instances.css';
@@ -92,13 +92,14 @@ function Actions({ info, act, open }: { info: Info; act: Act; open: (d: DialogKi
         <ActionButton label="Restart with GPUs" run={() => act.long(patch('restart'))} />
       )}
       {s === 'paused' && <ActionButton label="Continue" primary run={() => act.quick(patch('continue'))} />}
-      {live && opener('Scale', 'scale')}
+      {/* A stopped set may be changed too: the change waits for its next start. */}
+      {(live || s === 'stopped') && opener('Scale', 'scale')}
       {s === 'running' && <ActionButton label="Pause" run={() => act.quick(patch('pause'))} />}
       {live && <ActionButton label="Stop" run={() => act.long(patch('stop'))} />}
       {s === 'running' && opener('Run command', 'exec')}
       {(live || s === 'stopped') && opener('Commit', 'commit')}
-      {live && opener('Roll back', 'rollback')}
-      {live && opener('Change image', 'image')}
+      {(live || s === 'stopped') && opener('Roll back', 'rollback')}
+      {(live || s === 'stopped') && opener('Change image', 'image')}
       {live && hasCards && opener('Restart without GPUs', 'nogpu')}
       {(live || s === 'stopped') && opener('Auto-stop', 'autostop')}
       {(live || s === 'stopped') && opener('Delete', 'delete', 'danger')}
@@ -382,6 +383,12 @@ export function InstanceDetail({ name }: { name: string }) {
         {info?.gpusAside && info.state !== 'deleted' && (
           <p class="notice gpus-aside">
             Runs without its {asideText(info.gpusAside)}; Start/Restart takes them again.
+          </p>
+        )}
+        {info?.state === 'stopped' && info.pending && info.pendingSpec && (
+          <p class="notice pending-change" role="status">
+            Changed while stopped ({pendingChanges(info.spec, info.pendingSpec).join(', ')}): the change applies when it
+            next starts, as version {info.version + 1}; no GPUs are taken until then.
           </p>
         )}
         {info?.state === 'stopped' && info.stopped && (

@@ -15,6 +15,7 @@ import {
   gpusText,
   memoryText,
   memoryValue,
+  nextSpec,
   portsText,
   setPath,
   specGpusText,
@@ -40,9 +41,12 @@ export interface DialogProps {
 const value = (e: Event) => (e.currentTarget as HTMLInputElement).value;
 
 export function ScaleDialog({ info, act, onClose, steps }: DialogProps) {
-  const share = info.spec.gpuMemory > 0;
-  const initialMemory = share ? memoryText(info.spec.gpuMemory) : '';
-  const [count, setCount] = useState(String(info.spec.gpuCount));
+  // A stopped set's scale changes what its next start applies.
+  const stopped = info.state === 'stopped';
+  const base = nextSpec(info);
+  const share = base.gpuMemory > 0;
+  const initialMemory = share ? memoryText(base.gpuMemory) : '';
+  const [count, setCount] = useState(String(base.gpuCount));
   const [memory, setMemory] = useState(initialMemory);
   const [note, setNote] = useState<string | null>(null);
   const a = useAction();
@@ -69,9 +73,16 @@ export function ScaleDialog({ info, act, onClose, steps }: DialogProps) {
   return (
     <Dialog title={`Scale ${info.name}`} onClose={onClose}>
       <form onSubmit={submit}>
-        <p class="hint">
-          Now {specGpusText(info.spec)}. A new version is made in a new container; its disk is carried over.
-        </p>
+        {stopped ? (
+          <p class="hint">
+            {info.pendingSpec ? 'At its next start' : 'Now'} {specGpusText(base)}. It is stopped: the change applies when it
+            next starts (a new version, its disk carried over); no GPUs are taken until then.
+          </p>
+        ) : (
+          <p class="hint">
+            Now {specGpusText(info.spec)}. A new version is made in a new container; its disk is carried over.
+          </p>
+        )}
         <div class="field">
           <label for="sc-count">GPUs</label>
           <input id="sc-count" type="number" min={0} value={count} onInput={(e) => setCount(value(e))} />
@@ -223,9 +234,17 @@ export function RollbackDialog({ info, act, onClose, steps }: DialogProps) {
 
   return (
     <Dialog title={`Roll back ${info.name}`} onClose={onClose}>
-      <p class="hint">
-        Rolling back makes a new version with the chosen version's spec; the current disk is carried over.
-      </p>
+      {info.state === 'stopped' ? (
+        <p class="hint">
+          It is stopped: the chosen version's spec applies when it next starts (a new version, the current disk carried
+          over).
+          {info.pending && ' Choosing the current version drops the change made while it was stopped.'}
+        </p>
+      ) : (
+        <p class="hint">
+          Rolling back makes a new version with the chosen version's spec; the current disk is carried over.
+        </p>
+      )}
       <ErrorNote error={history.error} />
       {!history.data && !history.error && <p class="loading">Loading…</p>}
       {history.data && (
@@ -251,11 +270,11 @@ export function RollbackDialog({ info, act, onClose, steps }: DialogProps) {
                 </td>
                 <td>{specGpusText(h.spec)}</td>
                 <td>
-                  {h.version === info.version ? (
+                  {h.version === info.version && !info.pending ? (
                     'current'
                   ) : (
                     <button type="button" disabled={a.busy} onClick={() => rollback(h.version)}>
-                      Roll back to version {h.version}
+                      {h.version === info.version ? `Keep version ${h.version}` : `Roll back to version ${h.version}`}
                     </button>
                   )}
                 </td>
@@ -521,6 +540,7 @@ export function ChangeImageDialog({ info, act, onClose, steps }: DialogProps) {
   const [done, setDone] = useState<{ answer: ImageAnswer; msg: string } | null>(null);
   // What it ran before: the page's info moves on once the patch is done.
   const [before] = useState({ version: info.version, imageName: info.spec.imageName });
+  const stopped = info.state === 'stopped';
   const a = useAction();
 
   const submit = async (e: Event) => {
@@ -544,6 +564,7 @@ export function ChangeImageDialog({ info, act, onClose, steps }: DialogProps) {
         <p>
           Now <code>{before.imageName}</code>. A new version runs the other image (pulled first when it is not on
           the node) with the same binds, volumes, environment, ports and GPUs.
+          {stopped && ' It is stopped: the new image applies when it next starts.'}
         </p>
         <p class="notice image-warning">
           <strong>The system disk is not carried:</strong> whatever was installed or written in the container outside
@@ -566,7 +587,14 @@ export function ChangeImageDialog({ info, act, onClose, steps }: DialogProps) {
             {done.msg}
           </p>
         )}
-        {r && r.changed !== false && (
+        {r && r.pending !== undefined && (
+          <p class="notice" role="status">
+            {r.pending
+              ? `Kept for its next start: version ${before.version + 1} will run ${image.trim()}, without the system disk.`
+              : 'Nothing waits for its next start: it starts as it was.'}
+          </p>
+        )}
+        {r && r.changed !== false && r.pending === undefined && (
           <div role="status" class="image-result">
             <p class="ok">
               Version {r.version} runs <code>{r.imageName ?? image.trim()}</code>.

@@ -16,6 +16,35 @@ export interface LongAnswer {
   version?: number;
   changed?: boolean;
   operationId?: string;
+  /** A change of a stopped set: it waits for its next start (no version made yet). */
+  pending?: boolean;
+}
+
+/**
+ * The spec a change starts from: a stopped set's pending spec (what its next
+ * start applies) when it has one, else the spec it runs.
+ */
+export function nextSpec(info: { spec: Spec; pendingSpec?: Spec }): Spec {
+  return info.pendingSpec ?? info.spec;
+}
+
+/** What a pending spec changes, in words: ["GPUs 1 → 2", "image a → b", "environment"]. */
+export function pendingChanges(spec: Spec, next: Spec): string[] {
+  const out: string[] = [];
+  const gpus = specGpusText(spec), nextGpus = specGpusText(next);
+  if (gpus !== nextGpus) out.push(`GPUs ${gpus} → ${nextGpus}`);
+  if (spec.imageName !== next.imageName) out.push(`image ${spec.imageName} → ${next.imageName}`);
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  if (!same(spec.env, next.env)) out.push('environment');
+  if (!same(spec.binds, next.binds)) out.push('binds');
+  if (!same(spec.containerPorts, next.containerPorts) || !same(spec.ports, next.ports)) out.push('ports');
+  const rest = (s: Spec) => [s.cpus, s.memory, s.shmSize, s.restartPolicy, s.gpuPolicy, s.gpuModel, s.gpuUUIDs];
+  if (out.length === 0 || !same(rest(spec), rest(next))) {
+    const known = new Set(['imageName', 'gpuCount', 'gpuMemory', 'gpuShared', 'env', 'binds', 'containerPorts', 'ports']);
+    const other = (Object.keys(next) as (keyof Spec)[]).filter((k) => !known.has(k) && !same(spec[k], next[k]));
+    out.push(...other);
+  }
+  return out;
 }
 
 /** "40001→22/tcp, 40002→8888/tcp" */
