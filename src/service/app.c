@@ -9,6 +9,7 @@
  */
 #include "util/xalloc.h"
 #include "service/app.h"
+#include "service/container_watch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -377,8 +378,10 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
         ownership_settle(a, err) < 0 || replicaset_reconcile(a, err) < 0 ||
-        rs_doubt_start(a, err) < 0 || monitor_start(a, &app_monitor_actions, err) < 0 ||
-        fleet_node_join(a, err) < 0)
+        rs_doubt_start(a, err) < 0)
+        goto fail;
+    container_watch_start(a);
+    if (monitor_start(a, &app_monitor_actions, err) < 0 || fleet_node_join(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
@@ -395,7 +398,8 @@ void app_close(app *a)
         return;
     fleet_close(a->fleet); /* first: the others see this node go at once */
     monitor_stop(a);       /* it stops sets: before what a stop needs goes */
-    rs_doubt_stop(a);      /* it takes name locks and gives back to the pools */
+    container_watch_stop(a);
+    rs_doubt_stop(a); /* it takes name locks and gives back to the pools */
     volumes_close(a->volumes);
     images_close(a); /* stops running pulls: before Docker's client goes */
     users_close(a->users);
