@@ -374,14 +374,15 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
                 cfg->port_end);
         goto fail;
     }
+    /* Before any other thread calls Docker: it observes the client's calls
+     * (container_watch.h). */
+    container_watch_start(a);
     /* Volumes before the replica sets: reconciling may start containers,
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
         ownership_settle(a, err) < 0 || replicaset_reconcile(a, err) < 0 ||
-        rs_doubt_start(a, err) < 0)
-        goto fail;
-    container_watch_start(a);
-    if (monitor_start(a, &app_monitor_actions, err) < 0 || fleet_node_join(a, err) < 0)
+        rs_doubt_start(a, err) < 0 || monitor_start(a, &app_monitor_actions, err) < 0 ||
+        fleet_node_join(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
@@ -398,8 +399,7 @@ void app_close(app *a)
         return;
     fleet_close(a->fleet); /* first: the others see this node go at once */
     monitor_stop(a);       /* it stops sets: before what a stop needs goes */
-    container_watch_stop(a);
-    rs_doubt_stop(a); /* it takes name locks and gives back to the pools */
+    rs_doubt_stop(a);      /* it takes name locks and gives back to the pools */
     volumes_close(a->volumes);
     images_close(a); /* stops running pulls: before Docker's client goes */
     users_close(a->users);
@@ -410,6 +410,7 @@ void app_close(app *a)
     ports_pool_free(a->ports);
     cpus_pool_free(a->cpus);
     gpu_inventory_free(&a->gpus);
+    container_watch_stop(a); /* after every other thread that calls Docker */
     docker_client_free(a->docker);
     if (a->store) {
         if (store_claim_state(a->store) != STORE_CLAIM_NONE) {

@@ -10,10 +10,12 @@ One daemon (8 simulated A100s, ports 64960-64979) serves the module.
 """
 import json
 import os
+import socket
 import subprocess
+import threading
 import time
 
-from conftest import BUILD_DIR, docker_request
+from conftest import BUILD_DIR, DOCKER_SOCKET, docker_request
 from rsutil import (IMAGE, RUN_TAG, create_ok, lifecycle, list_sets, module_daemon,
                     wait_until)
 
@@ -21,6 +23,7 @@ PREFIX = "e2lf" + RUN_TAG
 PORT_START, PORT_END = 64960, 64979
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJmI0wOTBqfIrdPnG3HHWiF8A6jD5s3x0xPEJjjLi0dK t@x"
 CLI = os.environ.get("GPUBOX_CLI", str(BUILD_DIR / "gpubox"))
+CACHE_SETTLE_S = 2.5  # past gpuboxd's own recent changes: the list reads the cache
 
 daemon, d = module_daemon(PREFIX, PORT_START, PORT_END)
 
@@ -106,6 +109,7 @@ def test_cache_follows_docker_outside_gpuboxd(d, daemon):
     name = f"{PREFIX}_cache"
     create_ok(d, name, gpus=0)
     assert item(d, name)["status"] == "running"
+    time.sleep(CACHE_SETTLE_S)
     # docker stop by hand: the list sees it without a restart of gpuboxd.
     assert docker_request("POST", f"/containers/{name}-1/stop?t=0").status in (204, 304)
     wait_until(lambda: item(d, name)["status"] == "exited", timeout=10)
@@ -141,3 +145,88 @@ def test_cache_right_after_gpuboxd_restart(d, daemon):
     time.sleep(0.2)
     assert docker_request("POST", f"/containers/{name}-1/start").status in (204, 304)
     wait_until(lambda: item(d, name)["status"] == "running", timeout=10)
+
+
+class SocketProxy:
+    """A unix socket that forwards every connection to dockerd's; cut()
+    closes every connection open now, as a restarted dockerd would."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.conns = []
+        self.lock = threading.Lock()
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(64)
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(DOCKER_SOCKET)
+            with self.lock:
+                self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pump(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.server.close()
+        self.cut()
+
+
+def test_cache_right_after_the_event_stream_breaks(start_daemon, tmp_path):
+    """Docker's event stream cut (dockerd restarted, the socket closed): the
+    list asks Docker itself until gpuboxd has listed again and follows a new
+    stream, so a container stopped meanwhile shows stopped."""
+    proxy = SocketProxy(tmp_path / "docker.sock")
+    try:
+        dd = start_daemon("--simulate-gpus", "2xA100-80GB", "--port-range", "64980-64989",
+                          "--docker-host", f"unix://{proxy.path}")
+        name = f"{PREFIX}_cut"
+        create_ok(dd, name, gpus=0)
+        time.sleep(CACHE_SETTLE_S)
+        try:
+            for _ in range(3):
+                proxy.cut()
+                # Stopped by hand straight on dockerd while the stream is down.
+                assert docker_request("POST", f"/containers/{name}-1/stop?t=0").status in (204, 304)
+                wait_until(lambda: item(dd, name)["status"] == "exited", timeout=10)
+                assert "event stream" in dd.wait_log("event stream", timeout=10)
+                time.sleep(CACHE_SETTLE_S)
+                # The new stream follows again.
+                assert docker_request("POST", f"/containers/{name}-1/start").status in (204, 304)
+                wait_until(lambda: item(dd, name)["status"] == "running", timeout=10)
+        finally:
+            dd.request("DELETE", f"/api/v1/replicaSet/{name}?purge=true")
+    finally:
+        proxy.close()
