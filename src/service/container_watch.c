@@ -90,6 +90,14 @@ static int cw_list(struct container_watch *w, gb_err *err)
     return 0;
 }
 
+static size_t cw_count(struct container_watch *w)
+{
+    pthread_mutex_lock(&w->lock);
+    size_t n = json_object_size(w->states);
+    pthread_mutex_unlock(&w->lock);
+    return n;
+}
+
 static void cw_invalidate(struct container_watch *w)
 {
     pthread_mutex_lock(&w->lock);
@@ -114,7 +122,7 @@ static void cw_pause(struct container_watch *w, int64_t ms)
 static void *cw_thread(void *arg)
 {
     struct container_watch *w = arg;
-    bool warned = false;
+    bool warned = false, followed = false;
     while (!atomic_load(&w->stopping)) {
         gb_err e = GB_ERR_INIT;
         int64_t since = (int64_t)time(NULL) - CW_REPLAY_S;
@@ -127,9 +135,11 @@ static void *cw_thread(void *arg)
             cw_pause(w, CW_RETRY_MS);
             continue;
         }
-        if (warned)
-            log_info("container cache: following Docker's events again");
+        if (warned || !followed)
+            log_info("container cache: %zu container(s) listed; following Docker's events%s",
+                     cw_count(w), followed ? " again" : "");
         warned = false;
+        followed = true;
         int rc = docker_container_events(w->a->docker, DOCKER_LABEL_REPLICASET, since, &w->stopping,
                                          cw_event, w, &e);
         cw_invalidate(w);

@@ -10,6 +10,7 @@ One daemon (8 simulated A100s, ports 64960-64979) serves the module.
 """
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -154,6 +155,7 @@ class SocketProxy:
     def __init__(self, path):
         self.path = str(path)
         self.conns = []
+        self.requests = []  # the request lines gpuboxd sent
         self.lock = threading.Lock()
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.path)
@@ -170,16 +172,18 @@ class SocketProxy:
             upstream.connect(DOCKER_SOCKET)
             with self.lock:
                 self.conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+            for a, b, seen in ((client, upstream, self.requests), (upstream, client, None)):
+                threading.Thread(target=self.pump, args=(a, b, seen), daemon=True).start()
 
     @staticmethod
-    def pump(src, dst):
+    def pump(src, dst, seen):
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
+                if seen is not None:
+                    seen += re.findall(rb"(?:GET|POST|DELETE|PUT|HEAD) (\S+) HTTP/1", data)
                 dst.sendall(data)
         except OSError:
             pass
@@ -216,6 +220,12 @@ def test_cache_right_after_the_event_stream_breaks(start_daemon, tmp_path):
         create_ok(dd, name, gpus=0)
         time.sleep(CACHE_SETTLE_S)
         try:
+            # The list answers from the cache: no container list per request.
+            before = len(proxy.requests)
+            for _ in range(5):
+                assert item(dd, name)["status"] == "running"
+            asked = [r for r in proxy.requests[before:] if b"/containers/json" in r]
+            assert asked == [], asked
             for _ in range(3):
                 proxy.cut()
                 # Stopped by hand straight on dockerd while the stream is down.

@@ -81,7 +81,8 @@ static json_t *rs_docker_states(app *a, bool *docker_ok, bool *cached)
     return states;
 }
 
-/* "A100-SXM4-80GB", the model of r's cards ("T4, A100" when they differ);
+/* "NVIDIA A100-SXM4-80GB", the model of r's cards as the inventory names it
+ * ("NVIDIA T4, NVIDIA L4" when they differ);
  * NULL without cards or without the inventory that knows them. */
 static json_t *rs_gpu_model(const app *a, const rs_record *r)
 {
