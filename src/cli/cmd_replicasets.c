@@ -43,6 +43,45 @@ static void rs_ports_text(const json_t *ports, char *buf, size_t size)
     }
 }
 
+/* Whether Docker's status of a set's container is what its state implies:
+ * then ps shows the state alone. */
+static bool rs_status_agrees(const char *state, const char *status)
+{
+    if (!strcmp(state, status))
+        return true;
+    if (!strcmp(state, "paused") || !strcmp(state, "stopped"))
+        return !strcmp(status, "exited") || !strcmp(status, "created") ||
+               (!strcmp(state, "stopped") && !strcmp(status, "missing"));
+    return !strcmp(state, "creating") && !strcmp(status, "created");
+}
+
+/* "running", or "running (container exited)" when Docker says otherwise. */
+static void rs_state_text(const json_t *s, char *buf, size_t size)
+{
+    const char *state = cli_str(s, "state"), *status = cli_str(s, "status");
+    if (rs_status_agrees(state, status))
+        snprintf(buf, size, "%s", state);
+    else
+        snprintf(buf, size, "%s (container %s)", state, status);
+}
+
+/* "37%", "0% idle", "-" when the busiest card's utilization is unknown; NULL
+ * without a reading (the column is then left out). */
+static const char *rs_busy_text(const json_t *s, char *buf, size_t size)
+{
+    json_t *usage = json_object_get(s, "usage");
+    if (!json_is_object(usage))
+        return NULL;
+    json_t *util = json_object_get(usage, "utilization");
+    bool idle = json_is_string(json_object_get(usage, "idleSince"));
+    if (json_is_integer(util) && json_integer_value(util) >= 0)
+        snprintf(buf, size, "%" JSON_INTEGER_FORMAT "%%%s", json_integer_value(util),
+                 idle ? " idle" : "");
+    else
+        snprintf(buf, size, "%s", idle ? "idle" : "-");
+    return buf;
+}
+
 void cli_ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     const cli_args *a = arg;
@@ -52,27 +91,31 @@ void cli_ps_print(cli_ctx *ctx, const json_t *data, const void *arg)
         cli_print_names(ctx, sets);
         return;
     }
-    static const char *const headers[] = {"NAME",   "NODE", "OWNER", "VERSION", "STATE",
-                                          "STATUS", "GPUS", "PORTS", "CREATED", NULL};
+    static const char *const headers[] = {"NAME", "NODE", "OWNER", "VERSION", "IMAGE", "STATE",
+                                          "GPUS", "BUSY", "PORTS", "CREATED", NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
     cli_table_optional(t, "NODE");  /* only a fleet's sets carry node */
     cli_table_optional(t, "OWNER"); /* only when the sets have two owners or more */
+    cli_table_optional(t, "BUSY");  /* only when the server samples usage */
     bool owners = cli_owners_differ(sets);
     json_array_foreach(sets, i, s)
     {
-        char version[16], gpus[16], ports[512];
+        char version[16], gpus[16], ports[512], state[64], busy[32];
         snprintf(version, sizeof(version), "%" JSON_INTEGER_FORMAT,
                  json_integer_value(json_object_get(s, "version")));
         snprintf(gpus, sizeof(gpus), "%zu", json_array_size(json_object_get(s, "gpus")));
         rs_ports_text(json_object_get(s, "ports"), ports, sizeof(ports));
+        rs_state_text(s, state, sizeof(state));
         const char *node = json_string_value(json_object_get(s, "node")); /* NULL: none */
+        const char *image = json_string_value(json_object_get(s, "image"));
         const char *row[] = {cli_str(s, "name"),
                              node,
                              cli_owner_cell(s, owners),
                              version,
-                             cli_str(s, "state"),
-                             cli_str(s, "status"),
+                             image && *image ? image : "-",
+                             state,
                              gpus,
+                             rs_busy_text(s, busy, sizeof(busy)),
                              ports[0] ? ports : "-",
                              cli_str(s, "createTime")};
         cli_table_add(t, row);

@@ -47,6 +47,12 @@ void docker_client_free(docker_client *c);
 const char *docker_client_host(const docker_client *c);
 /* Connections opened so far: stays low while keep-alive works (metrics). */
 unsigned long docker_client_connects(const docker_client *c);
+/* fn(ctx, id_or_name) runs after each call of this client that may change a
+ * container's state (create, start, stop, remove, rename: both names),
+ * whatever its outcome, on the calling thread: it must be quick and
+ * thread-safe. Set once, before any call runs; NULL: none. */
+typedef void (*docker_change_fn)(void *ctx, const char *id_or_name);
+void docker_client_on_change(docker_client *c, docker_change_fn fn, void *ctx);
 
 /* Generic request: method "GET"/"POST"/..., path such as "/containers/json?all=1"
  * (the version prefix is added), body may be NULL. On any HTTP answer returns
@@ -310,6 +316,24 @@ typedef struct docker_container_briefs {
 int docker_container_list_briefs(docker_client *c, const char *label, const char *volume,
                                  docker_container_briefs *out, gb_err *err);
 void docker_container_briefs_free(docker_container_briefs *l);
+
+/* One container event of Docker's stream (docker_events.c). */
+typedef struct docker_container_event {
+    const char *action;   /* "create", "start", "die", "pause", "unpause", "destroy",
+                           * "rename", "kill", "exec_start: ...", ... */
+    const char *id;       /* the container's full id */
+    const char *name;     /* its name now, without '/'; NULL when Docker did not say */
+    const char *old_name; /* "rename": its name before, without '/'; else NULL */
+} docker_container_event;
+/* Called for each event, on the calling thread; false ends the stream. */
+typedef bool (*docker_event_fn)(void *ctx, const docker_container_event *ev);
+/* GET /events?filters={"type":["container"],"label":[label]} (label NULL:
+ * every container), from unix time since on (Docker replays the events it
+ * still keeps; 0: only new ones). Blocks while the stream lasts: returns 0
+ * when Docker closed it, fn said stop or cancel was set; -1 when Docker
+ * could not be reached or refused (the caller lists again and reconnects). */
+int docker_container_events(docker_client *c, const char *label, int64_t since,
+                            const atomic_bool *cancel, docker_event_fn fn, void *ctx, gb_err *err);
 
 /* POST /containers/{id}/wait?condition=not-running: blocks until the
  * container is not running (at once if it already exited) and sets

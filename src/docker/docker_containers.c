@@ -33,8 +33,8 @@ char *docker_container_path(const char *id, const char *rest, gb_err *err)
     return xasprintf("/containers/%s%s", esc, rest);
 }
 
-int docker_container_create(docker_client *c, const char *name, json_t *config, char **id_out,
-                            gb_err *err)
+static int docker_container_create_call(docker_client *c, const char *name, json_t *config,
+                                        char **id_out, gb_err *err)
 {
     *id_out = NULL;
     if (!json_is_object(config))
@@ -67,9 +67,17 @@ int docker_container_create(docker_client *c, const char *name, json_t *config, 
     return 0;
 }
 
+int docker_container_create(docker_client *c, const char *name, json_t *config, char **id_out,
+                            gb_err *err)
+{
+    int rc = docker_container_create_call(c, name, config, id_out, err);
+    docker_note_change(c, name);
+    return rc;
+}
+
 /* POST with no body, for start and stop: 204 done, 304 nothing to do. */
-static int docker_container_post(docker_client *c, const char *id, const char *rest, long timeout_s,
-                                 const char *what, gb_err *err)
+static int docker_container_post_call(docker_client *c, const char *id, const char *rest,
+                                      long timeout_s, const char *what, gb_err *err)
 {
     _cleanup_free_ char *path = docker_container_path(id, rest, err);
     if (!path)
@@ -81,6 +89,14 @@ static int docker_container_post(docker_client *c, const char *id, const char *r
     if (status == 204 || status == 304)
         return 0;
     return docker_status_err(status, resp, err, "%s container '%s'", what, id);
+}
+
+static int docker_container_post(docker_client *c, const char *id, const char *rest, long timeout_s,
+                                 const char *what, gb_err *err)
+{
+    int rc = docker_container_post_call(c, id, rest, timeout_s, what, err);
+    docker_note_change(c, id);
+    return rc;
 }
 
 int docker_container_start(docker_client *c, const char *id_or_name, gb_err *err)
@@ -106,7 +122,8 @@ int docker_container_inspect(docker_client *c, const char *id_or_name, json_t **
     return docker_get(c, path, out, err, "inspecting container '%s'", id_or_name);
 }
 
-int docker_container_remove(docker_client *c, const char *id_or_name, bool force, gb_err *err)
+static int docker_container_remove_call(docker_client *c, const char *id_or_name, bool force,
+                                        gb_err *err)
 {
     _cleanup_free_ char *path =
         docker_container_path(id_or_name, force ? "?force=1&v=0" : "?force=0&v=0", err);
@@ -119,6 +136,13 @@ int docker_container_remove(docker_client *c, const char *id_or_name, bool force
     if (status == 204 || status == 404)
         return 0;
     return docker_status_err(status, resp, err, "removing container '%s'", id_or_name);
+}
+
+int docker_container_remove(docker_client *c, const char *id_or_name, bool force, gb_err *err)
+{
+    int rc = docker_container_remove_call(c, id_or_name, force, err);
+    docker_note_change(c, id_or_name);
+    return rc;
 }
 
 int docker_container_list(docker_client *c, const char *label, json_t **out, gb_err *err)
@@ -184,8 +208,8 @@ int docker_container_wait(docker_client *c, const char *id_or_name, long *exit_c
     return docker_container_wait_timeout(c, id_or_name, 0, exit_code, err);
 }
 
-int docker_container_rename(docker_client *c, const char *id_or_name, const char *new_name,
-                            gb_err *err)
+static int docker_container_rename_call(docker_client *c, const char *id_or_name,
+                                        const char *new_name, gb_err *err)
 {
     if (!new_name || !*new_name)
         return err_set(err, ERR_INVALID_PARAMS, "renaming container '%s': the new name is empty",
@@ -205,4 +229,13 @@ int docker_container_rename(docker_client *c, const char *id_or_name, const char
      * characters, or the container's own name). */
     return docker_status_err(status, resp, err, "renaming container '%s' to '%s'", id_or_name,
                              new_name);
+}
+
+int docker_container_rename(docker_client *c, const char *id_or_name, const char *new_name,
+                            gb_err *err)
+{
+    int rc = docker_container_rename_call(c, id_or_name, new_name, err);
+    docker_note_change(c, id_or_name);
+    docker_note_change(c, new_name);
+    return rc;
 }

@@ -111,6 +111,9 @@ int docker_status_err(long status, json_t *resp, gb_err *err, const char *what_f
 /* Docker's own "message" field of an error body, or "" when there is none. */
 const char *docker_message(json_t *resp);
 
+/* Tell the client's change observer (docker_client_on_change) that
+ * id_or_name may have changed state. */
+void docker_note_change(docker_client *c, const char *id_or_name);
 /* "/containers/<escaped id><rest>"; NULL when id is empty (ERR_INVALID_PARAMS). */
 char *docker_container_path(const char *id, const char *rest, gb_err *err);
 

@@ -37,6 +37,8 @@ struct docker_client {
     char *base_url;        /* "http://localhost" (unix) or "http://host:port" */
     curl_pool *pool;       /* idle handles, at most DOCKER_POOL_MAX */
     atomic_ulong connects; /* connections opened over the client's life */
+    docker_change_fn on_change;
+    void *on_change_ctx;
 };
 
 /* curl_global_init must run once before any handle exists, whatever thread
@@ -121,6 +123,18 @@ const char *docker_client_host(const docker_client *c)
 unsigned long docker_client_connects(const docker_client *c)
 {
     return atomic_load(&c->connects);
+}
+
+void docker_client_on_change(docker_client *c, docker_change_fn fn, void *ctx)
+{
+    c->on_change = fn;
+    c->on_change_ctx = ctx;
+}
+
+void docker_note_change(docker_client *c, const char *id_or_name)
+{
+    if (c->on_change && id_or_name && *id_or_name)
+        c->on_change(c->on_change_ctx, id_or_name);
 }
 
 /* Options that depend on the method: GET, POST (always with a body, empty if

@@ -9,6 +9,7 @@
  */
 #include "util/xalloc.h"
 #include "service/app.h"
+#include "service/container_watch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -373,6 +374,9 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
                 cfg->port_end);
         goto fail;
     }
+    /* Before any other thread calls Docker: it observes the client's calls
+     * (container_watch.h). */
+    container_watch_start(a);
     /* Volumes before the replica sets: reconciling may start containers,
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
@@ -406,6 +410,7 @@ void app_close(app *a)
     ports_pool_free(a->ports);
     cpus_pool_free(a->cpus);
     gpu_inventory_free(&a->gpus);
+    container_watch_stop(a); /* after every other thread that calls Docker */
     docker_client_free(a->docker);
     if (a->store) {
         if (store_claim_state(a->store) != STORE_CLAIM_NONE) {

@@ -131,6 +131,7 @@ typedef struct app {
     struct users *users;                   /* users, quotas, ledgers (users/users.h) */
     struct monitor *monitor;               /* live usage, health, run limits (monitor/monitor.h) */
     struct images *images;                 /* pulls and registry credentials (images/images.h) */
+    struct container_watch *containers;    /* Docker's container states (container_watch.h) */
     uint64_t records_generation;           /* bumped by every replica-set record save */
     int data_dir_lock;                     /* flock on <data_dir>/gpuboxd.lock; -1 when none */
     /* What Docker said at start-up, for /version and the start-up log. */

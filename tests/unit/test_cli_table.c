@@ -159,8 +159,8 @@ static char *ps_printed(const char *sets)
 
 #define SET(name, owner_field)                                                                     \
     "{\"name\": \"" name "\", \"version\": 1, \"state\": \"running\", \"status\": \"running\", "   \
-    "\"gpus\": [\"GPU-1\"], \"ports\": [], \"createTime\": \"2026-11-24T10:00:00Z\"" owner_field   \
-    "}"
+    "\"image\": \"busybox\", \"gpus\": [\"GPU-1\"], \"ports\": [], "                               \
+    "\"createTime\": \"2026-11-24T10:00:00Z\"" owner_field "}"
 
 static void test_owner_rule(void **state)
 {
@@ -179,13 +179,39 @@ static void test_owner_rule(void **state)
     json_decref(list);
 }
 
+/* Issue 27: IMAGE, one STATE column with Docker's status only when it
+ * disagrees, and BUSY only when some set carries usage. */
+static void test_ps_state_once_and_busy(void **state)
+{
+    (void)state;
+    char *out = ps_printed(
+        "{\"name\": \"a\", \"version\": 2, \"state\": \"running\", \"status\": \"exited\", "
+        "\"image\": \"ubuntu:22.04\", \"gpus\": [], \"ports\": [], \"createTime\": \"T\", "
+        "\"usage\": {\"utilization\": 37, \"idleSince\": null}},"
+        "{\"name\": \"b\", \"version\": 1, \"state\": \"stopped\", \"status\": \"missing\", "
+        "\"gpus\": [], \"ports\": [], \"createTime\": \"T\", \"usage\": null},"
+        "{\"name\": \"c\", \"version\": 1, \"state\": \"paused\", \"status\": \"exited\", "
+        "\"image\": \"x\", \"gpus\": [\"G\"], \"ports\": [], \"createTime\": \"T\", "
+        "\"usage\": {\"utilization\": 0, \"idleSince\": \"2026-11-24T10:00:00Z\"}}");
+    assert_string_equal(out,
+                        "NAME  VERSION  IMAGE         STATE                       GPUS  BUSY     "
+                        "PORTS  CREATED\n"
+                        "a     2        ubuntu:22.04  running (container exited)  0     37%      "
+                        "-      T\n"
+                        "b     1        -             stopped                     0     -        "
+                        "-      T\n"
+                        "c     1        x             paused                      1     0% idle  "
+                        "-      T\n");
+    free(out);
+}
+
 static void test_owner_column_only_with_two_owners(void **state)
 {
     (void)state;
-    static const char *const before = "NAME   VERSION  STATE    STATUS   GPUS  PORTS  CREATED\n"
-                                      "train  1        running  running  1     -      "
+    static const char *const before = "NAME   VERSION  IMAGE    STATE    GPUS  PORTS  CREATED\n"
+                                      "train  1        busybox  running  1     -      "
                                       "2026-11-24T10:00:00Z\n"
-                                      "eval   1        running  running  1     -      "
+                                      "eval   1        busybox  running  1     -      "
                                       "2026-11-24T10:00:00Z\n";
     /* No owner at all (a server from before users): the old table. */
     char *out = ps_printed(SET("train", "") "," SET("eval", ""));
@@ -199,20 +225,20 @@ static void test_owner_column_only_with_two_owners(void **state)
     /* Two owners: OWNER after NAME (and after NODE in a fleet). */
     out =
         ps_printed(SET("train", ", \"owner\": \"alice\"") "," SET("eval", ", \"owner\": \"bob\""));
-    assert_string_equal(out, "NAME   OWNER  VERSION  STATE    STATUS   GPUS  PORTS  CREATED\n"
-                             "train  alice  1        running  running  1     -      "
+    assert_string_equal(out, "NAME   OWNER  VERSION  IMAGE    STATE    GPUS  PORTS  CREATED\n"
+                             "train  alice  1        busybox  running  1     -      "
                              "2026-11-24T10:00:00Z\n"
-                             "eval   bob    1        running  running  1     -      "
+                             "eval   bob    1        busybox  running  1     -      "
                              "2026-11-24T10:00:00Z\n");
     free(out);
     out = ps_printed(SET("train", ", \"owner\": \"alice\", \"node\": \"a\"") "," SET(
         "eval", ", \"owner\": \"bob\"") "," SET("old", ""));
-    assert_string_equal(out, "NAME   NODE  OWNER  VERSION  STATE    STATUS   GPUS  PORTS  CREATED\n"
-                             "train  a     alice  1        running  running  1     -      "
+    assert_string_equal(out, "NAME   NODE  OWNER  VERSION  IMAGE    STATE    GPUS  PORTS  CREATED\n"
+                             "train  a     alice  1        busybox  running  1     -      "
                              "2026-11-24T10:00:00Z\n"
-                             "eval   -     bob    1        running  running  1     -      "
+                             "eval   -     bob    1        busybox  running  1     -      "
                              "2026-11-24T10:00:00Z\n"
-                             "old    -     -      1        running  running  1     -      "
+                             "old    -     -      1        busybox  running  1     -      "
                              "2026-11-24T10:00:00Z\n");
     free(out);
     /* -q: the names only, whoever owns them. */
@@ -267,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_heartbeat_age),
         cmocka_unit_test(test_owner_rule),
         cmocka_unit_test(test_owner_column_only_with_two_owners),
+        cmocka_unit_test(test_ps_state_once_and_busy),
         cmocka_unit_test(test_volume_owner_column),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

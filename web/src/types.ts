@@ -92,6 +92,10 @@ export interface SetUsage {
   /** When its cards went idle; null while it works. */
   idleSince: string | null;
   cards: SetUsageCard[];
+  /** Its busiest card's utilization, percent; -1 when unknown (newer servers). */
+  utilization?: number;
+  /** What its processes use on all its cards (newer servers). */
+  memoryUsedMiB?: number;
 }
 
 /** Why a stopped set stopped. */
@@ -116,6 +120,12 @@ export interface ReplicaSet {
   owner: string;
   node?: string;
   usage?: SetUsage | null;
+  /** The image its current version runs (newer servers). */
+  image?: string;
+  /** Its cards' model ("NVIDIA A100-SXM4-80GB"); null without cards. */
+  cardModel?: string | null;
+  /** How to reach it over SSH ("ssh -p 40012 root@host"); null without SSH keys. */
+  sshCommand?: string | null;
   /** While running or paused: when its current run began. */
   runningSince?: string;
   /** The set's run limits (beside the spec: not part of a version); "" for none. */

@@ -80,9 +80,13 @@ json_t *monitor_set_json(app *a, const rs_record *r)
             s = &m->sets[i];
     if (s && m->sampled_at[0]) {
         json_t *cards = json_array();
+        int busiest = -1; /* the busiest card's utilization; -1: none known */
+        uint64_t used = 0;
         for (size_t k = 0; k < s->nuses; k++) {
             const struct mon_use *u = &s->uses[k];
             const gpu_device *d = &a->gpus.devices[u->dev];
+            busiest = u->util > busiest ? u->util : busiest;
+            used += u->used_mib;
             json_array_append_new(
                 cards, json_pack("{s:s, s:i, s:I, s:i, s:I, s:b, s:b}", "uuid", u->uuid, "index",
                                  d->index, "memoryUsedMiB", (json_int_t)u->used_mib, "utilization",
@@ -93,8 +97,9 @@ json_t *monitor_set_json(app *a, const rs_record *r)
         char since[TIME_ISO_MAX] = "";
         if (s->idle_since)
             time_iso_format(s->idle_since, since, sizeof(since));
-        out = json_pack("{s:s, s:s?, s:o}", "sampledAt", m->sampled_at, "idleSince",
-                        since[0] ? since : NULL, "cards", cards);
+        out = json_pack("{s:s, s:s?, s:o, s:i, s:I}", "sampledAt", m->sampled_at, "idleSince",
+                        since[0] ? since : NULL, "cards", cards, "utilization", busiest,
+                        "memoryUsedMiB", (json_int_t)used);
     }
     pthread_mutex_unlock(&m->lock);
     return out;

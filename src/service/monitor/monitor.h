@@ -64,9 +64,10 @@ uint64_t monitor_generation(app *a);
  * to a device object of GET /resources/gpus; add memoryUsedMiB and
  * utilization to each of its "allocations" entries. */
 void monitor_device_json(app *a, const char *uuid, json_t *device);
-/* The set's usage for GET /replicaSet/{name}: {sampledAt, idleSince,
- * cards:[...]} (cards [] for a set without cards), or NULL (sampling off,
- * no reading yet, not running). */
+/* The set's usage for GET /replicaSet/{name} and each item of the list:
+ * {sampledAt, idleSince, cards:[...], utilization (its busiest card's, -1
+ * when none is known), memoryUsedMiB (on all its cards)} (cards [] for a
+ * set without cards), or NULL (sampling off, no reading yet, not running). */
 json_t *monitor_set_json(app *a, const struct rs_record *r);
 /* The usage and health gauges of GET /metrics. */
 void monitor_metrics(app *a, FILE *out);

@@ -178,6 +178,10 @@ int rs_continue_locked(app *a, rs_record *r, json_t **out, gb_err *err);
 void rs_ssh_after_start(app *a, const rs_record *r, const rs_spec *before, json_t *answer);
 /* GET's "ssh" for r, looked up now: JSON null when r has no keys. */
 json_t *rs_ssh_info(app *a, const rs_record *r);
+/* The command that reaches r over SSH ("ssh -p 40012 root@host", malloc'd),
+ * as rs_ssh_info says it, without looking into the container; NULL when r
+ * has no SSH keys or no port for 22/tcp. */
+char *rs_ssh_command(app *a, const rs_record *r);
 
 /* container.c: whether every volume r binds can be mounted now
  * (logs why not). */

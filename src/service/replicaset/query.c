@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/container_watch.h"
 #include "service/keys.h"
 #include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
@@ -58,12 +59,20 @@ static json_t *rs_summary(const rs_record *r, const char *status)
     return j;
 }
 
-/* Docker's status of every gpubox container, by container name. */
-static json_t *rs_docker_states(app *a, bool *docker_ok)
+/* Docker's status of every gpubox container, by container name: the
+ * container cache's (container_watch.h) when it can be trusted, else
+ * Docker's list asked now. */
+static json_t *rs_docker_states(app *a, bool *docker_ok, bool *cached)
 {
+    json_t *states = NULL;
+    *cached = container_watch_states(a, &states) == 0;
+    if (*cached) {
+        *docker_ok = true;
+        return states;
+    }
     _cleanup_(docker_container_briefs_free) docker_container_briefs list = {0};
     gb_err e = GB_ERR_INIT;
-    json_t *states = json_object();
+    states = json_object();
     *docker_ok =
         docker_container_list_briefs(a->docker, DOCKER_LABEL_REPLICASET, NULL, &list, &e) == 0;
     for (size_t i = 0; i < list.n; i++)
@@ -72,9 +81,49 @@ static json_t *rs_docker_states(app *a, bool *docker_ok)
     return states;
 }
 
+/* "NVIDIA A100-SXM4-80GB", the model of r's cards as the inventory names it
+ * ("NVIDIA T4, NVIDIA L4" when they differ);
+ * NULL without cards or without the inventory that knows them. */
+static json_t *rs_gpu_model(const app *a, const rs_record *r)
+{
+    char buf[256] = "";
+    const char *seen[16];
+    size_t nseen = 0;
+    for (size_t i = 0; a && i < r->ngpus; i++)
+        for (size_t k = 0; k < a->gpus.n; k++) {
+            const char *model = a->gpus.devices[k].model;
+            if (strcmp(a->gpus.devices[k].uuid, r->gpus[i]) != 0 || !model[0])
+                continue;
+            bool dup = false;
+            for (size_t j = 0; j < nseen && !dup; j++)
+                dup = strcmp(seen[j], model) == 0;
+            if (dup || nseen == ARRAY_SIZE(seen))
+                continue;
+            seen[nseen++] = model;
+            snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", buf[0] ? ", " : "",
+                     model);
+        }
+    return buf[0] ? json_string(buf) : json_null();
+}
+
+/* What a list item carries beside the summary (docs/api.md): the image,
+ * the cards' model, the live usage and the ssh command; a is NULL for
+ * another node's records (no inventory, no usage). */
+static void rs_list_extras(app *a, const rs_record *r, json_t *item)
+{
+    json_object_set_new(item, "image", json_string(r->spec.image ? r->spec.image : ""));
+    json_object_set_new(item, "cardModel", rs_gpu_model(a, r));
+    json_t *usage = a && a->hooks.set_usage ? a->hooks.set_usage(a, r) : NULL;
+    json_object_set_new(item, "usage", usage ? usage : json_null());
+    _cleanup_free_ char *ssh = a ? rs_ssh_command(a, r) : NULL;
+    json_object_set_new(item, "sshCommand", ssh ? json_string(ssh) : json_null());
+}
+
 struct rs_list_ctx {
+    app *a; /* NULL: another node's records */
     bool include_deleted;
     bool docker_ok;
+    bool cached;    /* states is the container cache's */
     json_t *states; /* Docker's status by container name */
     json_t *list;
 };
@@ -87,18 +136,30 @@ static int rs_list_one(void *ctx, rs_record *r, gb_err *err)
         !caller_sees(r->owner))
         return 0;
     const char *status = json_string_value(json_object_get(l->states, r->container_name));
+    char buf[32];
+    if (r->state != RS_STATE_DELETED && l->cached &&
+        container_watch_recent(l->a, r->container_name, r->container_id)) {
+        /* gpuboxd changed it a moment ago: its event may still be on its
+         * way, so Docker is asked. */
+        _cleanup_json_ json_t *inspect = NULL;
+        const char *now = rs_container_inspect(l->a, r, &inspect, buf, sizeof(buf));
+        if (strcmp(now, "unknown") != 0)
+            status = now;
+    }
     if (r->state == RS_STATE_DELETED)
         status = "deleted";
     else if (!status)
         status = l->docker_ok ? "missing" : "unknown";
-    json_array_append_new(l->list, rs_summary(r, status));
+    json_t *item = rs_summary(r, status);
+    rs_list_extras(l->a, r, item);
+    json_array_append_new(l->list, item);
     return 0;
 }
 
 int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err)
 {
-    struct rs_list_ctx l = {.include_deleted = include_deleted};
-    _cleanup_json_ json_t *states = l.states = rs_docker_states(a, &l.docker_ok);
+    struct rs_list_ctx l = {.a = a, .include_deleted = include_deleted};
+    _cleanup_json_ json_t *states = l.states = rs_docker_states(a, &l.docker_ok, &l.cached);
     _cleanup_json_ json_t *list = l.list = json_array();
     if (rs_records_each(a->store, rs_list_one, &l, err) < 0)
         return err_prefix(err, "listing replica sets");

@@ -271,12 +271,22 @@ static int rs_ssh_start_dropbear(app *a, const char *container, const char *path
 
 /* ---- 3. the answer ---- */
 
+static char *rs_ssh_command_at(app *a, unsigned port)
+{
+    const char *host = a->cfg.public_host ? a->cfg.public_host : "localhost";
+    return port ? xasprintf("ssh -p %u root@%s", port, host) : NULL;
+}
+
+char *rs_ssh_command(app *a, const rs_record *r)
+{
+    return r->spec.nssh_keys ? rs_ssh_command_at(a, rs_ssh_host_port(r)) : NULL;
+}
+
 static json_t *rs_ssh_object(app *a, const rs_record *r, const rs_ssh_server *server, bool running,
                              const char *message)
 {
     unsigned port = rs_ssh_host_port(r);
-    const char *host = a->cfg.public_host ? a->cfg.public_host : "localhost";
-    _cleanup_free_ char *command = port ? xasprintf("ssh -p %u root@%s", port, host) : NULL;
+    _cleanup_free_ char *command = rs_ssh_command_at(a, port);
     return json_pack("{s:s?, s:o, s:s?, s:b, s:s}", "command", command, "port",
                      port ? json_integer(port) : json_null(), "server",
                      server ? server->name : NULL, "running", running, "message", message);

@@ -94,6 +94,35 @@ describe('Instances', () => {
     expect(within(row('plain')).queryByText(/busy|idle/)).toBeNull();
   });
 
+  it('shows the image, the cards\' model and the memory used, as the list gives them', async () => {
+    const sampledAt = new Date().toISOString();
+    const card = { uuid: 'GPU-1', index: 0, memoryUsedMiB: 2048, utilization: 37, shareMiB: 81920, overShare: false, healthy: true };
+    mockApi(() => ({
+      data: {
+        replicaSets: [
+          replicaSet({
+            name: 'train',
+            gpus: ['GPU-1'],
+            image: 'pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime',
+            cardModel: 'NVIDIA A100-SXM4-80GB',
+            sshCommand: 'ssh -p 40001 root@gpu1',
+            usage: { sampledAt, idleSince: sampledAt, cards: [card], utilization: 37, memoryUsedMiB: 2048 },
+          }),
+          replicaSet({ name: 'cpu', image: 'ubuntu:22.04', cardModel: null }),
+        ],
+      },
+    }));
+    renderAs('user', <Instances />);
+    await screen.findByRole('link', { name: 'train' });
+    expect(screen.getByRole('columnheader', { name: 'Image' })).toBeTruthy();
+    const train = within(row('train'));
+    expect(train.getByText('pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime')).toBeTruthy();
+    expect(train.getByText(/NVIDIA A100-SXM4-80GB/)).toBeTruthy();
+    expect(train.getByText('37 % busy').getAttribute('title')).toContain('2 GB used');
+    expect(train.getByText('idle')).toBeTruthy();
+    expect(within(row('cpu')).getByText('ubuntu:22.04')).toBeTruthy();
+  });
+
   it('shows the node column in a fleet', async () => {
     listing();
     renderAs('user', <Instances />, true);

@@ -6,7 +6,7 @@ import { Component } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api';
 import { Dialog, ErrorNote } from '../components/ui';
-import { age } from '../format';
+import { age, mib } from '../format';
 import { usePoll } from '../hooks';
 import { href, navigate } from '../router';
 import { useSession } from '../session';
@@ -31,6 +31,12 @@ export function StateBadge({ state, status }: { state: string; status?: string }
 export function maxUtilization(set: ReplicaSet): number | null {
   const known = (set.usage?.cards ?? []).map((c) => c.utilization).filter((u) => u >= 0);
   return known.length ? Math.max(...known) : null;
+}
+
+/** The busy figure's tooltip: what it measures and the memory the set's processes use. */
+function usedTitle(set: ReplicaSet): string {
+  const used = set.usage?.memoryUsedMiB;
+  return `Utilization of its busiest card${used !== undefined ? `; ${mib(used)} used` : ''}`;
 }
 
 interface RowProps {
@@ -66,11 +72,13 @@ class Row extends Component<RowProps> {
             </span>
           )}
         </td>
+        <td class="image">{set.image || '-'}</td>
         {fleet && <td>{set.node ?? '-'}</td>}
         <td>
           {gpusText(set.gpus, set.gpuShares)}
+          {set.cardModel && <span class="model"> {set.cardModel}</span>}
           {util !== null && (
-            <span class="util" title="Utilization of its busiest card">
+            <span class="util" title={usedTitle(set)}>
               {util} % busy
             </span>
           )}
@@ -131,6 +139,7 @@ export function Instances() {
               <tr>
                 <th scope="col">Name</th>
                 <th scope="col">State</th>
+                <th scope="col">Image</th>
                 {fleet && <th scope="col">Node</th>}
                 <th scope="col">GPUs</th>
                 <th scope="col">Ports</th>
@@ -144,7 +153,7 @@ export function Instances() {
               ))}
               {sets.length === 0 && (
                 <tr>
-                  <td colSpan={fleet ? 7 : 6} class="empty">
+                  <td colSpan={fleet ? 8 : 7} class="empty">
                     No instances yet.
                   </td>
                 </tr>

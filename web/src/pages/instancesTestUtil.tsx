@@ -37,6 +37,7 @@ export function replicaSet(over: Partial<ReplicaSet> = {}): ReplicaSet {
     createTime: new Date(Date.now() - 3 * 3600 * 1000).toISOString(),
     updateTime: new Date().toISOString(),
     owner: 'alice',
+    image: 'ubuntu:22.04',
     ...over,
   };
 }
