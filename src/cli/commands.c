@@ -195,8 +195,10 @@ static const cli_opt quota_opts[] = {
 static const cli_opt usage_opts[] = {
     {"user", 'u', CLI_OPT_VALUE, "NAME", "only this user (a user sees only themself)"},
     {"set", 's', CLI_OPT_VALUE, "NAME", "only this replica set"},
-    {"from", 0, CLI_OPT_VALUE, "TIME", "from this time: RFC 3339 or Unix seconds"},
-    {"to", 0, CLI_OPT_VALUE, "TIME", "to this time (default: now)"},
+    {"from", 0, CLI_OPT_VALUE, "TIME",
+     "from this time: a date (2026-11-01, from its start in UTC), RFC 3339 or Unix seconds"},
+    {"to", 0, CLI_OPT_VALUE, "TIME",
+     "to this time (default: now); a date counts to its end, so the day is included"},
     CLI_OPTS_END,
 };
 
