@@ -26,12 +26,13 @@ int vol_load_existing(app *a, const char *name, vol_record *r, gb_err *err)
     return 0;
 }
 
-static bool vol_spec_binds(const rs_spec *spec, const char *name)
+/* Where spec binds volume name (its first bind of it); NULL: nowhere. */
+static const char *vol_spec_bind_dest(const rs_spec *spec, const char *name)
 {
     for (size_t i = 0; i < spec->nbinds; i++)
         if (strcmp(spec->binds[i].src, name) == 0)
-            return true;
-    return false;
+            return spec->binds[i].dest;
+    return NULL;
 }
 
 struct vol_bound_ctx {
@@ -43,9 +44,10 @@ static int vol_bound_one(void *ctx, rs_record *r, gb_err *err)
 {
     struct vol_bound_ctx *b = ctx;
     (void)err;
-    if (r->state != RS_STATE_DELETED && vol_spec_binds(&r->spec, b->name))
-        json_array_append_new(
-            b->found, json_pack("{s:s, s:s}", "name", r->name, "state", rs_state_name(r->state)));
+    const char *dest = vol_spec_bind_dest(&r->spec, b->name);
+    if (r->state != RS_STATE_DELETED && dest)
+        json_array_append_new(b->found, json_pack("{s:s, s:s, s:s}", "name", r->name, "state",
+                                                  rs_state_name(r->state), "dest", dest));
     return 0;
 }
 
