@@ -128,6 +128,18 @@ def test_a_dash_in_a_name_is_refused_with_the_name_to_use(d):
 
 # ---- small gaps (item 10) ----
 
+def test_images_rm_completes_beside_images(d, tmp_path):
+    """images is a command alone and a group (images rm): both complete."""
+    from test_cli import complete
+    script = tmp_path / "gpubox-completion.bash"
+    script.write_text(ok(d, "completion", "bash").stdout)
+    assert complete(d, script, "images", "") == {"rm"}
+    assert complete(d, script, "images", "--") >= {"--name", "--quiet", "--json"}
+    assert complete(d, script, "update", "x", "--vol") == {"--volume", "--volume-rm"}
+    assert ok(d, "images", "--help").stdout.startswith("Usage: gpubox images [options]")
+    assert ok(d, "images", "rm", "--help").stdout.startswith("Usage: gpubox images rm REF...")
+
+
 def test_usage_takes_plain_dates(d):
     out = json.loads(ok(d, "--json", "usage", "--from", "2026-01-01", "--to", "2026-01-31").stdout)
     assert out["from"] == "2026-01-01T00:00:00Z" and out["to"] == "2026-02-01T00:00:00Z", out
