@@ -349,7 +349,7 @@ export interface VolumeInfo extends Volume {
   used: number | null;
   usedText?: string;
   filesystemSize: number;
-  usedBy: { name: string; state: string; dest?: string }[];
+  usedBy: { name: string; state: string }[];
   inUse: boolean;
   problem?: string;
 }
