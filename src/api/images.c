@@ -1,8 +1,9 @@
 /*
- * images.c - handlers of the image routes: GET /api/v1/images (?name=) and
+ * images.c - handlers of the image routes: GET /api/v1/images (?name=),
  * POST /api/v1/images/pull {image, registryAuth?, wait?} and DELETE
- * /api/v1/images?name=REF (docs/api.md, "Images"). The service (service/images/images.h) checks the reference;
- * the handlers check the body's fields and their types.
+ * /api/v1/images?name=REF (docs/api.md, "Images"). The service
+ * (service/images/images.h) checks the reference; the handlers check the
+ * body's fields and their types.
  */
 #include "api/api.h"
 
