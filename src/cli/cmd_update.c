@@ -266,9 +266,12 @@ static int update_limits(cli_ctx *ctx, const cli_args *a, json_t *body)
     }
     static const char *const strings[][2] = {
         {"memory", "memory"}, {"shm-size", "shmSize"}, {"restart", "restartPolicy"}};
-    for (size_t i = 0; i < ARRAY_SIZE(strings); i++)
-        if (cli_get(a, strings[i][0]))
-            json_object_set_new(body, strings[i][1], json_string(cli_get(a, strings[i][0])));
+    for (size_t i = 0; i < ARRAY_SIZE(strings); i++) {
+        const char *v = cli_get(a, strings[i][0]);
+        if (v) /* "0" removes a limit: the API's 0 */
+            json_object_set_new(body, strings[i][1],
+                                strcmp(v, "0") == 0 && i < 2 ? json_integer(0) : json_string(v));
+    }
     return 0;
 }
 

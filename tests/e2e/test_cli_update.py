@@ -88,6 +88,14 @@ def test_update_changes_env_volumes_and_ports_in_one_version(d):
         out = json.loads(ok(d, "--json", "update", name, "--volume-rm", "/old").stdout)
         assert out["version"] == 3 and out["changed"] is True
         assert [b["dest"] for b in spec_of(d, name)["binds"]] == ["/data"]
+
+        # limits, as docker update sets them; 0 removes one
+        ok(d, "update", name, "-m", "256MB", "--cpus", "1.5")
+        s = spec_of(d, name)
+        assert s["memory"] > 0 and s["cpus"] == 1.5, s
+        ok(d, "update", name, "-m", "0", "--cpus", "0")
+        s = spec_of(d, name)
+        assert s["memory"] == 0 and s["cpus"] == 0, s
     finally:
         gpubox(d, "rm", name, "--purge")
         for v in (v1, v2):
