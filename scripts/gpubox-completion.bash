@@ -8,20 +8,20 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key --gpus -g --gpu-memory --cpu-count --idle-stop --max-duration --image -i --ssh-key --workdir -w --timeout -t --tail -n --since --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --cores --role --cards --share-mib --share --instances --volume-bytes --cores --cards --share-mib --share --instances --volume-bytes --cores --user -u --set -s --from --to --host -H --token"
+    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key --gpus -g --gpu-memory --cpu-count --idle-stop --max-duration --image -i --ssh-key --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart --workdir -w --timeout -t --tail -n --since --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --cores --role --cards --share-mib --share --instances --volume-bytes --cores --cards --share-mib --share --instances --volume-bytes --cores --user -u --set -s --from --to --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
     case "$cmd" in
     '')
-        COMPREPLY=($(compgen -W " gpus gpu top events ports cpus ps run inspect history scale stop start pause restart rollback exec logs commit rm pull images volume nodes node whoami users user quota usage version help completion $globals" -- "$cur")) ;;
+        COMPREPLY=($(compgen -W " gpus gpu top events ports cpus ps run inspect history scale update stop start pause restart rollback exec logs commit rm pull images volume nodes node whoami users user quota usage version help completion $globals" -- "$cur")) ;;
     gpus)
         _gpubox_args 0 1 " $globals" ;;
     gpu)
         case "$sub" in
         healthy)
             _gpubox_args 0 2 " $globals" ;;
-        *) COMPREPLY=($(compgen -W " healthy" -- "$cur")) ;;
+        *)  COMPREPLY=($(compgen -W " healthy" -- "$cur")) ;;
         esac ;;
     top)
         _gpubox_args 0 1 " --interval -n --once --iterations $globals" ;;
@@ -41,6 +41,8 @@ _gpubox() {
         _gpubox_args 1 1 " $globals" ;;
     scale)
         _gpubox_args 1 1 " --gpus -g --gpu-memory --cpu-count --idle-stop --max-duration --image -i --ssh-key $globals" ;;
+    update)
+        _gpubox_args 1 1 " --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart $globals" ;;
     stop)
         _gpubox_args 1 1 " $globals" ;;
     start)
@@ -62,7 +64,12 @@ _gpubox() {
     pull)
         _gpubox_args 0 1 " --username -u --password-stdin $globals" ;;
     images)
-        _gpubox_args 0 1 " --name --quiet -q $globals" ;;
+        case "$sub" in
+        rm)
+            _gpubox_args 0 2 " $globals" ;;
+        *) if [[ $cur == -* ]]; then _gpubox_args 0 1 " --name --quiet -q $globals"; return 0; fi
+            COMPREPLY=($(compgen -W " rm" -- "$cur")) ;;
+        esac ;;
     volume)
         case "$sub" in
         create)
@@ -75,7 +82,7 @@ _gpubox() {
             _gpubox_args 2 2 " $globals" ;;
         rm)
             _gpubox_args 2 2 " $globals" ;;
-        *) COMPREPLY=($(compgen -W " create ls inspect resize rm" -- "$cur")) ;;
+        *)  COMPREPLY=($(compgen -W " create ls inspect resize rm" -- "$cur")) ;;
         esac ;;
     nodes)
         _gpubox_args 0 1 " --quiet -q $globals" ;;
@@ -85,7 +92,7 @@ _gpubox() {
             _gpubox_args 4 2 " $globals" ;;
         uncordon)
             _gpubox_args 4 2 " $globals" ;;
-        *) COMPREPLY=($(compgen -W " cordon uncordon" -- "$cur")) ;;
+        *)  COMPREPLY=($(compgen -W " cordon uncordon" -- "$cur")) ;;
         esac ;;
     whoami)
         _gpubox_args 0 1 " $globals" ;;
@@ -103,13 +110,13 @@ _gpubox() {
             _gpubox_args 5 2 " $globals" ;;
         revoke)
             _gpubox_args 5 2 " $globals" ;;
-        *) COMPREPLY=($(compgen -W " create set rm token revoke" -- "$cur")) ;;
+        *)  COMPREPLY=($(compgen -W " create set rm token revoke" -- "$cur")) ;;
         esac ;;
     quota)
         case "$sub" in
         defaults)
             _gpubox_args 0 2 " --cards --share-mib --share --instances --volume-bytes --cores $globals" ;;
-        *) COMPREPLY=($(compgen -W " defaults" -- "$cur")) ;;
+        *)  COMPREPLY=($(compgen -W " defaults" -- "$cur")) ;;
         esac ;;
     usage)
         _gpubox_args 0 1 " --user -u --set -s --from --to $globals" ;;
@@ -130,7 +137,7 @@ _gpubox_args() {
     case $kind in
     1) names=$(gpubox ps -q 2>/dev/null) ;;
     2) names=$(gpubox volume ls -q 2>/dev/null) ;;
-    3) names=" gpus top events ports cpus ps run inspect history scale stop start pause restart rollback exec logs commit rm pull images nodes whoami users usage version help completion" ;;
+    3) names=" gpus top events ports cpus ps run inspect history scale update stop start pause restart rollback exec logs commit rm pull images nodes whoami users usage version help completion" ;;
     4) names=$(gpubox nodes -q 2>/dev/null) ;;
     5) names=$(gpubox users -q 2>/dev/null) ;;
     esac

@@ -139,6 +139,7 @@ int api_path_name(const http_request *req, const char **out, gb_err *err);
 /* images.c: /api/v1/images... */
 int api_images_list(http_request *req, http_response *resp, gb_err *err);
 int api_image_pull(http_request *req, http_response *resp, gb_err *err);
+int api_image_delete(http_request *req, http_response *resp, gb_err *err);
 
 /* volumes.c */
 int api_volume_create(http_request *req, http_response *resp, gb_err *err);

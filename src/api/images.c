@@ -1,8 +1,9 @@
 /*
- * images.c - handlers of the image routes: GET /api/v1/images (?name=) and
- * POST /api/v1/images/pull {image, registryAuth?, wait?} (docs/api.md,
- * "Images"). The service (service/images/images.h) checks the reference;
- * the handlers check the body's fields and their types.
+ * images.c - handlers of the image routes: GET /api/v1/images (?name=),
+ * POST /api/v1/images/pull {image, registryAuth?, wait?} and DELETE
+ * /api/v1/images?name=REF (docs/api.md, "Images"). The service
+ * (service/images/images.h) checks the reference; the handlers check the
+ * body's fields and their types.
  */
 #include "api/api.h"
 
@@ -37,6 +38,18 @@ int api_image_pull(http_request *req, http_response *resp, gb_err *err)
         return -1;
     json_t *data = NULL;
     if (image_pull(req->ctx, image, &auth, wait, &data, err) < 0)
+        return -1;
+    return http_response_data(resp, data, err);
+}
+
+int api_image_delete(http_request *req, http_response *resp, gb_err *err)
+{
+    const char *name = http_request_query(req, "name");
+    if (!name || !*name || strlen(name) > 512)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "give the image to remove as ?name=repo:tag (1-512 characters)");
+    json_t *data = NULL;
+    if (image_remove(req->ctx, name, &data, err) < 0)
         return -1;
     return http_response_data(resp, data, err);
 }

@@ -112,6 +112,8 @@ static const http_route api_routes[] = {
      "Images on the node: tags, id, size, created (?name=repo or repo:tag)"},
     {"POST", "/api/v1/images/pull", api_image_pull, HTTP_ACCESS_USER, SCOPE_LOCAL,
      "Pull {image} from its registry (registryAuth, wait); progress in its operation"},
+    {"DELETE", "/api/v1/images", api_image_delete, HTTP_ACCESS_USER, SCOPE_LOCAL,
+     "Remove image name ?name=repo:tag (the image too when it was its last name)"},
 
     /* the fleet (docs/fleet.md) */
     {"GET", "/api/v1/nodes", api_nodes_list, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,

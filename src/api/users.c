@@ -146,8 +146,10 @@ int api_quota_defaults_put(http_request *req, http_response *resp, gb_err *err)
     return answer(resp, users_api_defaults_put(req->ctx, body, &data, err), &data, err);
 }
 
-/* A time query parameter: RFC 3339 UTC ("2026-11-24T10:00:00Z") or Unix
- * seconds; *ms stays as it is when absent. */
+/* A time query parameter: RFC 3339 UTC ("2026-11-24T10:00:00Z"), Unix
+ * seconds, or a date ("2026-11-24", a day in UTC: its start for from, its
+ * end for to, so from=D&to=D is the whole day); *ms stays as it is when
+ * absent. */
 static int query_time(const http_request *req, const char *name, int64_t *ms, gb_err *err)
 {
     const char *v = http_request_query(req, name);
@@ -160,11 +162,19 @@ static int query_time(const http_request *req, const char *name, int64_t *ms, gb
         *ms = strtoll(v, NULL, 10) * 1000;
         return 0;
     }
-    time_t t = time_iso_parse(v);
+    time_t t = 0;
+    if (strlen(v) == 10) {
+        char midnight[TIME_ISO_MAX];
+        snprintf(midnight, sizeof(midnight), "%.10sT00:00:00Z", v);
+        if ((t = time_iso_parse(midnight)) > 0 && strcmp(name, "to") == 0)
+            t += 24 * 3600;
+    } else {
+        t = time_iso_parse(v);
+    }
     if (t <= 0)
         return err_set(err, ERR_INVALID_PARAMS,
-                       "query parameter %s is '%.40s'; give a time as 2026-11-24T10:00:00Z or as "
-                       "Unix seconds",
+                       "query parameter %s is '%.40s'; give a date (2026-11-24), a time "
+                       "(2026-11-24T10:00:00Z) or Unix seconds",
                        name, v);
     *ms = (int64_t)t * 1000;
     return 0;

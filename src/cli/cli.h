@@ -317,9 +317,11 @@ int cli_cmd_run(cli_ctx *ctx, const cli_args *a);
 /* cmd_images.c */
 int cli_cmd_pull(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_images(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_image_rm(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_inspect(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_history(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_scale(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_update(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_stop(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_start(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_pause(cli_ctx *ctx, const cli_args *a);

@@ -1,6 +1,6 @@
 /*
- * cmd_images.c - gpubox pull and gpubox images: images on the node gpuboxd
- * runs on (docs/cli.md).
+ * cmd_images.c - gpubox pull, gpubox images and gpubox images rm: images on
+ * the node gpuboxd runs on (docs/cli.md).
  *
  * pull asks gpuboxd to pull and answer at once ("wait": false), then
  * follows the pull's operation (operation.c), so progress shows on stderr
@@ -124,4 +124,31 @@ int cli_cmd_images(cli_ctx *ctx, const cli_args *a)
     _cleanup_free_ char *path =
         name ? xasprintf(IMAGES_PATH "?name=%s", esc) : xstrdup(IMAGES_PATH);
     return cli_exchange(ctx, &(cli_req){.method = "GET", .path = path}, images_print, a);
+}
+
+static void image_rm_print(cli_ctx *ctx, const json_t *data, const void *arg)
+{
+    (void)arg;
+    if (json_is_true(json_object_get(data, "deleted")))
+        fprintf(ctx->out, "%s: removed, with image %s\n", cli_str(data, "imageName"),
+                cli_str(data, "imageId"));
+    else
+        fprintf(ctx->out, "%s: removed (image %s keeps its other names)\n",
+                cli_str(data, "imageName"), cli_str(data, "imageId"));
+}
+
+/* gpubox images rm REF...: one DELETE per name, in order; the exit code is
+ * the first failure's (the others are still tried, as docker rmi does). */
+int cli_cmd_image_rm(cli_ctx *ctx, const cli_args *a)
+{
+    int first = CLI_EXIT_OK;
+    for (size_t i = 0; i < a->npos; i++) {
+        _cleanup_free_ char *esc = cli_escape(ctx, a->pos[i]);
+        _cleanup_free_ char *path = xasprintf(IMAGES_PATH "?name=%s", esc);
+        int rc =
+            cli_exchange(ctx, &(cli_req){.method = "DELETE", .path = path}, image_rm_print, NULL);
+        if (rc && !first)
+            first = rc;
+    }
+    return first;
 }

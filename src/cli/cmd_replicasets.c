@@ -614,6 +614,7 @@ int cli_cmd_history(cli_ctx *ctx, const cli_args *a)
 typedef struct rs_patch_line {
     const char *name;
     const char *human;
+    bool rollback; /* another image's line says what a rollback does not bring back */
 } rs_patch_line;
 
 static void rs_patch_print(cli_ctx *ctx, const json_t *data, const void *arg)
@@ -639,7 +640,12 @@ static void rs_patch_print(cli_ctx *ctx, const json_t *data, const void *arg)
                 "%s: the change made while it was stopped now runs (version %" JSON_INTEGER_FORMAT
                 ")\n",
                 line->name, json_integer_value(json_object_get(data, "version")));
-    if (json_is_false(json_object_get(data, "systemDiskCarried")))
+    if (json_is_false(json_object_get(data, "systemDiskCarried")) && line->rollback)
+        fprintf(ctx->out,
+                "%s: now runs %s again, as the image was: files written outside binds and "
+                "volumes under the other image are not brought back (binds and volumes kept)\n",
+                line->name, cli_str(data, "imageName"));
+    else if (json_is_false(json_object_get(data, "systemDiskCarried")))
         fprintf(ctx->out,
                 "%s: now runs %s, without the old system disk (binds and volumes "
                 "kept; roll back to return to the old image)\n",
@@ -663,7 +669,8 @@ static int rs_patch(cli_ctx *ctx, const char *verb, const char *name, const char
     _cleanup_free_ char *path = rs_path(ctx, name, suffix);
     cli_req req = {
         .method = "PATCH", .path = path, .body = body, .verb = verb, .name = name, .follow = true};
-    return cli_exchange(ctx, &req, rs_patch_print, &(rs_patch_line){name, human});
+    return cli_exchange(ctx, &req, rs_patch_print,
+                        &(rs_patch_line){name, human, suffix && !strcmp(suffix, "rollback")});
 }
 
 int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)

@@ -93,6 +93,22 @@ static const cli_opt scale_opts[] = {
     CLI_OPTS_END,
 };
 
+static const cli_opt update_opts[] = {
+    {"env", 'e', CLI_OPT_LIST, "K=V", "set a variable, replacing its value (K alone: from here)"},
+    {"env-rm", 0, CLI_OPT_LIST, "K", "remove a variable"},
+    {"volume", 'v', CLI_OPT_LIST, "SRC:DEST[:ro]",
+     "bind a volume or an allowed host path at DEST, in place of what DEST had"},
+    {"volume-rm", 0, CLI_OPT_LIST, "DEST", "remove the bind at DEST (its volume keeps its data)"},
+    {"publish", 'p', CLI_OPT_LIST, "PORT[/udp]|HOST:PORT[/udp]",
+     "publish another container port (host port allocated, or HOST)"},
+    {"publish-rm", 0, CLI_OPT_LIST, "PORT[/udp]", "stop publishing a container port"},
+    {"cpus", 0, CLI_OPT_VALUE, "N", "the new CPU limit (0: none)"},
+    {"memory", 'm', CLI_OPT_VALUE, "SIZE", "the new memory limit (\"16GB\"; 0: none)"},
+    {"shm-size", 0, CLI_OPT_VALUE, "SIZE", "the new size of /dev/shm"},
+    {"restart", 0, CLI_OPT_VALUE, "POLICY", "no, always, unless-stopped or on-failure"},
+    CLI_OPTS_END,
+};
+
 static const cli_opt start_opts[] = {
     {"no-gpu", 0, CLI_OPT_FLAG, NULL,
      "start without the set's cards (a new version; the next start takes them again)"},
@@ -195,8 +211,10 @@ static const cli_opt quota_opts[] = {
 static const cli_opt usage_opts[] = {
     {"user", 'u', CLI_OPT_VALUE, "NAME", "only this user (a user sees only themself)"},
     {"set", 's', CLI_OPT_VALUE, "NAME", "only this replica set"},
-    {"from", 0, CLI_OPT_VALUE, "TIME", "from this time: RFC 3339 or Unix seconds"},
-    {"to", 0, CLI_OPT_VALUE, "TIME", "to this time (default: now)"},
+    {"from", 0, CLI_OPT_VALUE, "TIME",
+     "from this time: a date (2026-11-01, from its start in UTC), RFC 3339 or Unix seconds"},
+    {"to", 0, CLI_OPT_VALUE, "TIME",
+     "to this time (default: now); a date counts to its end, so the day is included"},
     CLI_OPTS_END,
 };
 
@@ -252,6 +270,14 @@ const cli_command cli_commands[] = {
      "shows it as Pending), which makes the new version and takes the cards it asks for. "
      "--idle-stop and --max-duration change when the set stops by itself; \"\" removes the "
      "limit. --ssh-key replaces the set's keys with those of the files given."},
+    {"update", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, update_opts, cli_cmd_update,
+     "Change an instance's environment, volumes, ports or limits (a new version)",
+     "All the changes given make one new version, which keeps the system disk, the cards and "
+     "the ports it still publishes (their host ports too). -v SRC:DEST binds SRC at DEST, "
+     "replacing what was bound there; --volume-rm DEST takes a bind out (the volume and its "
+     "data stay, so gpubox volume rm can delete it). -p adds a published port, --publish-rm "
+     "takes one out. Prints \"nothing changed\" when the instance already has what was "
+     "asked. Cards, image, ssh keys and automatic stops: gpubox scale."},
     {"stop", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_stop,
      "Stop the container and release its GPUs and ports", NULL},
     {"start", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, start_opts, cli_cmd_start,
@@ -296,6 +322,13 @@ const cli_command cli_commands[] = {
      "Pull an image from its registry onto the host, showing progress",
      "Credentials: --username with --password-stdin, else those gpuboxd has for the registry "
      "(--registry-auth-file), else none. Prints the image and its id when done."},
+    /* before "images": the parser takes the first entry whose words match */
+    {"images rm", "REF...", 1, 16, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_image_rm,
+     "Remove images from the host by name (repo:tag)",
+     "Each name goes, and the image with it when it was its last name. Refused while an "
+     "instance runs the image (delete it or move it to another image first, gpubox scale "
+     "NAME --image OTHER) or a container made from it is left. An admin removes any name; a "
+     "user only the images they committed or pulled with their own credentials."},
     {"images", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, images_opts, cli_cmd_images,
      "List the images on the host (in a fleet, on every node)", NULL},
     {"volume create", "NAME SIZE", 2, 2, CLI_COMPLETE_NONE, false, NULL, volume_create_opts,

@@ -215,8 +215,8 @@ static int left_refuse(const ownership_left *l, gb_err *err)
                    live ? "delete the replica sets and volumes" : "", live && deleted ? ", " : "",
                    deleted ? "purge the deleted sets (gpubox rm --purge NAME)" : "",
                    (live || deleted) && images ? ", " : "",
-                   images ? "remove the images on this node (docker rmi NAME; gpubox has no "
-                            "route that removes an image) or let a running pull end"
+                   images ? "remove the images on this node (gpubox images rm NAME) or let a "
+                            "running pull end"
                           : "");
 }
 

@@ -13,18 +13,30 @@ static bool name_char_ok(char c)
            c == '.';
 }
 
-/* The shared rules; the codes differ between replica sets and volumes. */
-static int name_check(const char *what, const char *name, int code_empty, int code_dash,
-                      gb_err *err)
+/* name with every '-' made '_': the name the refusal suggests. */
+static void name_dashes_to_underscores(const char *name, char *out, size_t outsz)
+{
+    size_t i = 0;
+    for (; name[i] && i + 1 < outsz; i++)
+        out[i] = name[i] == '-' ? '_' : name[i];
+    out[i] = '\0';
+}
+
+/* The shared rules; the codes differ between replica sets and volumes.
+ * why_dash says, in a user's words, why a '-' is refused: people coming
+ * from Docker type one first, so the refusal names the same name with '_'. */
+static int name_check(const char *what, const char *name, const char *why_dash, int code_empty,
+                      int code_dash, gb_err *err)
 {
     if (!name || !*name)
         return err_set(err, code_empty, "%s name is empty", what);
     size_t len = strlen(name);
-    if (strchr(name, '-'))
-        return err_set(err, code_dash,
-                       "%s name '%.64s' contains '-'; '-' separates the version in container "
-                       "names, use '_' instead",
-                       what, name);
+    if (strchr(name, '-')) {
+        char suggested[NAME_MAX_LEN + 2];
+        name_dashes_to_underscores(name, suggested, sizeof(suggested));
+        return err_set(err, code_dash, "%s name '%.64s' cannot contain '-': %s; use '%s' instead",
+                       what, name, why_dash, suggested);
+    }
     if (len > NAME_MAX_LEN)
         return err_set(err, ERR_INVALID_NAME, "%s name is %zu characters long; at most %d allowed",
                        what, len, NAME_MAX_LEN);
@@ -48,7 +60,10 @@ static int name_check(const char *what, const char *name, int code_empty, int co
 
 int name_check_replicaset(const char *name, gb_err *err)
 {
-    return name_check("replica set", name, ERR_NAME_EMPTY, ERR_NAME_HAS_DASH, err);
+    return name_check("replica set", name,
+                      "gpubox names each version's container NAME-VERSION (train-1, train-2) and "
+                      "finds the version after the '-'",
+                      ERR_NAME_EMPTY, ERR_NAME_HAS_DASH, err);
 }
 
 int name_check_volume(const char *name, gb_err *err)
@@ -57,7 +72,10 @@ int name_check_volume(const char *name, gb_err *err)
         return err_set(err, ERR_VOLUME_NAME_SLASH,
                        "volume name '%.64s' begins with '/'; a volume name is a name, not a path",
                        name);
-    return name_check("volume", name, ERR_VOLUME_NAME_EMPTY, ERR_VOLUME_NAME_HAS_DASH, err);
+    return name_check("volume", name,
+                      "gpubox keeps a volume's working files under the name followed by '-', and "
+                      "gpu-docker-api's clients expect names without it",
+                      ERR_VOLUME_NAME_EMPTY, ERR_VOLUME_NAME_HAS_DASH, err);
 }
 
 int name_split_versioned(const char *container_name, char *base, int *version)

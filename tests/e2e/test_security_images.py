@@ -349,10 +349,11 @@ def test_a_user_whose_commit_is_here_cannot_be_removed(d):
 
     r = as_(d, ADMIN, "DELETE", f"/api/v1/users/{bob}")
     assert r.status == 409 and r.code == 1107, (r.status, r.body)
-    assert ref in r.msg and "docker rmi" in r.msg, r.msg
+    assert ref in r.msg and "gpubox images rm" in r.msg, r.msg
     assert ref in tags_seen(d, tb)  # still the first bob's
 
-    untag(ref)
+    # the advice works: the image removed through gpubox
+    ok(as_(d, ADMIN, "DELETE", "/api/v1/images?name=" + urllib.parse.quote(ref, safe="")))
     ok(as_(d, ADMIN, "DELETE", f"/api/v1/users/{bob}"))
     nb = make_user(d, bob)
     assert ref not in tags_seen(d, nb)
@@ -378,7 +379,7 @@ def test_a_users_private_pull_is_not_the_next_users(d, registry):
 
     r = as_(d, ADMIN, "DELETE", f"/api/v1/users/{pb}")
     assert r.status == 409 and r.code == 1107, (r.status, r.body)
-    assert ref in r.msg and "docker rmi" in r.msg, r.msg
+    assert ref in r.msg and "gpubox images rm" in r.msg, r.msg
     for n in names_of(ref):
         untag(n)
     ok(as_(d, ADMIN, "DELETE", f"/api/v1/users/{pb}"))
@@ -404,3 +405,34 @@ def test_a_pull_everyone_may_use_is_readable_by_every_user(d):
                {"image": f"{PREFIX}nowhere:v1", "wait": False}))
     for token in (ALICE, BOB):
         assert ok(as_(d, token, "GET", f"/api/v1/operations/{r['operationId']}"))["kind"] == "pull"
+
+
+# ---- removing an image name (issue 27, item 10) ----------------------------------------
+
+def test_a_user_removes_only_their_own_image_names(d):
+    aset = make_set(d, ALICE)
+    ref = f"u/alice/rm:{RUN_TAG}{secrets.token_hex(2)}"
+    d.images_made.append(ref)
+    ok(as_(d, ALICE, "POST", rs_path(aset, "/commit"), {"newImageName": ref}))
+    public = f"e2simg-public{RUN_TAG}:v1"
+    tag_local(IMAGE, public.split(":")[0], "v1")
+    d.images_made.append(public)
+    q = lambda name: "/api/v1/images?name=" + urllib.parse.quote(name, safe="")  # noqa: E731
+
+    # bob: alice's image is not there for him; an image that is everyone's is not his to remove
+    r = as_(d, BOB, "DELETE", q(ref))
+    assert_not_found(r)
+    r = as_(d, BOB, "DELETE", q(public))
+    assert r.status == 403 and r.code == 1109 and "only an admin" in r.json["msg"], r.body
+    # a viewer cannot remove anything; an id is refused for everyone
+    assert as_(d, VIEWER, "DELETE", q(public)).status == 403
+    r = as_(d, ADMIN, "DELETE", q(inspect(public)["Id"]))
+    assert r.status == 400 and r.code == 1000, r.body
+    assert inspect(ref) and inspect(public)
+
+    # alice removes her own; the admin removes the public name
+    data = ok(as_(d, ALICE, "DELETE", q(ref)))
+    assert data["imageName"] == ref and data["deleted"] is True, data
+    assert inspect(ref) is None
+    data = ok(as_(d, ADMIN, "DELETE", q(public)))
+    assert data["deleted"] is False and inspect(public) is None and inspect(IMAGE), data

@@ -71,6 +71,7 @@ static const struct {
     {"DELETE", "/api/v1/volumes/{name}", api_volume_delete, WHO_USER, SCOPE_VOL_OWNER},
     {"GET", "/api/v1/images", api_images_list, WHO_ANY_TOKEN, SCOPE_MERGE},
     {"POST", "/api/v1/images/pull", api_image_pull, WHO_USER, SCOPE_LOCAL},
+    {"DELETE", "/api/v1/images", api_image_delete, WHO_USER, SCOPE_LOCAL},
     {"GET", "/api/v1/nodes", api_nodes_list, WHO_ANY_TOKEN, SCOPE_LOCAL},
     {"PATCH", "/api/v1/nodes/{name}/cordon", api_node_cordon, WHO_ADMIN, SCOPE_LOCAL},
     {"PATCH", "/api/v1/nodes/{name}/uncordon", api_node_uncordon, WHO_ADMIN, SCOPE_LOCAL},

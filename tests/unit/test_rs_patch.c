@@ -139,6 +139,30 @@ static void test_volume_patch_replace_remove_add(void **state)
     assert_false(f->changed);
 }
 
+/* A list of changes, applied in order (gpubox update -v ... --volume-rm ...):
+ * the dest a removal frees is taken by a later addition. */
+static void test_volume_patch_list(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(patch(f, "{\"volumePatch\":[{\"oldBind\":\"/srv/x:/x\"},"
+                              "{\"newBind\":\"more:/x:ro\"},{\"oldBind\":\"data:/root/data\","
+                              "\"newBind\":\"data2:/root/data\"}]}"),
+                     ERR_OK);
+    assert_true(f->changed);
+    assert_int_equal(f->out.nbinds, 2);
+    assert_string_equal(f->out.binds[0].src, "data2");
+    assert_string_equal(f->out.binds[1].src, "more");
+    assert_string_equal(f->out.binds[1].dest, "/x");
+    assert_true(f->out.binds[1].read_only);
+    /* The failing change is named by its place in the list. */
+    assert_int_equal(patch(f, "{\"volumePatch\":[{\"newBind\":\"a:/a\"},{\"oldBind\":"
+                              "\"nope:/nope\"}]}"),
+                     ERR_INVALID_PARAMS);
+    assert_non_null(strstr(f->err.msg, "volumePatch[1]"));
+    assert_int_equal(patch(f, "{\"volumePatch\":[]}"), ERR_INVALID_PARAMS);
+    assert_int_equal(patch(f, "{\"volumePatch\":[7]}"), ERR_WRONG_TYPE);
+}
+
 static void test_volume_patch_errors(void **state)
 {
     fixture *f = *state;
@@ -288,6 +312,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gpu_patch_up_down_zero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gpu_patch_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_volume_patch_replace_remove_add, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_volume_patch_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_volume_patch_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_patch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_patch_errors, setup, teardown),

@@ -26,6 +26,10 @@ static void test_replicaset_names(void **state)
     assert_int_equal(name_check_replicaset("foo-1", &e), -1);
     assert_int_equal(e.code, ERR_NAME_HAS_DASH);
     assert_non_null(strstr(e.msg, "'-'"));
+    /* why, and the same name with '_' to use instead */
+    assert_int_equal(name_check_replicaset("my-new-job", &e), -1);
+    assert_non_null(strstr(e.msg, "NAME-VERSION"));
+    assert_non_null(strstr(e.msg, "use 'my_new_job' instead"));
     assert_int_equal(name_check_replicaset("a/b", &e), -1);
     assert_int_equal(e.code, ERR_INVALID_NAME);
     assert_int_equal(name_check_replicaset("..", &e), -1);
@@ -50,6 +54,7 @@ static void test_volume_names(void **state)
     assert_int_equal(e.code, ERR_VOLUME_NAME_EMPTY);
     assert_int_equal(name_check_volume("a-b", &e), -1);
     assert_int_equal(e.code, ERR_VOLUME_NAME_HAS_DASH);
+    assert_non_null(strstr(e.msg, "use 'a_b' instead"));
     assert_int_equal(name_check_volume("/etc", &e), -1);
     assert_int_equal(e.code, ERR_VOLUME_NAME_SLASH);
     assert_int_equal(name_check_volume("a b", &e), -1);

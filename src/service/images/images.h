@@ -77,6 +77,15 @@ int image_pull(app *a, const char *ref, const image_auth *auth, bool wait, json_
  * the names they may use (owners.c), and no image they may name none of. */
 int images_list(app *a, const char *name, json_t **out, gb_err *err);
 
+/* DELETE /images?name=REF (remove.c): remove name ref from this node,
+ * and the image with it when it was its last name (Docker's rmi without
+ * force). Refused with ERR_STATE_CONFLICT while a replica set that is not
+ * deleted runs it, naming the sets, and when a container gpubox does not
+ * know uses it; the caller's right as image_remove_check_inspected.
+ * *out: {imageName, imageId, deleted: the image itself went (false: only
+ * the name)}. */
+int image_remove(app *a, const char *ref, json_t **out, gb_err *err);
+
 /* ---- Owners (owners.c; docs/security.md, "Images") ---- */
 
 /* Where user's commits go: "u/<user>/" (the name in lower case when it is
@@ -90,6 +99,11 @@ void image_user_namespace(const char *user, char *buf, size_t size);
 int image_use_check(app *a, const char *ref, gb_err *err);
 /* The same with the image's inspect at hand. */
 int image_use_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err);
+/* May the caller remove name ref of image (its inspect)? Admins any; a
+ * user only a name that is theirs (committed by them, or pulled with
+ * their own credentials and nobody's else): ERR_FORBIDDEN for a name that
+ * is everyone's, as image_use_check_inspected for one they may not see. */
+int image_remove_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err);
 /* May the caller commit to repository repo? A user only under their own
  * namespace: else ERR_FORBIDDEN naming the name to use. */
 int image_commit_check(const char *repo, gb_err *err);

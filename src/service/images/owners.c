@@ -209,6 +209,31 @@ int image_use_check(app *a, const char *ref, gb_err *err)
     return image_use_check_inspected(a, ref, image, err);
 }
 
+int image_remove_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err)
+{
+    if (!caller_is_user())
+        return 0;
+    if (image_use_check_inspected(a, ref, image, err) < 0)
+        return -1; /* not one of its names, or one the user may not see */
+    docker_image_ref r;
+    if (docker_image_ref_parse(ref, &r, err) < 0)
+        return -1;
+    char name[DOCKER_REPO_MAX + DOCKER_TAG_MAX + DOCKER_DIGEST_MAX];
+    docker_image_ref_familiar(&r, name, sizeof(name));
+    gb_err inner = GB_ERR_INIT;
+    _cleanup_json_ json_t *users = name_owners(a, name, image_labels(image), &inner);
+    if (inner.code != ERR_OK) {
+        *err = inner;
+        return -1;
+    }
+    if (users && users_hold(users, caller_owner()))
+        return 0;
+    return err_set(err, ERR_FORBIDDEN,
+                   "image '%s' is everyone's on this server, so only an admin may remove it; you "
+                   "may remove the images you committed or pulled with your own credentials",
+                   ref);
+}
+
 int image_commit_check(const char *repo, gb_err *err)
 {
     if (!caller_is_user())

@@ -12,7 +12,9 @@
  *   volumePatch {oldBind, newBind}            replace a bind; only oldBind:
  *                                             remove it; only newBind: add it.
  *                                             A bind is {src, dest, readOnly?}
- *                                             or "src:dest[:ro]"
+ *                                             or "src:dest[:ro]". An array of
+ *                                             them: each in turn (gpubox
+ *                                             update -v ... --volume-rm ...)
  *   envPatch    ["K=V", ...]                  the whole new environment, or
  *               {set: ["K=V"], unset: ["K"]}  changes to it
  *   containerPorts, ports                     the new port list (either or
@@ -141,8 +143,8 @@ static int rs_patch_volume(json_t *spec, const json_t *vp, gb_err *err)
     static const char *const fields[] = {"oldBind", "newBind", NULL};
     if (!json_is_object(vp))
         return err_set(err, ERR_WRONG_TYPE,
-                       "volumePatch must be an object {oldBind, newBind}, "
-                       "not %s",
+                       "volumePatch must be an object {oldBind, newBind} (or a list of "
+                       "them), not %s",
                        json_type_name(vp));
     if (rs_patch_check_fields(vp, "volumePatch", fields, err) < 0)
         return -1;
@@ -181,6 +183,25 @@ static int rs_patch_volume(json_t *spec, const json_t *vp, gb_err *err)
                    "GET the replica set to see them)",
                    json_string_value(json_object_get(old_bind, "src")),
                    json_string_value(json_object_get(old_bind, "dest")), json_array_size(binds));
+}
+
+/* volumePatch: one change, or an array of them applied in order (so one
+ * new version can add, replace and remove several binds). */
+static int rs_patch_volumes(json_t *spec, const json_t *vp, gb_err *err)
+{
+    if (!json_is_array(vp))
+        return rs_patch_volume(spec, vp, err);
+    if (json_array_size(vp) == 0)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "volumePatch is an empty list; give one or more {oldBind, newBind}");
+    size_t i;
+    json_t *one;
+    json_array_foreach(vp, i, one)
+    {
+        if (rs_patch_volume(spec, one, err) < 0)
+            return err_prefix(err, "volumePatch[%zu]", i);
+    }
+    return 0;
 }
 
 /* Remove every entry of env named `key` (the part before '='). */
@@ -258,7 +279,7 @@ static int rs_patch_apply(json_t *spec, const json_t *patch, gb_err *err)
 {
     json_t *v;
     if ((v = json_object_get(patch, "volumePatch")) && !json_is_null(v) &&
-        rs_patch_volume(spec, v, err) < 0)
+        rs_patch_volumes(spec, v, err) < 0)
         return -1;
     if ((v = json_object_get(patch, "envPatch")) && !json_is_null(v) &&
         rs_patch_env(spec, v, err) < 0)

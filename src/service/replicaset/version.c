@@ -183,8 +183,9 @@ static int rs_step_carry(void *ctx, gb_err *err)
                             json_pack("{s:s, s:I, s:I, s:f, s:I, s:s}", "method", "none", "entries",
                                       (json_int_t)0, "bytes", (json_int_t)0, "seconds", 0.0,
                                       "unapplied", (json_int_t)0, "note",
-                                      "another image: the system disk was not carried; binds "
-                                      "and volumes were"));
+                                      "another image: the system disk was not carried, so files "
+                                      "written outside binds and volumes under the other "
+                                      "image are not in this version; binds and volumes are"));
         return 0;
     }
     bool running = false, old_running = false;

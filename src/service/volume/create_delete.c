@@ -309,12 +309,18 @@ int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
         vol_load_existing(a, name, &r, err) < 0)
         return -1;
     if (json_array_size(sets) > 0) {
+        /* The commands that free it, for the first set: the others' are the
+         * same with their names (volume inspect lists where each binds it). */
         char who[300];
         vol_describe_sets(sets, who, sizeof(who));
+        json_t *first = json_array_get(sets, 0);
+        const char *set = json_string_value(json_object_get(first, "name"));
+        const char *dest = json_string_value(json_object_get(first, "dest"));
         return err_set(err, ERR_STATE_CONFLICT,
-                       "volume '%s' is used by replica set(s) %s; delete them first (DELETE "
-                       "/api/v1/replicaSet/{name}), or bind another volume in their place",
-                       name, who);
+                       "volume '%s' is used by replica set(s) %s; delete %s first (gpubox rm %s), "
+                       "or take the volume out (gpubox update %s --volume-rm %s; with --volume "
+                       "OTHER:%s instead another volume takes its place)",
+                       name, who, json_array_size(sets) > 1 ? "them" : "it", set, set, dest, dest);
     }
     /* Under the lock a "creating" record is what a failed create could not
      * clean up (a create holds the lock to its end): delete finishes it. */

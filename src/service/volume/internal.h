@@ -46,7 +46,8 @@ void vol_locks_release(vol_locks *l);
 int vol_load_existing(app *a, const char *name, vol_record *r, gb_err *err);
 
 /* The replica sets (not deleted) whose spec binds volume `name`: an array
- * of {name, state}, sorted by name. */
+ * of {name, state, dest: where it is bound (the first bind of it)}, sorted
+ * by name. */
 int vol_bound_by(app *a, const char *name, json_t **sets, gb_err *err);
 /* The containers that have Docker volume `docker_volume` mounted now
  * (running, paused or restarting): an array of {container, replicaSet

@@ -123,6 +123,13 @@ int volumes_info(app *a, const char *name, json_t **out, gb_err *err)
     if (!info)
         return err_set(err, ERR_INTERNAL, "out of memory");
     vol_info_usage(a, &r, info);
+    /* usedBy keeps the fields gpubox answered before; dest is for messages */
+    size_t i;
+    json_t *s;
+    json_array_foreach(sets, i, s)
+    {
+        json_object_del(s, "dest");
+    }
     json_object_set(info, "usedBy", sets);
     json_object_set(info, "mountedBy", mounted);
     json_object_set_new(info, "inUse", json_boolean(json_array_size(mounted) > 0));

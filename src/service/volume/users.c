@@ -26,28 +26,30 @@ int vol_load_existing(app *a, const char *name, vol_record *r, gb_err *err)
     return 0;
 }
 
-static bool vol_spec_binds(const rs_spec *spec, const char *name)
+/* Where spec binds volume name (its first bind of it); NULL: nowhere. */
+static const char *vol_spec_bind_dest(const rs_spec *spec, const char *name)
 {
     for (size_t i = 0; i < spec->nbinds; i++)
         if (strcmp(spec->binds[i].src, name) == 0)
-            return true;
-    return false;
+            return spec->binds[i].dest;
+    return NULL;
 }
 
 /* A stopped set's change waiting for its next start (record.h,
  * pendingSpec) binds what its next version will bind: that volume is in
  * use too, or the start would find it gone. */
-static bool vol_pending_binds(const json_t *pending, const char *name)
+static const char *vol_pending_bind_dest(const json_t *pending, const char *name)
 {
     size_t i;
     json_t *b;
     json_array_foreach(json_object_get(pending, "binds"), i, b)
     {
         const char *src = json_string_value(json_object_get(b, "src"));
+        const char *dest = json_string_value(json_object_get(b, "dest"));
         if (src && strcmp(src, name) == 0)
-            return true;
+            return dest ? dest : "";
     }
-    return false;
+    return NULL;
 }
 
 struct vol_bound_ctx {
@@ -59,10 +61,12 @@ static int vol_bound_one(void *ctx, rs_record *r, gb_err *err)
 {
     struct vol_bound_ctx *b = ctx;
     (void)err;
-    if (r->state != RS_STATE_DELETED &&
-        (vol_spec_binds(&r->spec, b->name) || vol_pending_binds(r->pending_spec, b->name)))
-        json_array_append_new(
-            b->found, json_pack("{s:s, s:s}", "name", r->name, "state", rs_state_name(r->state)));
+    const char *dest = vol_spec_bind_dest(&r->spec, b->name);
+    if (!dest)
+        dest = vol_pending_bind_dest(r->pending_spec, b->name);
+    if (r->state != RS_STATE_DELETED && dest)
+        json_array_append_new(b->found, json_pack("{s:s, s:s, s:s}", "name", r->name, "state",
+                                                  rs_state_name(r->state), "dest", dest));
     return 0;
 }
 

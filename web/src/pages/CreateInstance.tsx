@@ -5,6 +5,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api';
 import { ErrorNote } from '../components/ui';
 import { useAction } from '../hooks';
+import { dashNote } from '../names';
 import { useSession } from '../session';
 import type { Bind, Volume } from '../types';
 import { StopRuleFields } from './InstanceDialogs';
@@ -140,6 +141,11 @@ export function CreateInstance({ onCreated, onCancel }: { onCreated: (name: stri
         <label for="ci-name">Name</label>
         <input id="ci-name" required value={form.name} onInput={(e) => set({ name: value(e) })} />
         <p class="hint">Letters, digits, "_" and "."; no "-".</p>
+        {dashNote(form.name) && (
+          <p class="notice name-dash" role="status">
+            {dashNote(form.name)}
+          </p>
+        )}
       </div>
       <div class="field">
         <label for="ci-image">Image</label>

@@ -146,3 +146,38 @@ describe('Images', () => {
     expect(await seriousViolations()).toEqual([]);
   });
 });
+
+describe('Images: remove', () => {
+  it('removes a tag after a confirmation, and shows a refusal in the dialog', async () => {
+    let refuse = true;
+    const sent = mockApi((req) => {
+      if (req.method === 'GET' && req.url === '/api/v1/images') return { data: { images: IMAGES } };
+      if (req.method === 'DELETE' && req.url === '/api/v1/images?name=mine%3Av1')
+        return refuse
+          ? { status: 409, code: 1107, msg: "image 'mine:v1' is run by replica set(s) train; delete them first" }
+          : { data: { imageName: 'mine:v1', imageId: 'sha256:fedcba9876543210', deleted: true } };
+      return undefined;
+    });
+    renderAs('user', <Images />);
+    await screen.findByRole('table', { name: 'Images' });
+    fireEvent.click(screen.getByRole('button', { name: 'Remove mine:v1' }));
+    const dialog = screen.getByRole('dialog', { name: 'Remove mine:v1?' });
+    fireEvent.click(within(dialog).getByRole('button', { name: 'Remove' }));
+    expect(await within(dialog).findByText(/is run by replica set\(s\) train/)).toBeTruthy();
+
+    refuse = false;
+    fireEvent.click(within(dialog).getByRole('button', { name: 'Remove' }));
+    await waitFor(() => expect(screen.queryByRole('dialog')).toBeNull());
+    expect(changes(sent).map((r) => `${r.method} ${r.url}`)).toEqual([
+      'DELETE /api/v1/images?name=mine%3Av1',
+      'DELETE /api/v1/images?name=mine%3Av1',
+    ]);
+  });
+
+  it('offers no removal to a viewer', async () => {
+    api();
+    renderAs('viewer', <Images />);
+    await screen.findByRole('table', { name: 'Images' });
+    expect(screen.queryByRole('button', { name: /^Remove / })).toBeNull();
+  });
+});

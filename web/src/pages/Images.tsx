@@ -2,10 +2,11 @@
 // pull (POST /api/v1/images/pull with wait: false) followed layer by layer
 // through its operation record. Registry credentials are sent with that one
 // request only: the password lives in the form's state until the request
-// leaves, then is cleared; it is never written to any storage.
+// leaves, then is cleared; it is never written to any storage. A tag can be
+// removed (DELETE /api/v1/images?name=, gpubox images rm) after a confirmation.
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api';
-import { ErrorNote, Meter } from '../components/ui';
+import { Confirm, ErrorNote, Meter } from '../components/ui';
 import { age, bytes } from '../format';
 import { useAction, usePoll } from '../hooks';
 import { useSession } from '../session';
@@ -173,8 +174,34 @@ function PullForm({ onPulled }: { onPulled: () => void }) {
   );
 }
 
+/** "Remove ubuntu:22.04?": the name goes, and the image with its last one. */
+function RemoveImage({ name, onDone, onCancel }: { name: string; onDone: () => void; onCancel: () => void }) {
+  const a = useAction();
+  const remove = async () => {
+    const done = await a.run(() => api('DELETE', `/api/v1/images?name=${encodeURIComponent(name)}`));
+    if (done !== undefined) onDone();
+  };
+  return (
+    <Confirm
+      title={`Remove ${name}?`}
+      message={
+        <p>
+          The name <code>{name}</code> is removed from this node, and the image with it when it is its last name.
+          An image an instance runs stays until that instance is deleted or moved to another image.
+        </p>
+      }
+      action="Remove"
+      busy={a.busy}
+      error={a.error}
+      onConfirm={remove}
+      onCancel={onCancel}
+    />
+  );
+}
+
 export function Images() {
   const { canWrite, fleet } = useSession();
+  const [removing, setRemoving] = useState<string | null>(null);
   const poll = usePoll(
     () => api<{ images: Image[] }>('GET', '/api/v1/images').then((d) => d.images ?? []),
     '',
@@ -210,6 +237,11 @@ export function Images() {
                     im.repoTags.map((t) => (
                       <div key={t}>
                         <code>{t}</code>
+                        {canWrite && !fleet && (
+                          <button type="button" class="link" aria-label={`Remove ${t}`} onClick={() => setRemoving(t)}>
+                            Remove
+                          </button>
+                        )}
                       </div>
                     ))
                   )}
@@ -227,6 +259,16 @@ export function Images() {
         </table>
       )}
       {canWrite && <PullForm onPulled={() => void poll.reload()} />}
+      {removing && (
+        <RemoveImage
+          name={removing}
+          onCancel={() => setRemoving(null)}
+          onDone={() => {
+            setRemoving(null);
+            void poll.reload();
+          }}
+        />
+      )}
     </>
   );
 }

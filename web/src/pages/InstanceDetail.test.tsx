@@ -54,6 +54,7 @@ describe('InstanceDetail', () => {
     await screen.findByRole('button', { name: 'Stop' });
     expect(buttons()).toEqual([
       'Scale',
+      'Configure',
       'Pause',
       'Stop',
       'Run command',
@@ -73,6 +74,7 @@ describe('InstanceDetail', () => {
     expect(buttons()).toEqual([
       'Continue',
       'Scale',
+      'Configure',
       'Stop',
       'Commit',
       'Roll back',
@@ -93,6 +95,7 @@ describe('InstanceDetail', () => {
       'Start',
       'Start without GPUs',
       'Scale',
+      'Configure',
       'Commit',
       'Roll back',
       'Change image',

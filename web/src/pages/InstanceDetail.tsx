@@ -22,6 +22,7 @@ import {
   StartWithoutGpusDialog,
   type Act,
 } from './InstanceDialogs';
+import { ConfigureDialog } from './ConfigureDialog';
 import { LogsPanel } from './LogsPanel';
 import { pendingChanges, portsText, setPath, specGpusText, timeText } from './instanceHelpers';
 import { StateBadge } from './Instances';
@@ -48,7 +49,7 @@ function infoOf(d: { info: Info } & Live): Info {
   };
 }
 
-type DialogKind = 'scale' | 'autostop' | 'rollback' | 'commit' | 'exec' | 'delete' | 'nogpu' | 'image';
+type DialogKind = 'scale' | 'autostop' | 'rollback' | 'commit' | 'exec' | 'delete' | 'nogpu' | 'image' | 'configure';
 
 /** "2 GPUs", "1 GPU": what a set started without cards keeps aside. */
 export function asideText(a: GpusAside): string {
@@ -94,6 +95,7 @@ function Actions({ info, act, open }: { info: Info; act: Act; open: (d: DialogKi
       {s === 'paused' && <ActionButton label="Continue" primary run={() => act.quick(patch('continue'))} />}
       {/* A stopped set may be changed too: the change waits for its next start. */}
       {(live || s === 'stopped') && opener('Scale', 'scale')}
+      {(live || s === 'stopped') && opener('Configure', 'configure')}
       {s === 'running' && <ActionButton label="Pause" run={() => act.quick(patch('pause'))} />}
       {live && <ActionButton label="Stop" run={() => act.long(patch('stop'))} />}
       {s === 'running' && opener('Run command', 'exec')}
@@ -412,6 +414,7 @@ export function InstanceDetail({ name }: { name: string }) {
         </section>
       </div>
       {info && dialog === 'scale' && <ScaleDialog info={info} act={act} onClose={close} steps={steps} />}
+      {info && dialog === 'configure' && <ConfigureDialog info={info} act={act} onClose={close} steps={steps} />}
       {info && dialog === 'autostop' && <AutoStopDialog info={info} act={act} onClose={close} />}
       {info && dialog === 'rollback' && <RollbackDialog info={info} act={act} onClose={close} steps={steps} />}
       {info && dialog === 'commit' && <CommitDialog info={info} act={act} onClose={close} />}

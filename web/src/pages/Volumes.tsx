@@ -7,6 +7,7 @@ import { api, seg } from '../api';
 import { Bar, Confirm, Dialog, ErrorNote } from '../components/ui';
 import { age, bytes } from '../format';
 import { useAction, usePoll } from '../hooks';
+import { dashNote } from '../names';
 import { useSession } from '../session';
 import type { Volume, VolumeInfo } from '../types';
 import './resources.css';
@@ -230,6 +231,11 @@ function CreateVolume({ fleet, reload }: { fleet: boolean; reload: () => Promise
         Sizes in B, KB, MB, GB or TB (powers of 1024), for example 20GB or 1.5TB.
         {fleet && ' Without a node, the volume goes where there is the most free space.'}
       </p>
+      {dashNote(name) && (
+        <p class="notice name-dash" role="status">
+          {dashNote(name)}
+        </p>
+      )}
       <ErrorNote error={action.error} />
     </section>
   );
