@@ -83,11 +83,12 @@ static int dispatch_owner(app *a, http_request *req, const http_route *route,
         if (found < 0)
             return -1;
         if (found && strcmp(owner, fleet_node(a->fleet)) != 0 && streams(req, route))
-            return err_set(err, ERR_INVALID_PARAMS,
-                           "follow streams only from the node that holds the set: replica set "
-                           "'%s' is on node %s; ask that node's API (GET /api/v1/nodes gives its "
-                           "address), or leave follow out",
-                           name, owner);
+            return err_set(
+                err, ERR_INVALID_PARAMS,
+                "follow streams only from the node that holds the set: replica set "
+                "'%s' is on node %s; ask that node directly (the list of nodes gives its "
+                "address), or leave follow out",
+                name, owner);
         if (found && strcmp(owner, fleet_node(a->fleet)) != 0)
             return api_fleet_forward_to_node(a->fleet, owner, req, resp, err);
     }

@@ -219,13 +219,13 @@ int fleet_node_check_uncordoned(app *a, bool volume, gb_err *err)
         return cordoned;
     if (volume)
         return err_set(err, ERR_VOLUME_CREATE_FAILED,
-                       "node %s is cordoned; a volume cannot be made there (PATCH "
-                       "/api/v1/nodes/%s/uncordon places on it again)",
-                       node, node);
+                       "node %s is cordoned; a volume cannot be made there (uncordon the node "
+                       "to place on it again)",
+                       node);
     return err_set(err, ERR_GPU_NOT_ENOUGH,
-                   "node %s takes no new replica sets: cordoned: %s (PATCH "
-                   "/api/v1/nodes/%s/uncordon places on it again)",
-                   node, node, node);
+                   "node %s takes no new replica sets: cordoned: %s (uncordon the node to place "
+                   "on it again)",
+                   node, node);
 }
 
 int fleet_node_holds(app *a, enum fleet_name_kind kind, const char *name, gb_err *err)

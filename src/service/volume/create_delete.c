@@ -312,8 +312,8 @@ int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
         char who[300];
         vol_describe_sets(sets, who, sizeof(who));
         return err_set(err, ERR_STATE_CONFLICT,
-                       "volume '%s' is used by replica set(s) %s; delete them first (DELETE "
-                       "/api/v1/replicaSet/{name}), or bind another volume in their place",
+                       "volume '%s' is used by replica set(s) %s; delete them first, or bind "
+                       "another volume in their place",
                        name, who);
     }
     /* Under the lock a "creating" record is what a failed create could not
