@@ -17,6 +17,8 @@ export interface WhoAmI {
   quota: Quota;
   usage: Quota;
   quotaApplies: boolean;
+  /** This gpuboxd is a fleet's node (absent from older servers: not a fleet). */
+  fleet?: boolean;
 }
 
 export interface User {
@@ -136,6 +138,8 @@ export interface ReplicaSetInfo extends ReplicaSet {
   gpusAside?: GpusAside | null;
   /** How to reach it by SSH, when gpuboxd runs an SSH server for it. */
   ssh?: SshInfo | null;
+  /** The logical CPUs it holds (cpuCount, docs/cpus.md); absent: none. */
+  cpuset?: number[];
 }
 
 /** The GPU fields a set started without cards keeps aside. */
