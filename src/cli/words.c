@@ -99,9 +99,11 @@ const char *cli_words(const char *msg, char *out, size_t len)
             size_t n = strlen(table[i].phrase);
             if (strncmp(p, table[i].phrase, n) != 0)
                 continue;
-            if (strstr(table[i].cli, "%s"))
-                words_add(out, len, &used, table[i].cli,
-                          words_quoted(msg, table[i].anchor, name, sizeof(name)));
+            /* The entry's %s is the quoted name; no format from a table. */
+            const char *slot = strstr(table[i].cli, "%s");
+            if (slot)
+                words_add(out, len, &used, "%.*s%s%s", (int)(slot - table[i].cli), table[i].cli,
+                          words_quoted(msg, table[i].anchor, name, sizeof(name)), slot + 2);
             else
                 words_add(out, len, &used, "%s", table[i].cli);
             p += n;
