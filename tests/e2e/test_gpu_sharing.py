@@ -208,7 +208,7 @@ def test_whole_cards_and_shares_never_mix(d):
     # every card is busy: a whole card is refused although card 0 has 10 GB free
     r = create(d, f"{PREFIX}_more", gpus=1)
     assert r.status == 409 and r.code == 1013, r.json
-    assert "hold memory shares or time-slice replicas" in r.msg, r.msg
+    assert "(1 holds memory shares or time-slice replicas)" in r.msg, r.msg
     # and a share never lands on a card held whole
     r = share(d, "onwhole", "1GB", gpuUUIDs=[uuid_of(d, 3)])
     assert r.status == 409 and r.code == 1013, r.json
