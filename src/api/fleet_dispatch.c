@@ -81,7 +81,7 @@ static int dispatch_owner(app *a, http_request *req, const http_route *route,
     if (to.where == NODES_FORWARD && streams(req, route))
         return err_set(err, ERR_INVALID_PARAMS,
                        "follow streams only from the node that holds the set: replica set "
-                       "'%s' is on node %s; ask that node's API (GET /api/v1/nodes gives its "
+                       "'%s' is on node %s; ask that node directly (the list of nodes gives its "
                        "address), or leave follow out",
                        name, to.node);
     if (to.where == NODES_FORWARD)

@@ -58,8 +58,8 @@ int api_container_stop(http_request *req, http_response *resp, gb_err *err)
         return -1;
     if (!gpus || !ports)
         return err_set(err, ERR_INVALID_PARAMS,
-                       "stop always releases the GPUs and ports; to stop and keep them use PATCH "
-                       "/api/v1/replicaSet/{name}/pause");
+                       "stop always releases the GPUs and ports; to stop and keep them, pause it "
+                       "instead");
     if (legacy_name(req, name, err) < 0)
         return -1;
     json_t *data = NULL;

@@ -313,11 +313,10 @@ int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
         return -1;
     bool no_gpu = body && json_object_get(body, "gpuCount");
     if (count != 0)
-        return err_set(
-            err, ERR_INVALID_PARAMS,
-            "gpuCount on a restart is 0 (start without cards) or absent (start with "
-            "the set's cards); %lld cards is a change of the set: PATCH it with gpuPatch",
-            count);
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "gpuCount on a restart is 0 (start without cards) or absent (start with "
+                       "the set's cards); %lld cards is a change of the set: scale it instead",
+                       count);
     json_t *data = NULL;
     int rc = replicaset_restart(req->ctx, name, no_gpu, &data, err);
     return answer(rc, data, resp, err);

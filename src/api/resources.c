@@ -51,8 +51,7 @@ int api_gpu_healthy(http_request *req, http_response *resp, gb_err *err)
     json_t *data = NULL;
     if (!uuid || !*uuid || strlen(uuid) >= GPU_UUID_MAX)
         return err_set(err, ERR_INVALID_PARAMS,
-                       "give a GPU's UUID, as GET /api/v1/resources/gpus "
-                       "lists them");
+                       "give a GPU's UUID, as the list of GPUs shows them");
     if (resources_gpu_clear_health(req->ctx, uuid, &data, err) < 0)
         return -1;
     return http_response_data(resp, data, err);

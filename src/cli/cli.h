@@ -159,6 +159,11 @@ int cli_usage_error(cli_ctx *ctx, const cli_command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Any other error the client finds itself: prints "gpubox: msg" (after
  * stopping the progress shown; nothing in a silent context). */
+/* A server message in the CLI's words (words.c): its neutral advice as the
+ * command that does it, API paths as "this request"; into out, which it
+ * returns. */
+const char *cli_words(const char *msg, char *out, size_t len);
+
 int cli_fail(cli_ctx *ctx, int exit_code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

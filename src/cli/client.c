@@ -189,7 +189,12 @@ static int client_reply_of(cli_ctx *ctx, const char *method, const char *path, c
                         "not supported by this server: %s %s is not a route of the gpuboxd at %s "
                         "(an older version?)",
                         method, path, ctx->host);
-    return cli_fail(ctx, cli_exit_for_code(r->code), "%s", r->msg ? r->msg : "(no message)");
+    /* --json: what the message leaves out (a 1013's free cards) on stdout. */
+    if (ctx->json && r->data && !json_is_null(r->data))
+        cli_print_json(ctx, r->data);
+    char words[1024];
+    return cli_fail(ctx, cli_exit_for_code(r->code), "%s",
+                    r->msg ? cli_words(r->msg, words, sizeof(words)) : "(no message)");
 }
 
 /* cli_get_stream's sink: lines of a 200 NDJSON answer go to the callback

@@ -17,26 +17,36 @@ static void system_mib(json_int_t mib, char *buf, size_t size)
 static void system_gpus_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     (void)arg;
-    static const char *const headers[] = {"NODE", "INDEX", "UUID",    "MODEL",   "MEMORY",
-                                          "USED", "MODE",  "HEALTHY", "TENANTS", NULL};
+    /* ALLOCATED: the memory promised to shares (a whole card's is all of
+     * it); USED: what the cards' processes use now, from the monitor's
+     * last sample ("-" when gpuboxd samples none), as `gpubox top` and the
+     * console show it. */
+    static const char *const headers[] = {"NODE",    "INDEX",     "UUID", "MODEL",
+                                          "MEMORY",  "ALLOCATED", "USED", "MODE",
+                                          "HEALTHY", "TENANTS",   NULL};
     _cleanup_(cli_table_freep) cli_table *t = cli_table_new(headers);
     cli_table_optional(t, "NODE"); /* only a fleet's devices carry node: INDEX is per node */
     json_t *devices = json_object_get(data, "devices"), *d;
     size_t i;
     json_array_foreach(devices, i, d)
     {
-        char index[16], mem[32], used[32], tenants[512];
+        char index[16], mem[32], allocated[32], used[32] = "-", tenants[512];
         snprintf(index, sizeof(index), "%" JSON_INTEGER_FORMAT,
                  json_integer_value(json_object_get(d, "index")));
         system_mib(json_integer_value(json_object_get(d, "memoryMiB")), mem, sizeof(mem));
-        system_mib(json_integer_value(json_object_get(d, "allocatedMemoryMiB")), used,
-                   sizeof(used));
+        system_mib(json_integer_value(json_object_get(d, "allocatedMemoryMiB")), allocated,
+                   sizeof(allocated));
+        json_t *usage = json_object_get(d, "usage");
+        json_t *sampled = json_object_get(usage, "memoryUsedMiB");
+        if (json_is_integer(sampled) && json_integer_value(sampled) >= 0)
+            system_mib(json_integer_value(sampled), used, sizeof(used));
         cli_join(json_object_get(d, "tenants"), ",", tenants, sizeof(tenants));
         const char *row[] = {json_string_value(json_object_get(d, "node")),
                              index,
                              json_string_value(json_object_get(d, "uuid")),
                              json_string_value(json_object_get(d, "model")),
                              mem,
+                             allocated,
                              used,
                              json_string_value(json_object_get(d, "mode")),
                              json_is_true(json_object_get(d, "healthy")) ? "yes" : "no",

@@ -160,8 +160,9 @@ int cli_follow_operation(cli_ctx *ctx, const json_t *data)
             const char *why = json_string_value(json_object_get(op, "error"));
             if (ctx->progress_tty)
                 fputc('\n', ctx->err);
+            char words[1024];
             rc = cli_fail(ctx, CLI_EXIT_ERROR, "operation %s %s%s%s", id, state, why ? ": " : "",
-                          why ? why : "");
+                          why ? cli_words(why, words, sizeof(words)) : "");
             return rc;
         }
         if (op_in(state, op_final_states))

@@ -49,9 +49,9 @@ static int docker_container_create_call(docker_client *c, const char *name, json
     const char *image = json_string_value(json_object_get(config, "Image"));
     if (status == 404 && strstr(docker_message(resp), "No such image"))
         return err_set(err, ERR_IMAGE_NOT_FOUND,
-                       "creating container '%s': image '%s' is not present locally; pull or "
-                       "import it first (docker pull %s)",
-                       name ? name : "", image ? image : "", image ? image : "");
+                       "creating container '%s': image '%s' is not on this server; pull it "
+                       "first",
+                       name ? name : "", image ? image : "");
     if (status != 201)
         return docker_status_err(status, resp, err, "creating container '%s'", name ? name : "");
     const char *id = json_string_value(json_object_get(resp, "Id"));

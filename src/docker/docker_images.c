@@ -38,10 +38,8 @@ int docker_image_inspect(docker_client *c, const char *image, json_t **out, gb_e
     if (docker_get(c, path, out, &inner, "inspecting image '%s'", image) == 0)
         return 0;
     if (inner.code == ERR_NOT_FOUND)
-        return err_set(err, ERR_IMAGE_NOT_FOUND,
-                       "image '%s' is not present locally; pull or import it first "
-                       "(docker pull %s)",
-                       image, image);
+        return err_set(err, ERR_IMAGE_NOT_FOUND, "image '%s' is not on this server; pull it first",
+                       image);
     return err_set(err, inner.code, "%s", inner.msg);
 }
 

@@ -79,7 +79,8 @@ void http_response_error(http_response *resp, const gb_err *e)
 {
     int code = e && e->code != ERR_OK ? e->code : ERR_INTERNAL;
     const char *msg = e && e->msg[0] ? e->msg : "internal error (no message was recorded)";
-    if (http_response_envelope(resp, code, msg, NULL, NULL) == 0)
+    json_t *data = e && e->data[0] ? json_loads(e->data, 0, NULL) : NULL;
+    if (http_response_envelope(resp, code, msg, data, NULL) == 0)
         return;
     static const char fallback[] =
         "{\"code\":1199,\"msg\":\"internal error (its message is not UTF-8)\",\"data\":null}";

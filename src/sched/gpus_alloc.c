@@ -176,39 +176,84 @@ static const char *gpus_model_note(const struct gpus_want *w, char *buf, size_t 
     return buf;
 }
 
-/* Whole cards: "asked N[ of model 'x'], M free (uuid, ...)", the gpu-docker-api form. */
+/* The data a 1013 carries: what was asked, the cards the server has, how
+ * many could take it and their ids ("freeGpus"), so the message can stay
+ * one short sentence. Ids that would not fit in the buffer are left out
+ * ("freeGpusCut": true). */
+struct gpus_shortage {
+    char json[sizeof(((gb_err *)0)->data)];
+    size_t used;
+    bool cut;
+};
+
+static void gpus_shortage_add(struct gpus_shortage *d, const char *uuid)
+{
+    size_t need = strlen(uuid) + 4; /* ,"" and room for the closing */
+    if (d->cut || d->used + need + 40 >= sizeof(d->json)) {
+        d->cut = true;
+        return;
+    }
+    d->used += (size_t)snprintf(d->json + d->used, sizeof(d->json) - d->used, "%s\"%s\"",
+                                d->json[d->used - 1] == '[' ? "" : ",", uuid);
+}
+
+static void gpus_shortage_start(struct gpus_shortage *d, size_t count, size_t cards)
+{
+    d->used = (size_t)snprintf(d->json, sizeof(d->json),
+                               "{\"asked\":%zu,\"cards\":%zu,\"freeGpus\":[", count, cards);
+    d->cut = false;
+}
+
+static int gpus_shortage_set(struct gpus_shortage *d, size_t nfree, gb_err *err)
+{
+    snprintf(d->json + d->used, sizeof(d->json) - d->used, "],\"free\":%zu%s}", nfree,
+             d->cut ? ",\"freeGpusCut\":true" : "");
+    return err_set_data(err, d->json);
+}
+
+
+/* "the server has N card(s)" */
+static const char *gpus_cards_note(size_t n, char *buf, size_t len)
+{
+    snprintf(buf, len, "the server has %zu card%s", n, n == 1 ? "" : "s");
+    return buf;
+}
+
+/* Whole cards: "asked N[ of model 'x']; the server has T cards, M free" in
+ * one sentence; the free cards' ids go in the error's data. */
 static int gpus_not_enough_whole(gpus_pool *p, size_t count, const struct gpus_want *w, gb_err *err)
 {
-    struct gpus_list free_cards = {0};
+    struct gpus_shortage d;
+    gpus_shortage_start(&d, count, p->n);
     size_t nfree = 0, nshared = 0;
     uint64_t left;
     for (size_t i = 0; i < p->n; i++) {
         enum gpus_refusal r = gpus_judge(p, &p->slots[i], w, &left);
         if (r == GPUS_FITS) {
             nfree++;
-            gpus_list_add(&free_cards, "%s", p->slots[i].dev->uuid);
+            gpus_shortage_add(&d, p->slots[i].dev->uuid);
         }
         nshared += r == GPUS_SHARED;
     }
-    char model[64], shared[80] = "";
+    char model[64], cards[48], shared[80] = "";
     if (nshared)
-        snprintf(shared, sizeof(shared), "; %zu card(s) hold memory shares or time-slice replicas",
-                 nshared);
-    if (nfree == 0)
-        return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %zu%s, 0 free%s", count,
-                       gpus_model_note(w, model, sizeof(model)), shared);
-    return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %zu%s, %zu free (%s)%s", count,
-                   gpus_model_note(w, model, sizeof(model)), nfree, free_cards.buf, shared);
+        snprintf(shared, sizeof(shared), " (%zu hold%s memory shares or time-slice replicas)",
+                 nshared, nshared == 1 ? "s" : "");
+    err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %zu%s; %s, %zu free%s", count,
+            gpus_model_note(w, model, sizeof(model)), gpus_cards_note(p->n, cards, sizeof(cards)),
+            nfree, shared);
+    return gpus_shortage_set(&d, nfree, err);
 }
 
-/* Shares: which cards could take one, the largest share any card takes,
- * and how many cards the tenant limit blocks. */
+/* Shares: how many cards could take one, the largest share any card takes,
+ * and how many cards the tenant limit blocks; the ids of the cards that
+ * could take one go in the error's data. */
 static int gpus_not_enough_share(gpus_pool *p, size_t count, const struct gpus_want *w, gb_err *err)
 {
-    struct gpus_list fits = {0};
+    struct gpus_shortage d;
+    gpus_shortage_start(&d, count, p->n);
     size_t nfit = 0, nlimit = 0;
     uint64_t largest = 0, left;
-    const char *largest_uuid = NULL;
     for (size_t i = 0; i < p->n; i++) {
         /* Without a tenant limit, a card that offers nothing to this mode
          * is neither a fit, nor at the limit, nor a memory share's largest
@@ -221,19 +266,12 @@ static int gpus_not_enough_share(gpus_pool *p, size_t count, const struct gpus_w
         nlimit += r == GPUS_TENANT_LIMIT;
         if (r == GPUS_FITS) {
             nfit++;
-            if (w->mode == GPUS_MODE_MEMORY)
-                gpus_list_add(&fits, "%s: %llu MiB free", s->dev->uuid,
-                              (unsigned long long)gpus_room(s));
-            else
-                gpus_list_add(&fits, "%s: %llu of %u free", s->dev->uuid,
-                              (unsigned long long)left + 1, gpus_slot_replicas(p, s));
+            gpus_shortage_add(&d, s->dev->uuid);
         }
-        if ((r == GPUS_FITS || r == GPUS_NO_MEMORY) && gpus_room(s) > largest) {
+        if ((r == GPUS_FITS || r == GPUS_NO_MEMORY) && gpus_room(s) > largest)
             largest = gpus_room(s);
-            largest_uuid = s->dev->uuid;
-        }
     }
-    char model[64], asked[160], found[400], tail[256] = "";
+    char model[64], asked[160], found[96], cards[48], tail[160] = "";
     if (w->mode == GPUS_MODE_MEMORY)
         snprintf(asked, sizeof(asked), "%zu card%s with %llu MiB%s%s", count, count == 1 ? "" : "s",
                  (unsigned long long)w->memory_mib, count == 1 ? "" : " each",
@@ -243,20 +281,20 @@ static int gpus_not_enough_share(gpus_pool *p, size_t count, const struct gpus_w
                  count == 1 ? "" : " on distinct cards", gpus_model_note(w, model, sizeof(model)));
     const char *what = w->mode == GPUS_MODE_MEMORY ? "can fit it" : "has one free";
     if (nfit == 0)
-        snprintf(found, sizeof(found), "no card %s", what);
+        snprintf(found, sizeof(found), "none %s", what);
     else
-        snprintf(found, sizeof(found), "%zu card%s %s (%s)", nfit, nfit == 1 ? "" : "s",
-                 nfit == 1 || w->mode == GPUS_MODE_MEMORY ? what : "have one free", fits.buf);
+        snprintf(found, sizeof(found), "%zu %s", nfit,
+                 nfit == 1 || w->mode == GPUS_MODE_MEMORY ? what : "have one free");
     size_t t = 0;
     if (w->mode == GPUS_MODE_MEMORY)
-        t += (size_t)snprintf(tail, sizeof(tail), "; largest free share %llu MiB%s%s%s",
-                              (unsigned long long)largest, nfit == 0 && largest_uuid ? " (" : "",
-                              nfit == 0 && largest_uuid ? largest_uuid : "",
-                              nfit == 0 && largest_uuid ? ")" : "");
+        t += (size_t)snprintf(tail, sizeof(tail), "; largest free share %llu MiB",
+                              (unsigned long long)largest);
     if (nlimit && t < sizeof(tail))
         snprintf(tail + t, sizeof(tail) - t, "; %zu card(s) at the limit of %u tenants", nlimit,
                  p->max_tenants);
-    return err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %s, %s%s", asked, found, tail);
+    err_set(err, ERR_GPU_NOT_ENOUGH, "GPU not enough: asked %s; %s, %s%s", asked,
+            gpus_cards_note(p->n, cards, sizeof(cards)), found, tail);
+    return gpus_shortage_set(&d, nfit, err);
 }
 
 static int gpus_size_cmp(const void *a, const void *b)

@@ -335,7 +335,21 @@ int placement_refuse(const placement_node *nodes, size_t n, const placement_requ
         return -1;
     why->code = code;
     why->msg[0] = '\0';
-    struct placement_text t = {.buf = why->msg, .size = sizeof(why->msg)};
+    why->data[0] = '\0';
+    /* A shortage of cards ends with how many the fleet has and how many a
+     * whole tenant could take; its room is kept aside first. */
+    char fleet_count[80] = "";
+    if (code == ERR_GPU_NOT_ENOUGH && req->gpu_count) {
+        size_t cards = 0, free_cards = 0;
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < nodes[i].ncards; k++) {
+                cards++;
+                free_cards += placement_takes_whole(&nodes[i].cards[k]);
+            }
+        snprintf(fleet_count, sizeof(fleet_count), "; the fleet has %zu card%s, %zu free", cards,
+                 cards == 1 ? "" : "s", free_cards);
+    }
+    struct placement_text t = {.buf = why->msg, .size = sizeof(why->msg) - strlen(fleet_count)};
     placement_text_add(&t, "no node can take ");
     placement_asked(req, w, &t);
     placement_text_add(&t, ": ");
@@ -346,7 +360,7 @@ int placement_refuse(const placement_node *nodes, size_t n, const placement_requ
      * then for two more spots, then for more names. */
     struct placement_reasons rs;
     placement_reasons_count(nodes, n, drops, &rs);
-    size_t left = sizeof(why->msg) - 1 - t.used;
+    size_t left = t.size - 1 - t.used;
     char spots[sizeof(why->msg)] = "";
     struct placement_text st = {.buf = spots, .size = left > rs.total ? left - rs.total + 1 : 1};
     placement_spots(nodes, n, drops, 1, &st);
@@ -356,5 +370,7 @@ int placement_refuse(const placement_node *nodes, size_t n, const placement_requ
     placement_reasons_fit(nodes, &rs, PLACEMENT_NAMES_SHOWN, left > st.used ? left - st.used : 0);
     placement_reasons_write(nodes, &rs, &t);
     placement_text_add(&t, "%s", spots);
+    t.size = sizeof(why->msg);
+    placement_text_add(&t, "%s", fleet_count);
     return -1;
 }

@@ -12,6 +12,7 @@ int err_setv(gb_err *e, int code, const char *fmt, va_list ap)
         return -1;
     e->code = code;
     vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    e->data[0] = '\0';
     return -1;
 }
 
@@ -56,6 +57,19 @@ void err_clear(gb_err *e)
         return;
     e->code = ERR_OK;
     e->msg[0] = '\0';
+    e->data[0] = '\0';
+}
+
+int err_set_data(gb_err *e, const char *json_text)
+{
+    if (!e)
+        return -1;
+    size_t n = json_text ? strlen(json_text) : 0;
+    if (n >= sizeof(e->data))
+        n = 0;
+    memcpy(e->data, json_text ? json_text : "", n);
+    e->data[n] = '\0';
+    return -1;
 }
 
 static const struct {

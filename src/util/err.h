@@ -86,6 +86,10 @@ enum err_code {
 typedef struct gb_err {
     int code;      /* enum err_code; ERR_OK when nothing went wrong */
     char msg[512]; /* for a user: what went wrong and what to do */
+    /* Optional JSON text for the envelope's data, for clients that want the
+     * particulars a short message leaves out (a 1013's free card ids); ""
+     * for none. err_set clears it; err_prefix keeps it. */
+    char data[1024];
 } gb_err;
 
 #define GB_ERR_INIT                                                                                \
@@ -102,6 +106,10 @@ int err_setv(gb_err *e, int code, const char *fmt, va_list ap);
 int err_prefix(gb_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void err_clear(gb_err *e);
+
+/* Attach JSON text (an object) as the error's data; cut text is dropped
+ * whole, so the envelope never carries half an object. Returns -1. */
+int err_set_data(gb_err *e, const char *json_text);
 
 /* HTTP status that tells the class of an envelope code (200, 400, 401, 403, 404,
  * 405, 409, 413, 422, 500, 503). */

@@ -271,7 +271,7 @@ def test_run_with_gpu_shares(d):
     assert "GPU limits: memory, " in ok(d, "inspect", mem).stdout
     rows = {r["UUID"]: r for r in table(ok(d, "gpus").stdout.split("\n(simulated GPUs")[0])}
     for uuid in rs["gpus"]:
-        assert rows[uuid]["MODE"] == "memory" and rows[uuid]["USED"] == "8GB"
+        assert rows[uuid]["MODE"] == "memory" and rows[uuid]["ALLOCATED"] == "8GB"
         assert rows[uuid]["TENANTS"] == mem
     ok(d, "run", shared, "--image", IMAGE, "--shared", "--", "sleep", "3600")
     assert as_json(d, "inspect", shared)["info"]["gpuShares"][0]["mode"] == "timeslice"
@@ -295,7 +295,7 @@ def test_exit_codes_and_server_messages(d):
     assert p.returncode == 4 and "already exists" in p.stderr
     p = gpubox(d, "run", PREFIX + "_big", "--image", IMAGE, "--gpus", "8")
     assert p.returncode == 5
-    assert p.stderr.startswith("gpubox: GPU not enough: asked 8, 7 free")
+    assert p.stderr.startswith("gpubox: GPU not enough: asked 8; the server has 8 cards, 7 free")
     p = gpubox(d, "run", PREFIX + "_port", "--image", IMAGE, "-p", f"{PORT_START + 41}:22", "-p",
                f"{PORT_START + 41}:23")
     assert p.returncode in (2, 5), p.stderr  # the same host port twice: refused by the server
@@ -647,8 +647,8 @@ def test_no_node_column_on_a_single_server(d):
     devices = as_json(d, "gpus")["devices"]
     assert all("node" not in g for g in devices)
     out = ok(d, "gpus").stdout
-    assert out.split("\n")[0].split() == ["INDEX", "UUID", "MODEL", "MEMORY", "USED", "MODE",
-                                          "HEALTHY", "TENANTS"]
+    assert out.split("\n")[0].split() == ["INDEX", "UUID", "MODEL", "MEMORY", "ALLOCATED", "USED",
+                                          "MODE", "HEALTHY", "TENANTS"]
     assert out.startswith("INDEX  UUID")
     assert [r["INDEX"] for r in table(out.split("\n(simulated GPUs")[0])] == \
         [str(g["index"]) for g in devices]

@@ -150,6 +150,13 @@ def test_the_logs_panel_shows_what_the_container_printed(daemon):
     browser(daemon, "logs")
 
 
+def test_the_console_fits_and_speaks_a_users_words(daemon):
+    """Issue 27: no /api/v1/nodes request on a single server; the create
+    form's Create and error in sight at 1400x900 and 1000x900, in the
+    user's words; the roll-back table fits at 1000 px."""
+    browser(daemon, "fits")
+
+
 def test_no_serious_accessibility_violation_on_any_page(daemon):
     browser(daemon, "accessibility")
 

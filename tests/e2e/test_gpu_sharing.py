@@ -187,11 +187,13 @@ def test_a_share_never_spans_cards(d):
     # 100 GB is less than the host's 152 GB, but no single card has it.
     r = share(d, "huge", "100GB")
     assert r.status == 409 and r.code == 1013, r.json
-    assert "no card can fit it" in r.msg and "largest free share 81920 MiB" in r.msg, r.msg
+    assert "none can fit it" in r.msg and "largest free share 81920 MiB" in r.msg, r.msg
     # Two cards of 50 GB: only the H100 takes one.
     r = share(d, "two", "50GB", gpuCount=2)
     assert r.status == 409 and r.code == 1013, r.json
-    assert "1 card can fit it" in r.msg and uuid_of(d, 3) in r.msg, r.msg
+    # the count in the message, the card's id only in the data
+    assert "; the server has 4 cards, 1 can fit it" in r.msg and "GPU-" not in r.msg, r.msg
+    assert r.json["data"]["freeGpus"] == [uuid_of(d, 3)], r.json
     assert gpu_map(d) == before and list_sets(d) == []
     # what fits one card is given on one card
     share_ok(d, "fits", "80GB")
@@ -206,7 +208,7 @@ def test_whole_cards_and_shares_never_mix(d):
     # every card is busy: a whole card is refused although card 0 has 10 GB free
     r = create(d, f"{PREFIX}_more", gpus=1)
     assert r.status == 409 and r.code == 1013, r.json
-    assert "hold memory shares or time-slice replicas" in r.msg, r.msg
+    assert "(1 holds memory shares or time-slice replicas)" in r.msg, r.msg
     # and a share never lands on a card held whole
     r = share(d, "onwhole", "1GB", gpuUUIDs=[uuid_of(d, 3)])
     assert r.status == 409 and r.code == 1013, r.json

@@ -463,7 +463,8 @@ def test_cli_pull_images_and_run_pull(d, registries):
     untag(ref)
     p = cli(d, "run", f"{PREFIX}_clinever", "--image", ref, "--pull", "never", "--", "sleep",
             "3600")
-    assert p.returncode != 0 and "not present" in p.stderr, p.stderr
+    assert p.returncode != 0 and "not on this server" in p.stderr, p.stderr
+    assert f"`gpubox pull {ref}`" in p.stderr and "docker pull" not in p.stderr, p.stderr
     p = cli(d, "run", f"{PREFIX}_cli", "--image", ref, "--pull", "missing", "--", "sleep", "3600")
     assert p.returncode == 0, p.stderr
     assert info_ok(d, f"{PREFIX}_cli")["spec"]["imageName"] == ref

@@ -144,7 +144,7 @@ static void test_image_inspect(void **state)
         assert_null(none);
         assert_int_equal(e.code, ERR_IMAGE_NOT_FOUND);
         assert_non_null(strstr(e.msg, absent[i]));
-        assert_non_null(strstr(e.msg, "not present locally"));
+        assert_non_null(strstr(e.msg, "not on this server; pull it first"));
     }
 }
 

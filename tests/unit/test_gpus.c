@@ -51,8 +51,11 @@ static void test_alloc_lowest_first(void **state)
     assert_int_equal(gpus_pool_alloc_whole(p, 2, "baz", got, &e), -1);
     assert_int_equal(e.code, ERR_GPU_NOT_ENOUGH);
     char expect[256];
-    snprintf(expect, sizeof(expect), "GPU not enough: asked 2, 1 free (%s)", inv.devices[3].uuid);
-    assert_string_equal(e.msg, expect);
+    assert_string_equal(e.msg, "GPU not enough: asked 2; the server has 4 cards, 1 free");
+    /* The free card's id is in the data, never in the message. */
+    snprintf(expect, sizeof(expect), "{\"asked\":2,\"cards\":4,\"freeGpus\":[\"%s\"],\"free\":1}",
+             inv.devices[3].uuid);
+    assert_string_equal(e.data, expect);
     assert_int_equal(gpus_pool_free_count(p), 1);
 
     /* foo releases card 0; the next allocation gets it back first. */
@@ -63,7 +66,7 @@ static void test_alloc_lowest_first(void **state)
     assert_string_equal(got[0], inv.devices[0].uuid);
     assert_string_equal(got[1], inv.devices[3].uuid);
     assert_int_equal(gpus_pool_alloc_whole(p, 1, "qux", got, &e), -1);
-    assert_string_equal(e.msg, "GPU not enough: asked 1, 0 free");
+    assert_string_equal(e.msg, "GPU not enough: asked 1; the server has 4 cards, 0 free");
 
     /* Owner checks. */
     assert_int_equal(gpus_pool_alloc_whole(p, 1, "", got, &e), -1);
@@ -160,7 +163,9 @@ static void test_unhealthy_and_mig(void **state)
     assert_int_equal(gpus_pool_free_count(p), 3);
     char got[4][GPU_UUID_MAX];
     assert_int_equal(gpus_pool_alloc_whole(p, 4, "foo", got, &e), -1);
-    assert_non_null(strstr(e.msg, "asked 4, 3 free (GPU-0, MIG-2a, MIG-2b)"));
+    assert_non_null(strstr(e.msg, "asked 4; the server has "));
+    assert_non_null(strstr(e.msg, " cards, 3 free"));
+    assert_non_null(strstr(e.data, "\"freeGpus\":[\"GPU-0\",\"MIG-2a\",\"MIG-2b\"]"));
     assert_int_equal(gpus_pool_alloc_whole(p, 3, "foo", got, &e), 0);
     assert_string_equal(got[0], "GPU-0");
     assert_string_equal(got[1], "MIG-2a");
@@ -210,21 +215,22 @@ static void test_empty_and_long_lists(void **state)
     gpus_pool *p = gpus_pool_new(NULL);
     char got[1][GPU_UUID_MAX];
     assert_int_equal(gpus_pool_alloc_whole(p, 1, "foo", got, &e), -1);
-    assert_string_equal(e.msg, "GPU not enough: asked 1, 0 free");
+    assert_string_equal(e.msg, "GPU not enough: asked 1; the server has 0 cards, 0 free");
+    assert_string_equal(e.data, "{\"asked\":1,\"cards\":0,\"freeGpus\":[],\"free\":0}");
     gpus_status st;
     gpus_pool_status(p, &st);
     assert_int_equal(st.n, 0);
     gpus_status_free(&st);
     gpus_pool_free(p);
 
-    /* Many free cards: the list in the message is cut, the count is not. */
+    /* Many free cards: the list in the data is cut, the count is not. */
     gpu_inventory inv;
     p = pool_of_spec("64xA100-80GB", &inv);
     char(*many)[GPU_UUID_MAX] = calloc(65, GPU_UUID_MAX);
     assert_int_equal(gpus_pool_alloc_whole(p, 65, "foo", many, &e), -1);
-    assert_non_null(strstr(e.msg, "asked 65, 64 free (GPU-"));
-    assert_non_null(strstr(e.msg, ", ...)"));
-    assert_true(strlen(e.msg) < sizeof(e.msg) - 1);
+    assert_string_equal(e.msg, "GPU not enough: asked 65; the server has 64 cards, 64 free");
+    assert_non_null(strstr(e.data, "\"free\":64,\"freeGpusCut\":true}"));
+    assert_true(strlen(e.data) < sizeof(e.data) - 1);
     assert_int_equal(gpus_pool_alloc_whole(p, 64, "foo", many, &e), 0);
     for (int i = 0; i < 64; i++)
         assert_string_equal(many[i], inv.devices[i].uuid);

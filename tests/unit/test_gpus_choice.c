@@ -158,9 +158,11 @@ static void assert_refusal_counts(gpus_pool *p, const gpus_request *req, const c
     }
     const char *fit = req->memory_mib ? "can fit it" : nfit == 1 ? "has one free" : "have one free";
     if (nfit == 0)
-        assert_says(msg, "no card %s", req->memory_mib ? "can fit it" : "has one free");
+        assert_says(msg, ", none %s", req->memory_mib ? "can fit it" : "has one free");
     else
-        assert_says(msg, "%zu card%s %s (", nfit, nfit == 1 ? "" : "s", fit);
+        assert_says(msg, ", %zu %s", nfit, fit);
+    if (strstr(msg, "GPU-"))
+        fail_msg("refusal '%s' names a card; the ids belong in its data", msg);
     if (req->memory_mib)
         assert_says(msg, "; largest free share %llu MiB", (unsigned long long)largest);
     if (nlimit)

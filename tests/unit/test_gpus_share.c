@@ -163,11 +163,8 @@ static void test_share_fits_one_card_only(void **state)
     assert_int_equal(share(p, &inv, "a", 20480, 1, GPUS_POLICY_BINPACK, &g, &e), -1);
     assert_int_equal(e.code, ERR_GPU_NOT_ENOUGH);
     char want[512];
-    snprintf(want, sizeof(want),
-             "GPU not enough: asked 1 card with 20480 MiB, no card can fit it; largest free "
-             "share 16384 MiB (%s)",
-             inv.devices[0].uuid);
-    assert_string_equal(e.msg, want);
+    assert_string_equal(e.msg, "GPU not enough: asked 1 card with 20480 MiB; the server has 4 "
+                               "cards, none can fit it; largest free share 16384 MiB");
     assert_null(g.cards);
     assert_int_equal(gpus_pool_free_count(p), 4);
     gpus_pool_free(p);
@@ -178,17 +175,17 @@ static void test_share_fits_one_card_only(void **state)
     p = pool_with(MIXED, NULL, &inv);
     assert_int_equal(share1(p, &inv, "big", 61440, GPUS_POLICY_BINPACK), 3);
     assert_int_equal(share(p, &inv, "a", 30000, 2, GPUS_POLICY_BINPACK, &g, &e), -1);
-    snprintf(want, sizeof(want),
-             "GPU not enough: asked 2 cards with 30000 MiB each, 1 card can fit it (%s: 40960 "
-             "MiB free); largest free share 40960 MiB",
-             inv.devices[2].uuid);
-    assert_string_equal(e.msg, want);
+    assert_string_equal(e.msg, "GPU not enough: asked 2 cards with 30000 MiB each; the server has "
+                               "4 cards, 1 can fit it; largest free share 40960 MiB");
+    snprintf(want, sizeof(want), "\"freeGpus\":[\"%s\"],\"free\":1}", inv.devices[2].uuid);
+    assert_non_null(strstr(e.data, want));
     assert_int_equal(allocated(p, 2), 0);
     assert_int_equal(gpus_pool_free_count(p), 3);
     /* More cards than the host has. */
     assert_int_equal(share(p, &inv, "a", 1024, 5, GPUS_POLICY_BINPACK, &g, &e), -1);
     assert_int_equal(e.code, ERR_GPU_NOT_ENOUGH);
-    assert_non_null(strstr(e.msg, "asked 5 cards with 1024 MiB each, 4 cards can fit it ("));
+    assert_non_null(strstr(e.msg, "asked 5 cards with 1024 MiB each; the server has 4 cards, 4 "
+                                  "can fit it"));
     gpus_pool_free(p);
     gpu_inventory_free(&inv);
 }
@@ -205,11 +202,11 @@ static void test_whole_and_shares_apart(void **state)
     assert_int_equal(gpus_pool_free_count(p), 3);
     assert_int_equal(gpus_pool_alloc_whole(p, 4, "w", got, &e), -1);
     char want[512];
-    snprintf(want, sizeof(want),
-             "GPU not enough: asked 4, 3 free (%s, %s, %s); 1 card(s) hold memory shares or "
-             "time-slice replicas",
-             inv.devices[1].uuid, inv.devices[2].uuid, inv.devices[3].uuid);
-    assert_string_equal(e.msg, want);
+    assert_string_equal(e.msg, "GPU not enough: asked 4; the server has 4 cards, 3 free (1 holds "
+                               "memory shares or time-slice replicas)");
+    snprintf(want, sizeof(want), "\"freeGpus\":[\"%s\",\"%s\",\"%s\"]", inv.devices[1].uuid,
+             inv.devices[2].uuid, inv.devices[3].uuid);
+    assert_non_null(strstr(e.data, want));
     assert_int_equal(gpus_pool_alloc_whole(p, 2, "w", got, &e), 0);
     assert_string_equal(got[0], inv.devices[1].uuid);
     assert_string_equal(got[1], inv.devices[2].uuid);
@@ -284,8 +281,9 @@ static void test_timeslice_replicas(void **state)
     gpus_grant_free(&g);
     /* A memory share never lands on a time-sliced card, nor whole. */
     assert_int_equal(share(p, &inv, "m", 1024, 1, GPUS_POLICY_BINPACK, &g, &e), -1);
-    assert_string_equal(e.msg, "GPU not enough: asked 1 card with 1024 MiB, no card can fit it; "
-                               "largest free share 0 MiB");
+    assert_string_equal(e.msg,
+                        "GPU not enough: asked 1 card with 1024 MiB; the server has 2 cards, "
+                        "none can fit it; largest free share 0 MiB");
     char got[1][GPU_UUID_MAX];
     assert_int_equal(gpus_pool_alloc_whole(p, 1, "w", got, &e), -1);
     /* Released replica slot 1 is handed out again first. */
@@ -299,11 +297,10 @@ static void test_timeslice_replicas(void **state)
     ts.count = 2;
     assert_int_equal(gpus_pool_alloc(p, &ts, "ts6", &g, &e), -1);
     char want[512];
-    snprintf(want, sizeof(want),
-             "GPU not enough: asked 2 time-slice replicas on distinct cards, 1 card has one "
-             "free (%s: 3 of 4 free)",
-             inv.devices[1].uuid);
-    assert_string_equal(e.msg, want);
+    assert_string_equal(e.msg, "GPU not enough: asked 2 time-slice replicas on distinct cards; the "
+                               "server has 2 cards, 1 has one free");
+    snprintf(want, sizeof(want), "\"freeGpus\":[\"%s\"]", inv.devices[1].uuid);
+    assert_non_null(strstr(e.data, want));
     /* Spread takes the card with the most replicas left. */
     gpus_pool_release_owner(p, "ts0");
     gpus_pool_release_owner(p, "ts2");
@@ -332,7 +329,8 @@ static void test_timeslice_replicas(void **state)
         gpus_grant_free(&g);
     }
     assert_int_equal(gpus_pool_alloc(p, &ts, "r8", &g, &e), -1);
-    assert_string_equal(e.msg, "GPU not enough: asked 1 time-slice replica, no card has one free");
+    assert_non_null(strstr(e.msg, "GPU not enough: asked 1 time-slice replica; the server has "));
+    assert_non_null(strstr(e.msg, ", none has one free"));
     assert_int_equal(allocated(p, 0), A100);
     gpus_pool_free(p);
     gpu_inventory_free(&inv);
@@ -351,8 +349,9 @@ static void test_max_tenants(void **state)
     gb_err e = GB_ERR_INIT;
     gpus_grant g = {0};
     assert_int_equal(share(p, &inv, "c", 1024, 1, GPUS_POLICY_BINPACK, &g, &e), -1);
-    assert_string_equal(e.msg, "GPU not enough: asked 1 card with 1024 MiB, no card can fit it; "
-                               "largest free share 0 MiB; 1 card(s) at the limit of 2 tenants");
+    assert_string_equal(e.msg, "GPU not enough: asked 1 card with 1024 MiB; the server has 1 card, "
+                               "none can fit it; largest free share 0 MiB; 1 card(s) at the limit "
+                               "of 2 tenants");
     gpus_status st;
     assert_int_equal(device_status(p, 0, &st).max_tenants, 2);
     assert_int_equal(st.devices[0].free_memory_mib, 0);
@@ -497,11 +496,8 @@ static void test_exclusions(void **state)
     /* Whole cards: the H100 yes, card 1 never. */
     char got[2][GPU_UUID_MAX];
     assert_int_equal(gpus_pool_alloc_whole(p, 2, "w", got, &e), -1);
-    snprintf(want, sizeof(want),
-             "GPU not enough: asked 2, 1 free (%s); 2 card(s) hold memory shares or time-slice "
-             "replicas",
-             inv.devices[3].uuid);
-    assert_string_equal(e.msg, want);
+    assert_string_equal(e.msg, "GPU not enough: asked 2; the server has 4 cards, 1 free (2 hold "
+                               "memory shares or time-slice replicas)");
     assert_int_equal(gpus_pool_alloc_whole(p, 1, "w", got, &e), 0);
     assert_string_equal(got[0], inv.devices[3].uuid);
     gpus_status st;
@@ -600,15 +596,16 @@ static void test_pinning_and_model(void **state)
     gpus_grant_free(&g);
     req.model = "V100";
     assert_int_equal(gpus_pool_alloc(p, &req, "e", &g, &e), -1);
-    assert_string_equal(e.msg, "GPU not enough: asked 1 card with 1024 MiB of model 'V100', no "
-                               "card can fit it; largest free share 0 MiB");
+    assert_string_equal(e.msg, "GPU not enough: asked 1 card with 1024 MiB of model 'V100'; the "
+                               "server has 4 cards, none can fit it; largest free share 0 MiB");
     /* Whole cards by model. */
     req = (gpus_request){.count = 1, .model = "A100"};
     assert_int_equal(gpus_pool_alloc(p, &req, "f", &g, &e), 0);
     assert_string_equal(g.cards[0].uuid, inv.devices[2].uuid);
     gpus_grant_free(&g);
     assert_int_equal(gpus_pool_alloc(p, &req, "g", &g, &e), -1);
-    assert_string_equal(e.msg, "GPU not enough: asked 1 of model 'A100', 0 free");
+    assert_string_equal(e.msg, "GPU not enough: asked 1 of model 'A100'; the server has 4 cards, 0 "
+                               "free");
     /* Pinned card of the wrong model. */
     const char *t4[] = {inv.devices[1].uuid};
     req = (gpus_request){.model = "h100", .pin_uuids = t4, .npin = 1, .memory_mib = 1024};

@@ -197,6 +197,9 @@ static void test_gpushare_example(void **state)
     assert_contains(why.msg, "no node can take 1 card with 30720 MiB: too few GPUs: a, b");
     assert_contains(why.msg, "largest free spots: a: a 20480 MiB share on each of 2 cards; "
                              "b: a 12288 MiB share on one T4");
+    /* One short count of the fleet's cards ends it; no card is named. */
+    assert_contains(why.msg, "; the fleet has 4 cards, 0 free");
+    assert_true(strstr(why.msg, "GPU-") == NULL);
     /* 20 GiB on two distinct cards fits a; one card of b is not enough. */
     req.memory_mib = 20 * GIB;
     req.gpu_count = 2;
@@ -436,15 +439,15 @@ static void test_why_is_bounded(void **state)
     assert_int_equal(n_order, 0);
     assert_true(strlen(why.msg) < sizeof(why.msg));
     /* Every reason with one name and a count; the spots whole. */
-    assert_contains(why.msg,
-                    "no node can take 1 card with 71680 MiB of model 'A100': "
-                    "unreachable: node-with-a-rather-long-name-0000 and 199 more; "
-                    "capacity record unreadable: node-with-a-rather-long-name-0011 and 71 "
-                    "more; "
-                    "cordoned: node-with-a-rather-long-name-0007 and 103 more; too few "
-                    "GPUs: node-with-a-rather-long-name-0001 and 623 more; largest free "
-                    "spots: node-with-a-rather-long-name-0062: a 63488 MiB share on one "
-                    "NVIDIA A100-SXM4-80GB");
+    assert_contains(why.msg, "no node can take 1 card with 71680 MiB of model 'A100': "
+                             "unreachable: node-with-a-rather-long-name-0000, "
+                             "node-with-a-rather-long-name-0005 and 198 more; "
+                             "capacity record unreadable: node-with-a-rather-long-name-0011 and 71 "
+                             "more; "
+                             "cordoned: node-with-a-rather-long-name-0007 and 103 more; too few "
+                             "GPUs: node-with-a-rather-long-name-0001 and 623 more; largest free "
+                             "spots: node-with-a-rather-long-name-0062: a 63488 MiB share on one "
+                             "NVIDIA A100-SXM4-80GB; the fleet has 1000 cards, 0 free");
     /* Short names: three of each. */
     for (size_t i = 0; i < N; i++)
         snprintf(names[i], sizeof(names[i]), "n%zu", i);

@@ -255,7 +255,8 @@ export const scenarios = {
     await form.getByLabel('Command').fill('sleep 3600');
     await form.getByRole('button', { name: 'Create', exact: true }).click();
     const taken = (await api('POST', '/api/v1/replicaSet', { replicaSetName: name, imageName: env.image })).msg;
-    await form.getByRole('alert').filter({ hasText: taken }).waitFor();
+    // in the console's words: an instance, not a replica set
+    await form.getByRole('alert').filter({ hasText: taken.replace(/replica set/g, 'instance') }).waitFor();
     assert.equal(await form.getByLabel('Name').inputValue(), name);
     assert.equal(await form.getByLabel('Command').inputValue(), 'sleep 3600');
     // more cards than the server has: the allocator's message
@@ -282,6 +283,70 @@ export const scenarios = {
     assert.match(await commit.getByRole('alert').textContent(), /image name|name/i);
     assert.equal(await commit.getByLabel('Image name').inputValue(), 'Bad Name!');
     assertClean(page);
+    await purge(name);
+  },
+
+  /**
+   * Issue 27: no request for /api/v1/nodes on a single server; the create
+   * form's Create button and its error in sight at 900 px high (1400 and
+   * 1000 wide), in the user's words; the roll-back table inside its dialog
+   * at 1000 px.
+   */
+  async fits(browser) {
+    const name = `${P}_fit`;
+    await purge(name);
+    await createSet(name);
+    await apiOk('PATCH', `/api/v1/replicaSet/${name}`, { envPatch: ['FIT=1'] });
+    await until('version 2', async () => (await apiOk('GET', `/api/v1/replicaSet/${name}`)).info.version === 2, 60000);
+    for (const width of [1400, 1000]) {
+      const page = await newPage(browser, { width, height: 900 });
+      const asked = [];
+      page.on('request', (r) => asked.push(r.url()));
+      await login(page, env.admin);
+      for (const link of ['Overview', 'Instances', 'Volumes', 'Usage']) {
+        await page.getByRole('link', { name: link }).click();
+        await page.waitForTimeout(300);
+      }
+      assert.deepEqual(asked.filter((u) => u.includes('/api/v1/nodes')), [], 'a single server was asked for its nodes');
+      assert.equal(await page.getByRole('alert').count(), 0, 'the Usage page shows an error');
+
+      // the create form: a missing image's error and Create, without scrolling
+      await page.getByRole('link', { name: 'Instances' }).click();
+      await page.getByRole('button', { name: 'Create instance' }).click();
+      const form = page.getByRole('form', { name: 'Create instance' });
+      await form.getByLabel('Name').fill(`${name}new`);
+      await form.getByLabel('Image').fill('gpubox-no-such-image:1');
+      await form.getByLabel('Pull').selectOption('never');
+      await form.getByLabel('CPU cores').waitFor();
+      await form.getByLabel('Shm size').waitFor();
+      await form.getByRole('button', { name: 'Create', exact: true }).click();
+      const alert = form.getByRole('alert');
+      await alert.waitFor();
+      const text = await alert.textContent();
+      assert.ok(!/docker pull|\/api\/v1|replica set/.test(text), `not in the user's words: ${text}`);
+      assert.match(text, /Images page/);
+      for (const [what, el] of [['Create', form.getByRole('button', { name: 'Create', exact: true })], ['the error', alert]]) {
+        const box = await el.boundingBox();
+        assert.ok(box && box.y >= 0 && box.y + box.height <= 900, `${what} is out of sight at ${width}x900: ${JSON.stringify(box)}`);
+      }
+      const scrolled = await page.evaluate(() => document.scrollingElement.scrollTop + (document.querySelector('.overlay')?.scrollTop ?? 0));
+      assert.equal(scrolled, 0, 'the window scrolled');
+      await form.getByRole('button', { name: 'Cancel' }).click();
+
+      // the roll-back dialog's table fits
+      await page.goto(`${env.url}/#/instances/${name}`);
+      await page.getByRole('button', { name: 'Roll back' }).click();
+      const dialog = page.getByRole('dialog', { name: `Roll back ${name}` });
+      await dialog.getByRole('button', { name: 'Roll back to version 1' }).waitFor();
+      const fit = await dialog.evaluate((d) => {
+        const t = d.querySelector('table.history');
+        const db = d.getBoundingClientRect();
+        const tb = t.getBoundingClientRect();
+        return { right: db.right, table: tb.right, inner: db.right - parseFloat(getComputedStyle(d).paddingRight) };
+      });
+      assert.ok(fit.right <= width && fit.table <= fit.inner + 1, `the roll-back table overflows at ${width}: ${JSON.stringify(fit)}`);
+      assertClean(page);
+    }
     await purge(name);
   },
 

@@ -4,11 +4,37 @@
 // page shows where the user acted. A 401 (token expired, revoked or wrong)
 // forgets the token and sends the tab back to the login.
 
+/**
+ * The API's words as the console's: gpuboxd phrases its advice for any
+ * client ("pull it first", "create the volume first") and says "replica
+ * set", the API's name for an instance; the console names its own pages
+ * and never an API path (the CLI does the same with its commands,
+ * src/cli/words.c).
+ */
+const CONSOLE_WORDS: [RegExp, string][] = [
+  [/\b(GET|POST|PUT|PATCH|DELETE) \/api\/[^\s,;)]*/g, 'this request'],
+  [/\bpull it first\b/g, 'pull it on the Images page first'],
+  [/\bcreate the volume first\b/g, 'create it on the Volumes page first'],
+  [/\bthe list of GPUs\b/g, 'the Overview page'],
+  [/\bthe list of nodes\b/g, 'the Overview page'],
+  [/\bscale it instead\b/g, 'use Scale instead'],
+  [/\binspect the replica set to see them\b/g, 'the instance page lists them'],
+  [/\bReplica sets\b/g, 'Instances'],
+  [/\bReplica set\b/g, 'Instance'],
+  [/\breplica set\(s\)/g, 'instance(s)'],
+  [/\breplica sets\b/g, 'instances'],
+  [/\breplica set\b/g, 'instance'],
+];
+
+export function userMessage(msg: string): string {
+  return CONSOLE_WORDS.reduce((m, [re, to]) => m.replace(re, to), msg);
+}
+
 export class ApiError extends Error {
   readonly status: number;
   readonly code: number;
   constructor(status: number, code: number, msg: string) {
-    super(msg);
+    super(userMessage(msg));
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
@@ -85,7 +111,7 @@ export async function call<T>(
     unauthorized(env.msg);
   }
   if (env.code !== 200) throw new ApiError(res.status, env.code, env.msg);
-  return env;
+  return { ...env, msg: userMessage(env.msg) };
 }
 
 /** Accept and, when there is a token, its Authorization header. */

@@ -19,20 +19,14 @@ type Auth =
   | { state: 'out'; reason: string | null }
   | { state: 'in'; me: WhoAmI; fleet: boolean };
 
-/** Asks who the token is, and whether this gpuboxd is in a fleet. */
+/**
+ * Asks who the token is, and whether this gpuboxd is in a fleet: whoami's
+ * `fleet` says so, so a single server is never asked for /api/v1/nodes
+ * (which would answer 404 and log it in the browser on every load).
+ */
 export async function whoAmI(): Promise<{ me: WhoAmI; fleet: boolean }> {
-  // Both at once: the first page waits for them.
-  const [me, fleet] = await Promise.all([
-    api<WhoAmI>('GET', '/api/v1/whoami'),
-    api('GET', '/api/v1/nodes').then(
-      () => true,
-      (e) => {
-        if (e instanceof ApiError && e.status === 404) return false;
-        throw e;
-      },
-    ),
-  ]);
-  return { me, fleet };
+  const me = await api<WhoAmI>('GET', '/api/v1/whoami');
+  return { me, fleet: me.fleet === true };
 }
 
 const PAGES: { page: string; label: string; show: (role: string) => boolean }[] = [

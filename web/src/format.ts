@@ -20,6 +20,11 @@ export function mib(n: number): string {
   return bytes(n * 1024 * 1024);
 }
 
+/** A time as the CLI and the API print it: ISO 8601 in UTC, to the second ("2026-11-27T04:27:51Z"). */
+export function isoUtc(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
 /** An RFC 3339 time -> "5s", "3m", "2h", "4d" before `now`. */
 export function age(time: string | null | undefined, now = Date.now()): string {
   if (!time) return '-';

@@ -17,6 +17,8 @@ export interface WhoAmI {
   quota: Quota;
   usage: Quota;
   quotaApplies: boolean;
+  /** This gpuboxd is a fleet's node (absent from older servers: not a fleet). */
+  fleet?: boolean;
 }
 
 export interface User {
@@ -150,6 +152,8 @@ export interface ReplicaSetInfo extends ReplicaSet {
   pending?: boolean;
   /** While pending: the spec its next start applies (and takes the cards of). */
   pendingSpec?: Spec;
+  /** The logical CPUs it holds (cpuCount, docs/cpus.md); absent: none. */
+  cpuset?: number[];
 }
 
 /** The GPU fields a set started without cards keeps aside. */

@@ -189,7 +189,7 @@ int image_ensure(app *a, const char *ref, enum image_pull_policy policy, const i
     }
     /* Not there and not to be had: what a create answered before pulls. */
     return err_set(err, ERR_IMAGE_NOT_FOUND,
-                   "image '%.300s' is not present locally, and pulling it failed: %s", ref,
+                   "image '%.300s' is not on this server, and pulling it failed: %s", ref,
                    pull.msg);
 }
 

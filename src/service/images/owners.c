@@ -159,9 +159,8 @@ static const json_t *image_labels(const json_t *image)
 int image_not_found(gb_err *err, const char *ref)
 {
     /* The words docker_image_inspect uses for an image that is not there. */
-    return err_set(err, ERR_IMAGE_NOT_FOUND,
-                   "image '%s' is not present locally; pull or import it first (docker pull %s)",
-                   ref, ref);
+    return err_set(err, ERR_IMAGE_NOT_FOUND, "image '%s' is not on this server; pull it first",
+                   ref);
 }
 
 /* Is name one of image's names (RepoTags, RepoDigests)? */

@@ -89,9 +89,7 @@ int monitor_clear_health(app *a, const char *uuid, gb_err *err)
     long dev = mon_device_index(a, uuid);
     if (dev < 0 || !m)
         return err_set(err, ERR_NOT_FOUND,
-                       "no GPU %.96s on this server (GET /api/v1/resources/gpus "
-                       "lists them)",
-                       uuid);
+                       "no GPU %.96s on this server (the list of GPUs shows its cards)", uuid);
     char key[STORE_KEY_MAX];
     if (!keys_health(key, sizeof(key), uuid))
         return err_set(err, ERR_INVALID_PARAMS, "GPU UUID is too long");

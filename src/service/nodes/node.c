@@ -279,11 +279,11 @@ int nodes_check_uncordoned(app *a, enum nodes_kind kind, const char *name, gb_er
         return -1;
     if (kind == NODES_VOLUME)
         return err_set(err, ERR_VOLUME_CREATE_FAILED,
-                       "node %s is cordoned; a volume cannot be made there (PATCH "
-                       "/api/v1/nodes/%s/uncordon places on it again)",
-                       node, node);
+                       "node %s is cordoned; a volume cannot be made there (uncordon the node "
+                       "to place on it again)",
+                       node);
     return err_set(err, ERR_GPU_NOT_ENOUGH,
-                   "node %s takes no new replica sets: cordoned: %s (PATCH "
-                   "/api/v1/nodes/%s/uncordon places on it again)",
-                   node, node, node);
+                   "node %s takes no new replica sets: cordoned: %s (uncordon the node to place "
+                   "on it again)",
+                   node, node);
 }

@@ -206,7 +206,7 @@ int replicaset_rollback(app *a, const char *name, long long version, json_t **ou
         return -1;
     if (!found)
         return err_set(err, ERR_NOT_FOUND,
-                       "replica set '%s' has no version %lld (its versions are 1 to %d; GET "
+                       "replica set '%s' has no version %lld (its versions are 1 to %d; see "
                        "its history)",
                        name, version, r.version);
     char reason[48];

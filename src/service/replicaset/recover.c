@@ -75,7 +75,7 @@ int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err)
         if (attempt == 1) {
             err_set(err, ERR_STATE_CONFLICT,
                     "replica set '%s' has an unfinished operation %s that could not be settled; "
-                    "see GET /api/v1/operations/%s",
+                    "see operation %s",
                     name, r->operation, r->operation);
             rs_record_free(r);
             return -1;

@@ -156,7 +156,7 @@ static int rs_gpu_read_uuids(const json_t *obj, rs_gpu_input *in, gb_err *err)
         if (!rs_gpu_uuid_ok(items[i]))
             return err_set(err, ERR_INVALID_PARAMS,
                            "gpuUUIDs[%zu] '%.64s' is not a GPU UUID (such as GPU-1a2b3c4d-...); "
-                           "GET /api/v1/resources/gpus lists this host's",
+                           "the list of GPUs shows this host's",
                            i, items[i]);
         for (size_t j = 0; j < i; j++)
             if (strcmp(items[i], items[j]) == 0)

@@ -180,7 +180,7 @@ static int rs_patch_volume(json_t *spec, const json_t *vp, gb_err *err)
     }
     return err_set(err, ERR_INVALID_PARAMS,
                    "volumePatch.oldBind %s:%s is not one of the replica set's binds (%zu bind(s); "
-                   "GET the replica set to see them)",
+                   "inspect the replica set to see them)",
                    json_string_value(json_object_get(old_bind, "src")),
                    json_string_value(json_object_get(old_bind, "dest")), json_array_size(binds));
 }

@@ -345,6 +345,10 @@ int users_api_whoami(app *a, json_t **out, gb_err *err)
                                     : ui.from_file  ? "file"
                                                     : "api"));
     json_object_del(*out, "hasToken");
+    /* Whether this gpuboxd is a fleet's node: the console asks it here,
+     * with the answer it needs anyway, rather than probing the fleet's
+     * routes (a 404 in the browser's log on every load of a single server). */
+    json_object_set_new(*out, "fleet", json_boolean(a->fleet != NULL));
     if (ui.role != USER_ROLE_USER)
         json_object_set_new(*out, "quotaApplies", json_false());
     else

@@ -83,8 +83,8 @@ static int vol_refuse_in_use(const vol_record *r, uint64_t new_size, bool grow,
                                : "";
     return err_set(err, ERR_STATE_CONFLICT,
                    "volume '%s' cannot be resized from %s to %s while it is in use by %s: %s. "
-                   "Stop or pause the replica set first (PATCH /api/v1/replicaSet/%s/stop; or "
-                   "/pause, then /continue after the resize), then resize again%s",
+                   "Stop or pause replica set '%s' first (continue a paused one after the "
+                   "resize), then resize again%s",
                    r->name, r->size_text, asked, who, why, first, or_else);
 }
 

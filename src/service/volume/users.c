@@ -307,8 +307,8 @@ int volumes_bind_source(app *a, const char *name, char **docker_name, gb_err *er
         return -1;
     if (!found || !caller_sees(r.owner))
         return err_set(err, ERR_INVALID_PARAMS,
-                       "bind source '%s' is not a gpubox volume; create it with POST "
-                       "/api/v1/volumes, or give an absolute host path",
+                       "bind source '%s' is not a gpubox volume; create the volume first, or give "
+                       "an absolute host path",
                        name);
     char why[256];
     if (r.state != VOL_STATE_READY)

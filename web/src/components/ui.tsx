@@ -90,14 +90,17 @@ export function Dialog({
   title,
   onClose,
   children,
+  wide = false,
 }: {
   title: string;
   onClose: () => void;
   children: ComponentChildren;
+  /** A wide dialog (the create form's two columns). */
+  wide?: boolean;
 }) {
   return (
     <div class="overlay" onKeyDown={(e) => e.key === 'Escape' && onClose()}>
-      <div class="dialog" role="dialog" aria-modal="true" aria-label={title}>
+      <div class={wide ? 'dialog wide' : 'dialog'} role="dialog" aria-modal="true" aria-label={title}>
         <header>
           <h2>{title}</h2>
           <button type="button" class="link" aria-label="Close" onClick={onClose}>

@@ -44,6 +44,12 @@ export interface CreateForm {
   pull: 'missing' | 'always' | 'never';
   /** SSH public keys, one a line. */
   sshKeys: string;
+  /** Logical CPUs of its own (cpuCount); empty: none. */
+  cpuCount: string;
+  /** Memory limit ("16GB"); empty: none. */
+  memoryLimit: string;
+  /** /dev/shm size ("1GB"); empty: Docker's default. */
+  shmSize: string;
 }
 
 export const EMPTY_FORM: CreateForm = {
@@ -62,6 +68,9 @@ export const EMPTY_FORM: CreateForm = {
   maxDuration: '',
   pull: 'missing',
   sshKeys: '',
+  cpuCount: '',
+  memoryLimit: '',
+  shmSize: '',
 };
 
 /** The body of POST /api/v1/replicaSet; empty fields are left out (the API's defaults). */
@@ -82,6 +91,9 @@ export function createBody(f: CreateForm, fleet: boolean): Record<string, unknow
   if (env.length) body.env = env;
   const cmd = commandArgv(f.command);
   if (cmd) body.cmd = cmd;
+  if (f.cpuCount.trim()) body.cpuCount = Number(f.cpuCount);
+  if (f.memoryLimit.trim()) body.memory = memoryBytes(f.memoryLimit);
+  if (f.shmSize.trim()) body.shmSize = memoryBytes(f.shmSize);
   if (f.idleStop.trim()) body.idleStop = f.idleStop.trim();
   if (f.maxDuration.trim()) body.maxDuration = f.maxDuration.trim();
   if (fleet && f.node.trim()) body.node = f.node.trim();
@@ -89,6 +101,12 @@ export function createBody(f: CreateForm, fleet: boolean): Record<string, unknow
   const keys = splitLines(f.sshKeys);
   if (keys.length) body.sshKeys = keys;
   return body;
+}
+
+/** A size as the API takes it: "16GB" as typed, a bare number as bytes. */
+function memoryBytes(text: string): string | number {
+  const t = text.trim();
+  return /^\d+$/.test(t) ? Number(t) : t;
 }
 
 const MODES: { mode: GpuMode; label: string }[] = [
@@ -137,204 +155,249 @@ export function CreateInstance({ onCreated, onCancel }: { onCreated: (name: stri
   const share = form.mode === 'memory' || form.mode === 'timeslice';
   return (
     <form class="create-form" onSubmit={submit} aria-label="Create instance">
-      <div class="field">
-        <label for="ci-name">Name</label>
-        <input id="ci-name" required value={form.name} onInput={(e) => set({ name: value(e) })} />
-        <p class="hint">Letters, digits, "_" and "."; no "-".</p>
-        {dashNote(form.name) && (
-          <p class="notice name-dash" role="status">
-            {dashNote(form.name)}
-          </p>
-        )}
-      </div>
-      <div class="field">
-        <label for="ci-image">Image</label>
-        <input
-          id="ci-image"
-          required
-          placeholder="ubuntu:22.04"
-          value={form.image}
-          onInput={(e) => set({ image: value(e) })}
-        />
-        <p class="hint">Pulled first as "Pull" says (the Images page pulls with credentials).</p>
-      </div>
-      <div class="field">
-        <label for="ci-pull">Pull</label>
-        <select id="ci-pull" value={form.pull} onChange={(e) => set({ pull: value(e) as CreateForm['pull'] })}>
-          <option value="missing">missing: only when not on the node</option>
-          <option value="always">always: pull again first</option>
-          <option value="never">never: the image must be on the node</option>
-        </select>
-      </div>
-
-      <fieldset class="field">
-        <legend>GPUs</legend>
-        <div class="radios">
-          {MODES.map((m) => (
-            <span key={m.mode}>
-              <input
-                type="radio"
-                id={`ci-mode-${m.mode}`}
-                name="ci-gpu-mode"
-                checked={form.mode === m.mode}
-                onChange={() => set({ mode: m.mode })}
-              />
-              <label for={`ci-mode-${m.mode}`}>{m.label}</label>
-            </span>
-          ))}
-        </div>
-        {form.mode !== 'none' && (
+      <div class="create-body">
+        <div class="create-col">
           <div class="field">
-            <label for="ci-count">GPU count</label>
+            <label for="ci-name">Name</label>
+            <input id="ci-name" required value={form.name} onInput={(e) => set({ name: value(e) })} />
+            <p class="hint">Letters, digits, "_" and "."; no "-".</p>
+            {dashNote(form.name) && (
+              <p class="notice name-dash" role="status">
+                {dashNote(form.name)}
+              </p>
+            )}
+          </div>
+          <div class="field">
+            <label for="ci-image">Image</label>
             <input
-              id="ci-count"
-              type="number"
-              min={1}
-              value={form.count}
-              onInput={(e) => set({ count: value(e) })}
+              id="ci-image"
+              required
+              placeholder="ubuntu:22.04"
+              value={form.image}
+              onInput={(e) => set({ image: value(e) })}
             />
-            <p class="hint">{COUNT_HINT[form.mode]}</p>
+            <p class="hint">Pulled first as "Pull" says (the Images page pulls with credentials).</p>
           </div>
-        )}
-        {form.mode === 'memory' && (
           <div class="field">
-            <label for="ci-memory">Memory per card</label>
-            <input id="ci-memory" value={form.memory} onInput={(e) => set({ memory: value(e) })} />
-            <p class="hint">"8GB", "1536MB", or a number of MiB.</p>
-          </div>
-        )}
-        {share && (
-          <div class="field">
-            <label for="ci-policy">Policy</label>
-            <select
-              id="ci-policy"
-              value={form.policy}
-              onChange={(e) => set({ policy: value(e) as CreateForm['policy'] })}
-            >
-              <option value="binpack">binpack: the fullest card that fits</option>
-              <option value="spread">spread: the emptiest card</option>
+            <label for="ci-pull">Pull</label>
+            <select id="ci-pull" value={form.pull} onChange={(e) => set({ pull: value(e) as CreateForm['pull'] })}>
+              <option value="missing">missing: only when not on the node</option>
+              <option value="always">always: pull again first</option>
+              <option value="never">never: the image must be on the node</option>
             </select>
           </div>
-        )}
-      </fieldset>
 
-      <fieldset class="field">
-        <legend>Volumes and binds</legend>
-        {form.binds.map((b, i) => (
-          <div class="bind-row" key={b.id}>
-            <input
-              aria-label={`Bind ${i + 1} source`}
-              placeholder="volume or /host/path"
-              list="ci-volumes"
-              value={b.src}
-              onInput={(e) => setBind(b.id, { src: value(e) })}
-            />
-            <input
-              aria-label={`Bind ${i + 1} destination`}
-              placeholder="/root/data"
-              value={b.dest}
-              onInput={(e) => setBind(b.id, { dest: value(e) })}
-            />
-            <span>
-              <input
-                type="checkbox"
-                id={`ci-bind-ro-${b.id}`}
-                aria-label={`Bind ${i + 1} read-only`}
-                checked={b.readOnly}
-                onChange={(e) => setBind(b.id, { readOnly: (e.currentTarget as HTMLInputElement).checked })}
-              />
-              <label for={`ci-bind-ro-${b.id}`}>read-only</label>
-            </span>
+          <fieldset class="field">
+            <legend>GPUs</legend>
+            <div class="radios">
+              {MODES.map((m) => (
+                <span key={m.mode}>
+                  <input
+                    type="radio"
+                    id={`ci-mode-${m.mode}`}
+                    name="ci-gpu-mode"
+                    checked={form.mode === m.mode}
+                    onChange={() => set({ mode: m.mode })}
+                  />
+                  <label for={`ci-mode-${m.mode}`}>{m.label}</label>
+                </span>
+              ))}
+            </div>
+            {form.mode !== 'none' && (
+              <div class="field">
+                <label for="ci-count">GPU count</label>
+                <input
+                  id="ci-count"
+                  type="number"
+                  min={1}
+                  value={form.count}
+                  onInput={(e) => set({ count: value(e) })}
+                />
+                <p class="hint">{COUNT_HINT[form.mode]}</p>
+              </div>
+            )}
+            {form.mode === 'memory' && (
+              <div class="field">
+                <label for="ci-memory">Memory per card</label>
+                <input id="ci-memory" value={form.memory} onInput={(e) => set({ memory: value(e) })} />
+                <p class="hint">"8GB" or "1536MB".</p>
+              </div>
+            )}
+            {share && (
+              <div class="field">
+                <label for="ci-policy">Policy</label>
+                <select
+                  id="ci-policy"
+                  value={form.policy}
+                  onChange={(e) => set({ policy: value(e) as CreateForm['policy'] })}
+                >
+                  <option value="binpack">binpack: the fullest card that fits</option>
+                  <option value="spread">spread: the emptiest card</option>
+                </select>
+              </div>
+            )}
+          </fieldset>
+
+          <fieldset class="field">
+            <legend>CPU and memory</legend>
+            <div class="create-row">
+              <div class="field">
+                <label for="ci-cpus">CPU cores</label>
+                <input
+                  id="ci-cpus"
+                  type="number"
+                  min={0}
+                  placeholder="none"
+                  value={form.cpuCount}
+                  onInput={(e) => set({ cpuCount: value(e) })}
+                />
+              </div>
+              <div class="field">
+                <label for="ci-mem">Memory</label>
+                <input
+                  id="ci-mem"
+                  placeholder="no limit"
+                  value={form.memoryLimit}
+                  onInput={(e) => set({ memoryLimit: value(e) })}
+                />
+              </div>
+              <div class="field">
+                <label for="ci-shm">Shm size</label>
+                <input
+                  id="ci-shm"
+                  placeholder="Docker's"
+                  value={form.shmSize}
+                  onInput={(e) => set({ shmSize: value(e) })}
+                />
+              </div>
+            </div>
+            <p class="hint">Cores of its own (on its cards' NUMA node); memory and /dev/shm as "16GB" or "512MB".</p>
+          </fieldset>
+          {fleet && (
+            <div class="field">
+              <label for="ci-node">Node</label>
+              <input id="ci-node" placeholder="any" value={form.node} onInput={(e) => set({ node: value(e) })} />
+              <p class="hint">Optional: create it on this node only.</p>
+            </div>
+          )}
+        </div>
+
+        <div class="create-col">
+          <fieldset class="field">
+            <legend>Volumes and binds</legend>
+            {form.binds.map((b, i) => (
+              <div class="bind-row" key={b.id}>
+                <input
+                  aria-label={`Bind ${i + 1} source`}
+                  placeholder="volume or /host/path"
+                  list="ci-volumes"
+                  value={b.src}
+                  onInput={(e) => setBind(b.id, { src: value(e) })}
+                />
+                <input
+                  aria-label={`Bind ${i + 1} destination`}
+                  placeholder="/root/data"
+                  value={b.dest}
+                  onInput={(e) => setBind(b.id, { dest: value(e) })}
+                />
+                <span>
+                  <input
+                    type="checkbox"
+                    id={`ci-bind-ro-${b.id}`}
+                    aria-label={`Bind ${i + 1} read-only`}
+                    checked={b.readOnly}
+                    onChange={(e) => setBind(b.id, { readOnly: (e.currentTarget as HTMLInputElement).checked })}
+                  />
+                  <label for={`ci-bind-ro-${b.id}`}>read-only</label>
+                </span>
+                <button
+                  type="button"
+                  class="link"
+                  aria-label={`Remove bind ${i + 1}`}
+                  onClick={() => set({ binds: form.binds.filter((x) => x.id !== b.id) })}
+                >
+                  Remove
+                </button>
+              </div>
+            ))}
+            <datalist id="ci-volumes">
+              {volumes.map((v) => (
+                <option key={v} value={v} />
+              ))}
+            </datalist>
             <button
               type="button"
-              class="link"
-              aria-label={`Remove bind ${i + 1}`}
-              onClick={() => set({ binds: form.binds.filter((x) => x.id !== b.id) })}
+              onClick={() =>
+                set({ binds: [...form.binds, { id: nextBind.current++, src: '', dest: '', readOnly: false }] })
+              }
             >
-              Remove
+              Add bind
             </button>
+            <p class="hint">Source: a gpubox volume's name or an absolute host path; destination: an absolute path.</p>
+          </fieldset>
+
+          <div class="field">
+            <label for="ci-ports">Container ports</label>
+            <input
+              id="ci-ports"
+              placeholder="22, 8888"
+              value={form.ports}
+              onInput={(e) => set({ ports: value(e) })}
+            />
+            <p class="hint">Comma list ("22, 53/udp"); each gets a host port.</p>
           </div>
-        ))}
-        <datalist id="ci-volumes">
-          {volumes.map((v) => (
-            <option key={v} value={v} />
-          ))}
-        </datalist>
-        <button
-          type="button"
-          onClick={() =>
-            set({ binds: [...form.binds, { id: nextBind.current++, src: '', dest: '', readOnly: false }] })
-          }
-        >
-          Add bind
-        </button>
-        <p class="hint">Source: a gpubox volume's name or an absolute host path; destination: an absolute path.</p>
-      </fieldset>
-
-      <div class="field">
-        <label for="ci-ports">Container ports</label>
-        <input
-          id="ci-ports"
-          placeholder="22, 8888"
-          value={form.ports}
-          onInput={(e) => set({ ports: value(e) })}
-        />
-        <p class="hint">Comma list ("22, 53/udp"); each gets a host port.</p>
-      </div>
-      <div class="field">
-        <label for="ci-env">Environment</label>
-        <textarea id="ci-env" rows={3} value={form.env} onInput={(e) => set({ env: value(e) })} />
-        <p class="hint">One NAME=value a line.</p>
-      </div>
-      <div class="field">
-        <label for="ci-command">Command</label>
-        <input
-          id="ci-command"
-          placeholder="the image's own"
-          value={form.command}
-          onInput={(e) => set({ command: value(e) })}
-        />
-        <p class="hint">
-          Split on spaces into arguments; with quotes, $, |, &amp;, ;, &lt;, &gt;, globs or a leading VAR=value it runs
-          as <code>sh -c "…"</code>. Empty: the image's command.
-        </p>
-      </div>
-      <div class="field">
-        <label for="ci-ssh">SSH public keys</label>
-        <textarea
-          id="ci-ssh"
-          class="mono"
-          rows={3}
-          placeholder="ssh-ed25519 AAAA… me@laptop"
-          value={form.sshKeys}
-          onInput={(e) => set({ sshKeys: value(e) })}
-        />
-        <p class="hint">One key a line; the instance page then shows the ssh command.</p>
-      </div>
-      <StopRuleFields
-        prefix="ci"
-        idleStop={form.idleStop}
-        maxDuration={form.maxDuration}
-        onIdleStop={(v) => set({ idleStop: v })}
-        onMaxDuration={(v) => set({ maxDuration: v })}
-      />
-      {fleet && (
-        <div class="field">
-          <label for="ci-node">Node</label>
-          <input id="ci-node" placeholder="any" value={form.node} onInput={(e) => set({ node: value(e) })} />
-          <p class="hint">Optional: create it on this node only.</p>
+          <div class="field">
+            <label for="ci-env">Environment</label>
+            <textarea id="ci-env" rows={2} value={form.env} onInput={(e) => set({ env: value(e) })} />
+            <p class="hint">One NAME=value a line.</p>
+          </div>
+          <div class="field">
+            <label for="ci-command">Command</label>
+            <input
+              id="ci-command"
+              placeholder="the image's own"
+              value={form.command}
+              onInput={(e) => set({ command: value(e) })}
+            />
+            <p class="hint">
+              Split on spaces into arguments; with quotes, $, |, &amp;, ;, &lt;, &gt;, globs or a leading VAR=value it runs
+              as <code>sh -c "…"</code>. Empty: the image's command.
+            </p>
+          </div>
+          <div class="field">
+            <label for="ci-ssh">SSH public keys</label>
+            <textarea
+              id="ci-ssh"
+              class="mono"
+              rows={2}
+              placeholder="ssh-ed25519 AAAA… me@laptop"
+              value={form.sshKeys}
+              onInput={(e) => set({ sshKeys: value(e) })}
+            />
+            <p class="hint">One key a line; the instance page then shows the ssh command.</p>
+          </div>
+          <StopRuleFields
+            prefix="ci"
+            idleStop={form.idleStop}
+            maxDuration={form.maxDuration}
+            onIdleStop={(v) => set({ idleStop: v })}
+            onMaxDuration={(v) => set({ maxDuration: v })}
+          />
         </div>
-      )}
+      </div>
 
-      <ErrorNote error={action.error} />
-      {tracker.state && <OperationSteps {...tracker.state} />}
-      <div class="actions">
-        <button type="button" onClick={onCancel}>
-          Cancel
-        </button>
-        <button type="submit" class="primary" disabled={action.busy}>
-          Create
-        </button>
+      {/* Outside the scrolling body: the error and Create always in sight. */}
+      <div class="create-foot">
+        <ErrorNote error={action.error} />
+        {tracker.state && <OperationSteps {...tracker.state} />}
+        <div class="actions">
+          <button type="button" onClick={onCancel}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={action.busy}>
+            Create
+          </button>
+        </div>
       </div>
     </form>
   );

@@ -163,7 +163,7 @@ describe('Images: remove', () => {
     fireEvent.click(screen.getByRole('button', { name: 'Remove mine:v1' }));
     const dialog = screen.getByRole('dialog', { name: 'Remove mine:v1?' });
     fireEvent.click(within(dialog).getByRole('button', { name: 'Remove' }));
-    expect(await within(dialog).findByText(/is run by replica set\(s\) train/)).toBeTruthy();
+    expect(await within(dialog).findByText(/is run by instance\(s\) train/)).toBeTruthy();
 
     refuse = false;
     fireEvent.click(within(dialog).getByRole('button', { name: 'Remove' }));

@@ -75,7 +75,7 @@ describe('InstanceDetail: logs', () => {
     expect(within(pre).getByText('v1')).toBeTruthy();
     expect(pre.textContent).toContain('from the old one');
     expect(pre.querySelector('.log-line.stderr')?.textContent).toContain('stderr');
-    expect(pre.textContent).toContain(new Date('2026-11-22T01:28:28.123Z').toLocaleString());
+    expect(pre.textContent).toContain('2026-11-22T01:28:28Z');
 
     fireEvent.click(screen.getByLabelText('All versions'));
     await waitFor(() => expect(sent.map((r) => r.url)).toContain(`${BASE}/logs?tail=200&timestamps=true&versions=all`));

@@ -154,7 +154,7 @@ describe('InstanceDetail', () => {
     refuse = true;
     fireEvent.click(screen.getByRole('button', { name: 'Stop' }));
     const alert = await screen.findByRole('alert');
-    expect(alert.textContent).toBe("cannot stop replica set 'foo': it is stopped");
+    expect(alert.textContent).toBe("cannot stop instance 'foo': it is stopped");
     // Beside the button that failed.
     expect(alert.parentElement?.contains(screen.getByRole('button', { name: 'Stop' }))).toBe(true);
   });
@@ -299,7 +299,7 @@ describe('InstanceDetail', () => {
     expect(await within(dialog).findByText('Exit code 3')).toBeTruthy();
     expect(within(dialog).getByText('hello')).toBeTruthy();
     expect(within(dialog).getByText('warn')).toBeTruthy();
-    expect(within(dialog).getByText(/Cut at 1 MiB/)).toBeTruthy();
+    expect(within(dialog).getByText(/Cut at 1 MB/)).toBeTruthy();
     expect(changes(sent)[0].body).toEqual({ cmd: 'echo hello | tee /dev/stderr' });
   });
 
@@ -456,7 +456,7 @@ describe('InstanceDetail: usage and stop rules', () => {
     });
     const { unmount } = renderAs('user', <InstanceDetail name="foo" />);
     const why = await screen.findByText(/Stopped after 30m idle/);
-    expect(why.textContent).toBe(`Stopped after 30m idle, at ${new Date(at).toLocaleString()} (5m ago).`);
+    expect(why.textContent).toBe(`Stopped after 30m idle, at ${new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z')} (5m ago).`);
     unmount();
 
     api({

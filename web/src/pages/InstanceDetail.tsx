@@ -24,7 +24,7 @@ import {
 } from './InstanceDialogs';
 import { ConfigureDialog } from './ConfigureDialog';
 import { LogsPanel } from './LogsPanel';
-import { pendingChanges, portsText, setPath, specGpusText, timeText } from './instanceHelpers';
+import { cpuList, pendingChanges, portsText, setPath, specGpusText, timeText } from './instanceHelpers';
 import { StateBadge } from './Instances';
 import { OperationSteps, useTracker } from './OperationSteps';
 import './instances.css';
@@ -163,21 +163,38 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
             </ul>
           )}
         </dd>
+        {info.cpuset && info.cpuset.length > 0 && (
+          <>
+            <dt>CPU cores</dt>
+            <dd>
+              <code>{cpuList(info.cpuset)}</code> ({info.cpuset.length} of its own)
+            </dd>
+          </>
+        )}
         <dt>Ports</dt>
         <dd>{portsText(info.ports)}</dd>
         {info.ssh && (
           <>
             <dt>SSH</dt>
             <dd>
-              <SshBox ssh={info.ssh} />
+              <SshBox ssh={info.ssh} name={info.name} running={info.state === 'running'} />
             </dd>
           </>
         )}
-        {info.runningSince && (info.state === 'running' || info.state === 'paused') && (
+        {info.runningSince && info.state === 'running' && (
           <>
             <dt>Running since</dt>
             <dd>
               {timeText(info.runningSince)} (for {age(info.runningSince)})
+            </dd>
+          </>
+        )}
+        {info.state === 'paused' && (
+          <>
+            <dt>Paused</dt>
+            <dd>
+              its processes are frozen until it is continued
+              {info.runningSince ? ` (started ${timeText(info.runningSince)}, ${age(info.runningSince)} ago)` : ''}
             </dd>
           </>
         )}
@@ -234,9 +251,34 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
   );
 }
 
-/** The command to reach the set ("ssh -p 40012 root@host"), to copy; why it does not work now, when it does not. */
-function SshBox({ ssh }: { ssh: SshInfo }) {
+const SSH_SEEN = 'gpubox.sshSeen.';
+
+/** The SSH notice this tab was shown for the instance, and dismissed. */
+function sshSeen(name: string): string | null {
+  try {
+    return sessionStorage.getItem(SSH_SEEN + name);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The command to reach the set ("ssh -p 40012 root@host"), to copy; why it
+ * does not work now, when it does not. Why is a notice once: dismissed, the
+ * same words come back as a quiet hint (not as a notice after every start),
+ * and while the set is not running they are only a hint anyway.
+ */
+function SshBox({ ssh, name, running }: { ssh: SshInfo; name: string; running: boolean }) {
   const [copied, setCopied] = useState<string | null>(null);
+  const [seen, setSeen] = useState<string | null>(() => sshSeen(name));
+  const dismiss = () => {
+    try {
+      sessionStorage.setItem(SSH_SEEN + name, ssh.message ?? '');
+    } catch {
+      /* no storage: dismissed for as long as the page lives */
+    }
+    setSeen(ssh.message ?? '');
+  };
   const code = useRef<HTMLElement>(null);
   const copy = async () => {
     if (!ssh.command) return;
@@ -273,8 +315,16 @@ function SshBox({ ssh }: { ssh: SshInfo }) {
           )}
         </div>
       )}
-      {down && ssh.message && <p class="notice ssh-message">{ssh.message}</p>}
-      {!down && ssh.message && <p class="hint">{ssh.message}</p>}
+      {down && running && ssh.message && seen !== ssh.message ? (
+        <p class="notice ssh-message">
+          {ssh.message}{' '}
+          <button type="button" class="link" onClick={dismiss}>
+            Dismiss
+          </button>
+        </p>
+      ) : (
+        ssh.message && <p class="hint">{ssh.message}</p>
+      )}
     </div>
   );
 }

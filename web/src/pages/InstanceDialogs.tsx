@@ -233,7 +233,7 @@ export function RollbackDialog({ info, act, onClose, steps }: DialogProps) {
   };
 
   return (
-    <Dialog title={`Roll back ${info.name}`} onClose={onClose}>
+    <Dialog title={`Roll back ${info.name}`} wide onClose={onClose}>
       {info.state === 'stopped' ? (
         <p class="hint">
           It is stopped: the chosen version's spec applies when it next starts (a new version, the current disk carried
@@ -263,9 +263,9 @@ export function RollbackDialog({ info, act, onClose, steps }: DialogProps) {
             {history.data.map((h) => (
               <tr key={h.version}>
                 <td>{h.version}</td>
-                <td>{h.reason}</td>
+                <td class="wrap">{h.reason}</td>
                 <td>{timeText(h.createTime)}</td>
-                <td>
+                <td class="wrap">
                   <code>{h.spec.imageName}</code>
                 </td>
                 <td>{specGpusText(h.spec)}</td>
@@ -379,7 +379,7 @@ function Stream({ title, text, truncated }: { title: string; text: string; trunc
     <>
       <h3>{title}</h3>
       <pre class="output">{text || '(empty)'}</pre>
-      {truncated && <p class="hint">Cut at 1 MiB: the rest was dropped.</p>}
+      {truncated && <p class="hint">Cut at 1 MB: the rest was dropped.</p>}
     </>
   );
 }

@@ -163,7 +163,7 @@ export function Instances() {
         )}
       </div>
       {creating && (
-        <Dialog title="Create instance" onClose={() => setCreating(false)}>
+        <Dialog title="Create instance" wide onClose={() => setCreating(false)}>
           <CreateInstance
             onCancel={() => setCreating(false)}
             onCreated={(name) => {

@@ -5,6 +5,7 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, streamNdjson } from '../api';
 import { ErrorNote } from '../components/ui';
+import { isoUtc } from '../format';
 import type { LogLine, LogsAnswer, LogVersion } from '../types';
 import { setPath } from './instanceHelpers';
 
@@ -19,11 +20,11 @@ interface Shown {
   truncated: boolean;
 }
 
-/** "2026-11-22T01:28:28.123456789Z" as the browser's local time, to the second. */
+/** "2026-11-22T01:28:28.123456789Z" -> "2026-11-22T01:28:28Z" (UTC, to the second, as the CLI). */
 function lineTime(t: string | undefined): string {
   if (!t) return '';
   const d = new Date(t.replace(/(\.\d{3})\d+/, '$1'));
-  return Number.isNaN(d.getTime()) ? t : d.toLocaleString();
+  return Number.isNaN(d.getTime()) ? t : isoUtc(d);
 }
 
 export function logsQuery(tail: string, all: boolean, follow: boolean): string {
@@ -123,7 +124,7 @@ export function LogsPanel({ name }: { name: string }) {
           Version {v.version}: no logs ({v.note})
         </p>
       ))}
-      {shown?.truncated && <p class="hint">Cut: the oldest lines were left out (at most 16 MiB); ask for fewer lines.</p>}
+      {shown?.truncated && <p class="hint">Cut: the oldest lines were left out (at most 16 MB); ask for fewer lines.</p>}
       {shown && (
         <pre class="output logs" ref={pre} aria-label="Log lines" tabIndex={0}>
           {shown.lines.length === 0 && !follow ? (

@@ -4,7 +4,7 @@
 // for its steps. When the call returns, its operationId (or, on failure, the
 // last id seen) is read once more for the final state.
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { api } from '../api';
+import { api, userMessage } from '../api';
 import type { Operation, ReplicaSetInfo } from '../types';
 import { operationPath, setPath } from './instanceHelpers';
 import './instances.css';
@@ -101,7 +101,7 @@ export function OperationSteps({ name, active, operationId }: Tracked) {
       {op ? (
         <p class="steps-state">
           {op.kind} {op.target}: <span class={`op-state op-${op.state}`}>{op.state}</span>
-          {op.error && <span class="op-error"> ({op.error})</span>}
+          {op.error && <span class="op-error"> ({userMessage(op.error)})</span>}
         </p>
       ) : (
         <p class="hint">Waiting for the operation to start…</p>

@@ -58,7 +58,7 @@ describe('Overview on a single server', () => {
     const tenants = [...bar.querySelectorAll('[data-tenant]')].map((s) => s.getAttribute('data-tenant'));
     expect(tenants).toEqual(['foo', '(other)']);
     expect(screen.getByText('12 GB of 16 GB allocated')).toBeTruthy();
-    expect(screen.getByText('foo: 8192 MiB')).toBeTruthy();
+    expect(screen.getByText('foo: 8 GB')).toBeTruthy();
     expect(screen.getByText('shares not enforced')).toBeTruthy();
     expect(screen.getByText('unhealthy')).toBeTruthy();
     expect(screen.getByRole('meter', { name: 'GPU 0 memory' }).querySelectorAll('[data-tenant]')).toHaveLength(0);
@@ -109,7 +109,7 @@ describe('Overview of live use and health', () => {
     expect(screen.getByRole('meter', { name: 'GPU 0 memory' }).querySelector('[data-tenant="foo"]')).toBeTruthy();
     expect(screen.getByText('4.2 GB used, utilization 37 %')).toBeTruthy();
     expect(screen.getByText('1.2 GB used outside gpubox')).toBeTruthy();
-    expect(screen.getByText('foo: 8192 MiB, uses 3 GB at 37 %')).toBeTruthy();
+    expect(screen.getByText('foo: 8 GB, uses 3 GB at 37 %')).toBeTruthy();
 
     // Unknown utilization, no foreign memory: nothing made up.
     expect(screen.getByText('0 B used, utilization unknown')).toBeTruthy();

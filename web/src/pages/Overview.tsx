@@ -189,7 +189,7 @@ function LiveUse({ d, cardName }: { d: GpuDevice; cardName: string }) {
 
 /** A tenant's line of the legend: what it holds and, when sampled, what it uses. */
 function allocationText(a: GpuDevice['allocations'][number]): string {
-  let t = `${a.name}: ${a.memoryMiB} MiB`;
+  let t = `${a.name}: ${mib(a.memoryMiB)}`;
   if (a.replica !== undefined) t += ` (replica ${a.replica})`;
   if (a.memoryUsedMiB !== undefined) {
     t += `, uses ${mib(a.memoryUsedMiB)}`;

@@ -1,4 +1,4 @@
-// Usage: what each user held over a period (card-hours, share GiB-hours),
+// Usage: what each user held over a period (card-hours, share GB-hours),
 // with each user's sets; and for admins every user's quota against what they
 // hold now. The API restricts a `user` token to themself. Accounting moves
 // slowly, so these poll every 5 s rather than every second.
@@ -39,13 +39,30 @@ export function usageQuery(from: string, to: string): string {
 const since = (from: string) => (from.startsWith('1970-01-01T00:00:00') ? 'the beginning' : from);
 
 export function UsagePage() {
-  const { isAdmin } = useSession();
+  const { isAdmin, me } = useSession();
   return (
     <>
       <h1>Usage</h1>
       <UsageByUser />
-      {isAdmin && <Quotas />}
+      {isAdmin && (me.source === 'none' ? <NoUsers /> : <Quotas />)}
     </>
+  );
+}
+
+/**
+ * gpuboxd without --token-file (the default loopback set-up) has no users,
+ * so no quotas: say so calmly instead of asking /api/v1/users for the 1107
+ * that would show as an error.
+ */
+function NoUsers() {
+  return (
+    <section aria-labelledby="quotas">
+      <h2 id="quotas">Quotas</h2>
+      <p class="hint no-users">
+        No users and no quotas: gpuboxd runs without a token file, so everyone who reaches it is the admin. Start
+        it with <code>--token-file</code> to have users with quotas (docs/users.md).
+      </p>
+    </section>
   );
 }
 
@@ -94,7 +111,7 @@ function UsageByUser() {
             <tr>
               <th scope="col">User</th>
               <th scope="col">Card-hours</th>
-              <th scope="col">Share GiB-hours</th>
+              <th scope="col">Share GB-hours</th>
               <th scope="col">Sets</th>
             </tr>
           </thead>
@@ -154,7 +171,7 @@ function SetsTable({ user, sets, fleet }: { user: string; sets: UsageSet[]; flee
           <th scope="col">Set</th>
           {fleet && <th scope="col">Node</th>}
           <th scope="col">Card-hours</th>
-          <th scope="col">Share GiB-hours</th>
+          <th scope="col">Share GB-hours</th>
         </tr>
       </thead>
       <tbody>

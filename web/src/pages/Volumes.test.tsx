@@ -96,7 +96,8 @@ describe('Volumes', () => {
     type('New size', '40GB');
     fireEvent.click(within(dialog).getByRole('button', { name: 'Resize' }));
 
-    expect((await within(dialog).findByRole('alert')).textContent).toBe(inUse);
+    // in the console's words: an instance, never a replica set
+    expect((await within(dialog).findByRole('alert')).textContent).toBe(inUse.replace('replica set', 'instance'));
     expect(sentTo(sent, 'PATCH /api/v1/volumes/data/size')[0]?.body).toEqual({ size: '40GB' });
     expect(input('New size').value).toBe('40GB');
   });

@@ -1,7 +1,7 @@
 // What the instance pages share: the replica-set paths, how a set's GPUs and
 // ports read, and how the form's text fields become the API's fields.
 import { seg } from '../api';
-import { mib } from '../format';
+import { isoUtc, mib } from '../format';
 import type { GpuShare, PortMapping, Spec } from '../types';
 
 /** "/api/v1/replicaSet/foo" or, with an action, "/api/v1/replicaSet/foo/stop". */
@@ -107,6 +107,19 @@ export function splitList(text: string): string[] {
   return text.split(/[\s,]+/).filter(Boolean);
 }
 
+/** CPU ids as a cpulist, as `gpubox cpus` writes it: [2, 3, 18, 19] -> "2-3,18-19". */
+export function cpuList(ids: number[]): string {
+  const sorted = [...ids].sort((a, b) => a - b);
+  const parts: string[] = [];
+  for (let i = 0; i < sorted.length; ) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
+    parts.push(j === i ? `${sorted[i]}` : `${sorted[i]}-${sorted[j]}`);
+    i = j + 1;
+  }
+  return parts.join(',');
+}
+
 /** One entry a line, blank lines dropped. */
 export function splitLines(text: string): string[] {
   return text
@@ -115,11 +128,11 @@ export function splitLines(text: string): string[] {
     .filter(Boolean);
 }
 
-/** An RFC 3339 time as the browser's local date and time. */
+/** An RFC 3339 time in UTC, as the CLI prints it (format.ts isoUtc). */
 export function timeText(time: string | null | undefined): string {
   if (!time) return '-';
   const t = new Date(time);
-  return Number.isNaN(t.getTime()) ? time : t.toLocaleString();
+  return Number.isNaN(t.getTime()) ? time : isoUtc(t);
 }
 
 /** One path component of an image name, by Docker's grammar (lower case). */
