@@ -15,6 +15,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* getpid() without a system call at every charge: cached, and renewed in
+ * a forked child (which must take a slot of its own). */
+static pid_t budget_pid;
+static pthread_once_t budget_pid_once = PTHREAD_ONCE_INIT;
+
+static void budget_pid_after_fork(void)
+{
+    budget_pid = getpid();
+}
+
+static void budget_pid_init(void)
+{
+    budget_pid = getpid();
+    pthread_atfork(NULL, NULL, budget_pid_after_fork);
+}
+
+static pid_t self_pid(void)
+{
+    pthread_once(&budget_pid_once, budget_pid_init);
+    return budget_pid;
+}
+
 /* A process's state and start time from /proc/<pid>/stat. false when the
  * file cannot be read (no such process, or no /proc). */
 static bool proc_stat(pid_t pid, char *state, uint64_t *starttime)
@@ -50,7 +72,7 @@ static uint64_t own_starttime(void)
 {
     char state;
     uint64_t t = 0;
-    return proc_stat(getpid(), &state, &t) ? t : 0;
+    return proc_stat(self_pid(), &state, &t) ? t : 0;
 }
 
 static bool slot_alive(const gpucuda_budget_slot *s)
@@ -85,7 +107,7 @@ static int open_private(gpucuda_budget *b)
     if (p == MAP_FAILED)
         return -1;
     region_init(p, false);
-    *b = (gpucuda_budget){.shm = p, .shared = false, .slot = -1, .pid = getpid()};
+    *b = (gpucuda_budget){.shm = p, .shared = false, .slot = -1, .pid = self_pid()};
     return 0;
 }
 
@@ -142,7 +164,7 @@ int gpucuda_budget_open(gpucuda_budget *b, const char *path)
     gpucuda_budget_shm *s = path ? open_shared(path) : NULL;
     if (!s)
         return open_private(b);
-    *b = (gpucuda_budget){.shm = s, .shared = true, .slot = -1, .pid = getpid()};
+    *b = (gpucuda_budget){.shm = s, .shared = true, .slot = -1, .pid = self_pid()};
     return 0;
 }
 
@@ -170,7 +192,7 @@ static void slot_free_locked(gpucuda_budget_shm *s, int i)
 static int reap_locked(gpucuda_budget *b)
 {
     gpucuda_budget_shm *s = b->shm;
-    pid_t self = getpid();
+    pid_t self = self_pid();
     int n = 0;
     for (int i = 0; i < GPUCUDA_BUDGET_SLOTS; i++) {
         if (s->slot[i].pid == 0 || s->slot[i].pid == self)
@@ -206,7 +228,7 @@ void gpucuda_budget_unlock(gpucuda_budget *b)
 static int own_slot_locked(gpucuda_budget *b)
 {
     gpucuda_budget_shm *s = b->shm;
-    pid_t self = getpid();
+    pid_t self = self_pid();
     if (b->slot >= 0 && b->pid == self && s->slot[b->slot].pid == self)
         return b->slot;
     b->pid = self;
@@ -303,7 +325,7 @@ int gpucuda_budget_reap(gpucuda_budget *b)
 
 void gpucuda_budget_leave(gpucuda_budget *b)
 {
-    if (b->shm && b->pid == getpid() && b->slot >= 0 && gpucuda_budget_lock(b) == 0) {
+    if (b->shm && b->pid == self_pid() && b->slot >= 0 && gpucuda_budget_lock(b) == 0) {
         if (b->shm->slot[b->slot].pid == b->pid)
             slot_free_locked(b->shm, b->slot);
         b->slot = -1;

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -273,12 +274,24 @@ static void paths_init_locked(void)
     paths_ready = true;
 }
 
-/* Re-reads the limits if they changed; whether any card is limited. */
+/* Re-reads the limits if they changed; whether any card is limited. The
+ * file read last stays open, so this is one fstat. Without a file, the
+ * path is looked for at most once a second (a process gpuboxd gave no
+ * limits pays no path lookup at each allocation). */
 static bool limits_any(void)
 {
+    static struct timespec next_lookup;
     pthread_mutex_lock(&state_lock);
     paths_init_locked();
-    gpucuda_limits_refresh(&limits_file);
+    struct timespec now = {0};
+    if (limits_file.fd == 0)
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    if (limits_file.fd != 0 || now.tv_sec > next_lookup.tv_sec ||
+        (now.tv_sec == next_lookup.tv_sec && now.tv_nsec >= next_lookup.tv_nsec)) {
+        gpucuda_limits_refresh(&limits_file);
+        if (limits_file.fd == 0)
+            next_lookup = (struct timespec){now.tv_sec + 1, now.tv_nsec};
+    }
     bool any = limits_file.limits.n > 0;
     pthread_mutex_unlock(&state_lock);
     return any;
@@ -331,10 +344,11 @@ typedef struct {
     uint64_t limit;
 } charge;
 
-static CUresult charge_device(CUdevice dev, uint64_t bytes, charge *c)
+/* Charges bytes on CUDA device dev, the limits already refreshed. */
+static CUresult charge_known_device(CUdevice dev, uint64_t bytes, charge *c)
 {
     *c = (charge){0};
-    if (!limits_any() || !device_share(dev, &c->bidx, &c->limit))
+    if (!device_share(dev, &c->bidx, &c->limit))
         return CUDA_SUCCESS;
     if (c->bidx < 0 || gpucuda_budget_charge(&budget, c->bidx, bytes, c->limit) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -349,7 +363,13 @@ static CUresult charge_current(uint64_t bytes, charge *c)
     CUdevice dev;
     if (!limits_any() || drv_ctx_get_device(&dev) != CUDA_SUCCESS)
         return CUDA_SUCCESS; /* no context: the driver refuses the call itself */
-    return charge_device(dev, bytes, c);
+    return charge_known_device(dev, bytes, c);
+}
+
+static CUresult charge_device(CUdevice dev, uint64_t bytes, charge *c)
+{
+    *c = (charge){0};
+    return limits_any() ? charge_known_device(dev, bytes, c) : CUDA_SUCCESS;
 }
 
 /* After the driver call: refund a failed allocation, track a good one. */

@@ -129,16 +129,14 @@ const gpucuda_limit *gpucuda_limits_find(const gpucuda_limits *l, const unsigned
     return NULL;
 }
 
-/* The whole file as a string (at most 64 KiB: a few lines a card), or NULL. */
-static char *read_small_file(const char *path)
+/* The whole file from fd as a string (at most 64 KiB: a few lines a
+ * card), or NULL. */
+static char *read_small_file(int fd)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
-        ssize_t n = read(fd, buf + len, cap - len);
+        ssize_t n = pread(fd, buf + len, cap - len, (off_t)len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -162,36 +160,64 @@ static char *read_small_file(const char *path)
             buf = bigger;
         }
     }
-    close(fd);
     if (buf)
         buf[len] = '\0';
     return buf;
 }
 
+static bool same_version(const gpucuda_limits_file *f, const struct stat *st)
+{
+    return f->ino == st->st_ino && f->dev == st->st_dev && f->size == st->st_size &&
+           f->mtime.tv_sec == st->st_mtim.tv_sec && f->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* No file: nothing is limited. */
+static bool limits_clear(gpucuda_limits_file *f)
+{
+    if (f->limits.n == 0)
+        return false;
+    f->limits.n = 0;
+    f->generation++;
+    return true;
+}
+
 bool gpucuda_limits_refresh(gpucuda_limits_file *f)
 {
     struct stat st;
-    if (stat(f->path, &st) != 0) {
-        bool had = f->seen && f->ino != 0;
-        f->seen = true;
-        f->ino = 0;
-        if (!had && f->limits.n == 0)
+    if (f->fd > 0) {
+        /* The open file still linked and unchanged: nothing to do. A rename
+         * over it leaves it with no link. */
+        if (fstat(f->fd, &st) == 0 && st.st_nlink > 0 && same_version(f, &st))
             return false;
-        /* The file is gone: nothing is limited any more. */
-        f->limits.n = 0;
-        f->generation++;
-        return true;
+        /* Replaced, removed or rewritten; or the program closed the
+         * descriptor (and it may name another file now: close it only when
+         * it is still ours). */
+        if (fstat(f->fd, &st) == 0 && st.st_ino == f->ino && st.st_dev == f->dev)
+            close(f->fd);
+        f->fd = 0;
     }
-    if (f->seen && f->ino == st.st_ino && f->dev == st.st_dev && f->size == st.st_size &&
-        f->mtime.tv_sec == st.st_mtim.tv_sec && f->mtime.tv_nsec == st.st_mtim.tv_nsec)
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return limits_clear(f);
+    if (fstat(fd, &st) != 0) {
+        close(fd);
         return false;
-    f->seen = true;
+    }
+    if (fd == 0) {
+        /* 0 means "none" here; keep the file on another descriptor. */
+        int other = fcntl(fd, F_DUPFD_CLOEXEC, 1);
+        close(fd);
+        if (other < 0)
+            return false;
+        fd = other;
+    }
+    f->fd = fd;
     f->dev = st.st_dev;
     f->ino = st.st_ino;
     f->size = st.st_size;
     f->mtime = st.st_mtim;
 
-    char *text = read_small_file(f->path);
+    char *text = read_small_file(fd);
     if (!text) {
         fprintf(stderr, "libgpubox-cuda: cannot read %s (%s); keeping the limits read before\n",
                 f->path, strerror(errno));

@@ -40,10 +40,11 @@ typedef struct {
     gpucuda_limit dev[GPUCUDA_MAX_DEVICES];
 } gpucuda_limits;
 
-/* The limits file as last read, and what identifies that version. */
+/* The limits file as last read, kept open, and what identifies that
+ * version. Zero-initialized with a path, it has read nothing yet. */
 typedef struct {
     const char *path;
-    bool seen; /* stat answered at least once */
+    int fd; /* the version read, open; 0: none */
     dev_t dev;
     ino_t ino;
     off_t size;
@@ -62,8 +63,12 @@ int gpucuda_limits_parse(const char *text, gpucuda_limits *out, char *err, size_
 /* The card's limit, or NULL when the file does not name it. */
 const gpucuda_limit *gpucuda_limits_find(const gpucuda_limits *l, const unsigned char uuid[16]);
 
-/* Reads f->path again when it changed since the last call (another inode,
- * size or mtime). A missing file means no limits; a malformed one, or one
+/* Reads f->path again when it changed since the last call: the file read
+ * last is kept open, and one fstat tells whether it was replaced (a rename
+ * over it leaves it without links), removed, or rewritten in place
+ * (another size or mtime; timestamps are coarse, so gpuboxd replaces the
+ * file rather than rewriting it). Without an open file, the path is
+ * opened again. A missing file means no limits; a malformed one, or one
  * that cannot be read, keeps the limits last read (and says so on stderr,
  * once per version). True when the limits changed. */
 bool gpucuda_limits_refresh(gpucuda_limits_file *f);

@@ -19,7 +19,9 @@
  *   info             cuMemGetInfo_v2     -> "info free=MIB total=MIB"
  *   total            cuDeviceTotalMem_v2 -> "total MIB"
  *   wait             prints "waiting", then reads one line of stdin
- *   bench KIND N     N alloc+free pairs of 1 MiB -> "bench NS_PER_PAIR"
+ *   bench KIND N     N alloc+free pairs of 1 MiB -> "bench NS_PER_PAIR" (the
+ *                    process's CPU time, so that other work on a shared
+ *                    machine does not count)
  * KIND: mem, pitch, managed, async, async_ptsz, pool, pool_ptsz, create,
  * array, array3d, mipmap. Exit status 0, or 1 on a usage or set-up error.
  */
@@ -274,7 +276,7 @@ static void hold(int kind, uint64_t key)
 static double now_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
