@@ -58,6 +58,7 @@ arch=$(dpkg --print-architecture)
 # The files a package (and make install PREFIX=/usr) puts in place.
 expected_files="/etc/gpubox/gpuboxd.conf
 /usr/bin/gpubox
+/usr/lib/gpubox/libgpubox-cuda.so
 /usr/lib/systemd/system/gpuboxd.service
 /usr/sbin/gpuboxd
 /usr/share/bash-completion/completions/gpubox
