@@ -2,6 +2,7 @@
  * budget.c - the container's shared memory budget (layout and rules in
  * budget.h).
  */
+#include "glibc_compat.h" /* first: binds glibc versions (see there) */
 #include "budget.h"
 
 #include <errno.h>
@@ -125,7 +126,7 @@ static gpucuda_budget_shm *open_shared(const char *path)
     }
     gpucuda_budget_shm *s = NULL;
     struct stat st;
-    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0)
+    if (flock(fd, LOCK_EX) != 0 || gpucuda_fstat(fd, &st) != 0)
         goto out;
     if (st.st_size == 0) {
         /* New: readable and writable by every user of the container. */

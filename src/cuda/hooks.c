@@ -32,7 +32,9 @@
  * calling the driver. A card the limits file does not name is not
  * counted at all.
  */
+#include "glibc_compat.h" /* first: binds glibc versions (see there) */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -264,8 +266,7 @@ static void paths_init_locked(void)
         return;
     const char *dir = GPUCUDA_DEFAULT_DIR;
     const char *env = secure_getenv("GPUBOX_CUDA_DIR");
-    struct stat st;
-    if (env && *env && stat(GPUCUDA_DEFAULT_DIR "/limits", &st) != 0)
+    if (env && *env && access(GPUCUDA_DEFAULT_DIR "/limits", F_OK) != 0)
         dir = env;
     snprintf(limits_path, sizeof(limits_path), "%s/limits/limits", dir);
     snprintf(budget_dir, sizeof(budget_dir), "%s/budget", dir);
@@ -318,8 +319,10 @@ static bool device_share(CUdevice dev, int *bidx, uint64_t *limit)
         o->limit = l ? l->memory_bytes : 0;
         o->bidx = -1;
         if (l && !budget_ready) {
-            struct stat st;
-            bool shared = stat(budget_dir, &st) == 0 && S_ISDIR(st.st_mode);
+            int dirfd = open(budget_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            bool shared = dirfd >= 0;
+            if (dirfd >= 0)
+                close(dirfd);
             budget_ready = gpucuda_budget_open(&budget, shared ? budget_path : NULL) == 0;
         }
         if (l && budget_ready)

@@ -1,8 +1,9 @@
 /*
  * limits.c - parsing and re-reading the limits file (format in limits.h).
- * Allocation paths call gpucuda_limits_refresh, so it costs one stat() when
+ * Allocation paths call gpucuda_limits_refresh, so it costs one fstat when
  * nothing changed.
  */
+#include "glibc_compat.h" /* first: binds glibc versions (see there) */
 #include "limits.h"
 
 #include <errno.h>
@@ -187,19 +188,19 @@ bool gpucuda_limits_refresh(gpucuda_limits_file *f)
     if (f->fd > 0) {
         /* The open file still linked and unchanged: nothing to do. A rename
          * over it leaves it with no link. */
-        if (fstat(f->fd, &st) == 0 && st.st_nlink > 0 && same_version(f, &st))
+        if (gpucuda_fstat(f->fd, &st) == 0 && st.st_nlink > 0 && same_version(f, &st))
             return false;
         /* Replaced, removed or rewritten; or the program closed the
          * descriptor (and it may name another file now: close it only when
          * it is still ours). */
-        if (fstat(f->fd, &st) == 0 && st.st_ino == f->ino && st.st_dev == f->dev)
+        if (gpucuda_fstat(f->fd, &st) == 0 && st.st_ino == f->ino && st.st_dev == f->dev)
             close(f->fd);
         f->fd = 0;
     }
     int fd = open(f->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return limits_clear(f);
-    if (fstat(fd, &st) != 0) {
+    if (gpucuda_fstat(fd, &st) != 0) {
         close(fd);
         return false;
     }

@@ -2,6 +2,7 @@
  * track.c - the allocation table (track.h): open addressing with linear
  * probing and backward-shift deletion, grown to keep it at most half full.
  */
+#include "glibc_compat.h" /* first: binds glibc versions (see there) */
 #include "track.h"
 
 #include <pthread.h>
