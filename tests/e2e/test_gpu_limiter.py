@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Daemon
-from rsutil import (LONG_RUNNING, RUN_TAG, call, container, create_ok, execute, execute_ok,
+from rsutil import (LONG_RUNNING, RUN_TAG, call, container, create_ok, delete, execute_ok,
                     info_ok, remove_image, wipe)
 
 PREFIX = "e2gl" + RUN_TAG
@@ -175,6 +175,13 @@ def test_a_share_holds_in_every_process(daemon, probe_image):
     assert execute_ok(d, name, ["sh", "-c", "kill -9 $(pidof cuda_probe)"])["exitCode"] == 0
     time.sleep(0.2)
     assert probe(d, name, "fill", "mem", "512") == "fill 4096\n"
+
+    # the host directories go with the container
+    host = [Path(d.data_dir) / sub / created["containerName"] for sub in ("gpu-limits",
+                                                                          "gpu-budget")]
+    assert all(p.is_dir() for p in host)
+    assert delete(d, name).status == 200
+    assert not any(p.exists() for p in host)
 
 
 def test_whole_cards_get_no_limiter(daemon, probe_image):
