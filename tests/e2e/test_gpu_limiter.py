@@ -1,7 +1,7 @@
 """gpubox's CUDA limiter in real containers (issue 28, docs/gpus.md "The CUDA
 limiter"). A memory share's container gets libgpubox-cuda.so and a read-only
 /etc/ld.so.preload naming it, its limits read-only in /run/gpubox/limits and
-a budget directory in /run/gpubox/budget. The CUDA program is
+a small tmpfs for its budget in /run/gpubox/budget. The CUDA program is
 tests/fakes/cuda_probe against the fake driver (libcuda.so.1), copied with
 the host's libc into a small image of their own (the test image has no
 libc); the fake driver's cards are written into the container. Started with
@@ -141,7 +141,12 @@ def test_a_share_holds_in_every_process(daemon, probe_image):
     assert mounts["/etc/ld.so.preload"]["RW"] is False
     assert mounts["/usr/local/gpubox/libgpubox-cuda.so"]["RW"] is False
     assert mounts["/run/gpubox/limits"]["RW"] is False
-    assert mounts["/run/gpubox/budget"]["RW"] is True
+    # the budget lives in a small tmpfs of the container's, not on the host's disk
+    out = execute_ok(d, name, ["grep", " /run/gpubox/budget ", "/proc/mounts"])
+    assert out["stdout"].startswith("tmpfs ") and " rw," in out["stdout"], out
+    out = execute_ok(d, name, ["sh", "-c", "dd if=/dev/zero of=/run/gpubox/budget/x bs=1M "
+                                           "count=4; s=$?; rm -f /run/gpubox/budget/x; exit $s"])
+    assert out["exitCode"] != 0, out
     out = execute_ok(d, name, ["cat", "/etc/ld.so.preload", "/run/gpubox/limits/limits"])
     assert out["stdout"].splitlines()[0] == "/usr/local/gpubox/libgpubox-cuda.so"
     assert f"{created['gpus'][0]} 4096" in out["stdout"].splitlines()
@@ -176,12 +181,11 @@ def test_a_share_holds_in_every_process(daemon, probe_image):
     time.sleep(0.2)
     assert probe(d, name, "fill", "mem", "512") == "fill 4096\n"
 
-    # the host directories go with the container
-    host = [Path(d.data_dir) / sub / created["containerName"] for sub in ("gpu-limits",
-                                                                          "gpu-budget")]
-    assert all(p.is_dir() for p in host)
+    # the host's limits directory goes with the container
+    host = Path(d.data_dir) / "gpu-limits" / created["containerName"]
+    assert (host / "limits").is_file()
     assert delete(d, name).status == 200
-    assert not any(p.exists() for p in host)
+    assert not host.exists()
 
 
 def test_whole_cards_get_no_limiter(daemon, probe_image):

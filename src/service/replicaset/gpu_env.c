@@ -21,10 +21,11 @@
  *     (the host file <data-dir>/gpu-limits/<container>/ld.so.preload);
  *     the cards' shares in <data-dir>/gpu-limits/<container>/limits, the
  *     directory mounted read-only at RS_CUDA_LIMITS_DIR (a directory, so a
- *     later rewrite by rename reaches the container); and an empty
- *     directory <data-dir>/gpu-budget/<container> (mode 0777) mounted
- *     read-write at RS_CUDA_BUDGET_DIR, where the container's processes
- *     keep their shared budget. Both go with the container;
+ *     later rewrite by rename reaches the container), which goes with
+ *     the container; and a small tmpfs (RS_CUDA_BUDGET_BYTES, mode 1777)
+ *     at RS_CUDA_BUDGET_DIR, where the container's processes keep their
+ *     shared budget: memory rather than the host's disk, so what the
+ *     container writes there is capped and goes with it;
  *   - shares only, with --hami-core instead: the library mounted read-only
  *     at RS_HAMI_CORE_PATH and LD_PRELOAD naming it (in the env and the
  *     file), so HAMi-core enforces the memory limits.
@@ -49,8 +50,9 @@
 
 #define RS_GPU_ENV_DIR "gpu-env"
 #define RS_GPU_ENV_SUFFIX ".env"
-#define RS_GPU_LIMITS_DIR "gpu-limits"        /* <container>/limits, mounted read-only */
-#define RS_GPU_BUDGET_DIR "gpu-budget"        /* <container>/, mounted read-write */
+#define RS_GPU_LIMITS_DIR "gpu-limits" /* <container>/limits, mounted read-only */
+/* The budget's tmpfs: the budget file (src/cuda/budget.h) is about 40 KiB. */
+#define RS_CUDA_BUDGET_BYTES (1024 * 1024)
 #define RS_LD_SO_PRELOAD_FILE "ld.so.preload" /* beside limits, names the limiter */
 
 /* A memory share or time-slice replica (a grant has one mode). */
@@ -151,22 +153,18 @@ static int rs_gpu_env_write(const char *path, const char *text, gb_err *err)
     return 0;
 }
 
-/* <data-dir>/NAME/<container> (made, with mode, when mkdir_mode is not 0). */
-static int rs_gpu_dir(const app *a, const char *name, const char *container, mode_t mkdir_mode,
-                      char *path, size_t size, gb_err *err)
+/* <data-dir>/NAME/<container> (made, mode 0755, when make is set). */
+static int rs_gpu_dir(const app *a, const char *name, const char *container, bool make, char *path,
+                      size_t size, gb_err *err)
 {
     char parent[PATH_MAX];
     if (snprintf(parent, sizeof(parent), "%s/%s", a->cfg.data_dir, name) >= (int)sizeof(parent) ||
         snprintf(path, size, "%s/%s", parent, container) >= (int)size)
         return err_set(err, ERR_INTERNAL, "data dir path is too long for %s", name);
-    if (!mkdir_mode)
+    if (!make)
         return 0;
-    if ((mkdir(parent, 0755) < 0 && errno != EEXIST) ||
-        (mkdir(path, mkdir_mode) < 0 && errno != EEXIST))
+    if ((mkdir(parent, 0755) < 0 && errno != EEXIST) || (mkdir(path, 0755) < 0 && errno != EEXIST))
         return err_set(err, ERR_INTERNAL, "cannot create %s: %s", path, strerror(errno));
-    /* whatever the umask: the budget is written by any user of the container */
-    if (chmod(path, mkdir_mode) < 0)
-        return err_set(err, ERR_INTERNAL, "cannot set the mode of %s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -185,8 +183,7 @@ static void rs_gpu_dir_remove(const char *path)
 }
 
 /* The CUDA limiter for a share: the limits file (src/cuda/limits.h: UUID
- * and MiB, one card a line), the budget directory, the preload file, and
- * the four mounts. */
+ * and MiB, one card a line), the preload file, and the four mounts. */
 static int rs_cuda_limiter_prepare(const app *a, const rs_record *r, rs_gpu_env *out, gb_err *err)
 {
     _cleanup_free_ char *text = NULL;
@@ -200,10 +197,8 @@ static int rs_cuda_limiter_prepare(const app *a, const rs_record *r, rs_gpu_env 
                 (unsigned long long)r->grant.cards[i].memory_mib);
     if (fclose(f) != 0)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    char limits_dir[PATH_MAX], budget_dir[PATH_MAX], file[PATH_MAX + 16], preload[PATH_MAX];
-    if (rs_gpu_dir(a, RS_GPU_LIMITS_DIR, r->container_name, 0755, limits_dir, sizeof(limits_dir),
-                   err) < 0 ||
-        rs_gpu_dir(a, RS_GPU_BUDGET_DIR, r->container_name, 0777, budget_dir, sizeof(budget_dir),
+    char limits_dir[PATH_MAX], file[PATH_MAX + 16], preload[PATH_MAX];
+    if (rs_gpu_dir(a, RS_GPU_LIMITS_DIR, r->container_name, true, limits_dir, sizeof(limits_dir),
                    err) < 0)
         return -1;
     /* The preload file is the container's own too (in the same directory,
@@ -216,7 +211,6 @@ static int rs_cuda_limiter_prepare(const app *a, const rs_record *r, rs_gpu_env 
         rs_gpu_env_write(preload, RS_CUDA_LIMITER_PATH "\n", err) < 0)
         return -1;
     out->limits_dir = xstrdup(limits_dir);
-    out->budget_dir = xstrdup(budget_dir);
     out->preload_file = xstrdup(preload);
     out->mounts[out->nmounts++] =
         (docker_bind){.src = a->cfg.cuda_limiter, .dest = RS_CUDA_LIMITER_PATH, .read_only = true};
@@ -225,7 +219,7 @@ static int rs_cuda_limiter_prepare(const app *a, const rs_record *r, rs_gpu_env 
     out->mounts[out->nmounts++] =
         (docker_bind){.src = out->limits_dir, .dest = RS_CUDA_LIMITS_DIR, .read_only = true};
     out->mounts[out->nmounts++] =
-        (docker_bind){.src = out->budget_dir, .dest = RS_CUDA_BUDGET_DIR, .read_only = false};
+        (docker_bind){.dest = RS_CUDA_BUDGET_DIR, .tmpfs_bytes = RS_CUDA_BUDGET_BYTES};
     return 0;
 }
 
@@ -304,7 +298,6 @@ void rs_gpu_env_free(rs_gpu_env *e)
     gpus_grant_env_free(e->env, e->nenv);
     free(e->file);
     free(e->limits_dir);
-    free(e->budget_dir);
     free(e->preload_file);
     memset(e, 0, sizeof(*e));
 }
@@ -316,13 +309,12 @@ void rs_gpu_env_remove(app *a, const char *container)
         errno != ENOENT)
         log_warn("replica sets: cannot remove %s: %s", path, strerror(errno));
     gb_err e = GB_ERR_INIT;
-    if (rs_gpu_dir(a, RS_GPU_LIMITS_DIR, container, 0, path, sizeof(path), &e) == 0)
-        rs_gpu_dir_remove(path);
-    if (rs_gpu_dir(a, RS_GPU_BUDGET_DIR, container, 0, path, sizeof(path), &e) == 0)
+    if (rs_gpu_dir(a, RS_GPU_LIMITS_DIR, container, false, path, sizeof(path), &e) == 0)
         rs_gpu_dir_remove(path);
 }
 
-/* Start-up: the CUDA limiter's directories of containers no record names. */
+/* Start-up: the CUDA limiter's limits directories of containers no record
+ * names. */
 static size_t rs_gpu_dirs_sweep(app *a, const char *name, const json_t *containers)
 {
     char dir[PATH_MAX];
@@ -368,8 +360,7 @@ void rs_gpu_env_sweep(app *a, const json_t *containers)
     }
     closedir(d);
     removed += rs_gpu_dirs_sweep(a, RS_GPU_LIMITS_DIR, containers);
-    removed += rs_gpu_dirs_sweep(a, RS_GPU_BUDGET_DIR, containers);
     if (removed)
-        log_info("reconcile: removed %zu GPU env file(s) or limit directories no container uses",
+        log_info("reconcile: removed %zu GPU env file(s) or limits directories no container uses",
                  removed);
 }

@@ -25,9 +25,9 @@ typedef struct rs_gpu_env {
     docker_bind mounts[5]; /* the env file; HAMi-core, or the CUDA limiter's four */
     size_t nmounts;
     char *file; /* host path of the env file; NULL when none */
-    /* The CUDA limiter's host paths (limits and budget directories, the
-     * preload file); NULL when it is not used. */
-    char *limits_dir, *budget_dir, *preload_file;
+    /* The CUDA limiter's host paths (the limits directory, the preload
+     * file); NULL when it is not used. */
+    char *limits_dir, *preload_file;
 } rs_gpu_env;
 
 /* For r's grant: the env lines, the host env file written (replacing one of
@@ -37,8 +37,8 @@ int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, 
                        gb_err *err);
 void rs_gpu_env_free(rs_gpu_env *e);
 
-/* Remove the host files of a container (env file, CUDA limits and budget
- * directories) after the container is gone. */
+/* Remove the host files of a container (env file, CUDA limits directory)
+ * after the container is gone. */
 void rs_gpu_env_remove(app *a, const char *container);
 /* Start-up: remove every such host file whose container is not a key of
  * containers (an object whose keys are the containers records name). */

@@ -61,7 +61,7 @@
 #define RS_CUDA_LIMITER_PATH RS_GPUBOX_LIB_DIR "/libgpubox-cuda.so"
 #define RS_LD_SO_PRELOAD_PATH "/etc/ld.so.preload"
 #define RS_CUDA_LIMITS_DIR RS_GPUBOX_RUN_DIR "/limits" /* read-only: the file "limits" */
-#define RS_CUDA_BUDGET_DIR RS_GPUBOX_RUN_DIR "/budget" /* read-write: the shared budget */
+#define RS_CUDA_BUDGET_DIR RS_GPUBOX_RUN_DIR "/budget" /* a tmpfs: the shared budget */
 
 typedef struct rs_bind {
     char *src; /* absolute host path, or a gpubox volume name */
