@@ -324,6 +324,12 @@ static const config_option config_options[] = {
             "HAMi-core library (libvgpu.so) to mount read-only and LD_PRELOAD into containers "
             "with GPU shares, so their memory limits are enforced",
             hami_core),
+    OPT_STR("cuda-limiter", "PATH|off",
+            "libgpubox-cuda.so beside gpuboxd (cuda/ in a build tree, ../lib/gpubox/ installed)",
+            "gpubox's CUDA limiter to mount read-only and preload (/etc/ld.so.preload) into "
+            "containers with GPU shares, so their memory shares hold (docs/gpus.md); off: none. "
+            "--hami-core, when given, is used instead",
+            cuda_limiter),
     OPT_ONE_OF("volume-backend", "loop|xfsquota|plain", "loop",
                "how sized volumes are made (docs/volumes.md)", volume_backend),
     OPT_ONE_OF("volume-fs", "ext4|xfs", "ext4",
@@ -562,6 +568,8 @@ void config_free(daemon_config *cfg)
     }
     free(cfg->fleet_secret_file);
     cfg->fleet_secret_file = NULL;
+    free(cfg->cuda_limiter);
+    cfg->cuda_limiter = NULL;
 }
 
 static char *trim(char *s)
@@ -766,6 +774,50 @@ static int config_check_hami_core(daemon_config *cfg, gb_err *err)
     return set_string(&cfg->hami_core, resolved, err);
 }
 
+/* --cuda-limiter: "off", a readable regular file (kept as an absolute path,
+ * since Docker mounts it from the host), or, when not given, the library
+ * built or installed with this gpuboxd, if there is one (none: shares are
+ * not enforced, and the API says so). */
+static int config_finalize_cuda_limiter(daemon_config *cfg, gb_err *err)
+{
+    char resolved[PATH_MAX];
+    struct stat st;
+    if (cfg->cuda_limiter && strcmp(cfg->cuda_limiter, "off") == 0) {
+        free(cfg->cuda_limiter);
+        cfg->cuda_limiter = NULL;
+        return 0;
+    }
+    if (cfg->cuda_limiter) {
+        if (!realpath(cfg->cuda_limiter, resolved) || stat(resolved, &st) < 0)
+            return err_set(err, ERR_INVALID_PARAMS, "--cuda-limiter %s: %s", cfg->cuda_limiter,
+                           strerror(errno));
+        if (!S_ISREG(st.st_mode) || access(resolved, R_OK) < 0)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "--cuda-limiter %s is not a readable file; point it at "
+                           "libgpubox-cuda.so, or say off",
+                           cfg->cuda_limiter);
+        return set_string(&cfg->cuda_limiter, resolved, err);
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return 0;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return 0;
+    *slash = '\0';
+    static const char *const beside[] = {"/cuda/libgpubox-cuda.so",
+                                         "/../lib/gpubox/libgpubox-cuda.so"};
+    for (size_t i = 0; i < ARRAY_SIZE(beside); i++) {
+        char candidate[PATH_MAX + 64];
+        snprintf(candidate, sizeof(candidate), "%s%s", exe, beside[i]);
+        if (realpath(candidate, resolved) && stat(resolved, &st) == 0 && S_ISREG(st.st_mode))
+            return set_string(&cfg->cuda_limiter, resolved, err);
+    }
+    return 0;
+}
+
 /* --public-host: a host name or address as ssh takes it after "root@"; by
  * default the --listen host, unless that is a wildcard, which names no
  * host: then this machine's name. */
@@ -885,6 +937,8 @@ int config_finalize(daemon_config *cfg, gb_err *err)
 
     if (cfg->hami_core && config_check_hami_core(cfg, err) < 0)
         return -1;
+    if (config_finalize_cuda_limiter(cfg, err) < 0)
+        return -1;
     if (config_check_cpus(cfg, err) < 0)
         return -1;
 
@@ -913,6 +967,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.gpu_exclude_sharing = cfg->gpu_exclude_sharing;
     cfg->app.gpu_exclude = cfg->gpu_exclude;
     cfg->app.hami_core = cfg->hami_core;
+    cfg->app.cuda_limiter = cfg->cuda_limiter;
     cfg->app.xid_critical = cfg->xid_critical;
     cfg->app.registry_auth_file = cfg->registry_auth_file;
     return 0;

@@ -36,6 +36,7 @@ typedef struct daemon_config {
     char *token_file, *tls_cert, *tls_key, *cors_origins; /* NULL: not given */
     char *allowed_hosts; /* --allowed-host, every one given, joined by ','; NULL: none */
     char *gpu_exclude_sharing, *gpu_exclude, *hami_core;
+    char *cuda_limiter; /* --cuda-limiter as given; NULL: beside gpuboxd */
     char *xid_critical;
     char *registry_auth_file;             /* NULL: not given */
     char *node, *advertise, *node_labels; /* the fleet (docs/fleet.md); NULL: not given */

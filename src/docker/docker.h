@@ -90,6 +90,7 @@ typedef struct docker_bind {
     const char *src;  /* an absolute host path, or a Docker volume name */
     const char *dest; /* an absolute path in the container */
     bool read_only;
+    uint64_t tmpfs_bytes; /* > 0: instead, a tmpfs of this size (mode 1777) at dest; no src */
 } docker_bind;
 
 typedef struct docker_port {

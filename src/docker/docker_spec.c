@@ -100,6 +100,14 @@ static int docker_spec_mounts(json_t *host, const docker_run_spec *spec, gb_err 
     json_object_set_new(host, "Mounts", mounts);
     for (size_t i = 0; i < spec->nbinds; i++) {
         const docker_bind *b = &spec->binds[i];
+        if (b->tmpfs_bytes && b->dest && b->dest[0] == '/') {
+            /* memory, not the host's disk: what the container writes there
+             * is capped and goes with it */
+            json_array_append_new(mounts, json_pack("{s:s, s:s, s:{s:I, s:i}}", "Type", "tmpfs",
+                                                    "Target", b->dest, "TmpfsOptions", "SizeBytes",
+                                                    (json_int_t)b->tmpfs_bytes, "Mode", 01777));
+            continue;
+        }
         if (!b->src || !b->dest || b->dest[0] != '/')
             return err_set(err, ERR_INVALID_PARAMS,
                            "run spec: bind %zu needs a source and an absolute destination, got "

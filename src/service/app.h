@@ -55,6 +55,7 @@ typedef struct app_config {
     const char *gpu_exclude_sharing;    /* "GPU-a,3": whole cards only */
     const char *gpu_exclude;            /* "GPU-a,3": never scheduled */
     const char *hami_core;              /* absolute path of libvgpu.so; NULL: none */
+    const char *cuda_limiter; /* absolute path of libgpubox-cuda.so; NULL: none (src/cuda/) */
     /* The fleet (docs/fleet.md): NULL node = a single server. store_url is
      * then this node's own prefix, fleet_url the fleet's (--store). */
     const char *node, *advertise, *node_labels, *fleet_url;

@@ -34,11 +34,12 @@ struct resources_cache {
 
 /* Whether the memory limits of a device's tenants are enforced in their
  * containers: whole cards (and free ones) need nothing; shares only with
- * HAMi-core (docs/gpus.md, "What is enforced"). */
+ * gpubox's CUDA limiter or HAMi-core (docs/gpus.md, "What is enforced"). */
 static bool resources_enforced(const app *a, const gpus_device_status *st)
 {
     bool share = st->mode == GPUS_MODE_MEMORY || st->mode == GPUS_MODE_TIMESLICE;
-    return !share || (a->cfg.hami_core && *a->cfg.hami_core);
+    return !share || (a->cfg.hami_core && *a->cfg.hami_core) ||
+           (a->cfg.cuda_limiter && *a->cfg.cuda_limiter);
 }
 
 /* {name, memoryMiB, replica (time-slice only)} for each tenant. */
@@ -96,10 +97,15 @@ static int resources_gpus_from(app *a, const gpus_status *st, json_t **out, gb_e
     for (size_t i = 0; devices && i < st->n; i++)
         if (json_array_append_new(devices, resources_device(a, &st->devices[i])) < 0)
             return err_set(err, ERR_INTERNAL, "out of memory");
+    /* HAMi-core, when named, is used instead of gpubox's CUDA limiter. */
     bool hami = a->cfg.hami_core && *a->cfg.hami_core;
+    bool limiter = !hami && a->cfg.cuda_limiter && *a->cfg.cuda_limiter;
     *out = json_pack("{s:o, s:O, s:b, s:s, s:{s:b, s:s?}}", "gpus", resources_gpu_map(st),
                      "devices", devices, "simulated", a->gpus.simulated, "source", a->gpus.source,
-                     "sharing", "enforced", hami, "enforcedBy", hami ? "HAMi-core" : NULL);
+                     "sharing", "enforced", hami || limiter, "enforcedBy",
+                     hami      ? "HAMi-core"
+                     : limiter ? "gpubox"
+                               : NULL);
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
 

@@ -11,8 +11,9 @@ The simulated host has cards of three sizes:
   index 2     A100  40960 MiB
   index 3     H100  81920 MiB
 so each test knows which card a request must land on. No card here runs
-CUDA: what the tests show is what gpubox schedules and hands the container,
-not that anything enforces it (docs/gpus.md, "What is enforced").
+CUDA: what the tests show is what gpubox schedules and hands the container;
+test_gpu_limiter.py shows the CUDA limiter holding a share against the fake
+driver (docs/gpus.md, "What is enforced").
 """
 import json
 import random
@@ -151,10 +152,11 @@ def test_binpack_takes_the_fitting_card_with_the_least_left(d):
     assert devs[2]["allocatedMemoryMiB"] == 20480 and devs[2]["freeMemoryMiB"] == A100 - 20480
     assert devs[1]["mode"] == "free" and devs[3]["mode"] == "free"
     assert gpu_map(d) == {devs[i]["uuid"]: int(i in (0, 2)) for i in devs}
-    # not enforced: no HAMi-core on this host, and the answers say so
-    assert devs[0]["enforced"] is False and devs[1]["enforced"] is True
-    assert d.get("/api/v1/resources/gpus").data["sharing"] == {"enforced": False,
-                                                              "enforcedBy": None}
+    # enforced by gpubox's CUDA limiter (built beside this gpuboxd; issue 28),
+    # and the answers say so
+    assert devs[0]["enforced"] is True and devs[1]["enforced"] is True
+    assert d.get("/api/v1/resources/gpus").data["sharing"] == {"enforced": True,
+                                                              "enforcedBy": "gpubox"}
 
     assert_container_has(d, f"{PREFIX}_a", [uuid_of(d, 0)], share_lines(12288))
     assert_container_has(d, f"{PREFIX}_b", [uuid_of(d, 0)], share_lines(4096))
@@ -290,7 +292,7 @@ def test_the_limits_file_is_read_only_and_goes_with_the_container(d, daemon):
     assert "/usr/local/gpubox/libvgpu.so" not in mounts
     i = info_ok(d, name)
     assert i["gpuShares"] == created["gpuShares"]
-    assert i["gpuLimits"] == {"mode": "memory", "enforced": False, "enforcedBy": None}
+    assert i["gpuLimits"] == {"mode": "memory", "enforced": True, "enforcedBy": "gpubox"}
     # gpubox's paths are its own: a bind there is refused before anything is taken
     before = gpu_map(d)
     r = share(d, "clash", "1GB", binds=[{"src": "data", "dest": "/etc/gpubox/gpu.env"}])

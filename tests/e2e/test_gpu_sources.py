@@ -98,7 +98,7 @@ def test_no_gpu_found_is_source_none_with_a_warning(start_daemon, tmp_path):
     r = d.get("/api/v1/resources/gpus")
     assert r.status == 200
     assert r.data == {"gpus": {}, "devices": [], "simulated": False, "source": "none",
-                      "sharing": {"enforced": False, "enforcedBy": None}}
+                      "sharing": {"enforced": True, "enforcedBy": "gpubox"}}
     assert d.get("/api/v1/gpus").data == {"gpuStatus": {}}
     assert "no GPU found" in d.log()
 

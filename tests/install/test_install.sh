@@ -58,6 +58,7 @@ arch=$(dpkg --print-architecture)
 # The files a package (and make install PREFIX=/usr) puts in place.
 expected_files="/etc/gpubox/gpuboxd.conf
 /usr/bin/gpubox
+/usr/lib/gpubox/libgpubox-cuda.so
 /usr/lib/systemd/system/gpuboxd.service
 /usr/sbin/gpuboxd
 /usr/share/bash-completion/completions/gpubox
@@ -200,7 +201,9 @@ make --no-print-directory -o build install BUILD_RELEASE="$build" DESTDIR="$inst
     >"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; die "make install failed"; }
 same "files of make install PREFIX=/usr (vs the package)" "$expected_files" "$(files_under "$inst")"
 while read -r f; do
-    if [[ $f == */bin/* || $f == */sbin/* ]]; then # stripped in the package
+    if [[ $f == *.so ]]; then # stripped in the package; a library, not a program
+        [ -r "$inst$f" ] || fail "make install: $f is not readable"
+    elif [[ $f == */bin/* || $f == */sbin/* ]]; then # stripped in the package
         [ -x "$inst$f" ] || fail "make install: $f is not executable"
     else
         cmp -s "$inst$f" "$root$f" || fail "make install: $f differs from the package's"

@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,6 +333,9 @@ static void test_bad_flags_name_the_flag(void **state)
         {"--gpu-exclude-sharing", "GPU a", "--gpu-exclude-sharing"},
         {"--hami-core", "/nonexistent/libvgpu.so", "--hami-core /nonexistent/libvgpu.so"},
         {"--hami-core", "/tmp", "not a readable file"},
+        {"--cuda-limiter", "/nonexistent/libgpubox-cuda.so",
+         "--cuda-limiter /nonexistent/libgpubox-cuda.so"},
+        {"--cuda-limiter", "/tmp", "not a readable file"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         daemon_config cfg;
@@ -423,6 +427,7 @@ static void test_usage_lists_every_flag_with_default(void **state)
                                    "--gpu-exclude GPU[,GPU...]",
                                    "--hami-core PATH",
                                    "(default: none (share limits are scheduled but not enforced))",
+                                   "--cuda-limiter PATH|off",
                                    "--config FILE",
                                    "--help",
                                    "--version"};
@@ -460,6 +465,23 @@ static void test_gpu_sharing_settings(void **state)
     assert_string_equal(cfg.app.gpu_exclude, "GPU-a, 3");
     assert_string_equal(cfg.app.gpu_exclude_sharing, "0");
     assert_string_equal(cfg.app.hami_core, lib);
+    config_free(&cfg);
+
+    /* The CUDA limiter: the one built beside this program by default (the
+     * test runs from the build directory), a file given, or off. */
+    const char *build = getenv("GPUBOX_BUILD_DIR");
+    char built[PATH_MAX], expect[PATH_MAX];
+    assert_non_null(build);
+    snprintf(built, sizeof(built), "%s/cuda/libgpubox-cuda.so", build);
+    assert_non_null(realpath(built, expect));
+    assert_int_equal(LOAD(&cfg, &err, "--data-dir", "/tmp/x"), 0);
+    assert_string_equal(cfg.app.cuda_limiter, expect);
+    config_free(&cfg);
+    assert_int_equal(LOAD(&cfg, &err, "--data-dir", "/tmp/x", "--cuda-limiter", lib), 0);
+    assert_string_equal(cfg.app.cuda_limiter, lib);
+    config_free(&cfg);
+    assert_int_equal(LOAD(&cfg, &err, "--data-dir", "/tmp/x", "--cuda-limiter", "off"), 0);
+    assert_null(cfg.app.cuda_limiter);
     config_free(&cfg);
     unlink(lib);
 }

@@ -269,6 +269,24 @@ struct bad_case {
     docker_run_spec spec;
 };
 
+/* A tmpfs mount (the CUDA limiter's budget): capped, mode 1777, no source. */
+static void test_json_tmpfs(void **state)
+{
+    (void)state;
+    const docker_bind mounts[] = {{.src = "/data/x", .dest = "/x", .read_only = true},
+                                  {.dest = "/run/gpubox/budget", .tmpfs_bytes = 1048576}};
+    json_t *cfg = spec_json(&(docker_run_spec){.image = "i", .binds = mounts, .nbinds = 2});
+    json_t *want = json_loads("[{\"Type\": \"bind\", \"Source\": \"/data/x\", \"Target\": \"/x\", "
+                              "\"ReadOnly\": true}, {\"Type\": \"tmpfs\", \"Target\": "
+                              "\"/run/gpubox/budget\", \"TmpfsOptions\": {\"SizeBytes\": 1048576, "
+                              "\"Mode\": 1023}}]",
+                              0, NULL);
+    assert_non_null(want);
+    assert_true(json_equal(json_object_get(json_object_get(cfg, "HostConfig"), "Mounts"), want));
+    json_decref(want);
+    json_decref(cfg);
+}
+
 static void test_json_refusals(void **state)
 {
     (void)state;
@@ -537,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_json_no_gpu),
         cmocka_unit_test(test_json_minimal),
         cmocka_unit_test(test_json_refusals),
+        cmocka_unit_test(test_json_tmpfs),
         cmocka_unit_test(test_json_network),
         cmocka_unit_test(test_container_config_view),
         cmocka_unit_test_teardown(test_run_nvidia, dtu_cleanup),

@@ -142,6 +142,11 @@ static void test_spec_errors(void **state)
          ERR_INVALID_PARAMS, "where gpubox mounts its own files"},
         {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"v\",\"dest\":\"/usr/local/gpubox\"}]}",
          ERR_INVALID_PARAMS, "/usr/local/gpubox"},
+        /* the CUDA limiter's preload file, limits and budget */
+        {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"v\",\"dest\":\"/etc/ld.so.preload\"}]}",
+         ERR_INVALID_PARAMS, "/etc/ld.so.preload"},
+        {"{\"imageName\":\"x\",\"binds\":[{\"src\":\"v\",\"dest\":\"/run/gpubox/budget\"}]}",
+         ERR_INVALID_PARAMS, "under /run/gpubox"},
         {"{\"imageName\":\"x\",\"containerPorts\":[\"0\"]}", ERR_INVALID_PARAMS, "1-65535"},
         {"{\"imageName\":\"x\",\"containerPorts\":[\"70000\"]}", ERR_INVALID_PARAMS, "1-65535"},
         {"{\"imageName\":\"x\",\"containerPorts\":[\"22/sctp\"]}", ERR_INVALID_PARAMS, "udp"},

@@ -14,12 +14,24 @@
  *     does not apply. The file lives as long as its container; it is
  *     removed with the container, and start-up removes files no record's
  *     container names (a crash between the two);
- *   - shares only, with --hami-core: the library mounted read-only at
- *     RS_HAMI_CORE_PATH and LD_PRELOAD naming it (in the env and the file),
- *     so HAMi-core enforces the memory limits. Without it the limits are
- *     scheduled but not enforced, and the API says so (rs_gpu_enforced
- *     reads it from the container itself, which outlives a change of the
- *     host setting).
+ *   - shares only, gpubox's CUDA limiter (--cuda-limiter, src/cuda/,
+ *     docs/gpus.md): the library mounted read-only at RS_CUDA_LIMITER_PATH
+ *     and a preload file naming it read-only at /etc/ld.so.preload, so
+ *     every dynamically linked process loads it whatever its environment
+ *     (the host file <data-dir>/gpu-limits/<container>/ld.so.preload);
+ *     the cards' shares in <data-dir>/gpu-limits/<container>/limits, the
+ *     directory mounted read-only at RS_CUDA_LIMITS_DIR (a directory, so a
+ *     later rewrite by rename reaches the container), which goes with
+ *     the container; and a small tmpfs (RS_CUDA_BUDGET_BYTES, mode 1777)
+ *     at RS_CUDA_BUDGET_DIR, where the container's processes keep their
+ *     shared budget: memory rather than the host's disk, so what the
+ *     container writes there is capped and goes with it;
+ *   - shares only, with --hami-core instead: the library mounted read-only
+ *     at RS_HAMI_CORE_PATH and LD_PRELOAD naming it (in the env and the
+ *     file), so HAMi-core enforces the memory limits.
+ * With neither, the limits are scheduled but not enforced, and the API
+ * says so (rs_gpu_enforced_by reads it from the container itself, which
+ * outlives a change of the host setting).
  */
 #include "util/xalloc.h"
 #include "service/replicaset/gpu_env.h"
@@ -38,6 +50,10 @@
 
 #define RS_GPU_ENV_DIR "gpu-env"
 #define RS_GPU_ENV_SUFFIX ".env"
+#define RS_GPU_LIMITS_DIR "gpu-limits" /* <container>/limits, mounted read-only */
+/* The budget's tmpfs: the budget file (src/cuda/budget.h) is about 40 KiB. */
+#define RS_CUDA_BUDGET_BYTES (1024 * 1024)
+#define RS_LD_SO_PRELOAD_FILE "ld.so.preload" /* beside limits, names the limiter */
 
 /* A memory share or time-slice replica (a grant has one mode). */
 static bool rs_grant_is_share(const rs_record *r)
@@ -69,11 +85,35 @@ static bool rs_hami_core_in(const json_t *inspect)
     return preload && mounted;
 }
 
-bool rs_gpu_enforced(const app *a, const rs_record *r, const json_t *inspect)
+/* The limiter is in place when HAMi-core is not set and gpubox's is. */
+static bool rs_cuda_limiter_set(const app *a)
+{
+    return !rs_hami_core_set(a) && a->cfg.cuda_limiter && *a->cfg.cuda_limiter;
+}
+
+/* Docker's inspect says the preload file and the limits are mounted. */
+static bool rs_cuda_limiter_in(const json_t *inspect)
+{
+    bool preload = false, limits = false;
+    json_t *mounts = json_object_get(inspect, "Mounts");
+    for (size_t i = 0; i < json_array_size(mounts); i++) {
+        const char *dest =
+            json_string_value(json_object_get(json_array_get(mounts, i), "Destination"));
+        preload = preload || (dest && strcmp(dest, RS_LD_SO_PRELOAD_PATH) == 0);
+        limits = limits || (dest && strcmp(dest, RS_CUDA_LIMITS_DIR) == 0);
+    }
+    return preload && limits;
+}
+
+const char *rs_gpu_enforced_by(const app *a, const rs_record *r, const json_t *inspect)
 {
     if (!rs_grant_is_share(r))
-        return true;
-    return inspect ? rs_hami_core_in(inspect) : rs_hami_core_set(a);
+        return r->ngpus ? "exclusive cards" : NULL;
+    if (inspect ? rs_cuda_limiter_in(inspect) : rs_cuda_limiter_set(a))
+        return "gpubox";
+    if (inspect ? rs_hami_core_in(inspect) : rs_hami_core_set(a))
+        return "HAMi-core";
+    return NULL;
 }
 
 static int rs_gpu_env_path(const app *a, const char *container, char *path, size_t size)
@@ -113,11 +153,84 @@ static int rs_gpu_env_write(const char *path, const char *text, gb_err *err)
     return 0;
 }
 
-/* The grant's lines, plus LD_PRELOAD for a share when HAMi-core is set. */
+/* <data-dir>/NAME/<container> (made, mode 0755, when make is set). */
+static int rs_gpu_dir(const app *a, const char *name, const char *container, bool make, char *path,
+                      size_t size, gb_err *err)
+{
+    char parent[PATH_MAX];
+    if (snprintf(parent, sizeof(parent), "%s/%s", a->cfg.data_dir, name) >= (int)sizeof(parent) ||
+        snprintf(path, size, "%s/%s", parent, container) >= (int)size)
+        return err_set(err, ERR_INTERNAL, "data dir path is too long for %s", name);
+    if (!make)
+        return 0;
+    if ((mkdir(parent, 0755) < 0 && errno != EEXIST) || (mkdir(path, 0755) < 0 && errno != EEXIST))
+        return err_set(err, ERR_INTERNAL, "cannot create %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* Removes a directory of rs_gpu_dir and the files in it. */
+static void rs_gpu_dir_remove(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    if (rmdir(path) < 0 && errno != ENOENT)
+        log_warn("replica sets: cannot remove %s: %s", path, strerror(errno));
+}
+
+/* The CUDA limiter for a share: the limits file (src/cuda/limits.h: UUID
+ * and MiB, one card a line), the preload file, and the four mounts. */
+static int rs_cuda_limiter_prepare(const app *a, const rs_record *r, rs_gpu_env *out, gb_err *err)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    fprintf(f, "# gpubox CUDA limits of %s: UUID MEMORY_MIB\n", r->container_name);
+    for (size_t i = 0; i < r->grant.n; i++)
+        fprintf(f, "%s %llu\n", r->grant.cards[i].uuid,
+                (unsigned long long)r->grant.cards[i].memory_mib);
+    if (fclose(f) != 0)
+        return err_set(err, ERR_INTERNAL, "out of memory");
+    char limits_dir[PATH_MAX], file[PATH_MAX + 16], preload[PATH_MAX];
+    if (rs_gpu_dir(a, RS_GPU_LIMITS_DIR, r->container_name, true, limits_dir, sizeof(limits_dir),
+                   err) < 0)
+        return -1;
+    /* The preload file is the container's own too (in the same directory,
+     * where the library reads only "limits"): no two creates write one file. */
+    snprintf(file, sizeof(file), "%s/limits", limits_dir);
+    if (snprintf(preload, sizeof(preload), "%s/" RS_LD_SO_PRELOAD_FILE, limits_dir) >=
+        (int)sizeof(preload))
+        return err_set(err, ERR_INTERNAL, "data dir path is too long for the preload file");
+    if (rs_gpu_env_write(file, text, err) < 0 ||
+        rs_gpu_env_write(preload, RS_CUDA_LIMITER_PATH "\n", err) < 0)
+        return -1;
+    out->limits_dir = xstrdup(limits_dir);
+    out->preload_file = xstrdup(preload);
+    out->mounts[out->nmounts++] =
+        (docker_bind){.src = a->cfg.cuda_limiter, .dest = RS_CUDA_LIMITER_PATH, .read_only = true};
+    out->mounts[out->nmounts++] =
+        (docker_bind){.src = out->preload_file, .dest = RS_LD_SO_PRELOAD_PATH, .read_only = true};
+    out->mounts[out->nmounts++] =
+        (docker_bind){.src = out->limits_dir, .dest = RS_CUDA_LIMITS_DIR, .read_only = true};
+    out->mounts[out->nmounts++] =
+        (docker_bind){.dest = RS_CUDA_BUDGET_DIR, .tmpfs_bytes = RS_CUDA_BUDGET_BYTES};
+    return 0;
+}
+
+/* The grant's lines, plus LD_PRELOAD for a share when HAMi-core is set;
+ * the CUDA limiter's files and mounts for a share when it is set. */
 static int rs_gpu_env_lines(const app *a, const rs_record *r, rs_gpu_env *out, gb_err *err)
 {
     if (gpus_grant_env(&r->grant, &out->env, &out->nenv, err) < 0)
         return -1;
+    if (rs_grant_is_share(r) && rs_cuda_limiter_set(a))
+        return rs_cuda_limiter_prepare(a, r, out, err);
     if (!rs_hami_core_set(a) || !rs_grant_is_share(r))
         return 0;
     char **grown = xrealloc(out->env, (out->nenv + 2) * sizeof(*grown));
@@ -162,7 +275,11 @@ int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, 
     /* rs_spec refuses binds there; a spec made before that rule is caught here */
     for (size_t i = 0; i < binds->n; i++)
         if (strcmp(binds->binds[i].dest, GPUS_ENV_FILE_PATH) == 0 ||
-            strcmp(binds->binds[i].dest, RS_HAMI_CORE_PATH) == 0)
+            strcmp(binds->binds[i].dest, RS_HAMI_CORE_PATH) == 0 ||
+            strcmp(binds->binds[i].dest, RS_CUDA_LIMITER_PATH) == 0 ||
+            strcmp(binds->binds[i].dest, RS_LD_SO_PRELOAD_PATH) == 0 ||
+            strncmp(binds->binds[i].dest, RS_GPUBOX_RUN_DIR "/", strlen(RS_GPUBOX_RUN_DIR) + 1) ==
+                0)
             return err_set(err, ERR_INVALID_PARAMS,
                            "a bind mounts on %s, where gpubox puts the GPU limits; pick another "
                            "dest",
@@ -180,6 +297,8 @@ void rs_gpu_env_free(rs_gpu_env *e)
 {
     gpus_grant_env_free(e->env, e->nenv);
     free(e->file);
+    free(e->limits_dir);
+    free(e->preload_file);
     memset(e, 0, sizeof(*e));
 }
 
@@ -189,6 +308,32 @@ void rs_gpu_env_remove(app *a, const char *container)
     if (rs_gpu_env_path(a, container, path, sizeof(path)) == 0 && unlink(path) < 0 &&
         errno != ENOENT)
         log_warn("replica sets: cannot remove %s: %s", path, strerror(errno));
+    gb_err e = GB_ERR_INIT;
+    if (rs_gpu_dir(a, RS_GPU_LIMITS_DIR, container, false, path, sizeof(path), &e) == 0)
+        rs_gpu_dir_remove(path);
+}
+
+/* Start-up: the CUDA limiter's limits directories of containers no record
+ * names. */
+static size_t rs_gpu_dirs_sweep(app *a, const char *name, const json_t *containers)
+{
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof(dir), "%s/%s", a->cfg.data_dir, name) >= (int)sizeof(dir))
+        return 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t removed = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.' || json_object_get(containers, e->d_name))
+            continue;
+        char path[PATH_MAX + NAME_MAX + 2];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        rs_gpu_dir_remove(path);
+        removed++;
+    }
+    closedir(d);
+    return removed;
 }
 
 void rs_gpu_env_sweep(app *a, const json_t *containers)
@@ -214,6 +359,8 @@ void rs_gpu_env_sweep(app *a, const json_t *containers)
             removed++;
     }
     closedir(d);
+    removed += rs_gpu_dirs_sweep(a, RS_GPU_LIMITS_DIR, containers);
     if (removed)
-        log_info("reconcile: removed %zu GPU env file(s) no container uses", removed);
+        log_info("reconcile: removed %zu GPU env file(s) or limits directories no container uses",
+                 removed);
 }

@@ -1,7 +1,8 @@
 /*
  * gpu_env.h - the GPU limits a replica set's container gets besides its
  * cards: environment variables, the read-only file GPUS_ENV_FILE_PATH, and
- * HAMi-core when the host has it (replicaset/gpu_env.c says how and why).
+ * for shares the library that enforces them (gpubox's CUDA limiter, or
+ * HAMi-core when the host names it) (replicaset/gpu_env.c says how and why).
  * Not for use outside src/service/.
  */
 #ifndef GPUBOX_SERVICE_REPLICASET_GPU_ENV_H
@@ -21,9 +22,12 @@
 typedef struct rs_gpu_env {
     char **env; /* "KEY=VALUE" to add after the spec's env */
     size_t nenv;
-    docker_bind mounts[2]; /* the env file; HAMi-core */
+    docker_bind mounts[5]; /* the env file; HAMi-core, or the CUDA limiter's four */
     size_t nmounts;
     char *file; /* host path of the env file; NULL when none */
+    /* The CUDA limiter's host paths (the limits directory, the preload
+     * file); NULL when it is not used. */
+    char *limits_dir, *preload_file;
 } rs_gpu_env;
 
 /* For r's grant: the env lines, the host env file written (replacing one of
@@ -33,16 +37,19 @@ int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, 
                        gb_err *err);
 void rs_gpu_env_free(rs_gpu_env *e);
 
-/* Remove the host env file of a container (after the container is gone). */
+/* Remove the host files of a container (env file, CUDA limits directory)
+ * after the container is gone. */
 void rs_gpu_env_remove(app *a, const char *container);
-/* Start-up: remove every host env file whose container is not a key of
+/* Start-up: remove every such host file whose container is not a key of
  * containers (an object whose keys are the containers records name). */
 void rs_gpu_env_sweep(app *a, const json_t *containers);
 
-/* Whether r's GPU limits are enforced inside its container: whole cards
- * (or none) always; a share only when HAMi-core is preloaded - read from
- * the container's inspect when given (the last LD_PRELOAD in Config.Env,
- * and the library among its Mounts), else from today's host setting. */
-bool rs_gpu_enforced(const app *a, const rs_record *r, const json_t *inspect);
+/* What enforces r's GPU limits inside its container: "exclusive cards" for
+ * whole cards; for a share "gpubox" (the CUDA limiter) or "HAMi-core" when
+ * it is in place - read from the container's inspect when given (the
+ * limiter's preload file and limits among its Mounts; HAMi-core's last
+ * LD_PRELOAD in Config.Env and its library among the Mounts), else from
+ * today's host setting; NULL when nothing does (or no cards). */
+const char *rs_gpu_enforced_by(const app *a, const rs_record *r, const json_t *inspect);
 
 #endif

@@ -41,8 +41,9 @@ static json_t *rs_gpu_limits(app *a, const rs_record *r, const json_t *inspect)
 {
     const char *mode = rs_record_gpu_mode(r);
     bool whole = strcmp(mode, "whole") == 0, none = strcmp(mode, "none") == 0;
-    bool enforced = rs_gpu_enforced(a, r, inspect);
-    const char *by = whole ? "exclusive cards" : none || !enforced ? NULL : "HAMi-core";
+    const char *by = none ? NULL : rs_gpu_enforced_by(a, r, inspect);
+    bool enforced = whole || none || by != NULL;
+    by = whole ? "exclusive cards" : by;
     return json_pack("{s:s, s:b, s:s?}", "mode", mode, "enforced", enforced, "enforcedBy", by);
 }
 

@@ -138,7 +138,8 @@ static int check_container_path(const char *what, const char *path, gb_err *err)
  * a user bind there would hide them or collide with them. */
 static int check_not_gpubox_path(const char *what, const char *dest, gb_err *err)
 {
-    static const char *const reserved[] = {RS_GPUBOX_ETC_DIR, RS_GPUBOX_LIB_DIR};
+    static const char *const reserved[] = {RS_GPUBOX_ETC_DIR, RS_GPUBOX_LIB_DIR, RS_GPUBOX_RUN_DIR,
+                                           RS_LD_SO_PRELOAD_PATH};
     for (size_t i = 0; i < ARRAY_SIZE(reserved); i++) {
         size_t n = strlen(reserved[i]);
         if (strncmp(dest, reserved[i], n) == 0 && (dest[n] == '\0' || dest[n] == '/'))

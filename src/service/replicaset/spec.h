@@ -52,10 +52,16 @@
 #define RS_SSH_PORT 22
 
 /* Where gpubox mounts its own files in a container: the GPU limits
- * (GPUS_ENV_FILE_PATH) and HAMi-core. No bind may mount there. */
+ * (GPUS_ENV_FILE_PATH), HAMi-core, and gpubox's CUDA limiter with its
+ * preload file, limits and budget (docs/gpus.md). No bind may mount there. */
 #define RS_GPUBOX_ETC_DIR "/etc/gpubox"
 #define RS_GPUBOX_LIB_DIR "/usr/local/gpubox"
+#define RS_GPUBOX_RUN_DIR "/run/gpubox"
 #define RS_HAMI_CORE_PATH RS_GPUBOX_LIB_DIR "/libvgpu.so"
+#define RS_CUDA_LIMITER_PATH RS_GPUBOX_LIB_DIR "/libgpubox-cuda.so"
+#define RS_LD_SO_PRELOAD_PATH "/etc/ld.so.preload"
+#define RS_CUDA_LIMITS_DIR RS_GPUBOX_RUN_DIR "/limits" /* read-only: the file "limits" */
+#define RS_CUDA_BUDGET_DIR RS_GPUBOX_RUN_DIR "/budget" /* a tmpfs: the shared budget */
 
 typedef struct rs_bind {
     char *src; /* absolute host path, or a gpubox volume name */

@@ -1,0 +1,229 @@
+"""gpubox's CUDA limiter in real containers (issue 28, docs/gpus.md "The CUDA
+limiter"). A memory share's container gets libgpubox-cuda.so and a read-only
+/etc/ld.so.preload naming it, its limits read-only in /run/gpubox/limits and
+a small tmpfs for its budget in /run/gpubox/budget. The CUDA program is
+tests/fakes/cuda_probe against the fake driver (libcuda.so.1), copied with
+the host's libc into a small image of their own (the test image has no
+libc); the fake driver's cards are written into the container. Started with
+`env -i` (no LD_PRELOAD, no limit variables), the program still stops at
+the share, cuMemGetInfo reports it, and two processes draw on one budget,
+the memory of one killed with SIGKILL coming back. A whole card gets no
+limiter, and with --cuda-limiter off nothing is mounted and the answers say
+the share is not enforced.
+"""
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Daemon
+from rsutil import (LONG_RUNNING, RUN_TAG, call, container, create_ok, delete, execute_ok,
+                    info_ok, remove_image, wipe)
+
+PREFIX = "e2gl" + RUN_TAG
+WINDOW = "65110-65119"  # this module's ports (rsutil explains the windows)
+IMAGE = f"gpubox-cuda-probe:{RUN_TAG}"
+BUILD = Path(os.environ.get("GPUBOX_BUILD_DIR", "build/test"))
+PROBE = ["env", "-i", "GPUBOX_FAKE_GPUS=/tmp/gpus", "/usr/bin/cuda_probe"]
+
+
+def add_file(tar, src, dest, mode=0o755):
+    data = Path(src).read_bytes()
+    info = tarfile.TarInfo(dest.lstrip("/"))
+    info.size, info.mode = len(data), mode
+    tar.addfile(info, io.BytesIO(data))
+
+
+def add_dir(tar, dest, mode=0o755):
+    info = tarfile.TarInfo(dest.lstrip("/"))
+    info.type, info.mode = tarfile.DIRTYPE, mode
+    tar.addfile(info)
+
+
+def add_link(tar, dest, target):
+    info = tarfile.TarInfo(dest.lstrip("/"))
+    info.type, info.linkname = tarfile.SYMTYPE, target
+    tar.addfile(info)
+
+
+def libraries_of(program):
+    """The host files the loader maps for program (ldd), by their path."""
+    out = subprocess.run(["ldd", str(program)], capture_output=True, text=True, check=True).stdout
+    paths = []
+    for line in out.splitlines():
+        words = line.split()
+        path = next((w for w in words if w.startswith("/")), None)
+        if path:
+            paths.append(path)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def probe_image():
+    """busybox, the host's libc and loader, cuda_probe and the fake driver."""
+    probe, driver = BUILD / "fakes" / "cuda_probe", BUILD / "fakes" / "libcuda.so.1"
+    assert probe.exists() and driver.exists(), "build the test tree first"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in ("bin", "etc", "tmp", "proc", "sys", "dev", "run", "usr", "usr/bin", "lib",
+                  "lib64", "lib/x86_64-linux-gnu", "usr/lib", "usr/lib/x86_64-linux-gnu"):
+            add_dir(tar, d, 0o1777 if d == "tmp" else 0o755)
+        busybox = shutil.which("busybox") or "/bin/busybox"
+        add_file(tar, busybox, "/bin/busybox")
+        applets = subprocess.run([busybox, "--list"], capture_output=True, text=True,
+                                 check=True).stdout.split()
+        for applet in applets:
+            if applet != "busybox":
+                add_link(tar, f"/bin/{applet}", "busybox")
+        libs = libraries_of(probe) + libraries_of(BUILD / "cuda" / "libgpubox-cuda.so")
+        for lib in dict.fromkeys(libs):  # each once, in order
+            add_file(tar, os.path.realpath(lib), lib)
+        add_file(tar, probe, "/usr/bin/cuda_probe")
+        add_file(tar, driver, "/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0o644)
+        passwd = b"root:x:0:0:root:/root:/bin/sh\n"
+        info = tarfile.TarInfo("etc/passwd")
+        info.size = len(passwd)
+        tar.addfile(info, io.BytesIO(passwd))
+    subprocess.run(["docker", "import", "-c", 'CMD ["/bin/sh"]', "-", IMAGE],
+                   input=buf.getvalue(), check=True, capture_output=True)
+    yield IMAGE
+    remove_image(IMAGE)
+
+
+def start(tmp, *extra):
+    data = tmp / "data"
+    return Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(data), "--port-range", WINDOW,
+                   "--simulate-gpus", "2xT4-16GB", *extra], data, tmp / "gpuboxd.log").start()
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    d = start(tmp_path)
+    yield d
+    try:
+        wipe(d, PREFIX)
+    finally:
+        d.stop()
+
+
+def share_ok(d, image, name, memory):
+    body = {"imageName": image, "replicaSetName": f"{PREFIX}_{name}", "cmd": LONG_RUNNING,
+            "gpuMemory": memory}
+    r = call(d, "POST", "/api/v1/replicaSet", body)
+    assert r.status == 200 and r.code == 200, (r.status, r.json)
+    return r.data
+
+
+def fake_cards(d, name, uuid):
+    """The fake driver's card, the share's card: 16 GiB."""
+    out = execute_ok(d, name, ["sh", "-c", f"echo '0 {uuid} 16384 ok Tesla T4' > /tmp/gpus"])
+    assert out["exitCode"] == 0, out
+
+
+def probe(d, name, *steps):
+    out = execute_ok(d, name, PROBE + list(steps))
+    assert out["exitCode"] == 0, out
+    return out["stdout"]
+
+
+def test_a_share_holds_in_every_process(daemon, probe_image):
+    d = daemon
+    created = share_ok(d, probe_image, "mem", "4GB")
+    name = f"{PREFIX}_mem"
+    fake_cards(d, name, created["gpus"][0])
+
+    mounts = {m["Destination"]: m for m in container(created["containerName"])["Mounts"]}
+    assert mounts["/etc/ld.so.preload"]["RW"] is False
+    assert mounts["/usr/local/gpubox/libgpubox-cuda.so"]["RW"] is False
+    assert mounts["/run/gpubox/limits"]["RW"] is False
+    # the budget lives in a small tmpfs of the container's, not on the host's disk
+    out = execute_ok(d, name, ["grep", " /run/gpubox/budget ", "/proc/mounts"])
+    assert out["stdout"].startswith("tmpfs ") and " rw," in out["stdout"], out
+    out = execute_ok(d, name, ["sh", "-c", "dd if=/dev/zero of=/run/gpubox/budget/x bs=1M "
+                                           "count=4; s=$?; rm -f /run/gpubox/budget/x; exit $s"])
+    assert out["exitCode"] != 0, out
+    out = execute_ok(d, name, ["cat", "/etc/ld.so.preload", "/run/gpubox/limits/limits"])
+    assert out["stdout"].splitlines()[0] == "/usr/local/gpubox/libgpubox-cuda.so"
+    assert f"{created['gpus'][0]} 4096" in out["stdout"].splitlines()
+    # the container's user cannot undo it
+    for cmd in ("echo > /etc/ld.so.preload", "rm /run/gpubox/limits/limits",
+                "echo x > /run/gpubox/limits/limits"):
+        assert execute_ok(d, name, ["sh", "-c", cmd])["exitCode"] != 0, cmd
+
+    assert info_ok(d, name)["gpuLimits"] == {"mode": "memory", "enforced": True,
+                                             "enforcedBy": "gpubox"}
+    data = d.get("/api/v1/resources/gpus").data
+    assert data["sharing"] == {"enforced": True, "enforcedBy": "gpubox"}
+
+    # env -i: no LD_PRELOAD, no CUDA_DEVICE_MEMORY_LIMIT_0; the share holds
+    assert probe(d, name, "fill", "mem", "512", "info", "total") == \
+        "fill 4096\ninfo free=0 total=4096\ntotal 4096\n"
+    assert probe(d, name, "--via", "dlsym", "fill", "create", "1024") == "fill 4096\n"
+    assert probe(d, name, "--via", "procaddr_v1", "alloc", "async", "5000") == "alloc oom\n"
+
+    # two processes, one budget; SIGKILL of the holder gives its memory back
+    holder = ("(sleep 600 | env -i GPUBOX_FAKE_GPUS=/tmp/gpus /usr/bin/cuda_probe "
+              "alloc mem 3072 wait > /tmp/holder.out 2>&1) > /dev/null 2>&1 &")
+    assert execute_ok(d, name, ["sh", "-c", holder])["exitCode"] == 0
+    for _ in range(100):
+        if "waiting" in execute_ok(d, name, ["cat", "/tmp/holder.out"])["stdout"]:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the holder did not allocate")
+    assert probe(d, name, "info", "fill", "mem", "512") == "info free=1024 total=4096\nfill 1024\n"
+    assert execute_ok(d, name, ["sh", "-c", "kill -9 $(pidof cuda_probe)"])["exitCode"] == 0
+    time.sleep(0.2)
+    assert probe(d, name, "fill", "mem", "512") == "fill 4096\n"
+
+    # the host's limits directory goes with the container
+    host = Path(d.data_dir) / "gpu-limits" / created["containerName"]
+    assert (host / "limits").is_file()
+    assert delete(d, name).status == 200
+    assert not host.exists()
+
+
+def test_whole_cards_get_no_limiter(daemon, probe_image):
+    d = daemon
+    whole = create_ok(d, f"{PREFIX}_whole", gpus=1, imageName=probe_image)
+    mounts = {m["Destination"] for m in container(whole["containerName"])["Mounts"]}
+    assert mounts == {"/etc/gpubox/gpu.env"}
+    name = f"{PREFIX}_whole"
+    fake_cards(d, name, whole["gpus"][0])
+    assert probe(d, name, "fill", "mem", "4096", "info") == "fill 16384\ninfo free=0 total=16384\n"
+    assert info_ok(d, name)["gpuLimits"] == {"mode": "whole", "enforced": True,
+                                             "enforcedBy": "exclusive cards"}
+
+
+def test_cuda_limiter_off(tmp_path, probe_image):
+    d = start(tmp_path, "--cuda-limiter", "off")
+    try:
+        created = share_ok(d, probe_image, "off", "4GB")
+        name = f"{PREFIX}_off"
+        mounts = {m["Destination"] for m in container(created["containerName"])["Mounts"]}
+        assert mounts == {"/etc/gpubox/gpu.env"}
+        fake_cards(d, name, created["gpus"][0])
+        assert probe(d, name, "fill", "mem", "4096") == "fill 16384\n"
+        assert info_ok(d, name)["gpuLimits"] == {"mode": "memory", "enforced": False,
+                                                 "enforcedBy": None}
+        assert d.get("/api/v1/resources/gpus").data["sharing"] == {"enforced": False,
+                                                                   "enforcedBy": None}
+    finally:
+        try:
+            wipe(d, PREFIX)
+        finally:
+            d.stop()
+
+
+def test_binds_on_the_limiter_paths_are_refused(daemon, probe_image):
+    for dest in ("/etc/ld.so.preload", "/run/gpubox/limits"):
+        body = {"imageName": probe_image, "replicaSetName": f"{PREFIX}_clash", "cmd": LONG_RUNNING,
+                "gpuMemory": "1GB", "binds": [{"src": "data", "dest": dest}]}
+        r = call(daemon, "POST", "/api/v1/replicaSet", body)
+        assert r.status == 400 and r.code == 1000, r.json
+        assert "where gpubox mounts its own files" in r.msg, r.msg
