@@ -66,8 +66,8 @@ int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_logs(http_request *req, http_response *resp, gb_err *err);
 /* The query of a logs request, read at time now (unix seconds): tail,
  * since, timestamps, follow, versions; ERR_INVALID_PARAMS naming a bad one. */
-struct rs_logs_request;
-int api_logs_query(const http_request *req, int64_t now, struct rs_logs_request *rq,
+struct replicaset_logs_request;
+int api_logs_query(const http_request *req, int64_t now, struct replicaset_logs_request *rq,
                    bool *timestamps, gb_err *err);
 /* since as an RFC 3339 time, a duration back from now or unix seconds. */
 int api_logs_since(const char *v, int64_t now, int64_t *out, gb_err *err);
@@ -82,7 +82,7 @@ int api_execute_from(http_request *req, const char *name, const json_t *body, ht
                      gb_err *err);
 int api_commit_from(http_request *req, const char *name, const json_t *body, http_response *resp,
                     gb_err *err);
-/* A patch body (rs_patch_fields) for set `name`; "nothing changed" says so
+/* A patch body (replicaset_patch_fields) for set `name`; "nothing changed" says so
  * in msg. */
 int api_patch_from(http_request *req, const char *name, const json_t *body, http_response *resp,
                    gb_err *err);
@@ -102,13 +102,13 @@ int api_user_token_revoke(http_request *req, http_response *resp, gb_err *err);
 int api_quota_defaults_get(http_request *req, http_response *resp, gb_err *err);
 int api_quota_defaults_put(http_request *req, http_response *resp, gb_err *err);
 int api_usage(http_request *req, http_response *resp, gb_err *err);
-/* The service role (enum user_role) of an HTTP role. */
+/* The service role (enum users_role) of an HTTP role. */
 int api_user_role(enum http_role role);
 /* http/auth.h's directory over the users of app ctx. */
 enum http_role api_users_directory(void *ctx, const char *token, size_t len, char *name,
                                    size_t name_size);
 /* The request's caller is this thread's (service/users/caller.h) until
- * caller_leave. */
+ * users_caller_leave. */
 void api_caller_enter(const http_request *req);
 int api_node_cordon(http_request *req, http_response *resp, gb_err *err);
 int api_node_uncordon(http_request *req, http_response *resp, gb_err *err);

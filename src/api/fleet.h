@@ -25,7 +25,7 @@ int api_fleet_intercept(http_request *req, const http_route *route, http_respons
 
 /* A volume create body's fleet fields - node, nodeSelector, placement -
  * are checked (types, names) as a replica set's create request checks
- * them (rs_placement_from_json); outside a fleet their presence is an
+ * them (replicaset_placement_from_json); outside a fleet their presence is an
  * error. */
 int api_fleet_check_fields(http_request *req, const json_t *body, gb_err *err);
 

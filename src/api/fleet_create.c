@@ -27,8 +27,8 @@
 int api_fleet_check_fields(http_request *req, const json_t *body, gb_err *err)
 {
     app *a = req->ctx;
-    rs_placement p;
-    return rs_placement_from_json(body, a->fleet != NULL, &p, err);
+    replicaset_placement p;
+    return replicaset_placement_from_json(body, a->fleet != NULL, &p, err);
 }
 
 /* ---- the callbacks placement makes the create through ------------------------------ */
@@ -87,9 +87,9 @@ int api_fleet_create(app *a, http_request *req, const http_route *route, enum fl
     bool vol = scope == SCOPE_VOL_CREATE;
     /* A replica set's body is parsed once, by the parser every create
      * path uses: a body it refuses is refused here with its answer. */
-    _cleanup_(rs_create_request_free) rs_create_request cr = {0};
+    _cleanup_(replicaset_create_request_free) replicaset_create_request cr = {0};
     if (vol ? api_fleet_check_fields(req, body, err) < 0
-            : rs_create_request_parse(
+            : replicaset_create_request_parse(
                   body, scope == SCOPE_LEGACY_CREATE ? RS_CREATE_CONTAINERS : RS_CREATE_REPLICASET,
                   true, &cr, err) < 0)
         return -1;

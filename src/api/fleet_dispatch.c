@@ -183,6 +183,6 @@ int api_fleet_intercept(http_request *req, const http_route *route, http_respons
 {
     api_caller_enter(req);
     int rc = fleet_dispatch(req, route, resp, err);
-    caller_leave();
+    users_caller_leave();
     return rc;
 }

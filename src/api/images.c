@@ -30,14 +30,14 @@ int api_image_pull(http_request *req, http_response *resp, gb_err *err)
     json_t *body = NULL;
     const char *image = NULL;
     bool wait = true;
-    image_auth auth;
+    images_auth auth;
     if (api_body(req, allowed, true, &body, err) < 0 ||
         json_field_string(body, NULL, "image", &image, true, err) < 0 ||
         json_field_bool(body, NULL, "wait", &wait, false, err) < 0 ||
-        image_auth_from_json(body, "registryAuth", &auth, err) < 0)
+        images_auth_from_json(body, "registryAuth", &auth, err) < 0)
         return -1;
     json_t *data = NULL;
-    if (image_pull(req->ctx, image, &auth, wait, &data, err) < 0)
+    if (images_pull(req->ctx, image, &auth, wait, &data, err) < 0)
         return -1;
     return http_response_data(resp, data, err);
 }
@@ -49,7 +49,7 @@ int api_image_delete(http_request *req, http_response *resp, gb_err *err)
         return err_set(err, ERR_INVALID_PARAMS,
                        "give the image to remove as ?name=repo:tag (1-512 characters)");
     json_t *data = NULL;
-    if (image_remove(req->ctx, name, &data, err) < 0)
+    if (images_remove(req->ctx, name, &data, err) < 0)
         return -1;
     return http_response_data(resp, data, err);
 }

@@ -163,8 +163,8 @@ int api_container_volume(http_request *req, http_response *resp, gb_err *err)
     if (legacy_bind_type(old_bind, type, "oldBind", err) < 0 ||
         legacy_bind_type(new_bind, type, "newBind", err) < 0 || legacy_name(req, name, err) < 0)
         return -1;
-    _cleanup_json_ json_t *old_ref = old_bind ? rs_legacy_volume_ref(old_bind) : NULL;
-    _cleanup_json_ json_t *new_ref = new_bind ? rs_legacy_volume_ref(new_bind) : NULL;
+    _cleanup_json_ json_t *old_ref = old_bind ? replicaset_legacy_volume_ref(old_bind) : NULL;
+    _cleanup_json_ json_t *new_ref = new_bind ? replicaset_legacy_volume_ref(new_bind) : NULL;
     _cleanup_json_ json_t *patch =
         json_pack("{s:{s:O?, s:O?}}", "volumePatch", "oldBind", old_ref, "newBind", new_ref);
     return api_patch_from(req, name, patch, resp, err);

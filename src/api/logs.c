@@ -84,10 +84,10 @@ int api_logs_since(const char *v, int64_t now, int64_t *out, gb_err *err)
                    v);
 }
 
-int api_logs_query(const http_request *req, int64_t now, rs_logs_request *rq, bool *timestamps,
-                   gb_err *err)
+int api_logs_query(const http_request *req, int64_t now, replicaset_logs_request *rq,
+                   bool *timestamps, gb_err *err)
 {
-    *rq = (rs_logs_request){.tail = -1, .versions = 1};
+    *rq = (replicaset_logs_request){.tail = -1, .versions = 1};
     long versions = 1;
     const char *since = http_request_query(req, "since");
     if (query_count(req, "tail", 0, &rq->tail, err) < 0 ||
@@ -101,7 +101,7 @@ int api_logs_query(const http_request *req, int64_t now, rs_logs_request *rq, bo
 }
 
 /* A line as the answer shows it, written into o (reset first). */
-static void line_encode(json_out *o, const rs_log_line *l, bool timestamps)
+static void line_encode(json_out *o, const replicaset_log_line *l, bool timestamps)
 {
     json_out_reset(o);
     json_out_printf(o, "{\"version\":%d,\"stream\":\"%s\"", l->version,
@@ -145,7 +145,7 @@ static void window_drop_first(struct window *w)
     w->n--;
 }
 
-static bool window_line(void *ctx, const rs_log_line *l)
+static bool window_line(void *ctx, const replicaset_log_line *l)
 {
     struct window *w = ctx;
     size_t nv = json_array_size(w->versions);
@@ -179,7 +179,7 @@ static bool window_line(void *ctx, const rs_log_line *l)
 struct answer {
     app *a;
     json_t *plan;
-    rs_logs_request rq;
+    replicaset_logs_request rq;
     long *tails; /* per version of the plan: how many of its last lines */
     size_t want; /* lines in all */
     size_t sent, bytes;
@@ -205,7 +205,7 @@ static bool answer_flush(struct answer *an)
     return ok;
 }
 
-static bool answer_line(void *ctx, const rs_log_line *l)
+static bool answer_line(void *ctx, const replicaset_log_line *l)
 {
     struct answer *an = ctx;
     line_encode(&an->line, l, an->timestamps);
@@ -247,8 +247,8 @@ static void answer_run(http_stream *s, void *ctx)
     answer_flush(an);
 }
 
-static int answer_lines(http_request *req, json_t *plan, const rs_logs_request *rq, bool timestamps,
-                        http_response *resp, gb_err *err)
+static int answer_lines(http_request *req, json_t *plan, const replicaset_logs_request *rq,
+                        bool timestamps, http_response *resp, gb_err *err)
 {
     json_t *versions = json_object_get(plan, "versions");
     size_t nv = json_array_size(versions);
@@ -290,7 +290,7 @@ static int answer_lines(http_request *req, json_t *plan, const rs_logs_request *
 struct follow {
     app *a;
     json_t *plan;
-    rs_logs_request rq;
+    replicaset_logs_request rq;
     bool timestamps;
     http_stream *s;
     json_out line;
@@ -317,7 +317,7 @@ static bool follow_send(struct follow *f, json_t *o)
     return ok;
 }
 
-static bool follow_line(void *ctx, const rs_log_line *l)
+static bool follow_line(void *ctx, const replicaset_log_line *l)
 {
     struct follow *f = ctx;
     line_encode(&f->line, l, f->timestamps);
@@ -349,7 +349,7 @@ static void follow_run(http_stream *s, void *ctx)
 int api_replicaset_logs(http_request *req, http_response *resp, gb_err *err)
 {
     const char *name = NULL;
-    rs_logs_request rq;
+    replicaset_logs_request rq;
     bool timestamps = false;
     if (api_path_name(req, &name, err) < 0 ||
         api_logs_query(req, (int64_t)time(NULL), &rq, &timestamps, err) < 0)

@@ -39,13 +39,13 @@ int api_replicaset_create_from(http_request *req, const json_t *body, bool older
                                http_response *resp, gb_err *err)
 {
     app *a = req->ctx;
-    rs_create_request cr;
-    if (rs_create_request_parse(body, older ? RS_CREATE_CONTAINERS : RS_CREATE_REPLICASET,
-                                a->fleet != NULL, &cr, err) < 0)
+    replicaset_create_request cr;
+    if (replicaset_create_request_parse(body, older ? RS_CREATE_CONTAINERS : RS_CREATE_REPLICASET,
+                                        a->fleet != NULL, &cr, err) < 0)
         return -1;
     json_t *data = NULL;
     int rc = replicaset_create(a, &cr, &data, err);
-    rs_create_request_free(&cr);
+    replicaset_create_request_free(&cr);
     return answer(rc, data, resp, err);
 }
 
@@ -179,7 +179,8 @@ int api_execute_from(http_request *req, const char *name, const json_t *body, ht
     if (timeout < 1 || timeout > RS_EXEC_MAX_TIMEOUT_S)
         return err_set(err, ERR_INVALID_PARAMS, "field 'timeoutSeconds' is %lld; give 1 to %d",
                        timeout, RS_EXEC_MAX_TIMEOUT_S);
-    rs_exec_request exec = {.cmd = argv, .ncmd = n, .workdir = workdir, .timeout_s = (int)timeout};
+    replicaset_exec_request exec = {
+        .cmd = argv, .ncmd = n, .workdir = workdir, .timeout_s = (int)timeout};
     json_t *data = NULL;
     int rc = replicaset_execute(req->ctx, name, &exec, &data, err);
     return answer(rc, data, resp, err);
@@ -278,7 +279,8 @@ int api_replicaset_patch(http_request *req, http_response *resp, gb_err *err)
 {
     const char *name = NULL;
     json_t *body = NULL;
-    if (api_path_name(req, &name, err) < 0 || api_body(req, rs_patch_fields, false, &body, err) < 0)
+    if (api_path_name(req, &name, err) < 0 ||
+        api_body(req, replicaset_patch_fields, false, &body, err) < 0)
         return -1;
     _cleanup_json_ json_t *empty = json_object();
     return api_patch_from(req, name, body ? body : empty, resp, err);

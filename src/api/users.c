@@ -30,7 +30,7 @@ int api_user_role(enum http_role role)
     return USER_ROLE_NONE;
 }
 
-static enum http_role http_role_of(enum user_role role)
+static enum http_role http_role_of(enum users_role role)
 {
     switch (role) {
     case USER_ROLE_ADMIN:
@@ -60,9 +60,9 @@ void api_caller_enter(const http_request *req)
     snprintf(c.name, sizeof(c.name), "%s", USER_ANONYMOUS);
     if (req->who && req->who->role != HTTP_ROLE_NONE) {
         snprintf(c.name, sizeof(c.name), "%s", req->who->name);
-        c.role = (enum user_role)api_user_role(req->who->role);
+        c.role = (enum users_role)api_user_role(req->who->role);
     }
-    caller_enter(&c);
+    users_caller_enter(&c);
 }
 
 /* Answer with *data once rc (the service's result) says it is there. */

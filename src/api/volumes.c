@@ -9,7 +9,7 @@
 #include "api/api.h"
 #include "api/fleet.h"
 
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 
 /* One service answer into the response (call it with the service's
  * result already in hand: argument order is unspecified in C). */

@@ -25,7 +25,7 @@
 #include "sched/cpus.h"
 #include "sched/gpus.h"
 #include "service/keys.h"
-#include "service/store_json.h"
+#include "service/records.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -82,7 +82,7 @@ struct allocations_ctx {
     size_t records;
 };
 
-/* Mark what one record holds (store_record_fn). */
+/* Mark what one record holds (records_fn). */
 static int allocations_mark_record(void *ctx, const char *key, json_t *record, int64_t mod_revision,
                                    gb_err *err)
 {
@@ -99,8 +99,8 @@ static int allocations_mark_record(void *ctx, const char *key, json_t *record, i
 int allocations_derive(app *a, gb_err *err)
 {
     struct allocations_ctx c = {.a = a};
-    if (store_records_scan(a->store, KEYS_REPLICASETS, keys_is_replicaset_record,
-                           allocations_mark_record, &c, err) < 0)
+    if (records_scan(a->store, KEYS_REPLICASETS, keys_is_replicaset_record, allocations_mark_record,
+                     &c, err) < 0)
         return err_prefix(err, "reading replica sets to rebuild the GPU and port pools, refusing "
                                "to guess which GPUs and ports they hold");
     log_info("allocations: %zu replica set(s) in the store; %zu of %zu GPU(s) free", c.records,

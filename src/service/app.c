@@ -26,7 +26,7 @@
 #include "fleet/fleet.h"
 #include "sched/cpus.h"
 #include "sched/gpus.h"
-#include "service/cpus.h"
+#include "service/cores.h"
 #include "service/engine.h"
 #include "service/nodes/nodes.h"
 #include "service/images/images.h"
@@ -36,7 +36,7 @@
 #include "service/namelock.h"
 #include "service/replicaset/replicaset.h"
 #include "service/replicaset/doubt.h"
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 #include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -364,7 +364,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     if (app_make_gpu_pool(a, err) < 0)
         goto fail;
     a->ports = ports_pool_new(cfg->port_start, cfg->port_end);
-    if (app_make_cpu_pool(a, err) < 0)
+    if (cores_make_pool(a, err) < 0)
         goto fail;
     a->gpus_cache = resources_cache_new();
     a->locks = namelock_table_new();
@@ -381,7 +381,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
      * and after a reboot their volumes must be mounted first. */
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
         ownership_settle(a, err) < 0 || replicaset_reconcile(a, err) < 0 ||
-        rs_doubt_start(a, err) < 0 || monitor_start(a, &app_monitor_actions, err) < 0 ||
+        replicaset_doubt_start(a, err) < 0 || monitor_start(a, &app_monitor_actions, err) < 0 ||
         nodes_join(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
@@ -397,9 +397,9 @@ void app_close(app *a)
 {
     if (!a)
         return;
-    fleet_close(a->fleet); /* first: the others see this node go at once */
-    monitor_stop(a);       /* it stops sets: before what a stop needs goes */
-    rs_doubt_stop(a);      /* it takes name locks and gives back to the pools */
+    fleet_close(a->fleet);    /* first: the others see this node go at once */
+    monitor_stop(a);          /* it stops sets: before what a stop needs goes */
+    replicaset_doubt_stop(a); /* it takes name locks and gives back to the pools */
     volumes_close(a->volumes);
     images_close(a); /* stops running pulls: before Docker's client goes */
     users_close(a->users);

@@ -65,7 +65,7 @@ typedef struct app_config {
     /* The host a replica set's ssh command names (--public-host). */
     const char *public_host;
     /* Users (docs/users.md): auth_on when a token file is given; its users'
-     * names and roles (enum user_role); who owns records made before users
+     * names and roles (enum users_role); who owns records made before users
      * (NULL: the first admin of the file, or "anonymous"). */
     bool auth_on;
     const struct app_file_user *file_users;
@@ -86,14 +86,14 @@ typedef struct app_config {
 
 typedef struct app_file_user {
     const char *name;
-    int role; /* enum user_role */
+    int role; /* enum users_role */
 } app_file_user;
 
 typedef struct resources_cache resources_cache;
-struct rs_doubts;
+struct replicaset_doubts;
 struct op_kind;
 struct op_target;
-struct rs_record;
+struct replicaset_record;
 struct app;
 
 /* Hooks, set by app_open: how the code below hears from the code above
@@ -103,7 +103,7 @@ typedef struct app_hooks {
     /* A set's live usage for GET /replicaSet/{name} ({sampledAt, idleSince,
      * cards}), or NULL: the monitor reports it (monitor_set_json); the
      * replica-set code asks here. */
-    json_t *(*set_usage)(struct app *a, const struct rs_record *r);
+    json_t *(*set_usage)(struct app *a, const struct replicaset_record *r);
     /* Someone ran an exec in set name's container: it is not idle (the
      * monitor's run limits listen: monitor_note_exec). */
     void (*set_exec)(struct app *a, const char *name);
@@ -124,7 +124,8 @@ typedef struct app {
     struct namelock_table *locks; /* per-name serialization (namelock.h) */
     struct ops_metrics *ops;      /* operations by kind and result (metrics.h) */
     app_hooks hooks;              /* the layers above, reached from below (set by app_open) */
-    struct rs_doubts *doubts; /* writes the store did not confirm: in doubt (replicaset/doubt.c) */
+    struct replicaset_doubts
+        *doubts; /* writes the store did not confirm: in doubt (replicaset/doubt.c) */
     const struct op_kind *const *op_kinds; /* the operation engine's table (engine.h) */
     const struct op_target *op_target;     /* what its journalled kinds act on (engine.h) */
     struct volumes_ctx *volumes;           /* the volume service's state (volumes.h) */

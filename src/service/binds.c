@@ -24,7 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 #include "util/cleanup.h"
 
 /* Paths no bind may mount, whatever the prefixes say: the host itself. The
@@ -271,10 +271,10 @@ int binds_open_host(app *a, const char *src, gb_err *err)
     return fd;
 }
 
-int binds_check(app *a, const rs_spec *spec, gb_err *err)
+int binds_check(app *a, const replicaset_spec *spec, gb_err *err)
 {
     for (size_t i = 0; i < spec->nbinds; i++) {
-        const rs_bind *b = &spec->binds[i];
+        const replicaset_bind *b = &spec->binds[i];
         if (b->src[0] == '/') {
             int fd = binds_open_host(a, b->src, err);
             if (fd < 0)

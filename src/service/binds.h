@@ -40,7 +40,7 @@ typedef struct binds_resolved {
 /* Would every bind of spec be given to a container made now? Changes
  * nothing. ERR_FORBIDDEN (not allowed, a system path, a symlink on the
  * way) or ERR_INVALID_PARAMS (missing, not a directory or file) else. */
-int binds_check(app *a, const rs_spec *spec, gb_err *err);
+int binds_check(app *a, const replicaset_spec *spec, gb_err *err);
 
 /* The host source src opened (O_PATH, close-on-exec) by the rules above;
  * -1 with err set when refused. */
@@ -50,12 +50,12 @@ int binds_open_host(app *a, const char *src, gb_err *err);
  * unmounted, then each host bind of spec is opened and mounted on its
  * staging path; out gets what Docker mounts (staging paths, Docker
  * volumes). On failure nothing stays mounted. */
-int binds_stage(app *a, const char *container, const rs_spec *spec, binds_resolved *out,
+int binds_stage(app *a, const char *container, const replicaset_spec *spec, binds_resolved *out,
                 gb_err *err);
 /* Before container starts: each staging mount of spec that is missing
  * (a host reboot) is made again, by the same rules. 1 when one was made
  * again, 0 when all were there, -1 with err set. */
-int binds_ensure(app *a, const char *container, const rs_spec *spec, gb_err *err);
+int binds_ensure(app *a, const char *container, const replicaset_spec *spec, gb_err *err);
 /* After container is removed: its staging mounts are unmounted and their
  * mount points removed (never what they held). */
 void binds_unstage(app *a, const char *container);
@@ -65,7 +65,7 @@ void binds_sweep(app *a);
  * False, with a warning each, for one made by a gpuboxd from before the
  * staging, which gives Docker the user's path (or when Docker does not
  * answer). */
-bool binds_pinned(app *a, const char *container, const rs_spec *spec);
+bool binds_pinned(app *a, const char *container, const replicaset_spec *spec);
 
 void binds_resolved_free(binds_resolved *b);
 

@@ -42,7 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -147,7 +147,7 @@ static int stage_one(app *a, const char *dir, size_t i, const char *src, char **
     return 0;
 }
 
-int binds_stage(app *a, const char *container, const rs_spec *spec, binds_resolved *out,
+int binds_stage(app *a, const char *container, const replicaset_spec *spec, binds_resolved *out,
                 gb_err *err)
 {
     memset(out, 0, sizeof(*out));
@@ -158,7 +158,7 @@ int binds_stage(app *a, const char *container, const rs_spec *spec, binds_resolv
     out->binds = xcalloc(spec->nbinds, sizeof(*out->binds));
     out->owned = xcalloc(spec->nbinds, sizeof(*out->owned));
     for (size_t i = 0; i < spec->nbinds; i++) {
-        const rs_bind *b = &spec->binds[i];
+        const replicaset_bind *b = &spec->binds[i];
         int rc;
         if (b->src[0] != '/')
             rc = volumes_bind_source(a, b->src, &out->owned[i], err);
@@ -178,7 +178,7 @@ int binds_stage(app *a, const char *container, const rs_spec *spec, binds_resolv
     return 0;
 }
 
-int binds_ensure(app *a, const char *container, const rs_spec *spec, gb_err *err)
+int binds_ensure(app *a, const char *container, const replicaset_spec *spec, gb_err *err)
 {
     char dir[PATH_MAX], path[PATH_MAX];
     int remade = 0;
@@ -221,7 +221,7 @@ void binds_unstage(app *a, const char *container)
         log_warn("binds: cannot remove %s: %s", dir, strerror(errno));
 }
 
-bool binds_pinned(app *a, const char *container, const rs_spec *spec)
+bool binds_pinned(app *a, const char *container, const replicaset_spec *spec)
 {
     char root[PATH_MAX];
     gb_err err = GB_ERR_INIT;

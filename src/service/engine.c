@@ -90,8 +90,9 @@ static int op_gather(store_op *ops, const store_op *extra, size_t nextra, gb_err
     return 0;
 }
 
-int op_begin(app *a, journal_op *op, struct rs_record *r, const struct rs_record *before,
-             const store_op *extra, size_t nextra, gb_err *err)
+int op_begin(app *a, journal_op *op, struct replicaset_record *r,
+             const struct replicaset_record *before, const store_op *extra, size_t nextra,
+             gb_err *err)
 {
     const char *first = op->steps[0].name;
     char okey[STORE_KEY_MAX];
@@ -135,8 +136,8 @@ static void op_closed(journal_op *op, enum journal_state state, const char *last
     journal_fault(journal_kind_name(op->kind), last);
 }
 
-int op_close(app *a, journal_op *op, enum journal_state state, const char *why, struct rs_record *r,
-             const store_op *extra, size_t nextra, gb_err *err)
+int op_close(app *a, journal_op *op, enum journal_state state, const char *why,
+             struct replicaset_record *r, const store_op *extra, size_t nextra, gb_err *err)
 {
     r->operation[0] = '\0';
     if (!op)
@@ -157,8 +158,8 @@ int op_close(app *a, journal_op *op, enum journal_state state, const char *why, 
 }
 
 int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *why,
-                 const struct rs_record *gone, const store_cmp *cmp, store_op *ops, size_t nops,
-                 gb_err *err)
+                 const struct replicaset_record *gone, const store_cmp *cmp, store_op *ops,
+                 size_t nops, gb_err *err)
 {
     char okey[STORE_KEY_MAX];
     _cleanup_free_ char *oval = NULL;
@@ -182,7 +183,7 @@ int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *w
     return 1;
 }
 
-int op_resume(app *a, journal_op *op, const struct rs_record *r, gb_err *err)
+int op_resume(app *a, journal_op *op, const struct replicaset_record *r, gb_err *err)
 {
     if (!r || strcmp(r->operation, op->id) != 0) {
         journal_finish(op, JOURNAL_FAILED,

@@ -47,7 +47,7 @@
 #include "store/store.h"
 #include "util/err.h"
 
-struct rs_record;
+struct replicaset_record;
 
 /* Step names, as the journal records them (existing stores and the fault
  * tests depend on them: never rename one). */
@@ -74,21 +74,22 @@ struct rs_record;
  * fills in (op_target_records) and app_open hands over in app->op_target. */
 typedef struct op_target {
     /* One compare-and-swap of r with extra in the same transaction
-     * (rs_record_save). */
-    int (*save)(app *a, struct rs_record *r, const store_op *extra, size_t nextra, gb_err *err);
+     * (replicaset_record_save). */
+    int (*save)(app *a, struct replicaset_record *r, const store_op *extra, size_t nextra,
+                gb_err *err);
     /* The first transaction was not confirmed: hand it to the doubt
-     * handling (rs_doubt_begin_failed); always -1. */
-    int (*begin_failed)(app *a, const struct rs_record *before, const struct rs_record *after,
-                        gb_err *err);
+     * handling (replicaset_doubt_begin_failed); always -1. */
+    int (*begin_failed)(app *a, const struct replicaset_record *before,
+                        const struct replicaset_record *after, gb_err *err);
     /* ops under cmps, with gone's ledger entry removed in the same
-     * transaction (rs_record_remove_txn); *landed false: a compare failed. */
-    int (*remove_txn)(app *a, const struct rs_record *gone, const store_cmp *cmps, size_t ncmps,
-                      store_op *ops, size_t nops, bool *landed, gb_err *err);
+     * transaction (replicaset_record_remove_txn); *landed false: a compare failed. */
+    int (*remove_txn)(app *a, const struct replicaset_record *gone, const store_cmp *cmps,
+                      size_t ncmps, store_op *ops, size_t nops, bool *landed, gb_err *err);
 } op_target;
 
 /* Finish or undo an unfinished operation of this kind; r is its target's
  * record, naming op. */
-typedef int (*op_resume_fn)(app *a, journal_op *op, const struct rs_record *r, gb_err *err);
+typedef int (*op_resume_fn)(app *a, journal_op *op, const struct replicaset_record *r, gb_err *err);
 
 /* A step's work, on the kind's own context (what one run of an operation
  * works with: the set's record, the operation, ...). */
@@ -139,8 +140,9 @@ int op_init(journal_op *op, const op_kind *k, const char *target, json_t *data, 
  * write is handed to the doubt handling (op_target's begin_failed) and the
  * error says so: the caller gives back nothing then (err->code stays
  * ERR_STORE_UNAVAILABLE). */
-int op_begin(app *a, journal_op *op, struct rs_record *r, const struct rs_record *before,
-             const store_op *extra, size_t nextra, gb_err *err);
+int op_begin(app *a, journal_op *op, struct replicaset_record *r,
+             const struct replicaset_record *before, const store_op *extra, size_t nextra,
+             gb_err *err);
 /* A step between the first and the last: its work is done, record it. */
 int op_step(app *a, journal_op *op, const char *step, gb_err *err);
 /* The last transaction: r (naming no operation) with op in state (why:
@@ -148,15 +150,15 @@ int op_step(app *a, journal_op *op, const char *step, gb_err *err);
  * the kind's last step is marked, and its fault point follows the write.
  * op may be NULL (a create from before the journal): r alone. On failure
  * op is running again, as the store still has it. */
-int op_close(app *a, journal_op *op, enum journal_state state, const char *why, struct rs_record *r,
-             const store_op *extra, size_t nextra, gb_err *err);
+int op_close(app *a, journal_op *op, enum journal_state state, const char *why,
+             struct replicaset_record *r, const store_op *extra, size_t nextra, gb_err *err);
 /* The same for a last transaction that is not a record save but removes
  * the record of gone: ops (room for one more, the operation's put) under
  * cmp, with gone's ledger entry removed in the same transaction. 1
  * written, 0 cmp failed (a conflict: nothing written), -1 error. */
 int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *why,
-                 const struct rs_record *gone, const store_cmp *cmp, store_op *ops, size_t nops,
-                 gb_err *err);
+                 const struct replicaset_record *gone, const store_cmp *cmp, store_op *ops,
+                 size_t nops, gb_err *err);
 
 /* Forward from wherever op got to: for each step after the first that is
  * not done, its forward; each step between the first and the last is then
@@ -191,7 +193,7 @@ void op_steps_back(const op_kind *k, size_t upto, void *ctx);
  * a call on a set whose record names one). r is its target's record (NULL
  * when the store has none): when it no longer names op, op is marked
  * failed and left alone. */
-int op_resume(app *a, journal_op *op, const struct rs_record *r, gb_err *err);
+int op_resume(app *a, journal_op *op, const struct replicaset_record *r, gb_err *err);
 
 /* Every fault point of every kind in kinds, one a line: the GPUBOX_FAULT
  * value, a tab, the entry's name ("restart:begin\trestart-same"). */

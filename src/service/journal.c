@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "service/keys.h"
-#include "service/store_json.h"
+#include "service/records.h"
 #include "util/cleanup.h"
 #include "util/fault.h"
 #include "util/json.h"
@@ -301,7 +301,7 @@ int journal_load(store *s, const char *id, journal_op *out, gb_err *err)
     char what[JOURNAL_ID_MAX + 16];
     snprintf(what, sizeof(what), "operation %s", id);
     _cleanup_json_ json_t *j = NULL;
-    int found = store_get_json(s, key, what, &j, NULL, err);
+    int found = records_get_json(s, key, what, &j, NULL, err);
     if (found <= 0)
         return found;
     if (journal_op_from_json(j, out, err) < 0)
@@ -316,7 +316,7 @@ void journal_ops_free(journal_op *ops, size_t n)
     free(ops);
 }
 
-/* Keep an operation record if it is still running (store_record_fn). */
+/* Keep an operation record if it is still running (records_fn). */
 static int journal_keep_running(void *elem, const char *key, json_t *value, int64_t mod_revision,
                                 gb_err *err)
 {
@@ -338,8 +338,8 @@ static void journal_op_drop(void *op)
 int journal_unfinished(store *s, journal_op **out, size_t *n, gb_err *err)
 {
     /* Ids sort by time, and so do the keys: oldest first. */
-    *out = store_records_load(s, KEYS_OPERATIONS, NULL, sizeof(**out), journal_keep_running,
-                              journal_op_drop, n, err);
+    *out = records_load_all(s, KEYS_OPERATIONS, NULL, sizeof(**out), journal_keep_running,
+                            journal_op_drop, n, err);
     return *out ? 0 : err_prefix(err, "reading the operation journal");
 }
 

@@ -14,8 +14,8 @@
 #include "fleet/fleet.h"
 #include "sched/gpus.h"
 #include "service/keys.h"
-#include "service/store_json.h"
-#include "service/volume/volumes.h"
+#include "service/records.h"
+#include "service/volumes/volumes.h"
 #include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/prom.h"
@@ -123,7 +123,7 @@ static void metrics_ports(app *a, FILE *out)
 static const char *const metrics_rs_states[] = {"creating", "running", "paused", "stopped",
                                                 "deleted"};
 
-/* Count one record by its state (store_record_fn); ctx is the counts. */
+/* Count one record by its state (records_fn); ctx is the counts. */
 static int metrics_rs_count(void *ctx, const char *key, json_t *value, int64_t mod_revision,
                             gb_err *err)
 {
@@ -141,8 +141,8 @@ static int metrics_rs_count(void *ctx, const char *key, json_t *value, int64_t m
 static int metrics_replicasets(app *a, FILE *out, gb_err *err)
 {
     double count[ARRAY_SIZE(metrics_rs_states)] = {0};
-    if (store_records_scan(a->store, KEYS_REPLICASETS, keys_is_replicaset_record, metrics_rs_count,
-                           count, err) < 0)
+    if (records_scan(a->store, KEYS_REPLICASETS, keys_is_replicaset_record, metrics_rs_count, count,
+                     err) < 0)
         return err_prefix(err, "counting replica sets");
     static const char *const labels[] = {"state", NULL};
     prom_write_header(out, "gpubox_replicasets", "gauge", "Replica sets by gpubox state");

@@ -11,16 +11,24 @@
 #include "service/replicaset/doubt.h"
 #include "service/replicaset/record.h"
 #include "service/replicaset/replicaset.h"
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 
 const op_kind *const op_kinds[] = {
-    &rs_op_create, &rs_op_stop,     &rs_op_delete,  &rs_op_restart_same, &rs_op_restart_new,
-    &rs_op_patch,  &rs_op_rollback, &vol_op_create, &vol_op_delete,      &vol_op_resize,
+    &replicaset_op_create,
+    &replicaset_op_stop,
+    &replicaset_op_delete,
+    &replicaset_op_restart_same,
+    &replicaset_op_restart_new,
+    &replicaset_op_patch,
+    &replicaset_op_rollback,
+    &volumes_op_create,
+    &volumes_op_delete,
+    &volumes_op_resize,
     NULL,
 };
 
 const op_target op_target_records = {
-    .save = rs_record_save,
-    .begin_failed = rs_doubt_begin_failed,
-    .remove_txn = rs_record_remove_txn,
+    .save = replicaset_record_save,
+    .begin_failed = replicaset_doubt_begin_failed,
+    .remove_txn = replicaset_record_remove_txn,
 };

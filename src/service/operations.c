@@ -10,7 +10,7 @@
 
 int operation_get(app *a, const char *id, json_t **out, gb_err *err)
 {
-    if (image_pull_record(a, id, out))
+    if (images_pull_record(a, id, out))
         return 0;
     return replicaset_operation(a, id, out, err);
 }

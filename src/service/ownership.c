@@ -5,8 +5,8 @@
  * the owners' ledgers are made to agree with what its records hold
  * (users/users.h, docs/users.md).
  *
- * Giving an owner is a record save like any other (rs_record_save,
- * vol_record_save), so the owner's ledger entry is written with it. The
+ * Giving an owner is a record save like any other (replicaset_record_save,
+ * volumes_record_save), so the owner's ledger entry is written with it. The
  * ledger sync then covers what no save wrote: entries of records a store
  * outage left undecided, or records removed by hand.
  *
@@ -31,19 +31,19 @@
 #include "service/images/images.h"
 #include "service/replicaset/record.h"
 #include "service/users/users.h"
-#include "service/volume/record.h"
+#include "service/volumes/record.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
 typedef struct ownership_ctx {
     app *a;
     const char *adopter;
-    ledger_hold *holds;
+    users_ledger_hold *holds;
     size_t n, cap;
     size_t adopted;
 } ownership_ctx;
 
-static void ownership_keep(ownership_ctx *o, const ledger_hold *h)
+static void ownership_keep(ownership_ctx *o, const users_ledger_hold *h)
 {
     if (!h->exists || !h->owner[0])
         return;
@@ -60,39 +60,39 @@ static bool ownership_unowned(const ownership_ctx *o, const char *owner)
                          strcmp(o->adopter, USER_ANONYMOUS) != 0);
 }
 
-static int ownership_set(void *ctx, rs_record *r, gb_err *err)
+static int ownership_set(void *ctx, replicaset_record *r, gb_err *err)
 {
     ownership_ctx *o = ctx;
-    if (ownership_unowned(o, r->owner) && !rs_record_is_tombstone(r)) {
+    if (ownership_unowned(o, r->owner) && !replicaset_record_is_tombstone(r)) {
         snprintf(r->owner, sizeof(r->owner), "%s", o->adopter);
-        if (rs_record_save(o->a, r, NULL, 0, err) < 0)
+        if (replicaset_record_save(o->a, r, NULL, 0, err) < 0)
             return err_prefix(err, "giving replica set %s an owner", r->name);
         o->adopted++;
     }
-    ledger_hold h;
-    rs_record_hold(r, &h);
+    users_ledger_hold h;
+    replicaset_record_hold(r, &h);
     ownership_keep(o, &h);
     return 0;
 }
 
 static int ownership_volumes(ownership_ctx *o, gb_err *err)
 {
-    vol_record *recs = NULL;
+    volumes_record *recs = NULL;
     size_t n = 0;
-    if (vol_records_load_all(o->a->store, &recs, &n, err) < 0)
+    if (volumes_records_load_all(o->a->store, &recs, &n, err) < 0)
         return -1;
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (ownership_unowned(o, recs[i].owner)) {
             snprintf(recs[i].owner, sizeof(recs[i].owner), "%s", o->adopter);
-            rc = vol_record_save(o->a->store, o->a, &recs[i], NULL, 0, err);
+            rc = volumes_record_save(o->a->store, o->a, &recs[i], NULL, 0, err);
             o->adopted++;
         }
-        ledger_hold h;
-        vol_record_hold(&recs[i], &h);
+        users_ledger_hold h;
+        volumes_record_hold(&recs[i], &h);
         ownership_keep(o, &h);
     }
-    vol_records_free(recs, n);
+    volumes_records_free(recs, n);
     return rc < 0 ? err_prefix(err, "giving the volumes an owner") : 0;
 }
 
@@ -102,9 +102,9 @@ int ownership_settle(app *a, gb_err *err)
     if (!adopter)
         adopter = users_first_file_admin(a->users);
     ownership_ctx o = {.a = a, .adopter = adopter ? adopter : USER_ANONYMOUS};
-    int rc = rs_records_each(a->store, ownership_set, &o, err) < 0 ? -1
-             : ownership_volumes(&o, err) < 0                      ? -1
-                                              : ledger_sync(a, o.holds, o.n, err);
+    int rc = replicaset_records_each(a->store, ownership_set, &o, err) < 0 ? -1
+             : ownership_volumes(&o, err) < 0                              ? -1
+                                              : users_ledger_sync(a, o.holds, o.n, err);
     free(o.holds);
     if (rc < 0)
         return err_prefix(err, "users");
@@ -128,11 +128,11 @@ static void left_add(json_t *list, const char *name, const char *node)
     json_array_append_new(list, json_string(item));
 }
 
-static int left_set(void *ctx, rs_record *r, gb_err *err)
+static int left_set(void *ctx, replicaset_record *r, gb_err *err)
 {
     (void)err;
     ownership_left *l = ctx;
-    if (strcmp(r->owner, l->owner) != 0 || rs_record_is_tombstone(r))
+    if (strcmp(r->owner, l->owner) != 0 || replicaset_record_is_tombstone(r))
         return 0;
     left_add(r->state == RS_STATE_DELETED ? l->deleted : l->sets, r->name, l->node);
     return 0;
@@ -141,16 +141,16 @@ static int left_set(void *ctx, rs_record *r, gb_err *err)
 /* What l->owner has left in s's records (l->node's). */
 static int left_read(store *s, ownership_left *l, gb_err *err)
 {
-    if (rs_records_each(s, left_set, l, err) < 0)
+    if (replicaset_records_each(s, left_set, l, err) < 0)
         return -1;
-    vol_record *recs = NULL;
+    volumes_record *recs = NULL;
     size_t n = 0;
-    if (vol_records_load_all(s, &recs, &n, err) < 0)
+    if (volumes_records_load_all(s, &recs, &n, err) < 0)
         return -1;
     for (size_t i = 0; i < n; i++)
         if (strcmp(recs[i].owner, l->owner) == 0)
             left_add(l->volumes, recs[i].name, l->node);
-    vol_records_free(recs, n);
+    volumes_records_free(recs, n);
     return 0;
 }
 

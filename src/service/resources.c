@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "sched/gpus.h"
-#include "service/cpus.h"
+#include "service/cores.h"
 #include "service/monitor/monitor.h"
 #include "service/replicaset/record.h"
 #include "service/users/caller.h"
@@ -165,11 +165,11 @@ void resources_cache_free(resources_cache *c)
     free(c);
 }
 
-/* Keep the caller's own sets by name (rs_record_fn). */
-static int resources_own_one(void *ctx, rs_record *r, gb_err *err)
+/* Keep the caller's own sets by name (replicaset_record_fn). */
+static int resources_own_one(void *ctx, replicaset_record *r, gb_err *err)
 {
     (void)err;
-    if (caller_sees(r->owner))
+    if (users_caller_sees(r->owner))
         json_object_set_new(ctx, r->name, json_true());
     return 0;
 }
@@ -193,7 +193,7 @@ static int resources_gpus_text_for_user(app *a, char **out, size_t *len, gb_err 
     _cleanup_(gpus_status_free) gpus_status st = {0};
     gpus_pool_status(a->gpu_pool, &st);
     _cleanup_json_ json_t *own = json_object();
-    if (rs_records_each(a->store, resources_own_one, own, err) < 0)
+    if (replicaset_records_each(a->store, resources_own_one, own, err) < 0)
         return err_prefix(err, "listing the GPUs' tenants");
     resources_redact(&st, own);
     _cleanup_json_ json_t *data = NULL;
@@ -206,7 +206,7 @@ static int resources_gpus_text_for_user(app *a, char **out, size_t *len, gb_err 
 
 int resources_gpus_text(app *a, char **out, size_t *len, gb_err *err)
 {
-    if (caller_is_user())
+    if (users_caller_is_user())
         return resources_gpus_text_for_user(a, out, len, err);
     resources_cache *c = a->gpus_cache;
     _cleanup_(gpus_status_free) gpus_status st = {0};
@@ -269,13 +269,13 @@ int resources_gpu_status(app *a, json_t **out, gb_err *err)
 
 int resources_cpus(app *a, json_t **out, gb_err *err)
 {
-    _cleanup_json_ json_t *data = cpus_resources_json(a);
+    _cleanup_json_ json_t *data = cores_resources_json(a);
     if (!data)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    if (caller_is_user()) {
+    if (users_caller_is_user()) {
         /* Other users' sets stay unnamed, as on GET /resources/gpus. */
         _cleanup_json_ json_t *own = json_object();
-        if (rs_records_each(a->store, resources_own_one, own, err) < 0)
+        if (replicaset_records_each(a->store, resources_own_one, own, err) < 0)
             return err_prefix(err, "listing the CPUs' holders");
         size_t i;
         json_t *cpu;

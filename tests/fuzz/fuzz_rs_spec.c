@@ -1,8 +1,8 @@
 /*
  * fuzz_rs_spec.c - a replica-set create body as the server and the
  * handlers read it: the nesting check, the body parse (duplicate keys
- * refused), the typed field helpers, rs_spec_from_json, and the one
- * create parser (rs_create_request_parse) of both route families.
+ * refused), the typed field helpers, replicaset_spec_from_json, and the one
+ * create parser (replicaset_create_request_parse) of both route families.
  *
  * Properties: nothing crashes or leaks; a spec that parses prints to JSON
  * that parses again into a spec that prints the same (the store keeps the
@@ -45,26 +45,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (req_json_body(&req, &body, NULL) == 0) {
         fuzz_fields(body);
         static const char *const also[] = {"replicaSetName", NULL};
-        rs_spec spec = {0};
+        replicaset_spec spec = {0};
         gb_err err;
-        if (rs_spec_from_json(body, also, &spec, &err) == 0) {
-            json_t *printed = rs_spec_to_json(&spec);
+        if (replicaset_spec_from_json(body, also, &spec, &err) == 0) {
+            json_t *printed = replicaset_spec_to_json(&spec);
             FUZZ_CHECK(printed, "a valid spec did not print");
-            rs_spec again = {0};
-            int rc = rs_spec_from_json(printed, NULL, &again, &err);
+            replicaset_spec again = {0};
+            int rc = replicaset_spec_from_json(printed, NULL, &again, &err);
             FUZZ_CHECK(rc == 0, "the printed spec does not parse: %s", err.msg);
-            json_t *printed2 = rs_spec_to_json(&again);
+            json_t *printed2 = replicaset_spec_to_json(&again);
             FUZZ_CHECK(json_equal(printed, printed2), "printing is not stable");
             json_decref(printed2);
             json_decref(printed);
-            rs_spec_free(&again);
-            rs_spec_free(&spec);
+            replicaset_spec_free(&again);
+            replicaset_spec_free(&spec);
         }
         for (int family = RS_CREATE_REPLICASET; family <= RS_CREATE_CONTAINERS; family++) {
-            rs_create_request cr;
-            if (rs_create_request_parse(body, (enum rs_create_family)family, true, &cr, &err) == 0)
+            replicaset_create_request cr;
+            if (replicaset_create_request_parse(body, (enum replicaset_create_family)family, true,
+                                                &cr, &err) == 0)
                 FUZZ_CHECK(cr.name && cr.spec.image, "a parsed request lacks its name or image");
-            rs_create_request_free(&cr);
+            replicaset_create_request_free(&cr);
         }
     }
     http_request_clear(&req);

@@ -176,7 +176,7 @@ static void test_user_namespace(void **state)
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         char ns[200];
-        image_user_namespace(cases[i][0], ns, sizeof(ns));
+        images_user_namespace(cases[i][0], ns, sizeof(ns));
         if (strcmp(ns, cases[i][1]) != 0)
             fail_msg("'%s' -> '%s', expected '%s'", cases[i][0], ns, cases[i][1]);
         /* Whatever the name, the namespace makes valid references. */
@@ -186,13 +186,13 @@ static void test_user_namespace(void **state)
         gb_err e = GB_ERR_INIT;
         if (docker_image_ref_parse(ref, &r, &e) != 0)
             fail_msg("'%s' from user '%s': %s", ref, cases[i][0], e.msg);
-        assert_true(image_ref_is_committed(r.repo));
+        assert_true(images_ref_is_committed(r.repo));
     }
-    assert_true(image_ref_is_committed("docker.io/u/alice/x"));
-    assert_true(image_ref_is_committed("index.docker.io/u/alice/x"));
-    assert_false(image_ref_is_committed("reg.io/u/alice/x"));
-    assert_false(image_ref_is_committed("ubuntu"));
-    assert_false(image_ref_is_committed("uu/x"));
+    assert_true(images_ref_is_committed("docker.io/u/alice/x"));
+    assert_true(images_ref_is_committed("index.docker.io/u/alice/x"));
+    assert_false(images_ref_is_committed("reg.io/u/alice/x"));
+    assert_false(images_ref_is_committed("ubuntu"));
+    assert_false(images_ref_is_committed("uu/x"));
 }
 
 int main(void)

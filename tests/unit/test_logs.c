@@ -24,7 +24,8 @@
 
 #define NOW 1800000000LL
 
-static int query(const char *const *kv, size_t n, rs_logs_request *rq, bool *ts, gb_err *err)
+static int query(const char *const *kv, size_t n, replicaset_logs_request *rq, bool *ts,
+                 gb_err *err)
 {
     http_kv q[8];
     for (size_t i = 0; i < n; i++)
@@ -36,7 +37,7 @@ static int query(const char *const *kv, size_t n, rs_logs_request *rq, bool *ts,
 static void test_query_defaults(void **state)
 {
     (void)state;
-    rs_logs_request rq;
+    replicaset_logs_request rq;
     bool ts = true;
     gb_err err = GB_ERR_INIT;
     assert_int_equal(query(NULL, 0, &rq, &ts, &err), 0);
@@ -50,7 +51,7 @@ static void test_query_defaults(void **state)
 static void test_query_values(void **state)
 {
     (void)state;
-    rs_logs_request rq;
+    replicaset_logs_request rq;
     bool ts = false;
     gb_err err = GB_ERR_INIT;
     const char *kv[] = {"tail", "25", "versions", "all", "timestamps", "true", "follow", "1"};
@@ -85,7 +86,7 @@ static void test_query_refusals_name_the_parameter(void **state)
         {"since", "2026-11-22T01:28:28+0100"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        rs_logs_request rq;
+        replicaset_logs_request rq;
         bool ts;
         gb_err err = GB_ERR_INIT;
         const char *kv[] = {bad[i][0], bad[i][1]};

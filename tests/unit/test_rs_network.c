@@ -25,28 +25,28 @@ static void test_names(void **state)
 {
     (void)state;
     char a[RS_NETWORK_NAME_MAX], b[RS_NETWORK_NAME_MAX];
-    rs_network_name("alice", a, sizeof(a));
+    replicaset_network_name("alice", a, sizeof(a));
     assert_string_equal(a, "gpubox-u-alice");
-    rs_network_name("Bob.Smith_2-x", a, sizeof(a));
+    replicaset_network_name("Bob.Smith_2-x", a, sizeof(a));
     assert_string_equal(a, "gpubox-u-Bob.Smith_2-x");
     /* no owner: the owner of what a caller without tokens makes */
-    rs_network_name("", a, sizeof(a));
+    replicaset_network_name("", a, sizeof(a));
     assert_string_equal(a, "gpubox-u-anonymous");
-    rs_network_name(NULL, b, sizeof(b));
+    replicaset_network_name(NULL, b, sizeof(b));
     assert_string_equal(a, b);
     /* '@' is not for Docker names: replaced, and a hash keeps users apart */
-    rs_network_name("a@b", a, sizeof(a));
-    rs_network_name("a_b", b, sizeof(b));
+    replicaset_network_name("a@b", a, sizeof(a));
+    replicaset_network_name("a_b", b, sizeof(b));
     assert_docker_name(a);
     assert_string_not_equal(a, b);
     assert_int_equal(strncmp(a, "gpubox-u-a_b-", strlen("gpubox-u-a_b-")), 0);
-    rs_network_name("a@c", b, sizeof(b));
+    replicaset_network_name("a@c", b, sizeof(b));
     assert_string_not_equal(a, b);
     /* the longest user name fits */
     char longest[USER_NAME_MAX + 1];
     memset(longest, '@', USER_NAME_MAX);
     longest[USER_NAME_MAX] = '\0';
-    rs_network_name(longest, a, sizeof(a));
+    replicaset_network_name(longest, a, sizeof(a));
     assert_docker_name(a);
     assert_int_equal(strlen(a), strlen("gpubox-u-") + USER_NAME_MAX + 9);
 }

@@ -1,5 +1,5 @@
 /*
- * test_rs_patch.c - the spec a patch asks for (rs_spec_patch): each patch
+ * test_rs_patch.c - the spec a patch asks for (replicaset_spec_patch): each patch
  * field, "nothing changed", and that a bad patch is refused naming the
  * field, exactly as a create with that spec would be.
  */
@@ -24,8 +24,8 @@ static const char *const base_text =
     "\"cpus\":1.5,\"memory\":\"2GB\"}";
 
 typedef struct fixture {
-    rs_spec base;
-    rs_spec out;
+    replicaset_spec base;
+    replicaset_spec out;
     bool changed;
     gb_err err;
 } fixture;
@@ -36,7 +36,7 @@ static int setup(void **state)
     memset(&f, 0, sizeof(f));
     _cleanup_json_ json_t *j = json_loads(base_text, 0, NULL);
     assert_non_null(j);
-    assert_int_equal(rs_spec_from_json(j, NULL, &f.base, NULL), 0);
+    assert_int_equal(replicaset_spec_from_json(j, NULL, &f.base, NULL), 0);
     *state = &f;
     return 0;
 }
@@ -44,8 +44,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    rs_spec_free(&f->base);
-    rs_spec_free(&f->out);
+    replicaset_spec_free(&f->base);
+    replicaset_spec_free(&f->out);
     return 0;
 }
 
@@ -55,10 +55,10 @@ static int patch(fixture *f, const char *text)
     json_error_t jerr;
     _cleanup_json_ json_t *p = json_loads(text, 0, &jerr);
     assert_non_null(p);
-    rs_spec_free(&f->out);
+    replicaset_spec_free(&f->out);
     f->err = (gb_err)GB_ERR_INIT;
     f->changed = false;
-    if (rs_spec_patch(&f->base, p, &f->out, &f->changed, &f->err) < 0)
+    if (replicaset_spec_patch(&f->base, p, &f->out, &f->changed, &f->err) < 0)
         return f->err.code;
     return ERR_OK;
 }
@@ -297,12 +297,12 @@ static void test_patch_combined(void **state)
     assert_int_equal(f->out.nenv, 4);
     assert_true(f->out.cpus == 2.0);
     /* The patched spec prints and parses back to itself. */
-    _cleanup_json_ json_t *j = rs_spec_to_json(&f->out);
-    rs_spec again;
-    assert_int_equal(rs_spec_from_json(j, NULL, &again, NULL), 0);
-    _cleanup_json_ json_t *j2 = rs_spec_to_json(&again);
+    _cleanup_json_ json_t *j = replicaset_spec_to_json(&f->out);
+    replicaset_spec again;
+    assert_int_equal(replicaset_spec_from_json(j, NULL, &again, NULL), 0);
+    _cleanup_json_ json_t *j2 = replicaset_spec_to_json(&again);
     assert_true(json_equal(j, j2));
-    rs_spec_free(&again);
+    replicaset_spec_free(&again);
 }
 
 int main(void)

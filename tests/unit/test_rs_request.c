@@ -19,14 +19,14 @@
 #define ED_KEY "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMBOOVpKl70aWpC9CI0pjknieNF6kuIECYx9bPT5lyhH"
 
 /* Parse text of family; the error code (ERR_OK on success), its message in msg. */
-static int parse(const char *text, enum rs_create_family family, bool in_fleet,
-                 rs_create_request *out, char *msg, size_t msg_size)
+static int parse(const char *text, enum replicaset_create_family family, bool in_fleet,
+                 replicaset_create_request *out, char *msg, size_t msg_size)
 {
     json_error_t jerr;
     _cleanup_json_ json_t *j = json_loads(text, 0, &jerr);
     assert_non_null(j);
     gb_err e = GB_ERR_INIT;
-    int rc = rs_create_request_parse(j, family, in_fleet, out, &e);
+    int rc = replicaset_create_request_parse(j, family, in_fleet, out, &e);
     if (msg)
         snprintf(msg, msg_size, "%s", e.msg);
     return rc == 0 ? ERR_OK : e.code;
@@ -35,7 +35,7 @@ static int parse(const char *text, enum rs_create_family family, bool in_fleet,
 static void test_every_field(void **state)
 {
     (void)state;
-    rs_create_request r;
+    replicaset_create_request r;
     char msg[512];
     int code = parse("{\"replicaSetName\":\"web\",\"imageName\":\"img:1\",\"gpuCount\":2,"
                      "\"gpuMemory\":\"4GB\",\"gpuPolicy\":\"spread\",\"gpuModel\":\"T4\","
@@ -78,7 +78,7 @@ static void test_every_field(void **state)
     assert_int_equal(r.placement.nselector, 2);
     assert_string_equal(r.placement.selector[0].key, "zone");
     assert_string_equal(r.placement.selector[0].value, "z1");
-    rs_create_request_free(&r);
+    replicaset_create_request_free(&r);
 
     /* the least: a name and an image; defaults everywhere else */
     code = parse("{\"replicaSetName\":\"min\",\"imageName\":\"img\"}", RS_CREATE_REPLICASET, false,
@@ -90,13 +90,13 @@ static void test_every_field(void **state)
     assert_null(r.placement.node);
     assert_int_equal(r.idle_stop_s, 0);
     assert_int_equal(r.max_duration_s, 0);
-    rs_create_request_free(&r);
+    replicaset_create_request_free(&r);
 }
 
 static void test_the_older_family(void **state)
 {
     (void)state;
-    rs_create_request r;
+    replicaset_create_request r;
     char msg[512];
     int code = parse(
         "{\"containerName\":\"old\",\"imageName\":\"img\",\"gpuCount\":1,"
@@ -119,19 +119,19 @@ static void test_the_older_family(void **state)
         if (r.spec.ports[i].host_port == 40002 && r.spec.ports[i].container_port == 22)
             saw_40002 = true;
     assert_true(saw_40002);
-    rs_create_request_free(&r);
+    replicaset_create_request_free(&r);
 
     /* Ports: null is no ports */
     code = parse("{\"containerName\":\"old\",\"imageName\":\"img\",\"Ports\":null}",
                  RS_CREATE_CONTAINERS, false, &r, msg, sizeof(msg));
     assert_int_equal(code, ERR_OK);
     assert_int_equal(r.spec.nports, 0);
-    rs_create_request_free(&r);
+    replicaset_create_request_free(&r);
 }
 
 typedef struct refusal {
     const char *body;
-    enum rs_create_family family;
+    enum replicaset_create_family family;
     bool in_fleet;
     int code;
     const char *in_msg;
@@ -183,14 +183,14 @@ static void test_refusals(void **state)
          false, ERR_GPU_COUNT_NEGATIVE, "gpuCount"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-        rs_create_request r;
+        replicaset_create_request r;
         char msg[512];
         int code = parse(cases[i].body, cases[i].family, cases[i].in_fleet, &r, msg, sizeof(msg));
         if (code != cases[i].code || !strstr(msg, cases[i].in_msg))
             fail_msg("case %zu %s: code %d msg '%s'; wanted %d with '%s'", i, cases[i].body, code,
                      msg, cases[i].code, cases[i].in_msg);
         assert_null(r.body); /* nothing held after a refusal */
-        rs_create_request_free(&r);
+        replicaset_create_request_free(&r);
     }
 }
 
@@ -199,23 +199,23 @@ static void test_refusals(void **state)
 static void test_the_list_covers_the_spec(void **state)
 {
     (void)state;
-    rs_create_request r;
+    replicaset_create_request r;
     char msg[512];
     assert_int_equal(parse("{\"replicaSetName\":\"a\",\"imageName\":\"i\",\"cpuCount\":1}",
                            RS_CREATE_REPLICASET, false, &r, msg, sizeof(msg)),
                      ERR_OK);
-    _cleanup_json_ json_t *printed = rs_spec_to_json(&r.spec);
+    _cleanup_json_ json_t *printed = replicaset_spec_to_json(&r.spec);
     const char *key;
     json_t *v;
     json_object_foreach(printed, key, v)
     {
         bool listed = false;
-        for (size_t i = 0; rs_create_fields[i].name; i++)
-            listed = listed || strcmp(rs_create_fields[i].name, key) == 0;
+        for (size_t i = 0; replicaset_create_fields[i].name; i++)
+            listed = listed || strcmp(replicaset_create_fields[i].name, key) == 0;
         if (!listed)
-            fail_msg("spec field %s is missing from rs_create_fields", key);
+            fail_msg("spec field %s is missing from replicaset_create_fields", key);
     }
-    rs_create_request_free(&r);
+    replicaset_create_request_free(&r);
 }
 
 int main(void)

@@ -22,13 +22,13 @@ static int parse_code(const char *text, char *msg, size_t msg_size)
     json_error_t jerr;
     _cleanup_json_ json_t *j = json_loads(text, 0, &jerr);
     assert_non_null(j);
-    rs_spec s;
+    replicaset_spec s;
     gb_err e = GB_ERR_INIT;
-    int rc = rs_spec_from_json(j, create_extra, &s, &e);
+    int rc = replicaset_spec_from_json(j, create_extra, &s, &e);
     if (msg)
         snprintf(msg, msg_size, "%s", e.msg);
     if (rc == 0) {
-        rs_spec_free(&s);
+        replicaset_spec_free(&s);
         return ERR_OK;
     }
     return e.code;
@@ -64,9 +64,9 @@ static void test_full_spec_roundtrip(void **state)
         "\"containerPort\":80}],\"cpus\":1.5,\"memory\":\"2GB\",\"shmSize\":\"64MB\","
         "\"restartPolicy\":\"always\",\"labels\":{\"team\":\"vision\"}}";
     _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
-    rs_spec s;
+    replicaset_spec s;
     gb_err e = GB_ERR_INIT;
-    assert_int_equal(rs_spec_from_json(j, create_extra, &s, &e), 0);
+    assert_int_equal(replicaset_spec_from_json(j, create_extra, &s, &e), 0);
     assert_string_equal(s.image, "ubuntu:22.04");
     assert_int_equal(s.gpu_count, 2);
     assert_int_equal(s.nbinds, 2);
@@ -77,30 +77,30 @@ static void test_full_spec_roundtrip(void **state)
     assert_int_equal(s.ports[1].container_port, 53);
     assert_string_equal(s.ports[1].protocol, "udp");
     assert_int_equal(s.ports[3].host_port, 41000);
-    assert_int_equal(rs_spec_ports_to_allocate(&s), 3);
+    assert_int_equal(replicaset_spec_ports_to_allocate(&s), 3);
     assert_int_equal(s.memory_bytes, 2LL << 30);
     assert_int_equal(s.shm_bytes, 64LL << 20);
     assert_true(s.cpus > 1.49 && s.cpus < 1.51);
 
     /* print, parse again, print again: the same JSON */
-    _cleanup_json_ json_t *printed = rs_spec_to_json(&s);
-    rs_spec again;
-    assert_int_equal(rs_spec_from_json(printed, NULL, &again, &e), 0);
-    _cleanup_json_ json_t *printed2 = rs_spec_to_json(&again);
+    _cleanup_json_ json_t *printed = replicaset_spec_to_json(&s);
+    replicaset_spec again;
+    assert_int_equal(replicaset_spec_from_json(printed, NULL, &again, &e), 0);
+    _cleanup_json_ json_t *printed2 = replicaset_spec_to_json(&again);
     assert_true(json_equal(printed, printed2));
     _cleanup_free_ char *dump = json_dumps(printed, JSON_COMPACT | JSON_SORT_KEYS);
     assert_non_null(strstr(dump, "\"containerPorts\":[\"22/tcp\",\"53/udp\",\"8888/tcp\"]"));
     assert_non_null(strstr(dump, "\"memory\":2147483648"));
 
-    rs_spec copy;
-    rs_spec_copy(&s, &copy);
+    replicaset_spec copy;
+    replicaset_spec_copy(&s, &copy);
     assert_string_equal(copy.binds[0].src, "data");
     assert_ptr_not_equal(copy.binds[0].src, s.binds[0].src); /* deep */
-    _cleanup_json_ json_t *copied = rs_spec_to_json(&copy);
+    _cleanup_json_ json_t *copied = replicaset_spec_to_json(&copy);
     assert_true(json_equal(printed, copied));
-    rs_spec_free(&copy);
-    rs_spec_free(&again);
-    rs_spec_free(&s);
+    replicaset_spec_free(&copy);
+    replicaset_spec_free(&again);
+    replicaset_spec_free(&s);
 }
 
 static void test_spec_errors(void **state)
@@ -177,31 +177,31 @@ static void test_spec_errors(void **state)
 static void test_lifecycle_table(void **state)
 {
     (void)state;
-    rs_record r = {.name = "foo"};
+    replicaset_record r = {.name = "foo"};
     gb_err e = GB_ERR_INIT;
     r.state = RS_STATE_RUNNING;
-    assert_int_equal(rs_lifecycle_check(RS_OP_STOP, &r, &e), 0);
-    assert_int_equal(rs_lifecycle_check(RS_OP_PAUSE, &r, &e), 0);
-    assert_int_equal(rs_lifecycle_check(RS_OP_CONTINUE, &r, &e), -1);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_STOP, &r, &e), 0);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_PAUSE, &r, &e), 0);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_CONTINUE, &r, &e), -1);
     assert_int_equal(e.code, ERR_STATE_CONFLICT);
     assert_non_null(strstr(e.msg, "running"));
     r.state = RS_STATE_STOPPED;
-    assert_int_equal(rs_lifecycle_check(RS_OP_STOP, &r, &e), -1);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_STOP, &r, &e), -1);
     assert_non_null(strstr(e.msg, "already stopped"));
-    assert_int_equal(rs_lifecycle_check(RS_OP_PAUSE, &r, &e), -1);
-    assert_int_equal(rs_lifecycle_check(RS_OP_CONTINUE, &r, &e), -1);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_PAUSE, &r, &e), -1);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_CONTINUE, &r, &e), -1);
     assert_non_null(strstr(e.msg, "restart"));
-    assert_int_equal(rs_lifecycle_check(RS_OP_EXECUTE, &r, &e), -1);
-    assert_int_equal(rs_lifecycle_check(RS_OP_DELETE, &r, &e), 0);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_EXECUTE, &r, &e), -1);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_DELETE, &r, &e), 0);
     /* A change of a stopped set waits for its next start (record.h). */
-    assert_int_equal(rs_lifecycle_check(RS_OP_PATCH, &r, &e), 0);
-    assert_int_equal(rs_lifecycle_check(RS_OP_ROLLBACK, &r, &e), 0);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_PATCH, &r, &e), 0);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_ROLLBACK, &r, &e), 0);
     r.state = RS_STATE_PAUSED;
-    assert_int_equal(rs_lifecycle_check(RS_OP_CONTINUE, &r, &e), 0);
-    assert_int_equal(rs_lifecycle_check(RS_OP_STOP, &r, &e), 0);
-    assert_int_equal(rs_lifecycle_check(RS_OP_PAUSE, &r, &e), -1);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_CONTINUE, &r, &e), 0);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_STOP, &r, &e), 0);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_PAUSE, &r, &e), -1);
     r.state = RS_STATE_DELETED;
-    assert_int_equal(rs_lifecycle_check(RS_OP_DELETE, &r, &e), -1);
+    assert_int_equal(replicaset_lifecycle_check(RS_OP_DELETE, &r, &e), -1);
     assert_int_equal(e.code, ERR_NOT_FOUND);
 }
 
@@ -214,70 +214,70 @@ static void test_record_roundtrip(void **state)
         "\"ports\":[{\"hostPort\":40001,\"containerPort\":22,\"protocol\":\"tcp\"}],"
         "\"createTime\":\"t1\",\"updateTime\":\"t2\"}";
     _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
-    rs_record r;
+    replicaset_record r;
     gb_err e = GB_ERR_INIT;
-    assert_int_equal(rs_record_from_json(j, &r, &e), 0);
+    assert_int_equal(replicaset_record_from_json(j, &r, &e), 0);
     assert_int_equal(r.version, 3);
     assert_int_equal(r.state, RS_STATE_PAUSED);
     assert_int_equal(r.ngpus, 1);
     assert_string_equal(r.gpus[0], "GPU-1");
     assert_int_equal(r.ports[0].host_port, 40001);
-    _cleanup_json_ json_t *back = rs_record_to_json(&r);
+    _cleanup_json_ json_t *back = replicaset_record_to_json(&r);
     assert_string_equal(json_string_value(json_object_get(back, "state")), "paused");
     assert_int_equal(json_array_size(json_object_get(back, "gpus")), 1);
-    rs_record_free(&r);
+    replicaset_record_free(&r);
 
     /* A stopped set's change waiting for its next start (record.h). */
     _cleanup_json_ json_t *stopped =
         json_loads("{\"name\":\"foo\",\"version\":2,\"state\":\"stopped\",\"spec\":{"
                    "\"imageName\":\"x\"},\"pendingSpec\":{\"imageName\":\"y\",\"gpuCount\":2}}",
                    0, NULL);
-    assert_int_equal(rs_record_from_json(stopped, &r, &e), 0);
+    assert_int_equal(replicaset_record_from_json(stopped, &r, &e), 0);
     assert_non_null(r.pending_spec);
-    rs_record copy;
-    rs_record_copy(&r, &copy);
-    rs_record_free(&r);
-    _cleanup_json_ json_t *again = rs_record_to_json(&copy);
+    replicaset_record copy;
+    replicaset_record_copy(&r, &copy);
+    replicaset_record_free(&r);
+    _cleanup_json_ json_t *again = replicaset_record_to_json(&copy);
     json_t *pending = json_object_get(again, "pendingSpec");
     assert_string_equal(json_string_value(json_object_get(pending, "imageName")), "y");
     assert_int_equal(json_integer_value(json_object_get(pending, "gpuCount")), 2);
-    rs_record_free(&copy);
+    replicaset_record_free(&copy);
     assert_null(copy.pending_spec);
     _cleanup_json_ json_t *odd = json_loads("{\"name\":\"foo\",\"version\":1,\"state\":"
                                             "\"stopped\",\"spec\":{\"imageName\":\"x\"},"
                                             "\"pendingSpec\":[]}",
                                             0, NULL);
-    assert_int_equal(rs_record_from_json(odd, &r, &e), -1);
+    assert_int_equal(replicaset_record_from_json(odd, &r, &e), -1);
     assert_int_equal(e.code, ERR_INTERNAL);
 
     _cleanup_json_ json_t *bad = json_loads("{\"name\":\"foo\",\"version\":1,\"state\":\"odd\","
                                             "\"spec\":{\"imageName\":\"x\"}}",
                                             0, NULL);
-    assert_int_equal(rs_record_from_json(bad, &r, &e), -1);
+    assert_int_equal(replicaset_record_from_json(bad, &r, &e), -1);
     assert_int_equal(e.code, ERR_INTERNAL);
 }
 
 /* Parse a create body that must succeed. */
-static void parse_ok(const char *text, rs_spec *s)
+static void parse_ok(const char *text, replicaset_spec *s)
 {
     _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
     assert_non_null(j);
     gb_err e = GB_ERR_INIT;
-    if (rs_spec_from_json(j, create_extra, s, &e) < 0)
+    if (replicaset_spec_from_json(j, create_extra, s, &e) < 0)
         fail_msg("%s: %s", text, e.msg);
 }
 
 static void test_gpu_share_fields(void **state)
 {
     (void)state;
-    rs_spec s;
+    replicaset_spec s;
     parse_ok("{\"imageName\":\"x\",\"gpuMemory\":\"8GB\"}", &s);
     assert_int_equal(s.gpu_count, 1); /* a share defaults to one card */
     assert_int_equal(s.gpu_memory_mib, 8192);
     assert_false(s.gpu_shared);
     assert_int_equal(s.gpu_policy, GPUS_POLICY_BINPACK);
-    assert_true(rs_spec_gpu_is_share(&s));
-    rs_spec_free(&s);
+    assert_true(replicaset_spec_gpu_is_share(&s));
+    replicaset_spec_free(&s);
 
     parse_ok("{\"imageName\":\"x\",\"gpuMemory\":1536,\"gpuCount\":2,\"gpuPolicy\":\"spread\","
              "\"gpuModel\":\"a100\"}",
@@ -287,24 +287,24 @@ static void test_gpu_share_fields(void **state)
     assert_int_equal(s.gpu_policy, GPUS_POLICY_SPREAD);
     assert_string_equal(s.gpu_model, "a100");
     gpus_request req;
-    rs_spec_gpu_request(&s, &req);
+    replicaset_spec_gpu_request(&s, &req);
     assert_int_equal(req.count, 2);
     assert_int_equal(req.memory_mib, 1536);
     assert_false(req.timeslice);
     assert_int_equal(req.policy, GPUS_POLICY_SPREAD);
     assert_string_equal(req.model, "a100");
     assert_int_equal(req.npin, 0);
-    rs_spec_free(&s);
+    replicaset_spec_free(&s);
 
     parse_ok("{\"imageName\":\"x\",\"gpuMemory\":\"1.5gb\"}", &s);
     assert_int_equal(s.gpu_memory_mib, 1536);
-    rs_spec_free(&s);
+    replicaset_spec_free(&s);
 
     parse_ok("{\"imageName\":\"x\",\"gpuShared\":true}", &s);
     assert_int_equal(s.gpu_count, 1);
     assert_true(s.gpu_shared);
     assert_int_equal(s.gpu_memory_mib, 0);
-    rs_spec_free(&s);
+    replicaset_spec_free(&s);
 
     /* pins give the count; gpuCount may be absent, 0 or their number */
     const char *pinned[] = {
@@ -318,19 +318,19 @@ static void test_gpu_share_fields(void **state)
         assert_int_equal(s.gpu_count, 2);
         assert_int_equal(s.ngpu_uuids, 2);
         assert_string_equal(s.gpu_uuids[1], "GPU-b");
-        rs_spec_gpu_request(&s, &req);
+        replicaset_spec_gpu_request(&s, &req);
         assert_int_equal(req.npin, 2);
         assert_string_equal(req.pin_uuids[0], "GPU-a");
-        rs_spec_free(&s);
+        replicaset_spec_free(&s);
     }
 
     /* whole cards, as always: nothing shared */
     parse_ok("{\"imageName\":\"x\",\"gpuCount\":3}", &s);
     assert_int_equal(s.gpu_count, 3);
-    assert_false(rs_spec_gpu_is_share(&s));
+    assert_false(replicaset_spec_gpu_is_share(&s));
     assert_null(s.gpu_uuids);
     assert_null(s.gpu_model);
-    rs_spec_free(&s);
+    replicaset_spec_free(&s);
 }
 
 static void test_gpu_share_errors(void **state)
@@ -367,12 +367,12 @@ static void test_gpu_share_errors(void **state)
 static void test_gpu_share_roundtrip(void **state)
 {
     (void)state;
-    rs_spec s, again;
+    replicaset_spec s, again;
     gb_err e = GB_ERR_INIT;
     parse_ok("{\"imageName\":\"x\",\"gpuMemory\":\"10GB\",\"gpuUUIDs\":[\"GPU-b\",\"GPU-a\"],"
              "\"gpuPolicy\":\"SPREAD\",\"gpuModel\":\"H100\"}",
              &s);
-    _cleanup_json_ json_t *printed = rs_spec_to_json(&s);
+    _cleanup_json_ json_t *printed = replicaset_spec_to_json(&s);
     _cleanup_free_ char *dump = json_dumps(printed, JSON_COMPACT | JSON_SORT_KEYS);
     assert_non_null(strstr(dump, "\"gpuCount\":2"));
     assert_non_null(strstr(dump, "\"gpuMemory\":10240"));
@@ -380,34 +380,34 @@ static void test_gpu_share_roundtrip(void **state)
     assert_non_null(strstr(dump, "\"gpuShared\":false"));
     assert_non_null(strstr(dump, "\"gpuUUIDs\":[\"GPU-b\",\"GPU-a\"]"));
     assert_non_null(strstr(dump, "\"gpuModel\":\"H100\""));
-    assert_int_equal(rs_spec_from_json(printed, NULL, &again, &e), 0);
-    _cleanup_json_ json_t *printed2 = rs_spec_to_json(&again);
+    assert_int_equal(replicaset_spec_from_json(printed, NULL, &again, &e), 0);
+    _cleanup_json_ json_t *printed2 = replicaset_spec_to_json(&again);
     assert_true(json_equal(printed, printed2));
-    rs_spec copy;
-    rs_spec_copy(&s, &copy);
+    replicaset_spec copy;
+    replicaset_spec_copy(&s, &copy);
     assert_int_equal(copy.gpu_memory_mib, 10240);
     assert_int_equal(copy.ngpu_uuids, 2);
-    rs_spec_free(&copy);
-    rs_spec_free(&again);
-    rs_spec_free(&s);
+    replicaset_spec_free(&copy);
+    replicaset_spec_free(&again);
+    replicaset_spec_free(&s);
 
     /* a record written before GPU sharing has none of the fields */
     parse_ok("{\"imageName\":\"x\",\"gpuCount\":2}", &s);
-    _cleanup_json_ json_t *old = rs_spec_to_json(&s);
+    _cleanup_json_ json_t *old = replicaset_spec_to_json(&s);
     assert_int_equal(json_integer_value(json_object_get(old, "gpuMemory")), 0);
     assert_true(json_is_false(json_object_get(old, "gpuShared")));
     assert_string_equal(json_string_value(json_object_get(old, "gpuPolicy")), "binpack");
     assert_string_equal(json_string_value(json_object_get(old, "gpuModel")), "");
-    rs_spec_free(&s);
+    replicaset_spec_free(&s);
 }
 
 /* Apply a patch body to s; returns the error code. */
-static int patch(rs_spec *s, const char *text, char *msg, size_t size)
+static int patch(replicaset_spec *s, const char *text, char *msg, size_t size)
 {
     _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
     assert_non_null(j);
     gb_err e = GB_ERR_INIT;
-    int rc = rs_spec_gpu_from_json(j, true, s, &e);
+    int rc = replicaset_spec_gpu_from_json(j, true, s, &e);
     if (msg)
         snprintf(msg, size, "%s", e.msg);
     return rc == 0 ? ERR_OK : e.code;
@@ -417,7 +417,7 @@ static void test_gpu_patch_rules(void **state)
 {
     (void)state;
     char msg[512];
-    rs_spec s;
+    replicaset_spec s;
     parse_ok("{\"imageName\":\"x\",\"gpuMemory\":\"8GB\",\"gpuCount\":2,\"gpuPolicy\":\"spread\"}",
              &s);
     /* an absent field keeps its value */
@@ -444,18 +444,18 @@ static void test_gpu_patch_rules(void **state)
     /* back to whole cards, pinned */
     assert_int_equal(patch(&s, "{\"gpuMemory\":0,\"gpuUUIDs\":[\"GPU-c\"]}", NULL, 0), ERR_OK);
     assert_int_equal(s.gpu_count, 1);
-    assert_false(rs_spec_gpu_is_share(&s));
+    assert_false(replicaset_spec_gpu_is_share(&s));
     assert_int_equal(s.ngpu_uuids, 1);
     assert_int_equal(patch(&s, "{\"gpuUUIDs\":[],\"gpuCount\":3}", NULL, 0), ERR_OK);
     assert_int_equal(s.ngpu_uuids, 0);
     assert_int_equal(s.gpu_count, 3);
-    rs_spec_free(&s);
+    replicaset_spec_free(&s);
 
     /* from no GPU to a share: one card */
     parse_ok("{\"imageName\":\"x\"}", &s);
     assert_int_equal(patch(&s, "{\"gpuShared\":true}", NULL, 0), ERR_OK);
     assert_int_equal(s.gpu_count, 1);
-    rs_spec_free(&s);
+    replicaset_spec_free(&s);
 }
 
 #define ED_KEY "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMBOOVpKl70aWpC9CI0pjknieNF6kuIECYx9bPT5lyhH"
@@ -465,18 +465,18 @@ static void test_gpu_patch_rules(void **state)
     "7"                                                                                            \
     "nRt4u/+anKp5HWxeRIGxXp0aycJdbLcJUzEptvUeUBLK7o="
 
-/* A whole patch (rs_spec_patch) of s, which becomes the result. */
-static void spec_patch_ok(rs_spec *s, const char *text)
+/* A whole patch (replicaset_spec_patch) of s, which becomes the result. */
+static void spec_patch_ok(replicaset_spec *s, const char *text)
 {
     _cleanup_json_ json_t *j = json_loads(text, 0, NULL);
     assert_non_null(j);
-    rs_spec out;
+    replicaset_spec out;
     bool changed = false;
     gb_err e = GB_ERR_INIT;
-    if (rs_spec_patch(s, j, &out, &changed, &e) < 0)
+    if (replicaset_spec_patch(s, j, &out, &changed, &e) < 0)
         fail_msg("%s: %s", text, e.msg);
     assert_true(changed);
-    rs_spec_free(s);
+    replicaset_spec_free(s);
     *s = out;
 }
 
@@ -485,7 +485,7 @@ static void spec_patch_ok(rs_spec *s, const char *text)
 static void test_ssh_keys(void **state)
 {
     (void)state;
-    rs_spec s;
+    replicaset_spec s;
     parse_ok("{\"imageName\":\"x\",\"containerPorts\":[\"8888\"],\"sshKeys\":[\" " ED_KEY
              " me@x \",\"" EC_KEY "\"]}",
              &s);
@@ -494,15 +494,15 @@ static void test_ssh_keys(void **state)
     assert_int_equal(s.nports, 2);
     assert_int_equal(s.ports[1].container_port, 22);
     assert_int_equal(s.ports[1].host_port, 0);
-    _cleanup_json_ json_t *j = rs_spec_to_json(&s);
+    _cleanup_json_ json_t *j = replicaset_spec_to_json(&s);
     assert_int_equal(json_array_size(json_object_get(j, "sshKeys")), 2);
-    rs_spec again;
+    replicaset_spec again;
     gb_err e = GB_ERR_INIT;
-    assert_int_equal(rs_spec_from_json(j, NULL, &again, &e), 0);
+    assert_int_equal(replicaset_spec_from_json(j, NULL, &again, &e), 0);
     assert_int_equal(again.nports, 2);
-    _cleanup_json_ json_t *j2 = rs_spec_to_json(&again);
+    _cleanup_json_ json_t *j2 = replicaset_spec_to_json(&again);
     assert_true(json_equal(j, j2));
-    rs_spec_free(&again);
+    replicaset_spec_free(&again);
     /* a patch to no keys keeps the port; a patch of the ports with keys
      * brings 22 back */
     spec_patch_ok(&s, "{\"sshKeys\":[]}");
@@ -511,7 +511,7 @@ static void test_ssh_keys(void **state)
     spec_patch_ok(&s, "{\"containerPorts\":[],\"sshKeys\":[\"" ED_KEY "\"]}");
     assert_int_equal(s.nports, 1);
     assert_int_equal(s.ports[0].container_port, 22);
-    rs_spec_free(&s);
+    replicaset_spec_free(&s);
 
     /* 22 listed by the user, as an explicit port: not added again */
     parse_ok("{\"imageName\":\"x\",\"ports\":[{\"hostPort\":40022,\"containerPort\":22}],"
@@ -519,7 +519,7 @@ static void test_ssh_keys(void **state)
              &s);
     assert_int_equal(s.nports, 1);
     assert_int_equal(s.ports[0].host_port, 40022);
-    rs_spec_free(&s);
+    replicaset_spec_free(&s);
 
     static const spec_refusal cases[] = {
         {"{\"imageName\":\"x\",\"sshKeys\":\"" ED_KEY "\"}", ERR_INVALID_PARAMS, "sshKeys"},

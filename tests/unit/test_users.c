@@ -45,18 +45,18 @@ static void test_tokens_are_new_each_time(void **state)
 static void test_quota_json(void **state)
 {
     (void)state;
-    user_quota q;
-    user_quota_unlimited(&q);
+    users_quota q;
+    users_quota_unlimited(&q);
     gb_err err = GB_ERR_INIT;
     json_t *j =
         json_loads("{\"cards\": 2, \"shareMiB\": null, \"volumeBytes\": \"1.5GB\"}", 0, NULL);
-    assert_int_equal(user_quota_from_json(j, &q, &err), 0);
+    assert_int_equal(users_quota_from_json(j, &q, &err), 0);
     json_decref(j);
     assert_int_equal(q.cards, 2);
     assert_int_equal(q.share_mib, QUOTA_UNLIMITED);
     assert_int_equal(q.instances, QUOTA_UNLIMITED);
     assert_true(q.volume_bytes > 1000 * 1000 * 1000);
-    json_t *back = user_quota_to_json(&q);
+    json_t *back = users_quota_to_json(&q);
     assert_true(json_is_null(json_object_get(back, "instances")));
     assert_int_equal(json_integer_value(json_object_get(back, "cards")), 2);
     json_decref(back);
@@ -73,10 +73,10 @@ static void test_quota_json(void **state)
         {"[1]", "quota must be an object", ERR_WRONG_TYPE},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        user_quota unchanged = q;
+        users_quota unchanged = q;
         err = (gb_err)GB_ERR_INIT;
         j = json_loads(bad[i].text, JSON_DECODE_ANY, NULL);
-        assert_int_equal(user_quota_from_json(j, &q, &err), -1);
+        assert_int_equal(users_quota_from_json(j, &q, &err), -1);
         json_decref(j);
         if (!strstr(err.msg, bad[i].expect))
             fail_msg("case %zu: '%s' lacks '%s'", i, err.msg, bad[i].expect);
@@ -89,22 +89,22 @@ static void test_quota_json(void **state)
 static void test_user_record_keeps_its_creation_ms(void **state)
 {
     (void)state;
-    user_info u = {.role = USER_ROLE_USER, .create_ms = 1795000000123};
+    users_info u = {.role = USER_ROLE_USER, .create_ms = 1795000000123};
     snprintf(u.name, sizeof(u.name), "carol");
     snprintf(u.create_time, sizeof(u.create_time), "2026-11-17T10:13:20Z");
-    user_quota_unlimited(&u.quota);
-    json_t *stored = user_to_json(&u, true), *shown = user_to_json(&u, false);
+    users_quota_unlimited(&u.quota);
+    json_t *stored = users_to_json(&u, true), *shown = users_to_json(&u, false);
     assert_int_equal(json_integer_value(json_object_get(stored, "createMs")), 1795000000123);
     assert_null(json_object_get(shown, "createMs"));
-    user_info back;
-    assert_int_equal(user_from_json(stored, &back, &u.quota), 0);
+    users_info back;
+    assert_int_equal(users_from_json(stored, &back, &u.quota), 0);
     assert_int_equal(back.create_ms, 1795000000123);
     json_decref(stored);
     json_decref(shown);
     /* an older record has none */
     json_t *old = json_pack("{s:s, s:s, s:s}", "name", "dave", "role", "user", "createTime",
                             "2026-11-17T10:13:20Z");
-    assert_int_equal(user_from_json(old, &back, &u.quota), 0);
+    assert_int_equal(users_from_json(old, &back, &u.quota), 0);
     assert_int_equal(back.create_ms, 0);
     json_decref(old);
 }
@@ -112,25 +112,25 @@ static void test_user_record_keeps_its_creation_ms(void **state)
 static void test_caller_sees(void **state)
 {
     (void)state;
-    assert_null(caller_current());
-    assert_true(caller_sees("anyone"));
-    assert_string_equal(caller_owner(), USER_ANONYMOUS);
+    assert_null(users_caller_current());
+    assert_true(users_caller_sees("anyone"));
+    assert_string_equal(users_caller_owner(), USER_ANONYMOUS);
     caller c = {.name = "carol", .role = USER_ROLE_USER};
-    caller_enter(&c);
-    assert_true(caller_sees("carol"));
-    assert_false(caller_sees("dave"));
-    assert_false(caller_sees(""));
-    assert_true(caller_is_user());
-    assert_string_equal(caller_owner(), "carol");
+    users_caller_enter(&c);
+    assert_true(users_caller_sees("carol"));
+    assert_false(users_caller_sees("dave"));
+    assert_false(users_caller_sees(""));
+    assert_true(users_caller_is_user());
+    assert_string_equal(users_caller_owner(), "carol");
     caller v = {.name = "vera", .role = USER_ROLE_VIEWER};
-    caller_enter(&v);
-    assert_true(caller_sees("dave"));
-    assert_false(caller_is_user());
-    caller_leave();
-    assert_null(caller_current());
-    assert_int_equal(user_role_parse("user"), USER_ROLE_USER);
-    assert_int_equal(user_role_parse("root"), USER_ROLE_NONE);
-    assert_string_equal(user_role_name(USER_ROLE_VIEWER), "viewer");
+    users_caller_enter(&v);
+    assert_true(users_caller_sees("dave"));
+    assert_false(users_caller_is_user());
+    users_caller_leave();
+    assert_null(users_caller_current());
+    assert_int_equal(users_role_parse("user"), USER_ROLE_USER);
+    assert_int_equal(users_role_parse("root"), USER_ROLE_NONE);
+    assert_string_equal(users_role_name(USER_ROLE_VIEWER), "viewer");
 }
 
 int main(void)

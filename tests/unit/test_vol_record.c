@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "service/keys.h"
-#include "service/volume/record.h"
+#include "service/volumes/record.h"
 #include "store_test_util.h"
 #include "util/cleanup.h"
 
@@ -43,7 +43,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static void fill(vol_record *r, const char *name)
+static void fill(volumes_record *r, const char *name)
 {
     memset(r, 0, sizeof(*r));
     snprintf(r->name, sizeof(r->name), "%s", name);
@@ -60,11 +60,11 @@ static void fill(vol_record *r, const char *name)
              "/var/lib/docker/volumes/gpubox_%s/_data", name);
 }
 
-static void put_history(store *s, const vol_record *r)
+static void put_history(store *s, const volumes_record *r)
 {
     char key[STORE_KEY_MAX];
     keys_volume_history(key, sizeof(key), r->name, r->version);
-    json_t *h = vol_history_entry(r);
+    json_t *h = volumes_history_entry(r);
     char *text = json_dumps(h, JSON_COMPACT);
     gb_err err = GB_ERR_INIT;
     assert_int_equal(store_put(s, key, text, NULL, &err), 0);
@@ -76,15 +76,15 @@ static void test_round_trip_through_the_store(void **state)
 {
     fixture *f = *state;
     gb_err err = GB_ERR_INIT;
-    _cleanup_(vol_record_free) vol_record r, back = {0};
+    _cleanup_(volumes_record_free) volumes_record r, back = {0};
     fill(&r, "data");
     r.resizing_to = 40ULL << 30;
     snprintf(r.resizing_text, sizeof(r.resizing_text), "40GB");
-    assert_int_equal(vol_record_save(f->s, NULL, &r, NULL, 0, &err), 0);
+    assert_int_equal(volumes_record_save(f->s, NULL, &r, NULL, 0, &err), 0);
     assert_true(r.mod_revision > 0);
     assert_string_not_equal(r.create_time, "");
 
-    assert_int_equal(vol_record_load(f->s, "data", &back, &err), 1);
+    assert_int_equal(volumes_record_load(f->s, "data", &back, &err), 1);
     assert_string_equal(back.name, "data");
     assert_int_equal(back.state, VOL_STATE_READY);
     assert_int_equal(back.version, 1);
@@ -100,32 +100,32 @@ static void test_round_trip_through_the_store(void **state)
     assert_string_equal(back.create_time, r.create_time);
     assert_true(back.mod_revision == r.mod_revision);
 
-    vol_record absent = {0};
-    assert_int_equal(vol_record_load(f->s, "nothing", &absent, &err), 0);
+    volumes_record absent = {0};
+    assert_int_equal(volumes_record_load(f->s, "nothing", &absent, &err), 0);
 }
 
 static void test_saves_are_compare_and_swap(void **state)
 {
     fixture *f = *state;
     gb_err err = GB_ERR_INIT;
-    _cleanup_(vol_record_free) vol_record a, b = {0};
+    _cleanup_(volumes_record_free) volumes_record a, b = {0};
     fill(&a, "data");
-    assert_int_equal(vol_record_save(f->s, NULL, &a, NULL, 0, &err), 0);
+    assert_int_equal(volumes_record_save(f->s, NULL, &a, NULL, 0, &err), 0);
 
     /* A second create of the same name loses: "exists". */
     fill(&b, "data");
-    assert_int_equal(vol_record_save(f->s, NULL, &b, NULL, 0, &err), -1);
+    assert_int_equal(volumes_record_save(f->s, NULL, &b, NULL, 0, &err), -1);
     assert_int_equal(err.code, ERR_VOLUME_EXISTS);
 
     /* A writer holding an old revision loses: "changed meanwhile". */
     b.mod_revision = a.mod_revision;
     a.version = 2;
-    assert_int_equal(vol_record_save(f->s, NULL, &a, NULL, 0, &err), 0);
+    assert_int_equal(volumes_record_save(f->s, NULL, &a, NULL, 0, &err), 0);
     b.version = 7;
-    assert_int_equal(vol_record_save(f->s, NULL, &b, NULL, 0, &err), -1);
+    assert_int_equal(volumes_record_save(f->s, NULL, &b, NULL, 0, &err), -1);
     assert_int_equal(err.code, ERR_CONFLICT);
-    _cleanup_(vol_record_free) vol_record now = {0};
-    assert_int_equal(vol_record_load(f->s, "data", &now, &err), 1);
+    _cleanup_(volumes_record_free) volumes_record now = {0};
+    assert_int_equal(volumes_record_load(f->s, "data", &now, &err), 1);
     assert_int_equal(now.version, 2);
 }
 
@@ -133,37 +133,37 @@ static void test_delete_takes_the_history_and_only_its_own(void **state)
 {
     fixture *f = *state;
     gb_err err = GB_ERR_INIT;
-    _cleanup_(vol_record_free) vol_record a, other = {0};
+    _cleanup_(volumes_record_free) volumes_record a, other = {0};
     fill(&a, "data");
     fill(&other, "data.old"); /* shares a prefix with "data" */
-    assert_int_equal(vol_record_save(f->s, NULL, &a, NULL, 0, &err), 0);
-    assert_int_equal(vol_record_save(f->s, NULL, &other, NULL, 0, &err), 0);
+    assert_int_equal(volumes_record_save(f->s, NULL, &a, NULL, 0, &err), 0);
+    assert_int_equal(volumes_record_save(f->s, NULL, &other, NULL, 0, &err), 0);
     for (int v = 1; v <= 3; v++) {
         a.version = other.version = v;
         put_history(f->s, &a);
         put_history(f->s, &other);
     }
-    vol_record *all = NULL;
+    volumes_record *all = NULL;
     size_t n = 0;
-    assert_int_equal(vol_records_load_all(f->s, &all, &n, &err), 0);
+    assert_int_equal(volumes_records_load_all(f->s, &all, &n, &err), 0);
     assert_int_equal(n, 2);
     assert_string_equal(all[0].name, "data");
     assert_string_equal(all[1].name, "data.old");
-    vol_records_free(all, n);
+    volumes_records_free(all, n);
 
-    assert_int_equal(vol_record_delete(f->s, NULL, &a, &err), 0);
+    assert_int_equal(volumes_record_delete(f->s, NULL, &a, &err), 0);
     _cleanup_(store_kvs_free) store_kvs kvs = {0};
     assert_int_equal(store_range(f->s, KEYS_VOLUME_HISTORY, &kvs, &err), 0);
     assert_int_equal(kvs.n, 3);
     for (size_t i = 0; i < kvs.n; i++)
         assert_non_null(strstr(kvs.items[i].key, "/data.old/"));
     assert_string_equal(kvs.items[0].key, "/gpubox/volume-history/data.old/0000000001");
-    vol_record gone = {0};
-    assert_int_equal(vol_record_load(f->s, "data", &gone, &err), 0);
+    volumes_record gone = {0};
+    assert_int_equal(volumes_record_load(f->s, "data", &gone, &err), 0);
 
     /* A stale delete (the record changed since it was read) does nothing. */
     other.mod_revision = 1;
-    assert_int_equal(vol_record_delete(f->s, NULL, &other, &err), -1);
+    assert_int_equal(volumes_record_delete(f->s, NULL, &other, &err), -1);
     assert_int_equal(err.code, ERR_CONFLICT);
 }
 
@@ -180,20 +180,20 @@ static void test_broken_records_are_refused(void **state)
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         json_t *j = json_loads(bad[i], 0, NULL);
-        vol_record r;
+        volumes_record r;
         gb_err err = GB_ERR_INIT;
-        assert_int_equal(vol_record_from_json(j, &r, &err), -1);
+        assert_int_equal(volumes_record_from_json(j, &r, &err), -1);
         assert_int_equal(err.code, ERR_INTERNAL);
         json_decref(j);
     }
     json_t *ok =
         json_loads("{\"name\":\"x\",\"state\":\"creating\",\"version\":1,\"size\":1}", 0, NULL);
-    vol_record r;
+    volumes_record r;
     gb_err err = GB_ERR_INIT;
-    assert_int_equal(vol_record_from_json(ok, &r, &err), 0);
+    assert_int_equal(volumes_record_from_json(ok, &r, &err), 0);
     assert_int_equal(r.state, VOL_STATE_CREATING);
     assert_non_null(r.docker_options);
-    vol_record_free(&r);
+    volumes_record_free(&r);
     json_decref(ok);
 }
 

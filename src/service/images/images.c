@@ -18,28 +18,28 @@
 
 #define IMAGE_AUTH_MAX 1024
 
-static const char *const image_policies[] = {"missing", "always", "never"};
+static const char *const images_policies[] = {"missing", "always", "never"};
 
-int image_pull_policy_parse(const char *text, enum image_pull_policy *out, gb_err *err)
+int images_pull_policy_parse(const char *text, enum images_pull_policy *out, gb_err *err)
 {
-    for (size_t i = 0; text && i < ARRAY_SIZE(image_policies); i++)
-        if (strcmp(text, image_policies[i]) == 0) {
-            *out = (enum image_pull_policy)i;
+    for (size_t i = 0; text && i < ARRAY_SIZE(images_policies); i++)
+        if (strcmp(text, images_policies[i]) == 0) {
+            *out = (enum images_pull_policy)i;
             return 0;
         }
     return err_set(err, ERR_INVALID_PARAMS, "pull is '%.32s'; use missing, always or never",
                    text ? text : "");
 }
 
-const char *image_pull_policy_name(enum image_pull_policy p)
+const char *images_pull_policy_name(enum images_pull_policy p)
 {
-    return (size_t)p < ARRAY_SIZE(image_policies) ? image_policies[p] : "?";
+    return (size_t)p < ARRAY_SIZE(images_policies) ? images_policies[p] : "?";
 }
 
 /* One credential string: present, 1-IMAGE_AUTH_MAX characters, no control
  * characters. The message names the field, never the value. */
-static int image_auth_text(const json_t *auth, const char *field, const char *key, const char **out,
-                           gb_err *err)
+static int images_auth_text(const json_t *auth, const char *field, const char *key,
+                            const char **out, gb_err *err)
 {
     json_t *v = json_object_get(auth, key);
     if (!json_is_string(v))
@@ -58,9 +58,9 @@ static int image_auth_text(const json_t *auth, const char *field, const char *ke
     return 0;
 }
 
-int image_auth_from_json(const json_t *body, const char *field, image_auth *auth, gb_err *err)
+int images_auth_from_json(const json_t *body, const char *field, images_auth *auth, gb_err *err)
 {
-    *auth = (image_auth){0};
+    *auth = (images_auth){0};
     json_t *j = json_object_get(body, field);
     if (!j || json_is_null(j))
         return 0;
@@ -76,9 +76,9 @@ int image_auth_from_json(const json_t *body, const char *field, image_auth *auth
                            "unknown field '%.64s' in %s; it takes username and password", key,
                            field);
     }
-    if (image_auth_text(j, field, "username", &auth->username, err) < 0 ||
-        image_auth_text(j, field, "password", &auth->password, err) < 0) {
-        *auth = (image_auth){0};
+    if (images_auth_text(j, field, "username", &auth->username, err) < 0 ||
+        images_auth_text(j, field, "password", &auth->password, err) < 0) {
+        *auth = (images_auth){0};
         return -1;
     }
     return 0;
@@ -86,7 +86,7 @@ int image_auth_from_json(const json_t *body, const char *field, image_auth *auth
 
 /* The X-Registry-Auth value for ref: the request's credentials, else the
  * configured ones of its registry, else NULL. */
-static char *image_xauth(app *a, const char *ref, const image_auth *auth)
+static char *images_xauth(app *a, const char *ref, const images_auth *auth)
 {
     char registry[DOCKER_REPO_MAX];
     docker_image_ref_registry(ref, registry, sizeof(registry));
@@ -95,14 +95,14 @@ static char *image_xauth(app *a, const char *ref, const image_auth *auth)
         strcmp(registry, "docker.io") == 0 ? "https://index.docker.io/v1/" : registry;
     if (auth && auth->username)
         return docker_registry_auth(auth->username, auth->password, server);
-    const image_registry_cred *cred = images_registry_cred(a->images, registry);
+    const images_cred *cred = images_registry_cred(a->images, registry);
     return cred ? docker_registry_auth(cred->username, cred->password, server) : NULL;
 }
 
 /* ref as "repo:tag" (or "repo@digest"), checked as Docker would check it;
  * *r gets its parts. */
-static int image_canonical(const char *ref, docker_image_ref *r, char *out, size_t size,
-                           gb_err *err)
+static int images_canonical(const char *ref, docker_image_ref *r, char *out, size_t size,
+                            gb_err *err)
 {
     if (docker_image_ref_parse(ref, r, err) < 0)
         return -1;
@@ -113,15 +113,15 @@ static int image_canonical(const char *ref, docker_image_ref *r, char *out, size
     return 0;
 }
 
-int image_pull(app *a, const char *ref, const image_auth *auth, bool wait, json_t **out,
-               gb_err *err)
+int images_pull(app *a, const char *ref, const images_auth *auth, bool wait, json_t **out,
+                gb_err *err)
 {
     *out = NULL;
     docker_image_ref r;
     char canonical[DOCKER_REPO_MAX + DOCKER_TAG_MAX + DOCKER_DIGEST_MAX];
-    if (image_canonical(ref, &r, canonical, sizeof(canonical), err) < 0)
+    if (images_canonical(ref, &r, canonical, sizeof(canonical), err) < 0)
         return -1;
-    if (image_ref_is_committed(r.repo))
+    if (images_ref_is_committed(r.repo))
         return err_set(err, ERR_INVALID_PARAMS,
                        "image '%.300s' lies under u/, where gpubox keeps the images users "
                        "commit on this node: such a name is never pulled",
@@ -129,10 +129,10 @@ int image_pull(app *a, const char *ref, const image_auth *auth, bool wait, json_
     bool private_pull = false, absent = false;
     if (images_pull_owner(a, canonical, auth, &private_pull, &absent, err) < 0)
         return -1;
-    const char *owner = private_pull ? caller_owner() : NULL;
+    const char *owner = private_pull ? users_caller_owner() : NULL;
     json_t *record = NULL;
     int rc =
-        images_pull_run(a, canonical, image_xauth(a, canonical, auth),
+        images_pull_run(a, canonical, images_xauth(a, canonical, auth),
                         (images_pull_for){.owner = owner, .claim = absent}, wait, &record, err);
     if (rc < 0) {
         json_decref(record);
@@ -151,19 +151,19 @@ int image_pull(app *a, const char *ref, const image_auth *auth, bool wait, json_
 
 /* Is ref here, for the caller to use? 1 yes, 0 no (not here, or another's:
  * *err says so as for an image not here), -1 another error. */
-static int image_here(app *a, const char *ref, gb_err *err)
+static int images_here(app *a, const char *ref, gb_err *err)
 {
     _cleanup_json_ json_t *found = NULL;
     gb_err inner = GB_ERR_INIT;
     if (docker_image_inspect(a->docker, ref, &found, &inner) == 0 &&
-        image_use_check_inspected(a, ref, found, &inner) == 0)
+        images_use_check_inspected(a, ref, found, &inner) == 0)
         return 1;
     *err = inner;
     return inner.code == ERR_IMAGE_NOT_FOUND ? 0 : -1;
 }
 
-int image_ensure(app *a, const char *ref, enum image_pull_policy policy, const image_auth *auth,
-                 gb_err *err)
+int images_ensure(app *a, const char *ref, enum images_pull_policy policy, const images_auth *auth,
+                  gb_err *err)
 {
     /* Docker's grammar first: no name it refuses reaches a URL. */
     docker_image_ref r;
@@ -171,18 +171,18 @@ int image_ensure(app *a, const char *ref, enum image_pull_policy policy, const i
     if (!id && docker_image_ref_parse(ref, &r, err) < 0)
         return err_prefix(err, "imageName");
     /* A name under u/ is made by commits on this node, never pulled. */
-    bool local_only = id || image_ref_is_committed(r.repo);
+    bool local_only = id || images_ref_is_committed(r.repo);
     if (policy != IMAGE_PULL_ALWAYS || local_only) {
-        int here = image_here(a, ref, err);
+        int here = images_here(a, ref, err);
         if (here != 0)
             return here > 0 ? 0 : -1;
         if (policy == IMAGE_PULL_NEVER || local_only)
-            return image_not_found(err, ref);
+            return images_not_found(err, ref);
     }
     _cleanup_json_ json_t *answer = NULL;
     gb_err pull = GB_ERR_INIT;
-    if (image_pull(a, ref, auth, true, &answer, &pull) == 0)
-        return image_use_check(a, ref, err);
+    if (images_pull(a, ref, auth, true, &answer, &pull) == 0)
+        return images_use_check(a, ref, err);
     if (policy == IMAGE_PULL_ALWAYS || pull.code == ERR_DOCKER_UNAVAILABLE) {
         *err = pull;
         return -1;
@@ -194,7 +194,7 @@ int image_ensure(app *a, const char *ref, enum image_pull_policy policy, const i
 }
 
 /* One image of Docker's list as the API shows it. */
-static json_t *image_item(const json_t *d)
+static json_t *images_item(const json_t *d)
 {
     json_t *tags = json_object_get(d, "RepoTags"), *digests = json_object_get(d, "RepoDigests");
     json_t *created = json_object_get(d, "Created");
@@ -212,7 +212,7 @@ static json_t *image_item(const json_t *d)
 }
 
 /* Does a tag "repo:tag" match name: equal, or its repository is name? */
-static bool image_tag_matches(const char *tag, const char *name)
+static bool images_tag_matches(const char *tag, const char *name)
 {
     if (strcmp(tag, name) == 0)
         return true;
@@ -221,7 +221,7 @@ static bool image_tag_matches(const char *tag, const char *name)
     return strlen(name) == n && strncmp(tag, name, n) == 0;
 }
 
-static bool image_wanted(const json_t *d, const char *name)
+static bool images_wanted(const json_t *d, const char *name)
 {
     if (!name)
         return true;
@@ -229,7 +229,7 @@ static bool image_wanted(const json_t *d, const char *name)
     json_t *t;
     json_array_foreach(json_object_get(d, "RepoTags"), i, t)
     {
-        if (json_is_string(t) && image_tag_matches(json_string_value(t), name))
+        if (json_is_string(t) && images_tag_matches(json_string_value(t), name))
             return true;
     }
     return false;
@@ -247,9 +247,9 @@ int images_list(app *a, const char *name, json_t **out, gb_err *err)
     /* Docker lists the newest first already. */
     json_array_foreach(list, i, d)
     {
-        if (!image_wanted(d, name))
+        if (!images_wanted(d, name))
             continue;
-        json_t *item = image_item(d);
+        json_t *item = images_item(d);
         int keep = images_list_filter(a, item, d, err);
         if (keep > 0)
             json_array_append_new(images, item);

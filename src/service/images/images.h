@@ -13,7 +13,7 @@
  * Two pulls of the same reference with the same credentials at once are
  * one pull: the second joins the first (same operation id, same outcome).
  *
- * Credentials: a request's own (image_auth), else the ones configured for
+ * Credentials: a request's own (images_auth), else the ones configured for
  * the reference's registry (--registry-auth-file, registry_auth.c), else
  * none. They reach Docker only in the X-Registry-Auth header; no log line,
  * operation record, store record or error message holds them.
@@ -33,27 +33,27 @@
 #define IMAGES_KEEP_S 3600
 
 /* When a create (or a patch of imageName) pulls its image. */
-enum image_pull_policy {
+enum images_pull_policy {
     IMAGE_PULL_MISSING, /* only when it is not on the node (the default) */
     IMAGE_PULL_ALWAYS,  /* every time: a newer image behind the same tag is taken */
     IMAGE_PULL_NEVER,   /* never: an absent image is ERR_IMAGE_NOT_FOUND */
 };
 
 /* "missing", "always" or "never"; anything else is ERR_INVALID_PARAMS. */
-int image_pull_policy_parse(const char *text, enum image_pull_policy *out, gb_err *err);
-const char *image_pull_policy_name(enum image_pull_policy p);
+int images_pull_policy_parse(const char *text, enum images_pull_policy *out, gb_err *err);
+const char *images_pull_policy_name(enum images_pull_policy p);
 
 /* A request's registry credentials, borrowed. username NULL: none given
  * (the configured ones for the registry, if any, are used). */
-typedef struct image_auth {
+typedef struct images_auth {
     const char *username;
     const char *password;
-} image_auth;
+} images_auth;
 
 /* registryAuth of a request body: absent -> auth zeroed and 0; else an
  * object {username, password} (strings, 1-1024 characters, no control
  * characters), borrowed from body. Errors never echo the values. */
-int image_auth_from_json(const json_t *body, const char *field, image_auth *auth, gb_err *err);
+int images_auth_from_json(const json_t *body, const char *field, images_auth *auth, gb_err *err);
 
 /* Make sure image ref is on this node before a container is made from it,
  * as policy says; auth may be NULL. 0 when it is there (pulled or not).
@@ -62,14 +62,14 @@ int image_auth_from_json(const json_t *body, const char *field, image_auth *auth
  * the pull failed; always -> the pull's error (ERR_REGISTRY_AUTH,
  * ERR_PULL_FAILED, ERR_INVALID_PARAMS for a reference Docker would refuse);
  * ERR_DOCKER_UNAVAILABLE either way. Blocks until a pull is over. */
-int image_ensure(app *a, const char *ref, enum image_pull_policy policy, const image_auth *auth,
-                 gb_err *err);
+int images_ensure(app *a, const char *ref, enum images_pull_policy policy, const images_auth *auth,
+                  gb_err *err);
 
 /* POST /images/pull: pull ref (docker_image_ref_check'ed). wait: answer
  * when it is over (errors as docker_image_pull's); else at once, the
  * record saying how it goes. *out: {operationId, operation: the record}. */
-int image_pull(app *a, const char *ref, const image_auth *auth, bool wait, json_t **out,
-               gb_err *err);
+int images_pull(app *a, const char *ref, const images_auth *auth, bool wait, json_t **out,
+                gb_err *err);
 
 /* GET /images: {images: [{id, repoTags, repoDigests, size, created,
  * gpuboxCreated, owners}]}, newest first; name (NULL: all) keeps the images
@@ -81,38 +81,38 @@ int images_list(app *a, const char *name, json_t **out, gb_err *err);
  * and the image with it when it was its last name (Docker's rmi without
  * force). Refused with ERR_STATE_CONFLICT while a replica set that is not
  * deleted runs it, naming the sets, and when a container gpubox does not
- * know uses it; the caller's right as image_remove_check_inspected.
+ * know uses it; the caller's right as images_remove_check_inspected.
  * *out: {imageName, imageId, deleted: the image itself went (false: only
  * the name)}. */
-int image_remove(app *a, const char *ref, json_t **out, gb_err *err);
+int images_remove(app *a, const char *ref, json_t **out, gb_err *err);
 
 /* ---- Owners (owners.c; docs/security.md, "Images") ---- */
 
 /* Where user's commits go: "u/<user>/" (the name in lower case when it is
  * a path component by Docker's rules, else its bytes in hex). */
-void image_user_namespace(const char *user, char *buf, size_t size);
+void images_user_namespace(const char *user, char *buf, size_t size);
 /* May the caller start a container from ref, which is here? 0 yes (any
  * admin, viewer or the daemon itself); a user gets ERR_IMAGE_NOT_FOUND,
  * worded as for an image that is not here, for a name that is another's
  * or is not one of the image's names (an id); ERR_INVALID_PARAMS for a
  * name Docker's grammar refuses. */
-int image_use_check(app *a, const char *ref, gb_err *err);
+int images_use_check(app *a, const char *ref, gb_err *err);
 /* The same with the image's inspect at hand. */
-int image_use_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err);
+int images_use_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err);
 /* May the caller remove name ref of image (its inspect)? Admins any; a
  * user only a name that is theirs (committed by them, or pulled with
  * their own credentials and nobody's else): ERR_FORBIDDEN for a name that
- * is everyone's, as image_use_check_inspected for one they may not see. */
-int image_remove_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err);
+ * is everyone's, as images_use_check_inspected for one they may not see. */
+int images_remove_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err);
 /* May the caller commit to repository repo? A user only under their own
  * namespace: else ERR_FORBIDDEN naming the name to use. */
-int image_commit_check(const char *repo, gb_err *err);
+int images_commit_check(const char *repo, gb_err *err);
 /* Does repo lie under u/ (names only commits make, never pulled), as
  * Docker lists it (docker.io/u/... too)? */
-bool image_ref_is_committed(const char *repo);
+bool images_ref_is_committed(const char *repo);
 /* After an admin's commit to ref: everyone's (a record of a user's pull of
  * that name goes). */
-int image_committed_public(app *a, const char *ref, gb_err *err);
+int images_committed_public(app *a, const char *ref, gb_err *err);
 
 /* Before user is removed (service/ownership.c): what of theirs is here,
  * appended to left: the first name of every image one of whose names is
@@ -127,7 +127,7 @@ int images_user_forget(app *a, const char *user, gb_err *err);
 /* The record of pull id into *out (a `user` reads a pull that is
  * everyone's, or one they asked for or joined): 1 found, 0 not (not a
  * pull's id, or one the caller may not read). */
-int image_pull_record(app *a, const char *id, json_t **out);
+int images_pull_record(app *a, const char *id, json_t **out);
 
 /* Start-up: the pull table, and the credentials of auth_file (NULL: none;
  * lines "registry username password", '#' comments; the file must not be

@@ -16,19 +16,19 @@
 #include "service/journal.h"
 
 /* One layer of a pull, as Docker's progress lines tell it. */
-typedef struct image_layer {
+typedef struct images_layer {
     char id[80];
     char status[48];          /* Docker's last word on it: "Downloading", "Pull complete" */
     long long current, total; /* bytes downloaded, of total (0: not known yet) */
     bool done;
-} image_layer;
+} images_layer;
 
-enum image_pull_state { IMAGE_PULL_RUNNING, IMAGE_PULL_DONE, IMAGE_PULL_FAILED };
+enum images_pull_state { IMAGE_PULL_RUNNING, IMAGE_PULL_DONE, IMAGE_PULL_FAILED };
 
 /* One pull: its record, and what running it takes. Guarded by the table's
  * mutex; refs counts those who still read it (the table's own is not
  * counted: a finished pull nobody reads may be pruned). */
-typedef struct image_pull_op {
+typedef struct images_pull_op {
     char id[JOURNAL_ID_MAX];
     char ref[DOCKER_REPO_MAX + DOCKER_TAG_MAX + 1]; /* repo:tag, as checked */
     char by[80];                                    /* who asked first */
@@ -36,8 +36,8 @@ typedef struct image_pull_op {
     bool claim;      /* owner claims the name while it runs (images_pull_for) */
     json_t *readers; /* the users who asked for it (by and who joined): they read a private one */
     char *xauth;     /* the X-Registry-Auth value while it runs (NULL: none); wiped after */
-    enum image_pull_state state;
-    image_layer *layers;
+    enum images_pull_state state;
+    images_layer *layers;
     size_t nlayers, alloc;
     char image_id[80]; /* done: the image's id */
     int error_code;    /* failed: its code */
@@ -45,27 +45,27 @@ typedef struct image_pull_op {
     char create_time[32], update_time[32];
     int64_t finished_ns; /* time_mono_ns when it ended */
     int refs;
-    struct image_pull_op *next;
-} image_pull_op;
+    struct images_pull_op *next;
+} images_pull_op;
 
 /* One configured registry's credentials (registry_auth.c). */
-typedef struct image_registry_cred {
+typedef struct images_cred {
     char *registry, *username, *password;
-} image_registry_cred;
+} images_cred;
 
 typedef struct images {
     pthread_mutex_t mu;
     pthread_cond_t changed; /* a pull ended, or a background one left */
-    image_pull_op *ops;     /* newest first */
+    images_pull_op *ops;    /* newest first */
     size_t background;      /* pulls running on their own thread */
     atomic_bool stopping;   /* shut-down: running pulls stop */
-    image_registry_cred *creds;
+    images_cred *creds;
     size_t ncreds;
 } images;
 
 /* The credentials configured for registry (docker_image_ref_registry's
  * form); NULL when none. */
-const image_registry_cred *images_registry_cred(const images *im, const char *registry);
+const images_cred *images_registry_cred(const images *im, const char *registry);
 /* Read auth_file into im (registry_auth.c); ERR_INVALID_PARAMS naming the
  * file and the line, never a password. */
 int images_registry_load(images *im, const char *auth_file, gb_err *err);
@@ -98,14 +98,14 @@ int images_claim(app *a, const char *ref, const char *user, bool claim, bool *ch
 /* Does a pull of ref with auth by the caller make it the caller's? A
  * user's, with credentials of their own, of a name not here for everyone.
  * *absent: it is not here at all. */
-int images_pull_owner(app *a, const char *ref, const image_auth *auth, bool *private_pull,
+int images_pull_owner(app *a, const char *ref, const images_auth *auth, bool *private_pull,
                       bool *absent, gb_err *err);
 /* One item of GET /images (item, built from Docker's docker_item): its
  * names a user may not use removed, "owners" added. 1: keep it; 0: the
  * caller may name none of it (leave it out); -1: the store failed. */
 int images_list_filter(app *a, json_t *item, const json_t *docker_item, gb_err *err);
 /* The answer for an image a user may not use: as for one not there. */
-int image_not_found(gb_err *err, const char *ref);
+int images_not_found(gb_err *err, const char *ref);
 
 /* For a user's removal (images_user_left, images_user_forget): "pull of
  * REF" appended to left for each running pull that makes REF user's; user
@@ -114,6 +114,6 @@ void images_pulls_running_for(app *a, const char *user, json_t *left);
 void images_pulls_forget_user(app *a, const char *user);
 
 /* The record of op as JSON; the caller holds im->mu. */
-json_t *image_pull_op_json(const image_pull_op *op);
+json_t *images_pull_op_json(const images_pull_op *op);
 
 #endif

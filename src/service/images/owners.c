@@ -7,9 +7,9 @@
  * either everyone's or some users':
  *
  *   - a name under u/<namespace>/ was made by a commit (nothing pulls such
- *     a name: image_pull refuses it); it is the user's its
+ *     a name: images_pull refuses it); it is the user's its
  *     DOCKER_LABEL_COMMITTED_BY label names, and nobody else's (a user
- *     commits only under their own namespace: image_commit_check);
+ *     commits only under their own namespace: images_commit_check);
  *   - any other name is everyone's, unless a user pulled it with their own
  *     credentials (registryAuth) while it was not already here for
  *     everyone: then the store holds the users who did (keys_image), and
@@ -40,7 +40,7 @@
 #define IMAGES_USER_NS "u/"
 #define IMAGES_RECORD_TRIES 8
 
-void image_user_namespace(const char *user, char *buf, size_t size)
+void images_user_namespace(const char *user, char *buf, size_t size)
 {
     /* The user's name when it is one lower-case path component already;
      * else its bytes in hex. Two users whose names map alike share a
@@ -138,7 +138,7 @@ static bool users_hold(const json_t *users, const char *who)
 /* May the caller use name? -1 only when the store fails. */
 static int name_usable(app *a, const char *name, const json_t *labels, gb_err *err)
 {
-    if (!caller_is_user())
+    if (!users_caller_is_user())
         return 1;
     gb_err inner = GB_ERR_INIT;
     _cleanup_json_ json_t *users = name_owners(a, name, labels, &inner);
@@ -146,17 +146,17 @@ static int name_usable(app *a, const char *name, const json_t *labels, gb_err *e
         *err = inner;
         return -1;
     }
-    return !users || users_hold(users, caller_owner());
+    return !users || users_hold(users, users_caller_owner());
 }
 
 /* The Labels of an inspect (Config.Labels) or of a list item (Labels). */
-static const json_t *image_labels(const json_t *image)
+static const json_t *images_labels(const json_t *image)
 {
     json_t *l = json_object_get(json_object_get(image, "Config"), "Labels");
     return l ? l : json_object_get(image, "Labels");
 }
 
-int image_not_found(gb_err *err, const char *ref)
+int images_not_found(gb_err *err, const char *ref)
 {
     /* The words docker_image_inspect uses for an image that is not there. */
     return err_set(err, ERR_IMAGE_NOT_FOUND, "image '%s' is not on this server; pull it first",
@@ -164,7 +164,7 @@ int image_not_found(gb_err *err, const char *ref)
 }
 
 /* Is name one of image's names (RepoTags, RepoDigests)? */
-static bool image_named(const json_t *image, const char *name)
+static bool images_named(const json_t *image, const char *name)
 {
     const char *lists[] = {"RepoTags", "RepoDigests"};
     for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
@@ -179,40 +179,40 @@ static bool image_named(const json_t *image, const char *name)
     return false;
 }
 
-int image_use_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err)
+int images_use_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err)
 {
-    if (!caller_is_user())
+    if (!users_caller_is_user())
         return 0;
     if (docker_image_id_like(ref))
-        return image_not_found(err, ref); /* not one of its names */
+        return images_not_found(err, ref); /* not one of its names */
     docker_image_ref r;
     if (docker_image_ref_parse(ref, &r, err) < 0)
         return -1;
     char name[DOCKER_REPO_MAX + DOCKER_TAG_MAX + DOCKER_DIGEST_MAX];
     docker_image_ref_familiar(&r, name, sizeof(name));
-    if (!image_named(image, name))
-        return image_not_found(err, ref); /* an id, or a short one */
-    int usable = name_usable(a, name, image_labels(image), err);
+    if (!images_named(image, name))
+        return images_not_found(err, ref); /* an id, or a short one */
+    int usable = name_usable(a, name, images_labels(image), err);
     if (usable < 0)
         return -1;
-    return usable ? 0 : image_not_found(err, ref);
+    return usable ? 0 : images_not_found(err, ref);
 }
 
-int image_use_check(app *a, const char *ref, gb_err *err)
+int images_use_check(app *a, const char *ref, gb_err *err)
 {
-    if (!caller_is_user())
+    if (!users_caller_is_user())
         return 0;
     _cleanup_json_ json_t *image = NULL;
     if (docker_image_inspect(a->docker, ref, &image, err) < 0)
         return -1;
-    return image_use_check_inspected(a, ref, image, err);
+    return images_use_check_inspected(a, ref, image, err);
 }
 
-int image_remove_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err)
+int images_remove_check_inspected(app *a, const char *ref, const json_t *image, gb_err *err)
 {
-    if (!caller_is_user())
+    if (!users_caller_is_user())
         return 0;
-    if (image_use_check_inspected(a, ref, image, err) < 0)
+    if (images_use_check_inspected(a, ref, image, err) < 0)
         return -1; /* not one of its names, or one the user may not see */
     docker_image_ref r;
     if (docker_image_ref_parse(ref, &r, err) < 0)
@@ -220,12 +220,12 @@ int image_remove_check_inspected(app *a, const char *ref, const json_t *image, g
     char name[DOCKER_REPO_MAX + DOCKER_TAG_MAX + DOCKER_DIGEST_MAX];
     docker_image_ref_familiar(&r, name, sizeof(name));
     gb_err inner = GB_ERR_INIT;
-    _cleanup_json_ json_t *users = name_owners(a, name, image_labels(image), &inner);
+    _cleanup_json_ json_t *users = name_owners(a, name, images_labels(image), &inner);
     if (inner.code != ERR_OK) {
         *err = inner;
         return -1;
     }
-    if (users && users_hold(users, caller_owner()))
+    if (users && users_hold(users, users_caller_owner()))
         return 0;
     return err_set(err, ERR_FORBIDDEN,
                    "image '%s' is everyone's on this server, so only an admin may remove it; you "
@@ -233,12 +233,12 @@ int image_remove_check_inspected(app *a, const char *ref, const json_t *image, g
                    ref);
 }
 
-int image_commit_check(const char *repo, gb_err *err)
+int images_commit_check(const char *repo, gb_err *err)
 {
-    if (!caller_is_user())
+    if (!users_caller_is_user())
         return 0;
     char ns[USER_NAME_MAX * 2 + 8];
-    image_user_namespace(caller_owner(), ns, sizeof(ns));
+    images_user_namespace(users_caller_owner(), ns, sizeof(ns));
     if (strncmp(repo, ns, strlen(ns)) == 0)
         return 0;
     const char *last = strrchr(repo, '/');
@@ -248,7 +248,7 @@ int image_commit_check(const char *repo, gb_err *err)
                    ns, ns, last ? last + 1 : repo);
 }
 
-bool image_ref_is_committed(const char *repo)
+bool images_ref_is_committed(const char *repo)
 {
     /* As Docker lists it: docker.io/u/x is u/x too. */
     docker_image_ref r = {0};
@@ -354,16 +354,16 @@ int images_record_pull(app *a, const char *ref, const char *user, gb_err *err)
     return 0;
 }
 
-int image_committed_public(app *a, const char *ref, gb_err *err)
+int images_committed_public(app *a, const char *ref, gb_err *err)
 {
     return images_record_pull(a, ref, NULL, err);
 }
 
-int images_pull_owner(app *a, const char *ref, const image_auth *auth, bool *private_pull,
+int images_pull_owner(app *a, const char *ref, const images_auth *auth, bool *private_pull,
                       bool *absent, gb_err *err)
 {
     *private_pull = *absent = false;
-    if (!caller_is_user() || !auth || !auth->username)
+    if (!users_caller_is_user() || !auth || !auth->username)
         return 0;
     _cleanup_json_ json_t *image = NULL;
     gb_err inner = GB_ERR_INIT;
@@ -387,7 +387,7 @@ int images_pull_owner(app *a, const char *ref, const image_auth *auth, bool *pri
         *err = inner;
         return -1;
     }
-    *private_pull = !image_named(image, name) || users != NULL;
+    *private_pull = !images_named(image, name) || users != NULL;
     return 0;
 }
 
@@ -395,7 +395,7 @@ int images_pull_owner(app *a, const char *ref, const image_auth *auth, bool *pri
 
 int images_list_filter(app *a, json_t *item, const json_t *docker_item, gb_err *err)
 {
-    const json_t *labels = image_labels(docker_item);
+    const json_t *labels = images_labels(docker_item);
     const char *lists[] = {"repoTags", "repoDigests"};
     bool everyone = false;
     _cleanup_json_ json_t *owners = json_array();
@@ -417,14 +417,14 @@ int images_list_filter(app *a, json_t *item, const json_t *docker_item, gb_err *
                 if (!users_hold(owners, json_string_value(u)))
                     json_array_append(owners, u);
             }
-            if (caller_is_user() && users && !users_hold(users, caller_owner())) {
+            if (users_caller_is_user() && users && !users_hold(users, users_caller_owner())) {
                 json_array_remove(names, i);
                 continue;
             }
             i++;
         }
     }
-    if (caller_is_user() && json_array_size(json_object_get(item, "repoTags")) == 0 &&
+    if (users_caller_is_user() && json_array_size(json_object_get(item, "repoTags")) == 0 &&
         json_array_size(json_object_get(item, "repoDigests")) == 0)
         return 0; /* nothing the caller may name */
     json_object_set_new(item, "owners", everyone ? json_array() : json_incref(owners));
@@ -434,7 +434,7 @@ int images_list_filter(app *a, json_t *item, const json_t *docker_item, gb_err *
 /* ---- a user's removal ------------------------------------------------------------------ */
 
 /* Is user among the owners of one of image's names? The first such name. */
-static const char *image_owned_name(app *a, const json_t *image, const char *user, gb_err *err)
+static const char *images_owned_name(app *a, const json_t *image, const char *user, gb_err *err)
 {
     const char *lists[] = {"RepoTags", "RepoDigests"};
     for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
@@ -446,7 +446,7 @@ static const char *image_owned_name(app *a, const json_t *image, const char *use
             if (!name || strncmp(name, "<none>", 6) == 0)
                 continue;
             gb_err inner = GB_ERR_INIT;
-            _cleanup_json_ json_t *users = name_owners(a, name, image_labels(image), &inner);
+            _cleanup_json_ json_t *users = name_owners(a, name, images_labels(image), &inner);
             if (inner.code != ERR_OK) {
                 *err = inner;
                 return NULL;
@@ -468,7 +468,7 @@ int images_user_left(app *a, const char *user, json_t *left, gb_err *err)
     json_array_foreach(list, i, image)
     {
         gb_err inner = GB_ERR_INIT;
-        const char *name = image_owned_name(a, image, user, &inner);
+        const char *name = images_owned_name(a, image, user, &inner);
         if (inner.code != ERR_OK) {
             *err = inner;
             return -1;

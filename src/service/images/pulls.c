@@ -28,14 +28,14 @@
 
 /* ---- the record -------------------------------------------------------------- */
 
-json_t *image_pull_op_json(const image_pull_op *op)
+json_t *images_pull_op_json(const images_pull_op *op)
 {
     static const char *const states[] = {"running", "done", "failed"};
     json_t *steps = json_array();
     long long current = 0, total = 0;
     size_t done = 0;
     for (size_t i = 0; i < op->nlayers; i++) {
-        const image_layer *l = &op->layers[i];
+        const images_layer *l = &op->layers[i];
         json_array_append_new(steps,
                               json_pack("{s:s, s:b, s:s, s:I, s:I}", "name", l->id, "done", l->done,
                                         "status", l->status, "current", (json_int_t)l->current,
@@ -57,7 +57,7 @@ json_t *image_pull_op_json(const image_pull_op *op)
     return j;
 }
 
-static image_layer *pull_layer(image_pull_op *op, const char *id)
+static images_layer *pull_layer(images_pull_op *op, const char *id)
 {
     for (size_t i = 0; i < op->nlayers; i++)
         if (strcmp(op->layers[i].id, id) == 0)
@@ -66,8 +66,8 @@ static image_layer *pull_layer(image_pull_op *op, const char *id)
         op->alloc = op->alloc ? op->alloc * 2 : 8;
         op->layers = xrealloc(op->layers, op->alloc * sizeof(*op->layers));
     }
-    image_layer *l = &op->layers[op->nlayers++];
-    *l = (image_layer){0};
+    images_layer *l = &op->layers[op->nlayers++];
+    *l = (images_layer){0};
     snprintf(l->id, sizeof(l->id), "%s", id);
     return l;
 }
@@ -77,7 +77,7 @@ static image_layer *pull_layer(image_pull_op *op, const char *id)
 typedef struct pull_run {
     app *a;
     images *im;
-    image_pull_op *op;
+    images_pull_op *op;
 } pull_run;
 
 /* Docker's lines that name a layer: everything but the first ("Pulling
@@ -95,7 +95,7 @@ static int pull_progress(void *ctx, const docker_pull_event *ev)
     if (!pull_is_layer_line(ev))
         return 0;
     pthread_mutex_lock(&r->im->mu);
-    image_layer *l = pull_layer(r->op, ev->id);
+    images_layer *l = pull_layer(r->op, ev->id);
     snprintf(l->status, sizeof(l->status), "%s", ev->status);
     if (ev->total > 0 && strcmp(ev->status, "Downloading") == 0) {
         l->total = ev->total;
@@ -114,7 +114,7 @@ static int pull_progress(void *ctx, const docker_pull_event *ev)
 }
 
 /* Pull op, and write how it ended into it; wakes whoever waits. */
-static void pull_run_op(app *a, images *im, image_pull_op *op)
+static void pull_run_op(app *a, images *im, images_pull_op *op)
 {
     pull_run r = {.a = a, .im = im, .op = op};
     gb_err err = GB_ERR_INIT;
@@ -165,7 +165,7 @@ static void pull_run_op(app *a, images *im, image_pull_op *op)
 
 /* ---- the table --------------------------------------------------------------- */
 
-static void pull_op_free(image_pull_op *op)
+static void pull_op_free(images_pull_op *op)
 {
     if (op->xauth) {
         explicit_bzero(op->xauth, strlen(op->xauth));
@@ -181,8 +181,8 @@ static void pulls_prune(images *im)
 {
     int64_t now = time_mono_ns();
     size_t ended = 0;
-    for (image_pull_op **p = &im->ops; *p;) {
-        image_pull_op *op = *p;
+    for (images_pull_op **p = &im->ops; *p;) {
+        images_pull_op *op = *p;
         bool over = op->state != IMAGE_PULL_RUNNING;
         ended += over;
         if (over && op->refs == 0 &&
@@ -197,7 +197,7 @@ static void pulls_prune(images *im)
 }
 
 /* Has who asked for op (first, or by joining it)? */
-static bool pull_readable_by(const image_pull_op *op, const char *who)
+static bool pull_readable_by(const images_pull_op *op, const char *who)
 {
     size_t i;
     json_t *r;
@@ -216,17 +216,17 @@ static bool same_auth(const char *x, const char *y)
 
 /* The running pull of ref with xauth, or a new one (xauth is taken either
  * way); *fresh says which. The caller holds a reference (refs). */
-static image_pull_op *pulls_find_or_add(images *im, const char *ref, char *xauth,
-                                        images_pull_for for_, bool *fresh)
+static images_pull_op *pulls_find_or_add(images *im, const char *ref, char *xauth,
+                                         images_pull_for for_, bool *fresh)
 {
     pthread_mutex_lock(&im->mu);
-    image_pull_op *op = im->ops;
+    images_pull_op *op = im->ops;
     while (op && !(op->state == IMAGE_PULL_RUNNING && strcmp(op->ref, ref) == 0 &&
                    same_auth(op->xauth, xauth)))
         op = op->next;
     *fresh = op == NULL;
-    if (op && !pull_readable_by(op, caller_owner()))
-        json_array_append_new(op->readers, json_string(caller_owner()));
+    if (op && !pull_readable_by(op, users_caller_owner()))
+        json_array_append_new(op->readers, json_string(users_caller_owner()));
     if (op) {
         if (xauth) {
             explicit_bzero(xauth, strlen(xauth));
@@ -237,10 +237,10 @@ static image_pull_op *pulls_find_or_add(images *im, const char *ref, char *xauth
         op = xcalloc(1, sizeof(*op));
         journal_new_id(op->id);
         snprintf(op->ref, sizeof(op->ref), "%s", ref);
-        snprintf(op->by, sizeof(op->by), "%s", caller_owner());
+        snprintf(op->by, sizeof(op->by), "%s", users_caller_owner());
         snprintf(op->owner, sizeof(op->owner), "%s", for_.owner ? for_.owner : "");
         op->claim = for_.owner && for_.claim;
-        op->readers = json_pack("[s]", caller_owner());
+        op->readers = json_pack("[s]", users_caller_owner());
         op->xauth = xauth;
         time_iso_now(op->create_time, sizeof(op->create_time));
         memcpy(op->update_time, op->create_time, sizeof(op->update_time));
@@ -252,7 +252,7 @@ static image_pull_op *pulls_find_or_add(images *im, const char *ref, char *xauth
     return op;
 }
 
-static void pulls_release(images *im, image_pull_op *op)
+static void pulls_release(images *im, images_pull_op *op)
 {
     pthread_mutex_lock(&im->mu);
     op->refs--;
@@ -261,7 +261,7 @@ static void pulls_release(images *im, image_pull_op *op)
 
 typedef struct pull_thread_arg {
     app *a;
-    image_pull_op *op;
+    images_pull_op *op;
 } pull_thread_arg;
 
 static void *pull_thread(void *p)
@@ -279,7 +279,7 @@ static void *pull_thread(void *p)
 }
 
 /* Run a fresh op on a thread of its own; on failure to start one, here. */
-static void pulls_start_background(app *a, image_pull_op *op)
+static void pulls_start_background(app *a, images_pull_op *op)
 {
     images *im = a->images;
     pull_thread_arg *arg = xcalloc(1, sizeof(*arg));
@@ -303,7 +303,7 @@ int images_pull_run(app *a, const char *ref, char *xauth, images_pull_for for_, 
 {
     images *im = a->images;
     bool fresh = false;
-    image_pull_op *op = pulls_find_or_add(im, ref, xauth, for_, &fresh);
+    images_pull_op *op = pulls_find_or_add(im, ref, xauth, for_, &fresh);
     if (!fresh)
         log_info("images: a pull of %s joins operation %s, already running", ref, op->id);
     if (fresh && wait)
@@ -313,7 +313,7 @@ int images_pull_run(app *a, const char *ref, char *xauth, images_pull_for for_, 
     pthread_mutex_lock(&im->mu);
     while (wait && op->state == IMAGE_PULL_RUNNING)
         pthread_cond_wait(&im->changed, &im->mu);
-    *record = image_pull_op_json(op);
+    *record = images_pull_op_json(op);
     int rc = 0;
     if (wait && op->state == IMAGE_PULL_FAILED)
         rc = err_set(err, op->error_code, "%s", op->error);
@@ -324,17 +324,17 @@ int images_pull_run(app *a, const char *ref, char *xauth, images_pull_for for_, 
     return rc;
 }
 
-int image_pull_record(app *a, const char *id, json_t **out)
+int images_pull_record(app *a, const char *id, json_t **out)
 {
     images *im = a->images;
     *out = NULL;
     if (!im || !id)
         return 0;
     pthread_mutex_lock(&im->mu);
-    for (image_pull_op *op = im->ops; op && !*out; op = op->next)
-        if (strcmp(op->id, id) == 0 &&
-            (!caller_is_user() || !op->owner[0] || pull_readable_by(op, caller_owner())))
-            *out = image_pull_op_json(op);
+    for (images_pull_op *op = im->ops; op && !*out; op = op->next)
+        if (strcmp(op->id, id) == 0 && (!users_caller_is_user() || !op->owner[0] ||
+                                        pull_readable_by(op, users_caller_owner())))
+            *out = images_pull_op_json(op);
     pthread_mutex_unlock(&im->mu);
     return *out != NULL;
 }
@@ -345,7 +345,7 @@ void images_pulls_running_for(app *a, const char *user, json_t *left)
     if (!im)
         return;
     pthread_mutex_lock(&im->mu);
-    for (image_pull_op *op = im->ops; op; op = op->next)
+    for (images_pull_op *op = im->ops; op; op = op->next)
         if (op->state == IMAGE_PULL_RUNNING && strcmp(op->owner, user) == 0)
             json_array_append_new(left, json_pack("s+", "pull of ", op->ref));
     pthread_mutex_unlock(&im->mu);
@@ -357,7 +357,7 @@ void images_pulls_forget_user(app *a, const char *user)
     if (!im)
         return;
     pthread_mutex_lock(&im->mu);
-    for (image_pull_op *op = im->ops; op; op = op->next)
+    for (images_pull_op *op = im->ops; op; op = op->next)
         for (size_t i = json_array_size(op->readers); i-- > 0;)
             if (strcmp(json_string_value(json_array_get(op->readers, i)), user) == 0)
                 json_array_remove(op->readers, i);
@@ -389,7 +389,7 @@ void images_close(app *a)
         pthread_cond_wait(&im->changed, &im->mu);
     pthread_mutex_unlock(&im->mu);
     while (im->ops) {
-        image_pull_op *op = im->ops;
+        images_pull_op *op = im->ops;
         im->ops = op->next;
         pull_op_free(op);
     }

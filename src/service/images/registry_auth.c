@@ -65,7 +65,7 @@ static int registry_line(images *im, char *line, const char *path, int lineno, g
         return err_set(err, ERR_INVALID_PARAMS, "%s line %d: registry %.100s is named twice", path,
                        lineno, registry);
     im->creds = xrealloc(im->creds, (im->ncreds + 1) * sizeof(*im->creds));
-    im->creds[im->ncreds++] = (image_registry_cred){
+    im->creds[im->ncreds++] = (images_cred){
         .registry = xstrdup(registry), .username = xstrdup(username), .password = xstrdup(rest)};
     return 0;
 }
@@ -89,7 +89,7 @@ int images_registry_load(images *im, const char *auth_file, gb_err *err)
     return 0;
 }
 
-const image_registry_cred *images_registry_cred(const images *im, const char *registry)
+const images_cred *images_registry_cred(const images *im, const char *registry)
 {
     for (size_t i = 0; i < im->ncreds; i++)
         if (strcmp(im->creds[i].registry, registry) == 0)

@@ -25,16 +25,16 @@
 
 /* The sets (not deleted) whose spec runs the image named name (familiar
  * form): the names the caller may see, "a, b", and how many others. */
-struct image_users_ctx {
+struct images_users_ctx {
     const char *name;
     char seen[256];
     size_t nseen, nhidden;
 };
 
-static int image_user_one(void *ctx, rs_record *r, gb_err *err)
+static int images_user_one(void *ctx, replicaset_record *r, gb_err *err)
 {
     (void)err;
-    struct image_users_ctx *u = ctx;
+    struct images_users_ctx *u = ctx;
     if (r->state == RS_STATE_DELETED || !r->spec.image)
         return 0;
     docker_image_ref ref;
@@ -45,7 +45,7 @@ static int image_user_one(void *ctx, rs_record *r, gb_err *err)
     docker_image_ref_familiar(&ref, familiar, sizeof(familiar));
     if (strcmp(familiar, u->name) != 0)
         return 0;
-    if (!caller_sees(r->owner)) {
+    if (!users_caller_sees(r->owner)) {
         u->nhidden++;
         return 0;
     }
@@ -55,10 +55,10 @@ static int image_user_one(void *ctx, rs_record *r, gb_err *err)
     return 0;
 }
 
-static int image_not_in_use(app *a, const char *ref, const char *name, gb_err *err)
+static int images_not_in_use(app *a, const char *ref, const char *name, gb_err *err)
 {
-    struct image_users_ctx u = {.name = name};
-    if (rs_records_each(a->store, image_user_one, &u, err) < 0)
+    struct images_users_ctx u = {.name = name};
+    if (replicaset_records_each(a->store, images_user_one, &u, err) < 0)
         return err_prefix(err, "finding the replica sets that run image %s", ref);
     if (u.nseen == 0 && u.nhidden == 0)
         return 0;
@@ -72,7 +72,7 @@ static int image_not_in_use(app *a, const char *ref, const char *name, gb_err *e
                    ref, u.seen, u.nhidden ? " and some of other users" : "");
 }
 
-int image_remove(app *a, const char *ref, json_t **out, gb_err *err)
+int images_remove(app *a, const char *ref, json_t **out, gb_err *err)
 {
     *out = NULL;
     docker_image_ref r;
@@ -87,8 +87,8 @@ int image_remove(app *a, const char *ref, json_t **out, gb_err *err)
     docker_image_ref_familiar(&r, name, sizeof(name));
     _cleanup_json_ json_t *image = NULL;
     if (docker_image_inspect(a->docker, ref, &image, err) < 0 ||
-        image_remove_check_inspected(a, ref, image, err) < 0 ||
-        image_not_in_use(a, ref, name, err) < 0)
+        images_remove_check_inspected(a, ref, image, err) < 0 ||
+        images_not_in_use(a, ref, name, err) < 0)
         return -1;
     const char *id = json_string_value(json_object_get(image, "Id"));
     _cleanup_free_ char *image_id = xstrdup(id ? id : "");

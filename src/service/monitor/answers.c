@@ -13,14 +13,14 @@
 
 #define MIB (1024.0 * 1024.0)
 
-static json_t *mon_card_usage_json(const struct monitor *m, const struct mon_card *c)
+static json_t *monitor_card_usage_json(const struct monitor *m, const struct monitor_card *c)
 {
     return json_pack("{s:I, s:i, s:I, s:i, s:s}", "memoryUsedMiB", (json_int_t)c->used_mib,
                      "utilization", c->util, "foreignMemoryMiB", (json_int_t)c->foreign_mib,
                      "processes", (int)c->nprocs, "sampledAt", m->sampled_at);
 }
 
-static json_t *mon_mark_json(const struct mon_mark *mk)
+static json_t *monitor_mark_json(const struct monitor_mark *mk)
 {
     json_t *j = json_pack("{s:s, s:s, s:s}", "reason", mk->reason, "since", mk->since, "detail",
                           mk->detail);
@@ -30,7 +30,8 @@ static json_t *mon_mark_json(const struct mon_mark *mk)
 }
 
 /* The set's use of device dev, or NULL. */
-static const struct mon_use *mon_use_of(const struct monitor *m, const char *set, size_t dev)
+static const struct monitor_use *monitor_use_of(const struct monitor *m, const char *set,
+                                                size_t dev)
 {
     for (size_t i = 0; i < m->nsets; i++) {
         if (strcmp(m->sets[i].name, set) != 0)
@@ -45,35 +46,35 @@ static const struct mon_use *mon_use_of(const struct monitor *m, const char *set
 void monitor_device_json(app *a, const char *uuid, json_t *device)
 {
     struct monitor *m = a->monitor;
-    long dev = mon_device_index(a, uuid);
+    long dev = monitor_device_index(a, uuid);
     if (!m || dev < 0)
         return;
     pthread_mutex_lock(&m->lock);
-    const struct mon_card *c = &m->cards[dev];
-    json_object_set_new(device, "usage", c->sampled ? mon_card_usage_json(m, c) : json_null());
+    const struct monitor_card *c = &m->cards[dev];
+    json_object_set_new(device, "usage", c->sampled ? monitor_card_usage_json(m, c) : json_null());
     if (m->marks[dev].marked) {
-        json_object_set_new(device, "unhealthy", mon_mark_json(&m->marks[dev]));
+        json_object_set_new(device, "unhealthy", monitor_mark_json(&m->marks[dev]));
         json_object_set_new(device, "healthy", json_false());
     }
     json_t *allocs = json_object_get(device, "allocations");
     for (size_t i = 0; c->sampled && i < json_array_size(allocs); i++) {
         json_t *al = json_array_get(allocs, i);
-        const struct mon_use *u =
-            mon_use_of(m, json_string_value(json_object_get(al, "name")) ?: "", (size_t)dev);
+        const struct monitor_use *u =
+            monitor_use_of(m, json_string_value(json_object_get(al, "name")) ?: "", (size_t)dev);
         json_object_set_new(al, "memoryUsedMiB", json_integer(u ? (json_int_t)u->used_mib : 0));
         json_object_set_new(al, "utilization", json_integer(u ? u->util : -1));
     }
     pthread_mutex_unlock(&m->lock);
 }
 
-json_t *monitor_set_json(app *a, const rs_record *r)
+json_t *monitor_set_json(app *a, const replicaset_record *r)
 {
     struct monitor *m = a->monitor;
     if (!m)
         return NULL;
     json_t *out = NULL;
     pthread_mutex_lock(&m->lock);
-    const struct mon_set *s = NULL;
+    const struct monitor_set *s = NULL;
     for (size_t i = 0; i < m->nsets && !s; i++)
         if (strcmp(m->sets[i].name, r->name) == 0 &&
             strcmp(m->sets[i].container_id, r->container_id) == 0)
@@ -83,7 +84,7 @@ json_t *monitor_set_json(app *a, const rs_record *r)
         int busiest = -1; /* the busiest card's utilization; -1: none known */
         uint64_t used = 0;
         for (size_t k = 0; k < s->nuses; k++) {
-            const struct mon_use *u = &s->uses[k];
+            const struct monitor_use *u = &s->uses[k];
             const gpu_device *d = &a->gpus.devices[u->dev];
             busiest = u->util > busiest ? u->util : busiest;
             used += u->used_mib;
@@ -105,7 +106,7 @@ json_t *monitor_set_json(app *a, const rs_record *r)
     return out;
 }
 
-static void mon_card_labels(const gpu_device *d, char *index, size_t size, const char **values)
+static void monitor_card_labels(const gpu_device *d, char *index, size_t size, const char **values)
 {
     snprintf(index, size, "%d", d->index);
     values[0] = d->uuid;
@@ -115,7 +116,7 @@ static void mon_card_labels(const gpu_device *d, char *index, size_t size, const
 }
 
 /* Per card: memory used, utilization, foreign memory, health. */
-static void mon_metrics_cards(app *a, FILE *out)
+static void monitor_metrics_cards(app *a, FILE *out)
 {
     struct monitor *m = a->monitor;
     static const char *const labels[] = {"uuid", "index", "model", NULL};
@@ -132,11 +133,11 @@ static void mon_metrics_cards(app *a, FILE *out)
     for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
         prom_write_header(out, fam[f].name, "gauge", fam[f].help);
         for (size_t i = 0; i < m->ncards; i++) {
-            const struct mon_card *c = &m->cards[i];
+            const struct monitor_card *c = &m->cards[i];
             const gpu_device *d = &a->gpus.devices[i];
             char index[16];
             const char *values[4];
-            mon_card_labels(d, index, sizeof(index), values);
+            monitor_card_labels(d, index, sizeof(index), values);
             double v;
             if (f == 3)
                 v = d->healthy && !m->marks[i].marked;
@@ -152,7 +153,7 @@ static void mon_metrics_cards(app *a, FILE *out)
 }
 
 /* Per set and card: memory used, utilization, what it holds; per set: idle seconds. */
-static void mon_metrics_sets(app *a, FILE *out, time_t now)
+static void monitor_metrics_sets(app *a, FILE *out, time_t now)
 {
     struct monitor *m = a->monitor;
     static const char *const labels[] = {"set", "owner", "uuid", "index", NULL};
@@ -170,9 +171,9 @@ static void mon_metrics_sets(app *a, FILE *out, time_t now)
     for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
         prom_write_header(out, fam[f].name, "gauge", fam[f].help);
         for (size_t i = 0; i < m->nsets; i++) {
-            const struct mon_set *s = &m->sets[i];
+            const struct monitor_set *s = &m->sets[i];
             for (size_t k = 0; k < s->nuses; k++) {
-                const struct mon_use *u = &s->uses[k];
+                const struct monitor_use *u = &s->uses[k];
                 if (f < 2 && !m->cards[u->dev].sampled)
                     continue;
                 if (f == 1 && u->util < 0)
@@ -191,7 +192,7 @@ static void mon_metrics_sets(app *a, FILE *out, time_t now)
     prom_write_header(out, "gpubox_instance_idle_seconds", "gauge",
                       "How long the replica set has been idle (0 when busy)");
     for (size_t i = 0; m->sampled_at[0] && i < m->nsets; i++) {
-        const struct mon_set *s = &m->sets[i];
+        const struct monitor_set *s = &m->sets[i];
         const char *values[] = {s->name, s->owner, NULL};
         prom_write_sample(out, "gpubox_instance_idle_seconds", set_labels, values,
                           s->idle_since && now > s->idle_since ? (double)(now - s->idle_since) : 0);
@@ -204,8 +205,8 @@ void monitor_metrics(app *a, FILE *out)
     if (!m)
         return;
     pthread_mutex_lock(&m->lock);
-    mon_metrics_cards(a, out);
-    mon_metrics_sets(a, out, time(NULL));
+    monitor_metrics_cards(a, out);
+    monitor_metrics_sets(a, out, time(NULL));
     prom_write_header(out, "gpubox_usage_samples_total", "counter", "Readings of the GPUs taken");
     prom_write_sample(out, "gpubox_usage_samples_total", NULL, NULL, (double)m->samples);
     prom_write_header(out, "gpubox_usage_sample_seconds", "gauge",

@@ -19,7 +19,7 @@
 #define MON_EVENTS_PRUNE_EVERY 64
 
 /* Drop the oldest events beyond MON_EVENTS_KEEP. */
-static void mon_events_prune(app *a)
+static void monitor_events_prune(app *a)
 {
     store_kvs kvs = {0};
     gb_err e = GB_ERR_INIT;
@@ -54,7 +54,7 @@ void monitor_event(app *a, const char *kind, const char *set, const char *owner,
         return;
     }
     if (seq % MON_EVENTS_PRUNE_EVERY == 0)
-        mon_events_prune(a);
+        monitor_events_prune(a);
 }
 
 int monitor_events(app *a, long limit, json_t **out, gb_err *err)
@@ -68,13 +68,13 @@ int monitor_events(app *a, long limit, json_t **out, gb_err *err)
     json_t *list = json_array();
     /* A user sees the cards' events and their own sets', from when they
      * were made: an earlier user of their name's are not theirs. */
-    const caller *c = caller_current();
-    time_t born = caller_is_user() ? (time_t)(users_created_ms(a->users, c->name) / 1000) : 0;
+    const caller *c = users_caller_current();
+    time_t born = users_caller_is_user() ? (time_t)(users_created_ms(a->users, c->name) / 1000) : 0;
     for (size_t i = kvs.n; i-- > 0 && json_array_size(list) < (size_t)limit;) {
         json_t *ev = json_loads(kvs.items[i].value, 0, NULL);
         const char *owner = json_string_value(json_object_get(ev, "owner"));
         bool theirs =
-            caller_sees(owner ? owner : "") &&
+            users_caller_sees(owner ? owner : "") &&
             (!born || time_iso_parse(json_string_value(json_object_get(ev, "time"))) >= born);
         if (ev && (!json_object_get(ev, "replicaSet") || theirs))
             json_array_append_new(list, ev);

@@ -12,12 +12,12 @@
 
 #include "sched/gpus.h"
 #include "service/keys.h"
-#include "service/store_json.h"
+#include "service/records.h"
 #include "service/users/caller.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
-int mon_health_load(app *a, gb_err *err)
+int monitor_health_load(app *a, gb_err *err)
 {
     struct monitor *m = a->monitor;
     store_kvs kvs = {0};
@@ -25,14 +25,14 @@ int mon_health_load(app *a, gb_err *err)
         return err_prefix(err, "reading the cards' health marks");
     for (size_t i = 0; i < kvs.n; i++) {
         const char *uuid = kvs.items[i].key + strlen(KEYS_HEALTH);
-        long dev = mon_device_index(a, uuid);
+        long dev = monitor_device_index(a, uuid);
         _cleanup_json_ json_t *v = json_loads(kvs.items[i].value, 0, NULL);
         if (dev < 0 || !json_is_object(v)) {
             log_warn("health mark %s: %s; left alone", kvs.items[i].key,
                      dev < 0 ? "no such card on this server" : "not JSON");
             continue;
         }
-        struct mon_mark *mk = &m->marks[dev];
+        struct monitor_mark *mk = &m->marks[dev];
         mk->marked = true;
         snprintf(mk->reason, sizeof(mk->reason), "%s",
                  json_string_value(json_object_get(v, "reason")) ?: "xid");
@@ -50,12 +50,12 @@ int mon_health_load(app *a, gb_err *err)
     return 0;
 }
 
-void mon_health_mark(app *a, size_t i, const char *reason, unsigned long long xid,
-                     const char *detail)
+void monitor_health_mark(app *a, size_t i, const char *reason, unsigned long long xid,
+                         const char *detail)
 {
     struct monitor *m = a->monitor;
     const char *uuid = a->gpus.devices[i].uuid;
-    struct mon_mark mk = {.marked = true, .xid = xid};
+    struct monitor_mark mk = {.marked = true, .xid = xid};
     snprintf(mk.reason, sizeof(mk.reason), "%s", reason);
     snprintf(mk.detail, sizeof(mk.detail), "%s", detail);
     time_iso_now(mk.since, sizeof(mk.since));
@@ -86,7 +86,7 @@ void mon_health_mark(app *a, size_t i, const char *reason, unsigned long long xi
 int monitor_clear_health(app *a, const char *uuid, gb_err *err)
 {
     struct monitor *m = a->monitor;
-    long dev = mon_device_index(a, uuid);
+    long dev = monitor_device_index(a, uuid);
     if (dev < 0 || !m)
         return err_set(err, ERR_NOT_FOUND,
                        "no GPU %.96s on this server (the list of GPUs shows its cards)", uuid);
@@ -103,10 +103,10 @@ int monitor_clear_health(app *a, const char *uuid, gb_err *err)
     /* A card the inventory found unhealthy at start-up stays so. */
     if (a->gpus.devices[dev].healthy)
         gpus_pool_set_health(a->gpu_pool, uuid, true);
-    log_info("audit: GPU %s cleared as healthy by %s%s", uuid, caller_owner(),
+    log_info("audit: GPU %s cleared as healthy by %s%s", uuid, users_caller_owner(),
              was ? "" : " (it was not marked)");
     if (was)
         monitor_event(a, "gpu.healthy", NULL, NULL, uuid, "cleared", "an admin cleared the mark",
-                      caller_owner());
+                      users_caller_owner());
     return 0;
 }

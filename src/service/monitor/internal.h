@@ -22,7 +22,7 @@
 #include "util/time.h"
 
 /* What one device did in the last reading. */
-struct mon_card {
+struct monitor_card {
     bool sampled;
     bool present;
     uint64_t used_mib, foreign_mib;
@@ -31,7 +31,7 @@ struct mon_card {
 };
 
 /* A card's unhealthy mark (health.c). */
-struct mon_mark {
+struct monitor_mark {
     bool marked;
     char reason[8]; /* "xid" | "lost" */
     unsigned long long xid;
@@ -40,7 +40,7 @@ struct mon_mark {
 };
 
 /* What a set does on one of its cards. */
-struct mon_use {
+struct monitor_use {
     char uuid[GPU_UUID_MAX];
     size_t dev;         /* index into the inventory */
     uint64_t share_mib; /* what it holds there */
@@ -49,7 +49,7 @@ struct mon_use {
 };
 
 /* A running (or paused) set of this server, as the monitor tracks it. */
-struct mon_set {
+struct monitor_set {
     char name[NAME_MAX_LEN + 1];
     char owner[NAME_MAX_LEN + 1];
     char container_id[80];
@@ -60,7 +60,7 @@ struct mon_set {
     time_t idle_persisted; /* what the store holds (0: no key) */
     time_t last_exec;
     time_t stop_tried; /* a stop that failed, not retried for a minute */
-    struct mon_use *uses;
+    struct monitor_use *uses;
     size_t nuses;
 };
 
@@ -77,13 +77,13 @@ struct monitor {
     unsigned idle_threshold;
     uint64_t generation;
     /* the last reading, parallel to a->gpus.devices */
-    struct mon_card *cards;
-    struct mon_mark *marks;
+    struct monitor_card *cards;
+    struct monitor_mark *marks;
     size_t ncards;
     char sampled_at[TIME_ISO_MAX]; /* "" before the first reading */
     double sample_seconds;
     uint64_t samples;
-    struct mon_set *sets;
+    struct monitor_set *sets;
     size_t nsets;
     uint64_t records_seen; /* app's records generation at the last load */
     int64_t sets_loaded_ms;
@@ -94,20 +94,20 @@ struct monitor {
 };
 
 /* The inventory index of uuid, or -1. */
-long mon_device_index(const app *a, const char *uuid);
-void mon_sets_free(struct mon_set *sets, size_t n);
+long monitor_device_index(const app *a, const char *uuid);
+void monitor_sets_free(struct monitor_set *sets, size_t n);
 
 /* health.c */
-int mon_health_load(app *a, gb_err *err);
+int monitor_health_load(app *a, gb_err *err);
 /* Mark device i unhealthy (reason "xid" with xid, or "lost"); with the
  * monitor's lock NOT held. Stores the mark, logs, makes an event. */
-void mon_health_mark(app *a, size_t i, const char *reason, unsigned long long xid,
-                     const char *detail);
+void monitor_health_mark(app *a, size_t i, const char *reason, unsigned long long xid,
+                         const char *detail);
 
 /* limits.c: after a reading, with the lock not held: idle clocks kept in
  * the store, and the sets past a limit stopped. */
-void mon_limits_apply(app *a, time_t now, bool sampling);
+void monitor_limits_apply(app *a, time_t now, bool sampling);
 /* Whether set s is busy on its cards in the last reading. */
-bool mon_set_busy(const struct monitor *m, const struct mon_set *s);
+bool monitor_set_busy(const struct monitor *m, const struct monitor_set *s);
 
 #endif

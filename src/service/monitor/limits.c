@@ -23,7 +23,7 @@
 #include "util/log.h"
 #include "util/prom.h"
 
-bool mon_set_busy(const struct monitor *m, const struct mon_set *s)
+bool monitor_set_busy(const struct monitor *m, const struct monitor_set *s)
 {
     /* Utilization the source cannot tell (MIG instances, nvidia-smi's
      * [N/A]) counts as busy while the set's processes hold memory there:
@@ -36,7 +36,7 @@ bool mon_set_busy(const struct monitor *m, const struct mon_set *s)
 }
 
 /* What to do for one set after a reading, decided under the lock. */
-struct mon_act {
+struct monitor_act {
     char name[NAME_MAX_LEN + 1];
     char owner[NAME_MAX_LEN + 1];
     time_t idle_write; /* 0: none; -1: delete the key; else the time to keep */
@@ -44,15 +44,15 @@ struct mon_act {
     char detail[160];
 };
 
-static void mon_decide(struct monitor *m, struct mon_set *s, time_t now, bool sampling,
-                       struct mon_act *act)
+static void monitor_decide(struct monitor *m, struct monitor_set *s, time_t now, bool sampling,
+                           struct monitor_act *act)
 {
     memset(act, 0, sizeof(*act));
     snprintf(act->name, sizeof(act->name), "%s", s->name);
     snprintf(act->owner, sizeof(act->owner), "%s", s->owner);
     if (sampling) {
         time_t since = 0;
-        if (!mon_set_busy(m, s)) {
+        if (!monitor_set_busy(m, s)) {
             since = s->idle_since ? s->idle_since : now;
             if (s->last_exec > since)
                 since = s->last_exec;
@@ -82,7 +82,7 @@ static void mon_decide(struct monitor *m, struct mon_set *s, time_t now, bool sa
         s->stop_tried = now;
 }
 
-static void mon_idle_write(app *a, const struct mon_act *act)
+static void monitor_idle_write(app *a, const struct monitor_act *act)
 {
     char key[STORE_KEY_MAX], since[TIME_ISO_MAX] = "";
     gb_err e = GB_ERR_INIT;
@@ -111,7 +111,7 @@ static void mon_idle_write(app *a, const struct mon_act *act)
     pthread_mutex_unlock(&m->lock);
 }
 
-static void mon_stop(app *a, const struct mon_act *act)
+static void monitor_stop_set(app *a, const struct monitor_act *act)
 {
     struct monitor *m = a->monitor;
     _cleanup_json_ json_t *out = NULL;
@@ -135,15 +135,15 @@ static void mon_stop(app *a, const struct mon_act *act)
         store_delete(a->store, key, &e);
 }
 
-void mon_limits_apply(app *a, time_t now, bool sampling)
+void monitor_limits_apply(app *a, time_t now, bool sampling)
 {
     struct monitor *m = a->monitor;
     pthread_mutex_lock(&m->lock);
     size_t n = m->nsets;
-    struct mon_act *acts = xcalloc(n ? n : 1, sizeof(*acts));
+    struct monitor_act *acts = xcalloc(n ? n : 1, sizeof(*acts));
     bool idle_limits = false;
     for (size_t i = 0; i < n; i++) {
-        mon_decide(m, &m->sets[i], now, sampling, &acts[i]);
+        monitor_decide(m, &m->sets[i], now, sampling, &acts[i]);
         idle_limits |= m->sets[i].idle_stop_s != 0;
     }
     bool warn = idle_limits && !sampling && !m->sampler && !m->warned_no_idle;
@@ -154,9 +154,9 @@ void mon_limits_apply(app *a, time_t now, bool sampling)
                  "sampling off: they are not stopped when idle");
     for (size_t i = 0; i < n; i++) {
         if (acts[i].stop)
-            mon_stop(a, &acts[i]);
+            monitor_stop_set(a, &acts[i]);
         else if (acts[i].idle_write)
-            mon_idle_write(a, &acts[i]);
+            monitor_idle_write(a, &acts[i]);
     }
     free(acts);
 }

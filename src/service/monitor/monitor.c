@@ -14,7 +14,7 @@
 #include "sched/gpus.h"
 #include "service/keys.h"
 #include "service/replicaset/record.h"
-#include "service/store_json.h"
+#include "service/records.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/proc.h"
@@ -24,7 +24,7 @@
  * (app's records generation), and at least this often. */
 #define MON_SETS_RELOAD_MS 10000
 
-long mon_device_index(const app *a, const char *uuid)
+long monitor_device_index(const app *a, const char *uuid)
 {
     for (size_t i = 0; uuid && i < a->gpus.n; i++)
         if (strcmp(a->gpus.devices[i].uuid, uuid) == 0)
@@ -32,7 +32,7 @@ long mon_device_index(const app *a, const char *uuid)
     return -1;
 }
 
-void mon_sets_free(struct mon_set *sets, size_t n)
+void monitor_sets_free(struct monitor_set *sets, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(sets[i].uses);
@@ -63,23 +63,23 @@ int monitor_parse_xids(const char *list, uint8_t *bits, gb_err *err)
 
 /* ---- the tracked sets ---- */
 
-struct mon_load {
+struct monitor_load {
     app *a;
-    struct mon_set *sets;
+    struct monitor_set *sets;
     size_t n, cap;
 };
 
-static int mon_load_one(void *ctx, rs_record *r, gb_err *err)
+static int monitor_load_one(void *ctx, replicaset_record *r, gb_err *err)
 {
     (void)err;
-    struct mon_load *l = ctx;
+    struct monitor_load *l = ctx;
     if (r->state != RS_STATE_RUNNING && r->state != RS_STATE_PAUSED)
         return 0;
     if (l->n == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 16;
         l->sets = xrealloc(l->sets, l->cap * sizeof(*l->sets));
     }
-    struct mon_set *s = &l->sets[l->n++];
+    struct monitor_set *s = &l->sets[l->n++];
     memset(s, 0, sizeof(*s));
     snprintf(s->name, sizeof(s->name), "%s", r->name);
     snprintf(s->owner, sizeof(s->owner), "%s", r->owner);
@@ -90,10 +90,10 @@ static int mon_load_one(void *ctx, rs_record *r, gb_err *err)
     s->running_since = time_iso_parse(r->running_since);
     s->uses = xcalloc(r->ngpus ? r->ngpus : 1, sizeof(*s->uses));
     for (size_t i = 0; i < r->ngpus; i++) {
-        long dev = mon_device_index(l->a, r->gpus[i]);
+        long dev = monitor_device_index(l->a, r->gpus[i]);
         if (dev < 0)
             continue;
-        struct mon_use *u = &s->uses[s->nuses++];
+        struct monitor_use *u = &s->uses[s->nuses++];
         snprintf(u->uuid, sizeof(u->uuid), "%s", r->gpus[i]);
         u->dev = (size_t)dev;
         bool share = r->grant.n == r->ngpus && r->grant.cards[i].mode != GPUS_MODE_WHOLE;
@@ -104,14 +104,14 @@ static int mon_load_one(void *ctx, rs_record *r, gb_err *err)
 }
 
 /* Since when each set is idle, as the store keeps it (limits.c writes it). */
-static void mon_load_idle(app *a, struct mon_set *sets, size_t n)
+static void monitor_load_idle(app *a, struct monitor_set *sets, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         char key[STORE_KEY_MAX];
         _cleanup_json_ json_t *v = NULL;
         gb_err e = GB_ERR_INIT;
         if (!keys_idle(key, sizeof(key), sets[i].name) ||
-            store_get_json(a->store, key, "idle clock", &v, NULL, &e) <= 0)
+            records_get_json(a->store, key, "idle clock", &v, NULL, &e) <= 0)
             continue;
         time_t t = time_iso_parse(json_string_value(json_object_get(v, "idleSince")));
         sets[i].idle_since = sets[i].idle_persisted = t;
@@ -119,23 +119,23 @@ static void mon_load_idle(app *a, struct mon_set *sets, size_t n)
 }
 
 /* Read the running sets again, keeping what the monitor knew of each. */
-static void mon_reload_sets(app *a, bool first)
+static void monitor_reload_sets(app *a, bool first)
 {
     struct monitor *m = a->monitor;
-    struct mon_load l = {.a = a};
+    struct monitor_load l = {.a = a};
     uint64_t gen = __atomic_load_n(&a->records_generation, __ATOMIC_ACQUIRE);
     gb_err e = GB_ERR_INIT;
-    if (rs_records_each(a->store, mon_load_one, &l, &e) < 0) {
+    if (replicaset_records_each(a->store, monitor_load_one, &l, &e) < 0) {
         log_warn("usage monitor: cannot read the replica sets: %s", e.msg);
-        mon_sets_free(l.sets, l.n);
+        monitor_sets_free(l.sets, l.n);
         return;
     }
     if (first)
-        mon_load_idle(a, l.sets, l.n);
+        monitor_load_idle(a, l.sets, l.n);
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < l.n; i++)
         for (size_t k = 0; !first && k < m->nsets; k++) {
-            const struct mon_set *old = &m->sets[k];
+            const struct monitor_set *old = &m->sets[k];
             if (strcmp(old->name, l.sets[i].name) ||
                 strcmp(old->container_id, l.sets[i].container_id))
                 continue;
@@ -144,7 +144,7 @@ static void mon_reload_sets(app *a, bool first)
             l.sets[i].last_exec = old->last_exec;
             l.sets[i].stop_tried = old->stop_tried;
         }
-    mon_sets_free(m->sets, m->nsets);
+    monitor_sets_free(m->sets, m->nsets);
     m->sets = l.sets;
     m->nsets = l.n;
     m->records_seen = gen;
@@ -156,13 +156,14 @@ static void mon_reload_sets(app *a, bool first)
 
 /* PIDs and the containers they run in, kept between readings: /proc is
  * read once for each new PID. */
-struct mon_pids {
+struct monitor_pids {
     int *pid;
     char (*id)[PROC_CONTAINER_ID_LEN + 1]; /* "" for none */
     size_t n;
 };
 
-static const char *mon_container_of(struct mon_pids *cache, struct mon_pids *next, int pid)
+static const char *monitor_container_of(struct monitor_pids *cache, struct monitor_pids *next,
+                                        int pid)
 {
     for (size_t i = 0; i < next->n; i++)
         if (next->pid[i] == pid)
@@ -181,7 +182,7 @@ static const char *mon_container_of(struct mon_pids *cache, struct mon_pids *nex
     return next->id[at];
 }
 
-static void mon_pids_free(struct mon_pids *p)
+static void monitor_pids_free(struct monitor_pids *p)
 {
     free(p->pid);
     free(p->id);
@@ -190,7 +191,7 @@ static void mon_pids_free(struct mon_pids *p)
 
 /* The set whose container has this id (a full id; records keep the full
  * one), or NULL. */
-static struct mon_set *mon_set_of(struct monitor *m, const char *id)
+static struct monitor_set *monitor_set_of(struct monitor *m, const char *id)
 {
     for (size_t i = 0; id[0] && i < m->nsets; i++)
         if (strcmp(m->sets[i].container_id, id) == 0)
@@ -199,8 +200,8 @@ static struct mon_set *mon_set_of(struct monitor *m, const char *id)
 }
 
 /* Fill the cards and the sets' uses from u; with the lock held. */
-static void mon_account(struct monitor *m, const gpu_usage *u, struct mon_pids *cache,
-                        struct mon_pids *next)
+static void monitor_account(struct monitor *m, const gpu_usage *u, struct monitor_pids *cache,
+                            struct monitor_pids *next)
 {
     for (size_t i = 0; i < m->nsets; i++)
         for (size_t k = 0; k < m->sets[i].nuses; k++) {
@@ -208,18 +209,18 @@ static void mon_account(struct monitor *m, const gpu_usage *u, struct mon_pids *
             m->sets[i].uses[k].util = -1;
         }
     for (size_t i = 0; i < m->ncards && i < u->ncards; i++)
-        m->cards[i] = (struct mon_card){.sampled = true,
-                                        .present = u->cards[i].present,
-                                        .used_mib = u->cards[i].memory_used_mib,
-                                        .util = u->cards[i].utilization};
+        m->cards[i] = (struct monitor_card){.sampled = true,
+                                            .present = u->cards[i].present,
+                                            .used_mib = u->cards[i].memory_used_mib,
+                                            .util = u->cards[i].utilization};
     for (size_t p = 0; p < u->nprocs; p++) {
         const gpu_proc_usage *pr = &u->procs[p];
-        long dev = mon_device_index(m->a, pr->uuid);
+        long dev = monitor_device_index(m->a, pr->uuid);
         if (dev < 0 || (size_t)dev >= m->ncards)
             continue;
         m->cards[dev].nprocs++;
-        struct mon_set *s = mon_set_of(m, mon_container_of(cache, next, pr->pid));
-        struct mon_use *use = NULL;
+        struct monitor_set *s = monitor_set_of(m, monitor_container_of(cache, next, pr->pid));
+        struct monitor_use *use = NULL;
         for (size_t k = 0; s && k < s->nuses; k++)
             if (s->uses[k].dev == (size_t)dev)
                 use = &s->uses[k];
@@ -235,7 +236,7 @@ static void mon_account(struct monitor *m, const gpu_usage *u, struct mon_pids *
      * card's: exact for a whole card, an upper bound for a share. */
     for (size_t i = 0; i < m->nsets; i++)
         for (size_t k = 0; k < m->sets[i].nuses; k++) {
-            struct mon_use *use = &m->sets[i].uses[k];
+            struct monitor_use *use = &m->sets[i].uses[k];
             if (use->util < 0)
                 use->util = m->cards[use->dev].util;
             if (use->util > 100)
@@ -244,12 +245,12 @@ static void mon_account(struct monitor *m, const gpu_usage *u, struct mon_pids *
 }
 
 /* Health from the reading: XIDs on the critical list, cards gone. */
-static void mon_health_from(app *a, const gpu_usage *u)
+static void monitor_health_from(app *a, const gpu_usage *u)
 {
     struct monitor *m = a->monitor;
     for (size_t i = 0; i < u->nxids; i++) {
         const gpu_xid *x = &u->xids[i];
-        long dev = mon_device_index(a, x->uuid);
+        long dev = monitor_device_index(a, x->uuid);
         char index[16], xid[24];
         snprintf(index, sizeof(index), "%d", dev >= 0 ? a->gpus.devices[dev].index : -1);
         snprintf(xid, sizeof(xid), "%llu", x->xid);
@@ -261,12 +262,12 @@ static void mon_health_from(app *a, const gpu_usage *u)
         if (critical && dev >= 0) {
             char detail[96];
             snprintf(detail, sizeof(detail), "XID %llu reported by the driver", x->xid);
-            mon_health_mark(a, (size_t)dev, "xid", x->xid, detail);
+            monitor_health_mark(a, (size_t)dev, "xid", x->xid, detail);
             /* The card's MIG instances go with it. */
             for (size_t k = 0; k < a->gpus.n; k++)
                 if (a->gpus.devices[k].is_mig &&
                     strcmp(a->gpus.devices[k].parent_uuid, x->uuid) == 0)
-                    mon_health_mark(a, k, "xid", x->xid, detail);
+                    monitor_health_mark(a, k, "xid", x->xid, detail);
         }
     }
     for (size_t i = 0; i < u->ncards && i < a->gpus.n; i++) {
@@ -278,17 +279,17 @@ static void mon_health_from(app *a, const gpu_usage *u)
         if (!marked) {
             char detail[160];
             snprintf(detail, sizeof(detail), "the card stopped answering: %s", u->cards[i].problem);
-            mon_health_mark(a, i, "lost", 0, detail);
+            monitor_health_mark(a, i, "lost", 0, detail);
         }
     }
 }
 
-static void mon_tick(app *a, struct mon_pids *cache)
+static void monitor_tick(app *a, struct monitor_pids *cache)
 {
     struct monitor *m = a->monitor;
     uint64_t gen = __atomic_load_n(&a->records_generation, __ATOMIC_ACQUIRE);
     if (gen != m->records_seen || time_mono_ms() - m->sets_loaded_ms >= MON_SETS_RELOAD_MS)
-        mon_reload_sets(a, false);
+        monitor_reload_sets(a, false);
     gpu_usage u = {0};
     bool sampled = false;
     if (m->sampler) {
@@ -300,9 +301,9 @@ static void mon_tick(app *a, struct mon_pids *cache)
         m->sample_seconds = time_since_s(t0);
     }
     if (sampled) {
-        struct mon_pids next = {0};
+        struct monitor_pids next = {0};
         pthread_mutex_lock(&m->lock);
-        mon_account(m, &u, cache, &next);
+        monitor_account(m, &u, cache, &next);
         time_iso_now(m->sampled_at, sizeof(m->sampled_at));
         m->samples++;
         m->generation++;
@@ -310,26 +311,26 @@ static void mon_tick(app *a, struct mon_pids *cache)
         for (size_t i = 0; i < m->ncards; i++)
             foreign[i] = m->cards[i].foreign_mib;
         pthread_mutex_unlock(&m->lock);
-        mon_pids_free(cache);
+        monitor_pids_free(cache);
         *cache = next;
         for (size_t i = 0; i < m->ncards; i++)
             gpus_pool_set_foreign(a->gpu_pool, a->gpus.devices[i].uuid, foreign[i]);
         free(foreign);
-        mon_health_from(a, &u);
+        monitor_health_from(a, &u);
     }
     gpu_usage_free(&u);
-    mon_limits_apply(a, time(NULL), sampled);
+    monitor_limits_apply(a, time(NULL), sampled);
 }
 
-static void *mon_thread(void *arg)
+static void *monitor_thread(void *arg)
 {
     app *a = arg;
     struct monitor *m = a->monitor;
-    struct mon_pids cache = {0};
+    struct monitor_pids cache = {0};
     pthread_mutex_lock(&m->lock);
     while (!m->stopping) {
         pthread_mutex_unlock(&m->lock);
-        mon_tick(a, &cache);
+        monitor_tick(a, &cache);
         pthread_mutex_lock(&m->lock);
         if (m->stopping)
             break;
@@ -341,7 +342,7 @@ static void *mon_thread(void *arg)
         pthread_cond_timedwait(&m->wake, &m->lock, &until);
     }
     pthread_mutex_unlock(&m->lock);
-    mon_pids_free(&cache);
+    monitor_pids_free(&cache);
     return NULL;
 }
 
@@ -368,7 +369,7 @@ int monitor_start(app *a, const monitor_actions *act, gb_err *err)
                                     "Replica sets gpubox stopped by their run limits",
                                     (const char *const[]){"reason", NULL});
     const char *xids = a->cfg.xid_critical ? a->cfg.xid_critical : MONITOR_XID_DEFAULT;
-    if (monitor_parse_xids(xids, m->xids, err) < 0 || mon_health_load(a, err) < 0)
+    if (monitor_parse_xids(xids, m->xids, err) < 0 || monitor_health_load(a, err) < 0)
         return -1;
     double interval = a->cfg.usage_interval_s;
     bool sampling = interval > 0;
@@ -384,8 +385,8 @@ int monitor_start(app *a, const monitor_actions *act, gb_err *err)
         sampling = false;
         m->interval_ms = 1000;
     }
-    mon_reload_sets(a, true);
-    int rc = pthread_create(&m->thread, NULL, mon_thread, a);
+    monitor_reload_sets(a, true);
+    int rc = pthread_create(&m->thread, NULL, monitor_thread, a);
     if (rc != 0)
         return err_set(err, ERR_INTERNAL, "cannot start the usage monitor's thread: %s",
                        strerror(rc));
@@ -411,7 +412,7 @@ void monitor_stop(app *a)
         pthread_join(m->thread, NULL);
     }
     gpu_sampler_close(m->sampler);
-    mon_sets_free(m->sets, m->nsets);
+    monitor_sets_free(m->sets, m->nsets);
     free(m->cards);
     free(m->marks);
     prom_family_free(m->xid_events);

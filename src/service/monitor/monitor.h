@@ -34,7 +34,7 @@
 #include "service/app.h"
 #include "util/err.h"
 
-struct rs_record;
+struct replicaset_record;
 
 #define MONITOR_XID_DEFAULT "48,61,62,63,64,74,79,92,95,119,120"
 #define MONITOR_IDLE_THRESHOLD_DEFAULT 5
@@ -68,7 +68,7 @@ void monitor_device_json(app *a, const char *uuid, json_t *device);
  * {sampledAt, idleSince, cards:[...], utilization (its busiest card's, -1
  * when none is known), memoryUsedMiB (on all its cards)} (cards [] for a
  * set without cards), or NULL (sampling off, no reading yet, not running). */
-json_t *monitor_set_json(app *a, const struct rs_record *r);
+json_t *monitor_set_json(app *a, const struct replicaset_record *r);
 /* The usage and health gauges of GET /metrics. */
 void monitor_metrics(app *a, FILE *out);
 

@@ -167,13 +167,13 @@ typedef struct nodes_create_calls {
     void (*pass)(void *ctx);
 } nodes_create_calls;
 
-struct rs_create_request;
+struct replicaset_create_request;
 
 typedef struct nodes_place {
     enum nodes_kind kind;
     const char *name;
-    const struct rs_create_request *set; /* NODES_REPLICASET: the parsed create */
-    const char *volume_node;             /* NODES_VOLUME: the body's node and size, or NULL */
+    const struct replicaset_create_request *set; /* NODES_REPLICASET: the parsed create */
+    const char *volume_node; /* NODES_VOLUME: the body's node and size, or NULL */
     const char *volume_size;
     const char *gone_owner; /* nodes_route.node of NODES_PLACE ("" or NULL: none) */
 } nodes_place;

@@ -47,8 +47,8 @@ static void candidates_free(candidates *c)
 
 /* The node every volume a set binds lives on: allowed gets it (or nothing
  * when they live on different nodes); *any true when no volume is bound. */
-static int bound_volume_nodes(fleet *f, const rs_spec *spec, char (*allowed)[FLEET_NODE_MAX],
-                              bool *any, gb_err *err)
+static int bound_volume_nodes(fleet *f, const replicaset_spec *spec,
+                              char (*allowed)[FLEET_NODE_MAX], bool *any, gb_err *err)
 {
     *any = true;
     for (size_t i = 0; i < spec->nbinds; i++) {
@@ -72,10 +72,10 @@ static int bound_volume_nodes(fleet *f, const rs_spec *spec, char (*allowed)[FLE
 }
 
 /* The candidates for a parsed create request, best first. */
-static int rank_replicaset(app *a, const rs_create_request *cr, candidates *c, gb_err *err)
+static int rank_replicaset(app *a, const replicaset_create_request *cr, candidates *c, gb_err *err)
 {
-    const rs_spec *spec = &cr->spec;
-    const rs_placement *p = &cr->placement;
+    const replicaset_spec *spec = &cr->spec;
+    const replicaset_placement *p = &cr->placement;
     placement_request pr = {0};
     pr.gpu_count = spec->gpu_count > 0 ? (unsigned)spec->gpu_count : 0;
     pr.memory_mib = spec->gpu_memory_mib;

@@ -9,7 +9,7 @@
  *
  * config and hostConfig are the Engine API's create body for the version,
  * built from the record by the same code that makes the container
- * (rs_run_spec_base, docker_run_spec_view), with the user's binds as
+ * (replicaset_run_spec_base, docker_run_spec_view), with the user's binds as
  * "src:dest[:ro]" strings as gpu-docker-api shows them.
  *
  * gpu-docker-api stores the create body Docker's client filled in, so its
@@ -43,16 +43,16 @@ typedef enum {
     RS_COMPAT_OBJ,
     RS_COMPAT_ARR,
     RS_COMPAT_SIZE, /* [height, width]; [0, 0] when unset, as Docker shows it */
-} rs_compat_kind;
+} replicaset_compat_kind;
 
-typedef struct rs_compat_field {
+typedef struct replicaset_compat_field {
     const char *key;
-    rs_compat_kind kind;
-} rs_compat_field;
+    replicaset_compat_kind kind;
+} replicaset_compat_field;
 
 /* The fields of config, hostConfig and what lies inside them, as
  * gpu-docker-api's description lists them (in its order). */
-static const rs_compat_field rs_compat_config[] = {
+static const replicaset_compat_field replicaset_compat_config[] = {
     {"Hostname", RS_COMPAT_STR},      {"Domainname", RS_COMPAT_STR},
     {"User", RS_COMPAT_STR},          {"AttachStdin", RS_COMPAT_BOOL},
     {"AttachStdout", RS_COMPAT_BOOL}, {"AttachStderr", RS_COMPAT_BOOL},
@@ -64,7 +64,7 @@ static const rs_compat_field rs_compat_config[] = {
     {"OnBuild", RS_COMPAT_ANY},       {"Labels", RS_COMPAT_ANY},
 };
 
-static const rs_compat_field rs_compat_host[] = {
+static const replicaset_compat_field replicaset_compat_host[] = {
     {"Binds", RS_COMPAT_ARR},
     {"ContainerIDFile", RS_COMPAT_STR},
     {"LogConfig", RS_COMPAT_OBJ},
@@ -129,24 +129,24 @@ static const rs_compat_field rs_compat_host[] = {
     {"ReadonlyPaths", RS_COMPAT_ANY},
 };
 
-static const rs_compat_field rs_compat_log_config[] = {
+static const replicaset_compat_field replicaset_compat_log_config[] = {
     {"Type", RS_COMPAT_STR},
     {"Config", RS_COMPAT_ANY},
 };
 
-static const rs_compat_field rs_compat_restart_policy[] = {
+static const replicaset_compat_field replicaset_compat_restart_policy[] = {
     {"Name", RS_COMPAT_STR},
     {"MaximumRetryCount", RS_COMPAT_INT},
 };
 
-static const rs_compat_field rs_compat_device_request[] = {
+static const replicaset_compat_field replicaset_compat_device_request[] = {
     {"Driver", RS_COMPAT_STR},       {"Count", RS_COMPAT_INT},   {"DeviceIDs", RS_COMPAT_ARR},
     {"Capabilities", RS_COMPAT_ARR}, {"Options", RS_COMPAT_ANY},
 };
 
 #define RS_COMPAT_N(t) (sizeof(t) / sizeof((t)[0]))
 
-static bool rs_compat_kind_ok(const json_t *v, rs_compat_kind kind)
+static bool replicaset_compat_kind_ok(const json_t *v, replicaset_compat_kind kind)
 {
     switch (kind) {
     case RS_COMPAT_STR:
@@ -167,7 +167,7 @@ static bool rs_compat_kind_ok(const json_t *v, rs_compat_kind kind)
     return false;
 }
 
-static json_t *rs_compat_default(rs_compat_kind kind)
+static json_t *replicaset_compat_default(replicaset_compat_kind kind)
 {
     switch (kind) {
     case RS_COMPAT_STR:
@@ -190,56 +190,62 @@ static json_t *rs_compat_default(rs_compat_kind kind)
 
 /* Each field of obj that fields lists and obj lacks (or holds with another
  * type) gets live's value of it when that has the type, else the default. */
-static void rs_compat_fill(json_t *obj, const json_t *live, const rs_compat_field *fields, size_t n)
+static void replicaset_compat_fill(json_t *obj, const json_t *live,
+                                   const replicaset_compat_field *fields, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        const rs_compat_field *f = &fields[i];
-        if (rs_compat_kind_ok(json_object_get(obj, f->key), f->kind))
+        const replicaset_compat_field *f = &fields[i];
+        if (replicaset_compat_kind_ok(json_object_get(obj, f->key), f->kind))
             continue;
         json_t *lv = json_object_get(live, f->key);
         json_object_set_new(obj, f->key,
-                            rs_compat_kind_ok(lv, f->kind) ? json_deep_copy(lv)
-                                                           : rs_compat_default(f->kind));
+                            replicaset_compat_kind_ok(lv, f->kind)
+                                ? json_deep_copy(lv)
+                                : replicaset_compat_default(f->kind));
     }
 }
 
 /* view's config and hostConfig, filled from live ({config, hostConfig} of
  * the version's container, or NULL) and the defaults. */
-static void rs_compat_fill_view(json_t *view, const json_t *live)
+static void replicaset_compat_fill_view(json_t *view, const json_t *live)
 {
     json_t *cfg = json_object_get(view, "config");
     json_t *host = json_object_get(view, "hostConfig");
     const json_t *live_cfg = json_object_get(live, "config");
     const json_t *live_host = json_object_get(live, "hostConfig");
-    rs_compat_fill(cfg, live_cfg, rs_compat_config, RS_COMPAT_N(rs_compat_config));
-    rs_compat_fill(host, live_host, rs_compat_host, RS_COMPAT_N(rs_compat_host));
-    rs_compat_fill(json_object_get(host, "LogConfig"), json_object_get(live_host, "LogConfig"),
-                   rs_compat_log_config, RS_COMPAT_N(rs_compat_log_config));
-    rs_compat_fill(json_object_get(host, "RestartPolicy"),
-                   json_object_get(live_host, "RestartPolicy"), rs_compat_restart_policy,
-                   RS_COMPAT_N(rs_compat_restart_policy));
+    replicaset_compat_fill(cfg, live_cfg, replicaset_compat_config,
+                           RS_COMPAT_N(replicaset_compat_config));
+    replicaset_compat_fill(host, live_host, replicaset_compat_host,
+                           RS_COMPAT_N(replicaset_compat_host));
+    replicaset_compat_fill(json_object_get(host, "LogConfig"),
+                           json_object_get(live_host, "LogConfig"), replicaset_compat_log_config,
+                           RS_COMPAT_N(replicaset_compat_log_config));
+    replicaset_compat_fill(
+        json_object_get(host, "RestartPolicy"), json_object_get(live_host, "RestartPolicy"),
+        replicaset_compat_restart_policy, RS_COMPAT_N(replicaset_compat_restart_policy));
     const json_t *live_requests = json_object_get(live_host, "DeviceRequests");
     size_t i;
     json_t *request;
     json_array_foreach(json_object_get(host, "DeviceRequests"), i, request)
     {
         if (json_is_object(request))
-            rs_compat_fill(request, json_array_get(live_requests, i), rs_compat_device_request,
-                           RS_COMPAT_N(rs_compat_device_request));
+            replicaset_compat_fill(request, json_array_get(live_requests, i),
+                                   replicaset_compat_device_request,
+                                   RS_COMPAT_N(replicaset_compat_device_request));
     }
 }
 
-json_t *rs_compat_version(app *a, const rs_record *r, const json_t *inspect)
+json_t *replicaset_compat_version(app *a, const replicaset_record *r, const json_t *inspect)
 {
-    _cleanup_(rs_run_spec_parts_free) rs_run_spec_parts parts = {0};
+    _cleanup_(replicaset_run_spec_parts_free) replicaset_run_spec_parts parts = {0};
     docker_run_spec ds;
     gb_err e = GB_ERR_INIT;
-    const rs_spec *s = &r->spec;
+    const replicaset_spec *s = &r->spec;
     _cleanup_free_ char **binds = xcalloc(s->nbinds + 1, sizeof(*binds));
     json_t *view = NULL;
-    if (rs_run_spec_base(a, r, &parts, &ds, &e) == 0) {
+    if (replicaset_run_spec_base(a, r, &parts, &ds, &e) == 0) {
         for (size_t n = 0; n < s->nbinds; n++) {
-            const rs_bind *b = &s->binds[n];
+            const replicaset_bind *b = &s->binds[n];
             binds[n] = xasprintf("%s:%s%s", b->src, b->dest, b->read_only ? ":ro" : "");
         }
         docker_run_spec_view(&ds, (const char *const *)binds, s->nbinds, &view, &e);
@@ -252,15 +258,15 @@ json_t *rs_compat_version(app *a, const rs_record *r, const json_t *inspect)
         return NULL;
     }
     _cleanup_json_ json_t *live = inspect ? docker_container_config_view(inspect) : NULL;
-    rs_compat_fill_view(view, live);
+    replicaset_compat_fill_view(view, live);
     json_object_set_new(view, "version", json_integer(r->version));
     json_object_set_new(view, "createTime", json_string(r->update_time));
     json_object_set_new(view, "containerName", json_string(r->container_name));
     return view;
 }
 
-json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry,
-                                 const json_t *inspect)
+json_t *replicaset_compat_history_status(app *a, const char *name, const json_t *entry,
+                                         const json_t *inspect)
 {
     /* An entry is a record of its version but for the fields below. */
     _cleanup_json_ json_t *j = json_deep_copy(entry);
@@ -271,12 +277,12 @@ json_t *rs_compat_history_status(app *a, const char *name, const json_t *entry,
     json_object_set_new(j, "state", json_string("running"));
     json_object_set_new(j, "updateTime", time ? json_incref(time) : json_string(""));
     json_object_del(j, "reason");
-    _cleanup_(rs_record_free) rs_record r = {0};
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
     gb_err e = GB_ERR_INIT;
-    if (rs_record_from_json(j, &r, &e) < 0) {
+    if (replicaset_record_from_json(j, &r, &e) < 0) {
         log_warn("replica set %s: a history entry cannot be shown as gpu-docker-api's record: %s",
                  name, e.msg);
         return NULL;
     }
-    return rs_compat_version(a, &r, inspect);
+    return replicaset_compat_version(a, &r, inspect);
 }

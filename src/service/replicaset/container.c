@@ -6,7 +6,7 @@
  */
 #include "util/xalloc.h"
 #include "service/replicaset/internal.h"
-#include "service/cpus.h"
+#include "service/cores.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +14,11 @@
 
 #include "service/images/images.h"
 #include "service/replicaset/gpu_env.h"
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
-static enum docker_gpu_attach rs_gpu_attach(const app *a)
+static enum docker_gpu_attach replicaset_gpu_attach(const app *a)
 {
     const char *mode = a->cfg.gpu_attach ? a->cfg.gpu_attach : "nvidia";
     if (strcmp(mode, "cdi") == 0)
@@ -30,10 +30,11 @@ static enum docker_gpu_attach rs_gpu_attach(const app *a)
 
 /* The spec's env then the GPU env, the user's binds then gpubox's mounts:
  * one array each, pointing into their owners. */
-static void rs_run_lists(const rs_record *r, const binds_resolved *binds, const rs_gpu_env *ge,
-                         const char ***env, docker_bind **mounts)
+static void replicaset_run_lists(const replicaset_record *r, const binds_resolved *binds,
+                                 const replicaset_gpu_env *ge, const char ***env,
+                                 docker_bind **mounts)
 {
-    const rs_spec *s = &r->spec;
+    const replicaset_spec *s = &r->spec;
     *env = xcalloc(s->nenv + ge->nenv + 1, sizeof(**env));
     *mounts = xcalloc(binds->n + ge->nmounts + 1, sizeof(**mounts));
     for (size_t i = 0; i < s->nenv; i++)
@@ -46,10 +47,10 @@ static void rs_run_lists(const rs_record *r, const binds_resolved *binds, const 
         (*mounts)[binds->n + i] = ge->mounts[i];
 }
 
-int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_run_spec *ds,
-                     gb_err *err)
+int replicaset_run_spec_base(app *a, const replicaset_record *r, replicaset_run_spec_parts *p,
+                             docker_run_spec *ds, gb_err *err)
 {
-    const rs_spec *s = &r->spec;
+    const replicaset_spec *s = &r->spec;
     p->uuids = xcalloc(r->ngpus + 1, sizeof(*p->uuids));
     p->ports = xcalloc(r->nports + 1, sizeof(*p->ports));
     p->labels = json_deep_copy(s->labels);
@@ -74,7 +75,7 @@ int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_ru
         .labels = p->labels,
         .ports = p->ports,
         .nports = r->nports,
-        .gpu_attach = rs_gpu_attach(a),
+        .gpu_attach = replicaset_gpu_attach(a),
         .gpu_uuids = p->uuids,
         .ngpus = r->ngpus,
         .cpus = s->cpus,
@@ -86,44 +87,44 @@ int rs_run_spec_base(app *a, const rs_record *r, rs_run_spec_parts *p, docker_ru
         .network = p->network,
         .network_alias = r->name,
     };
-    rs_network_name(r->owner, p->network, sizeof(p->network));
+    replicaset_network_name(r->owner, p->network, sizeof(p->network));
     if (r->ncpuset) {
-        p->cpuset = cpus_docker_cpuset(a, r->cpuset, r->ncpuset);
+        p->cpuset = cores_docker_cpuset(a, r->cpuset, r->ncpuset);
         ds->cpuset_cpus = p->cpuset;
     }
     return 0;
 }
 
-void rs_run_spec_parts_free(rs_run_spec_parts *p)
+void replicaset_run_spec_parts_free(replicaset_run_spec_parts *p)
 {
     free(p->uuids);
     free(p->ports);
     json_decref(p->labels);
     free(p->cpuset);
-    *p = (rs_run_spec_parts){0};
+    *p = (replicaset_run_spec_parts){0};
 }
 
-int rs_container_create(app *a, const rs_record *r, char **id, gb_err *err)
+int replicaset_container_create(app *a, const replicaset_record *r, char **id, gb_err *err)
 {
     /* Every container a user's request makes (create, patch, rollback,
      * restart) starts from an image that user may use: owners.c. */
-    if (image_use_check(a, r->spec.image, err) < 0)
+    if (images_use_check(a, r->spec.image, err) < 0)
         return -1;
-    _cleanup_(rs_run_spec_parts_free) rs_run_spec_parts parts = {0};
+    _cleanup_(replicaset_run_spec_parts_free) replicaset_run_spec_parts parts = {0};
     docker_run_spec ds;
-    if (rs_run_spec_base(a, r, &parts, &ds, err) < 0)
+    if (replicaset_run_spec_base(a, r, &parts, &ds, err) < 0)
         return -1;
     _cleanup_(binds_resolved_free) binds_resolved binds = {0};
-    _cleanup_(rs_gpu_env_free) rs_gpu_env gpu_env = {0};
+    _cleanup_(replicaset_gpu_env_free) replicaset_gpu_env gpu_env = {0};
     _cleanup_free_ const char **env = NULL;
     _cleanup_free_ docker_bind *mounts = NULL;
     if (binds_stage(a, r->container_name, &r->spec, &binds, err) < 0)
         return -1;
-    if (rs_gpu_env_prepare(a, r, &binds, &gpu_env, err) < 0) {
+    if (replicaset_gpu_env_prepare(a, r, &binds, &gpu_env, err) < 0) {
         binds_unstage(a, r->container_name);
         return -1;
     }
-    rs_run_lists(r, &binds, &gpu_env, &env, &mounts);
+    replicaset_run_lists(r, &binds, &gpu_env, &env, &mounts);
     ds.env = env;
     ds.nenv = r->spec.nenv + gpu_env.nenv;
     ds.binds = mounts;
@@ -131,7 +132,7 @@ int rs_container_create(app *a, const rs_record *r, char **id, gb_err *err)
     _cleanup_json_ json_t *config = NULL;
     _cleanup_free_ char *cid = NULL;
     if (docker_run_spec_to_json(&ds, &config, err) < 0) {
-        rs_container_forget(a, r->container_name);
+        replicaset_container_forget(a, r->container_name);
         return -1;
     }
     /* The owner's network first; made again and the create tried once
@@ -139,7 +140,7 @@ int rs_container_create(app *a, const rs_record *r, char **id, gb_err *err)
     char network[RS_NETWORK_NAME_MAX];
     int rc = -1;
     for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
-        if (rs_network_ensure(a, r->owner, network, sizeof(network), err) < 0)
+        if (replicaset_network_ensure(a, r->owner, network, sizeof(network), err) < 0)
             break;
         rc = docker_container_create(a->docker, r->container_name, config, &cid, err);
         /* gone meanwhile, or made twice at once (network.c) */
@@ -148,34 +149,34 @@ int rs_container_create(app *a, const rs_record *r, char **id, gb_err *err)
             break;
     }
     if (rc < 0) {
-        rs_container_forget(a, r->container_name);
+        replicaset_container_forget(a, r->container_name);
         return err_prefix(err, "creating container %s", r->container_name);
     }
     *id = steal_ptr(&cid);
     return 0;
 }
 
-int rs_container_start(app *a, const rs_record *r, gb_err *err)
+int replicaset_container_start(app *a, const replicaset_record *r, gb_err *err)
 {
     if (binds_ensure(a, r->container_name, &r->spec, err) < 0)
         return -1;
-    if (rs_network_attach(a, r, err) < 0)
+    if (replicaset_network_attach(a, r, err) < 0)
         return err_prefix(err, "starting %s", r->container_name);
     return docker_container_start(a->docker, r->container_name, err);
 }
 
-void rs_container_forget(app *a, const char *container)
+void replicaset_container_forget(app *a, const char *container)
 {
-    rs_gpu_env_remove(a, container);
+    replicaset_gpu_env_remove(a, container);
     binds_unstage(a, container);
 }
 
-int rs_container_stop(app *a, const char *container, gb_err *err)
+int replicaset_container_stop(app *a, const char *container, gb_err *err)
 {
     return docker_container_stop_promptly(a->docker, container, RS_STOP_TIMEOUT_S, err);
 }
 
-bool rs_volumes_ready(app *a, const rs_record *r)
+bool replicaset_volumes_ready(app *a, const replicaset_record *r)
 {
     for (size_t i = 0; i < r->spec.nbinds; i++) {
         if (r->spec.binds[i].src[0] == '/')

@@ -19,17 +19,17 @@
  *     again only what the record before it held.
  * Each such write becomes an entry here. It is settled, under the set's name
  * lock, by the background thread (every second while entries wait) and by
- * the next operation on the same name (rs_doubt_resolve), which cannot go on
+ * the next operation on the same name (replicaset_doubt_resolve), which cannot go on
  * before it is settled.
  *
  * Settling uses the fact that every record write compares the record key's
- * mod_revision with what it read (rs_record_save). A transaction with that
+ * mod_revision with what it read (replicaset_record_save). A transaction with that
  * same comparison that re-writes the key ("the fence") either succeeds, and
  * then the write in doubt has not landed and never can (its comparison now
  * fails), or fails, and then it has landed. For a first create of a name the
  * key was absent before, and etcd keeps no trace of an absent key, so the
  * fence is a tombstone: a deleted record at version 0, which holds nothing
- * and which the queries treat as absent (rs_record_is_tombstone).
+ * and which the queries treat as absent (replicaset_record_is_tombstone).
  *
  * The entries live in a list under a mutex: there are none outside an
  * outage, and a handful during one.
@@ -52,9 +52,9 @@
 
 #define RS_DOUBT_INTERVAL_S 1
 
-typedef struct rs_doubt {
-    struct rs_doubt *next;
-    enum rs_doubt_kind kind;
+typedef struct replicaset_doubt {
+    struct replicaset_doubt *next;
+    enum replicaset_doubt_kind kind;
     char name[NAME_MAX_LEN + 1];
     int version;          /* the version whose write is in doubt */
     int64_t expected_rev; /* the record key's mod_revision if the write has not landed */
@@ -63,18 +63,18 @@ typedef struct rs_doubt {
     char *previous;       /* CREATE, CREATE_UNDO: the record before the create, NULL if none;
                              OPERATION: the record before the operation */
     char *held;           /* JSON of the record whose GPUs and ports the pools hold */
-} rs_doubt;
+} replicaset_doubt;
 
-struct rs_doubts {
+struct replicaset_doubts {
     pthread_mutex_t lock; /* guards head and stopping */
     pthread_cond_t wake;
-    rs_doubt *head; /* oldest first */
+    replicaset_doubt *head; /* oldest first */
     bool stopping;
     bool started;
     pthread_t thread;
 };
 
-static void rs_doubt_free(rs_doubt *d)
+static void replicaset_doubt_free(replicaset_doubt *d)
 {
     if (!d)
         return;
@@ -84,35 +84,36 @@ static void rs_doubt_free(rs_doubt *d)
     free(d);
 }
 
-static char *rs_record_dump(const rs_record *r)
+static char *replicaset_record_dump(const replicaset_record *r)
 {
-    _cleanup_json_ json_t *j = rs_record_to_json(r);
+    _cleanup_json_ json_t *j = replicaset_record_to_json(r);
     return j ? json_dumps(j, JSON_COMPACT) : NULL;
 }
 
 /* A deleted record at version 0: holds nothing, has no history, and the
  * next create of the name starts at version 1 over it. */
-static char *rs_tombstone_dump(const rs_record *r)
+static char *replicaset_tombstone_dump(const replicaset_record *r)
 {
-    rs_record t = {.version = 0, .state = RS_STATE_DELETED, .spec = r->spec};
+    replicaset_record t = {.version = 0, .state = RS_STATE_DELETED, .spec = r->spec};
     memcpy(t.name, r->name, sizeof(t.name));
     time_iso_now(t.update_time, sizeof(t.update_time));
     memcpy(t.create_time, t.update_time, sizeof(t.create_time));
-    return rs_record_dump(&t);
+    return replicaset_record_dump(&t);
 }
 
-void rs_doubt_hold(app *a, enum rs_doubt_kind kind, const rs_record *r, const char *previous)
+void replicaset_doubt_hold(app *a, enum replicaset_doubt_kind kind, const replicaset_record *r,
+                           const char *previous)
 {
-    rs_doubt *d = xcalloc(1, sizeof(*d));
+    replicaset_doubt *d = xcalloc(1, sizeof(*d));
     if (d) {
         d->kind = kind;
         memcpy(d->name, r->name, sizeof(d->name));
         d->version = r->version;
         d->expected_rev = r->mod_revision;
-        d->held = rs_record_dump(r);
+        d->held = replicaset_record_dump(r);
         d->previous = previous ? xstrdup(previous) : NULL;
         if (kind == RS_DOUBT_CREATE)
-            d->fence = previous ? xstrdup(previous) : rs_tombstone_dump(r);
+            d->fence = previous ? xstrdup(previous) : replicaset_tombstone_dump(r);
         else if (kind == RS_DOUBT_RELEASE)
             d->fence = d->held ? xstrdup(d->held) : NULL;
         else if (kind == RS_DOUBT_OPERATION)
@@ -125,19 +126,19 @@ void rs_doubt_hold(app *a, enum rs_doubt_kind kind, const rs_record *r, const ch
         log_error("replica set %s: out of memory remembering a write the store did not confirm; "
                   "its GPUs and ports stay held until gpuboxd restarts",
                   r->name);
-        rs_doubt_free(d);
+        replicaset_doubt_free(d);
         return;
     }
-    struct rs_doubts *s = a->doubts;
+    struct replicaset_doubts *s = a->doubts;
     if (!s) {
         log_error("replica set %s: the store did not confirm a write and nothing settles it "
                   "now; its GPUs and ports stay held until gpuboxd restarts",
                   r->name);
-        rs_doubt_free(d);
+        replicaset_doubt_free(d);
         return;
     }
     pthread_mutex_lock(&s->lock);
-    rs_doubt **tail = &s->head;
+    replicaset_doubt **tail = &s->head;
     while (*tail)
         tail = &(*tail)->next;
     *tail = d;
@@ -149,34 +150,35 @@ void rs_doubt_hold(app *a, enum rs_doubt_kind kind, const rs_record *r, const ch
 }
 
 /* Give back what d's record holds (the store no longer lists it). */
-static void rs_doubt_give_back(app *a, const rs_doubt *d)
+static void replicaset_doubt_give_back(app *a, const replicaset_doubt *d)
 {
     _cleanup_json_ json_t *j = json_loads(d->held, 0, NULL);
-    _cleanup_(rs_record_free) rs_record held = {0};
+    _cleanup_(replicaset_record_free) replicaset_record held = {0};
     gb_err e = GB_ERR_INIT;
-    if (!j || rs_record_from_json(j, &held, &e) < 0) {
+    if (!j || replicaset_record_from_json(j, &held, &e) < 0) {
         log_error("replica set %s: cannot read back what it held (%s); it stays held until "
                   "gpuboxd restarts",
                   d->name, e.msg);
         return;
     }
-    rs_alloc_give_back(a, &held);
+    replicaset_alloc_give_back(a, &held);
 }
 
 /* A create that never reached the store: its owner's quota reservation
  * (create.c, step 1b) goes too. */
-static void rs_doubt_release_quota(app *a, const rs_doubt *d)
+static void replicaset_doubt_release_quota(app *a, const replicaset_doubt *d)
 {
     _cleanup_json_ json_t *j = json_loads(d->held, 0, NULL);
-    _cleanup_(rs_record_free) rs_record held = {0};
+    _cleanup_(replicaset_record_free) replicaset_record held = {0};
     gb_err e = GB_ERR_INIT;
-    if (j && rs_record_from_json(j, &held, &e) == 0)
-        rs_create_quota_release(a, &held);
+    if (j && replicaset_record_from_json(j, &held, &e) == 0)
+        replicaset_create_quota_release(a, &held);
 }
 
 /* One transaction on d's record key, if its mod_revision is still
  * expected: 1 applied, 0 the key had changed, -1 the store failed. */
-static int rs_doubt_txn(app *a, const rs_doubt *d, const store_op *ops, size_t nops, gb_err *err)
+static int replicaset_doubt_txn(app *a, const replicaset_doubt *d, const store_op *ops, size_t nops,
+                                gb_err *err)
 {
     char key[STORE_KEY_MAX];
     keys_replicaset(key, sizeof(key), d->name);
@@ -188,7 +190,7 @@ static int rs_doubt_txn(app *a, const rs_doubt *d, const store_op *ops, size_t n
 }
 
 /* Undo a create's record and history entry (both landed). */
-static int rs_doubt_undo_create(app *a, rs_doubt *d, gb_err *err)
+static int replicaset_doubt_undo_create(app *a, replicaset_doubt *d, gb_err *err)
 {
     char key[STORE_KEY_MAX], hkey[STORE_KEY_MAX];
     keys_replicaset(key, sizeof(key), d->name);
@@ -196,12 +198,12 @@ static int rs_doubt_undo_create(app *a, rs_doubt *d, gb_err *err)
     store_op ops[2] = {{.kind = STORE_OP_DELETE, .key = hkey}};
     ops[1] = d->previous ? (store_op){.kind = STORE_OP_PUT, .key = key, .value = d->previous}
                          : (store_op){.kind = STORE_OP_DELETE, .key = key};
-    int applied = rs_doubt_txn(a, d, ops, 2, err);
+    int applied = replicaset_doubt_txn(a, d, ops, 2, err);
     if (applied < 0)
         return -1;
     /* Not applied: the key changed after the record was read, which only
      * the undo in doubt itself can have done (the name lock is held). */
-    rs_doubt_give_back(a, d);
+    replicaset_doubt_give_back(a, d);
     log_info("replica set %s: undid the create of version %d that the store outage cut off; "
              "gave back its GPUs and ports",
              d->name, d->version);
@@ -211,24 +213,24 @@ static int rs_doubt_undo_create(app *a, rs_doubt *d, gb_err *err)
 /* Put the fence over the set's record if the record is still at the
  * revision it had before the write in doubt: 1 the write never landed (and
  * now never can: the fence moved the revision on), 0 it landed, -1 error. */
-static int rs_doubt_fence(app *a, rs_doubt *d, gb_err *err)
+static int replicaset_doubt_fence(app *a, replicaset_doubt *d, gb_err *err)
 {
     char key[STORE_KEY_MAX];
     keys_replicaset(key, sizeof(key), d->name);
     store_op fence = {.kind = STORE_OP_PUT, .key = key, .value = d->fence};
-    return rs_doubt_txn(a, d, &fence, 1, err);
+    return replicaset_doubt_txn(a, d, &fence, 1, err);
 }
 
-static int rs_doubt_settle_create(app *a, rs_doubt *d, gb_err *err)
+static int replicaset_doubt_settle_create(app *a, replicaset_doubt *d, gb_err *err)
 {
     char key[STORE_KEY_MAX];
     keys_replicaset(key, sizeof(key), d->name);
-    int not_landed = rs_doubt_fence(a, d, err);
+    int not_landed = replicaset_doubt_fence(a, d, err);
     if (not_landed < 0)
         return -1;
     if (not_landed) {
-        rs_doubt_give_back(a, d);
-        rs_doubt_release_quota(a, d);
+        replicaset_doubt_give_back(a, d);
+        replicaset_doubt_release_quota(a, d);
         log_info("replica set %s: the create of version %d that the store outage cut off never "
                  "reached the store; gave back its GPUs and ports",
                  d->name, d->version);
@@ -240,18 +242,18 @@ static int rs_doubt_settle_create(app *a, rs_doubt *d, gb_err *err)
     if (found < 0)
         return -1;
     if (!found) {
-        rs_doubt_give_back(a, d);
-        rs_doubt_release_quota(a, d);
+        replicaset_doubt_give_back(a, d);
+        replicaset_doubt_release_quota(a, d);
         return 0;
     }
     d->kind = RS_DOUBT_CREATE_UNDO;
     d->expected_rev = kv.mod_revision;
-    return rs_doubt_undo_create(a, d, err);
+    return replicaset_doubt_undo_create(a, d, err);
 }
 
-static int rs_doubt_settle_release(app *a, rs_doubt *d, gb_err *err)
+static int replicaset_doubt_settle_release(app *a, replicaset_doubt *d, gb_err *err)
 {
-    int not_landed = rs_doubt_fence(a, d, err);
+    int not_landed = replicaset_doubt_fence(a, d, err);
     if (not_landed < 0)
         return -1;
     if (not_landed) {
@@ -260,44 +262,46 @@ static int rs_doubt_settle_release(app *a, rs_doubt *d, gb_err *err)
                  d->name, d->version);
         return 0;
     }
-    rs_doubt_give_back(a, d);
+    replicaset_doubt_give_back(a, d);
     log_info("replica set %s: the change that the store outage cut off did reach the store; "
              "gave back its GPUs and ports",
              d->name);
     return 0;
 }
 
-/* Read a record dumped by rs_record_dump; -1 (logged) when it does not read. */
-static int rs_doubt_record(const rs_doubt *d, const char *text, rs_record *out)
+/* Read a record dumped by replicaset_record_dump; -1 (logged) when it does not read. */
+static int replicaset_doubt_record(const replicaset_doubt *d, const char *text,
+                                   replicaset_record *out)
 {
     _cleanup_json_ json_t *j = text ? json_loads(text, 0, NULL) : NULL;
     gb_err e = GB_ERR_INIT;
-    if (!j || rs_record_from_json(j, out, &e) < 0) {
+    if (!j || replicaset_record_from_json(j, out, &e) < 0) {
         log_error("replica set %s: cannot read back a record (%s)", d->name, e.msg);
         return -1;
     }
     return 0;
 }
 
-static int rs_doubt_settle_operation(app *a, rs_doubt *d, gb_err *err)
+static int replicaset_doubt_settle_operation(app *a, replicaset_doubt *d, gb_err *err)
 {
-    int not_landed = rs_doubt_fence(a, d, err);
+    int not_landed = replicaset_doubt_fence(a, d, err);
     if (not_landed < 0)
         return -1;
     if (not_landed) {
         /* Nothing of it is in the store: the pools hold what the record
          * before it held, exactly (what it took goes back). */
-        _cleanup_(rs_record_free) rs_record held = {0}, before = {0};
-        if (rs_doubt_record(d, d->held, &held) == 0 && rs_doubt_record(d, d->fence, &before) == 0)
-            rs_alloc_swap_back(a, &held, &before);
+        _cleanup_(replicaset_record_free) replicaset_record held = {0}, before = {0};
+        if (replicaset_doubt_record(d, d->held, &held) == 0 &&
+            replicaset_doubt_record(d, d->fence, &before) == 0)
+            replicaset_alloc_swap_back(a, &held, &before);
         log_info("replica set %s: the change of version %d that the store outage cut off never "
                  "reached the store; nothing changed (try it again)",
                  d->name, d->version);
         return 0;
     }
     /* It landed: the operation is in the journal, unfinished. */
-    _cleanup_(rs_record_free) rs_record cur = {0};
-    int found = rs_record_load(a->store, d->name, &cur, err);
+    _cleanup_(replicaset_record_free) replicaset_record cur = {0};
+    int found = replicaset_record_load(a->store, d->name, &cur, err);
     if (found < 0)
         return -1;
     if (!found || !cur.operation[0])
@@ -314,33 +318,33 @@ static int rs_doubt_settle_operation(app *a, rs_doubt *d, gb_err *err)
         return -1;
     }
     /* Settled or not, it is an unfinished operation like any other now:
-     * the next call on the set tries again (rs_load_settled). */
+     * the next call on the set tries again (replicaset_load_settled). */
     log_info("replica set %s: the change that the store outage cut off did reach the store; %s",
              d->name, rc == 0 ? "carried it through" : e.msg);
     return 0;
 }
 
-static int rs_doubt_settle(app *a, rs_doubt *d, gb_err *err)
+static int replicaset_doubt_settle(app *a, replicaset_doubt *d, gb_err *err)
 {
     switch (d->kind) {
     case RS_DOUBT_CREATE:
-        return rs_doubt_settle_create(a, d, err);
+        return replicaset_doubt_settle_create(a, d, err);
     case RS_DOUBT_CREATE_UNDO:
-        return rs_doubt_undo_create(a, d, err);
+        return replicaset_doubt_undo_create(a, d, err);
     case RS_DOUBT_RELEASE:
-        return rs_doubt_settle_release(a, d, err);
+        return replicaset_doubt_settle_release(a, d, err);
     case RS_DOUBT_OPERATION:
-        return rs_doubt_settle_operation(a, d, err);
+        return replicaset_doubt_settle_operation(a, d, err);
     }
     return 0;
 }
 
 /* Unlink the oldest entry for name (NULL if none). */
-static rs_doubt *rs_doubt_take(struct rs_doubts *s, const char *name)
+static replicaset_doubt *replicaset_doubt_take(struct replicaset_doubts *s, const char *name)
 {
     pthread_mutex_lock(&s->lock);
-    rs_doubt *found = NULL;
-    for (rs_doubt **p = &s->head; *p; p = &(*p)->next) {
+    replicaset_doubt *found = NULL;
+    for (replicaset_doubt **p = &s->head; *p; p = &(*p)->next) {
         if (strcmp((*p)->name, name) == 0) {
             found = *p;
             *p = found->next;
@@ -354,7 +358,7 @@ static rs_doubt *rs_doubt_take(struct rs_doubts *s, const char *name)
 
 /* Put d back at the head: it stays the oldest for its name. The thread may
  * have found the list empty meanwhile (d was out) and gone to sleep. */
-static void rs_doubt_put_back(struct rs_doubts *s, rs_doubt *d)
+static void replicaset_doubt_put_back(struct replicaset_doubts *s, replicaset_doubt *d)
 {
     pthread_mutex_lock(&s->lock);
     d->next = s->head;
@@ -363,44 +367,44 @@ static void rs_doubt_put_back(struct rs_doubts *s, rs_doubt *d)
     pthread_mutex_unlock(&s->lock);
 }
 
-int rs_doubt_resolve(app *a, const char *name, gb_err *err)
+int replicaset_doubt_resolve(app *a, const char *name, gb_err *err)
 {
-    rs_doubt *d;
-    while (a->doubts && (d = rs_doubt_take(a->doubts, name))) {
+    replicaset_doubt *d;
+    while (a->doubts && (d = replicaset_doubt_take(a->doubts, name))) {
         gb_err e = GB_ERR_INIT;
-        if (rs_doubt_settle(a, d, &e) < 0) {
+        if (replicaset_doubt_settle(a, d, &e) < 0) {
             log_debug("replica set %s: cannot settle yet: %s", name, e.msg);
-            rs_doubt_put_back(a->doubts, d);
+            replicaset_doubt_put_back(a->doubts, d);
             return err_set(err, e.code,
                            "an earlier change to replica set '%s' was cut off by a store outage "
                            "and is not settled yet (%s); try again when the store answers",
                            name, e.msg);
         }
-        rs_doubt_free(d);
+        replicaset_doubt_free(d);
     }
     return 0;
 }
 
 /* The names with entries now (a copy: settling takes name locks, which
  * must not be waited for under s->lock). */
-static size_t rs_doubt_names(struct rs_doubts *s, char (**names)[NAME_MAX_LEN + 1])
+static size_t replicaset_doubt_names(struct replicaset_doubts *s, char (**names)[NAME_MAX_LEN + 1])
 {
     size_t n = 0;
-    for (rs_doubt *d = s->head; d; d = d->next)
+    for (replicaset_doubt *d = s->head; d; d = d->next)
         n++;
     *names = n ? xcalloc(n, sizeof(**names)) : NULL;
     if (!*names)
         return 0;
     size_t i = 0;
-    for (rs_doubt *d = s->head; d; d = d->next)
+    for (replicaset_doubt *d = s->head; d; d = d->next)
         memcpy((*names)[i++], d->name, sizeof((*names)[0]));
     return n;
 }
 
-static void *rs_doubt_thread(void *arg)
+static void *replicaset_doubt_thread(void *arg)
 {
     app *a = arg;
-    struct rs_doubts *s = a->doubts;
+    struct replicaset_doubts *s = a->doubts;
     pthread_mutex_lock(&s->lock);
     while (!s->stopping) {
         if (!s->head) {
@@ -415,12 +419,12 @@ static void *rs_doubt_thread(void *arg)
         if (s->stopping)
             break;
         char(*names)[NAME_MAX_LEN + 1] = NULL;
-        size_t n = rs_doubt_names(s, &names);
+        size_t n = replicaset_doubt_names(s, &names);
         pthread_mutex_unlock(&s->lock);
         for (size_t i = 0; i < n; i++) {
             namelock *l = namelock_acquire(a->locks, "rs", names[i]);
             if (l) {
-                rs_doubt_resolve(a, names[i], NULL);
+                replicaset_doubt_resolve(a, names[i], NULL);
                 namelock_release(l);
             }
         }
@@ -431,9 +435,9 @@ static void *rs_doubt_thread(void *arg)
     return NULL;
 }
 
-int rs_doubt_start(app *a, gb_err *err)
+int replicaset_doubt_start(app *a, gb_err *err)
 {
-    struct rs_doubts *s = xcalloc(1, sizeof(*s));
+    struct replicaset_doubts *s = xcalloc(1, sizeof(*s));
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -441,7 +445,7 @@ int rs_doubt_start(app *a, gb_err *err)
     pthread_cond_init(&s->wake, &attr);
     pthread_condattr_destroy(&attr);
     a->doubts = s;
-    int rc = pthread_create(&s->thread, NULL, rs_doubt_thread, a);
+    int rc = pthread_create(&s->thread, NULL, replicaset_doubt_thread, a);
     if (rc != 0)
         return err_set(err, ERR_INTERNAL, "cannot start the thread that settles cut-off writes: %s",
                        strerror(rc));
@@ -449,9 +453,9 @@ int rs_doubt_start(app *a, gb_err *err)
     return 0;
 }
 
-void rs_doubt_stop(app *a)
+void replicaset_doubt_stop(app *a)
 {
-    struct rs_doubts *s = a->doubts;
+    struct replicaset_doubts *s = a->doubts;
     if (!s)
         return;
     if (s->started) {
@@ -462,12 +466,12 @@ void rs_doubt_stop(app *a)
         pthread_join(s->thread, NULL);
     }
     while (s->head) {
-        rs_doubt *d = s->head;
+        replicaset_doubt *d = s->head;
         s->head = d->next;
         log_warn("replica set %s: a write cut off by the store outage is not settled; the next "
                  "start-up reconciles the set with what the store holds",
                  d->name);
-        rs_doubt_free(d);
+        replicaset_doubt_free(d);
     }
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->lock);
@@ -475,14 +479,15 @@ void rs_doubt_stop(app *a)
     a->doubts = NULL;
 }
 
-int rs_doubt_begin_failed(app *a, const rs_record *before, const rs_record *after, gb_err *err)
+int replicaset_doubt_begin_failed(app *a, const replicaset_record *before,
+                                  const replicaset_record *after, gb_err *err)
 {
     if (!err || err->code != ERR_STORE_UNAVAILABLE)
         return -1;
-    _cleanup_json_ json_t *j = rs_record_to_json(before);
+    _cleanup_json_ json_t *j = replicaset_record_to_json(before);
     _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     if (text)
-        rs_doubt_hold(a, RS_DOUBT_OPERATION, after, text);
+        replicaset_doubt_hold(a, RS_DOUBT_OPERATION, after, text);
     else
         log_error("replica set %s: out of memory remembering a write the store did not confirm; "
                   "what it holds stays held until gpuboxd restarts",

@@ -28,19 +28,26 @@
  *                what the key had before; previous the record before). If
  *                it landed, the operation is finished or undone
  *                (op_resume, engine.h); if not, the pools hold previous's again. */
-enum rs_doubt_kind { RS_DOUBT_CREATE, RS_DOUBT_CREATE_UNDO, RS_DOUBT_RELEASE, RS_DOUBT_OPERATION };
-void rs_doubt_hold(app *a, enum rs_doubt_kind kind, const rs_record *r, const char *previous);
+enum replicaset_doubt_kind {
+    RS_DOUBT_CREATE,
+    RS_DOUBT_CREATE_UNDO,
+    RS_DOUBT_RELEASE,
+    RS_DOUBT_OPERATION
+};
+void replicaset_doubt_hold(app *a, enum replicaset_doubt_kind kind, const replicaset_record *r,
+                           const char *previous);
 /* Settle what is in doubt for name; call with its name lock held, before
  * reading its record. -1 (ERR_STORE_UNAVAILABLE) while the store is down. */
-int rs_doubt_resolve(app *a, const char *name, gb_err *err);
+int replicaset_doubt_resolve(app *a, const char *name, gb_err *err);
 /* The background thread that settles entries every second. */
-int rs_doubt_start(app *a, gb_err *err);
-void rs_doubt_stop(app *a);
+int replicaset_doubt_start(app *a, gb_err *err);
+void replicaset_doubt_stop(app *a);
 
 /* The first transaction of an operation, which wrote `after` (naming the
  * operation), failed. When the store did not confirm it, it may have landed:
  * it is handed to replicaset/doubt.c with `before` (the record as it was) and the
  * message says so; the caller then gives back nothing. Always -1. */
-int rs_doubt_begin_failed(app *a, const rs_record *before, const rs_record *after, gb_err *err);
+int replicaset_doubt_begin_failed(app *a, const replicaset_record *before,
+                                  const replicaset_record *after, gb_err *err);
 
 #endif

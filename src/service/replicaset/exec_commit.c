@@ -17,19 +17,20 @@
 #include "util/json.h"
 #include "util/log.h"
 
-static int rs_load_for(app *a, const char *name, enum rs_op op, rs_record *r, gb_err *err)
+static int replicaset_load_for(app *a, const char *name, enum replicaset_op op,
+                               replicaset_record *r, gb_err *err)
 {
     if (name_check_replicaset(name, err) < 0)
         return -1;
-    int found = rs_record_load_visible(a->store, name, r, err);
+    int found = replicaset_record_load_visible(a->store, name, r, err);
     if (found < 0)
         return -1;
-    if (!found || rs_record_is_tombstone(r))
+    if (!found || replicaset_record_is_tombstone(r))
         return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
-    return rs_lifecycle_check(op, r, err);
+    return replicaset_lifecycle_check(op, r, err);
 }
 
-int replicaset_execute(app *a, const char *name, const rs_exec_request *req, json_t **out,
+int replicaset_execute(app *a, const char *name, const replicaset_exec_request *req, json_t **out,
                        gb_err *err)
 {
     OPS_TIMED(a, "execute", out, err);
@@ -39,8 +40,8 @@ int replicaset_execute(app *a, const char *name, const rs_exec_request *req, jso
     if (timeout > RS_EXEC_MAX_TIMEOUT_S)
         return err_set(err, ERR_INVALID_PARAMS, "timeoutSeconds is %d; at most %d", timeout,
                        RS_EXEC_MAX_TIMEOUT_S);
-    _cleanup_(rs_record_free) rs_record r = {0};
-    if (rs_load_for(a, name, RS_OP_EXECUTE, &r, err) < 0)
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (replicaset_load_for(a, name, RS_OP_EXECUTE, &r, err) < 0)
         return -1;
     if (a->hooks.set_exec)
         a->hooks.set_exec(a, name); /* someone works in it: not idle */
@@ -63,7 +64,7 @@ int replicaset_execute(app *a, const char *name, const rs_exec_request *req, jso
 }
 
 /* An existing tag may be replaced only when asked and only if gpubox made it. */
-static int rs_commit_check_target(app *a, const char *image, bool overwrite, gb_err *err)
+static int replicaset_commit_check_target(app *a, const char *image, bool overwrite, gb_err *err)
 {
     _cleanup_json_ json_t *existing = NULL;
     gb_err probe = GB_ERR_INIT;
@@ -86,11 +87,11 @@ static int rs_commit_check_target(app *a, const char *image, bool overwrite, gb_
     /* Images everyone starts from are an admin's: a user replaces only
      * what they committed themselves. */
     const char *by = json_string_value(json_object_get(labels, DOCKER_LABEL_COMMITTED_BY));
-    if (caller_is_user() && (!by || strcmp(by, caller_owner()) != 0))
+    if (users_caller_is_user() && (!by || strcmp(by, users_caller_owner()) != 0))
         return err_set(err, ERR_FORBIDDEN,
                        "image %s was not committed by %s; a user may overwrite only images they "
                        "committed",
-                       image, caller_owner());
+                       image, users_caller_owner());
     return 0;
 }
 
@@ -118,7 +119,7 @@ static bool env_has_key(const json_t *env, const char *e)
  * the container added (the request's env, gpubox's own) named without a
  * value. Docker adds back any variable of the container the commit's Env
  * does not name; a name without '=' is one it unsets at every start. */
-static json_t *rs_commit_env(app *a, const char *container, gb_err *err)
+static json_t *replicaset_commit_env(app *a, const char *container, gb_err *err)
 {
     _cleanup_json_ json_t *c = NULL;
     _cleanup_json_ json_t *img = NULL;
@@ -154,24 +155,24 @@ int replicaset_commit(app *a, const char *name, const char *image, bool overwrit
                        "\"myimage:v1\"");
     if (docker_image_ref_check(image, repo, sizeof(repo), tag, sizeof(tag), err) < 0)
         return err_prefix(err, "newImageName");
-    _cleanup_(rs_record_free) rs_record r = {0};
-    if (rs_load_for(a, name, RS_OP_COMMIT, &r, err) < 0)
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (replicaset_load_for(a, name, RS_OP_COMMIT, &r, err) < 0)
         return -1;
     /* A user's images go under their own namespace (images/owners.c). */
-    if (image_commit_check(repo, err) < 0)
+    if (images_commit_check(repo, err) < 0)
         return -1;
     char full[DOCKER_REPO_MAX + DOCKER_TAG_MAX + 1];
     snprintf(full, sizeof(full), "%s:%s", repo, tag);
-    if (rs_commit_check_target(a, full, overwrite, err) < 0)
+    if (replicaset_commit_check_target(a, full, overwrite, err) < 0)
         return -1;
-    _cleanup_json_ json_t *env = keep_env ? NULL : rs_commit_env(a, r.container_name, err);
+    _cleanup_json_ json_t *env = keep_env ? NULL : replicaset_commit_env(a, r.container_name, err);
     if (!keep_env && !env) {
         err->code = ERR_COMMIT_FAILED; /* as a failed commit answers */
         return err_prefix(err, "committing %s", r.container_name);
     }
     _cleanup_json_ json_t *labels =
         json_pack("{s:s, s:s, s:s}", DOCKER_LABEL_CREATED, "true", DOCKER_LABEL_COMMITTED_FROM,
-                  r.container_name, DOCKER_LABEL_COMMITTED_BY, caller_owner());
+                  r.container_name, DOCKER_LABEL_COMMITTED_BY, users_caller_owner());
     _cleanup_free_ char *image_id = NULL;
     char comment[128];
     snprintf(comment, sizeof(comment), "gpubox commit of %s", r.container_name);
@@ -181,8 +182,8 @@ int replicaset_commit(app *a, const char *name, const char *image, bool overwrit
         return err_prefix(err, "committing %s", r.container_name);
     }
     /* An admin's image is everyone's, whoever pulled that name before. */
-    if (!caller_is_user() && !image_ref_is_committed(repo) &&
-        image_committed_public(a, full, err) < 0)
+    if (!users_caller_is_user() && !images_ref_is_committed(repo) &&
+        images_committed_public(a, full, err) < 0)
         return err_prefix(err, "committed %s as %s, but", r.container_name, full);
     log_info("replica set %s: committed %s as %s%s", name, r.container_name, full,
              keep_env ? " (with its environment)" : "");

@@ -30,7 +30,7 @@
  *     at RS_HAMI_CORE_PATH and LD_PRELOAD naming it (in the env and the
  *     file), so HAMi-core enforces the memory limits.
  * With neither, the limits are scheduled but not enforced, and the API
- * says so (rs_gpu_enforced_by reads it from the container itself, which
+ * says so (replicaset_gpu_enforced_by reads it from the container itself, which
  * outlives a change of the host setting).
  */
 #include "util/xalloc.h"
@@ -56,18 +56,18 @@
 #define RS_LD_SO_PRELOAD_FILE "ld.so.preload" /* beside limits, names the limiter */
 
 /* A memory share or time-slice replica (a grant has one mode). */
-static bool rs_grant_is_share(const rs_record *r)
+static bool replicaset_grant_is_share(const replicaset_record *r)
 {
     return r->ngpus && r->grant.n == r->ngpus && r->grant.cards[0].mode != GPUS_MODE_WHOLE;
 }
 
-static bool rs_hami_core_set(const app *a)
+static bool replicaset_hami_core_set(const app *a)
 {
     return a->cfg.hami_core && *a->cfg.hami_core;
 }
 
 /* Docker's inspect says LD_PRELOAD names the library and it is mounted. */
-static bool rs_hami_core_in(const json_t *inspect)
+static bool replicaset_hami_core_in(const json_t *inspect)
 {
     bool preload = false, mounted = false;
     json_t *env = json_object_get(json_object_get(inspect, "Config"), "Env");
@@ -86,13 +86,13 @@ static bool rs_hami_core_in(const json_t *inspect)
 }
 
 /* The limiter is in place when HAMi-core is not set and gpubox's is. */
-static bool rs_cuda_limiter_set(const app *a)
+static bool replicaset_cuda_limiter_set(const app *a)
 {
-    return !rs_hami_core_set(a) && a->cfg.cuda_limiter && *a->cfg.cuda_limiter;
+    return !replicaset_hami_core_set(a) && a->cfg.cuda_limiter && *a->cfg.cuda_limiter;
 }
 
 /* Docker's inspect says the preload file and the limits are mounted. */
-static bool rs_cuda_limiter_in(const json_t *inspect)
+static bool replicaset_cuda_limiter_in(const json_t *inspect)
 {
     bool preload = false, limits = false;
     json_t *mounts = json_object_get(inspect, "Mounts");
@@ -105,18 +105,19 @@ static bool rs_cuda_limiter_in(const json_t *inspect)
     return preload && limits;
 }
 
-const char *rs_gpu_enforced_by(const app *a, const rs_record *r, const json_t *inspect)
+const char *replicaset_gpu_enforced_by(const app *a, const replicaset_record *r,
+                                       const json_t *inspect)
 {
-    if (!rs_grant_is_share(r))
+    if (!replicaset_grant_is_share(r))
         return r->ngpus ? "exclusive cards" : NULL;
-    if (inspect ? rs_cuda_limiter_in(inspect) : rs_cuda_limiter_set(a))
+    if (inspect ? replicaset_cuda_limiter_in(inspect) : replicaset_cuda_limiter_set(a))
         return "gpubox";
-    if (inspect ? rs_hami_core_in(inspect) : rs_hami_core_set(a))
+    if (inspect ? replicaset_hami_core_in(inspect) : replicaset_hami_core_set(a))
         return "HAMi-core";
     return NULL;
 }
 
-static int rs_gpu_env_path(const app *a, const char *container, char *path, size_t size)
+static int replicaset_gpu_env_path(const app *a, const char *container, char *path, size_t size)
 {
     int n = snprintf(path, size, "%s/" RS_GPU_ENV_DIR "/%s" RS_GPU_ENV_SUFFIX, a->cfg.data_dir,
                      container);
@@ -125,7 +126,7 @@ static int rs_gpu_env_path(const app *a, const char *container, char *path, size
 
 /* Write text to path through a temporary file and a rename, so a container
  * (re)started at any moment mounts a whole file. */
-static int rs_gpu_env_write(const char *path, const char *text, gb_err *err)
+static int replicaset_gpu_env_write(const char *path, const char *text, gb_err *err)
 {
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
@@ -154,8 +155,8 @@ static int rs_gpu_env_write(const char *path, const char *text, gb_err *err)
 }
 
 /* <data-dir>/NAME/<container> (made, mode 0755, when make is set). */
-static int rs_gpu_dir(const app *a, const char *name, const char *container, bool make, char *path,
-                      size_t size, gb_err *err)
+static int replicaset_gpu_dir(const app *a, const char *name, const char *container, bool make,
+                              char *path, size_t size, gb_err *err)
 {
     char parent[PATH_MAX];
     if (snprintf(parent, sizeof(parent), "%s/%s", a->cfg.data_dir, name) >= (int)sizeof(parent) ||
@@ -168,8 +169,8 @@ static int rs_gpu_dir(const app *a, const char *name, const char *container, boo
     return 0;
 }
 
-/* Removes a directory of rs_gpu_dir and the files in it. */
-static void rs_gpu_dir_remove(const char *path)
+/* Removes a directory of replicaset_gpu_dir and the files in it. */
+static void replicaset_gpu_dir_remove(const char *path)
 {
     DIR *d = opendir(path);
     if (!d)
@@ -184,7 +185,8 @@ static void rs_gpu_dir_remove(const char *path)
 
 /* The CUDA limiter for a share: the limits file (src/cuda/limits.h: UUID
  * and MiB, one card a line), the preload file, and the four mounts. */
-static int rs_cuda_limiter_prepare(const app *a, const rs_record *r, rs_gpu_env *out, gb_err *err)
+static int replicaset_cuda_limiter_prepare(const app *a, const replicaset_record *r,
+                                           replicaset_gpu_env *out, gb_err *err)
 {
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
@@ -198,8 +200,8 @@ static int rs_cuda_limiter_prepare(const app *a, const rs_record *r, rs_gpu_env 
     if (fclose(f) != 0)
         return err_set(err, ERR_INTERNAL, "out of memory");
     char limits_dir[PATH_MAX], file[PATH_MAX + 16], preload[PATH_MAX];
-    if (rs_gpu_dir(a, RS_GPU_LIMITS_DIR, r->container_name, true, limits_dir, sizeof(limits_dir),
-                   err) < 0)
+    if (replicaset_gpu_dir(a, RS_GPU_LIMITS_DIR, r->container_name, true, limits_dir,
+                           sizeof(limits_dir), err) < 0)
         return -1;
     /* The preload file is the container's own too (in the same directory,
      * where the library reads only "limits"): no two creates write one file. */
@@ -207,8 +209,8 @@ static int rs_cuda_limiter_prepare(const app *a, const rs_record *r, rs_gpu_env 
     if (snprintf(preload, sizeof(preload), "%s/" RS_LD_SO_PRELOAD_FILE, limits_dir) >=
         (int)sizeof(preload))
         return err_set(err, ERR_INTERNAL, "data dir path is too long for the preload file");
-    if (rs_gpu_env_write(file, text, err) < 0 ||
-        rs_gpu_env_write(preload, RS_CUDA_LIMITER_PATH "\n", err) < 0)
+    if (replicaset_gpu_env_write(file, text, err) < 0 ||
+        replicaset_gpu_env_write(preload, RS_CUDA_LIMITER_PATH "\n", err) < 0)
         return -1;
     out->limits_dir = xstrdup(limits_dir);
     out->preload_file = xstrdup(preload);
@@ -225,13 +227,14 @@ static int rs_cuda_limiter_prepare(const app *a, const rs_record *r, rs_gpu_env 
 
 /* The grant's lines, plus LD_PRELOAD for a share when HAMi-core is set;
  * the CUDA limiter's files and mounts for a share when it is set. */
-static int rs_gpu_env_lines(const app *a, const rs_record *r, rs_gpu_env *out, gb_err *err)
+static int replicaset_gpu_env_lines(const app *a, const replicaset_record *r,
+                                    replicaset_gpu_env *out, gb_err *err)
 {
     if (gpus_grant_env(&r->grant, &out->env, &out->nenv, err) < 0)
         return -1;
-    if (rs_grant_is_share(r) && rs_cuda_limiter_set(a))
-        return rs_cuda_limiter_prepare(a, r, out, err);
-    if (!rs_hami_core_set(a) || !rs_grant_is_share(r))
+    if (replicaset_grant_is_share(r) && replicaset_cuda_limiter_set(a))
+        return replicaset_cuda_limiter_prepare(a, r, out, err);
+    if (!replicaset_hami_core_set(a) || !replicaset_grant_is_share(r))
         return 0;
     char **grown = xrealloc(out->env, (out->nenv + 2) * sizeof(*grown));
     out->env = grown;
@@ -243,7 +246,8 @@ static int rs_gpu_env_lines(const app *a, const rs_record *r, rs_gpu_env *out, g
 }
 
 /* The lines into <data-dir>/gpu-env/<container>.env; out->file its path. */
-static int rs_gpu_env_write_file(const app *a, const rs_record *r, rs_gpu_env *out, gb_err *err)
+static int replicaset_gpu_env_write_file(const app *a, const replicaset_record *r,
+                                         replicaset_gpu_env *out, gb_err *err)
 {
     _cleanup_free_ char *text = NULL;
     size_t len = 0;
@@ -256,23 +260,23 @@ static int rs_gpu_env_write_file(const app *a, const rs_record *r, rs_gpu_env *o
         return err_set(err, ERR_INTERNAL, "out of memory");
     char dir[PATH_MAX], path[PATH_MAX];
     if (snprintf(dir, sizeof(dir), "%s/" RS_GPU_ENV_DIR, a->cfg.data_dir) >= (int)sizeof(dir) ||
-        rs_gpu_env_path(a, r->container_name, path, sizeof(path)) < 0)
+        replicaset_gpu_env_path(a, r->container_name, path, sizeof(path)) < 0)
         return err_set(err, ERR_INTERNAL, "data dir path is too long for the GPU env files");
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return err_set(err, ERR_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
-    if (rs_gpu_env_write(path, text, err) < 0)
+    if (replicaset_gpu_env_write(path, text, err) < 0)
         return -1;
     out->file = xstrdup(path);
     return 0;
 }
 
-int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, rs_gpu_env *out,
-                       gb_err *err)
+int replicaset_gpu_env_prepare(app *a, const replicaset_record *r, const binds_resolved *binds,
+                               replicaset_gpu_env *out, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
     if (r->ngpus == 0 || r->grant.n != r->ngpus)
         return 0;
-    /* rs_spec refuses binds there; a spec made before that rule is caught here */
+    /* replicaset_spec refuses binds there; a spec made before that rule is caught here */
     for (size_t i = 0; i < binds->n; i++)
         if (strcmp(binds->binds[i].dest, GPUS_ENV_FILE_PATH) == 0 ||
             strcmp(binds->binds[i].dest, RS_HAMI_CORE_PATH) == 0 ||
@@ -284,8 +288,9 @@ int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, 
                            "a bind mounts on %s, where gpubox puts the GPU limits; pick another "
                            "dest",
                            binds->binds[i].dest);
-    if (rs_gpu_env_lines(a, r, out, err) < 0 || rs_gpu_env_write_file(a, r, out, err) < 0) {
-        rs_gpu_env_free(out);
+    if (replicaset_gpu_env_lines(a, r, out, err) < 0 ||
+        replicaset_gpu_env_write_file(a, r, out, err) < 0) {
+        replicaset_gpu_env_free(out);
         return -1;
     }
     out->mounts[out->nmounts++] =
@@ -293,7 +298,7 @@ int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, 
     return 0;
 }
 
-void rs_gpu_env_free(rs_gpu_env *e)
+void replicaset_gpu_env_free(replicaset_gpu_env *e)
 {
     gpus_grant_env_free(e->env, e->nenv);
     free(e->file);
@@ -302,20 +307,20 @@ void rs_gpu_env_free(rs_gpu_env *e)
     memset(e, 0, sizeof(*e));
 }
 
-void rs_gpu_env_remove(app *a, const char *container)
+void replicaset_gpu_env_remove(app *a, const char *container)
 {
     char path[PATH_MAX];
-    if (rs_gpu_env_path(a, container, path, sizeof(path)) == 0 && unlink(path) < 0 &&
+    if (replicaset_gpu_env_path(a, container, path, sizeof(path)) == 0 && unlink(path) < 0 &&
         errno != ENOENT)
         log_warn("replica sets: cannot remove %s: %s", path, strerror(errno));
     gb_err e = GB_ERR_INIT;
-    if (rs_gpu_dir(a, RS_GPU_LIMITS_DIR, container, false, path, sizeof(path), &e) == 0)
-        rs_gpu_dir_remove(path);
+    if (replicaset_gpu_dir(a, RS_GPU_LIMITS_DIR, container, false, path, sizeof(path), &e) == 0)
+        replicaset_gpu_dir_remove(path);
 }
 
 /* Start-up: the CUDA limiter's limits directories of containers no record
  * names. */
-static size_t rs_gpu_dirs_sweep(app *a, const char *name, const json_t *containers)
+static size_t replicaset_gpu_dirs_sweep(app *a, const char *name, const json_t *containers)
 {
     char dir[PATH_MAX];
     if (snprintf(dir, sizeof(dir), "%s/%s", a->cfg.data_dir, name) >= (int)sizeof(dir))
@@ -329,14 +334,14 @@ static size_t rs_gpu_dirs_sweep(app *a, const char *name, const json_t *containe
             continue;
         char path[PATH_MAX + NAME_MAX + 2];
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        rs_gpu_dir_remove(path);
+        replicaset_gpu_dir_remove(path);
         removed++;
     }
     closedir(d);
     return removed;
 }
 
-void rs_gpu_env_sweep(app *a, const json_t *containers)
+void replicaset_gpu_env_sweep(app *a, const json_t *containers)
 {
     char dir[PATH_MAX];
     if (snprintf(dir, sizeof(dir), "%s/" RS_GPU_ENV_DIR, a->cfg.data_dir) >= (int)sizeof(dir))
@@ -359,7 +364,7 @@ void rs_gpu_env_sweep(app *a, const json_t *containers)
             removed++;
     }
     closedir(d);
-    removed += rs_gpu_dirs_sweep(a, RS_GPU_LIMITS_DIR, containers);
+    removed += replicaset_gpu_dirs_sweep(a, RS_GPU_LIMITS_DIR, containers);
     if (removed)
         log_info("reconcile: removed %zu GPU env file(s) or limits directories no container uses",
                  removed);

@@ -19,7 +19,7 @@
 #include "service/replicaset/record.h"
 #include "util/err.h"
 
-typedef struct rs_gpu_env {
+typedef struct replicaset_gpu_env {
     char **env; /* "KEY=VALUE" to add after the spec's env */
     size_t nenv;
     docker_bind mounts[5]; /* the env file; HAMi-core, or the CUDA limiter's four */
@@ -28,21 +28,21 @@ typedef struct rs_gpu_env {
     /* The CUDA limiter's host paths (the limits directory, the preload
      * file); NULL when it is not used. */
     char *limits_dir, *preload_file;
-} rs_gpu_env;
+} replicaset_gpu_env;
 
 /* For r's grant: the env lines, the host env file written (replacing one of
  * the same container name) and the mounts. A grant without cards gives
  * nothing. A user bind on one of gpubox's paths is ERR_INVALID_PARAMS. */
-int rs_gpu_env_prepare(app *a, const rs_record *r, const binds_resolved *binds, rs_gpu_env *out,
-                       gb_err *err);
-void rs_gpu_env_free(rs_gpu_env *e);
+int replicaset_gpu_env_prepare(app *a, const replicaset_record *r, const binds_resolved *binds,
+                               replicaset_gpu_env *out, gb_err *err);
+void replicaset_gpu_env_free(replicaset_gpu_env *e);
 
 /* Remove the host files of a container (env file, CUDA limits directory)
  * after the container is gone. */
-void rs_gpu_env_remove(app *a, const char *container);
+void replicaset_gpu_env_remove(app *a, const char *container);
 /* Start-up: remove every such host file whose container is not a key of
  * containers (an object whose keys are the containers records name). */
-void rs_gpu_env_sweep(app *a, const json_t *containers);
+void replicaset_gpu_env_sweep(app *a, const json_t *containers);
 
 /* What enforces r's GPU limits inside its container: "exclusive cards" for
  * whole cards; for a share "gpubox" (the CUDA limiter) or "HAMi-core" when
@@ -50,6 +50,7 @@ void rs_gpu_env_sweep(app *a, const json_t *containers);
  * limiter's preload file and limits among its Mounts; HAMi-core's last
  * LD_PRELOAD in Config.Env and its library among the Mounts), else from
  * today's host setting; NULL when nothing does (or no cards). */
-const char *rs_gpu_enforced_by(const app *a, const rs_record *r, const json_t *inspect);
+const char *replicaset_gpu_enforced_by(const app *a, const replicaset_record *r,
+                                       const json_t *inspect);
 
 #endif

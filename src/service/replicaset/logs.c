@@ -4,7 +4,7 @@
  * versions' from what gpubox kept when their containers were removed.
  *
  * A new version removes the old container (version.c), and a delete
- * removes the last one; just before, rs_logs_keep copies the container's
+ * removes the last one; just before, replicaset_logs_keep copies the container's
  * last RS_LOGS_KEEP_LINES lines, with Docker's timestamps, into
  * <data_dir>/logs/<name>/<version>.ndjson (one JSON object a line:
  * {"time", "stream", "text"}), written to a temporary name and renamed,
@@ -13,7 +13,7 @@
  * the newest lines that fit a quarter of --kept-logs-mib (a first read
  * measures them, a second writes them; no pass holds the lines), and a
  * set keeps --kept-logs-mib over all its versions, the oldest versions'
- * files removed first (rs_logs_trim); GET /replicaSet/{name} shows what
+ * files removed first (replicaset_logs_trim); GET /replicaSet/{name} shows what
  * they take (keptLogsBytes). Keeping them is best effort: a failure is
  * logged and never stops the change. A purge removes the folder. The
  * files are the node's own: in a fleet the node holding the set answers.
@@ -48,18 +48,18 @@
 
 #define RS_LOGS_DIR "logs"
 
-static const char *rs_stream_name(int stream)
+static const char *replicaset_stream_name(int stream)
 {
     return stream == 2 ? "stderr" : "stdout";
 }
 
-static int rs_stream_of(const char *name)
+static int replicaset_stream_of(const char *name)
 {
     return name && strcmp(name, "stderr") == 0 ? 2 : 1;
 }
 
 /* <data_dir>/logs/<name>[/<version>.ndjson]; -1 when it does not fit. */
-static int rs_logs_path(const app *a, const char *name, int version, char *buf, size_t size)
+static int replicaset_logs_path(const app *a, const char *name, int version, char *buf, size_t size)
 {
     int n = version > 0 ? snprintf(buf, size, "%s/" RS_LOGS_DIR "/%s/%d.ndjson", a->cfg.data_dir,
                                    name, version)
@@ -69,41 +69,41 @@ static int rs_logs_path(const app *a, const char *name, int version, char *buf, 
 
 /* ---- keeping ------------------------------------------------------------------ */
 
-uint64_t rs_logs_set_cap(const app *a)
+uint64_t replicaset_logs_set_cap(const app *a)
 {
     unsigned mib = a->cfg.kept_logs_mib ? a->cfg.kept_logs_mib : RS_LOGS_KEEP_SET_MIB_DEFAULT;
     return (uint64_t)mib << 20;
 }
 
-uint64_t rs_logs_version_cap(const app *a)
+uint64_t replicaset_logs_version_cap(const app *a)
 {
-    return rs_logs_set_cap(a) / 4;
+    return replicaset_logs_set_cap(a) / 4;
 }
 
 /* A kept line as the file holds it: {"time","stream","text"} and its end. */
-static void rs_keep_encode(json_out *o, const docker_log_line *l)
+static void replicaset_keep_encode(json_out *o, const docker_log_line *l)
 {
     json_out_reset(o);
     json_out_raw(o, "{\"time\":", 8);
     json_out_string_lossy(o, l->time, strlen(l->time));
-    json_out_printf(o, ",\"stream\":\"%s\",\"text\":", rs_stream_name(l->stream));
+    json_out_printf(o, ",\"stream\":\"%s\",\"text\":", replicaset_stream_name(l->stream));
     json_out_string_lossy(o, l->text, l->len);
     json_out_raw(o, "}\n", 2);
 }
 
 /* The first pass: how many of the container's last lines fit the cap,
  * counted as written (escaped), with a window of their sizes only. */
-struct rs_keep_measure {
+struct replicaset_keep_measure {
     json_out line;
     uint32_t *cost; /* a ring of RS_LOGS_KEEP_LINES */
     size_t start, n;
     uint64_t bytes, cap;
 };
 
-static bool rs_keep_measure_line(void *ctx, const docker_log_line *l)
+static bool replicaset_keep_measure_line(void *ctx, const docker_log_line *l)
 {
-    struct rs_keep_measure *m = ctx;
-    rs_keep_encode(&m->line, l);
+    struct replicaset_keep_measure *m = ctx;
+    replicaset_keep_encode(&m->line, l);
     if (m->n == RS_LOGS_KEEP_LINES) { /* Docker sent more than asked: keep the last */
         m->bytes -= m->cost[m->start];
         m->start = (m->start + 1) % RS_LOGS_KEEP_LINES;
@@ -121,17 +121,17 @@ static bool rs_keep_measure_line(void *ctx, const docker_log_line *l)
 
 /* The second pass: the lines the first found room for, and never more
  * than the cap (the log may differ a little from the first read). */
-struct rs_keep_write {
+struct replicaset_keep_write {
     FILE *f;
     json_out line;
     uint64_t bytes, cap;
     bool failed;
 };
 
-static bool rs_keep_line(void *ctx, const docker_log_line *l)
+static bool replicaset_keep_line(void *ctx, const docker_log_line *l)
 {
-    struct rs_keep_write *w = ctx;
-    rs_keep_encode(&w->line, l);
+    struct replicaset_keep_write *w = ctx;
+    replicaset_keep_encode(&w->line, l);
     if (w->bytes + w->line.len > w->cap)
         return false;
     w->bytes += w->line.len;
@@ -142,32 +142,32 @@ static bool rs_keep_line(void *ctx, const docker_log_line *l)
     return true;
 }
 
-static int rs_mkdir(const char *path)
+static int replicaset_mkdir(const char *path)
 {
     return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
 }
 
 /* <n>.ndjson: n, or 0 when name is not a kept file. */
-static int rs_logs_file_version(const char *name)
+static int replicaset_logs_file_version(const char *name)
 {
     char *end = NULL;
     long v = strtol(name, &end, 10);
     return v > 0 && v <= INT_MAX && end && strcmp(end, ".ndjson") == 0 ? (int)v : 0;
 }
 
-struct rs_kept_file {
+struct replicaset_kept_file {
     int version;
     uint64_t bytes;
 };
 
-static int rs_kept_file_cmp(const void *x, const void *y)
+static int replicaset_kept_file_cmp(const void *x, const void *y)
 {
-    const struct rs_kept_file *a = x, *b = y;
+    const struct replicaset_kept_file *a = x, *b = y;
     return (a->version > b->version) - (a->version < b->version);
 }
 
 /* The kept files of a set, oldest version first; their count. */
-static size_t rs_logs_kept_files(const char *dir, struct rs_kept_file **out)
+static size_t replicaset_logs_kept_files(const char *dir, struct replicaset_kept_file **out)
 {
     *out = NULL;
     DIR *d = opendir(dir);
@@ -175,7 +175,7 @@ static size_t rs_logs_kept_files(const char *dir, struct rs_kept_file **out)
         return 0;
     size_t n = 0, cap = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        int v = rs_logs_file_version(e->d_name);
+        int v = replicaset_logs_file_version(e->d_name);
         struct stat st;
         if (!v || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
             !S_ISREG(st.st_mode))
@@ -184,21 +184,21 @@ static size_t rs_logs_kept_files(const char *dir, struct rs_kept_file **out)
             cap = cap ? 2 * cap : 16;
             *out = xrealloc(*out, cap * sizeof(**out));
         }
-        (*out)[n++] = (struct rs_kept_file){.version = v, .bytes = (uint64_t)st.st_size};
+        (*out)[n++] = (struct replicaset_kept_file){.version = v, .bytes = (uint64_t)st.st_size};
     }
     closedir(d);
     if (n)
-        qsort(*out, n, sizeof(**out), rs_kept_file_cmp);
+        qsort(*out, n, sizeof(**out), replicaset_kept_file_cmp);
     return n;
 }
 
-uint64_t rs_logs_kept_bytes(const app *a, const char *name)
+uint64_t replicaset_logs_kept_bytes(const app *a, const char *name)
 {
     char dir[PATH_MAX];
-    if (!a->cfg.data_dir || rs_logs_path(a, name, 0, dir, sizeof(dir)) < 0)
+    if (!a->cfg.data_dir || replicaset_logs_path(a, name, 0, dir, sizeof(dir)) < 0)
         return 0;
-    _cleanup_free_ struct rs_kept_file *files = NULL;
-    size_t n = rs_logs_kept_files(dir, &files);
+    _cleanup_free_ struct replicaset_kept_file *files = NULL;
+    size_t n = replicaset_logs_kept_files(dir, &files);
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += files[i].bytes;
@@ -206,16 +206,17 @@ uint64_t rs_logs_kept_bytes(const app *a, const char *name)
 }
 
 /* Keep the set's kept logs within its cap: the oldest versions' go first. */
-static void rs_logs_trim(const app *a, const char *name, const char *dir)
+static void replicaset_logs_trim(const app *a, const char *name, const char *dir)
 {
-    _cleanup_free_ struct rs_kept_file *files = NULL;
-    size_t n = rs_logs_kept_files(dir, &files);
-    uint64_t total = 0, cap = rs_logs_set_cap(a);
+    _cleanup_free_ struct replicaset_kept_file *files = NULL;
+    size_t n = replicaset_logs_kept_files(dir, &files);
+    uint64_t total = 0, cap = replicaset_logs_set_cap(a);
     for (size_t i = 0; i < n; i++)
         total += files[i].bytes;
     for (size_t i = 0; i + 1 < n && total > cap; i++) {
         char path[PATH_MAX];
-        if (rs_logs_path(a, name, files[i].version, path, sizeof(path)) < 0 || unlink(path) < 0)
+        if (replicaset_logs_path(a, name, files[i].version, path, sizeof(path)) < 0 ||
+            unlink(path) < 0)
             continue;
         total -= files[i].bytes;
         log_info("replica sets: dropped the kept logs of %s version %d (%" PRIu64
@@ -224,26 +225,27 @@ static void rs_logs_trim(const app *a, const char *name, const char *dir)
     }
 }
 
-void rs_logs_keep(app *a, const char *name, int version, const char *container)
+void replicaset_logs_keep(app *a, const char *name, int version, const char *container)
 {
     char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 8], top[PATH_MAX];
-    if (!a->cfg.data_dir || rs_logs_path(a, name, 0, dir, sizeof(dir)) < 0 ||
-        rs_logs_path(a, name, version, path, sizeof(path)) < 0)
+    if (!a->cfg.data_dir || replicaset_logs_path(a, name, 0, dir, sizeof(dir)) < 0 ||
+        replicaset_logs_path(a, name, version, path, sizeof(path)) < 0)
         return;
     snprintf(top, sizeof(top), "%s/" RS_LOGS_DIR, a->cfg.data_dir);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    if (rs_mkdir(top) < 0 || rs_mkdir(dir) < 0) {
+    if (replicaset_mkdir(top) < 0 || replicaset_mkdir(dir) < 0) {
         log_warn("replica sets: cannot keep the logs of %s: %s: %s", container, dir,
                  strerror(errno));
         return;
     }
     /* First how many of the last lines fit, then those: the file is
      * bounded as it is written, and neither pass holds the lines. */
-    struct rs_keep_measure m = {.cost = xcalloc(RS_LOGS_KEEP_LINES, sizeof(uint32_t)),
-                                .cap = rs_logs_version_cap(a)};
+    struct replicaset_keep_measure m = {.cost = xcalloc(RS_LOGS_KEEP_LINES, sizeof(uint32_t)),
+                                        .cap = replicaset_logs_version_cap(a)};
     docker_logs_opts o = {.tail = RS_LOGS_KEEP_LINES};
     gb_err e = GB_ERR_INIT;
-    int rc = docker_container_log_lines(a->docker, container, &o, rs_keep_measure_line, &m, &e);
+    int rc =
+        docker_container_log_lines(a->docker, container, &o, replicaset_keep_measure_line, &m, &e);
     free(m.cost);
     json_out_free(&m.line);
     if (rc < 0) {
@@ -261,13 +263,14 @@ void rs_logs_keep(app *a, const char *name, int version, const char *container)
                  strerror(errno));
         return;
     }
-    struct rs_keep_write w = {.f = f, .cap = m.cap};
+    struct replicaset_keep_write w = {.f = f, .cap = m.cap};
     o.tail = (long)m.n;
-    rc = m.n ? docker_container_log_lines(a->docker, container, &o, rs_keep_line, &w, &e) : 0;
+    rc = m.n ? docker_container_log_lines(a->docker, container, &o, replicaset_keep_line, &w, &e)
+             : 0;
     json_out_free(&w.line);
     bool ok = fclose(f) == 0 && rc == 0 && !w.failed;
     if (ok && rename(tmp, path) == 0) {
-        rs_logs_trim(a, name, dir);
+        replicaset_logs_trim(a, name, dir);
         return;
     }
     int errno_saved = errno;
@@ -278,10 +281,10 @@ void rs_logs_keep(app *a, const char *name, int version, const char *container)
              rc < 0 ? e.msg : strerror(w.failed ? EIO : errno_saved));
 }
 
-void rs_logs_forget(app *a, const char *name)
+void replicaset_logs_forget(app *a, const char *name)
 {
     char dir[PATH_MAX];
-    if (!a->cfg.data_dir || rs_logs_path(a, name, 0, dir, sizeof(dir)) < 0)
+    if (!a->cfg.data_dir || replicaset_logs_path(a, name, 0, dir, sizeof(dir)) < 0)
         return;
     DIR *d = opendir(dir);
     if (!d)
@@ -301,7 +304,7 @@ void rs_logs_forget(app *a, const char *name)
 /* ---- the plan ----------------------------------------------------------------- */
 
 /* The versions the history knows, oldest first, as {version, containerName}. */
-static int rs_logs_versions(app *a, const char *name, json_t *out, gb_err *err)
+static int replicaset_logs_versions(app *a, const char *name, json_t *out, gb_err *err)
 {
     char prefix[STORE_KEY_MAX];
     keys_replicaset_history_prefix(prefix, sizeof(prefix), name);
@@ -321,7 +324,7 @@ static int rs_logs_versions(app *a, const char *name, json_t *out, gb_err *err)
 
 /* Where version v's lines come from: its container when Docker has it,
  * else the lines kept when it was removed, else nothing (with why). */
-static void rs_logs_source(app *a, const char *name, json_t *v, bool current)
+static void replicaset_logs_source(app *a, const char *name, json_t *v, bool current)
 {
     const char *cn = json_string_value(json_object_get(v, "containerName"));
     int version = (int)json_integer_value(json_object_get(v, "version"));
@@ -333,7 +336,8 @@ static void rs_logs_source(app *a, const char *name, json_t *v, bool current)
         json_object_set_new(v, "status", json_string(st.status));
         return;
     }
-    if (rs_logs_path(a, name, version, path, sizeof(path)) == 0 && access(path, R_OK) == 0) {
+    if (replicaset_logs_path(a, name, version, path, sizeof(path)) == 0 &&
+        access(path, R_OK) == 0) {
         json_object_set_new(v, "source", json_string("kept"));
         return;
     }
@@ -351,15 +355,15 @@ static void rs_logs_source(app *a, const char *name, json_t *v, bool current)
     json_object_set_new(v, "note", json_string(why));
 }
 
-int replicaset_logs_plan(app *a, const char *name, const rs_logs_request *rq, json_t **out,
+int replicaset_logs_plan(app *a, const char *name, const replicaset_logs_request *rq, json_t **out,
                          gb_err *err)
 {
     *out = NULL;
-    _cleanup_(rs_record_free) rs_record r = {0};
-    if (rs_record_load_named(a, name, &r, err) < 0)
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (replicaset_record_load_named(a, name, &r, err) < 0)
         return -1;
     _cleanup_json_ json_t *all = json_array();
-    if (rs_logs_versions(a, name, all, err) < 0)
+    if (replicaset_logs_versions(a, name, all, err) < 0)
         return -1;
     size_t n = json_array_size(all);
     size_t first = rq->versions <= 0 || (size_t)rq->versions >= n ? 0 : n - (size_t)rq->versions;
@@ -369,53 +373,53 @@ int replicaset_logs_plan(app *a, const char *name, const rs_logs_request *rq, js
         bool current = json_integer_value(json_object_get(v, "version")) == r.version;
         /* A version's container may be the current one only while the
          * set is not deleted. */
-        rs_logs_source(a, name, v, current && r.state != RS_STATE_DELETED);
+        replicaset_logs_source(a, name, v, current && r.state != RS_STATE_DELETED);
         json_object_set_new(v, "current", json_boolean(current));
         json_array_append(chosen, v);
     }
     *out = json_pack("{s:s, s:i, s:s, s:o}", "name", name, "version", r.version, "state",
-                     rs_state_name(r.state), "versions", chosen);
+                     replicaset_state_name(r.state), "versions", chosen);
     return 0;
 }
 
 /* ---- reading ------------------------------------------------------------------ */
 
 /* "2026-11-22T01:28:28.123456789Z" as unix seconds; 0 when it is not. */
-static int64_t rs_logs_time_s(const char *t)
+static int64_t replicaset_logs_time_s(const char *t)
 {
     int64_t s = 0;
     return t && time_rfc3339_parse(t, &s) == 0 ? s : 0;
 }
 
-struct rs_read {
-    const rs_logs_request *rq;
+struct replicaset_read {
+    const replicaset_logs_request *rq;
     int version;
-    rs_log_fn fn;
+    replicaset_log_fn fn;
     void *ctx;
     bool stopped;
 };
 
-static bool rs_read_line(void *ctx, const docker_log_line *l)
+static bool replicaset_read_line(void *ctx, const docker_log_line *l)
 {
-    struct rs_read *rd = ctx;
-    rs_log_line line = {.version = rd->version,
-                        .stream = l->stream,
-                        .time = l->time,
-                        .text = l->text,
-                        .len = l->len,
-                        .partial = l->partial};
+    struct replicaset_read *rd = ctx;
+    replicaset_log_line line = {.version = rd->version,
+                                .stream = l->stream,
+                                .time = l->time,
+                                .text = l->text,
+                                .len = l->len,
+                                .partial = l->partial};
     if (!rd->fn(rd->ctx, &line))
         rd->stopped = true;
     return !rd->stopped;
 }
 
 /* A kept line read back, or NULL when it is not one or comes before since. */
-static json_t *rs_kept_parse(const char *buf, int64_t since)
+static json_t *replicaset_kept_parse(const char *buf, int64_t since)
 {
     json_t *o = json_loads(buf, 0, NULL);
     if (!o || !json_is_object(o))
         return json_decref(o), NULL;
-    int64_t t = rs_logs_time_s(json_string_value(json_object_get(o, "time")));
+    int64_t t = replicaset_logs_time_s(json_string_value(json_object_get(o, "time")));
     if (since > 0 && t < since)
         return json_decref(o), NULL;
     return o;
@@ -423,10 +427,11 @@ static json_t *rs_kept_parse(const char *buf, int64_t since)
 
 /* The kept lines of a version, since and tail applied: line by line (a
  * count first when tail asks for the last ones), never the whole file. */
-static int rs_logs_read_kept(app *a, const char *name, struct rs_read *rd, long tail, gb_err *err)
+static int replicaset_logs_read_kept(app *a, const char *name, struct replicaset_read *rd,
+                                     long tail, gb_err *err)
 {
     char path[PATH_MAX];
-    if (rs_logs_path(a, name, rd->version, path, sizeof(path)) < 0)
+    if (replicaset_logs_path(a, name, rd->version, path, sizeof(path)) < 0)
         return err_set(err, ERR_INTERNAL, "the logs path of %s is too long", name);
     FILE *f = fopen(path, "re");
     if (!f)
@@ -438,7 +443,7 @@ static int rs_logs_read_kept(app *a, const char *name, struct rs_read *rd, long 
     if (tail >= 0) {
         size_t n = 0;
         while (getline(&buf, &cap, f) > 0) {
-            json_t *o = rs_kept_parse(buf, rd->rq->since);
+            json_t *o = replicaset_kept_parse(buf, rd->rq->since);
             n += o != NULL;
             json_decref(o);
         }
@@ -446,7 +451,7 @@ static int rs_logs_read_kept(app *a, const char *name, struct rs_read *rd, long 
         rewind(f);
     }
     while (!rd->stopped && getline(&buf, &cap, f) > 0) {
-        _cleanup_json_ json_t *o = rs_kept_parse(buf, rd->rq->since);
+        _cleanup_json_ json_t *o = replicaset_kept_parse(buf, rd->rq->since);
         if (!o)
             continue;
         if (skip) {
@@ -456,11 +461,12 @@ static int rs_logs_read_kept(app *a, const char *name, struct rs_read *rd, long 
         json_t *tj = json_object_get(o, "text");
         const char *text = json_string_value(tj);
         const char *time = json_string_value(json_object_get(o, "time"));
-        rs_log_line line = {.version = rd->version,
-                            .stream = rs_stream_of(json_string_value(json_object_get(o, "stream"))),
-                            .time = time ? time : "",
-                            .text = text ? text : "",
-                            .len = text ? json_string_length(tj) : 0};
+        replicaset_log_line line = {
+            .version = rd->version,
+            .stream = replicaset_stream_of(json_string_value(json_object_get(o, "stream"))),
+            .time = time ? time : "",
+            .text = text ? text : "",
+            .len = text ? json_string_length(tj) : 0};
         if (!rd->fn(rd->ctx, &line))
             rd->stopped = true;
     }
@@ -469,8 +475,8 @@ static int rs_logs_read_kept(app *a, const char *name, struct rs_read *rd, long 
     return 0;
 }
 
-int replicaset_logs_read(app *a, const json_t *plan, const rs_logs_request *rq, rs_log_fn fn,
-                         void *ctx, gb_err *err)
+int replicaset_logs_read(app *a, const json_t *plan, const replicaset_logs_request *rq,
+                         replicaset_log_fn fn, void *ctx, gb_err *err)
 {
     const char *name = json_string_value(json_object_get(plan, "name"));
     json_t *versions = json_object_get(plan, "versions");
@@ -478,10 +484,11 @@ int replicaset_logs_read(app *a, const json_t *plan, const rs_logs_request *rq, 
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(versions, i);
         const char *source = json_string_value(json_object_get(v, "source"));
-        struct rs_read rd = {.rq = rq,
-                             .version = (int)json_integer_value(json_object_get(v, "version")),
-                             .fn = fn,
-                             .ctx = ctx};
+        struct replicaset_read rd = {.rq = rq,
+                                     .version =
+                                         (int)json_integer_value(json_object_get(v, "version")),
+                                     .fn = fn,
+                                     .ctx = ctx};
         int rc = 0;
         /* Only the last version asked for is followed: the others have
          * been replaced and will write nothing more. */
@@ -494,9 +501,9 @@ int replicaset_logs_read(app *a, const json_t *plan, const rs_logs_request *rq, 
                 .tail = tail, .since = rq->since, .follow = follow, .cancel = rq->cancel};
             rc = docker_container_log_lines(a->docker,
                                             json_string_value(json_object_get(v, "containerName")),
-                                            &o, rs_read_line, &rd, err);
+                                            &o, replicaset_read_line, &rd, err);
         } else if (source && strcmp(source, "kept") == 0) {
-            rc = rs_logs_read_kept(a, name, &rd, tail, err);
+            rc = replicaset_logs_read_kept(a, name, &rd, tail, err);
         }
         if (rc < 0)
             return err_prefix(err, "reading the logs of %s version %d", name, rd.version);

@@ -44,16 +44,16 @@
 #define RS_NETWORK_PREFIX "gpubox-u-"
 
 /* This process's network creates, one at a time. */
-static pthread_mutex_t rs_network_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t replicaset_network_mutex = PTHREAD_MUTEX_INITIALIZER;
 
-static const char *rs_network_owner(const char *owner)
+static const char *replicaset_network_owner(const char *owner)
 {
     return owner && *owner ? owner : USER_ANONYMOUS;
 }
 
-void rs_network_name(const char *owner, char *buf, size_t size)
+void replicaset_network_name(const char *owner, char *buf, size_t size)
 {
-    owner = rs_network_owner(owner);
+    owner = replicaset_network_owner(owner);
     /* User names may hold '@', which Docker's other names refuse: it
      * becomes '_', and the name gets a hash of the owner so that "a@b"
      * and "a_b" stay apart (the label tells them apart anyway). */
@@ -76,7 +76,7 @@ void rs_network_name(const char *owner, char *buf, size_t size)
 }
 
 /* obj[key] as a string; "" when it is not one. */
-static const char *rs_network_str(const json_t *obj, const char *key)
+static const char *replicaset_network_str(const json_t *obj, const char *key)
 {
     const char *v = json_string_value(json_object_get(obj, key));
     return v ? v : "";
@@ -84,7 +84,7 @@ static const char *rs_network_str(const json_t *obj, const char *key)
 
 /* Several networks named name (made at once): keep the one with the most
  * running containers, else the oldest, and remove the rest of owner's. */
-static void rs_network_dedupe(app *a, const char *owner, const char *name)
+static void replicaset_network_dedupe(app *a, const char *owner, const char *name)
 {
     char label[sizeof(DOCKER_LABEL_NETWORK) + USER_NAME_MAX + 1];
     snprintf(label, sizeof(label), "%s=%s", DOCKER_LABEL_NETWORK, owner);
@@ -101,7 +101,7 @@ static void rs_network_dedupe(app *a, const char *owner, const char *name)
     {
         const char *id = json_string_value(json_object_get(n, "Id"));
         json_t *full = NULL;
-        if (id && strcmp(rs_network_str(n, "Name"), name) == 0 &&
+        if (id && strcmp(replicaset_network_str(n, "Name"), name) == 0 &&
             docker_network_inspect(a->docker, id, &full, &e) == 0)
             json_array_append_new(same, full);
     }
@@ -110,8 +110,8 @@ static void rs_network_dedupe(app *a, const char *owner, const char *name)
         json_t *k = json_array_get(same, keep);
         size_t users = json_object_size(json_object_get(n, "Containers"));
         size_t kept_users = json_object_size(json_object_get(k, "Containers"));
-        const char *created = rs_network_str(n, "Created");
-        const char *kept_created = rs_network_str(k, "Created");
+        const char *created = replicaset_network_str(n, "Created");
+        const char *kept_created = replicaset_network_str(k, "Created");
         if (users > kept_users || (users == kept_users && strcmp(created, kept_created) < 0))
             keep = i;
     }
@@ -131,14 +131,14 @@ static void rs_network_dedupe(app *a, const char *owner, const char *name)
 
 /* The network's id when it is owner's; ERR_CONFLICT when a network of
  * that name is someone else's; ERR_NOT_FOUND when there is none. */
-static int rs_network_find(app *a, const char *owner, const char *name, char *id, size_t id_size,
-                           gb_err *err)
+static int replicaset_network_find(app *a, const char *owner, const char *name, char *id,
+                                   size_t id_size, gb_err *err)
 {
     _cleanup_json_ json_t *net = NULL;
     if (docker_network_inspect(a->docker, name, &net, err) < 0) {
         if (!strstr(err->msg, "ambiguous"))
             return -1;
-        rs_network_dedupe(a, owner, name);
+        replicaset_network_dedupe(a, owner, name);
         *err = (gb_err)GB_ERR_INIT;
         if (docker_network_inspect(a->docker, name, &net, err) < 0)
             return -1;
@@ -155,15 +155,15 @@ static int rs_network_find(app *a, const char *owner, const char *name, char *id
     return 0;
 }
 
-/* rs_network_ensure, with the network's name and id; the mutex held. */
-static int rs_network_ensure_locked(app *a, const char *owner, char *name, size_t name_size,
-                                    char *id, size_t id_size, gb_err *err)
+/* replicaset_network_ensure, with the network's name and id; the mutex held. */
+static int replicaset_network_ensure_locked(app *a, const char *owner, char *name, size_t name_size,
+                                            char *id, size_t id_size, gb_err *err)
 {
-    owner = rs_network_owner(owner);
-    rs_network_name(owner, name, name_size);
+    owner = replicaset_network_owner(owner);
+    replicaset_network_name(owner, name, name_size);
     for (int attempt = 0;; attempt++) {
         gb_err e = GB_ERR_INIT;
-        if (rs_network_find(a, owner, name, id, id_size, &e) == 0)
+        if (replicaset_network_find(a, owner, name, id, id_size, &e) == 0)
             return 0;
         if (e.code != ERR_NOT_FOUND || attempt == 2) {
             *err = e;
@@ -186,33 +186,33 @@ static int rs_network_ensure_locked(app *a, const char *owner, char *name, size_
     }
 }
 
-static int rs_network_ensure_id(app *a, const char *owner, char *name, size_t name_size, char *id,
-                                size_t id_size, gb_err *err)
+static int replicaset_network_ensure_id(app *a, const char *owner, char *name, size_t name_size,
+                                        char *id, size_t id_size, gb_err *err)
 {
-    pthread_mutex_lock(&rs_network_mutex);
-    int rc = rs_network_ensure_locked(a, owner, name, name_size, id, id_size, err);
-    pthread_mutex_unlock(&rs_network_mutex);
+    pthread_mutex_lock(&replicaset_network_mutex);
+    int rc = replicaset_network_ensure_locked(a, owner, name, name_size, id, id_size, err);
+    pthread_mutex_unlock(&replicaset_network_mutex);
     return rc;
 }
 
-int rs_network_ensure(app *a, const char *owner, char *name, size_t name_size, gb_err *err)
+int replicaset_network_ensure(app *a, const char *owner, char *name, size_t name_size, gb_err *err)
 {
     char id[96];
-    return rs_network_ensure_id(a, owner, name, name_size, id, sizeof(id), err);
+    return replicaset_network_ensure_id(a, owner, name, name_size, id, sizeof(id), err);
 }
 
 /* Whether the container's networks are exactly {name: id}. */
-static bool rs_network_only_on(const json_t *networks, const char *name, const char *id)
+static bool replicaset_network_only_on(const json_t *networks, const char *name, const char *id)
 {
     json_t *ep = json_object_get(networks, name);
     const char *ep_id = json_string_value(json_object_get(ep, "NetworkID"));
     return json_object_size(networks) == 1 && ep_id && strcmp(ep_id, id) == 0;
 }
 
-int rs_network_attach(app *a, const rs_record *r, gb_err *err)
+int replicaset_network_attach(app *a, const replicaset_record *r, gb_err *err)
 {
     char name[RS_NETWORK_NAME_MAX], id[96];
-    if (rs_network_ensure_id(a, r->owner, name, sizeof(name), id, sizeof(id), err) < 0)
+    if (replicaset_network_ensure_id(a, r->owner, name, sizeof(name), id, sizeof(id), err) < 0)
         return -1;
     _cleanup_json_ json_t *c = NULL;
     gb_err e = GB_ERR_INIT;
@@ -223,7 +223,7 @@ int rs_network_attach(app *a, const rs_record *r, gb_err *err)
         return -1;
     }
     json_t *networks = json_object_get(json_object_get(c, "NetworkSettings"), "Networks");
-    if (rs_network_only_on(networks, name, id))
+    if (replicaset_network_only_on(networks, name, id))
         return 0;
     if (json_is_true(json_object_get(json_object_get(c, "State"), "Running")))
         return 0; /* it moves at its next start: Docker moves only stopped ones */
@@ -249,25 +249,25 @@ int rs_network_attach(app *a, const rs_record *r, gb_err *err)
     return 0;
 }
 
-/* Does owner have a set that is not deleted? (rs_record_fn) */
-struct rs_network_owned {
+/* Does owner have a set that is not deleted? (replicaset_record_fn) */
+struct replicaset_network_owned {
     const char *owner;
     bool found;
 };
 
-static int rs_network_owned_each(void *ctx, rs_record *r, gb_err *err)
+static int replicaset_network_owned_each(void *ctx, replicaset_record *r, gb_err *err)
 {
     (void)err;
-    struct rs_network_owned *o = ctx;
-    if (r->state != RS_STATE_DELETED && !rs_record_is_tombstone(r) &&
-        strcmp(rs_network_owner(r->owner), o->owner) == 0)
+    struct replicaset_network_owned *o = ctx;
+    if (r->state != RS_STATE_DELETED && !replicaset_record_is_tombstone(r) &&
+        strcmp(replicaset_network_owner(r->owner), o->owner) == 0)
         o->found = true;
     return 0;
 }
 
 /* Remove the network name (owner's; id: by its id, as two of one name
  * would be ambiguous), tolerating a running container on it. */
-static void rs_network_remove(app *a, const char *name, const char *id, const char *owner)
+static void replicaset_network_remove(app *a, const char *name, const char *id, const char *owner)
 {
     gb_err e = GB_ERR_INIT;
     if (docker_network_remove(a->docker, id && *id ? id : name, &e) == 0)
@@ -279,24 +279,24 @@ static void rs_network_remove(app *a, const char *name, const char *id, const ch
         log_warn("networks: cannot remove network %s: %s", name, e.msg);
 }
 
-void rs_network_release(app *a, const char *owner)
+void replicaset_network_release(app *a, const char *owner)
 {
-    owner = rs_network_owner(owner);
-    struct rs_network_owned o = {.owner = owner};
+    owner = replicaset_network_owner(owner);
+    struct replicaset_network_owned o = {.owner = owner};
     gb_err e = GB_ERR_INIT;
-    if (rs_records_each(a->store, rs_network_owned_each, &o, &e) < 0) {
+    if (replicaset_records_each(a->store, replicaset_network_owned_each, &o, &e) < 0) {
         log_warn("networks: cannot tell whether user %s has sets left: %s", owner, e.msg);
         return;
     }
     if (o.found)
         return;
     char name[RS_NETWORK_NAME_MAX], id[96];
-    rs_network_name(owner, name, sizeof(name));
-    if (rs_network_find(a, owner, name, id, sizeof(id), &e) == 0)
-        rs_network_remove(a, name, id, owner);
+    replicaset_network_name(owner, name, sizeof(name));
+    if (replicaset_network_find(a, owner, name, id, sizeof(id), &e) == 0)
+        replicaset_network_remove(a, name, id, owner);
 }
 
-void rs_network_reconcile(app *a, const json_t *owners)
+void replicaset_network_reconcile(app *a, const json_t *owners)
 {
     const char *owner;
     json_t *v;
@@ -304,7 +304,7 @@ void rs_network_reconcile(app *a, const json_t *owners)
     {
         char name[RS_NETWORK_NAME_MAX];
         gb_err e = GB_ERR_INIT;
-        if (rs_network_ensure(a, owner, name, sizeof(name), &e) < 0)
+        if (replicaset_network_ensure(a, owner, name, sizeof(name), &e) < 0)
             log_error("reconcile: %s; the sets of user %s cannot start until it is fixed", e.msg,
                       owner);
     }
@@ -322,6 +322,6 @@ void rs_network_reconcile(app *a, const json_t *owners)
         const char *who = json_string_value(
             json_object_get(json_object_get(net, "Labels"), DOCKER_LABEL_NETWORK));
         if (name && who && !json_object_get(owners, who))
-            rs_network_remove(a, name, rs_network_str(net, "Id"), who);
+            replicaset_network_remove(a, name, replicaset_network_str(net, "Id"), who);
     }
 }

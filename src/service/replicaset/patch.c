@@ -5,8 +5,8 @@
  *
  * Each checks what it can before anything is taken (the state, the new
  * spec, the binds, that the old container exists to carry from), lets
- * rs_alloc_next take only the difference from the pools, and hands the rest
- * to rs_version_change (replicaset/version.c), which runs it through the
+ * replicaset_alloc_next take only the difference from the pools, and hands the rest
+ * to replicaset_version_change (replicaset/version.c), which runs it through the
  * journal.
  *
  * A stopped set holds nothing to change: its patch or rollback is checked
@@ -24,7 +24,7 @@
 
 #include "service/images/images.h"
 #include "service/keys.h"
-#include "service/store_json.h"
+#include "service/records.h"
 #include "service/ops_timer.h"
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
@@ -34,33 +34,34 @@
 
 /* The common tail of patch and rollback: binds checked, the difference
  * taken, the change run. */
-static int rs_change_to_spec(app *a, const op_kind *kind, const rs_record *r, const rs_spec *spec,
-                             const char *reason, json_t **out, gb_err *err)
+static int replicaset_change_to_spec(app *a, const op_kind *kind, const replicaset_record *r,
+                                     const replicaset_spec *spec, const char *reason, json_t **out,
+                                     gb_err *err)
 {
-    int code = kind == &rs_op_rollback ? ERR_ROLLBACK_FAILED : ERR_PATCH_FAILED;
-    _cleanup_(rs_record_free) rs_record to = {0};
+    int code = kind == &replicaset_op_rollback ? ERR_ROLLBACK_FAILED : ERR_PATCH_FAILED;
+    _cleanup_(replicaset_record_free) replicaset_record to = {0};
     bool swapped = false;
-    if (rs_version_check_container(a, r, code, err) < 0 || binds_check(a, spec, err) < 0)
+    if (replicaset_version_check_container(a, r, code, err) < 0 || binds_check(a, spec, err) < 0)
         return -1;
     /* Another image must be here before anything is taken, pulled when it
      * is missing as a create pulls it (a version of another image does not
      * carry the system disk: version.c). */
     if (strcmp(spec->image, r->spec.image) != 0 &&
-        image_ensure(a, spec->image, IMAGE_PULL_MISSING, NULL, err) < 0)
+        images_ensure(a, spec->image, IMAGE_PULL_MISSING, NULL, err) < 0)
         return -1;
-    rs_version_next(r, spec, &to);
-    if (rs_alloc_next(a, r, &to, &swapped, err) < 0)
+    replicaset_version_next(r, spec, &to);
+    if (replicaset_alloc_next(a, r, &to, &swapped, err) < 0)
         return -1;
-    return rs_version_change(a, kind, r, &to, swapped, reason, out, err);
+    return replicaset_version_change(a, kind, r, &to, swapped, reason, out, err);
 }
 
-int rs_record_next_spec(const rs_record *r, rs_spec *out, gb_err *err)
+int replicaset_record_next_spec(const replicaset_record *r, replicaset_spec *out, gb_err *err)
 {
     if (!r->pending_spec) {
-        rs_spec_copy(&r->spec, out);
+        replicaset_spec_copy(&r->spec, out);
         return 0;
     }
-    if (rs_spec_from_json(r->pending_spec, NULL, out, err) < 0) {
+    if (replicaset_spec_from_json(r->pending_spec, NULL, out, err) < 0) {
         err->code = ERR_INTERNAL;
         return err_prefix(err, "the pending spec of %s", r->name);
     }
@@ -69,16 +70,16 @@ int rs_record_next_spec(const rs_record *r, rs_spec *out, gb_err *err)
 
 /* What a change of a stopped set answers: the set as it is (stopped, at
  * its version) and the spec its next start applies, if any. */
-static json_t *rs_pending_answer(const rs_record *r, bool changed)
+static json_t *replicaset_pending_answer(const replicaset_record *r, bool changed)
 {
     json_t *out = json_pack(
         "{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b, s:b, s:O*}", "name", r->container_name,
         "replicaSetName", r->name, "containerName", r->container_name, "containerId",
-        r->container_id, "version", r->version, "state", rs_state_name(r->state), "gpus",
-        rs_record_gpus_json(r), "ports", rs_record_ports_json(r), "changed", changed, "pending",
-        r->pending_spec != NULL, "pendingSpec", r->pending_spec);
+        r->container_id, "version", r->version, "state", replicaset_state_name(r->state), "gpus",
+        replicaset_record_gpus_json(r), "ports", replicaset_record_ports_json(r), "changed",
+        changed, "pending", r->pending_spec != NULL, "pendingSpec", r->pending_spec);
     if (out)
-        rs_record_limits_json(r, out);
+        replicaset_record_limits_json(r, out);
     return out;
 }
 
@@ -86,19 +87,21 @@ static json_t *rs_pending_answer(const rs_record *r, bool changed)
  * run limits in r may be) becomes its pendingSpec, or none when it is the
  * spec the set has. Checked as a change of a running set is, taking
  * nothing. */
-static int rs_change_stopped(app *a, rs_record *r, const rs_spec *spec, bool limits_changed,
-                             const char *reason, json_t **out, gb_err *err)
+static int replicaset_change_stopped(app *a, replicaset_record *r, const replicaset_spec *spec,
+                                     bool limits_changed, const char *reason, json_t **out,
+                                     gb_err *err)
 {
     bool spec_changed = false;
     if (spec) {
         int code = strcmp(reason, "patch") == 0 ? ERR_PATCH_FAILED : ERR_ROLLBACK_FAILED;
-        if (rs_version_check_container(a, r, code, err) < 0 || binds_check(a, spec, err) < 0)
+        if (replicaset_version_check_container(a, r, code, err) < 0 ||
+            binds_check(a, spec, err) < 0)
             return -1;
         if (strcmp(spec->image, r->spec.image) != 0 &&
-            image_ensure(a, spec->image, IMAGE_PULL_MISSING, NULL, err) < 0)
+            images_ensure(a, spec->image, IMAGE_PULL_MISSING, NULL, err) < 0)
             return -1;
-        _cleanup_json_ json_t *cur = rs_spec_to_json(&r->spec);
-        _cleanup_json_ json_t *next = rs_spec_to_json(spec);
+        _cleanup_json_ json_t *cur = replicaset_spec_to_json(&r->spec);
+        _cleanup_json_ json_t *next = replicaset_spec_to_json(spec);
         if (!cur || !next)
             return err_set(err, ERR_INTERNAL, "out of memory");
         json_t *pending = json_equal(cur, next) ? NULL : next;
@@ -107,12 +110,12 @@ static int rs_change_stopped(app *a, rs_record *r, const rs_spec *spec, bool lim
         json_decref(r->pending_spec);
         r->pending_spec = json_incref(pending);
     }
-    if ((spec_changed || limits_changed) && rs_record_save(a, r, NULL, 0, err) < 0)
+    if ((spec_changed || limits_changed) && replicaset_record_save(a, r, NULL, 0, err) < 0)
         return err_prefix(err, "changing stopped replica set %s", r->name);
     if (spec_changed)
         log_info("replica set %s: stopped; %s %s", r->name, reason,
                  r->pending_spec ? "recorded for its next start" : "leaves nothing to change");
-    *out = rs_pending_answer(r, spec_changed || limits_changed);
+    *out = replicaset_pending_answer(r, spec_changed || limits_changed);
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
 
@@ -122,11 +125,11 @@ int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out
     if (name_check_replicaset(name, err) < 0)
         return -1;
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
-    _cleanup_(rs_record_free) rs_record r = {0};
-    _cleanup_(rs_spec_free) rs_spec spec = {0};
-    _cleanup_(rs_spec_free) rs_spec base = {0};
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    _cleanup_(replicaset_spec_free) replicaset_spec spec = {0};
+    _cleanup_(replicaset_spec_free) replicaset_spec base = {0};
     bool changed = false;
-    if (rs_load_settled(a, name, &r, err) < 0)
+    if (replicaset_load_settled(a, name, &r, err) < 0)
         return -1;
     /* The run limits alone change the record in place, in any state but
      * deleted; with other fields the set must be able to take a patch. */
@@ -134,45 +137,49 @@ int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out
     bool limits_only = json_is_object(patch) && json_object_size(patch) > 0 &&
                        json_object_size(patch) == (size_t)(!!json_object_get(patch, "idleStop") +
                                                            !!json_object_get(patch, "maxDuration"));
-    enum rs_op check = limits_only && r.state != RS_STATE_DELETED ? RS_OP_COMMIT : RS_OP_PATCH;
+    enum replicaset_op check =
+        limits_only && r.state != RS_STATE_DELETED ? RS_OP_COMMIT : RS_OP_PATCH;
     /* A stopped set's patch changes the spec its next start applies. */
-    if (rs_lifecycle_check(check, &r, err) < 0 || rs_record_next_spec(&r, &base, err) < 0 ||
-        rs_spec_patch(&base, patch, &spec, &changed, err) < 0 ||
-        rs_record_limits_from_body(patch, &r, NULL, err) < 0)
+    if (replicaset_lifecycle_check(check, &r, err) < 0 ||
+        replicaset_record_next_spec(&r, &base, err) < 0 ||
+        replicaset_spec_patch(&base, patch, &spec, &changed, err) < 0 ||
+        replicaset_record_limits_from_body(patch, &r, NULL, err) < 0)
         return -1;
     bool limits_changed = r.idle_stop_s != idle || r.max_duration_s != max;
     if (r.state == RS_STATE_STOPPED)
-        return rs_change_stopped(a, &r, changed ? &spec : NULL, limits_changed, "patch", out, err);
+        return replicaset_change_stopped(a, &r, changed ? &spec : NULL, limits_changed, "patch",
+                                         out, err);
     if (!changed) {
-        if (limits_changed && rs_record_save(a, &r, NULL, 0, err) < 0)
+        if (limits_changed && replicaset_record_save(a, &r, NULL, 0, err) < 0)
             return -1;
         if (limits_changed)
             log_info("replica set %s: run limits now idleStop %llds, maxDuration %llds", name,
                      (long long)r.idle_stop_s, (long long)r.max_duration_s);
         *out = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:b}", "name", r.container_name,
                          "replicaSetName", name, "containerName", r.container_name, "containerId",
-                         r.container_id, "version", r.version, "state", rs_state_name(r.state),
-                         "gpus", rs_record_gpus_json(&r), "ports", rs_record_ports_json(&r),
-                         "changed", limits_changed);
+                         r.container_id, "version", r.version, "state",
+                         replicaset_state_name(r.state), "gpus", replicaset_record_gpus_json(&r),
+                         "ports", replicaset_record_ports_json(&r), "changed", limits_changed);
         if (*out)
-            rs_record_limits_json(&r, *out);
+            replicaset_record_limits_json(&r, *out);
         return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
     }
-    return rs_change_to_spec(a, &rs_op_patch, &r, &spec, "patch", out, err);
+    return replicaset_change_to_spec(a, &replicaset_op_patch, &r, &spec, "patch", out, err);
 }
 
 /* Version k's spec from the history: 1 found, 0 absent, -1 error. */
-static int rs_history_spec(app *a, const char *name, long long k, rs_spec *out, gb_err *err)
+static int replicaset_history_spec(app *a, const char *name, long long k, replicaset_spec *out,
+                                   gb_err *err)
 {
     char key[STORE_KEY_MAX];
     keys_replicaset_history(key, sizeof(key), name, (long)k);
     char what[NAME_MAX_LEN + 48];
     snprintf(what, sizeof(what), "history entry %lld of %s", k, name);
     _cleanup_json_ json_t *entry = NULL;
-    int found = store_get_json(a->store, key, what, &entry, NULL, err);
+    int found = records_get_json(a->store, key, what, &entry, NULL, err);
     if (found <= 0)
         return found;
-    if (rs_spec_from_json(json_object_get(entry, "spec"), NULL, out, err) < 0) {
+    if (replicaset_spec_from_json(json_object_get(entry, "spec"), NULL, out, err) < 0) {
         err->code = ERR_INTERNAL;
         return err_prefix(err, "history entry %lld of %s", k, name);
     }
@@ -189,19 +196,20 @@ int replicaset_rollback(app *a, const char *name, long long version, json_t **ou
     if (version == 0)
         return err_set(err, ERR_INVALID_PARAMS, "version is 0; versions start at 1");
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
-    _cleanup_(rs_record_free) rs_record r = {0};
-    _cleanup_(rs_spec_free) rs_spec spec = {0};
-    if (rs_load_settled(a, name, &r, err) < 0 || rs_lifecycle_check(RS_OP_ROLLBACK, &r, err) < 0)
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    _cleanup_(replicaset_spec_free) replicaset_spec spec = {0};
+    if (replicaset_load_settled(a, name, &r, err) < 0 ||
+        replicaset_lifecycle_check(RS_OP_ROLLBACK, &r, err) < 0)
         return -1;
     /* A stopped set rolled back to the version it has: the change made
      * while it was stopped goes. */
     if (version == r.version && r.state == RS_STATE_STOPPED && r.pending_spec)
-        return rs_change_stopped(a, &r, &r.spec, false, "rollback", out, err);
+        return replicaset_change_stopped(a, &r, &r.spec, false, "rollback", out, err);
     if (version == r.version)
         return err_set(err, ERR_NO_NEED_ROLLBACK,
                        "replica set '%s' already runs version %lld (%s); no need to roll back",
                        name, version, r.container_name);
-    int found = version > r.version ? 0 : rs_history_spec(a, name, version, &spec, err);
+    int found = version > r.version ? 0 : replicaset_history_spec(a, name, version, &spec, err);
     if (found < 0)
         return -1;
     if (!found)
@@ -212,6 +220,6 @@ int replicaset_rollback(app *a, const char *name, long long version, json_t **ou
     char reason[48];
     snprintf(reason, sizeof(reason), "rollback to %lld", version);
     if (r.state == RS_STATE_STOPPED)
-        return rs_change_stopped(a, &r, &spec, false, "rollback", out, err);
-    return rs_change_to_spec(a, &rs_op_rollback, &r, &spec, reason, out, err);
+        return replicaset_change_stopped(a, &r, &spec, false, "rollback", out, err);
+    return replicaset_change_to_spec(a, &replicaset_op_rollback, &r, &spec, reason, out, err);
 }

@@ -20,8 +20,8 @@
  * "missing" when Docker has no such container, "unknown" when Docker did not
  * answer; Docker's inspect stays in *inspect (NULL when Docker has no
  * answer) for what else the caller reads of it. */
-static const char *rs_container_inspect(app *a, const rs_record *r, json_t **inspect, char *buf,
-                                        size_t size)
+static const char *replicaset_container_inspect(app *a, const replicaset_record *r,
+                                                json_t **inspect, char *buf, size_t size)
 {
     *inspect = NULL;
     if (r->state == RS_STATE_DELETED)
@@ -37,33 +37,33 @@ static const char *rs_container_inspect(app *a, const rs_record *r, json_t **ins
 
 /* {mode, enforced, enforcedBy}: whether the container's GPU limits hold
  * (docs/gpus.md, "What is enforced"), read from the container itself. */
-static json_t *rs_gpu_limits(app *a, const rs_record *r, const json_t *inspect)
+static json_t *replicaset_gpu_limits(app *a, const replicaset_record *r, const json_t *inspect)
 {
-    const char *mode = rs_record_gpu_mode(r);
+    const char *mode = replicaset_record_gpu_mode(r);
     bool whole = strcmp(mode, "whole") == 0, none = strcmp(mode, "none") == 0;
-    const char *by = none ? NULL : rs_gpu_enforced_by(a, r, inspect);
+    const char *by = none ? NULL : replicaset_gpu_enforced_by(a, r, inspect);
     bool enforced = whole || none || by != NULL;
     by = whole ? "exclusive cards" : by;
     return json_pack("{s:s, s:b, s:s?}", "mode", mode, "enforced", enforced, "enforcedBy", by);
 }
 
-static json_t *rs_summary(const rs_record *r, const char *status)
+static json_t *replicaset_summary(const replicaset_record *r, const char *status)
 {
-    json_t *j =
-        json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s}", "name", r->name,
-                  "version", r->version, "state", rs_state_name(r->state), "status", status,
-                  "containerName", r->container_name, "gpus", rs_record_gpus_json(r), "gpuShares",
-                  rs_record_gpu_shares_json(r), "ports", rs_record_ports_json(r), "createTime",
-                  r->create_time, "updateTime", r->update_time, "owner", r->owner);
+    json_t *j = json_pack(
+        "{s:s, s:i, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s}", "name", r->name, "version",
+        r->version, "state", replicaset_state_name(r->state), "status", status, "containerName",
+        r->container_name, "gpus", replicaset_record_gpus_json(r), "gpuShares",
+        replicaset_record_gpu_shares_json(r), "ports", replicaset_record_ports_json(r),
+        "createTime", r->create_time, "updateTime", r->update_time, "owner", r->owner);
     if (j)
-        json_object_set_new(j, "cpuset", rs_record_cpuset_json(r)); /* docs/cpus.md */
+        json_object_set_new(j, "cpuset", replicaset_record_cpuset_json(r)); /* docs/cpus.md */
     return j;
 }
 
 /* Docker's status of every gpubox container, by container name: the
  * container cache's (container_watch.h) when it can be trusted, else
  * Docker's list asked now. */
-static json_t *rs_docker_states(app *a, bool *docker_ok, bool *cached)
+static json_t *replicaset_docker_states(app *a, bool *docker_ok, bool *cached)
 {
     json_t *states = NULL;
     *cached = container_watch_states(a, &states) == 0;
@@ -85,7 +85,7 @@ static json_t *rs_docker_states(app *a, bool *docker_ok, bool *cached)
 /* "NVIDIA A100-SXM4-80GB", the model of r's cards as the inventory names it
  * ("NVIDIA T4, NVIDIA L4" when they differ);
  * NULL without cards or without the inventory that knows them. */
-static json_t *rs_gpu_model(const app *a, const rs_record *r)
+static json_t *replicaset_gpu_model(const app *a, const replicaset_record *r)
 {
     char buf[256] = "";
     const char *seen[16];
@@ -110,17 +110,17 @@ static json_t *rs_gpu_model(const app *a, const rs_record *r)
 /* What a list item carries beside the summary (docs/api.md): the image,
  * the cards' model, the live usage and the ssh command; a is NULL for
  * another node's records (no inventory, no usage). */
-static void rs_list_extras(app *a, const rs_record *r, json_t *item)
+static void replicaset_list_extras(app *a, const replicaset_record *r, json_t *item)
 {
     json_object_set_new(item, "image", json_string(r->spec.image ? r->spec.image : ""));
-    json_object_set_new(item, "cardModel", rs_gpu_model(a, r));
+    json_object_set_new(item, "cardModel", replicaset_gpu_model(a, r));
     json_t *usage = a && a->hooks.set_usage ? a->hooks.set_usage(a, r) : NULL;
     json_object_set_new(item, "usage", usage ? usage : json_null());
-    _cleanup_free_ char *ssh = a ? rs_ssh_command(a, r) : NULL;
+    _cleanup_free_ char *ssh = a ? replicaset_ssh_command(a, r) : NULL;
     json_object_set_new(item, "sshCommand", ssh ? json_string(ssh) : json_null());
 }
 
-struct rs_list_ctx {
+struct replicaset_list_ctx {
     app *a; /* NULL: another node's records */
     bool include_deleted;
     bool docker_ok;
@@ -129,12 +129,12 @@ struct rs_list_ctx {
     json_t *list;
 };
 
-static int rs_list_one(void *ctx, rs_record *r, gb_err *err)
+static int replicaset_list_one(void *ctx, replicaset_record *r, gb_err *err)
 {
-    struct rs_list_ctx *l = ctx;
+    struct replicaset_list_ctx *l = ctx;
     (void)err;
-    if ((r->state == RS_STATE_DELETED && !l->include_deleted) || rs_record_is_tombstone(r) ||
-        !caller_sees(r->owner))
+    if ((r->state == RS_STATE_DELETED && !l->include_deleted) ||
+        replicaset_record_is_tombstone(r) || !users_caller_sees(r->owner))
         return 0;
     const char *status = json_string_value(json_object_get(l->states, r->container_name));
     char buf[32];
@@ -143,7 +143,7 @@ static int rs_list_one(void *ctx, rs_record *r, gb_err *err)
         /* gpuboxd changed it a moment ago: its event may still be on its
          * way, so Docker is asked. */
         _cleanup_json_ json_t *inspect = NULL;
-        const char *now = rs_container_inspect(l->a, r, &inspect, buf, sizeof(buf));
+        const char *now = replicaset_container_inspect(l->a, r, &inspect, buf, sizeof(buf));
         if (strcmp(now, "unknown") != 0)
             status = now;
     }
@@ -151,18 +151,18 @@ static int rs_list_one(void *ctx, rs_record *r, gb_err *err)
         status = "deleted";
     else if (!status)
         status = l->docker_ok ? "missing" : "unknown";
-    json_t *item = rs_summary(r, status);
-    rs_list_extras(l->a, r, item);
+    json_t *item = replicaset_summary(r, status);
+    replicaset_list_extras(l->a, r, item);
     json_array_append_new(l->list, item);
     return 0;
 }
 
 int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err)
 {
-    struct rs_list_ctx l = {.a = a, .include_deleted = include_deleted};
-    _cleanup_json_ json_t *states = l.states = rs_docker_states(a, &l.docker_ok, &l.cached);
+    struct replicaset_list_ctx l = {.a = a, .include_deleted = include_deleted};
+    _cleanup_json_ json_t *states = l.states = replicaset_docker_states(a, &l.docker_ok, &l.cached);
     _cleanup_json_ json_t *list = l.list = json_array();
-    if (rs_records_each(a->store, rs_list_one, &l, err) < 0)
+    if (replicaset_records_each(a->store, replicaset_list_one, &l, err) < 0)
         return err_prefix(err, "listing replica sets");
     *out = json_pack("{s:O}", "replicaSets", list);
     return 0;
@@ -170,42 +170,43 @@ int replicaset_list(app *a, bool include_deleted, json_t **out, gb_err *err)
 
 int replicaset_list_offline(store *s, bool include_deleted, json_t **out, gb_err *err)
 {
-    struct rs_list_ctx l = {.include_deleted = include_deleted, .docker_ok = false};
+    struct replicaset_list_ctx l = {.include_deleted = include_deleted, .docker_ok = false};
     _cleanup_json_ json_t *states = l.states = json_object();
     _cleanup_json_ json_t *list = l.list = json_array();
-    if (rs_records_each(s, rs_list_one, &l, err) < 0)
+    if (replicaset_records_each(s, replicaset_list_one, &l, err) < 0)
         return err_prefix(err, "listing replica sets");
     *out = json_incref(list);
     return 0;
 }
 
-int rs_record_load_named(app *a, const char *name, rs_record *r, gb_err *err)
+int replicaset_record_load_named(app *a, const char *name, replicaset_record *r, gb_err *err)
 {
     if (name_check_replicaset(name, err) < 0)
         return -1;
-    int found = rs_record_load_visible(a->store, name, r, err);
+    int found = replicaset_record_load_visible(a->store, name, r, err);
     if (found < 0)
         return err_prefix(err, "reading replica set '%s'", name);
-    if (!found || rs_record_is_tombstone(r))
+    if (!found || replicaset_record_is_tombstone(r))
         return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
     return 0;
 }
 
 int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
 {
-    _cleanup_(rs_record_free) rs_record r = {0};
-    if (rs_record_load_named(a, name, &r, err) < 0)
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (replicaset_record_load_named(a, name, &r, err) < 0)
         return -1;
     char buf[32];
     _cleanup_json_ json_t *inspect = NULL;
-    json_t *info = rs_summary(&r, rs_container_inspect(a, &r, &inspect, buf, sizeof(buf)));
+    json_t *info =
+        replicaset_summary(&r, replicaset_container_inspect(a, &r, &inspect, buf, sizeof(buf)));
     json_object_set_new(info, "containerId", json_string(r.container_id));
-    json_object_set_new(info, "spec", rs_spec_to_json(&r.spec));
-    json_object_set_new(info, "gpuLimits", rs_gpu_limits(a, &r, inspect));
-    json_object_set_new(info, "ssh", rs_ssh_info(a, &r));
+    json_object_set_new(info, "spec", replicaset_spec_to_json(&r.spec));
+    json_object_set_new(info, "gpuLimits", replicaset_gpu_limits(a, &r, inspect));
+    json_object_set_new(info, "ssh", replicaset_ssh_info(a, &r));
     /* The run limits beside the spec: they belong to the set, not to a
      * version (replicaset/record.h). */
-    rs_record_limits_json(&r, info);
+    replicaset_record_limits_json(&r, info);
     if (r.gpus_aside)
         json_object_set_new(info, "gpusAside", json_deep_copy(r.gpus_aside));
     /* A change made while stopped: the spec its next start applies. */
@@ -217,12 +218,12 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     /* What the set takes on this node's data disk beside its containers:
      * its old versions' kept logs (logs.c), bounded by --kept-logs-mib. */
     json_object_set_new(info, "keptLogsBytes",
-                        json_integer((json_int_t)rs_logs_kept_bytes(a, name)));
+                        json_integer((json_int_t)replicaset_logs_kept_bytes(a, name)));
     if (r.operation[0])
         json_object_set_new(info, "operation", json_string(r.operation));
     /* gpu-docker-api's record of the version beside gpubox's fields; its
      * router answers it as "Info", its API description as "info". */
-    json_t *compat = rs_compat_version(a, &r, inspect);
+    json_t *compat = replicaset_compat_version(a, &r, inspect);
     if (compat)
         json_object_update_missing(info, compat);
     *out = json_pack("{s:o, s:o*}", "info", info, "Info", compat);
@@ -233,18 +234,18 @@ int replicaset_history(app *a, const char *name, json_t **out, gb_err *err)
 {
     if (name_check_replicaset(name, err) < 0)
         return -1;
-    _cleanup_(rs_record_free) rs_record r = {0};
-    int found = rs_record_load_visible(a->store, name, &r, err);
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    int found = replicaset_record_load_visible(a->store, name, &r, err);
     if (found < 0)
         return err_prefix(err, "reading the history of %s", name);
-    if (!found && caller_is_user())
+    if (!found && users_caller_is_user())
         return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
     /* The current version's container shows what Docker filled in of its
      * configuration; older versions' containers are gone. */
     char buf[32];
     _cleanup_json_ json_t *inspect = NULL;
     if (found)
-        rs_container_inspect(a, &r, &inspect, buf, sizeof(buf));
+        replicaset_container_inspect(a, &r, &inspect, buf, sizeof(buf));
     char prefix[STORE_KEY_MAX];
     keys_replicaset_history_prefix(prefix, sizeof(prefix), name);
     _cleanup_(store_kvs_free) store_kvs kvs = {0};
@@ -260,7 +261,7 @@ int replicaset_history(app *a, const char *name, json_t **out, gb_err *err)
             continue;
         json_t *version = json_object_get(entry, "version");
         bool current = found && json_integer_value(version) == r.version;
-        json_t *status = rs_compat_history_status(a, name, entry, current ? inspect : NULL);
+        json_t *status = replicaset_compat_history_status(a, name, entry, current ? inspect : NULL);
         if (status)
             json_object_set_new(entry, "status", status);
         json_array_append_new(history, entry);
@@ -278,8 +279,8 @@ int replicaset_resolve_name(app *a, const char *name_or_container, char *base, g
     int version = 0;
     if (name_split_versioned(name_or_container, base, &version) == 0) {
         /* "foo-N" names a container: only the current version's exists. */
-        _cleanup_(rs_record_free) rs_record r = {0};
-        int found = rs_record_load_visible(a->store, base, &r, err);
+        _cleanup_(replicaset_record_free) replicaset_record r = {0};
+        int found = replicaset_record_load_visible(a->store, base, &r, err);
         if (found < 0)
             return -1;
         if (found && r.version == version && r.state != RS_STATE_DELETED)
@@ -287,7 +288,7 @@ int replicaset_resolve_name(app *a, const char *name_or_container, char *base, g
         if (found)
             return err_set(err, ERR_NOT_FOUND,
                            "no container named '%.80s'; replica set '%s' is %s at version %d (%s)",
-                           name_or_container, base, rs_state_name(r.state), r.version,
+                           name_or_container, base, replicaset_state_name(r.state), r.version,
                            r.container_name);
     }
     return err_set(err, ERR_NOT_FOUND, "no replica set or container named '%.80s'",

@@ -25,7 +25,7 @@
  *     host reboot: Docker's restart policy started it on the bare mount
  *     points) gets them pinned again (binds_ensure, by the same rules as at
  *     creation) and is restarted to see them; a start gpuboxd makes does
- *     the same before it starts (rs_container_start); a container made by
+ *     the same before it starts (replicaset_container_start); a container made by
  *     a gpuboxd from before the staging is left as it is, with a warning;
  *   - GPU env files (replicaset/gpu_env.h) of containers no record names
  *     go, and the staged binds (binds.h) of containers Docker no longer has.
@@ -38,7 +38,7 @@
 
 #include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -46,7 +46,7 @@
  * staging mount was made again started on the bare mount point: restart
  * it. One that can no longer be pinned (its path changed into a symlink,
  * say) is stopped rather than left on the bare mount point. */
-static void rs_reconcile_binds(app *a, const rs_record *r)
+static void replicaset_reconcile_binds(app *a, const replicaset_record *r)
 {
     gb_err err = GB_ERR_INIT;
     int remade = binds_ensure(a, r->container_name, &r->spec, &err);
@@ -59,12 +59,12 @@ static void rs_reconcile_binds(app *a, const rs_record *r)
                  "restarting it",
                  r->name, r->container_name);
     gb_err e = GB_ERR_INIT;
-    if (rs_container_stop(a, r->container_name, &e) < 0 ||
+    if (replicaset_container_stop(a, r->container_name, &e) < 0 ||
         (remade > 0 && docker_container_start(a->docker, r->container_name, &e) < 0))
         log_error("reconcile: %s: restarting %s: %s", r->name, r->container_name, e.msg);
 }
 
-static void rs_reconcile_one(app *a, rs_record *r)
+static void replicaset_reconcile_one(app *a, replicaset_record *r)
 {
     if (r->operation[0]) {
         /* Recovery could not settle it: leave the containers as they are
@@ -74,7 +74,7 @@ static void rs_reconcile_one(app *a, rs_record *r)
         return;
     }
     if (r->state == RS_STATE_CREATING) {
-        rs_create_conclude_legacy(a, r);
+        replicaset_create_conclude_legacy(a, r);
         return;
     }
     if (r->state == RS_STATE_DELETED)
@@ -96,12 +96,12 @@ static void rs_reconcile_one(app *a, rs_record *r)
     bool pinned = binds_pinned(a, r->container_name, &r->spec);
     if (st.running) {
         if (pinned)
-            rs_reconcile_binds(a, r);
-    } else if (r->state == RS_STATE_RUNNING && rs_volumes_ready(a, r)) {
-        if (rs_container_start(a, r, &err) == 0) {
+            replicaset_reconcile_binds(a, r);
+    } else if (r->state == RS_STATE_RUNNING && replicaset_volumes_ready(a, r)) {
+        if (replicaset_container_start(a, r, &err) == 0) {
             log_info("reconcile: %s: started %s again (it was running before gpuboxd stopped)",
                      r->name, r->container_name);
-            rs_ssh_after_start(a, r, NULL, NULL);
+            replicaset_ssh_after_start(a, r, NULL, NULL);
         } else
             log_warn("reconcile: %s: cannot start %s again: %s", r->name, r->container_name,
                      err.msg);
@@ -109,7 +109,7 @@ static void rs_reconcile_one(app *a, rs_record *r)
 }
 
 /* Containers carrying gpubox's label that no record names. */
-static void rs_report_orphans(app *a, json_t *known)
+static void replicaset_report_orphans(app *a, json_t *known)
 {
     _cleanup_(docker_container_briefs_free) docker_container_briefs list = {0};
     gb_err err = GB_ERR_INIT;
@@ -124,19 +124,19 @@ static void rs_report_orphans(app *a, json_t *known)
     }
 }
 
-struct rs_reconcile_ctx {
+struct replicaset_reconcile_ctx {
     app *a;
     json_t *known;  /* container names of the sets not deleted */
     json_t *owners; /* the owners of those sets */
 };
 
-/* One record at start-up (rs_record_fn). */
-static int rs_reconcile_each(void *ctx, rs_record *r, gb_err *err)
+/* One record at start-up (replicaset_record_fn). */
+static int replicaset_reconcile_each(void *ctx, replicaset_record *r, gb_err *err)
 {
-    struct rs_reconcile_ctx *rc = ctx;
+    struct replicaset_reconcile_ctx *rc = ctx;
     (void)err;
-    rs_reconcile_one(rc->a, r);
-    if (r->state != RS_STATE_DELETED && !rs_record_is_tombstone(r)) {
+    replicaset_reconcile_one(rc->a, r);
+    if (r->state != RS_STATE_DELETED && !replicaset_record_is_tombstone(r)) {
         json_object_set_new(rc->known, r->container_name, json_true());
         json_object_set_new(rc->owners, r->owner[0] ? r->owner : USER_ANONYMOUS, json_true());
     }
@@ -149,12 +149,12 @@ int replicaset_reconcile(app *a, gb_err *err)
         return err_prefix(err, "recovering unfinished operations");
     _cleanup_json_ json_t *known = json_object();
     _cleanup_json_ json_t *owners = json_object();
-    struct rs_reconcile_ctx rc = {.a = a, .known = known, .owners = owners};
-    if (rs_records_each(a->store, rs_reconcile_each, &rc, err) < 0)
+    struct replicaset_reconcile_ctx rc = {.a = a, .known = known, .owners = owners};
+    if (replicaset_records_each(a->store, replicaset_reconcile_each, &rc, err) < 0)
         return err_prefix(err, "reconciling replica sets");
-    rs_network_reconcile(a, owners);
-    rs_report_orphans(a, known);
-    rs_gpu_env_sweep(a, known);
+    replicaset_network_reconcile(a, owners);
+    replicaset_report_orphans(a, known);
+    replicaset_gpu_env_sweep(a, known);
     binds_sweep(a);
     return 0;
 }

@@ -10,18 +10,18 @@
 #include <string.h>
 
 #include "service/keys.h"
-#include "service/store_json.h"
+#include "service/records.h"
 #include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/time.h"
 
-static const char *const rs_state_names[] = {
+static const char *const replicaset_state_names[] = {
     [RS_STATE_CREATING] = "creating", [RS_STATE_RUNNING] = "running", [RS_STATE_PAUSED] = "paused",
     [RS_STATE_STOPPED] = "stopped",   [RS_STATE_DELETED] = "deleted",
 };
 
-static const char *const rs_op_names[] = {
+static const char *const replicaset_op_names[] = {
     [RS_OP_STOP] = "stop",       [RS_OP_PAUSE] = "pause",        [RS_OP_CONTINUE] = "continue",
     [RS_OP_EXECUTE] = "execute", [RS_OP_COMMIT] = "commit",      [RS_OP_DELETE] = "delete",
     [RS_OP_PATCH] = "patch",     [RS_OP_ROLLBACK] = "roll back", [RS_OP_RESTART] = "restart",
@@ -29,7 +29,7 @@ static const char *const rs_op_names[] = {
 
 /* allowed[op] is a bit set of states (replicaset/record.h has the table). */
 #define S(x) (1u << RS_STATE_##x)
-static const unsigned rs_allowed[] = {
+static const unsigned replicaset_allowed[] = {
     [RS_OP_STOP] = S(RUNNING) | S(PAUSED),
     [RS_OP_PAUSE] = S(RUNNING),
     [RS_OP_CONTINUE] = S(PAUSED),
@@ -43,22 +43,22 @@ static const unsigned rs_allowed[] = {
 };
 #undef S
 
-const char *rs_state_name(enum rs_state s)
+const char *replicaset_state_name(enum replicaset_state s)
 {
-    return s <= RS_STATE_DELETED ? rs_state_names[s] : "unknown";
+    return s <= RS_STATE_DELETED ? replicaset_state_names[s] : "unknown";
 }
 
-static int rs_state_parse(const char *s)
+static int replicaset_state_parse(const char *s)
 {
-    for (size_t i = 0; s && i < ARRAY_SIZE(rs_state_names); i++)
-        if (strcmp(s, rs_state_names[i]) == 0)
+    for (size_t i = 0; s && i < ARRAY_SIZE(replicaset_state_names); i++)
+        if (strcmp(s, replicaset_state_names[i]) == 0)
             return (int)i;
     return -1;
 }
 
-int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err)
+int replicaset_lifecycle_check(enum replicaset_op op, const replicaset_record *r, gb_err *err)
 {
-    if (rs_allowed[op] & (1u << r->state))
+    if (replicaset_allowed[op] & (1u << r->state))
         return 0;
     if (r->state == RS_STATE_DELETED)
         return err_set(err, ERR_NOT_FOUND, "replica set '%s' was deleted", r->name);
@@ -82,10 +82,10 @@ int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err)
         break;
     }
     return err_set(err, ERR_STATE_CONFLICT, "cannot %s replica set '%s': it is %s%s",
-                   rs_op_names[op], r->name, rs_state_name(r->state), hint);
+                   replicaset_op_names[op], r->name, replicaset_state_name(r->state), hint);
 }
 
-static json_t *rs_gpu_list_json(char (*gpus)[GPU_UUID_MAX], size_t n)
+static json_t *replicaset_gpu_list_json(char (*gpus)[GPU_UUID_MAX], size_t n)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++)
@@ -93,7 +93,7 @@ static json_t *rs_gpu_list_json(char (*gpus)[GPU_UUID_MAX], size_t n)
     return a;
 }
 
-static json_t *rs_port_list_json(const rs_held_port *ports, size_t n)
+static json_t *replicaset_port_list_json(const replicaset_held_port *ports, size_t n)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++)
@@ -103,12 +103,12 @@ static json_t *rs_port_list_json(const rs_held_port *ports, size_t n)
     return a;
 }
 
-json_t *rs_record_gpus_json(const rs_record *r)
+json_t *replicaset_record_gpus_json(const replicaset_record *r)
 {
-    return rs_gpu_list_json(r->gpus, r->ngpus);
+    return replicaset_gpu_list_json(r->gpus, r->ngpus);
 }
 
-const char *rs_record_gpu_mode(const rs_record *r)
+const char *replicaset_record_gpu_mode(const replicaset_record *r)
 {
     if (r->ngpus == 0)
         return "none";
@@ -117,7 +117,7 @@ const char *rs_record_gpu_mode(const rs_record *r)
     return gpus_mode_name(r->grant.cards[0].mode);
 }
 
-json_t *rs_record_gpu_shares_json(const rs_record *r)
+json_t *replicaset_record_gpu_shares_json(const replicaset_record *r)
 {
     _cleanup_json_ json_t *tmp = json_object();
     if (!tmp || r->grant.n != r->ngpus || gpus_grant_to_json(&r->grant, tmp, NULL) < 0)
@@ -126,7 +126,7 @@ json_t *rs_record_gpu_shares_json(const rs_record *r)
     return shares ? json_incref(shares) : json_array();
 }
 
-int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err)
+int replicaset_record_set_grant(replicaset_record *r, gpus_grant *g, gb_err *err)
 {
     (void)err; /* cannot fail: kept for its callers, which chain it */
     char(*gpus)[GPU_UUID_MAX] = xcalloc(g->n + 1, sizeof(*gpus));
@@ -141,12 +141,12 @@ int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err)
     return 0;
 }
 
-json_t *rs_record_ports_json(const rs_record *r)
+json_t *replicaset_record_ports_json(const replicaset_record *r)
 {
-    return rs_port_list_json(r->ports, r->nports);
+    return replicaset_port_list_json(r->ports, r->nports);
 }
 
-static json_t *rs_int_list_json(const int *ids, size_t n)
+static json_t *replicaset_int_list_json(const int *ids, size_t n)
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++)
@@ -154,19 +154,19 @@ static json_t *rs_int_list_json(const int *ids, size_t n)
     return a;
 }
 
-json_t *rs_record_cpuset_json(const rs_record *r)
+json_t *replicaset_record_cpuset_json(const replicaset_record *r)
 {
-    return rs_int_list_json(r->cpuset, r->ncpuset);
+    return replicaset_int_list_json(r->cpuset, r->ncpuset);
 }
 
-json_t *rs_record_to_json(const rs_record *r)
+json_t *replicaset_record_to_json(const replicaset_record *r)
 {
-    json_t *j =
-        json_pack("{s:s, s:i, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s}", "name", r->name, "version",
-                  r->version, "state", rs_state_name(r->state), "spec", rs_spec_to_json(&r->spec),
-                  "containerName", r->container_name, "containerId", r->container_id, "gpus",
-                  rs_record_gpus_json(r), "ports", rs_record_ports_json(r), "createTime",
-                  r->create_time, "updateTime", r->update_time);
+    json_t *j = json_pack("{s:s, s:i, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:s}", "name", r->name,
+                          "version", r->version, "state", replicaset_state_name(r->state), "spec",
+                          replicaset_spec_to_json(&r->spec), "containerName", r->container_name,
+                          "containerId", r->container_id, "gpus", replicaset_record_gpus_json(r),
+                          "ports", replicaset_record_ports_json(r), "createTime", r->create_time,
+                          "updateTime", r->update_time);
     /* The grant adds gpuShares; a record whose gpus were set without one
      * holds whole cards, which "gpus" alone already says. */
     if (j && r->ngpus && r->grant.n == r->ngpus && gpus_grant_to_json(&r->grant, j, NULL) < 0) {
@@ -180,13 +180,15 @@ json_t *rs_record_to_json(const rs_record *r)
     if (j && r->owner[0])
         json_object_set_new(j, "owner", json_string(r->owner));
     if (j && (r->nlast_gpus || r->nlast_ports)) {
-        json_object_set_new(j, "lastGpus", rs_gpu_list_json(r->last_gpus, r->nlast_gpus));
-        json_object_set_new(j, "lastPorts", rs_port_list_json(r->last_ports, r->nlast_ports));
+        json_object_set_new(j, "lastGpus", replicaset_gpu_list_json(r->last_gpus, r->nlast_gpus));
+        json_object_set_new(j, "lastPorts",
+                            replicaset_port_list_json(r->last_ports, r->nlast_ports));
     }
     if (j && r->ncpuset)
-        json_object_set_new(j, "cpuset", rs_record_cpuset_json(r));
+        json_object_set_new(j, "cpuset", replicaset_record_cpuset_json(r));
     if (j && r->nlast_cpuset)
-        json_object_set_new(j, "lastCpuset", rs_int_list_json(r->last_cpuset, r->nlast_cpuset));
+        json_object_set_new(j, "lastCpuset",
+                            replicaset_int_list_json(r->last_cpuset, r->nlast_cpuset));
     if (j && r->idle_stop_s)
         json_object_set_new(j, "idleStopSeconds", json_integer(r->idle_stop_s));
     if (j && r->max_duration_s)
@@ -207,7 +209,7 @@ json_t *rs_record_to_json(const rs_record *r)
 static int copy_field(const json_t *j, const char *field, char *dst, size_t size, gb_err *err);
 
 /* The optional run-limit fields of a stored record. */
-static int rs_limits_from_json(const json_t *j, rs_record *out, gb_err *err)
+static int replicaset_limits_from_json(const json_t *j, replicaset_record *out, gb_err *err)
 {
     long long idle = 0, max = 0;
     json_t *stopped = json_object_get(j, "stopped");
@@ -229,7 +231,7 @@ static int rs_limits_from_json(const json_t *j, rs_record *out, gb_err *err)
 }
 
 /* One duration field of a body: 1 set (0 = none), 0 absent, -1 refused. */
-static int rs_limit_field(const json_t *body, const char *field, int64_t *out, gb_err *err)
+static int replicaset_limit_field(const json_t *body, const char *field, int64_t *out, gb_err *err)
 {
     json_t *v = json_object_get(body, field);
     if (!v)
@@ -252,12 +254,12 @@ static int rs_limit_field(const json_t *body, const char *field, int64_t *out, g
     return 1;
 }
 
-int rs_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *max_s, bool *given,
-                        gb_err *err)
+int replicaset_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *max_s, bool *given,
+                                gb_err *err)
 {
     int64_t idle = *idle_s, max = *max_s;
-    int gi = rs_limit_field(body, "idleStop", &idle, err);
-    int gm = gi < 0 ? -1 : rs_limit_field(body, "maxDuration", &max, err);
+    int gi = replicaset_limit_field(body, "idleStop", &idle, err);
+    int gm = gi < 0 ? -1 : replicaset_limit_field(body, "maxDuration", &max, err);
     if (gi < 0 || gm < 0)
         return -1;
     *idle_s = idle;
@@ -267,12 +269,13 @@ int rs_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *max_s, boo
     return 0;
 }
 
-int rs_record_limits_from_body(const json_t *body, rs_record *r, bool *given, gb_err *err)
+int replicaset_record_limits_from_body(const json_t *body, replicaset_record *r, bool *given,
+                                       gb_err *err)
 {
-    return rs_run_limits_parse(body, &r->idle_stop_s, &r->max_duration_s, given, err);
+    return replicaset_run_limits_parse(body, &r->idle_stop_s, &r->max_duration_s, given, err);
 }
 
-void rs_record_limits_json(const rs_record *r, json_t *obj)
+void replicaset_record_limits_json(const replicaset_record *r, json_t *obj)
 {
     char idle[32] = "", max[32] = "";
     if (r->idle_stop_s)
@@ -294,14 +297,14 @@ void rs_record_limits_json(const rs_record *r, json_t *obj)
                                       r->stopped_at, "detail", r->stop_detail));
 }
 
-json_t *rs_record_history_entry(const rs_record *r, const char *reason)
+json_t *replicaset_record_history_entry(const replicaset_record *r, const char *reason)
 {
     /* The cards and ports the version was made with, so the history can
      * show its container as it was (gpu-docker-api's "status"). */
     return json_pack("{s:i, s:s, s:s, s:o, s:s, s:o, s:o}", "version", r->version, "createTime",
                      r->update_time, "containerName", r->container_name, "spec",
-                     rs_spec_to_json(&r->spec), "reason", reason, "gpus", rs_record_gpus_json(r),
-                     "ports", rs_record_ports_json(r));
+                     replicaset_spec_to_json(&r->spec), "reason", reason, "gpus",
+                     replicaset_record_gpus_json(r), "ports", replicaset_record_ports_json(r));
 }
 
 static int copy_field(const json_t *j, const char *field, char *dst, size_t size, gb_err *err)
@@ -316,12 +319,12 @@ static int copy_field(const json_t *j, const char *field, char *dst, size_t size
 }
 
 /* A list of held ports under `field` ("ports" or "lastPorts"). */
-static int rs_ports_from_json(const json_t *j, const char *name, const char *field,
-                              rs_held_port **out, size_t *n, gb_err *err)
+static int replicaset_ports_from_json(const json_t *j, const char *name, const char *field,
+                                      replicaset_held_port **out, size_t *n, gb_err *err)
 {
     json_t *ports = json_object_get(j, field);
     size_t np = json_array_size(ports);
-    rs_held_port *p = *out = xcalloc(np + 1, sizeof(*p));
+    replicaset_held_port *p = *out = xcalloc(np + 1, sizeof(*p));
     for (size_t i = 0; i < np; i++) {
         json_t *e = json_array_get(ports, i);
         json_int_t host = json_integer_value(json_object_get(e, "hostPort"));
@@ -329,14 +332,15 @@ static int rs_ports_from_json(const json_t *j, const char *name, const char *fie
         const char *proto = json_string_value(json_object_get(e, "protocol"));
         if (host < 1 || host > 65535 || cont < 1 || cont > 65535 || !proto || strlen(proto) > 3)
             return err_set(err, ERR_INTERNAL, "record of %s: %s[%zu] is malformed", name, field, i);
-        p[i] = (rs_held_port){.host_port = (uint16_t)host, .container_port = (uint16_t)cont};
+        p[i] =
+            (replicaset_held_port){.host_port = (uint16_t)host, .container_port = (uint16_t)cont};
         strcpy(p[i].protocol, proto);
     }
     *n = np;
     return 0;
 }
 
-static int rs_last_gpus_from_json(const json_t *j, rs_record *r, gb_err *err)
+static int replicaset_last_gpus_from_json(const json_t *j, replicaset_record *r, gb_err *err)
 {
     json_t *gpus = json_object_get(j, "lastGpus");
     size_t n = json_array_size(gpus);
@@ -353,8 +357,8 @@ static int rs_last_gpus_from_json(const json_t *j, rs_record *r, gb_err *err)
 }
 
 /* A list of logical CPUs under `field` ("cpuset" or "lastCpuset"). */
-static int rs_cpus_from_json(const json_t *j, const char *name, const char *field, int **out,
-                             size_t *n, gb_err *err)
+static int replicaset_cpus_from_json(const json_t *j, const char *name, const char *field,
+                                     int **out, size_t *n, gb_err *err)
 {
     json_t *list = json_object_get(j, field);
     size_t k = json_array_size(list);
@@ -370,21 +374,23 @@ static int rs_cpus_from_json(const json_t *j, const char *name, const char *fiel
     return 0;
 }
 
-static int rs_record_holdings_from_json(const json_t *j, rs_record *r, gb_err *err)
+static int replicaset_record_holdings_from_json(const json_t *j, replicaset_record *r, gb_err *err)
 {
     _cleanup_(gpus_grant_free) gpus_grant grant = {0};
     if (gpus_grant_from_json(j, &grant, err) < 0)
         return err_prefix(err, "record of %s", r->name);
-    if (rs_record_set_grant(r, &grant, err) < 0 ||
-        rs_ports_from_json(j, r->name, "ports", &r->ports, &r->nports, err) < 0 ||
-        rs_ports_from_json(j, r->name, "lastPorts", &r->last_ports, &r->nlast_ports, err) < 0 ||
-        rs_cpus_from_json(j, r->name, "cpuset", &r->cpuset, &r->ncpuset, err) < 0 ||
-        rs_cpus_from_json(j, r->name, "lastCpuset", &r->last_cpuset, &r->nlast_cpuset, err) < 0)
+    if (replicaset_record_set_grant(r, &grant, err) < 0 ||
+        replicaset_ports_from_json(j, r->name, "ports", &r->ports, &r->nports, err) < 0 ||
+        replicaset_ports_from_json(j, r->name, "lastPorts", &r->last_ports, &r->nlast_ports, err) <
+            0 ||
+        replicaset_cpus_from_json(j, r->name, "cpuset", &r->cpuset, &r->ncpuset, err) < 0 ||
+        replicaset_cpus_from_json(j, r->name, "lastCpuset", &r->last_cpuset, &r->nlast_cpuset,
+                                  err) < 0)
         return -1;
-    return rs_last_gpus_from_json(j, r, err);
+    return replicaset_last_gpus_from_json(j, r, err);
 }
 
-int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
+int replicaset_record_from_json(const json_t *j, replicaset_record *out, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
     const char *state = NULL;
@@ -400,7 +406,7 @@ int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
         copy_field(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0 ||
         copy_field(j, "operation", out->operation, sizeof(out->operation), err) < 0 ||
         copy_field(j, "owner", out->owner, sizeof(out->owner), err) < 0 ||
-        rs_limits_from_json(j, out, err) < 0)
+        replicaset_limits_from_json(j, out, err) < 0)
         goto fail;
     json_t *aside = json_object_get(j, "gpusAside");
     if (aside && !json_is_object(aside)) {
@@ -414,62 +420,63 @@ int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err)
         goto fail;
     }
     out->pending_spec = pending ? json_deep_copy(pending) : NULL;
-    int s = rs_state_parse(state);
+    int s = replicaset_state_parse(state);
     if (s < 0 || version < 0 || version > 1000000000) {
         err_set(err, ERR_INTERNAL, "record of %s has state '%s', version %lld", out->name, state,
                 version);
         goto fail;
     }
-    out->state = (enum rs_state)s;
+    out->state = (enum replicaset_state)s;
     out->version = (int)version;
-    if (rs_spec_from_json(spec, NULL, &out->spec, err) < 0 ||
-        rs_record_holdings_from_json(j, out, err) < 0)
+    if (replicaset_spec_from_json(spec, NULL, &out->spec, err) < 0 ||
+        replicaset_record_holdings_from_json(j, out, err) < 0)
         goto fail;
     return 0;
 fail:
     if (err)
         err->code = ERR_INTERNAL;
-    rs_record_free(out);
+    replicaset_record_free(out);
     return -1;
 }
 
-STORE_RECORD_KIND(rs_record, rs_record_from_json, .noun = "replica set", .key = keys_replicaset);
+STORE_RECORD_KIND(replicaset_record, replicaset_record_from_json, .noun = "replica set",
+                  .key = keys_replicaset);
 
-int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err)
+int replicaset_record_load(store *s, const char *name, replicaset_record *out, gb_err *err)
 {
-    return store_record_load(s, &rs_record_kind, name, out, err);
+    return records_load(s, &replicaset_record_kind, name, out, err);
 }
 
-struct rs_records_each_ctx {
-    rs_record_fn fn;
+struct replicaset_records_each_ctx {
+    replicaset_record_fn fn;
     void *ctx;
 };
 
 /* Parse one record of the scan and hand it to the caller's fn. */
-static int rs_records_each_one(void *ctx, const char *key, json_t *value, int64_t mod_revision,
-                               gb_err *err)
+static int replicaset_records_each_one(void *ctx, const char *key, json_t *value,
+                                       int64_t mod_revision, gb_err *err)
 {
-    const struct rs_records_each_ctx *each = ctx;
+    const struct replicaset_records_each_ctx *each = ctx;
     (void)key;
-    _cleanup_(rs_record_free) rs_record r = {0};
-    if (rs_record_parse(&r, value, mod_revision, err) < 0)
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (replicaset_record_parse(&r, value, mod_revision, err) < 0)
         return -1;
     return each->fn(each->ctx, &r, err);
 }
 
-int rs_records_each(store *s, rs_record_fn fn, void *ctx, gb_err *err)
+int replicaset_records_each(store *s, replicaset_record_fn fn, void *ctx, gb_err *err)
 {
-    struct rs_records_each_ctx each = {.fn = fn, .ctx = ctx};
-    return store_records_scan(s, KEYS_REPLICASETS, keys_is_replicaset_record, rs_records_each_one,
-                              &each, err);
+    struct replicaset_records_each_ctx each = {.fn = fn, .ctx = ctx};
+    return records_scan(s, KEYS_REPLICASETS, keys_is_replicaset_record, replicaset_records_each_one,
+                        &each, err);
 }
 
-bool rs_record_is_tombstone(const rs_record *r)
+bool replicaset_record_is_tombstone(const replicaset_record *r)
 {
     return r->state == RS_STATE_DELETED && r->version == 0;
 }
 
-void rs_record_clear_holdings(rs_record *r)
+void replicaset_record_clear_holdings(replicaset_record *r)
 {
     r->ngpus = 0;
     r->grant.n = 0;
@@ -477,7 +484,7 @@ void rs_record_clear_holdings(rs_record *r)
     r->ncpuset = 0;
 }
 
-void rs_record_forget_last(rs_record *r)
+void replicaset_record_forget_last(replicaset_record *r)
 {
     free(r->last_gpus);
     free(r->last_ports);
@@ -489,9 +496,9 @@ void rs_record_forget_last(rs_record *r)
     r->nlast_cpuset = 0;
 }
 
-void rs_record_remember_holdings(rs_record *r)
+void replicaset_record_remember_holdings(replicaset_record *r)
 {
-    rs_record_forget_last(r);
+    replicaset_record_forget_last(r);
     r->last_gpus = r->gpus;
     r->nlast_gpus = r->ngpus;
     r->last_ports = r->ports;
@@ -506,7 +513,7 @@ void rs_record_remember_holdings(rs_record *r)
     gpus_grant_free(&r->grant);
 }
 
-static void *rs_dup(const void *p, size_t n, size_t size)
+static void *replicaset_dup(const void *p, size_t n, size_t size)
 {
     void *d = xcalloc(n + 1, size);
     if (d && n)
@@ -514,26 +521,27 @@ static void *rs_dup(const void *p, size_t n, size_t size)
     return d;
 }
 
-void rs_record_copy(const rs_record *src, rs_record *dst)
+void replicaset_record_copy(const replicaset_record *src, replicaset_record *dst)
 {
     *dst = *src;
-    dst->gpus = rs_dup(src->gpus, src->ngpus, sizeof(*src->gpus));
-    dst->grant.cards = rs_dup(src->grant.cards, src->grant.n, sizeof(*src->grant.cards));
-    dst->ports = rs_dup(src->ports, src->nports, sizeof(*src->ports));
-    dst->last_gpus = rs_dup(src->last_gpus, src->nlast_gpus, sizeof(*src->last_gpus));
-    dst->last_ports = rs_dup(src->last_ports, src->nlast_ports, sizeof(*src->last_ports));
+    dst->gpus = replicaset_dup(src->gpus, src->ngpus, sizeof(*src->gpus));
+    dst->grant.cards = replicaset_dup(src->grant.cards, src->grant.n, sizeof(*src->grant.cards));
+    dst->ports = replicaset_dup(src->ports, src->nports, sizeof(*src->ports));
+    dst->last_gpus = replicaset_dup(src->last_gpus, src->nlast_gpus, sizeof(*src->last_gpus));
+    dst->last_ports = replicaset_dup(src->last_ports, src->nlast_ports, sizeof(*src->last_ports));
     dst->gpus_aside = src->gpus_aside ? json_deep_copy(src->gpus_aside) : NULL;
     dst->pending_spec = src->pending_spec ? json_deep_copy(src->pending_spec) : NULL;
-    dst->cpuset = rs_dup(src->cpuset, src->ncpuset, sizeof(*src->cpuset));
-    dst->last_cpuset = rs_dup(src->last_cpuset, src->nlast_cpuset, sizeof(*src->last_cpuset));
-    rs_spec_copy(&src->spec, &dst->spec);
+    dst->cpuset = replicaset_dup(src->cpuset, src->ncpuset, sizeof(*src->cpuset));
+    dst->last_cpuset =
+        replicaset_dup(src->last_cpuset, src->nlast_cpuset, sizeof(*src->last_cpuset));
+    replicaset_spec_copy(&src->spec, &dst->spec);
 }
 
-void rs_record_free(rs_record *r)
+void replicaset_record_free(replicaset_record *r)
 {
     if (!r)
         return;
-    rs_spec_free(&r->spec);
+    replicaset_spec_free(&r->spec);
     gpus_grant_free(&r->grant);
     free(r->gpus);
     free(r->ports);
@@ -546,22 +554,23 @@ void rs_record_free(rs_record *r)
     r->gpus_aside = NULL;
     json_decref(r->pending_spec);
     r->pending_spec = NULL;
-    rs_record_forget_last(r);
+    replicaset_record_forget_last(r);
 }
 
-int rs_record_load_visible(store *s, const char *name, rs_record *out, gb_err *err)
+int replicaset_record_load_visible(store *s, const char *name, replicaset_record *out, gb_err *err)
 {
-    int found = rs_record_load(s, name, out, err);
-    if (found > 0 && !caller_sees(out->owner)) {
-        rs_record_free(out);
+    int found = replicaset_record_load(s, name, out, err);
+    if (found > 0 && !users_caller_sees(out->owner)) {
+        replicaset_record_free(out);
         return 0;
     }
     return found;
 }
 
-void rs_record_hold(const rs_record *r, ledger_hold *h)
+void replicaset_record_hold(const replicaset_record *r, users_ledger_hold *h)
 {
-    *h = (ledger_hold){.exists = r->state != RS_STATE_DELETED && !rs_record_is_tombstone(r)};
+    *h = (users_ledger_hold){.exists = r->state != RS_STATE_DELETED &&
+                                       !replicaset_record_is_tombstone(r)};
     snprintf(h->owner, sizeof(h->owner), "%s", r->owner);
     snprintf(h->name, sizeof(h->name), "%s", r->name);
     for (size_t i = 0; i < r->ngpus; i++) {
@@ -575,7 +584,7 @@ void rs_record_hold(const rs_record *r, ledger_hold *h)
 }
 
 /* runningSince and stopped follow the state (record.h). */
-static void rs_record_stamp_run(rs_record *r)
+static void replicaset_record_stamp_run(replicaset_record *r)
 {
     bool runs = r->state == RS_STATE_RUNNING || r->state == RS_STATE_PAUSED ||
                 r->state == RS_STATE_CREATING;
@@ -591,26 +600,28 @@ static void rs_record_stamp_run(rs_record *r)
         snprintf(r->stopped_at, sizeof(r->stopped_at), "%s", r->update_time);
 }
 
-int rs_record_save(app *a, rs_record *r, const store_op *extra, size_t nextra, gb_err *err)
+int replicaset_record_save(app *a, replicaset_record *r, const store_op *extra, size_t nextra,
+                           gb_err *err)
 {
-    store_record_stamp(r->create_time, r->update_time, sizeof(r->update_time));
-    rs_record_stamp_run(r);
-    _cleanup_json_ json_t *j = rs_record_to_json(r);
-    ledger_hold h, check;
-    rs_record_hold(r, &h);
+    records_stamp(r->create_time, r->update_time, sizeof(r->update_time));
+    replicaset_record_stamp_run(r);
+    _cleanup_json_ json_t *j = replicaset_record_to_json(r);
+    users_ledger_hold h, check;
+    replicaset_record_hold(r, &h);
     if (r->quota_as)
-        rs_record_hold(r->quota_as, &check);
-    int rc = ledger_record_save(a, &rs_record_kind, r->name, j, &r->mod_revision, extra, nextra, &h,
-                                r->quota_as ? &check : NULL, err);
+        replicaset_record_hold(r->quota_as, &check);
+    int rc = users_ledger_record_save(a, &replicaset_record_kind, r->name, j, &r->mod_revision,
+                                      extra, nextra, &h, r->quota_as ? &check : NULL, err);
     __atomic_add_fetch(&a->records_generation, 1, __ATOMIC_RELEASE);
     return rc;
 }
 
-int rs_record_remove_txn(app *a, const rs_record *gone, const store_cmp *cmps, size_t ncmps,
-                         store_op *ops, size_t nops, bool *landed, gb_err *err)
+int replicaset_record_remove_txn(app *a, const replicaset_record *gone, const store_cmp *cmps,
+                                 size_t ncmps, store_op *ops, size_t nops, bool *landed,
+                                 gb_err *err)
 {
-    ledger_hold h;
-    rs_record_hold(gone, &h);
+    users_ledger_hold h;
+    replicaset_record_hold(gone, &h);
     h.exists = false;
-    return ledger_txn(a, &h, NULL, cmps, ncmps, ops, nops, landed, NULL, err);
+    return users_ledger_txn(a, &h, NULL, cmps, ncmps, ops, nops, landed, NULL, err);
 }

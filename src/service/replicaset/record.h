@@ -3,7 +3,7 @@
  *
  * The record (key: keys_replicaset) is the one source of truth for the set:
  *   {"name": "foo", "version": 3, "state": "running",
- *    "spec": {...rs_spec...},
+ *    "spec": {...replicaset_spec...},
  *    "containerName": "foo-3", "containerId": "ab12...",
  *    "gpus": ["GPU-..."],                                 every card held
  *    "gpuShares": [{"uuid", "memoryMiB", "mode", "replica"}], shares only
@@ -18,13 +18,13 @@
  *    "stopped": {"reason", "at", "detail"},             while stopped
  *    "gpusAside": {"gpuCount": 2, "gpuMemory": 0, ...}, while a version runs
  *                                                       without its cards
- *    "pendingSpec": {...rs_spec...}}                    only when stopped: a change
+ *    "pendingSpec": {...replicaset_spec...}}                    only when stopped: a change
  *                                                       made while stopped
  * A start without cards (PATCH .../restart {"gpuCount": 0}) makes a version
  * whose spec asks for none and keeps the set's GPU fields in gpusAside; the
  * next normal start puts them back (a new version with cards), and a
  * version that asks for cards itself (a gpuPatch, a rollback) has nothing
- * aside (rs_version_next).
+ * aside (replicaset_version_next).
  * A patch or rollback of a stopped set changes nothing in Docker and takes
  * nothing from the pools: it records the spec its next version will have
  * in pendingSpec (a later one changes that spec further; one that brings
@@ -35,7 +35,7 @@
  * versions that ran.
  * The run limits (docs/usage.md) belong to the set, not to a version: a
  * patch of them alone changes the record in place and a rollback keeps
- * them. runningSince and stopped are kept by rs_record_save from the state
+ * them. runningSince and stopped are kept by replicaset_record_save from the state
  * (a run begins when the set leaves "stopped"; a stop's reason goes when it
  * runs again), so every path that starts or stops a set keeps them right.
  * `gpus`, `gpuShares` and `ports` list exactly what the set holds now:
@@ -50,7 +50,7 @@
  * Each version's spec is also kept under keys_replicaset_history as
  * {"version", "createTime", "containerName", "spec", "reason"}.
  *
- * States and what each operation may do from them (rs_lifecycle_check):
+ * States and what each operation may do from them (replicaset_lifecycle_check):
  *
  *              creating  running  paused  stopped  deleted
  *   stop          -        yes     yes      -        -
@@ -84,7 +84,7 @@ struct app;
 #include "util/err.h"
 #include "util/names.h"
 
-enum rs_state {
+enum replicaset_state {
     RS_STATE_CREATING,
     RS_STATE_RUNNING,
     RS_STATE_PAUSED,
@@ -92,7 +92,7 @@ enum rs_state {
     RS_STATE_DELETED,
 };
 
-enum rs_op {
+enum replicaset_op {
     RS_OP_STOP,
     RS_OP_PAUSE,
     RS_OP_CONTINUE,
@@ -104,34 +104,34 @@ enum rs_op {
     RS_OP_RESTART,
 };
 
-typedef struct rs_held_port {
+typedef struct replicaset_held_port {
     uint16_t host_port;
     uint16_t container_port;
     char protocol[4];
-} rs_held_port;
+} replicaset_held_port;
 
 #define RS_CONTAINER_NAME_MAX (NAME_MAX_LEN + 16)
 #define RS_TIME_MAX 32
 #define RS_OPERATION_MAX 40 /* JOURNAL_ID_MAX */
 
-typedef struct rs_record {
+typedef struct replicaset_record {
     char name[NAME_MAX_LEN + 1];
     int version;
-    enum rs_state state;
-    rs_spec spec;
+    enum replicaset_state state;
+    replicaset_spec spec;
     char container_name[RS_CONTAINER_NAME_MAX];
     char container_id[80];
     char (*gpus)[GPU_UUID_MAX]; /* every card held, in container order: grant's UUIDs */
     size_t ngpus;
-    gpus_grant grant; /* how each card is held; grant.n == ngpus (rs_record_set_grant) */
-    rs_held_port *ports;
+    gpus_grant grant; /* how each card is held; grant.n == ngpus (replicaset_record_set_grant) */
+    replicaset_held_port *ports;
     size_t nports;
     char create_time[RS_TIME_MAX];
     char update_time[RS_TIME_MAX];
     char operation[RS_OPERATION_MAX]; /* id of the operation in flight; "" when none */
     char (*last_gpus)[GPU_UUID_MAX];  /* stopped: the cards it gave back */
     size_t nlast_gpus;
-    rs_held_port *last_ports;
+    replicaset_held_port *last_ports;
     size_t nlast_ports;
     int *cpuset; /* logical CPUs held for spec.cpu_count (sched/cpus.h), ascending */
     size_t ncpuset;
@@ -146,81 +146,82 @@ typedef struct rs_record {
     char stopped_at[RS_TIME_MAX];
     char stop_detail[192];
     json_t *gpus_aside;   /* the GPU fields set aside by a start without cards; NULL: none */
-    json_t *pending_spec; /* stopped: the next version's spec (rs_spec JSON); NULL: none */
+    json_t *pending_spec; /* stopped: the next version's spec (replicaset_spec JSON); NULL: none */
     /* Not stored: what a save's quota check counts instead of what the
      * record holds (a version change holds the old and the new cards at
      * once for a moment; its quota is what the new version keeps). */
-    const struct rs_record *quota_as;
-} rs_record;
+    const struct replicaset_record *quota_as;
+} replicaset_record;
 
-const char *rs_state_name(enum rs_state s);
+const char *replicaset_state_name(enum replicaset_state s);
 
 /* 0 when op is allowed in r's state; otherwise ERR_STATE_CONFLICT (or
  * ERR_NOT_FOUND for a deleted set) saying why and what to do instead. */
-int rs_lifecycle_check(enum rs_op op, const rs_record *r, gb_err *err);
+int replicaset_lifecycle_check(enum replicaset_op op, const replicaset_record *r, gb_err *err);
 
 /* Load name's record: 1 found, 0 absent, -1 error (store_json.h: "reading
  * replica set <name> from the store: ..." when it cannot be read). */
-int rs_record_load(store *s, const char *name, rs_record *out, gb_err *err);
-/* rs_record_load, except that a record the caller may not see
+int replicaset_record_load(store *s, const char *name, replicaset_record *out, gb_err *err);
+/* replicaset_record_load, except that a record the caller may not see
  * (users/caller.h) is absent: 0, as for a name nobody holds. */
-int rs_record_load_visible(store *s, const char *name, rs_record *out, gb_err *err);
+int replicaset_record_load_visible(store *s, const char *name, replicaset_record *out, gb_err *err);
 /* Takes one record of a scan; r is freed after the call. 0 to go on, -1
  * with *err filled to stop. */
-typedef int (*rs_record_fn)(void *ctx, rs_record *r, gb_err *err);
+typedef int (*replicaset_record_fn)(void *ctx, replicaset_record *r, gb_err *err);
 /* Hand every replica-set record (not the history) to fn, in name order.
- * Errors as store_records_scan (store_json.h), prefixed by nothing more:
+ * Errors as records_scan (store_json.h), prefixed by nothing more:
  * the caller says what it was doing. */
-int rs_records_each(store *s, rs_record_fn fn, void *ctx, gb_err *err);
-int rs_record_from_json(const json_t *j, rs_record *out, gb_err *err);
-json_t *rs_record_to_json(const rs_record *r);
-void rs_record_free(rs_record *r);
+int replicaset_records_each(store *s, replicaset_record_fn fn, void *ctx, gb_err *err);
+int replicaset_record_from_json(const json_t *j, replicaset_record *out, gb_err *err);
+json_t *replicaset_record_to_json(const replicaset_record *r);
+void replicaset_record_free(replicaset_record *r);
 
 /* A deleted record at version 0: the fence replicaset/doubt.c leaves where a
  * create cut off by a store outage might still land. It holds nothing and
  * has no history; queries treat the name as unknown, and the next create
  * starts at version 1 over it. */
-bool rs_record_is_tombstone(const rs_record *r);
+bool replicaset_record_is_tombstone(const replicaset_record *r);
 
 /* Drop what the record holds (gpus, ports). Nothing is freed: a shallow
  * copy made before may still list it, to give back to the pools. */
-void rs_record_clear_holdings(rs_record *r);
+void replicaset_record_clear_holdings(replicaset_record *r);
 /* Make g (moved in: *g is left empty) what r holds, gpus included. */
-int rs_record_set_grant(rs_record *r, gpus_grant *g, gb_err *err);
+int replicaset_record_set_grant(replicaset_record *r, gpus_grant *g, gb_err *err);
 /* Move the cards and ports it holds into lastGpus/lastPorts (stop),
  * holding nothing. */
-void rs_record_remember_holdings(rs_record *r);
+void replicaset_record_remember_holdings(replicaset_record *r);
 /* Forget lastGpus/lastPorts. */
-void rs_record_forget_last(rs_record *r);
+void replicaset_record_forget_last(replicaset_record *r);
 /* Deep copy (spec, grant, holdings, last holdings); 0, or -1 out of memory. */
-void rs_record_copy(const rs_record *src, rs_record *dst);
+void replicaset_record_copy(const replicaset_record *src, replicaset_record *dst);
 /* The JSON lists of what it holds, for answers. */
-json_t *rs_record_gpus_json(const rs_record *r);
+json_t *replicaset_record_gpus_json(const replicaset_record *r);
 /* [{uuid, memoryMiB, mode, replica?}] for a share grant, [] otherwise. */
-json_t *rs_record_gpu_shares_json(const rs_record *r);
+json_t *replicaset_record_gpu_shares_json(const replicaset_record *r);
 /* "none" | "whole" | "memory" | "timeslice": how r holds its cards. */
-const char *rs_record_gpu_mode(const rs_record *r);
-json_t *rs_record_ports_json(const rs_record *r);
+const char *replicaset_record_gpu_mode(const replicaset_record *r);
+json_t *replicaset_record_ports_json(const replicaset_record *r);
 /* [2, 3, 34, 35]: the logical CPUs it holds. */
-json_t *rs_record_cpuset_json(const rs_record *r);
+json_t *replicaset_record_cpuset_json(const replicaset_record *r);
 
 /* The history entry for r's current version; reason says what made it
  * ("create", "patch", "restart", "rollback to 2"). */
-json_t *rs_record_history_entry(const rs_record *r, const char *reason);
+json_t *replicaset_record_history_entry(const replicaset_record *r, const char *reason);
 
 /* The run limits as the API shows them: {"idleStop": "30m" or "",
  * "maxDuration", "runningSince"?, "stopAt"?, "stopped"?} merged into obj. */
-void rs_record_limits_json(const rs_record *r, json_t *obj);
+void replicaset_record_limits_json(const replicaset_record *r, json_t *obj);
 /* The run limits of a create or patch body (idleStop, maxDuration: "30m",
  * "" or null for none) into r; absent fields leave r as it is.
  * ERR_INVALID_PARAMS / ERR_WRONG_TYPE naming the field. *given: whether
  * the body had any of them. */
 #define RS_LIMIT_MIN_S 10
 #define RS_LIMIT_MAX_S (366LL * 86400)
-int rs_record_limits_from_body(const json_t *body, rs_record *r, bool *given, gb_err *err);
+int replicaset_record_limits_from_body(const json_t *body, replicaset_record *r, bool *given,
+                                       gb_err *err);
 /* The same, into *idle_s and *max_s (kept when absent; a create request). */
-int rs_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *max_s, bool *given,
-                        gb_err *err);
+int replicaset_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *max_s, bool *given,
+                                gb_err *err);
 
 /* Write r back if nobody changed it since it was loaded (compare-and-swap on
  * mod_revision; 0 = must not exist). extra ops (may be NULL/0) go in the
@@ -228,13 +229,15 @@ int rs_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *max_s, boo
  * so a quota the change would pass is ERR_QUOTA_EXCEEDED with nothing
  * written. ERR_CONFLICT when the record changed underneath. On success
  * r->mod_revision is the new revision. */
-int rs_record_save(struct app *a, rs_record *r, const store_op *extra, size_t nextra, gb_err *err);
+int replicaset_record_save(struct app *a, replicaset_record *r, const store_op *extra,
+                           size_t nextra, gb_err *err);
 /* What r holds, as its owner's ledger counts it (users/users.h). */
-struct ledger_hold;
-void rs_record_hold(const rs_record *r, struct ledger_hold *h);
+struct users_ledger_hold;
+void replicaset_record_hold(const replicaset_record *r, struct users_ledger_hold *h);
 /* ops under cmps, with gone's ledger entry removed in the same transaction
- * (ledger_txn): a record that goes. *landed false: a compare failed. */
-int rs_record_remove_txn(struct app *a, const rs_record *gone, const store_cmp *cmps, size_t ncmps,
-                         store_op *ops, size_t nops, bool *landed, gb_err *err);
+ * (users_ledger_txn): a record that goes. *landed false: a compare failed. */
+int replicaset_record_remove_txn(struct app *a, const replicaset_record *gone,
+                                 const store_cmp *cmps, size_t ncmps, store_op *ops, size_t nops,
+                                 bool *landed, gb_err *err);
 
 #endif

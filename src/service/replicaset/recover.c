@@ -30,7 +30,7 @@
 #define JOURNAL_KEEP_S (7L * 24 * 3600)
 
 /* r names an operation: settle it, or forget it when it already ended. */
-static void rs_resume_named(app *a, const char *name, rs_record *r)
+static void replicaset_resume_named(app *a, const char *name, replicaset_record *r)
 {
     journal_op op = {0};
     gb_err e = GB_ERR_INIT;
@@ -47,27 +47,27 @@ static void rs_resume_named(app *a, const char *name, rs_record *r)
         log_warn("replica set %s: forgetting operation %s, which is %s", name, r->operation,
                  found ? journal_state_name(op.state) : "not in the journal");
         r->operation[0] = '\0';
-        if (rs_record_save(a, r, NULL, 0, &e) < 0)
+        if (replicaset_record_save(a, r, NULL, 0, &e) < 0)
             log_warn("replica set %s: %s", name, e.msg);
     }
     journal_op_free(&op);
 }
 
-int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err)
+int replicaset_load_settled(app *a, const char *name, replicaset_record *r, gb_err *err)
 {
     /* First what a store outage left in doubt (replicaset/doubt.c), then what a
      * crash or a failure left unfinished (the journal). */
-    if (name_check_replicaset(name, err) < 0 || rs_doubt_resolve(a, name, err) < 0)
+    if (name_check_replicaset(name, err) < 0 || replicaset_doubt_resolve(a, name, err) < 0)
         return -1;
     for (int attempt = 0;; attempt++) {
-        int found = rs_record_load_visible(a->store, name, r, err);
+        int found = replicaset_record_load_visible(a->store, name, r, err);
         if (found < 0) {
             if (err && err->code == ERR_STORE_UNAVAILABLE)
                 err_prefix(err, "replica set '%s': nothing was changed", name);
             return -1;
         }
-        if (!found || rs_record_is_tombstone(r)) {
-            rs_record_free(r);
+        if (!found || replicaset_record_is_tombstone(r)) {
+            replicaset_record_free(r);
             return err_set(err, ERR_NOT_FOUND, "no replica set named '%s'", name);
         }
         if (!r->operation[0])
@@ -77,11 +77,11 @@ int rs_load_settled(app *a, const char *name, rs_record *r, gb_err *err)
                     "replica set '%s' has an unfinished operation %s that could not be settled; "
                     "see operation %s",
                     name, r->operation, r->operation);
-            rs_record_free(r);
+            replicaset_record_free(r);
             return -1;
         }
-        rs_resume_named(a, name, r);
-        rs_record_free(r);
+        replicaset_resume_named(a, name, r);
+        replicaset_record_free(r);
     }
 }
 
@@ -92,9 +92,9 @@ int replicaset_recover(app *a, gb_err *err)
     if (journal_unfinished(a->store, &ops, &n, err) < 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        _cleanup_(rs_record_free) rs_record r = {0};
+        _cleanup_(replicaset_record_free) replicaset_record r = {0};
         gb_err e = GB_ERR_INIT;
-        int found = rs_record_load(a->store, ops[i].target, &r, &e);
+        int found = replicaset_record_load(a->store, ops[i].target, &r, &e);
         if (found < 0 || op_resume(a, &ops[i], found ? &r : NULL, &e) < 0)
             log_error("recover: operation %s (%s of %s): %s", ops[i].id,
                       journal_kind_name(ops[i].kind), ops[i].target, e.msg);
@@ -116,17 +116,17 @@ int replicaset_recover(app *a, gb_err *err)
  * A record written before owners were recorded is checked by its kind's
  * target: every journalled kind's is a replica set (volume operations are
  * not journalled and have no record). 1, 0, -1. */
-static int rs_operation_visible(app *a, const journal_op *op, gb_err *err)
+static int replicaset_operation_visible(app *a, const journal_op *op, gb_err *err)
 {
-    if (!caller_is_user())
+    if (!users_caller_is_user())
         return 1;
     if (op->owner[0]) /* and not an earlier user's of the caller's name */
-        return caller_sees(op->owner) &&
+        return users_caller_sees(op->owner) &&
                time_iso_parse(op->create_time) >=
-                   (time_t)(users_created_ms(a->users, caller_current()->name) / 1000);
-    rs_record r = {0};
-    int seen = rs_record_load_visible(a->store, op->target, &r, err);
-    rs_record_free(&r);
+                   (time_t)(users_created_ms(a->users, users_caller_current()->name) / 1000);
+    replicaset_record r = {0};
+    int seen = replicaset_record_load_visible(a->store, op->target, &r, err);
+    replicaset_record_free(&r);
     return seen;
 }
 
@@ -140,7 +140,8 @@ int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err)
     _cleanup_(journal_op_free) journal_op op = {0};
     int found = journal_load(a->store, id, &op, err);
     if (found > 0)
-        found = rs_operation_visible(a, &op, err); /* someone else's: as unknown as their set */
+        found =
+            replicaset_operation_visible(a, &op, err); /* someone else's: as unknown as their set */
     if (found < 0)
         return -1;
     if (!found)

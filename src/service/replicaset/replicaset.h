@@ -55,7 +55,7 @@
 /* req: the parsed create body (replicaset/request.h): name, spec, run
  * limits (replicaset/record.h) and how the image is pulled; its placement
  * fields were for the fleet and are not looked at here. */
-int replicaset_create(app *a, const rs_create_request *req, json_t **out, gb_err *err);
+int replicaset_create(app *a, const replicaset_create_request *req, json_t **out, gb_err *err);
 
 /* data: {replicaSets:[{name, version, state, status, containerName, gpus,
  * gpuShares, ports, createTime, updateTime}]}; deleted sets only with include_deleted.
@@ -86,7 +86,7 @@ int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err);
 /* data: {name, purged, released:{gpus, ports}}. */
 int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err *err);
 
-/* Patch (rs_spec_patch says what a patch may carry): a new version with the
+/* Patch (replicaset_spec_patch says what a patch may carry): a new version with the
  * new spec and the system disk carried, or, when the patch changes
  * nothing, no new version. data: {name, replicaSetName, containerName,
  * containerId, version, state, gpus, ports, changed, operationId (when
@@ -113,22 +113,22 @@ int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err);
 #define RS_EXEC_MAX_TIMEOUT_S 3600
 #define RS_EXEC_OUTPUT_CAP (1024 * 1024) /* bytes kept per stream */
 
-typedef struct rs_exec_request {
+typedef struct replicaset_exec_request {
     const char *const *cmd; /* argv; at least one */
     size_t ncmd;
     const char *workdir; /* NULL: the image's */
     int timeout_s;       /* 0: RS_EXEC_DEFAULT_TIMEOUT_S */
-} rs_exec_request;
+} replicaset_exec_request;
 
 /* Run a command in the running container. data: {stdout, stderr, exitCode,
  * stdoutTruncated, stderrTruncated, timedOut}. */
-int replicaset_execute(app *a, const char *name, const rs_exec_request *req, json_t **out,
+int replicaset_execute(app *a, const char *name, const replicaset_exec_request *req, json_t **out,
                        gb_err *err);
 
 /* Commit the container to image `image` ("repo[:tag]"). An existing tag is
  * refused unless overwrite, and never overwritten if gpubox did not create
  * it. A user commits only under their own namespace, u/<user>/
- * (images.h: image_commit_check). The image keeps the instance's
+ * (images.h: images_commit_check). The image keeps the instance's
  * environment only when keep_env; else it has its base image's, each
  * variable the instance added unset. data: {imageName, imageId, keptEnv}. */
 int replicaset_commit(app *a, const char *name, const char *image, bool overwrite, bool keep_env,
@@ -143,39 +143,39 @@ int replicaset_commit(app *a, const char *name, const char *image, bool overwrit
 #define RS_LOGS_KEEP_LINES 10000
 #define RS_LOGS_KEEP_SET_MIB_DEFAULT 32
 
-typedef struct rs_logs_request {
+typedef struct replicaset_logs_request {
     long tail;                 /* the last this many lines of each version; < 0: all */
     const long *tails;         /* NULL, or per version of the plan (its order): tail for that one */
     int64_t since;             /* unix seconds: only lines written at or after it; 0: all */
     bool follow;               /* the newest version asked for is followed while it runs */
     int versions;              /* the newest this many versions; 0: all; 1: the current */
     const atomic_bool *cancel; /* set to end a follow (the client went away); may be NULL */
-} rs_logs_request;
+} replicaset_logs_request;
 
-typedef struct rs_log_line {
+typedef struct replicaset_log_line {
     int version;
     int stream;       /* 1 stdout, 2 stderr */
     const char *time; /* RFC 3339 with nanoseconds; "" when unknown */
     const char *text; /* without its line end; any bytes */
     size_t len;
     bool partial; /* a piece of a longer line; more follows */
-} rs_log_line;
+} replicaset_log_line;
 
 /* false: read no further. */
-typedef bool (*rs_log_fn)(void *ctx, const rs_log_line *line);
+typedef bool (*replicaset_log_fn)(void *ctx, const replicaset_log_line *line);
 
 /* Check name and that the caller may see the set (ERR_NOT_FOUND when not),
  * and say which versions rq asks for and where each one's lines come from:
  * data {name, version, state, versions:[{version, containerName, current,
  * source: "container"|"kept"|"none", status (a container's), note (none's
  * why)}]}, oldest first. */
-int replicaset_logs_plan(app *a, const char *name, const rs_logs_request *rq, json_t **out,
+int replicaset_logs_plan(app *a, const char *name, const replicaset_logs_request *rq, json_t **out,
                          gb_err *err);
 /* Hand every line of plan's versions to fn, oldest version first, following
  * the newest if rq says so (returning when its container stops, fn says
  * stop or rq->cancel is set). */
-int replicaset_logs_read(app *a, const json_t *plan, const rs_logs_request *rq, rs_log_fn fn,
-                         void *ctx, gb_err *err);
+int replicaset_logs_read(app *a, const json_t *plan, const replicaset_logs_request *rq,
+                         replicaset_log_fn fn, void *ctx, gb_err *err);
 
 /* gpu-docker-api's older routes name a set as "foo" or by its container
  * "foo-N": write the replica-set name into base (NAME_MAX_LEN + 1 bytes). */
@@ -193,7 +193,8 @@ int replicaset_recover(app *a, gb_err *err);
 /* The replica-set kinds of the operation engine's table (engine.h,
  * op_kinds.c), each defined in the file that holds its steps. */
 struct op_kind;
-extern const struct op_kind rs_op_create, rs_op_stop, rs_op_delete, rs_op_restart_same,
-    rs_op_restart_new, rs_op_patch, rs_op_rollback;
+extern const struct op_kind replicaset_op_create, replicaset_op_stop, replicaset_op_delete,
+    replicaset_op_restart_same, replicaset_op_restart_new, replicaset_op_patch,
+    replicaset_op_rollback;
 
 #endif

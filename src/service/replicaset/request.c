@@ -23,7 +23,7 @@
 
 /* Every field of a create body. The older family's fields come first, in
  * the order its messages list them. */
-const rs_create_field rs_create_fields[] = {
+const replicaset_create_field replicaset_create_fields[] = {
     /* the spec (replicaset/spec.c); the older family has some of it */
     {"imageName", "imageName"},
     {"replicaSetName", "containerName"},
@@ -57,7 +57,7 @@ const rs_create_field rs_create_fields[] = {
     {NULL, NULL},
 };
 
-#define NFIELDS (ARRAY_SIZE(rs_create_fields) - 1)
+#define NFIELDS (ARRAY_SIZE(replicaset_create_fields) - 1)
 
 /* "a, b, c": the older family's fields, for its unknown-field message. */
 static void older_fields_list(char *buf, size_t size)
@@ -65,28 +65,28 @@ static void older_fields_list(char *buf, size_t size)
     size_t used = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < NFIELDS && used < size; i++) {
-        if (!rs_create_fields[i].older)
+        if (!replicaset_create_fields[i].older)
             continue;
-        int n =
-            snprintf(buf + used, size - used, "%s%s", used ? ", " : "", rs_create_fields[i].older);
+        int n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "",
+                         replicaset_create_fields[i].older);
         if (n < 0)
             break;
         used += (size_t)n;
     }
 }
 
-static bool field_known(const char *key, enum rs_create_family family)
+static bool field_known(const char *key, enum replicaset_create_family family)
 {
     for (size_t i = 0; i < NFIELDS; i++) {
-        const char *n =
-            family == RS_CREATE_CONTAINERS ? rs_create_fields[i].older : rs_create_fields[i].name;
+        const char *n = family == RS_CREATE_CONTAINERS ? replicaset_create_fields[i].older
+                                                       : replicaset_create_fields[i].name;
         if (n && strcmp(key, n) == 0)
             return true;
     }
     return false;
 }
 
-static int check_fields(const json_t *body, enum rs_create_family family, gb_err *err)
+static int check_fields(const json_t *body, enum replicaset_create_family family, gb_err *err)
 {
     const char *key;
     json_t *v;
@@ -109,7 +109,8 @@ static int check_fields(const json_t *body, enum rs_create_family family, gb_err
 
 /* ---- placement ------------------------------------------------------------------ */
 
-int rs_placement_from_json(const json_t *body, bool in_fleet, rs_placement *out, gb_err *err)
+int replicaset_placement_from_json(const json_t *body, bool in_fleet, replicaset_placement *out,
+                                   gb_err *err)
 {
     memset(out, 0, sizeof(*out));
     const char *node = NULL, *placement = NULL;
@@ -152,7 +153,7 @@ int rs_placement_from_json(const json_t *body, bool in_fleet, rs_placement *out,
             if (!json_is_string(v))
                 return err_set(err, ERR_INVALID_PARAMS, "nodeSelector.%s must be a string, not %s",
                                k, json_type_name(v));
-            out->selector[out->nselector++] = (rs_label){k, json_string_value(v)};
+            out->selector[out->nselector++] = (replicaset_label){k, json_string_value(v)};
         }
     }
     return 0;
@@ -220,7 +221,7 @@ static int legacy_ports(const json_t *ports, json_t **out, gb_err *err)
  * so a source of the form <name>-<digits> (not a host path) can only mean
  * that volume: it becomes "foo". Binds are objects {src, dest, ...} or
  * strings "src:dest[:ro]"; anything else is left for the spec checks. */
-json_t *rs_legacy_volume_ref(json_t *bind)
+json_t *replicaset_legacy_volume_ref(json_t *bind)
 {
     bool is_obj = json_is_object(bind);
     const char *text =
@@ -242,7 +243,7 @@ json_t *rs_legacy_volume_ref(json_t *bind)
     return copy;
 }
 
-/* Every bind of an array through rs_legacy_volume_ref; a non-array as it is. */
+/* Every bind of an array through replicaset_legacy_volume_ref; a non-array as it is. */
 static json_t *legacy_volume_refs(json_t *binds)
 {
     if (!json_is_array(binds))
@@ -252,7 +253,7 @@ static json_t *legacy_volume_refs(json_t *binds)
     json_t *b;
     json_array_foreach(binds, i, b)
     {
-        json_array_append_new(out, rs_legacy_volume_ref(b));
+        json_array_append_new(out, replicaset_legacy_volume_ref(b));
     }
     return out;
 }
@@ -280,8 +281,9 @@ static int legacy_to_create_body(const json_t *body, json_t **out, gb_err *err)
         }
         const char *name = key;
         for (size_t i = 0; i < NFIELDS; i++)
-            if (rs_create_fields[i].older && strcmp(key, rs_create_fields[i].older) == 0)
-                name = rs_create_fields[i].name;
+            if (replicaset_create_fields[i].older &&
+                strcmp(key, replicaset_create_fields[i].older) == 0)
+                name = replicaset_create_fields[i].name;
         json_object_set(spec, name, v);
     }
     *out = steal_ptr(&spec);
@@ -290,8 +292,8 @@ static int legacy_to_create_body(const json_t *body, json_t **out, gb_err *err)
 
 /* ---- the request ------------------------------------------------------------------ */
 
-int rs_create_request_parse(const json_t *body, enum rs_create_family family, bool in_fleet,
-                            rs_create_request *out, gb_err *err)
+int replicaset_create_request_parse(const json_t *body, enum replicaset_create_family family,
+                                    bool in_fleet, replicaset_create_request *out, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
     out->image.pull = IMAGE_PULL_MISSING;
@@ -305,19 +307,19 @@ int rs_create_request_parse(const json_t *body, enum rs_create_family family, bo
     const char *pull = NULL;
     const char *names[NFIELDS + 1];
     for (size_t i = 0; i <= NFIELDS; i++)
-        names[i] = rs_create_fields[i].name;
-    if (rs_placement_from_json(b, in_fleet, &out->placement, err) < 0 ||
+        names[i] = replicaset_create_fields[i].name;
+    if (replicaset_placement_from_json(b, in_fleet, &out->placement, err) < 0 ||
         json_field_string(b, NULL, "replicaSetName", &out->name, false, err) < 0 ||
         name_check_replicaset(out->name, err) < 0 ||
         json_field_string(b, NULL, "pull", &pull, false, err) < 0 ||
-        (pull && image_pull_policy_parse(pull, &out->image.pull, err) < 0) ||
-        image_auth_from_json(b, "registryAuth", &out->image.auth, err) < 0 ||
+        (pull && images_pull_policy_parse(pull, &out->image.pull, err) < 0) ||
+        images_auth_from_json(b, "registryAuth", &out->image.auth, err) < 0 ||
         check_fields(b, RS_CREATE_REPLICASET, err) < 0)
         goto fail;
-    if (rs_spec_from_json(b, names, &out->spec, err) < 0)
+    if (replicaset_spec_from_json(b, names, &out->spec, err) < 0)
         goto fail;
-    if (rs_run_limits_parse(b, &out->idle_stop_s, &out->max_duration_s, NULL, err) < 0) {
-        rs_spec_free(&out->spec);
+    if (replicaset_run_limits_parse(b, &out->idle_stop_s, &out->max_duration_s, NULL, err) < 0) {
+        replicaset_spec_free(&out->spec);
         goto fail;
     }
     return 0;
@@ -327,11 +329,11 @@ fail:
     return -1;
 }
 
-void rs_create_request_free(rs_create_request *req)
+void replicaset_create_request_free(replicaset_create_request *req)
 {
     if (!req)
         return;
-    rs_spec_free(&req->spec);
+    replicaset_spec_free(&req->spec);
     json_decref(req->body);
     memset(req, 0, sizeof(*req));
 }

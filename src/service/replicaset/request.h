@@ -3,10 +3,10 @@
  *
  * Every way a replica set is created - POST /api/v1/replicaSet, the older
  * POST /api/v1/containers, and a fleet's placement of either - reads the
- * body through rs_create_request_parse into one typed rs_create_request:
+ * body through replicaset_create_request_parse into one typed replicaset_create_request:
  * the name, the spec, the run limits, how the image is pulled, and the
  * placement fields. The fields a create takes are listed once
- * (rs_create_fields in request.c) with the older family's name of each
+ * (replicaset_create_fields in request.c) with the older family's name of each
  * field it shares; the unknown-field check of both families and the
  * placement both come from that list, so a new field is added in one place
  * and travels through every path (docs/architecture.md, "A create
@@ -28,66 +28,67 @@
 
 /* When and with which credentials the image is pulled: a request option,
  * not part of the spec (history and spec comparisons never see it). */
-typedef struct rs_create_image {
-    enum image_pull_policy pull;
-    image_auth auth;
-} rs_create_image;
+typedef struct replicaset_create_image {
+    enum images_pull_policy pull;
+    images_auth auth;
+} replicaset_create_image;
 
 #define RS_MAX_SELECTOR 32
 
-typedef struct rs_label {
+typedef struct replicaset_label {
     const char *key; /* borrowed from the body */
     const char *value;
-} rs_label;
+} replicaset_label;
 
 /* Which node of a fleet: node, nodeSelector, placement (docs/fleet.md). */
-typedef struct rs_placement {
+typedef struct replicaset_placement {
     bool given;       /* any of the three was in the body */
     const char *node; /* NULL: any; borrowed from the body */
     bool has_policy;
     enum gpus_policy policy; /* placement: binpack or spread */
-    rs_label selector[RS_MAX_SELECTOR];
+    replicaset_label selector[RS_MAX_SELECTOR];
     size_t nselector;
-} rs_placement;
+} replicaset_placement;
 
 /* Which route family the body comes from: /replicaSet or the older
  * /containers (containerName, Ports with ports as numbers or strings,
  * binds naming gpu-docker-api's "foo-N" volumes). */
-enum rs_create_family { RS_CREATE_REPLICASET, RS_CREATE_CONTAINERS };
+enum replicaset_create_family { RS_CREATE_REPLICASET, RS_CREATE_CONTAINERS };
 
-typedef struct rs_create_request {
+typedef struct replicaset_create_request {
     const char *name; /* replicaSetName / containerName, checked */
-    rs_spec spec;
+    replicaset_spec spec;
     int64_t idle_stop_s; /* run limits; 0: none */
     int64_t max_duration_s;
-    rs_create_image image;
-    rs_placement placement;
+    replicaset_create_image image;
+    replicaset_placement placement;
     json_t *body; /* the body in the /replicaSet form; the strings above point into it */
-} rs_create_request;
+} replicaset_create_request;
 
 /* Parse and check a create body. in_fleet: whether this gpuboxd is a node
  * of a fleet (the placement fields are refused on a single server). Errors
  * are those each route answered before: an unknown field, a wrong type or
  * value, each naming the field. On error *out is empty (free it anyway or
  * not: both are fine). */
-int rs_create_request_parse(const json_t *body, enum rs_create_family family, bool in_fleet,
-                            rs_create_request *out, gb_err *err);
-void rs_create_request_free(rs_create_request *req);
+int replicaset_create_request_parse(const json_t *body, enum replicaset_create_family family,
+                                    bool in_fleet, replicaset_create_request *out, gb_err *err);
+void replicaset_create_request_free(replicaset_create_request *req);
 
 /* Only the placement fields of body (a volume create takes `node` too). */
-int rs_placement_from_json(const json_t *body, bool in_fleet, rs_placement *out, gb_err *err);
+int replicaset_placement_from_json(const json_t *body, bool in_fleet, replicaset_placement *out,
+                                   gb_err *err);
 
 /* The create fields: their names in the /replicaSet family, then in the
  * older one (NULL where that family lacks the field); NULL-terminated. */
-typedef struct rs_create_field {
+typedef struct replicaset_create_field {
     const char *name;
     const char *older;
-} rs_create_field;
-extern const rs_create_field rs_create_fields[];
+} replicaset_create_field;
+extern const replicaset_create_field replicaset_create_fields[];
 
 /* A bind of the older routes: "foo-2" (gpu-docker-api made a new volume at
  * each resize) names gpubox's volume "foo"; a new reference, or bind
  * itself with one more reference. */
-json_t *rs_legacy_volume_ref(json_t *bind);
+json_t *replicaset_legacy_volume_ref(json_t *bind);
 
 #endif

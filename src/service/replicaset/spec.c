@@ -1,6 +1,6 @@
 /*
  * spec.c - parsing, validating and printing replica-set specs (see
- * replicaset/spec.h). Each field has one small parser; rs_spec_from_json walks the
+ * replicaset/spec.h). Each field has one small parser; replicaset_spec_from_json walks the
  * object once, refusing unknown fields, and calls them.
  */
 #include "util/xalloc.h"
@@ -18,14 +18,15 @@
 #include "util/names.h"
 #include "util/size.h"
 
-static const char *const rs_spec_fields[] = {
+static const char *const replicaset_spec_fields[] = {
     "imageName",      "gpuCount", "gpuMemory", "gpuShared", "gpuPolicy",
     "gpuUUIDs",       "gpuModel", "binds",     "env",       "cmd",
     "containerPorts", "ports",    "cpus",      "memory",    "shmSize",
     "restartPolicy",  "labels",   "sshKeys",   "cpuCount",
 };
 
-static const char *const rs_restart_policies[] = {"no", "always", "unless-stopped", "on-failure"};
+static const char *const replicaset_restart_policies[] = {"no", "always", "unless-stopped",
+                                                          "on-failure"};
 
 /* A printable string of bounded length with no control characters. */
 static int check_text(const char *what, const char *s, size_t max, gb_err *err)
@@ -42,7 +43,7 @@ static int check_text(const char *what, const char *s, size_t max, gb_err *err)
     return 0;
 }
 
-static int parse_image(const json_t *obj, rs_spec *out, gb_err *err)
+static int parse_image(const json_t *obj, replicaset_spec *out, gb_err *err)
 {
     const char *image = NULL;
     if (json_field_string(obj, NULL, "imageName", &image, false, err) < 0)
@@ -151,7 +152,7 @@ static int check_not_gpubox_path(const char *what, const char *dest, gb_err *err
     return 0;
 }
 
-static int parse_binds(const json_t *obj, rs_spec *out, gb_err *err)
+static int parse_binds(const json_t *obj, replicaset_spec *out, gb_err *err)
 {
     json_t *binds = json_object_get(obj, "binds");
     if (!binds || json_is_null(binds))
@@ -165,7 +166,7 @@ static int parse_binds(const json_t *obj, rs_spec *out, gb_err *err)
                        RS_MAX_BINDS);
     if (n == 0)
         return 0;
-    out->binds = xcalloc(n, sizeof(rs_bind));
+    out->binds = xcalloc(n, sizeof(replicaset_bind));
     char where[32];
     for (size_t i = 0; i < n; i++) {
         json_t *b = json_array_get(binds, i);
@@ -224,7 +225,7 @@ static int protocol_parse(const char *what, const char *s, char proto[4], gb_err
 }
 
 /* "22", "8888/udp" or the number 22. */
-static int parse_container_port(const json_t *v, size_t i, rs_port *p, gb_err *err)
+static int parse_container_port(const json_t *v, size_t i, replicaset_port *p, gb_err *err)
 {
     char what[40];
     snprintf(what, sizeof(what), "containerPorts[%zu]", i);
@@ -251,7 +252,7 @@ static int parse_container_port(const json_t *v, size_t i, rs_port *p, gb_err *e
     return protocol_parse(what, *end == '/' ? end + 1 : NULL, p->protocol, err);
 }
 
-static int parse_explicit_port(const json_t *v, size_t i, rs_port *p, gb_err *err)
+static int parse_explicit_port(const json_t *v, size_t i, replicaset_port *p, gb_err *err)
 {
     char where[32];
     snprintf(where, sizeof(where), "ports[%zu]", i);
@@ -277,7 +278,7 @@ static int parse_explicit_port(const json_t *v, size_t i, rs_port *p, gb_err *er
     return protocol_parse(what, proto, p->protocol, err);
 }
 
-static int parse_ports(const json_t *obj, rs_spec *out, gb_err *err)
+static int parse_ports(const json_t *obj, replicaset_spec *out, gb_err *err)
 {
     json_t *cports = json_object_get(obj, "containerPorts");
     json_t *ports = json_object_get(obj, "ports");
@@ -297,15 +298,15 @@ static int parse_ports(const json_t *obj, rs_spec *out, gb_err *err)
                        RS_MAX_PORTS);
     if (nc + np == 0)
         return 0;
-    out->ports = xcalloc(nc + np, sizeof(rs_port));
+    out->ports = xcalloc(nc + np, sizeof(replicaset_port));
     for (size_t i = 0; i < nc + np; i++) {
-        rs_port *p = &out->ports[i];
+        replicaset_port *p = &out->ports[i];
         int rc = i < nc ? parse_container_port(json_array_get(cports, i), i, p, err)
                         : parse_explicit_port(json_array_get(ports, i - nc), i - nc, p, err);
         if (rc < 0)
             return -1;
         for (size_t j = 0; j < i; j++) {
-            const rs_port *q = &out->ports[j];
+            const replicaset_port *q = &out->ports[j];
             if (q->container_port == p->container_port && !strcmp(q->protocol, p->protocol))
                 return err_set(err, ERR_INVALID_PARAMS, "container port %u/%s is asked twice",
                                p->container_port, p->protocol);
@@ -349,7 +350,7 @@ static int parse_size_field(const json_t *obj, const char *field, int64_t min, i
     return 0;
 }
 
-static int parse_limits(const json_t *obj, rs_spec *out, gb_err *err)
+static int parse_limits(const json_t *obj, replicaset_spec *out, gb_err *err)
 {
     json_t *cpus = json_object_get(obj, "cpus");
     if (cpus && !json_is_null(cpus)) {
@@ -386,8 +387,8 @@ static int parse_limits(const json_t *obj, rs_spec *out, gb_err *err)
         return -1;
     if (policy && *policy) {
         bool known = false;
-        for (size_t i = 0; i < ARRAY_SIZE(rs_restart_policies); i++)
-            known |= strcmp(policy, rs_restart_policies[i]) == 0;
+        for (size_t i = 0; i < ARRAY_SIZE(replicaset_restart_policies); i++)
+            known |= strcmp(policy, replicaset_restart_policies[i]) == 0;
         if (!known)
             return err_set(err, ERR_INVALID_PARAMS,
                            "restartPolicy '%.32s' is unknown; use no, "
@@ -398,7 +399,7 @@ static int parse_limits(const json_t *obj, rs_spec *out, gb_err *err)
     return 0;
 }
 
-static int parse_labels(const json_t *obj, rs_spec *out, gb_err *err)
+static int parse_labels(const json_t *obj, replicaset_spec *out, gb_err *err)
 {
     json_t *labels = json_object_get(obj, "labels");
     out->labels = json_object();
@@ -486,7 +487,7 @@ static int ssh_key_check(const char *what, const char *key, gb_err *err)
 }
 
 /* sshKeys: each a key line (ssh_key_check), trimmed, none twice. */
-static int parse_ssh_keys(const json_t *obj, rs_spec *out, gb_err *err)
+static int parse_ssh_keys(const json_t *obj, replicaset_spec *out, gb_err *err)
 {
     _cleanup_free_ const char **items = NULL;
     size_t count = 0;
@@ -519,7 +520,7 @@ static int parse_ssh_keys(const json_t *obj, rs_spec *out, gb_err *err)
 
 /* A spec with keys publishes 22/tcp: added when the user did not list it
  * (in containerPorts or ports). */
-static int ssh_port_add(rs_spec *out, gb_err *err)
+static int ssh_port_add(replicaset_spec *out, gb_err *err)
 {
     if (out->nssh_keys == 0)
         return 0;
@@ -531,14 +532,14 @@ static int ssh_port_add(rs_spec *out, gb_err *err)
                        "%zu ports asked, and sshKeys needs port %d/tcp too; at most %d",
                        out->nports, RS_SSH_PORT, RS_MAX_PORTS);
     out->ports = xrealloc(out->ports, (out->nports + 1) * sizeof(*out->ports));
-    out->ports[out->nports++] = (rs_port){.container_port = RS_SSH_PORT, .protocol = "tcp"};
+    out->ports[out->nports++] = (replicaset_port){.container_port = RS_SSH_PORT, .protocol = "tcp"};
     return 0;
 }
 
 static bool field_known(const char *key, const char *const *also_allowed)
 {
-    for (size_t i = 0; i < ARRAY_SIZE(rs_spec_fields); i++)
-        if (strcmp(key, rs_spec_fields[i]) == 0)
+    for (size_t i = 0; i < ARRAY_SIZE(replicaset_spec_fields); i++)
+        if (strcmp(key, replicaset_spec_fields[i]) == 0)
             return true;
     for (size_t i = 0; also_allowed && also_allowed[i]; i++)
         if (strcmp(key, also_allowed[i]) == 0)
@@ -546,7 +547,8 @@ static bool field_known(const char *key, const char *const *also_allowed)
     return false;
 }
 
-int rs_spec_from_json(const json_t *obj, const char *const *also_allowed, rs_spec *out, gb_err *err)
+int replicaset_spec_from_json(const json_t *obj, const char *const *also_allowed,
+                              replicaset_spec *out, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
     if (!json_is_object(obj))
@@ -564,7 +566,7 @@ int rs_spec_from_json(const json_t *obj, const char *const *also_allowed, rs_spe
             goto fail;
         }
     }
-    if (parse_image(obj, out, err) < 0 || rs_spec_gpu_from_json(obj, false, out, err) < 0 ||
+    if (parse_image(obj, out, err) < 0 || replicaset_spec_gpu_from_json(obj, false, out, err) < 0 ||
         parse_strings(obj, "env", true, &out->env, &out->nenv, err) < 0 ||
         parse_strings(obj, "cmd", false, &out->cmd, &out->ncmd, err) < 0 ||
         parse_binds(obj, out, err) < 0 || parse_ports(obj, out, err) < 0 ||
@@ -573,7 +575,7 @@ int rs_spec_from_json(const json_t *obj, const char *const *also_allowed, rs_spe
         goto fail;
     return 0;
 fail:
-    rs_spec_free(out);
+    replicaset_spec_free(out);
     return -1;
 }
 
@@ -585,7 +587,7 @@ static json_t *strings_to_json(char **items, size_t n)
     return a;
 }
 
-json_t *rs_spec_to_json(const rs_spec *s)
+json_t *replicaset_spec_to_json(const replicaset_spec *s)
 {
     json_t *binds = json_array();
     for (size_t i = 0; i < s->nbinds; i++)
@@ -594,7 +596,7 @@ json_t *rs_spec_to_json(const rs_spec *s)
                                         s->binds[i].dest, "readOnly", s->binds[i].read_only));
     json_t *cports = json_array(), *ports = json_array();
     for (size_t i = 0; i < s->nports; i++) {
-        const rs_port *p = &s->ports[i];
+        const replicaset_port *p = &s->ports[i];
         if (p->host_port == 0) {
             char text[16];
             snprintf(text, sizeof(text), "%u/%s", p->container_port, p->protocol);
@@ -616,7 +618,7 @@ json_t *rs_spec_to_json(const rs_spec *s)
         json_object_set_new(j, "sshKeys", strings_to_json(s->ssh_keys, s->nssh_keys));
     if (j && s->cpu_count)
         json_object_set_new(j, "cpuCount", json_integer(s->cpu_count));
-    if (j && rs_spec_gpu_to_json(s, j) < 0) {
+    if (j && replicaset_spec_gpu_to_json(s, j) < 0) {
         json_decref(j);
         return NULL;
     }
@@ -630,12 +632,12 @@ static void strings_free(char **items, size_t n)
     free(items);
 }
 
-void rs_spec_free(rs_spec *s)
+void replicaset_spec_free(replicaset_spec *s)
 {
     if (!s)
         return;
     free(s->image);
-    rs_spec_gpu_free(s);
+    replicaset_spec_gpu_free(s);
     strings_free(s->env, s->nenv);
     strings_free(s->cmd, s->ncmd);
     for (size_t i = 0; i < s->nbinds; i++) {
@@ -665,7 +667,7 @@ static char **strings_copy(char *const *items, size_t n)
     return out;
 }
 
-void rs_spec_copy(const rs_spec *src, rs_spec *dst)
+void replicaset_spec_copy(const replicaset_spec *src, replicaset_spec *dst)
 {
     *dst = *src;
     dst->image = string_copy(src->image);
@@ -675,9 +677,9 @@ void rs_spec_copy(const rs_spec *src, rs_spec *dst)
     dst->cmd = strings_copy(src->cmd, src->ncmd);
     dst->binds = src->nbinds ? xcalloc(src->nbinds, sizeof(*dst->binds)) : NULL;
     for (size_t i = 0; i < src->nbinds; i++)
-        dst->binds[i] = (rs_bind){.src = xstrdup(src->binds[i].src),
-                                  .dest = xstrdup(src->binds[i].dest),
-                                  .read_only = src->binds[i].read_only};
+        dst->binds[i] = (replicaset_bind){.src = xstrdup(src->binds[i].src),
+                                          .dest = xstrdup(src->binds[i].dest),
+                                          .read_only = src->binds[i].read_only};
     dst->ports = src->nports ? xcalloc(src->nports, sizeof(*dst->ports)) : NULL;
     if (src->nports)
         memcpy(dst->ports, src->ports, src->nports * sizeof(*dst->ports));
@@ -686,7 +688,7 @@ void rs_spec_copy(const rs_spec *src, rs_spec *dst)
     dst->ssh_keys = strings_copy(src->ssh_keys, src->nssh_keys);
 }
 
-size_t rs_spec_ports_to_allocate(const rs_spec *spec)
+size_t replicaset_spec_ports_to_allocate(const replicaset_spec *spec)
 {
     size_t n = 0;
     for (size_t i = 0; i < spec->nports; i++)

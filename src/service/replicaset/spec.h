@@ -63,21 +63,21 @@
 #define RS_CUDA_LIMITS_DIR RS_GPUBOX_RUN_DIR "/limits" /* read-only: the file "limits" */
 #define RS_CUDA_BUDGET_DIR RS_GPUBOX_RUN_DIR "/budget" /* a tmpfs: the shared budget */
 
-typedef struct rs_bind {
+typedef struct replicaset_bind {
     char *src; /* absolute host path, or a gpubox volume name */
     char *dest;
     bool read_only;
-} rs_bind;
+} replicaset_bind;
 
-typedef struct rs_port {
+typedef struct replicaset_port {
     uint16_t container_port;
     uint16_t host_port; /* 0: allocate one from the range */
     char protocol[4];   /* "tcp" | "udp" */
-} rs_port;
+} replicaset_port;
 
 #define RS_CPU_COUNT_MAX 4096 /* CPUS_MAX; the host's own number is checked at allocation */
 
-typedef struct rs_spec {
+typedef struct replicaset_spec {
     char *image;
     int gpu_count; /* cards; with gpu_uuids, their number */
     /* How each card is held (docs/gpus.md); 0 / false: whole cards. */
@@ -91,9 +91,9 @@ typedef struct rs_spec {
     size_t nenv;
     char **cmd;
     size_t ncmd;
-    rs_bind *binds;
+    replicaset_bind *binds;
     size_t nbinds;
-    rs_port *ports;
+    replicaset_port *ports;
     size_t nports;
     double cpus;          /* 0: no limit */
     int cpu_count;        /* exclusive logical CPUs (docs/cpus.md); 0: none, shared */
@@ -103,18 +103,18 @@ typedef struct rs_spec {
     json_t *labels;       /* object of strings; never NULL after parsing */
     char **ssh_keys;      /* "ssh-ed25519 AAAA... comment" lines */
     size_t nssh_keys;
-} rs_spec;
+} replicaset_spec;
 
 /* Parse and validate a spec object. Fields not part of a spec are refused
  * (ERR_INVALID_PARAMS naming them) unless listed in also_allowed (NULL-
  * terminated; e.g. {"replicaSetName", NULL} for a create body). */
-int rs_spec_from_json(const json_t *obj, const char *const *also_allowed, rs_spec *out,
-                      gb_err *err);
+int replicaset_spec_from_json(const json_t *obj, const char *const *also_allowed,
+                              replicaset_spec *out, gb_err *err);
 /* The normalized JSON form (what the store keeps and GET shows). */
-json_t *rs_spec_to_json(const rs_spec *spec);
-void rs_spec_free(rs_spec *spec);
+json_t *replicaset_spec_to_json(const replicaset_spec *spec);
+void replicaset_spec_free(replicaset_spec *spec);
 /* Deep copy. */
-void rs_spec_copy(const rs_spec *src, rs_spec *dst);
+void replicaset_spec_copy(const replicaset_spec *src, replicaset_spec *dst);
 /* The GPU fields of obj - gpuCount, gpuMemory ("8GB" or an integer of
  * MiB), gpuShared, gpuPolicy, gpuUUIDs, gpuModel - into spec's, checked
  * together (replicaset/spec_gpu.c has the rules). Create (as_patch false): spec's
@@ -124,34 +124,35 @@ void rs_spec_copy(const rs_spec *src, rs_spec *dst);
  * gpuShared true turns gpuMemory off; gpuUUIDs [] unpins; a count of 0
  * becomes 1 when a share is asked. Other fields of obj are not looked at.
  * On error spec is unchanged. */
-int rs_spec_gpu_from_json(const json_t *obj, bool as_patch, rs_spec *spec, gb_err *err);
-/* Add the GPU fields to a spec's JSON form (rs_spec_to_json uses it). */
-int rs_spec_gpu_to_json(const rs_spec *spec, json_t *obj);
-void rs_spec_gpu_free(rs_spec *spec);
+int replicaset_spec_gpu_from_json(const json_t *obj, bool as_patch, replicaset_spec *spec,
+                                  gb_err *err);
+/* Add the GPU fields to a spec's JSON form (replicaset_spec_to_json uses it). */
+int replicaset_spec_gpu_to_json(const replicaset_spec *spec, json_t *obj);
+void replicaset_spec_gpu_free(replicaset_spec *spec);
 /* The sched/ request for spec's GPUs; it points into spec. */
-void rs_spec_gpu_request(const rs_spec *spec, gpus_request *out);
+void replicaset_spec_gpu_request(const replicaset_spec *spec, gpus_request *out);
 /* Whether spec asks for a share (memory or time-slice) rather than whole cards. */
-bool rs_spec_gpu_is_share(const rs_spec *spec);
+bool replicaset_spec_gpu_is_share(const replicaset_spec *spec);
 /* Whether spec asks for any card at all. */
-bool rs_spec_gpu_asks(const rs_spec *spec);
-/* A start without cards (record.h, gpusAside): rs_spec_gpu_set_aside
+bool replicaset_spec_gpu_asks(const replicaset_spec *spec);
+/* A start without cards (record.h, gpusAside): replicaset_spec_gpu_set_aside
  * returns spec's GPU fields with gpuCount as JSON (NULL out of memory) and
- * leaves spec asking for none; rs_spec_gpu_put_back makes spec's GPU fields
- * those of such JSON again (errors as rs_spec_gpu_from_json). */
-json_t *rs_spec_gpu_set_aside(rs_spec *spec);
-int rs_spec_gpu_put_back(rs_spec *spec, const json_t *aside, gb_err *err);
+ * leaves spec asking for none; replicaset_spec_gpu_put_back makes spec's GPU fields
+ * those of such JSON again (errors as replicaset_spec_gpu_from_json). */
+json_t *replicaset_spec_gpu_set_aside(replicaset_spec *spec);
+int replicaset_spec_gpu_put_back(replicaset_spec *spec, const json_t *aside, gb_err *err);
 
 /* Number of ports with host_port 0 (to be allocated). */
-size_t rs_spec_ports_to_allocate(const rs_spec *spec);
+size_t replicaset_spec_ports_to_allocate(const replicaset_spec *spec);
 
 /* replicaset/spec_patch.c: the fields a patch body may carry (NULL-terminated). */
-extern const char *const rs_patch_fields[];
+extern const char *const replicaset_patch_fields[];
 /* The spec patch asks for: cur with the patch's changes (gpuPatch,
  * volumePatch, envPatch, containerPorts/ports, cpus, memory, shmSize,
  * restartPolicy, sshKeys; docs/api.md) applied and validated as a create's spec.
  * *changed is false when the result is the same spec. Errors name the
  * field ("volumePatch.oldBind ..."). */
-int rs_spec_patch(const rs_spec *cur, const json_t *patch, rs_spec *out, bool *changed,
-                  gb_err *err);
+int replicaset_spec_patch(const replicaset_spec *cur, const json_t *patch, replicaset_spec *out,
+                          bool *changed, gb_err *err);
 
 #endif

@@ -4,7 +4,7 @@
  * cards may be chosen. One set of rules serves create and patch.
  *
  * A request is read in three steps, so a refused one changes nothing:
- *   1. what the JSON says, each field with a "given" flag (rs_gpu_input);
+ *   1. what the JSON says, each field with a "given" flag (replicaset_gpu_input);
  *   2. combined with the spec's current values (patch) or the defaults
  *      (create) into the fields the spec would have;
  *   3. those checked as a whole, and only then written into the spec.
@@ -35,7 +35,7 @@
 #include "util/size.h"
 
 /* What a request body says about GPUs, before defaults. */
-typedef struct rs_gpu_input {
+typedef struct replicaset_gpu_input {
     bool has_count, has_memory, has_shared, has_policy, has_uuids, has_model;
     long long count;
     uint64_t memory_mib;
@@ -44,22 +44,22 @@ typedef struct rs_gpu_input {
     char **uuids; /* owned until moved into the spec */
     size_t nuuids;
     char *model; /* owned; NULL for "" */
-} rs_gpu_input;
+} replicaset_gpu_input;
 
-static void rs_gpu_strings_free(char **items, size_t n)
+static void replicaset_gpu_strings_free(char **items, size_t n)
 {
     for (size_t i = 0; items && i < n; i++)
         free(items[i]);
     free(items);
 }
 
-static void rs_gpu_input_free(rs_gpu_input *in)
+static void replicaset_gpu_input_free(replicaset_gpu_input *in)
 {
-    rs_gpu_strings_free(in->uuids, in->nuuids);
+    replicaset_gpu_strings_free(in->uuids, in->nuuids);
     free(in->model);
 }
 
-static int rs_gpu_read_count(const json_t *obj, rs_gpu_input *in, gb_err *err)
+static int replicaset_gpu_read_count(const json_t *obj, replicaset_gpu_input *in, gb_err *err)
 {
     int found = json_field_int(obj, NULL, "gpuCount", &in->count, false, err);
     if (found < 0)
@@ -76,7 +76,7 @@ static int rs_gpu_read_count(const json_t *obj, rs_gpu_input *in, gb_err *err)
 
 /* "8GB", "1.5GB", "512MB" or an integer of MiB. A string without a unit is
  * refused: util/size.h would read it as bytes, the integer form as MiB. */
-static int rs_gpu_read_memory(const json_t *obj, rs_gpu_input *in, gb_err *err)
+static int replicaset_gpu_read_memory(const json_t *obj, replicaset_gpu_input *in, gb_err *err)
 {
     json_t *v = json_object_get(obj, "gpuMemory");
     if (!v || json_is_null(v))
@@ -116,7 +116,7 @@ static int rs_gpu_read_memory(const json_t *obj, rs_gpu_input *in, gb_err *err)
     return 0;
 }
 
-static int rs_gpu_read_policy(const json_t *obj, rs_gpu_input *in, gb_err *err)
+static int replicaset_gpu_read_policy(const json_t *obj, replicaset_gpu_input *in, gb_err *err)
 {
     const char *policy = NULL;
     int found = json_field_string(obj, NULL, "gpuPolicy", &policy, false, err);
@@ -134,14 +134,14 @@ static int rs_gpu_read_policy(const json_t *obj, rs_gpu_input *in, gb_err *err)
 }
 
 /* A GPU or MIG UUID: "GPU-…", "MIG-…" or the older "MIG-GPU-…/1/0". */
-static bool rs_gpu_uuid_ok(const char *u)
+static bool replicaset_gpu_uuid_ok(const char *u)
 {
     size_t n = strlen(u);
     return n > 0 && n < GPU_UUID_MAX &&
            strspn(u, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:") == n;
 }
 
-static int rs_gpu_read_uuids(const json_t *obj, rs_gpu_input *in, gb_err *err)
+static int replicaset_gpu_read_uuids(const json_t *obj, replicaset_gpu_input *in, gb_err *err)
 {
     _cleanup_free_ const char **items = NULL;
     size_t n = 0;
@@ -153,7 +153,7 @@ static int rs_gpu_read_uuids(const json_t *obj, rs_gpu_input *in, gb_err *err)
         return err_set(err, ERR_INVALID_PARAMS, "gpuUUIDs has %zu entries; at most %d", n,
                        RS_MAX_GPUS);
     for (size_t i = 0; i < n; i++) {
-        if (!rs_gpu_uuid_ok(items[i]))
+        if (!replicaset_gpu_uuid_ok(items[i]))
             return err_set(err, ERR_INVALID_PARAMS,
                            "gpuUUIDs[%zu] '%.64s' is not a GPU UUID (such as GPU-1a2b3c4d-...); "
                            "the list of GPUs shows this host's",
@@ -170,7 +170,7 @@ static int rs_gpu_read_uuids(const json_t *obj, rs_gpu_input *in, gb_err *err)
     return 0;
 }
 
-static int rs_gpu_read_model(const json_t *obj, rs_gpu_input *in, gb_err *err)
+static int replicaset_gpu_read_model(const json_t *obj, replicaset_gpu_input *in, gb_err *err)
 {
     const char *model = NULL;
     int found = json_field_string(obj, NULL, "gpuModel", &model, false, err);
@@ -189,38 +189,41 @@ static int rs_gpu_read_model(const json_t *obj, rs_gpu_input *in, gb_err *err)
     return 0;
 }
 
-static int rs_gpu_read(const json_t *obj, rs_gpu_input *in, gb_err *err)
+static int replicaset_gpu_read(const json_t *obj, replicaset_gpu_input *in, gb_err *err)
 {
     int found = json_field_bool(obj, NULL, "gpuShared", &in->shared, false, err);
     if (found < 0)
         return -1;
     in->has_shared = found > 0;
-    return rs_gpu_read_count(obj, in, err) < 0 || rs_gpu_read_memory(obj, in, err) < 0 ||
-                   rs_gpu_read_policy(obj, in, err) < 0 || rs_gpu_read_uuids(obj, in, err) < 0 ||
-                   rs_gpu_read_model(obj, in, err) < 0
+    return replicaset_gpu_read_count(obj, in, err) < 0 ||
+                   replicaset_gpu_read_memory(obj, in, err) < 0 ||
+                   replicaset_gpu_read_policy(obj, in, err) < 0 ||
+                   replicaset_gpu_read_uuids(obj, in, err) < 0 ||
+                   replicaset_gpu_read_model(obj, in, err) < 0
                ? -1
                : 0;
 }
 
 /* The fields the spec would have; the lists are borrowed. */
-typedef struct rs_gpu_result {
+typedef struct replicaset_gpu_result {
     long long count;
     uint64_t memory_mib;
     bool shared;
     enum gpus_policy policy;
     size_t nuuids;
-} rs_gpu_result;
+} replicaset_gpu_result;
 
 /* Step 2: the request over the current values (patch) or the defaults. */
-static rs_gpu_result rs_gpu_combine(const rs_gpu_input *in, bool as_patch, const rs_spec *spec)
+static replicaset_gpu_result replicaset_gpu_combine(const replicaset_gpu_input *in, bool as_patch,
+                                                    const replicaset_spec *spec)
 {
-    rs_gpu_result r = {.policy = GPUS_POLICY_BINPACK};
+    replicaset_gpu_result r = {.policy = GPUS_POLICY_BINPACK};
     if (as_patch)
-        r = (rs_gpu_result){.count = spec->gpu_count,
-                            .memory_mib = spec->gpu_memory_mib,
-                            .shared = spec->gpu_shared,
-                            .policy = spec->gpu_policy,
-                            .nuuids = spec->ngpu_uuids};
+        r = (replicaset_gpu_result){.count = spec->gpu_count,
+                                    .memory_mib = spec->gpu_memory_mib,
+                                    .shared = spec->gpu_shared,
+                                    .policy = spec->gpu_policy,
+                                    .nuuids = spec->ngpu_uuids};
     if (in->has_memory) {
         r.memory_mib = in->memory_mib;
         if (as_patch && in->memory_mib && !in->has_shared)
@@ -248,7 +251,7 @@ static rs_gpu_result rs_gpu_combine(const rs_gpu_input *in, bool as_patch, const
 }
 
 /* Step 3: the combination must make sense on its own. */
-static int rs_gpu_check(rs_gpu_result *r, gb_err *err)
+static int replicaset_gpu_check(replicaset_gpu_result *r, gb_err *err)
 {
     if (r->memory_mib && r->shared)
         return err_set(err, ERR_INVALID_PARAMS,
@@ -271,20 +274,21 @@ static int rs_gpu_check(rs_gpu_result *r, gb_err *err)
     return 0;
 }
 
-int rs_spec_gpu_from_json(const json_t *obj, bool as_patch, rs_spec *spec, gb_err *err)
+int replicaset_spec_gpu_from_json(const json_t *obj, bool as_patch, replicaset_spec *spec,
+                                  gb_err *err)
 {
-    _cleanup_(rs_gpu_input_free) rs_gpu_input in = {.policy = GPUS_POLICY_BINPACK};
-    if (rs_gpu_read(obj, &in, err) < 0)
+    _cleanup_(replicaset_gpu_input_free) replicaset_gpu_input in = {.policy = GPUS_POLICY_BINPACK};
+    if (replicaset_gpu_read(obj, &in, err) < 0)
         return -1;
-    rs_gpu_result r = rs_gpu_combine(&in, as_patch, spec);
-    if (rs_gpu_check(&r, err) < 0)
+    replicaset_gpu_result r = replicaset_gpu_combine(&in, as_patch, spec);
+    if (replicaset_gpu_check(&r, err) < 0)
         return -1;
     spec->gpu_count = (int)r.count;
     spec->gpu_memory_mib = r.memory_mib;
     spec->gpu_shared = r.shared;
     spec->gpu_policy = r.policy;
     if (in.has_uuids || !as_patch) {
-        rs_gpu_strings_free(spec->gpu_uuids, spec->ngpu_uuids);
+        replicaset_gpu_strings_free(spec->gpu_uuids, spec->ngpu_uuids);
         spec->gpu_uuids = steal_ptr(&in.uuids);
         spec->ngpu_uuids = in.nuuids;
         in.nuuids = 0;
@@ -296,7 +300,7 @@ int rs_spec_gpu_from_json(const json_t *obj, bool as_patch, rs_spec *spec, gb_er
     return 0;
 }
 
-int rs_spec_gpu_to_json(const rs_spec *spec, json_t *obj)
+int replicaset_spec_gpu_to_json(const replicaset_spec *spec, json_t *obj)
 {
     json_t *uuids = json_array();
     for (size_t i = 0; uuids && i < spec->ngpu_uuids; i++)
@@ -315,16 +319,16 @@ int rs_spec_gpu_to_json(const rs_spec *spec, json_t *obj)
     return 0;
 }
 
-void rs_spec_gpu_free(rs_spec *spec)
+void replicaset_spec_gpu_free(replicaset_spec *spec)
 {
-    rs_gpu_strings_free(spec->gpu_uuids, spec->ngpu_uuids);
+    replicaset_gpu_strings_free(spec->gpu_uuids, spec->ngpu_uuids);
     free(spec->gpu_model);
     spec->gpu_uuids = NULL;
     spec->ngpu_uuids = 0;
     spec->gpu_model = NULL;
 }
 
-void rs_spec_gpu_request(const rs_spec *spec, gpus_request *out)
+void replicaset_spec_gpu_request(const replicaset_spec *spec, gpus_request *out)
 {
     *out = (gpus_request){
         .count = (size_t)spec->gpu_count,
@@ -337,34 +341,34 @@ void rs_spec_gpu_request(const rs_spec *spec, gpus_request *out)
     };
 }
 
-bool rs_spec_gpu_is_share(const rs_spec *spec)
+bool replicaset_spec_gpu_is_share(const replicaset_spec *spec)
 {
     return spec->gpu_memory_mib > 0 || spec->gpu_shared;
 }
 
-bool rs_spec_gpu_asks(const rs_spec *spec)
+bool replicaset_spec_gpu_asks(const replicaset_spec *spec)
 {
     return spec->gpu_count > 0 || spec->ngpu_uuids > 0;
 }
 
-json_t *rs_spec_gpu_set_aside(rs_spec *spec)
+json_t *replicaset_spec_gpu_set_aside(replicaset_spec *spec)
 {
     json_t *aside = json_pack("{s:i}", "gpuCount", spec->gpu_count);
-    if (!aside || rs_spec_gpu_to_json(spec, aside) < 0) {
+    if (!aside || replicaset_spec_gpu_to_json(spec, aside) < 0) {
         json_decref(aside);
         return NULL;
     }
     /* An empty object read as a create's is every default: no cards. */
     _cleanup_json_ json_t *none = json_object();
     gb_err ignored = GB_ERR_INIT;
-    if (!none || rs_spec_gpu_from_json(none, false, spec, &ignored) < 0) {
+    if (!none || replicaset_spec_gpu_from_json(none, false, spec, &ignored) < 0) {
         json_decref(aside);
         return NULL;
     }
     return aside;
 }
 
-int rs_spec_gpu_put_back(rs_spec *spec, const json_t *aside, gb_err *err)
+int replicaset_spec_gpu_put_back(replicaset_spec *spec, const json_t *aside, gb_err *err)
 {
-    return rs_spec_gpu_from_json(aside, false, spec, err);
+    return replicaset_spec_gpu_from_json(aside, false, spec, err);
 }

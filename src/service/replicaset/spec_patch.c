@@ -2,12 +2,12 @@
  * spec_patch.c - the spec a patch asks for: the current spec with the
  * patch's changes applied, validated exactly as a create's spec is.
  *
- * The change is made on the spec's normalized JSON form (rs_spec_to_json)
- * and the result parsed again with rs_spec_from_json, so a patch can never
+ * The change is made on the spec's normalized JSON form (replicaset_spec_to_json)
+ * and the result parsed again with replicaset_spec_from_json, so a patch can never
  * produce a spec a create would refuse, and "nothing changed" is simply the
  * two normalized forms being equal. The fields (docs/api.md):
  *   gpuPatch    {gpuCount, gpuMemory,         the GPU fields, read by the rules of
- *                gpuShared, gpuPolicy,         rs_spec_gpu_from_json for a patch
+ *                gpuShared, gpuPolicy,         replicaset_spec_gpu_from_json for a patch
  *                gpuUUIDs, gpuModel}           (absent ones keep their values)
  *   volumePatch {oldBind, newBind}            replace a bind; only oldBind:
  *                                             remove it; only newBind: add it.
@@ -36,17 +36,17 @@
 
 /* idleStop and maxDuration are the set's run limits, not its spec
  * (replicaset/record.h): allowed here, read by replicaset/patch.c. */
-const char *const rs_patch_fields[] = {
+const char *const replicaset_patch_fields[] = {
     "imageName", "gpuPatch",    "volumePatch", "envPatch", "containerPorts",
     "ports",     "cpus",        "memory",      "shmSize",  "restartPolicy",
     "idleStop",  "maxDuration", "sshKeys",     "cpuCount", NULL,
 };
 
 /* gpuPatch's fields (replicaset/spec_gpu.c reads them). */
-static const char *const rs_patch_gpu_fields[] = {"gpuCount", "gpuMemory", "gpuShared", "gpuPolicy",
-                                                  "gpuUUIDs", "gpuModel",  NULL};
+static const char *const replicaset_patch_gpu_fields[] = {
+    "gpuCount", "gpuMemory", "gpuShared", "gpuPolicy", "gpuUUIDs", "gpuModel", NULL};
 
-static bool rs_patch_listed(const char *const *list, const char *key)
+static bool replicaset_patch_listed(const char *const *list, const char *key)
 {
     for (size_t i = 0; list[i]; i++)
         if (strcmp(list[i], key) == 0)
@@ -54,14 +54,14 @@ static bool rs_patch_listed(const char *const *list, const char *key)
     return false;
 }
 
-static int rs_patch_check_fields(const json_t *obj, const char *where, const char *const *allowed,
-                                 gb_err *err)
+static int replicaset_patch_check_fields(const json_t *obj, const char *where,
+                                         const char *const *allowed, gb_err *err)
 {
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)obj, key, v)
     {
-        if (rs_patch_listed(allowed, key))
+        if (replicaset_patch_listed(allowed, key))
             continue;
         char list[256] = "";
         for (size_t i = 0; allowed[i]; i++)
@@ -75,29 +75,29 @@ static int rs_patch_check_fields(const json_t *obj, const char *where, const cha
 
 /* gpuPatch onto the parsed spec: absent fields keep their values. Errors
  * name the field under gpuPatch. */
-static int rs_patch_gpu(rs_spec *spec, const json_t *gp, gb_err *err)
+static int replicaset_patch_gpu(replicaset_spec *spec, const json_t *gp, gb_err *err)
 {
     if (!json_is_object(gp))
         return err_set(err, ERR_WRONG_TYPE,
                        "gpuPatch must be an object {gpuCount, gpuMemory, ...}, not %s",
                        json_type_name(gp));
     long long count = 0;
-    if (rs_patch_check_fields(gp, "gpuPatch", rs_patch_gpu_fields, err) < 0 ||
+    if (replicaset_patch_check_fields(gp, "gpuPatch", replicaset_patch_gpu_fields, err) < 0 ||
         json_field_int(gp, "gpuPatch", "gpuCount", &count, false, err) < 0)
         return -1;
-    if (rs_spec_gpu_from_json(gp, true, spec, err) < 0)
+    if (replicaset_spec_gpu_from_json(gp, true, spec, err) < 0)
         return err_prefix(err, "gpuPatch");
     return 0;
 }
 
 /* A bind as {src, dest, readOnly} from either form; NULL with err set. */
-static json_t *rs_patch_bind(const json_t *b, const char *what, gb_err *err)
+static json_t *replicaset_patch_bind(const json_t *b, const char *what, gb_err *err)
 {
     if (json_is_object(b)) {
         static const char *const fields[] = {"src", "dest", "readOnly", NULL};
         const char *src = NULL, *dest = NULL;
         bool ro = false;
-        if (rs_patch_check_fields(b, what, fields, err) < 0 ||
+        if (replicaset_patch_check_fields(b, what, fields, err) < 0 ||
             json_field_string(b, what, "src", &src, true, err) < 0 ||
             json_field_string(b, what, "dest", &dest, true, err) < 0 ||
             json_field_bool(b, what, "readOnly", &ro, false, err) < 0)
@@ -132,13 +132,13 @@ static json_t *rs_patch_bind(const json_t *b, const char *what, gb_err *err)
                      mode && strcmp(mode, "ro") == 0);
 }
 
-static bool rs_patch_same_bind(const json_t *a, const json_t *b)
+static bool replicaset_patch_same_bind(const json_t *a, const json_t *b)
 {
     return json_equal(json_object_get(a, "src"), json_object_get(b, "src")) &&
            json_equal(json_object_get(a, "dest"), json_object_get(b, "dest"));
 }
 
-static int rs_patch_volume(json_t *spec, const json_t *vp, gb_err *err)
+static int replicaset_patch_volume(json_t *spec, const json_t *vp, gb_err *err)
 {
     static const char *const fields[] = {"oldBind", "newBind", NULL};
     if (!json_is_object(vp))
@@ -146,7 +146,7 @@ static int rs_patch_volume(json_t *spec, const json_t *vp, gb_err *err)
                        "volumePatch must be an object {oldBind, newBind} (or a list of "
                        "them), not %s",
                        json_type_name(vp));
-    if (rs_patch_check_fields(vp, "volumePatch", fields, err) < 0)
+    if (replicaset_patch_check_fields(vp, "volumePatch", fields, err) < 0)
         return -1;
     json_t *old_in = json_object_get(vp, "oldBind"), *new_in = json_object_get(vp, "newBind");
     if (json_is_null(old_in))
@@ -158,9 +158,9 @@ static int rs_patch_volume(json_t *spec, const json_t *vp, gb_err *err)
                        "volumePatch needs oldBind (the bind to change or remove), newBind (the "
                        "bind to add or put in its place), or both");
     _cleanup_json_ json_t *old_bind =
-        old_in ? rs_patch_bind(old_in, "volumePatch.oldBind", err) : NULL;
+        old_in ? replicaset_patch_bind(old_in, "volumePatch.oldBind", err) : NULL;
     _cleanup_json_ json_t *new_bind =
-        new_in ? rs_patch_bind(new_in, "volumePatch.newBind", err) : NULL;
+        new_in ? replicaset_patch_bind(new_in, "volumePatch.newBind", err) : NULL;
     if ((old_in && !old_bind) || (new_in && !new_bind))
         return -1;
     json_t *binds = json_object_get(spec, "binds");
@@ -172,7 +172,7 @@ static int rs_patch_volume(json_t *spec, const json_t *vp, gb_err *err)
     json_t *b;
     json_array_foreach(binds, i, b)
     {
-        if (!rs_patch_same_bind(b, old_bind))
+        if (!replicaset_patch_same_bind(b, old_bind))
             continue;
         return (new_bind ? json_array_set(binds, i, new_bind) : json_array_remove(binds, i)) == 0
                    ? 0
@@ -187,10 +187,10 @@ static int rs_patch_volume(json_t *spec, const json_t *vp, gb_err *err)
 
 /* volumePatch: one change, or an array of them applied in order (so one
  * new version can add, replace and remove several binds). */
-static int rs_patch_volumes(json_t *spec, const json_t *vp, gb_err *err)
+static int replicaset_patch_volumes(json_t *spec, const json_t *vp, gb_err *err)
 {
     if (!json_is_array(vp))
-        return rs_patch_volume(spec, vp, err);
+        return replicaset_patch_volume(spec, vp, err);
     if (json_array_size(vp) == 0)
         return err_set(err, ERR_INVALID_PARAMS,
                        "volumePatch is an empty list; give one or more {oldBind, newBind}");
@@ -198,14 +198,14 @@ static int rs_patch_volumes(json_t *spec, const json_t *vp, gb_err *err)
     json_t *one;
     json_array_foreach(vp, i, one)
     {
-        if (rs_patch_volume(spec, one, err) < 0)
+        if (replicaset_patch_volume(spec, one, err) < 0)
             return err_prefix(err, "volumePatch[%zu]", i);
     }
     return 0;
 }
 
 /* Remove every entry of env named `key` (the part before '='). */
-static void rs_patch_env_remove(json_t *env, const char *key, size_t keylen)
+static void replicaset_patch_env_remove(json_t *env, const char *key, size_t keylen)
 {
     for (size_t i = json_array_size(env); i-- > 0;) {
         const char *e = json_string_value(json_array_get(env, i));
@@ -214,12 +214,12 @@ static void rs_patch_env_remove(json_t *env, const char *key, size_t keylen)
     }
 }
 
-static int rs_patch_env_changes(json_t *env, const json_t *ep, gb_err *err)
+static int replicaset_patch_env_changes(json_t *env, const json_t *ep, gb_err *err)
 {
     static const char *const fields[] = {"set", "unset", NULL};
     _cleanup_free_ const char **set = NULL, **unset = NULL;
     size_t nset = 0, nunset = 0;
-    if (rs_patch_check_fields(ep, "envPatch", fields, err) < 0 ||
+    if (replicaset_patch_check_fields(ep, "envPatch", fields, err) < 0 ||
         json_field_string_array(ep, "envPatch", "set", &set, &nset, false, err) < 0 ||
         json_field_string_array(ep, "envPatch", "unset", &unset, &nunset, false, err) < 0)
         return -1;
@@ -228,7 +228,7 @@ static int rs_patch_env_changes(json_t *env, const json_t *ep, gb_err *err)
             return err_set(err, ERR_INVALID_PARAMS,
                            "envPatch.unset[%zu] is '%.64s'; give a variable's name, without '='", i,
                            unset[i]);
-        rs_patch_env_remove(env, unset[i], strlen(unset[i]));
+        replicaset_patch_env_remove(env, unset[i], strlen(unset[i]));
     }
     for (size_t i = 0; i < nset; i++) {
         const char *eq = strchr(set[i], '=');
@@ -260,7 +260,7 @@ static int rs_patch_env_changes(json_t *env, const json_t *ep, gb_err *err)
     return 0;
 }
 
-static int rs_patch_env(json_t *spec, const json_t *ep, gb_err *err)
+static int replicaset_patch_env(json_t *spec, const json_t *ep, gb_err *err)
 {
     if (json_is_array(ep))
         return json_object_set(spec, "env", (json_t *)ep) == 0
@@ -271,18 +271,18 @@ static int rs_patch_env(json_t *spec, const json_t *ep, gb_err *err)
                        "envPatch must be the new environment [\"K=V\", ...] or {\"set\": "
                        "[\"K=V\"], \"unset\": [\"K\"]}, not %s",
                        json_type_name(ep));
-    return rs_patch_env_changes(json_object_get(spec, "env"), ep, err);
+    return replicaset_patch_env_changes(json_object_get(spec, "env"), ep, err);
 }
 
 /* Every field of the patch applied to spec (the JSON form). */
-static int rs_patch_apply(json_t *spec, const json_t *patch, gb_err *err)
+static int replicaset_patch_apply(json_t *spec, const json_t *patch, gb_err *err)
 {
     json_t *v;
     if ((v = json_object_get(patch, "volumePatch")) && !json_is_null(v) &&
-        rs_patch_volumes(spec, v, err) < 0)
+        replicaset_patch_volumes(spec, v, err) < 0)
         return -1;
     if ((v = json_object_get(patch, "envPatch")) && !json_is_null(v) &&
-        rs_patch_env(spec, v, err) < 0)
+        replicaset_patch_env(spec, v, err) < 0)
         return -1;
     json_t *cports = json_object_get(patch, "containerPorts"),
            *ports = json_object_get(patch, "ports");
@@ -298,28 +298,30 @@ static int rs_patch_apply(json_t *spec, const json_t *patch, gb_err *err)
     return 0;
 }
 
-int rs_spec_patch(const rs_spec *cur, const json_t *patch, rs_spec *out, bool *changed, gb_err *err)
+int replicaset_spec_patch(const replicaset_spec *cur, const json_t *patch, replicaset_spec *out,
+                          bool *changed, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
     if (!json_is_object(patch))
         return err_set(err, ERR_WRONG_TYPE, "a patch must be a JSON object, not %s",
                        json_type_name(patch));
-    if (rs_patch_check_fields(patch, NULL, rs_patch_fields, err) < 0)
+    if (replicaset_patch_check_fields(patch, NULL, replicaset_patch_fields, err) < 0)
         return -1;
-    _cleanup_json_ json_t *before = rs_spec_to_json(cur);
+    _cleanup_json_ json_t *before = replicaset_spec_to_json(cur);
     _cleanup_json_ json_t *spec = json_deep_copy(before);
     if (!before || !spec)
         return err_set(err, ERR_INTERNAL, "out of memory");
     json_t *gp = json_object_get(patch, "gpuPatch");
-    if (rs_patch_apply(spec, patch, err) < 0 || rs_spec_from_json(spec, NULL, out, err) < 0)
+    if (replicaset_patch_apply(spec, patch, err) < 0 ||
+        replicaset_spec_from_json(spec, NULL, out, err) < 0)
         return -1;
-    if (gp && !json_is_null(gp) && rs_patch_gpu(out, gp, err) < 0) {
-        rs_spec_free(out);
+    if (gp && !json_is_null(gp) && replicaset_patch_gpu(out, gp, err) < 0) {
+        replicaset_spec_free(out);
         return -1;
     }
-    _cleanup_json_ json_t *after = rs_spec_to_json(out);
+    _cleanup_json_ json_t *after = replicaset_spec_to_json(out);
     if (!after) {
-        rs_spec_free(out);
+        replicaset_spec_free(out);
         return err_set(err, ERR_INTERNAL, "out of memory");
     }
     *changed = !json_equal(before, after);

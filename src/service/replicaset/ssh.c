@@ -40,19 +40,19 @@
 #define RS_SSH_TAR_BLOCK 512
 
 /* The servers gpubox knows, in the order it looks for them. */
-typedef struct rs_ssh_server {
+typedef struct replicaset_ssh_server {
     const char *path;
     const char *name; /* as the answer says it */
-} rs_ssh_server;
+} replicaset_ssh_server;
 
-static const rs_ssh_server rs_ssh_servers[] = {
+static const replicaset_ssh_server replicaset_ssh_servers[] = {
     {"/usr/sbin/sshd", "openssh"},
     {"/usr/sbin/dropbear", "dropbear"},
     {"/usr/bin/dropbear", "dropbear"},
 };
 
 /* The host port of 22/tcp in what r holds; 0 when it holds none. */
-static unsigned rs_ssh_host_port(const rs_record *r)
+static unsigned replicaset_ssh_host_port(const replicaset_record *r)
 {
     for (size_t i = 0; i < r->nports; i++)
         if (r->ports[i].container_port == RS_SSH_PORT && !strcmp(r->ports[i].protocol, "tcp"))
@@ -63,8 +63,8 @@ static unsigned rs_ssh_host_port(const rs_record *r)
 /* ---- 1. the keys ---- */
 
 /* One ustar header: owner root, mode, type '0' (file) or '5' (directory). */
-static void rs_ssh_tar_header(unsigned char *h, const char *name, char type, unsigned mode,
-                              size_t size)
+static void replicaset_ssh_tar_header(unsigned char *h, const char *name, char type, unsigned mode,
+                                      size_t size)
 {
     memset(h, 0, RS_SSH_TAR_BLOCK);
     snprintf((char *)h, 100, "%s", name);
@@ -88,32 +88,32 @@ static void rs_ssh_tar_header(unsigned char *h, const char *name, char type, uns
     h[155] = ' ';
 }
 
-static void rs_ssh_fclose(FILE **f)
+static void replicaset_ssh_fclose(FILE **f)
 {
     if (*f)
         fclose(*f);
 }
 
 /* One entry of an archive: a directory (data NULL) or a file. */
-typedef struct rs_ssh_entry {
+typedef struct replicaset_ssh_entry {
     const char *name; /* "d/" or "d/f", relative to where it is put */
     unsigned mode;
     const char *data;
     size_t len;
-} rs_ssh_entry;
+} replicaset_ssh_entry;
 
 /* Put the entries, owned by root, into dir of the container, through a
  * temporary file (Docker reads the archive as a stream). */
-static int rs_ssh_put(app *a, const char *container, const char *dir, const rs_ssh_entry *e,
-                      size_t n, gb_err *err)
+static int replicaset_ssh_put(app *a, const char *container, const char *dir,
+                              const replicaset_ssh_entry *e, size_t n, gb_err *err)
 {
     static const unsigned char zeros[2 * RS_SSH_TAR_BLOCK];
     unsigned char h[RS_SSH_TAR_BLOCK];
-    __attribute__((cleanup(rs_ssh_fclose))) FILE *f = tmpfile();
+    __attribute__((cleanup(replicaset_ssh_fclose))) FILE *f = tmpfile();
     bool ok = f != NULL;
     for (size_t i = 0; ok && i < n; i++) {
         size_t pad = (RS_SSH_TAR_BLOCK - e[i].len % RS_SSH_TAR_BLOCK) % RS_SSH_TAR_BLOCK;
-        rs_ssh_tar_header(h, e[i].name, e[i].data ? '0' : '5', e[i].mode, e[i].len);
+        replicaset_ssh_tar_header(h, e[i].name, e[i].data ? '0' : '5', e[i].mode, e[i].len);
         ok = fwrite(h, 1, sizeof(h), f) == sizeof(h) &&
              fwrite(e[i].data ? e[i].data : "", 1, e[i].len, f) == e[i].len &&
              fwrite(zeros, 1, pad, f) == pad;
@@ -125,7 +125,7 @@ static int rs_ssh_put(app *a, const char *container, const char *dir, const rs_s
 }
 
 /* authorized_keys: a line saying whose file it is, then the keys. */
-static char *rs_ssh_keys_text(const rs_spec *spec, size_t *len)
+static char *replicaset_ssh_keys_text(const replicaset_spec *spec, size_t *len)
 {
     size_t size = 256;
     for (size_t i = 0; i < spec->nssh_keys; i++)
@@ -141,14 +141,14 @@ static char *rs_ssh_keys_text(const rs_spec *spec, size_t *len)
 }
 
 /* Write r's keys (none: an empty list) into its container. */
-static int rs_ssh_write_keys(app *a, const rs_record *r, gb_err *err)
+static int replicaset_ssh_write_keys(app *a, const replicaset_record *r, gb_err *err)
 {
     bool has_root = false;
     if (docker_container_path_exists(a->docker, r->container_name, "/root", &has_root, err) < 0)
         return -1;
     size_t len = 0;
-    _cleanup_free_ char *text = rs_ssh_keys_text(&r->spec, &len);
-    rs_ssh_entry e[] = {
+    _cleanup_free_ char *text = replicaset_ssh_keys_text(&r->spec, &len);
+    replicaset_ssh_entry e[] = {
         {"root/", 0700, NULL, 0},
         {"root/.ssh/", 0700, NULL, 0},
         {"root/.ssh/authorized_keys", 0600, text, len},
@@ -156,24 +156,25 @@ static int rs_ssh_write_keys(app *a, const rs_record *r, gb_err *err)
     /* Into / only when there is no /root: the entry "root/" would set the
      * mode of an existing /root too. */
     if (!has_root)
-        return rs_ssh_put(a, r->container_name, "/", e, ARRAY_SIZE(e), err);
+        return replicaset_ssh_put(a, r->container_name, "/", e, ARRAY_SIZE(e), err);
     e[1].name = ".ssh/";
     e[2].name = ".ssh/authorized_keys";
-    return rs_ssh_put(a, r->container_name, "/root", e + 1, 2, err);
+    return replicaset_ssh_put(a, r->container_name, "/root", e + 1, 2, err);
 }
 
 /* ---- 2. the server ---- */
 
 /* Which server the image has (NULL: none). */
-static const rs_ssh_server *rs_ssh_detect(app *a, const char *container, gb_err *err)
+static const replicaset_ssh_server *replicaset_ssh_detect(app *a, const char *container,
+                                                          gb_err *err)
 {
-    for (size_t i = 0; i < ARRAY_SIZE(rs_ssh_servers); i++) {
+    for (size_t i = 0; i < ARRAY_SIZE(replicaset_ssh_servers); i++) {
         bool found = false;
-        if (docker_container_path_exists(a->docker, container, rs_ssh_servers[i].path, &found,
-                                         err) < 0)
+        if (docker_container_path_exists(a->docker, container, replicaset_ssh_servers[i].path,
+                                         &found, err) < 0)
             return NULL;
         if (found)
-            return &rs_ssh_servers[i];
+            return &replicaset_ssh_servers[i];
     }
     return NULL;
 }
@@ -181,7 +182,7 @@ static const rs_ssh_server *rs_ssh_detect(app *a, const char *container, gb_err 
 /* Whether an SSH server process runs in the (running) container: a
  * command whose program is sshd or dropbear ("sshd: /usr/sbin/sshd ..."
  * as OpenSSH names itself). */
-static int rs_ssh_server_running(app *a, const char *container, bool *running, gb_err *err)
+static int replicaset_ssh_server_running(app *a, const char *container, bool *running, gb_err *err)
 {
     *running = false;
     _cleanup_json_ json_t *cmds = NULL;
@@ -207,8 +208,8 @@ static int rs_ssh_server_running(app *a, const char *container, bool *running, g
 
 /* Run cmd as root in the container; its stderr (or stdout) says why when
  * it exits non-zero. */
-static int rs_ssh_exec(app *a, const char *container, const char *const *cmd, size_t ncmd,
-                       gb_err *err)
+static int replicaset_ssh_exec(app *a, const char *container, const char *const *cmd, size_t ncmd,
+                               gb_err *err)
 {
     docker_exec_result res;
     if (docker_exec_run_as(a->docker, container, RS_SSH_USER, cmd, ncmd, "/", RS_SSH_EXEC_TIMEOUT_S,
@@ -231,8 +232,8 @@ static int rs_ssh_exec(app *a, const char *container, const char *const *cmd, si
 
 /* The directory parent/name (mode 0755) unless it exists or parent does
  * not (the server then says what it misses). */
-static int rs_ssh_make_dir(app *a, const char *container, const char *parent, const char *name,
-                           gb_err *err)
+static int replicaset_ssh_make_dir(app *a, const char *container, const char *parent,
+                                   const char *name, gb_err *err)
 {
     char path[128], entry[64];
     snprintf(path, sizeof(path), "%s/%s", parent, name);
@@ -244,49 +245,52 @@ static int rs_ssh_make_dir(app *a, const char *container, const char *parent, co
         return -1;
     if (exists || !parent_exists)
         return 0;
-    rs_ssh_entry e = {entry, 0755, NULL, 0};
-    return rs_ssh_put(a, container, parent, &e, 1, err);
+    replicaset_ssh_entry e = {entry, 0755, NULL, 0};
+    return replicaset_ssh_put(a, container, parent, &e, 1, err);
 }
 
-static int rs_ssh_start_openssh(app *a, const char *container, gb_err *err)
+static int replicaset_ssh_start_openssh(app *a, const char *container, gb_err *err)
 {
     bool keygen = false;
     if (docker_container_path_exists(a->docker, container, "/usr/bin/ssh-keygen", &keygen, err) < 0)
         return -1;
     static const char *const keygen_cmd[] = {"/usr/bin/ssh-keygen", "-A"};
     static const char *const sshd_cmd[] = {"/usr/sbin/sshd"};
-    if ((keygen && rs_ssh_exec(a, container, keygen_cmd, ARRAY_SIZE(keygen_cmd), err) < 0) ||
-        rs_ssh_make_dir(a, container, "/run", "sshd", err) < 0)
+    if ((keygen &&
+         replicaset_ssh_exec(a, container, keygen_cmd, ARRAY_SIZE(keygen_cmd), err) < 0) ||
+        replicaset_ssh_make_dir(a, container, "/run", "sshd", err) < 0)
         return -1;
-    return rs_ssh_exec(a, container, sshd_cmd, ARRAY_SIZE(sshd_cmd), err);
+    return replicaset_ssh_exec(a, container, sshd_cmd, ARRAY_SIZE(sshd_cmd), err);
 }
 
-static int rs_ssh_start_dropbear(app *a, const char *container, const char *path, gb_err *err)
+static int replicaset_ssh_start_dropbear(app *a, const char *container, const char *path,
+                                         gb_err *err)
 {
     const char *cmd[] = {path, "-R"};
-    if (rs_ssh_make_dir(a, container, "/etc", "dropbear", err) < 0)
+    if (replicaset_ssh_make_dir(a, container, "/etc", "dropbear", err) < 0)
         return -1;
-    return rs_ssh_exec(a, container, cmd, ARRAY_SIZE(cmd), err);
+    return replicaset_ssh_exec(a, container, cmd, ARRAY_SIZE(cmd), err);
 }
 
 /* ---- 3. the answer ---- */
 
-static char *rs_ssh_command_at(app *a, unsigned port)
+static char *replicaset_ssh_command_at(app *a, unsigned port)
 {
     const char *host = a->cfg.public_host ? a->cfg.public_host : "localhost";
     return port ? xasprintf("ssh -p %u root@%s", port, host) : NULL;
 }
 
-char *rs_ssh_command(app *a, const rs_record *r)
+char *replicaset_ssh_command(app *a, const replicaset_record *r)
 {
-    return r->spec.nssh_keys ? rs_ssh_command_at(a, rs_ssh_host_port(r)) : NULL;
+    return r->spec.nssh_keys ? replicaset_ssh_command_at(a, replicaset_ssh_host_port(r)) : NULL;
 }
 
-static json_t *rs_ssh_object(app *a, const rs_record *r, const rs_ssh_server *server, bool running,
-                             const char *message)
+static json_t *replicaset_ssh_object(app *a, const replicaset_record *r,
+                                     const replicaset_ssh_server *server, bool running,
+                                     const char *message)
 {
-    unsigned port = rs_ssh_host_port(r);
-    _cleanup_free_ char *command = rs_ssh_command_at(a, port);
+    unsigned port = replicaset_ssh_host_port(r);
+    _cleanup_free_ char *command = replicaset_ssh_command_at(a, port);
     return json_pack("{s:s?, s:o, s:s?, s:b, s:s}", "command", command, "port",
                      port ? json_integer(port) : json_null(), "server",
                      server ? server->name : NULL, "running", running, "message", message);
@@ -299,8 +303,8 @@ static json_t *rs_ssh_object(app *a, const rs_record *r, const rs_ssh_server *se
 
 /* The ssh object for r as its container is now; *server_out (may be NULL)
  * gets the server found. */
-static json_t *rs_ssh_look(app *a, const rs_record *r, const rs_ssh_server **server_out,
-                           bool *running_out)
+static json_t *replicaset_ssh_look(app *a, const replicaset_record *r,
+                                   const replicaset_ssh_server **server_out, bool *running_out)
 {
     gb_err err = GB_ERR_INIT;
     bool running = false;
@@ -308,18 +312,18 @@ static json_t *rs_ssh_look(app *a, const rs_record *r, const rs_ssh_server **ser
     if (r->state != RS_STATE_RUNNING) {
         snprintf(msg, sizeof(msg),
                  "the set is %s; gpubox starts its SSH server when the set starts again",
-                 rs_state_name(r->state));
-        return rs_ssh_object(a, r, NULL, false, msg);
+                 replicaset_state_name(r->state));
+        return replicaset_ssh_object(a, r, NULL, false, msg);
     }
-    const rs_ssh_server *server = rs_ssh_detect(a, r->container_name, &err);
+    const replicaset_ssh_server *server = replicaset_ssh_detect(a, r->container_name, &err);
     if (server_out)
         *server_out = server;
     if (!server) {
         if (err.msg[0])
             snprintf(msg, sizeof(msg), "cannot look for an SSH server: %s", err.msg);
-        return rs_ssh_object(a, r, NULL, false, err.msg[0] ? msg : RS_SSH_NO_SERVER);
+        return replicaset_ssh_object(a, r, NULL, false, err.msg[0] ? msg : RS_SSH_NO_SERVER);
     }
-    if (rs_ssh_server_running(a, r->container_name, &running, &err) < 0)
+    if (replicaset_ssh_server_running(a, r->container_name, &running, &err) < 0)
         snprintf(msg, sizeof(msg), "cannot tell whether %s runs: %s", server->name, err.msg);
     else if (running)
         snprintf(msg, sizeof(msg), "%s is running; log in as root with your key", server->name);
@@ -329,60 +333,62 @@ static json_t *rs_ssh_look(app *a, const rs_record *r, const rs_ssh_server **ser
                  server->name);
     if (running_out)
         *running_out = running;
-    return rs_ssh_object(a, r, server, running, msg);
+    return replicaset_ssh_object(a, r, server, running, msg);
 }
 
-json_t *rs_ssh_info(app *a, const rs_record *r)
+json_t *replicaset_ssh_info(app *a, const replicaset_record *r)
 {
     if (r->spec.nssh_keys == 0)
         return json_null();
-    return rs_ssh_look(a, r, NULL, NULL);
+    return replicaset_ssh_look(a, r, NULL, NULL);
 }
 
 /* Start the server when one is there and none runs; the ssh object. */
-static json_t *rs_ssh_start(app *a, const rs_record *r)
+static json_t *replicaset_ssh_start(app *a, const replicaset_record *r)
 {
-    const rs_ssh_server *server = NULL;
+    const replicaset_ssh_server *server = NULL;
     bool running = false;
-    json_t *look = rs_ssh_look(a, r, &server, &running);
+    json_t *look = replicaset_ssh_look(a, r, &server, &running);
     if (!server || running || r->state != RS_STATE_RUNNING)
         return look;
     json_decref(look);
     gb_err err = GB_ERR_INIT;
     int rc = strcmp(server->name, "openssh") == 0
-                 ? rs_ssh_start_openssh(a, r->container_name, &err)
-                 : rs_ssh_start_dropbear(a, r->container_name, server->path, &err);
-    if (rc == 0 && rs_ssh_server_running(a, r->container_name, &running, &err) == 0 && running) {
+                 ? replicaset_ssh_start_openssh(a, r->container_name, &err)
+                 : replicaset_ssh_start_dropbear(a, r->container_name, server->path, &err);
+    if (rc == 0 && replicaset_ssh_server_running(a, r->container_name, &running, &err) == 0 &&
+        running) {
         log_info("replica set %s: started %s in %s", r->name, server->name, r->container_name);
-        return rs_ssh_look(a, r, NULL, NULL);
+        return replicaset_ssh_look(a, r, NULL, NULL);
     }
     char msg[sizeof(err.msg) + 64];
     if (rc == 0 && !err.msg[0])
         snprintf(err.msg, sizeof(err.msg), "it exited at once");
     snprintf(msg, sizeof(msg), "starting %s failed: %s", server->name, err.msg);
     log_warn("replica set %s: %s", r->name, msg);
-    return rs_ssh_object(a, r, server, false, msg);
+    return replicaset_ssh_object(a, r, server, false, msg);
 }
 
-void rs_ssh_after_start(app *a, const rs_record *r, const rs_spec *before, json_t *answer)
+void replicaset_ssh_after_start(app *a, const replicaset_record *r, const replicaset_spec *before,
+                                json_t *answer)
 {
     bool had_keys = before && before->nssh_keys > 0;
     if (r->spec.nssh_keys == 0 && !had_keys)
         return;
     gb_err err = GB_ERR_INIT;
-    if (rs_ssh_write_keys(a, r, &err) < 0) {
+    if (replicaset_ssh_write_keys(a, r, &err) < 0) {
         log_warn("replica set %s: writing /root/.ssh/authorized_keys into %s failed: %s", r->name,
                  r->container_name, err.msg);
         if (answer && r->spec.nssh_keys > 0) {
             char msg[sizeof(err.msg) + 64];
             snprintf(msg, sizeof(msg), "writing /root/.ssh/authorized_keys failed: %s", err.msg);
-            json_object_set_new(answer, "ssh", rs_ssh_object(a, r, NULL, false, msg));
+            json_object_set_new(answer, "ssh", replicaset_ssh_object(a, r, NULL, false, msg));
         }
         return;
     }
     if (r->spec.nssh_keys == 0)
         return;
-    json_t *ssh = rs_ssh_start(a, r);
+    json_t *ssh = replicaset_ssh_start(a, r);
     if (answer)
         json_object_set_new(answer, "ssh", ssh);
     else

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "service/keys.h"
-#include "service/store_json.h"
+#include "service/records.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -26,7 +26,7 @@ static int auth_off(const app *a, gb_err *err)
                    "start gpuboxd with a token file holding at least one admin (docs/users.md)");
 }
 
-static int user_name_check(const char *name, gb_err *err)
+static int users_name_check(const char *name, gb_err *err)
 {
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n > USER_NAME_MAX)
@@ -45,9 +45,9 @@ static int no_such_user(const char *name, gb_err *err)
     return err_set(err, ERR_USER_NOT_FOUND, "no user named '%.63s'", name);
 }
 
-static int find_user(app *a, const char *name, user_info *ui, gb_err *err)
+static int find_user(app *a, const char *name, users_info *ui, gb_err *err)
 {
-    if (auth_off(a, err) < 0 || user_name_check(name, err) < 0)
+    if (auth_off(a, err) < 0 || users_name_check(name, err) < 0)
         return -1;
     if (!users_find(a->users, name, ui))
         return no_such_user(name, err);
@@ -55,23 +55,23 @@ static int find_user(app *a, const char *name, user_info *ui, gb_err *err)
 }
 
 /* The answer for one user: the record and what they hold. */
-static int user_answer(app *a, const user_info *ui, json_t **out, gb_err *err)
+static int users_answer(app *a, const users_info *ui, json_t **out, gb_err *err)
 {
-    ledger_usage u;
-    if (ledger_usage_of(a, ui->name, &u, err) < 0)
+    users_ledger_usage u;
+    if (users_ledger_usage_of(a, ui->name, &u, err) < 0)
         return -1;
-    json_t *j = user_to_json(ui, false);
-    json_object_set_new(j, "usage", ledger_usage_to_json(&u));
+    json_t *j = users_to_json(ui, false);
+    json_object_set_new(j, "usage", users_ledger_usage_to_json(&u));
     *out = j;
     return 0;
 }
 
 /* Write ui's record if its key is still at rev (0: absent). */
-static int user_write(app *a, const user_info *ui, int64_t rev, gb_err *err)
+static int users_write(app *a, const users_info *ui, int64_t rev, gb_err *err)
 {
     char key[STORE_KEY_MAX];
     keys_user(key, sizeof(key), users_up(a), ui->name);
-    _cleanup_json_ json_t *j = user_to_json(ui, true);
+    _cleanup_json_ json_t *j = users_to_json(ui, true);
     _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = rev};
     store_op op = {.kind = STORE_OP_PUT, .key = key, .value = text};
@@ -90,7 +90,7 @@ static int user_write(app *a, const user_info *ui, int64_t rev, gb_err *err)
 }
 
 /* The revision of name's record (0: none). */
-static int user_rev(app *a, const char *name, int64_t *rev, gb_err *err)
+static int users_rev(app *a, const char *name, int64_t *rev, gb_err *err)
 {
     char key[STORE_KEY_MAX];
     keys_user(key, sizeof(key), users_up(a), name);
@@ -116,13 +116,13 @@ static int body_only(const json_t *body, const char *const *fields, gb_err *err)
     return 0;
 }
 
-static int role_field(const json_t *body, bool required, enum user_role *role, gb_err *err)
+static int role_field(const json_t *body, bool required, enum users_role *role, gb_err *err)
 {
     const char *text = NULL;
     int got = json_field_string(body, NULL, "role", &text, required, err);
     if (got <= 0)
         return got;
-    *role = user_role_parse(text);
+    *role = users_role_parse(text);
     if (*role == USER_ROLE_NONE)
         return err_set(err, ERR_INVALID_PARAMS, "role must be admin, user or viewer, not '%.32s'",
                        text);
@@ -130,7 +130,7 @@ static int role_field(const json_t *body, bool required, enum user_role *role, g
 }
 
 /* A new token for ui: into token, its digest into ui. */
-static int new_token(user_info *ui, char *token, size_t size, gb_err *err)
+static int new_token(users_info *ui, char *token, size_t size, gb_err *err)
 {
     if (token_new(token, size, err) < 0)
         return -1;
@@ -143,26 +143,27 @@ static int new_token(user_info *ui, char *token, size_t size, gb_err *err)
 int users_api_create(app *a, const json_t *body, json_t **out, gb_err *err)
 {
     static const char *const fields[] = {"name", "role", "quota", NULL};
-    user_info ui = {0};
+    users_info ui = {0};
     const char *name = NULL;
     json_t *q = NULL;
     if (auth_off(a, err) < 0 || body_only(body, fields, err) < 0 ||
         json_field_string(body, NULL, "name", &name, true, err) < 0 ||
-        user_name_check(name, err) < 0 || role_field(body, true, &ui.role, err) < 0 ||
+        users_name_check(name, err) < 0 || role_field(body, true, &ui.role, err) < 0 ||
         json_field_object(body, NULL, "quota", &q, false, err) < 0)
         return -1;
     snprintf(ui.name, sizeof(ui.name), "%s", name);
     users_defaults(a->users, &ui.quota);
-    if (q && user_quota_from_json(q, &ui.quota, err) < 0)
+    if (q && users_quota_from_json(q, &ui.quota, err) < 0)
         return -1;
-    user_info existing;
+    users_info existing;
     if (users_find(a->users, name, &existing))
         return err_set(err, ERR_USER_EXISTS, "a user named '%s' exists", name);
     time_iso_now(ui.create_time, sizeof(ui.create_time));
-    ui.create_ms = ledger_now_ms(); /* the accounting's clock: its intervals compare with it */
+    ui.create_ms =
+        users_ledger_now_ms(); /* the accounting's clock: its intervals compare with it */
     char token[TOKEN_LEN + 1] = "";
-    int rc = new_token(&ui, token, sizeof(token), err) < 0 || user_write(a, &ui, 0, err) < 0 ||
-                     user_answer(a, &ui, out, err) < 0
+    int rc = new_token(&ui, token, sizeof(token), err) < 0 || users_write(a, &ui, 0, err) < 0 ||
+                     users_answer(a, &ui, out, err) < 0
                  ? -1
                  : 0;
     if (rc == 0)
@@ -170,8 +171,8 @@ int users_api_create(app *a, const json_t *body, json_t **out, gb_err *err)
     token_wipe(token, sizeof(token));
     if (rc < 0)
         return -1;
-    log_info("users: %s created user %s (role %s)", caller_owner(), ui.name,
-             user_role_name(ui.role));
+    log_info("users: %s created user %s (role %s)", users_caller_owner(), ui.name,
+             users_role_name(ui.role));
     return 0;
 }
 
@@ -180,11 +181,11 @@ int users_api_list(app *a, json_t **out, gb_err *err)
     if (auth_off(a, err) < 0)
         return -1;
     size_t n = 0;
-    _cleanup_free_ user_info *v = users_snapshot(a->users, &n);
+    _cleanup_free_ users_info *v = users_snapshot(a->users, &n);
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *j = NULL;
-        if (user_answer(a, &v[i], &j, err) < 0) {
+        if (users_answer(a, &v[i], &j, err) < 0) {
             json_decref(list);
             return -1;
         }
@@ -197,17 +198,17 @@ int users_api_list(app *a, json_t **out, gb_err *err)
 
 int users_api_get(app *a, const char *name, json_t **out, gb_err *err)
 {
-    user_info ui;
+    users_info ui;
     if (find_user(a, name, &ui, err) < 0)
         return -1;
-    return user_answer(a, &ui, out, err);
+    return users_answer(a, &ui, out, err);
 }
 
 int users_api_patch(app *a, const char *name, const json_t *body, json_t **out, gb_err *err)
 {
     static const char *const fields[] = {"role", "quota", NULL};
-    user_info ui;
-    enum user_role role = USER_ROLE_NONE;
+    users_info ui;
+    enum users_role role = USER_ROLE_NONE;
     json_t *q = NULL;
     int64_t rev = 0;
     if (find_user(a, name, &ui, err) < 0 || body_only(body, fields, err) < 0)
@@ -222,18 +223,18 @@ int users_api_patch(app *a, const char *name, const json_t *body, json_t **out, 
                        name);
     if (has_role)
         ui.role = role;
-    if (q && user_quota_from_json(q, &ui.quota, err) < 0)
+    if (q && users_quota_from_json(q, &ui.quota, err) < 0)
         return -1;
     if (!ui.create_time[0])
         time_iso_now(ui.create_time, sizeof(ui.create_time));
-    if (user_rev(a, name, &rev, err) < 0 || user_write(a, &ui, rev, err) < 0)
+    if (users_rev(a, name, &rev, err) < 0 || users_write(a, &ui, rev, err) < 0)
         return -1;
-    log_info("users: %s changed user %s", caller_owner(), name);
-    return user_answer(a, &ui, out, err);
+    log_info("users: %s changed user %s", users_caller_owner(), name);
+    return users_answer(a, &ui, out, err);
 }
 
 /* A token-file user's token cannot be changed here. */
-static int api_only(const user_info *ui, const char *what, gb_err *err)
+static int api_only(const users_info *ui, const char *what, gb_err *err)
 {
     if (!ui->from_file)
         return 0;
@@ -243,10 +244,10 @@ static int api_only(const user_info *ui, const char *what, gb_err *err)
 
 int users_api_delete(app *a, const char *name, json_t **out, gb_err *err)
 {
-    user_info ui;
-    ledger_usage u;
+    users_info ui;
+    users_ledger_usage u;
     if (find_user(a, name, &ui, err) < 0 || api_only(&ui, "remove", err) < 0 ||
-        ledger_usage_of(a, name, &u, err) < 0)
+        users_ledger_usage_of(a, name, &u, err) < 0)
         return -1;
     if (u.instances || u.volume_bytes)
         return err_set(err, ERR_STATE_CONFLICT,
@@ -260,23 +261,23 @@ int users_api_delete(app *a, const char *name, json_t **out, gb_err *err)
     gb_err e = GB_ERR_INIT;
     if (users_refresh(a->users, &e) < 0)
         log_warn("users: removed %s but cannot read the users again: %s", name, e.msg);
-    log_info("users: %s removed user %s", caller_owner(), name);
+    log_info("users: %s removed user %s", users_caller_owner(), name);
     *out = json_pack("{s:s}", "name", name);
     return 0;
 }
 
 int users_api_token_rotate(app *a, const char *name, json_t **out, gb_err *err)
 {
-    user_info ui;
+    users_info ui;
     int64_t rev = 0;
     char token[TOKEN_LEN + 1] = "";
     if (find_user(a, name, &ui, err) < 0 || api_only(&ui, "change its token", err) < 0 ||
-        user_rev(a, name, &rev, err) < 0 || new_token(&ui, token, sizeof(token), err) < 0 ||
-        user_write(a, &ui, rev, err) < 0) {
+        users_rev(a, name, &rev, err) < 0 || new_token(&ui, token, sizeof(token), err) < 0 ||
+        users_write(a, &ui, rev, err) < 0) {
         token_wipe(token, sizeof(token));
         return -1;
     }
-    log_info("users: %s gave user %s a new token", caller_owner(), name);
+    log_info("users: %s gave user %s a new token", users_caller_owner(), name);
     *out = json_pack("{s:s, s:s}", "name", name, "token", token);
     token_wipe(token, sizeof(token));
     return 0;
@@ -284,61 +285,61 @@ int users_api_token_rotate(app *a, const char *name, json_t **out, gb_err *err)
 
 int users_api_token_revoke(app *a, const char *name, json_t **out, gb_err *err)
 {
-    user_info ui;
+    users_info ui;
     int64_t rev = 0;
     if (find_user(a, name, &ui, err) < 0 || api_only(&ui, "remove its line", err) < 0 ||
-        user_rev(a, name, &rev, err) < 0)
+        users_rev(a, name, &rev, err) < 0)
         return -1;
     ui.has_token = false;
     ui.digest[0] = '\0';
     ui.token_time[0] = '\0';
-    if (user_write(a, &ui, rev, err) < 0)
+    if (users_write(a, &ui, rev, err) < 0)
         return -1;
-    log_info("users: %s revoked the token of user %s", caller_owner(), name);
-    return user_answer(a, &ui, out, err);
+    log_info("users: %s revoked the token of user %s", users_caller_owner(), name);
+    return users_answer(a, &ui, out, err);
 }
 
 int users_api_defaults_get(app *a, json_t **out, gb_err *err)
 {
     if (auth_off(a, err) < 0)
         return -1;
-    user_quota q;
+    users_quota q;
     users_defaults(a->users, &q);
-    *out = user_quota_to_json(&q);
+    *out = users_quota_to_json(&q);
     return 0;
 }
 
 int users_api_defaults_put(app *a, const json_t *body, json_t **out, gb_err *err)
 {
-    user_quota q;
-    user_quota_unlimited(&q);
-    if (auth_off(a, err) < 0 || user_quota_from_json(body, &q, err) < 0)
+    users_quota q;
+    users_quota_unlimited(&q);
+    if (auth_off(a, err) < 0 || users_quota_from_json(body, &q, err) < 0)
         return -1;
     char key[STORE_KEY_MAX];
     keys_quota_defaults(key, sizeof(key), users_up(a));
-    _cleanup_json_ json_t *j = user_quota_to_json(&q);
+    _cleanup_json_ json_t *j = users_quota_to_json(&q);
     _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     if (store_put(a->store, key, text, NULL, err) < 0)
         return err_prefix(err, "saving the quota defaults");
     gb_err e = GB_ERR_INIT;
     if (users_refresh(a->users, &e) < 0)
         log_warn("users: saved the quota defaults but cannot read them again: %s", e.msg);
-    *out = user_quota_to_json(&q);
+    *out = users_quota_to_json(&q);
     return 0;
 }
 
 int users_api_whoami(app *a, json_t **out, gb_err *err)
 {
-    const caller *c = caller_current();
-    user_info ui = {0};
+    const caller *c = users_caller_current();
+    users_info ui = {0};
     const char *name = c ? c->name : USER_ANONYMOUS;
     bool known = a->cfg.auth_on && users_find(a->users, name, &ui);
     if (!known) {
         snprintf(ui.name, sizeof(ui.name), "%s", name);
         ui.role = c ? c->role : USER_ROLE_ADMIN;
-        user_quota_unlimited(&ui.quota);
+        users_quota_unlimited(&ui.quota);
     }
-    if (user_answer(a, &ui, out, err) < 0)
+    if (users_answer(a, &ui, out, err) < 0)
         return -1;
     json_object_set_new(*out, "source",
                         json_string(!a->cfg.auth_on ? "none"

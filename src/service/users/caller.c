@@ -9,43 +9,43 @@
 static _Thread_local caller current;
 static _Thread_local bool current_set;
 
-void caller_enter(const caller *c)
+void users_caller_enter(const caller *c)
 {
     current = *c;
     current_set = true;
 }
 
-void caller_leave(void)
+void users_caller_leave(void)
 {
     current_set = false;
 }
 
-const caller *caller_current(void)
+const caller *users_caller_current(void)
 {
     return current_set ? &current : NULL;
 }
 
-bool caller_sees(const char *owner)
+bool users_caller_sees(const char *owner)
 {
-    const caller *c = caller_current();
+    const caller *c = users_caller_current();
     if (!c || c->role != USER_ROLE_USER)
         return true;
     return owner && strcmp(owner, c->name) == 0;
 }
 
-bool caller_is_user(void)
+bool users_caller_is_user(void)
 {
-    const caller *c = caller_current();
+    const caller *c = users_caller_current();
     return c && c->role == USER_ROLE_USER;
 }
 
-const char *caller_owner(void)
+const char *users_caller_owner(void)
 {
-    const caller *c = caller_current();
+    const caller *c = users_caller_current();
     return c ? c->name : USER_ANONYMOUS;
 }
 
-const char *user_role_name(enum user_role r)
+const char *users_role_name(enum users_role r)
 {
     switch (r) {
     case USER_ROLE_ADMIN:
@@ -60,7 +60,7 @@ const char *user_role_name(enum user_role r)
     return "none";
 }
 
-enum user_role user_role_parse(const char *s)
+enum users_role users_role_parse(const char *s)
 {
     if (!s)
         return USER_ROLE_NONE;

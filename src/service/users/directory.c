@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "service/keys.h"
-#include "service/store_json.h"
+#include "service/records.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -24,33 +24,33 @@ const char *users_up(const app *a)
     return a->cfg.node ? "../../" : "";
 }
 
-void user_quota_unlimited(user_quota *q)
+void users_quota_unlimited(users_quota *q)
 {
-    *q = (user_quota){QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED,
-                      QUOTA_UNLIMITED};
+    *q = (users_quota){QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED,
+                       QUOTA_UNLIMITED};
 }
 
 /* The file's users, then the store's records over them: an API user, or a
  * file user's quota. */
-static int directory_read(users *u, user_info **out, size_t *n, user_quota *defaults, gb_err *err)
+static int directory_read(users *u, users_info **out, size_t *n, users_quota *defaults, gb_err *err)
 {
     app *a = u->a;
     char key[STORE_KEY_MAX];
-    user_quota_unlimited(defaults);
+    users_quota_unlimited(defaults);
     _cleanup_json_ json_t *dj = NULL;
     keys_quota_defaults(key, sizeof(key), users_up(a));
-    int found = store_get_json(a->store, key, "the quota defaults", &dj, NULL, err);
+    int found = records_get_json(a->store, key, "the quota defaults", &dj, NULL, err);
     if (found < 0)
         return -1;
-    if (found && user_quota_from_json(dj, defaults, err) < 0)
+    if (found && users_quota_from_json(dj, defaults, err) < 0)
         return err_prefix(err, "reading the quota defaults");
 
     size_t cap = a->cfg.nfile_users + 8, cnt = 0;
-    user_info *v = xcalloc(cap, sizeof(*v));
+    users_info *v = xcalloc(cap, sizeof(*v));
     for (size_t i = 0; i < a->cfg.nfile_users; i++) {
-        user_info *e = &v[cnt++];
+        users_info *e = &v[cnt++];
         snprintf(e->name, sizeof(e->name), "%s", a->cfg.file_users[i].name);
-        e->role = (enum user_role)a->cfg.file_users[i].role;
+        e->role = (enum users_role)a->cfg.file_users[i].role;
         e->from_file = true;
         e->quota = *defaults;
     }
@@ -62,12 +62,12 @@ static int directory_read(users *u, user_info **out, size_t *n, user_quota *defa
     }
     for (size_t i = 0; i < kvs.n; i++) {
         _cleanup_json_ json_t *j = json_loads(kvs.items[i].value, 0, NULL);
-        user_info rec;
-        if (!j || user_from_json(j, &rec, defaults) < 0) {
+        users_info rec;
+        if (!j || users_from_json(j, &rec, defaults) < 0) {
             log_warn("users: the record %s is not a user; it is ignored", kvs.items[i].key);
             continue;
         }
-        user_info *e = NULL;
+        users_info *e = NULL;
         for (size_t k = 0; k < a->cfg.nfile_users && !e; k++)
             if (strcmp(v[k].name, rec.name) == 0)
                 e = &v[k];
@@ -90,13 +90,13 @@ static int directory_read(users *u, user_info **out, size_t *n, user_quota *defa
 
 int users_refresh(users *u, gb_err *err)
 {
-    user_info *v = NULL;
+    users_info *v = NULL;
     size_t n = 0;
-    user_quota d;
+    users_quota d;
     if (directory_read(u, &v, &n, &d, err) < 0)
         return -1;
     pthread_mutex_lock(&u->mu);
-    user_info *old = u->v;
+    users_info *old = u->v;
     size_t old_n = u->n;
     u->v = v;
     u->n = n;
@@ -175,12 +175,12 @@ void users_close(users *u)
     free(u);
 }
 
-enum user_role users_token_role(users *u, const char *token, size_t len, char *name,
-                                size_t name_size)
+enum users_role users_token_role(users *u, const char *token, size_t len, char *name,
+                                 size_t name_size)
 {
     char digest[TOKEN_DIGEST_HEX];
     token_digest(token, len, digest);
-    enum user_role role = USER_ROLE_NONE;
+    enum users_role role = USER_ROLE_NONE;
     pthread_mutex_lock(&u->mu);
     for (size_t i = 0; i < u->n; i++) {
         if (u->v[i].has_token && strcmp(u->v[i].digest, digest) == 0) {
@@ -193,7 +193,7 @@ enum user_role users_token_role(users *u, const char *token, size_t len, char *n
     return role;
 }
 
-int users_find(users *u, const char *name, user_info *out)
+int users_find(users *u, const char *name, users_info *out)
 {
     int found = 0;
     pthread_mutex_lock(&u->mu);
@@ -207,17 +207,17 @@ int users_find(users *u, const char *name, user_info *out)
     return found;
 }
 
-void users_defaults(users *u, user_quota *q)
+void users_defaults(users *u, users_quota *q)
 {
     pthread_mutex_lock(&u->mu);
     *q = u->defaults;
     pthread_mutex_unlock(&u->mu);
 }
 
-user_info *users_snapshot(users *u, size_t *n)
+users_info *users_snapshot(users *u, size_t *n)
 {
     pthread_mutex_lock(&u->mu);
-    user_info *v = xcalloc(u->n ? u->n : 1, sizeof(*v));
+    users_info *v = xcalloc(u->n ? u->n : 1, sizeof(*v));
     memcpy(v, u->v, u->n * sizeof(*v));
     *n = u->n;
     pthread_mutex_unlock(&u->mu);
@@ -234,7 +234,7 @@ const char *users_first_file_admin(users *u)
 
 int64_t users_created_ms(users *u, const char *name)
 {
-    user_info ui;
+    users_info ui;
     if (!u || !users_find(u, name, &ui) || ui.from_file)
         return 0;
     time_t t = ui.create_ms ? 0 : time_iso_parse(ui.create_time);

@@ -14,7 +14,7 @@
  * for one owner at once cannot both count on the same room; the loser
  * reads again and checks again.
  *
- * Quota before cards: a create first reserves its entry (ledger_reserve:
+ * Quota before cards: a create first reserves its entry (users_ledger_reserve:
  * "reserved": true, its demand counted, the quota checked, the ledger's
  * revision compared), and only then takes cards, ports and cores from the
  * pools (sched/). A create past its owner's quota is thus refused before
@@ -22,8 +22,8 @@
  * once and on whichever nodes. The record's transaction turns the
  * reservation into the held entry (the usage is written in the same
  * transaction as the allocation, DESIGN.md section 7); a create that fails
- * before its record lands gives the reservation back (ledger_release), and
- * one a crash cut short is removed by the next start's ledger_sync, which
+ * before its record lands gives the reservation back (users_ledger_release), and
+ * one a crash cut short is removed by the next start's users_ledger_sync, which
  * drops this node's entries that no record holds. A reservation closes no
  * accounting interval: card-seconds count from the record's transaction.
  */
@@ -36,13 +36,13 @@
 #include <time.h>
 
 #include "service/keys.h"
-#include "service/store_json.h"
+#include "service/records.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
 #define LEDGER_ATTEMPTS 200
 
-int64_t ledger_now_ms(void)
+int64_t users_ledger_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -54,7 +54,7 @@ static const char *node_of(const app *a)
     return a->cfg.node ? a->cfg.node : "";
 }
 
-int ledger_read(app *a, const char *owner, json_t **out, int64_t *rev, gb_err *err)
+int users_ledger_read(app *a, const char *owner, json_t **out, int64_t *rev, gb_err *err)
 {
     char key[STORE_KEY_MAX];
     keys_ledger(key, sizeof(key), users_up(a), owner);
@@ -62,7 +62,7 @@ int ledger_read(app *a, const char *owner, json_t **out, int64_t *rev, gb_err *e
     *rev = 0;
     char what[USER_NAME_MAX + 16];
     snprintf(what, sizeof(what), "the ledger of %s", owner);
-    int found = store_get_json(a->store, key, what, out, rev, err);
+    int found = records_get_json(a->store, key, what, out, rev, err);
     if (found < 0)
         return -1;
     if (!found || !json_is_object(*out)) {
@@ -79,15 +79,15 @@ static int64_t field(const json_t *o, const char *k)
     return json_integer_value(json_object_get(o, k));
 }
 
-/* Is the entry e a reservation (ledger_reserve), held by no record yet? */
+/* Is the entry e a reservation (users_ledger_reserve), held by no record yet? */
 static bool reserved(const json_t *e)
 {
     return json_is_true(json_object_get(e, "reserved"));
 }
 
-void ledger_sum(const json_t *ledger, ledger_usage *u)
+void users_ledger_sum(const json_t *ledger, users_ledger_usage *u)
 {
-    *u = (ledger_usage){0};
+    *u = (users_ledger_usage){0};
     const char *k;
     json_t *e;
     json_object_foreach(json_object_get(ledger, "sets"), k, e)
@@ -101,25 +101,25 @@ void ledger_sum(const json_t *ledger, ledger_usage *u)
         field(e, "bytes");
 }
 
-json_t *ledger_usage_to_json(const ledger_usage *u)
+json_t *users_ledger_usage_to_json(const users_ledger_usage *u)
 {
     return json_pack("{s:I, s:I, s:I, s:I, s:I}", "cards", (json_int_t)u->cards, "shareMiB",
                      (json_int_t)u->share_mib, "instances", (json_int_t)u->instances, "volumeBytes",
                      (json_int_t)u->volume_bytes, "cores", (json_int_t)u->cores);
 }
 
-int ledger_usage_of(app *a, const char *owner, ledger_usage *u, gb_err *err)
+int users_ledger_usage_of(app *a, const char *owner, users_ledger_usage *u, gb_err *err)
 {
     _cleanup_json_ json_t *lj = NULL;
     int64_t rev = 0;
-    if (ledger_read(a, owner, &lj, &rev, err) < 0)
+    if (users_ledger_read(a, owner, &lj, &rev, err) < 0)
         return -1;
-    ledger_sum(lj, u);
+    users_ledger_sum(lj, u);
     return 0;
 }
 
 /* Does the entry e say what h says? */
-static bool entry_same(const app *a, const json_t *e, const ledger_hold *h)
+static bool entry_same(const app *a, const json_t *e, const users_ledger_hold *h)
 {
     if (!e || !h->exists)
         return !e && !h->exists;
@@ -144,15 +144,15 @@ static int quota_dim(const char *owner, const char *what, int64_t limit, int64_t
 }
 
 /* Would want, in place of the entry old, pass owner's quota? */
-static int quota_check(app *a, const json_t *ledger, const json_t *old, const ledger_hold *want,
-                       gb_err *err)
+static int quota_check(app *a, const json_t *ledger, const json_t *old,
+                       const users_ledger_hold *want, gb_err *err)
 {
-    user_info ui;
+    users_info ui;
     if (!users_find(a->users, want->owner, &ui) || ui.role != USER_ROLE_USER)
         return 0;
-    ledger_usage all;
-    ledger_sum(ledger, &all);
-    const user_quota *q = &ui.quota;
+    users_ledger_usage all;
+    users_ledger_sum(ledger, &all);
+    const users_quota *q = &ui.quota;
     if (want->volume)
         return quota_dim(want->owner, "bytes of volumes", q->volume_bytes, all.volume_bytes,
                          old ? field(old, "bytes") : 0, want->volume_bytes, err);
@@ -168,14 +168,14 @@ static int quota_check(app *a, const json_t *ledger, const json_t *old, const le
 }
 
 /* h's entry in the ledger lj, NULL when it has none. */
-static const json_t *ledger_entry(const json_t *lj, const ledger_hold *h)
+static const json_t *users_ledger_entry(const json_t *lj, const users_ledger_hold *h)
 {
     return json_object_get(json_object_get(lj, h->volume ? "volumes" : "sets"), h->name);
 }
 
 /* The ledger after h, and the interval h's change closes (NULL: none). */
-static json_t *ledger_next(app *a, const json_t *lj, const json_t *old, const ledger_hold *h,
-                           int64_t now, json_t **closed)
+static json_t *users_ledger_next(app *a, const json_t *lj, const json_t *old,
+                                 const users_ledger_hold *h, int64_t now, json_t **closed)
 {
     json_t *next = json_deep_copy(lj);
     const char *section = h->volume ? "volumes" : "sets";
@@ -217,9 +217,9 @@ static json_t *ledger_next(app *a, const json_t *lj, const json_t *old, const le
     return next;
 }
 
-int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const store_cmp *cmps,
-               size_t ncmps, const store_op *ops, size_t nops, bool *landed, int64_t *revision,
-               gb_err *err)
+int users_ledger_txn(app *a, const users_ledger_hold *h, const users_ledger_hold *check,
+                     const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
+                     bool *landed, int64_t *revision, gb_err *err)
 {
     if (!h || !h->owner[0] || !a->users)
         return store_txn(a->store, cmps, ncmps, ops, nops, landed, revision, err);
@@ -228,16 +228,16 @@ int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const sto
     for (int attempt = 0; attempt < LEDGER_ATTEMPTS; attempt++) {
         _cleanup_json_ json_t *lj = NULL;
         int64_t lrev = 0;
-        if (ledger_read(a, h->owner, &lj, &lrev, err) < 0)
+        if (users_ledger_read(a, h->owner, &lj, &lrev, err) < 0)
             return -1;
-        const json_t *old = ledger_entry(lj, h);
+        const json_t *old = users_ledger_entry(lj, h);
         if (entry_same(a, old, h))
             return store_txn(a->store, cmps, ncmps, ops, nops, landed, revision, err);
         if (h->exists && !h->unchecked && quota_check(a, lj, old, check ? check : h, err) < 0)
             return -1;
-        int64_t now = ledger_now_ms();
+        int64_t now = users_ledger_now_ms();
         _cleanup_json_ json_t *closed = NULL;
-        _cleanup_json_ json_t *next = ledger_next(a, lj, old, h, now, &closed);
+        _cleanup_json_ json_t *next = users_ledger_next(a, lj, old, h, now, &closed);
         _cleanup_free_ char *ltext = json_dumps(next, JSON_COMPACT | JSON_SORT_KEYS);
         _cleanup_free_ char *atext = closed ? json_dumps(closed, JSON_COMPACT) : NULL;
         _cleanup_free_ store_cmp *c2 = xcalloc(ncmps + 1, sizeof(*c2));
@@ -259,7 +259,7 @@ int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const sto
             return 0;
         _cleanup_json_ json_t *again = NULL;
         int64_t rev2 = 0;
-        if (ledger_read(a, h->owner, &again, &rev2, err) < 0)
+        if (users_ledger_read(a, h->owner, &again, &rev2, err) < 0)
             return -1;
         if (rev2 == lrev)
             return 0; /* the caller's comparisons failed */
@@ -270,7 +270,7 @@ int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const sto
                    h->owner, LEDGER_ATTEMPTS);
 }
 
-int ledger_reserve(app *a, const ledger_hold *h, bool *reserved_out, gb_err *err)
+int users_ledger_reserve(app *a, const users_ledger_hold *h, bool *reserved_out, gb_err *err)
 {
     *reserved_out = false;
     if (!h->owner[0] || !a->users)
@@ -278,50 +278,50 @@ int ledger_reserve(app *a, const ledger_hold *h, bool *reserved_out, gb_err *err
     /* No quota applies (an admin, a viewer, no limit on what h asks): no
      * reservation either, nor its transaction; the record's save writes
      * the entry as before. */
-    user_info ui;
-    const user_quota *q = &ui.quota;
+    users_info ui;
+    const users_quota *q = &ui.quota;
     if (!users_find(a->users, h->owner, &ui) || ui.role != USER_ROLE_USER ||
         (q->instances == QUOTA_UNLIMITED && q->cards == QUOTA_UNLIMITED &&
          q->share_mib == QUOTA_UNLIMITED && q->cores == QUOTA_UNLIMITED))
         return 0;
     _cleanup_json_ json_t *lj = NULL;
     int64_t rev = 0;
-    if (ledger_read(a, h->owner, &lj, &rev, err) < 0)
+    if (users_ledger_read(a, h->owner, &lj, &rev, err) < 0)
         return -1;
-    const json_t *old = ledger_entry(lj, h);
+    const json_t *old = users_ledger_entry(lj, h);
     if (old && !reserved(old)) /* held under this name already: only a check */
         return quota_check(a, lj, old, h, err);
-    ledger_hold r = *h;
+    users_ledger_hold r = *h;
     r.exists = r.reserve = true;
     r.unchecked = false;
     bool landed = false;
-    if (ledger_txn(a, &r, NULL, NULL, 0, NULL, 0, &landed, NULL, err) < 0)
+    if (users_ledger_txn(a, &r, NULL, NULL, 0, NULL, 0, &landed, NULL, err) < 0)
         return -1;
     *reserved_out = landed;
     return 0;
 }
 
-int ledger_release(app *a, const ledger_hold *h, gb_err *err)
+int users_ledger_release(app *a, const users_ledger_hold *h, gb_err *err)
 {
     if (!h->owner[0] || !a->users)
         return 0;
     _cleanup_json_ json_t *lj = NULL;
     int64_t rev = 0;
-    if (ledger_read(a, h->owner, &lj, &rev, err) < 0)
+    if (users_ledger_read(a, h->owner, &lj, &rev, err) < 0)
         return -1;
-    const json_t *e = ledger_entry(lj, h);
+    const json_t *e = users_ledger_entry(lj, h);
     const char *node = json_string_value(json_object_get(e, "node"));
     if (!e || !reserved(e) || !node || strcmp(node, node_of(a)) != 0)
         return 0; /* taken over by its record, or not this node's */
-    ledger_hold gone = {.volume = h->volume, .exists = false};
+    users_ledger_hold gone = {.volume = h->volume, .exists = false};
     snprintf(gone.owner, sizeof(gone.owner), "%s", h->owner);
     snprintf(gone.name, sizeof(gone.name), "%s", h->name);
     bool landed = false;
-    return ledger_txn(a, &gone, NULL, NULL, 0, NULL, 0, &landed, NULL, err);
+    return users_ledger_txn(a, &gone, NULL, NULL, 0, NULL, 0, &landed, NULL, err);
 }
 
 /* Is there a hold for section/name among holds? */
-static bool held_by(const ledger_hold *holds, size_t n, const char *owner, bool volume,
+static bool held_by(const users_ledger_hold *holds, size_t n, const char *owner, bool volume,
                     const char *name)
 {
     for (size_t i = 0; i < n; i++)
@@ -332,7 +332,7 @@ static bool held_by(const ledger_hold *holds, size_t n, const char *owner, bool 
 }
 
 /* Remove from owner's ledger this node's entries that no hold names. */
-static int sync_stale(app *a, const char *owner, const json_t *lj, const ledger_hold *holds,
+static int sync_stale(app *a, const char *owner, const json_t *lj, const users_ledger_hold *holds,
                       size_t n, gb_err *err)
 {
     for (int v = 0; v < 2; v++) {
@@ -343,11 +343,11 @@ static int sync_stale(app *a, const char *owner, const json_t *lj, const ledger_
             const char *node = json_string_value(json_object_get(e, "node"));
             if (!node || strcmp(node, node_of(a)) != 0 || held_by(holds, n, owner, v, k))
                 continue;
-            ledger_hold gone = {.volume = v, .exists = false};
+            users_ledger_hold gone = {.volume = v, .exists = false};
             snprintf(gone.owner, sizeof(gone.owner), "%s", owner);
             snprintf(gone.name, sizeof(gone.name), "%s", k);
             bool ok = false;
-            if (ledger_txn(a, &gone, NULL, NULL, 0, NULL, 0, &ok, NULL, err) < 0)
+            if (users_ledger_txn(a, &gone, NULL, NULL, 0, NULL, 0, &ok, NULL, err) < 0)
                 return -1;
             log_info("ledger: %s's %s %s is no longer on this node; its entry is gone", owner,
                      v ? "volume" : "replica set", k);
@@ -356,13 +356,13 @@ static int sync_stale(app *a, const char *owner, const json_t *lj, const ledger_
     return 0;
 }
 
-int ledger_sync(app *a, const ledger_hold *holds, size_t n, gb_err *err)
+int users_ledger_sync(app *a, const users_ledger_hold *holds, size_t n, gb_err *err)
 {
     for (size_t i = 0; i < n; i++) {
-        ledger_hold h = holds[i];
+        users_ledger_hold h = holds[i];
         h.unchecked = true;
         bool ok = false;
-        if (ledger_txn(a, &h, NULL, NULL, 0, NULL, 0, &ok, NULL, err) < 0)
+        if (users_ledger_txn(a, &h, NULL, NULL, 0, NULL, 0, &ok, NULL, err) < 0)
             return err_prefix(err, "writing down what %s holds", h.name);
     }
     char prefix[STORE_KEY_MAX];
@@ -381,25 +381,27 @@ int ledger_sync(app *a, const ledger_hold *holds, size_t n, gb_err *err)
     return rc;
 }
 
-struct ledger_save {
+struct users_ledger_save {
     app *a;
-    const ledger_hold *h, *check;
+    const users_ledger_hold *h, *check;
 };
 
-static int ledger_save_txn(void *ctx, const store_cmp *cmps, size_t ncmps, const store_op *ops,
-                           size_t nops, bool *landed, int64_t *revision, gb_err *err)
+static int users_ledger_save_txn(void *ctx, const store_cmp *cmps, size_t ncmps,
+                                 const store_op *ops, size_t nops, bool *landed, int64_t *revision,
+                                 gb_err *err)
 {
-    const struct ledger_save *s = ctx;
-    return ledger_txn(s->a, s->h, s->check, cmps, ncmps, ops, nops, landed, revision, err);
+    const struct users_ledger_save *s = ctx;
+    return users_ledger_txn(s->a, s->h, s->check, cmps, ncmps, ops, nops, landed, revision, err);
 }
 
-int ledger_record_save(app *a, const store_record_kind *k, const char *name, const json_t *value,
-                       int64_t *mod_revision, const store_op *extra, size_t nextra,
-                       const ledger_hold *h, const ledger_hold *check, gb_err *err)
+int users_ledger_record_save(app *a, const records_kind *k, const char *name, const json_t *value,
+                             int64_t *mod_revision, const store_op *extra, size_t nextra,
+                             const users_ledger_hold *h, const users_ledger_hold *check,
+                             gb_err *err)
 {
     if (!h)
-        return store_record_save_plain(a->store, k, name, value, mod_revision, extra, nextra, err);
-    struct ledger_save s = {.a = a, .h = h, .check = check};
-    return store_record_save_via(a->store, k, name, value, mod_revision, extra, nextra,
-                                 ledger_save_txn, &s, err);
+        return records_save_plain(a->store, k, name, value, mod_revision, extra, nextra, err);
+    struct users_ledger_save s = {.a = a, .h = h, .check = check};
+    return records_save_via(a->store, k, name, value, mod_revision, extra, nextra,
+                            users_ledger_save_txn, &s, err);
 }

@@ -14,28 +14,28 @@ static const struct {
     const char *field;
     size_t offset;
 } quota_fields[] = {
-    {"cards", offsetof(user_quota, cards)},
-    {"shareMiB", offsetof(user_quota, share_mib)},
-    {"instances", offsetof(user_quota, instances)},
-    {"volumeBytes", offsetof(user_quota, volume_bytes)},
-    {"cores", offsetof(user_quota, cores)},
+    {"cards", offsetof(users_quota, cards)},
+    {"shareMiB", offsetof(users_quota, share_mib)},
+    {"instances", offsetof(users_quota, instances)},
+    {"volumeBytes", offsetof(users_quota, volume_bytes)},
+    {"cores", offsetof(users_quota, cores)},
 };
 
 #define QUOTA_FIELD(q, i) ((int64_t *)((char *)(q) + quota_fields[i].offset))
 #define QUOTA_MAX ((int64_t)1 << 53) /* beyond any host; JSON numbers stay exact */
 
-json_t *user_quota_to_json(const user_quota *q)
+json_t *users_quota_to_json(const users_quota *q)
 {
     json_t *j = json_object();
     for (size_t i = 0; i < sizeof(quota_fields) / sizeof(quota_fields[0]); i++) {
-        int64_t v = *QUOTA_FIELD((user_quota *)q, i);
+        int64_t v = *QUOTA_FIELD((users_quota *)q, i);
         json_object_set_new(j, quota_fields[i].field,
                             v == QUOTA_UNLIMITED ? json_null() : json_integer(v));
     }
     return j;
 }
 
-int user_quota_from_json(const json_t *j, user_quota *q, gb_err *err)
+int users_quota_from_json(const json_t *j, users_quota *q, gb_err *err)
 {
     if (!json_is_object(j))
         return err_set(err, ERR_WRONG_TYPE, "quota must be an object, not %s", json_type_name(j));
@@ -79,7 +79,7 @@ int user_quota_from_json(const json_t *j, user_quota *q, gb_err *err)
     return 0;
 }
 
-int user_from_json(const json_t *j, user_info *out, const user_quota *defaults)
+int users_from_json(const json_t *j, users_info *out, const users_quota *defaults)
 {
     memset(out, 0, sizeof(*out));
     const char *name = json_string_value(json_object_get(j, "name"));
@@ -90,7 +90,7 @@ int user_from_json(const json_t *j, user_info *out, const user_quota *defaults)
         return -1;
     snprintf(out->name, sizeof(out->name), "%s", name);
     out->from_file = source && strcmp(source, "file") == 0;
-    out->role = user_role_parse(role);
+    out->role = users_role_parse(role);
     if (!out->from_file && out->role == USER_ROLE_NONE)
         return -1;
     if (hash && strlen(hash) == TOKEN_DIGEST_HEX - 1) {
@@ -100,7 +100,7 @@ int user_from_json(const json_t *j, user_info *out, const user_quota *defaults)
     out->quota = *defaults;
     json_t *q = json_object_get(j, "quota");
     gb_err e = GB_ERR_INIT;
-    if (q && user_quota_from_json(q, &out->quota, &e) < 0)
+    if (q && users_quota_from_json(q, &out->quota, &e) < 0)
         return -1;
     const char *ct = json_string_value(json_object_get(j, "createTime"));
     const char *tt = json_string_value(json_object_get(j, "tokenTime"));
@@ -110,11 +110,11 @@ int user_from_json(const json_t *j, user_info *out, const user_quota *defaults)
     return 0;
 }
 
-json_t *user_to_json(const user_info *u, bool stored)
+json_t *users_to_json(const users_info *u, bool stored)
 {
     json_t *j = json_pack("{s:s, s:s, s:s, s:o, s:s}", "name", u->name, "role",
-                          user_role_name(u->role), "source", u->from_file ? "file" : "api", "quota",
-                          user_quota_to_json(&u->quota), "createTime", u->create_time);
+                          users_role_name(u->role), "source", u->from_file ? "file" : "api",
+                          "quota", users_quota_to_json(&u->quota), "createTime", u->create_time);
     if (stored && u->has_token)
         json_object_set_new(j, "tokenHash", json_string(u->digest));
     if (stored && u->create_ms)

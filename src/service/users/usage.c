@@ -123,15 +123,15 @@ static json_t *usage_list(json_t *users)
 int users_api_usage(app *a, const char *user, const char *set, int64_t from_ms, int64_t to_ms,
                     json_t **out, gb_err *err)
 {
-    const caller *c = caller_current();
+    const caller *c = users_caller_current();
     int64_t born_ms = 0;
-    if (caller_is_user()) {
+    if (users_caller_is_user()) {
         if (user && strcmp(user, c->name) != 0)
             return err_set(err, ERR_USER_NOT_FOUND, "no user named '%.63s'", user);
         user = c->name;
         born_ms = users_created_ms(a->users, user);
     }
-    int64_t now = ledger_now_ms();
+    int64_t now = users_ledger_now_ms();
     if (!to_ms)
         to_ms = now;
     if (from_ms > to_ms)
@@ -153,7 +153,7 @@ int users_api_usage(app *a, const char *user, const char *set, int64_t from_ms, 
 int users_metrics_usage(app *a, json_t **out, gb_err *err)
 {
     const char *me = a->cfg.node ? a->cfg.node : "";
-    int64_t now = ledger_now_ms();
+    int64_t now = users_ledger_now_ms();
     _cleanup_json_ json_t *users = json_object();
     if (usage_collect(a, NULL, NULL, 0, now, now, users, err) < 0)
         return -1;

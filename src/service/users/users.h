@@ -38,25 +38,25 @@
 #define QUOTA_UNLIMITED (-1)
 
 /* A quota; QUOTA_UNLIMITED in a field lifts it. */
-typedef struct user_quota {
+typedef struct users_quota {
     int64_t cards;        /* whole cards held at once */
     int64_t share_mib;    /* share memory held at once, summed over cards */
     int64_t instances;    /* replica sets that exist */
     int64_t volume_bytes; /* volume sizes, summed */
     int64_t cores;        /* exclusive logical CPUs (cpuCount) held at once */
-} user_quota;
+} users_quota;
 
-typedef struct user_info {
+typedef struct users_info {
     char name[USER_NAME_MAX + 1];
-    enum user_role role;
+    enum users_role role;
     bool from_file; /* the token file's: role and token are the file's */
     bool has_token; /* an API user with a live token */
     char digest[TOKEN_DIGEST_HEX];
-    user_quota quota;
+    users_quota quota;
     char create_time[32];
     int64_t create_ms; /* the same to the millisecond (Unix ms); 0 in older records */
     char token_time[32];
-} user_info;
+} users_info;
 
 typedef struct users users;
 
@@ -68,10 +68,10 @@ int users_refresh(users *u, gb_err *err);
 
 /* The role of an API user's token (http/auth.h's directory); the name is
  * copied into name. USER_ROLE_NONE when no live token matches. */
-enum user_role users_token_role(users *u, const char *token, size_t len, char *name,
-                                size_t name_size);
+enum users_role users_token_role(users *u, const char *token, size_t len, char *name,
+                                 size_t name_size);
 /* name's entry (a copy): 1 found, 0 not a user. */
-int users_find(users *u, const char *name, user_info *out);
+int users_find(users *u, const char *name, users_info *out);
 /* The first admin of the token file, or NULL. */
 const char *users_first_file_admin(users *u);
 /* When name was made through the API, as Unix ms; 0 for a token-file user
@@ -86,11 +86,11 @@ const char *users_up(const app *a);
 
 /* ---- quota values -------------------------------------------------------- */
 
-void user_quota_unlimited(user_quota *q);
-json_t *user_quota_to_json(const user_quota *q);
+void users_quota_unlimited(users_quota *q);
+json_t *users_quota_to_json(const users_quota *q);
 /* The fields of j into q (fields absent stay as they are; null lifts one).
  * ERR_INVALID_PARAMS / ERR_WRONG_TYPE naming the field. */
-int user_quota_from_json(const json_t *j, user_quota *q, gb_err *err);
+int users_quota_from_json(const json_t *j, users_quota *q, gb_err *err);
 
 /* ---- the API (docs/users.md); callers are admins unless said ----------- */
 
@@ -117,7 +117,7 @@ int users_metrics_usage(app *a, json_t **out, gb_err *err);
 /* ---- the ledger (ledger.c) ---------------------------------------------- */
 
 /* What one replica set or volume holds, as its owner's ledger counts it. */
-typedef struct ledger_hold {
+typedef struct users_ledger_hold {
     char owner[USER_NAME_MAX + 1];
     char name[NAME_MAX_LEN + 1];
     bool volume;          /* a volume's entry, else a replica set's */
@@ -128,7 +128,7 @@ typedef struct ledger_hold {
     int64_t volume_bytes; /* a volume's size */
     bool unchecked;       /* no quota check (start-up's sync: it only writes down what is) */
     bool reserve;         /* a reservation: counted and checked, held by no record yet */
-} ledger_hold;
+} users_ledger_hold;
 
 /* The transaction cmps/ops on the store, with h's owner's ledger entry for
  * h->name set to h in the same transaction, the interval it held cards
@@ -138,44 +138,45 @@ typedef struct ledger_hold {
  * and the new version's cards during a patch). A quota passed is
  * ERR_QUOTA_EXCEEDED and nothing written. *landed as store_txn's: false
  * when cmps failed (the ledger's own compare is retried, not reported). */
-int ledger_txn(app *a, const ledger_hold *h, const ledger_hold *check, const store_cmp *cmps,
-               size_t ncmps, const store_op *ops, size_t nops, bool *landed, int64_t *revision,
-               gb_err *err);
+int users_ledger_txn(app *a, const users_ledger_hold *h, const users_ledger_hold *check,
+                     const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
+                     bool *landed, int64_t *revision, gb_err *err);
 
-/* A record of kind k saved as store_json.h's store_record_save_plain
+/* A record of kind k saved as store_json.h's records_save_plain
  * saves it, with h's ledger entry written in the same transaction
- * (ledger_txn; check as there). */
-struct store_record_kind;
-int ledger_record_save(app *a, const struct store_record_kind *k, const char *name,
-                       const json_t *value, int64_t *mod_revision, const store_op *extra,
-                       size_t nextra, const ledger_hold *h, const ledger_hold *check, gb_err *err);
+ * (users_ledger_txn; check as there). */
+struct records_kind;
+int users_ledger_record_save(app *a, const struct records_kind *k, const char *name,
+                             const json_t *value, int64_t *mod_revision, const store_op *extra,
+                             size_t nextra, const users_ledger_hold *h,
+                             const users_ledger_hold *check, gb_err *err);
 
 /* What owner holds now over the fleet; 0, or -1 when the store fails. */
-typedef struct ledger_usage {
+typedef struct users_ledger_usage {
     int64_t cards, share_mib, instances, volume_bytes, cores;
-} ledger_usage;
-int ledger_usage_of(app *a, const char *owner, ledger_usage *u, gb_err *err);
+} users_ledger_usage;
+int users_ledger_usage_of(app *a, const char *owner, users_ledger_usage *u, gb_err *err);
 /* Before a create takes anything from the pools: h's entry written into
  * its owner's ledger as a reservation ("reserved": true), in a transaction
  * that compares the ledger's revision and checks the quota, so that of
  * many creates at once, on any node, only those the quota allows get
  * one; the others are ERR_QUOTA_EXCEEDED having held nothing. The
- * record's own transaction (ledger_txn) then turns the reservation into
+ * record's own transaction (users_ledger_txn) then turns the reservation into
  * the entry of what the record holds, checked again for anything the
  * reservation did not count. *reserved: whether an entry was written
  * (false with no users, for an owner no quota limits (not a `user`, or
  * every set dimension unlimited), or when the name already has a held
  * entry: then only checked). Reserved entries count towards the quota and usage, not
  * towards card-seconds. */
-int ledger_reserve(app *a, const ledger_hold *h, bool *reserved, gb_err *err);
+int users_ledger_reserve(app *a, const users_ledger_hold *h, bool *reserved, gb_err *err);
 /* Give h's reservation back: its entry goes if it is still a reservation
  * of this node (a record that took it over keeps it). A reservation a
- * crash left is removed by ledger_sync at the next start. */
-int ledger_release(app *a, const ledger_hold *h, gb_err *err);
+ * crash left is removed by users_ledger_sync at the next start. */
+int users_ledger_release(app *a, const users_ledger_hold *h, gb_err *err);
 
 /* Make this node's entries in every ledger agree with holds, what its
  * records hold (start-up: records from before users, and anything a store
  * outage left behind). */
-int ledger_sync(app *a, const ledger_hold *holds, size_t n, gb_err *err);
+int users_ledger_sync(app *a, const users_ledger_hold *holds, size_t n, gb_err *err);
 
 #endif

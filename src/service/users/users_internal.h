@@ -14,25 +14,25 @@ struct users {
     pthread_cond_t cv;
     pthread_t thread;
     bool thread_started, stopping, warned;
-    user_info *v; /* the file's users first, then the store's */
+    users_info *v; /* the file's users first, then the store's */
     size_t n;
-    user_quota defaults;
+    users_quota defaults;
 };
 
 /* A user record (users.h) into out; fields absent take defaults' quota. */
-int user_from_json(const json_t *j, user_info *out, const user_quota *defaults);
+int users_from_json(const json_t *j, users_info *out, const users_quota *defaults);
 /* The record as stored (with tokenHash) or as answered (without). */
-json_t *user_to_json(const user_info *u, bool stored);
-void users_defaults(users *u, user_quota *q);
+json_t *users_to_json(const users_info *u, bool stored);
+void users_defaults(users *u, users_quota *q);
 /* A copy of the table (free it). */
-user_info *users_snapshot(users *u, size_t *n);
+users_info *users_snapshot(users *u, size_t *n);
 
 /* The ledger's JSON of owner (absent: an empty one) and its revision. */
-int ledger_read(app *a, const char *owner, json_t **out, int64_t *rev, gb_err *err);
+int users_ledger_read(app *a, const char *owner, json_t **out, int64_t *rev, gb_err *err);
 /* The sums of a ledger's entries. */
-void ledger_sum(const json_t *ledger, ledger_usage *u);
-json_t *ledger_usage_to_json(const ledger_usage *u);
+void users_ledger_sum(const json_t *ledger, users_ledger_usage *u);
+json_t *users_ledger_usage_to_json(const users_ledger_usage *u);
 /* The wall clock, Unix ms. */
-int64_t ledger_now_ms(void);
+int64_t users_ledger_now_ms(void);
 
 #endif

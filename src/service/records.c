@@ -2,7 +2,7 @@
  * store_json.c - the service's records in the store, as JSON (see
  * store_json.h).
  */
-#include "service/store_json.h"
+#include "service/records.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +22,8 @@ static json_t *store_record_value(const store_kv *kv, const char *what, gb_err *
     return value;
 }
 
-int store_get_json(store *s, const char *key, const char *what, json_t **out, int64_t *mod_revision,
-                   gb_err *err)
+int records_get_json(store *s, const char *key, const char *what, json_t **out,
+                     int64_t *mod_revision, gb_err *err)
 {
     *out = NULL;
     _cleanup_(store_kv_free) store_kv kv = {0};
@@ -37,8 +37,8 @@ int store_get_json(store *s, const char *key, const char *what, json_t **out, in
     return 1;
 }
 
-int store_records_scan(store *s, const char *prefix, bool (*is_record)(const char *key),
-                       store_record_fn each, void *ctx, gb_err *err)
+int records_scan(store *s, const char *prefix, bool (*is_record)(const char *key), records_fn each,
+                 void *ctx, gb_err *err)
 {
     _cleanup_(store_kvs_free) store_kvs kvs = {0};
     if (store_range(s, prefix, &kvs, err) < 0)
@@ -59,10 +59,10 @@ int store_records_scan(store *s, const char *prefix, bool (*is_record)(const cha
 struct store_records_array {
     char *items;
     size_t n, cap, size;
-    store_record_fn take;
+    records_fn take;
 };
 
-/* Take one record into the next element (store_record_fn). */
+/* Take one record into the next element (records_fn). */
 static int store_records_append(void *ctx, const char *key, json_t *value, int64_t mod_revision,
                                 gb_err *err)
 {
@@ -79,14 +79,14 @@ static int store_records_append(void *ctx, const char *key, json_t *value, int64
     return kept < 0 ? -1 : 0;
 }
 
-void *store_records_load(store *s, const char *prefix, bool (*is_record)(const char *key),
-                         size_t size, store_record_fn take, void (*drop)(void *elem), size_t *n,
-                         gb_err *err)
+void *records_load_all(store *s, const char *prefix, bool (*is_record)(const char *key),
+                       size_t size, records_fn take, void (*drop)(void *elem), size_t *n,
+                       gb_err *err)
 {
     struct store_records_array a = {
         .items = xcalloc(8, size), .cap = 8, .size = size, .take = take};
     *n = 0;
-    if (store_records_scan(s, prefix, is_record, store_records_append, &a, err) < 0) {
+    if (records_scan(s, prefix, is_record, store_records_append, &a, err) < 0) {
         for (size_t i = 0; i < a.n; i++)
             drop(a.items + i * size);
         free(a.items);
@@ -96,8 +96,7 @@ void *store_records_load(store *s, const char *prefix, bool (*is_record)(const c
     return a.items;
 }
 
-int store_record_load(store *s, const store_record_kind *k, const char *name, void *out,
-                      gb_err *err)
+int records_load(store *s, const records_kind *k, const char *name, void *out, gb_err *err)
 {
     char key[STORE_KEY_MAX];
     if (!k->key(key, sizeof(key), name))
@@ -106,7 +105,7 @@ int store_record_load(store *s, const store_record_kind *k, const char *name, vo
     snprintf(what, sizeof(what), "%s %s", k->noun, name);
     _cleanup_json_ json_t *value = NULL;
     int64_t rev = 0;
-    int found = store_get_json(s, key, what, &value, &rev, err);
+    int found = records_get_json(s, key, what, &value, &rev, err);
     if (found <= 0)
         return found;
     if (k->parse(out, value, rev, err) < 0)
@@ -114,7 +113,7 @@ int store_record_load(store *s, const store_record_kind *k, const char *name, vo
     return 1;
 }
 
-void store_record_stamp(char *create_time, char *update_time, size_t size)
+void records_stamp(char *create_time, char *update_time, size_t size)
 {
     time_iso_now(update_time, size);
     if (!create_time[0])
@@ -122,9 +121,9 @@ void store_record_stamp(char *create_time, char *update_time, size_t size)
 }
 
 /* The record's transaction: on s alone (txn NULL), or through txn. */
-static int store_record_txn(store *s, const store_record_kind *k, const char *name,
-                            const json_t *value, int64_t *mod_revision, const store_op *extra,
-                            size_t nextra, store_record_txn_fn txn, void *ctx, gb_err *err)
+static int store_record_txn(store *s, const records_kind *k, const char *name, const json_t *value,
+                            int64_t *mod_revision, const store_op *extra, size_t nextra,
+                            records_txn_fn txn, void *ctx, gb_err *err)
 {
     char key[STORE_KEY_MAX];
     if (!k->key(key, sizeof(key), name))
@@ -154,16 +153,15 @@ static int store_record_txn(store *s, const store_record_kind *k, const char *na
     return 0;
 }
 
-int store_record_save_plain(store *s, const store_record_kind *k, const char *name,
-                            const json_t *value, int64_t *mod_revision, const store_op *extra,
-                            size_t nextra, gb_err *err)
+int records_save_plain(store *s, const records_kind *k, const char *name, const json_t *value,
+                       int64_t *mod_revision, const store_op *extra, size_t nextra, gb_err *err)
 {
     return store_record_txn(s, k, name, value, mod_revision, extra, nextra, NULL, NULL, err);
 }
 
-int store_record_save_via(store *s, const store_record_kind *k, const char *name,
-                          const json_t *value, int64_t *mod_revision, const store_op *extra,
-                          size_t nextra, store_record_txn_fn txn, void *ctx, gb_err *err)
+int records_save_via(store *s, const records_kind *k, const char *name, const json_t *value,
+                     int64_t *mod_revision, const store_op *extra, size_t nextra,
+                     records_txn_fn txn, void *ctx, gb_err *err)
 {
     return store_record_txn(s, k, name, value, mod_revision, extra, nextra, txn, ctx, err);
 }

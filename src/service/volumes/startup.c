@@ -22,23 +22,23 @@
  * attaches it. The daemon still starts, so everything else keeps working.
  */
 #include "util/xalloc.h"
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/volume/internal.h"
+#include "service/volumes/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/size.h"
 
 /* Restart the containers that mount r's Docker volume: they started
  * before the volume was attached and see the bare mountpoint. */
-static void vol_restart_early_users(app *a, const vol_record *r)
+static void volumes_restart_early_users(app *a, const volumes_record *r)
 {
     _cleanup_json_ json_t *mounted = NULL;
     gb_err e = GB_ERR_INIT;
-    if (vol_mounted_by(a, r->docker_volume, &mounted, &e) < 0) {
+    if (volumes_mounted_by(a, r->docker_volume, &mounted, &e) < 0) {
         log_warn("volume %s: cannot ask Docker who uses it: %s", r->name, e.msg);
         return;
     }
@@ -57,17 +57,17 @@ static void vol_restart_early_users(app *a, const vol_record *r)
 }
 
 /* A resize that a crash interrupted: run it again, then record it. */
-static void vol_finish_resize(app *a, vol_record *r)
+static void volumes_finish_resize(app *a, volumes_record *r)
 {
     _cleanup_json_ json_t *mounted = NULL;
     gb_err e = GB_ERR_INIT;
     uint64_t to = r->resizing_to;
     char to_text[VOL_SIZE_TEXT_MAX];
     snprintf(to_text, sizeof(to_text), "%s", r->resizing_text);
-    if (vol_mounted_by(a, r->docker_volume, &mounted, &e) == 0 &&
+    if (volumes_mounted_by(a, r->docker_volume, &mounted, &e) == 0 &&
         volume_resize(&a->volumes->env, r->name, r->docker_mountpoint, to,
                       json_array_size(mounted) > 0, &e) == 0 &&
-        vol_commit_resize(a, r, to, &e) == 0) {
+        volumes_commit_resize(a, r, to, &e) == 0) {
         log_info("volume %s: finished a resize to %s that was interrupted", r->name, to_text);
         return;
     }
@@ -79,78 +79,78 @@ static void vol_finish_resize(app *a, vol_record *r)
     r->resizing_to = 0;
     r->resizing_text[0] = '\0';
     err_clear(&e);
-    if (vol_record_save(a->store, a, r, NULL, 0, &e) < 0)
+    if (volumes_record_save(a->store, a, r, NULL, 0, &e) < 0)
         log_error("volume %s: clearing the resize mark: %s", r->name, e.msg);
 }
 
 /* Make the Docker volume again if it is gone. */
-static int vol_ensure_docker(app *a, vol_record *r, gb_err *err)
+static int volumes_ensure_docker(app *a, volumes_record *r, gb_err *err)
 {
     char before[sizeof(r->docker_mountpoint)];
     memcpy(before, r->docker_mountpoint, sizeof(before));
     bool created = false;
-    if (vol_docker_create(a, r, &created, err) < 0)
+    if (volumes_docker_create(a, r, &created, err) < 0)
         return -1;
     if (created)
         log_warn("volume %s: Docker volume %s was missing (removed by hand?); made it again",
                  r->name, r->docker_volume);
     if (strcmp(before, r->docker_mountpoint) != 0 &&
-        vol_record_save(a->store, a, r, NULL, 0, err) < 0)
+        volumes_record_save(a->store, a, r, NULL, 0, err) < 0)
         return -1;
     return 0;
 }
 
-static void vol_start_ready(app *a, vol_record *r, size_t *attached)
+static void volumes_start_ready(app *a, volumes_record *r, size_t *attached)
 {
     const volume_env *env = &a->volumes->env;
     gb_err e = GB_ERR_INIT;
-    if (vol_check_backend(a, r, &e) < 0) {
+    if (volumes_check_backend(a, r, &e) < 0) {
         log_error("volume %s: NOT ATTACHED: %s", r->name, e.msg);
-        vol_set_unavailable(a, r->name, e.msg);
+        volumes_set_unavailable(a, r->name, e.msg);
         return;
     }
     uint64_t used = 0, size = 0;
     bool was_attached = volume_usage(env, r->name, r->docker_mountpoint, &used, &size, &e) == 0;
     err_clear(&e);
-    if (volume_attach(env, r->name, &e) < 0 || vol_ensure_docker(a, r, &e) < 0) {
+    if (volume_attach(env, r->name, &e) < 0 || volumes_ensure_docker(a, r, &e) < 0) {
         log_error("volume %s: NOT ATTACHED: %s. Replica sets that use it will not start until "
                   "it attaches (fix it and restart gpuboxd)",
                   r->name, e.msg);
-        vol_set_unavailable(a, r->name, e.msg);
+        volumes_set_unavailable(a, r->name, e.msg);
         return;
     }
     (*attached)++;
     if (!was_attached)
-        vol_restart_early_users(a, r);
+        volumes_restart_early_users(a, r);
     if (r->resizing_to)
-        vol_finish_resize(a, r);
+        volumes_finish_resize(a, r);
 }
 
-static void vol_start_one(app *a, vol_record *r, size_t *attached)
+static void volumes_start_one(app *a, volumes_record *r, size_t *attached)
 {
     gb_err e = GB_ERR_INIT;
     switch (r->state) {
     case VOL_STATE_CREATING:
         log_info("volume %s: undoing a create that was interrupted", r->name);
-        vol_undo_create(a, r, true);
+        volumes_undo_create(a, r, true);
         return;
     case VOL_STATE_DELETING:
-        if (vol_check_backend(a, r, &e) == 0 && vol_finish_delete(a, r, &e) == 0) {
+        if (volumes_check_backend(a, r, &e) == 0 && volumes_finish_delete(a, r, &e) == 0) {
             log_info("volume %s: finished a delete that was interrupted", r->name);
             return;
         }
         log_error("volume %s: could not finish an interrupted delete: %s", r->name, e.msg);
-        /* vol_finish_delete put it back to ready: attach it as one. */
-        vol_start_ready(a, r, attached);
+        /* volumes_finish_delete put it back to ready: attach it as one. */
+        volumes_start_ready(a, r, attached);
         return;
     case VOL_STATE_READY:
-        vol_start_ready(a, r, attached);
+        volumes_start_ready(a, r, attached);
         return;
     }
 }
 
 /* Docker volumes carrying gpubox's label that no record owns. */
-static void vol_report_orphans(app *a)
+static void volumes_report_orphans(app *a)
 {
     _cleanup_json_ json_t *list = NULL;
     gb_err e = GB_ERR_INIT;
@@ -163,8 +163,8 @@ static void vol_report_orphans(app *a)
         const char *owner =
             json_string_value(json_object_get(json_object_get(v, "Labels"), DOCKER_LABEL_VOLUME));
         const char *dname = json_string_value(json_object_get(v, "Name"));
-        _cleanup_(vol_record_free) vol_record r = {0};
-        if (owner && dname && vol_record_load(a->store, owner, &r, &e) == 0)
+        _cleanup_(volumes_record_free) volumes_record r = {0};
+        if (owner && dname && volumes_record_load(a->store, owner, &r, &e) == 0)
             log_warn("volumes: Docker volume %s carries gpubox's label (volume %s) but no volume "
                      "record owns it; leaving it alone",
                      dname, owner);
@@ -189,14 +189,14 @@ int volumes_open(app *a, gb_err *err)
              fs ? "new volumes " : "", fs ? fs : "", fs ? ", " : "",
              volume_grows_online(&v->env, NULL) ? "grow while in use"
                                                 : "grow and shrink only while not in use");
-    vol_record *recs = NULL;
+    volumes_record *recs = NULL;
     size_t n = 0, attached = 0;
-    if (vol_records_load_all(a->store, &recs, &n, err) < 0)
+    if (volumes_records_load_all(a->store, &recs, &n, err) < 0)
         return -1;
     for (size_t i = 0; i < n; i++)
-        vol_start_one(a, &recs[i], &attached);
-    vol_records_free(recs, n);
-    vol_report_orphans(a);
+        volumes_start_one(a, &recs[i], &attached);
+    volumes_records_free(recs, n);
+    volumes_report_orphans(a);
     size_t unavailable = json_object_size(v->unavailable);
     if (unavailable)
         log_error("volumes: %zu attached, %zu NOT attached (see above)", attached, unavailable);

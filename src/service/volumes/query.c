@@ -3,28 +3,28 @@
  * without the name lock: an answer given while a resize runs may show the
  * volume detached for a moment, and says "resizing".
  */
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "service/keys.h"
-#include "service/volume/internal.h"
+#include "service/volumes/internal.h"
 #include "util/cleanup.h"
 #include "util/size.h"
 
 /* What the list and the info share: the record as a user sees it. */
-static json_t *vol_summary(const vol_record *r)
+static json_t *volumes_summary(const volumes_record *r)
 {
     json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:b, s:i, s:s, s:s, s:s, s:s}", "name", r->name,
                           "size", (json_int_t)r->size, "sizeText", r->size_text, "backend",
                           r->backend, "enforced", r->enforced, "version", r->version, "state",
-                          vol_state_name(r->state), "dockerVolume", r->docker_volume, "createTime",
-                          r->create_time, "updateTime", r->update_time);
+                          volumes_state_name(r->state), "dockerVolume", r->docker_volume,
+                          "createTime", r->create_time, "updateTime", r->update_time);
     if (j)
         json_object_set_new(j, "owner", json_string(r->owner));
-    if (j && vol_record_fs(r))
-        json_object_set_new(j, "filesystem", json_string(vol_record_fs(r)));
+    if (j && volumes_record_fs(r))
+        json_object_set_new(j, "filesystem", json_string(volumes_record_fs(r)));
     if (j && r->resizing_to)
         json_object_set_new(j, "resizingTo", json_string(r->resizing_text));
     return j;
@@ -32,28 +32,28 @@ static json_t *vol_summary(const vol_record *r)
 
 int volumes_list(app *a, json_t **out, gb_err *err)
 {
-    vol_record *recs = NULL;
+    volumes_record *recs = NULL;
     size_t n = 0;
-    if (vol_records_load_all(a->store, &recs, &n, err) < 0)
+    if (volumes_records_load_all(a->store, &recs, &n, err) < 0)
         return -1;
     _cleanup_json_ json_t *list = json_array();
     for (size_t i = 0; list && i < n; i++)
-        if (caller_sees(recs[i].owner))
-            json_array_append_new(list, vol_summary(&recs[i]));
-    vol_records_free(recs, n);
+        if (users_caller_sees(recs[i].owner))
+            json_array_append_new(list, volumes_summary(&recs[i]));
+    volumes_records_free(recs, n);
     if (!list || !(*out = json_pack("{s:O}", "volumes", list)))
         return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
 }
 
 /* used, usedText, filesystemSize, attached (and problem when it is not). */
-static void vol_info_usage(app *a, const vol_record *r, json_t *info)
+static void volumes_info_usage(app *a, const volumes_record *r, json_t *info)
 {
     uint64_t used = 0, fs_size = 0;
     char why[256], used_text[VOL_SIZE_TEXT_MAX];
     gb_err e = GB_ERR_INIT;
-    bool unavailable = vol_unavailable(a, r->name, why, sizeof(why));
-    if (r->state != VOL_STATE_READY || vol_check_backend(a, r, &e) < 0 ||
+    bool unavailable = volumes_unavailable(a, r->name, why, sizeof(why));
+    if (r->state != VOL_STATE_READY || volumes_check_backend(a, r, &e) < 0 ||
         volume_usage(&a->volumes->env, r->name, r->docker_mountpoint, &used, &fs_size, &e) < 0) {
         json_object_set_new(info, "attached", json_false());
         json_object_set_new(info, "used", json_null());
@@ -74,24 +74,24 @@ static void vol_info_usage(app *a, const vol_record *r, json_t *info)
 
 int volumes_usage_all(app *a, json_t **out, gb_err *err)
 {
-    vol_record *recs = NULL;
+    volumes_record *recs = NULL;
     size_t n = 0;
-    if (vol_records_load_all(a->store, &recs, &n, err) < 0)
+    if (volumes_records_load_all(a->store, &recs, &n, err) < 0)
         return -1;
     _cleanup_json_ json_t *list = json_array();
     for (size_t i = 0; list && i < n; i++) {
-        if (!caller_sees(recs[i].owner))
+        if (!users_caller_sees(recs[i].owner))
             continue;
         json_t *u =
             json_pack("{s:s, s:s, s:s, s:I}", "name", recs[i].name, "backend", recs[i].backend,
-                      "state", vol_state_name(recs[i].state), "size", (json_int_t)recs[i].size);
+                      "state", volumes_state_name(recs[i].state), "size", (json_int_t)recs[i].size);
         json_t *usage = json_object();
-        vol_info_usage(a, &recs[i], usage);
+        volumes_info_usage(a, &recs[i], usage);
         json_object_set(u, "used", json_object_get(usage, "used"));
         json_decref(usage);
         json_array_append_new(list, u);
     }
-    vol_records_free(recs, n);
+    volumes_records_free(recs, n);
     *out = steal_ptr(&list);
     return 0;
 }
@@ -101,8 +101,8 @@ int volumes_usage_all(app *a, json_t **out, gb_err *err)
  * createTime, opt: {Driver, DriverOpts: {size}, Name}}. Name is the Docker
  * volume's name (gpu-docker-api's was "bar-1"; gpubox's keeps one Docker
  * volume through every size). */
-static json_t *vol_compat_status(int version, const char *create_time, const char *size_text,
-                                 const char *docker_volume)
+static json_t *volumes_compat_status(int version, const char *create_time, const char *size_text,
+                                     const char *docker_volume)
 {
     return json_pack("{s:i, s:s, s:{s:s, s:{s:s}, s:s}}", "version", version, "createTime",
                      create_time, "opt", "Driver", "local", "DriverOpts", "size", size_text, "Name",
@@ -111,18 +111,18 @@ static json_t *vol_compat_status(int version, const char *create_time, const cha
 
 int volumes_info(app *a, const char *name, json_t **out, gb_err *err)
 {
-    _cleanup_(vol_record_free) vol_record r = {0};
+    _cleanup_(volumes_record_free) volumes_record r = {0};
     _cleanup_json_ json_t *sets = NULL, *mounted = NULL;
-    if (vol_load_existing(a, name, &r, err) < 0 || vol_bound_by(a, name, &sets, err) < 0 ||
-        vol_mounted_by(a, r.docker_volume, &mounted, err) < 0) {
+    if (volumes_load_existing(a, name, &r, err) < 0 || volumes_bound_by(a, name, &sets, err) < 0 ||
+        volumes_mounted_by(a, r.docker_volume, &mounted, err) < 0) {
         if (err->code == ERR_INTERNAL)
             err->code = ERR_VOLUME_INFO_FAILED;
         return -1;
     }
-    _cleanup_json_ json_t *info = vol_summary(&r);
+    _cleanup_json_ json_t *info = volumes_summary(&r);
     if (!info)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    vol_info_usage(a, &r, info);
+    volumes_info_usage(a, &r, info);
     /* usedBy keeps the fields gpubox answered before; dest is for messages */
     size_t i;
     json_t *s;
@@ -134,7 +134,7 @@ int volumes_info(app *a, const char *name, json_t **out, gb_err *err)
     json_object_set(info, "mountedBy", mounted);
     json_object_set_new(info, "inUse", json_boolean(json_array_size(mounted) > 0));
     /* "Info" is gpu-docker-api's answer, beside gpubox's "info". */
-    json_t *compat = vol_compat_status(r.version, r.update_time, r.size_text, r.docker_volume);
+    json_t *compat = volumes_compat_status(r.version, r.update_time, r.size_text, r.docker_volume);
     if (!compat || !(*out = json_pack("{s:O, s:o}", "info", info, "Info", compat)))
         return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
@@ -142,8 +142,8 @@ int volumes_info(app *a, const char *name, json_t **out, gb_err *err)
 
 int volumes_history(app *a, const char *name, json_t **out, gb_err *err)
 {
-    _cleanup_(vol_record_free) vol_record r = {0};
-    if (vol_load_existing(a, name, &r, err) < 0)
+    _cleanup_(volumes_record_free) volumes_record r = {0};
+    if (volumes_load_existing(a, name, &r, err) < 0)
         return -1;
     char prefix[STORE_KEY_MAX];
     keys_volume_history_prefix(prefix, sizeof(prefix), name);
@@ -167,7 +167,7 @@ int volumes_history(app *a, const char *name, json_t **out, gb_err *err)
         json_object_set_new(entry, "createTime", json_string(time ? time : ""));
         json_object_set_new(
             entry, "status",
-            vol_compat_status(version, time ? time : "", size ? size : "", r.docker_volume));
+            volumes_compat_status(version, time ? time : "", size ? size : "", r.docker_volume));
     }
     if (!(*out = json_pack("{s:O}", "history", history)))
         return err_set(err, ERR_INTERNAL, "out of memory");

@@ -2,43 +2,43 @@
  * record.c - volume records: JSON form, store load/save/delete, and the
  * history entries (see volume/record.h).
  */
-#include "service/volume/record.h"
+#include "service/volumes/record.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "service/keys.h"
-#include "service/store_json.h"
+#include "service/records.h"
 #include "service/users/users.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 
-static const char *const vol_state_names[] = {
+static const char *const volumes_state_names[] = {
     [VOL_STATE_CREATING] = "creating",
     [VOL_STATE_READY] = "ready",
     [VOL_STATE_DELETING] = "deleting",
 };
 
-const char *vol_state_name(enum vol_state s)
+const char *volumes_state_name(enum volumes_state s)
 {
-    return s <= VOL_STATE_DELETING ? vol_state_names[s] : "unknown";
+    return s <= VOL_STATE_DELETING ? volumes_state_names[s] : "unknown";
 }
 
-static int vol_state_parse(const char *s)
+static int volumes_state_parse(const char *s)
 {
-    for (size_t i = 0; s && i < ARRAY_SIZE(vol_state_names); i++)
-        if (strcmp(s, vol_state_names[i]) == 0)
+    for (size_t i = 0; s && i < ARRAY_SIZE(volumes_state_names); i++)
+        if (strcmp(s, volumes_state_names[i]) == 0)
             return (int)i;
     return -1;
 }
 
-json_t *vol_record_to_json(const vol_record *r)
+json_t *volumes_record_to_json(const volumes_record *r)
 {
     json_t *j = json_pack(
         "{s:s, s:s, s:i, s:I, s:s, s:s, s:b, s:s, s:O, s:s, s:s, s:s}", "name", r->name, "state",
-        vol_state_name(r->state), "version", r->version, "size", (json_int_t)r->size, "sizeText",
-        r->size_text, "backend", r->backend, "enforced", r->enforced, "dockerVolume",
+        volumes_state_name(r->state), "version", r->version, "size", (json_int_t)r->size,
+        "sizeText", r->size_text, "backend", r->backend, "enforced", r->enforced, "dockerVolume",
         r->docker_volume, "dockerOptions", r->docker_options, "dockerMountpoint",
         r->docker_mountpoint, "createTime", r->create_time, "updateTime", r->update_time);
     if (j && r->filesystem[0] &&
@@ -60,14 +60,14 @@ json_t *vol_record_to_json(const vol_record *r)
     return j;
 }
 
-const char *vol_record_fs(const vol_record *r)
+const char *volumes_record_fs(const volumes_record *r)
 {
     if (r->filesystem[0])
         return r->filesystem;
     return strcmp(r->backend, "loop") == 0 ? "ext4" : NULL;
 }
 
-json_t *vol_history_entry(const vol_record *r)
+json_t *volumes_history_entry(const volumes_record *r)
 {
     return json_pack("{s:i, s:I, s:s, s:s}", "version", r->version, "size", (json_int_t)r->size,
                      "sizeText", r->size_text, "time", r->update_time);
@@ -84,7 +84,7 @@ static int copy_field(const json_t *j, const char *field, char *dst, size_t size
     return 0;
 }
 
-static int vol_size_field(const json_t *j, const char *field, uint64_t *out, gb_err *err)
+static int volumes_size_field(const json_t *j, const char *field, uint64_t *out, gb_err *err)
 {
     long long v = 0;
     if (json_field_int(j, "volume record", field, &v, true, err) < 0)
@@ -95,20 +95,20 @@ static int vol_size_field(const json_t *j, const char *field, uint64_t *out, gb_
     return 0;
 }
 
-static int vol_resizing_from_json(const json_t *j, vol_record *out, gb_err *err)
+static int volumes_resizing_from_json(const json_t *j, volumes_record *out, gb_err *err)
 {
     json_t *resizing = NULL;
     int present = json_field_object(j, "volume record", "resizing", &resizing, false, err);
     if (present <= 0)
         return present;
-    return vol_size_field(resizing, "size", &out->resizing_to, err) < 0 ||
+    return volumes_size_field(resizing, "size", &out->resizing_to, err) < 0 ||
                    copy_field(resizing, "sizeText", out->resizing_text, sizeof(out->resizing_text),
                               err) < 0
                ? -1
                : 0;
 }
 
-int vol_record_from_json(const json_t *j, vol_record *out, gb_err *err)
+int volumes_record_from_json(const json_t *j, volumes_record *out, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
     const char *state = NULL;
@@ -117,7 +117,7 @@ int vol_record_from_json(const json_t *j, vol_record *out, gb_err *err)
     if (!json_is_object(j) || copy_field(j, "name", out->name, sizeof(out->name), err) < 0 ||
         json_field_string(j, "volume record", "state", &state, true, err) < 0 ||
         json_field_int(j, "volume record", "version", &version, true, err) < 0 ||
-        vol_size_field(j, "size", &out->size, err) < 0 ||
+        volumes_size_field(j, "size", &out->size, err) < 0 ||
         copy_field(j, "sizeText", out->size_text, sizeof(out->size_text), err) < 0 ||
         copy_field(j, "backend", out->backend, sizeof(out->backend), err) < 0 ||
         json_field_bool(j, "volume record", "enforced", &out->enforced, false, err) < 0 ||
@@ -129,36 +129,36 @@ int vol_record_from_json(const json_t *j, vol_record *out, gb_err *err)
         copy_field(j, "createTime", out->create_time, sizeof(out->create_time), err) < 0 ||
         copy_field(j, "updateTime", out->update_time, sizeof(out->update_time), err) < 0 ||
         copy_field(j, "owner", out->owner, sizeof(out->owner), err) < 0 ||
-        vol_resizing_from_json(j, out, err) < 0)
+        volumes_resizing_from_json(j, out, err) < 0)
         goto fail;
-    int s = vol_state_parse(state);
+    int s = volumes_state_parse(state);
     if (s < 0 || version < 0 || version > 1000000000) {
         err_set(err, ERR_INTERNAL, "volume record of %s has state '%s', version %lld", out->name,
                 state, version);
         goto fail;
     }
-    out->state = (enum vol_state)s;
+    out->state = (enum volumes_state)s;
     out->version = (int)version;
     out->docker_options = opts ? json_deep_copy(opts) : json_object();
     return 0;
 fail:
     if (err)
         err->code = ERR_INTERNAL;
-    vol_record_free(out);
+    volumes_record_free(out);
     return -1;
 }
 
 /* Two requests creating one name: the second is told it exists. */
-STORE_RECORD_KIND(vol_record, vol_record_from_json, .noun = "volume", .key = keys_volume,
+STORE_RECORD_KIND(volumes_record, volumes_record_from_json, .noun = "volume", .key = keys_volume,
                   .exists = "was just created by another request",
                   .exists_code = ERR_VOLUME_EXISTS);
 
-int vol_record_load(store *s, const char *name, vol_record *out, gb_err *err)
+int volumes_record_load(store *s, const char *name, volumes_record *out, gb_err *err)
 {
-    return store_record_load(s, &vol_record_kind, name, out, err);
+    return records_load(s, &volumes_record_kind, name, out, err);
 }
 
-void vol_record_free(vol_record *r)
+void volumes_record_free(volumes_record *r)
 {
     if (!r)
         return;
@@ -166,30 +166,30 @@ void vol_record_free(vol_record *r)
     r->docker_options = NULL;
 }
 
-void vol_record_hold(const vol_record *r, ledger_hold *h)
+void volumes_record_hold(const volumes_record *r, users_ledger_hold *h)
 {
     /* What it holds is the larger of its size and a resize in flight. */
-    *h = (ledger_hold){.volume = true, .exists = true};
+    *h = (users_ledger_hold){.volume = true, .exists = true};
     snprintf(h->owner, sizeof(h->owner), "%s", r->owner);
     snprintf(h->name, sizeof(h->name), "%s", r->name);
     h->volume_bytes = (int64_t)(r->resizing_to > r->size ? r->resizing_to : r->size);
 }
 
-int vol_record_save(store *s, app *a, vol_record *r, const store_op *extra, size_t nextra,
-                    gb_err *err)
+int volumes_record_save(store *s, app *a, volumes_record *r, const store_op *extra, size_t nextra,
+                        gb_err *err)
 {
-    store_record_stamp(r->create_time, r->update_time, sizeof(r->update_time));
-    _cleanup_json_ json_t *j = vol_record_to_json(r);
-    ledger_hold h;
-    vol_record_hold(r, &h);
+    records_stamp(r->create_time, r->update_time, sizeof(r->update_time));
+    _cleanup_json_ json_t *j = volumes_record_to_json(r);
+    users_ledger_hold h;
+    volumes_record_hold(r, &h);
     if (!a)
-        return store_record_save_plain(s, &vol_record_kind, r->name, j, &r->mod_revision, extra,
-                                       nextra, err);
-    return ledger_record_save(a, &vol_record_kind, r->name, j, &r->mod_revision, extra, nextra, &h,
-                              NULL, err);
+        return records_save_plain(s, &volumes_record_kind, r->name, j, &r->mod_revision, extra,
+                                  nextra, err);
+    return users_ledger_record_save(a, &volumes_record_kind, r->name, j, &r->mod_revision, extra,
+                                    nextra, &h, NULL, err);
 }
 
-int vol_record_delete(store *s, app *a, const vol_record *r, gb_err *err)
+int volumes_record_delete(store *s, app *a, const volumes_record *r, gb_err *err)
 {
     char key[STORE_KEY_MAX], prefix[STORE_KEY_MAX];
     keys_volume(key, sizeof(key), r->name);
@@ -198,10 +198,10 @@ int vol_record_delete(store *s, app *a, const vol_record *r, gb_err *err)
                       {.kind = STORE_OP_DELETE_PREFIX, .key = prefix}};
     store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = r->mod_revision};
     bool ok = false;
-    ledger_hold gone;
-    vol_record_hold(r, &gone);
+    users_ledger_hold gone;
+    volumes_record_hold(r, &gone);
     gone.exists = false;
-    int rc = a ? ledger_txn(a, &gone, NULL, &cmp, 1, ops, ARRAY_SIZE(ops), &ok, NULL, err)
+    int rc = a ? users_ledger_txn(a, &gone, NULL, &cmp, 1, ops, ARRAY_SIZE(ops), &ok, NULL, err)
                : store_txn(s, &cmp, 1, ops, ARRAY_SIZE(ops), &ok, NULL, err);
     if (rc < 0)
         return err_prefix(err, "deleting the record of volume %s", r->name);
@@ -211,34 +211,34 @@ int vol_record_delete(store *s, app *a, const vol_record *r, gb_err *err)
 }
 
 /* Keys right under KEYS_VOLUMES; a deeper one is not a record of this layout. */
-static bool vol_key_is_record(const char *key)
+static bool volumes_key_is_record(const char *key)
 {
     return !strchr(key + strlen(KEYS_VOLUMES), '/');
 }
 
-/* Take one record into the array (store_record_fn): always kept. */
-static int vol_records_keep(void *elem, const char *key, json_t *value, int64_t mod_revision,
-                            gb_err *err)
+/* Take one record into the array (records_fn): always kept. */
+static int volumes_records_keep(void *elem, const char *key, json_t *value, int64_t mod_revision,
+                                gb_err *err)
 {
     (void)key;
-    return vol_record_parse(elem, value, mod_revision, err) < 0 ? -1 : 1;
+    return volumes_record_parse(elem, value, mod_revision, err) < 0 ? -1 : 1;
 }
 
-static void vol_record_drop(void *r)
+static void volumes_record_drop(void *r)
 {
-    vol_record_free(r);
+    volumes_record_free(r);
 }
 
-int vol_records_load_all(store *s, vol_record **out, size_t *n, gb_err *err)
+int volumes_records_load_all(store *s, volumes_record **out, size_t *n, gb_err *err)
 {
-    *out = store_records_load(s, KEYS_VOLUMES, vol_key_is_record, sizeof(**out), vol_records_keep,
-                              vol_record_drop, n, err);
+    *out = records_load_all(s, KEYS_VOLUMES, volumes_key_is_record, sizeof(**out),
+                            volumes_records_keep, volumes_record_drop, n, err);
     return *out ? 0 : err_prefix(err, "listing volumes");
 }
 
-void vol_records_free(vol_record *v, size_t n)
+void volumes_records_free(volumes_record *v, size_t n)
 {
     for (size_t i = 0; v && i < n; i++)
-        vol_record_free(&v[i]);
+        volumes_record_free(&v[i]);
     free(v);
 }

@@ -2,7 +2,7 @@
  * cpus.c - exclusive CPU cores as the services see them (see cpus.h).
  */
 #include "util/xalloc.h"
-#include "service/cpus.h"
+#include "service/cores.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +11,7 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
-int app_make_cpu_pool(app *a, gb_err *err)
+int cores_make_pool(app *a, gb_err *err)
 {
     cpus_topology t = {0};
     if (a->cfg.simulate_cpus) {
@@ -63,7 +63,7 @@ static int cpus_node_of_card(const app *a, const char *uuid)
     return cpus_pci_numa_node("", d->pci_bus_id);
 }
 
-size_t cpus_nodes_of_cards(const app *a, char (*uuids)[GPU_UUID_MAX], size_t n, int *out)
+size_t cores_nodes_of_cards(const app *a, char (*uuids)[GPU_UUID_MAX], size_t n, int *out)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -77,7 +77,7 @@ size_t cpus_nodes_of_cards(const app *a, char (*uuids)[GPU_UUID_MAX], size_t n, 
     return k;
 }
 
-char *cpus_docker_cpuset(const app *a, const int *ids, size_t n)
+char *cores_docker_cpuset(const app *a, const int *ids, size_t n)
 {
     if (!n)
         return xstrdup("");
@@ -105,7 +105,7 @@ char *cpus_docker_cpuset(const app *a, const int *ids, size_t n)
     return cpus_list_format(mapped, k);
 }
 
-json_t *cpus_resources_json(const app *a)
+json_t *cores_resources_json(const app *a)
 {
     json_t *j = cpus_pool_status(a->cpus);
     /* Simulated cores are recorded and answered, but the containers run on

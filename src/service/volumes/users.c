@@ -10,24 +10,24 @@
 
 #include "util/xalloc.h"
 #include "service/replicaset/record.h"
-#include "service/volume/internal.h"
+#include "service/volumes/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
-int vol_load_existing(app *a, const char *name, vol_record *r, gb_err *err)
+int volumes_load_existing(app *a, const char *name, volumes_record *r, gb_err *err)
 {
     if (name_check_volume(name, err) < 0)
         return -1;
-    int found = vol_record_load(a->store, name, r, err);
+    int found = volumes_record_load(a->store, name, r, err);
     if (found < 0)
         return -1;
-    if (!found || !caller_sees(r->owner))
+    if (!found || !users_caller_sees(r->owner))
         return err_set(err, ERR_NOT_FOUND, "no volume named '%s'", name);
     return 0;
 }
 
 /* Where spec binds volume name (its first bind of it); NULL: nowhere. */
-static const char *vol_spec_bind_dest(const rs_spec *spec, const char *name)
+static const char *volumes_spec_bind_dest(const replicaset_spec *spec, const char *name)
 {
     for (size_t i = 0; i < spec->nbinds; i++)
         if (strcmp(spec->binds[i].src, name) == 0)
@@ -38,7 +38,7 @@ static const char *vol_spec_bind_dest(const rs_spec *spec, const char *name)
 /* A stopped set's change waiting for its next start (record.h,
  * pendingSpec) binds what its next version will bind: that volume is in
  * use too, or the start would find it gone. */
-static const char *vol_pending_bind_dest(const json_t *pending, const char *name)
+static const char *volumes_pending_bind_dest(const json_t *pending, const char *name)
 {
     size_t i;
     json_t *b;
@@ -52,36 +52,36 @@ static const char *vol_pending_bind_dest(const json_t *pending, const char *name
     return NULL;
 }
 
-struct vol_bound_ctx {
+struct volumes_bound_ctx {
     const char *name;
     json_t *found;
 };
 
-static int vol_bound_one(void *ctx, rs_record *r, gb_err *err)
+static int volumes_bound_one(void *ctx, replicaset_record *r, gb_err *err)
 {
-    struct vol_bound_ctx *b = ctx;
+    struct volumes_bound_ctx *b = ctx;
     (void)err;
-    const char *dest = vol_spec_bind_dest(&r->spec, b->name);
+    const char *dest = volumes_spec_bind_dest(&r->spec, b->name);
     if (!dest)
-        dest = vol_pending_bind_dest(r->pending_spec, b->name);
+        dest = volumes_pending_bind_dest(r->pending_spec, b->name);
     if (r->state != RS_STATE_DELETED && dest)
         json_array_append_new(b->found, json_pack("{s:s, s:s, s:s}", "name", r->name, "state",
-                                                  rs_state_name(r->state), "dest", dest));
+                                                  replicaset_state_name(r->state), "dest", dest));
     return 0;
 }
 
-int vol_bound_by(app *a, const char *name, json_t **sets, gb_err *err)
+int volumes_bound_by(app *a, const char *name, json_t **sets, gb_err *err)
 {
     *sets = NULL;
     _cleanup_json_ json_t *found = json_array();
-    struct vol_bound_ctx b = {.name = name, .found = found};
-    if (rs_records_each(a->store, vol_bound_one, &b, err) < 0)
+    struct volumes_bound_ctx b = {.name = name, .found = found};
+    if (replicaset_records_each(a->store, volumes_bound_one, &b, err) < 0)
         return err_prefix(err, "finding the replica sets that use volume %s", name);
     *sets = steal_ptr(&found);
     return 0;
 }
 
-int vol_mounted_by(app *a, const char *docker_volume, json_t **containers, gb_err *err)
+int volumes_mounted_by(app *a, const char *docker_volume, json_t **containers, gb_err *err)
 {
     *containers = NULL;
     _cleanup_(docker_container_briefs_free) docker_container_briefs list = {0};
@@ -104,7 +104,7 @@ int vol_mounted_by(app *a, const char *docker_volume, json_t **containers, gb_er
     return 0;
 }
 
-void vol_describe_sets(const json_t *sets, char *buf, size_t size)
+void volumes_describe_sets(const json_t *sets, char *buf, size_t size)
 {
     size_t used = 0, i;
     json_t *s;
@@ -120,7 +120,7 @@ void vol_describe_sets(const json_t *sets, char *buf, size_t size)
     }
 }
 
-void vol_describe_mounts(const json_t *containers, char *buf, size_t size)
+void volumes_describe_mounts(const json_t *containers, char *buf, size_t size)
 {
     size_t used = 0, i;
     json_t *c;
@@ -141,7 +141,7 @@ void vol_describe_mounts(const json_t *containers, char *buf, size_t size)
 }
 
 /* The names in sets, all present in before? */
-static bool vol_sets_within(const json_t *sets, const json_t *before)
+static bool volumes_sets_within(const json_t *sets, const json_t *before)
 {
     size_t i, k;
     json_t *s, *b;
@@ -159,7 +159,7 @@ static bool vol_sets_within(const json_t *sets, const json_t *before)
     return true;
 }
 
-void vol_locks_release(vol_locks *l)
+void volumes_locks_release(volumes_locks *l)
 {
     if (l->vol)
         namelock_release(l->vol);
@@ -171,7 +171,8 @@ void vol_locks_release(vol_locks *l)
 
 /* Take the sets' locks (they come sorted by name from the store), then
  * the volume's. */
-static int vol_lock_all(app *a, const char *name, const json_t *sets, vol_locks *l, gb_err *err)
+static int volumes_lock_all(app *a, const char *name, const json_t *sets, volumes_locks *l,
+                            gb_err *err)
 {
     memset(l, 0, sizeof(*l));
     l->rs = xcalloc(json_array_size(sets) + 1, sizeof(*l->rs));
@@ -181,7 +182,7 @@ static int vol_lock_all(app *a, const char *name, const json_t *sets, vol_locks 
     {
         const char *set = json_string_value(json_object_get(s, "name"));
         if (!set) {
-            vol_locks_release(l);
+            volumes_locks_release(l);
             return err_set(err, ERR_INTERNAL, "a replica set using volume %s has no name", name);
         }
         l->rs[l->nrs++] = namelock_acquire(a->locks, "rs", set);
@@ -190,31 +191,32 @@ static int vol_lock_all(app *a, const char *name, const json_t *sets, vol_locks 
     return 0;
 }
 
-int vol_lock_with_users(app *a, const char *name, vol_locks *l, json_t **sets, gb_err *err)
+int volumes_lock_with_users(app *a, const char *name, volumes_locks *l, json_t **sets, gb_err *err)
 {
     /* A set created between reading the list and taking the locks would
      * be missed: read again under the locks, and start over if one
      * appeared (rare, so a few rounds are plenty). */
     for (int attempt = 0; attempt < 5; attempt++) {
         _cleanup_json_ json_t *before = NULL, *now = NULL;
-        if (vol_bound_by(a, name, &before, err) < 0 || vol_lock_all(a, name, before, l, err) < 0)
+        if (volumes_bound_by(a, name, &before, err) < 0 ||
+            volumes_lock_all(a, name, before, l, err) < 0)
             return -1;
-        if (vol_bound_by(a, name, &now, err) < 0) {
-            vol_locks_release(l);
+        if (volumes_bound_by(a, name, &now, err) < 0) {
+            volumes_locks_release(l);
             return -1;
         }
-        if (vol_sets_within(now, before)) {
+        if (volumes_sets_within(now, before)) {
             if (sets)
                 *sets = steal_ptr(&now);
             return 0;
         }
-        vol_locks_release(l);
+        volumes_locks_release(l);
     }
     return err_set(err, ERR_CONFLICT,
                    "the replica sets using volume %s keep changing; try again in a moment", name);
 }
 
-int vol_check_backend(app *a, const vol_record *r, gb_err *err)
+int volumes_check_backend(app *a, const volumes_record *r, gb_err *err)
 {
     const char *running = volume_backend_name(&a->volumes->env);
     if (strcmp(r->backend, running) == 0)
@@ -225,7 +227,7 @@ int vol_check_backend(app *a, const vol_record *r, gb_err *err)
                    r->name, r->backend, running, r->backend);
 }
 
-int vol_docker_create(app *a, vol_record *r, bool *created, gb_err *err)
+int volumes_docker_create(app *a, volumes_record *r, bool *created, gb_err *err)
 {
     *created = false;
     _cleanup_json_ json_t *existing = NULL;
@@ -256,7 +258,7 @@ int vol_docker_create(app *a, vol_record *r, bool *created, gb_err *err)
     return 0;
 }
 
-int vol_docker_remove(app *a, const vol_record *r, gb_err *err)
+int volumes_docker_remove(app *a, const volumes_record *r, gb_err *err)
 {
     _cleanup_json_ json_t *existing = NULL;
     gb_err probe = GB_ERR_INIT;
@@ -276,7 +278,7 @@ int vol_docker_remove(app *a, const vol_record *r, gb_err *err)
     return docker_volume_remove(a->docker, r->docker_volume, false, err);
 }
 
-void vol_set_unavailable(app *a, const char *name, const char *why)
+void volumes_set_unavailable(app *a, const char *name, const char *why)
 {
     volumes_ctx *v = a->volumes;
     pthread_mutex_lock(&v->mutex);
@@ -287,7 +289,7 @@ void vol_set_unavailable(app *a, const char *name, const char *why)
     pthread_mutex_unlock(&v->mutex);
 }
 
-bool vol_unavailable(app *a, const char *name, char *why, size_t size)
+bool volumes_unavailable(app *a, const char *name, char *why, size_t size)
 {
     volumes_ctx *v = a->volumes;
     pthread_mutex_lock(&v->mutex);
@@ -301,11 +303,11 @@ bool vol_unavailable(app *a, const char *name, char *why, size_t size)
 int volumes_bind_source(app *a, const char *name, char **docker_name, gb_err *err)
 {
     *docker_name = NULL;
-    _cleanup_(vol_record_free) vol_record r = {0};
-    int found = vol_record_load(a->store, name, &r, err);
+    _cleanup_(volumes_record_free) volumes_record r = {0};
+    int found = volumes_record_load(a->store, name, &r, err);
     if (found < 0)
         return -1;
-    if (!found || !caller_sees(r.owner))
+    if (!found || !users_caller_sees(r.owner))
         return err_set(err, ERR_INVALID_PARAMS,
                        "bind source '%s' is not a gpubox volume; create the volume first, or give "
                        "an absolute host path",
@@ -318,7 +320,7 @@ int volumes_bind_source(app *a, const char *name, char **docker_name, gb_err *er
         return err_set(err, ERR_STATE_CONFLICT,
                        "volume '%s' is being resized to %s; try again when that is done", name,
                        r.resizing_text);
-    if (vol_unavailable(a, name, why, sizeof(why)))
+    if (volumes_unavailable(a, name, why, sizeof(why)))
         return err_set(err, ERR_STATE_CONFLICT,
                        "volume '%s' is not attached (%s); see gpuboxd's log, fix it and restart "
                        "gpuboxd",

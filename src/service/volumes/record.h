@@ -27,8 +27,8 @@
  * {"version", "size", "sizeText", "time"}: version 1 at create, +1 per
  * resize.
  */
-#ifndef GPUBOX_SERVICE_VOLUME_RECORD_H
-#define GPUBOX_SERVICE_VOLUME_RECORD_H
+#ifndef GPUBOX_SERVICE_VOLUMES_RECORD_H
+#define GPUBOX_SERVICE_VOLUMES_RECORD_H
 
 struct app;
 
@@ -43,16 +43,16 @@ struct app;
 #include "util/names.h"
 #include "volume/volume.h"
 
-enum vol_state { VOL_STATE_CREATING, VOL_STATE_READY, VOL_STATE_DELETING };
+enum volumes_state { VOL_STATE_CREATING, VOL_STATE_READY, VOL_STATE_DELETING };
 
 #define VOL_SIZE_TEXT_MAX 32
 #define VOL_DOCKER_NAME_PREFIX "gpubox_"
 #define VOL_DOCKER_NAME_MAX (NAME_MAX_LEN + sizeof(VOL_DOCKER_NAME_PREFIX))
 #define VOL_BACKEND_MAX 16
 
-typedef struct vol_record {
+typedef struct volumes_record {
     char name[NAME_MAX_LEN + 1];
-    enum vol_state state;
+    enum volumes_state state;
     int version;
     uint64_t size;
     char size_text[VOL_SIZE_TEXT_MAX];
@@ -68,16 +68,16 @@ typedef struct vol_record {
     char update_time[RS_TIME_MAX];
     int64_t mod_revision;         /* of the store key when loaded; 0 for a new record */
     char owner[NAME_MAX_LEN + 1]; /* the user that created it (docs/users.md); "" before users */
-} vol_record;
+} volumes_record;
 
-const char *vol_state_name(enum vol_state s);
+const char *volumes_state_name(enum volumes_state s);
 
 /* Load name's record: 1 found, 0 absent, -1 error (store_json.h: "reading
  * volume <name> from the store: ..." when it cannot be read). */
-int vol_record_load(store *s, const char *name, vol_record *out, gb_err *err);
-int vol_record_from_json(const json_t *j, vol_record *out, gb_err *err);
-json_t *vol_record_to_json(const vol_record *r);
-void vol_record_free(vol_record *r);
+int volumes_record_load(store *s, const char *name, volumes_record *out, gb_err *err);
+int volumes_record_from_json(const json_t *j, volumes_record *out, gb_err *err);
+json_t *volumes_record_to_json(const volumes_record *r);
+void volumes_record_free(volumes_record *r);
 
 /* Write r back if nobody changed it since it was loaded (compare-and-swap
  * on mod_revision; 0 = must not exist), with extra ops (may be NULL/0) in
@@ -85,24 +85,24 @@ void vol_record_free(vol_record *r);
  * On success r->mod_revision is the new revision. */
 /* a (NULL in tests: no ledger) also gets r's owner's ledger entry written in
  * the same transaction, its quota checked (users/users.h). */
-int vol_record_save(store *s, struct app *a, vol_record *r, const store_op *extra, size_t nextra,
-                    gb_err *err);
-struct ledger_hold;
-void vol_record_hold(const vol_record *r, struct ledger_hold *h);
+int volumes_record_save(store *s, struct app *a, volumes_record *r, const store_op *extra,
+                        size_t nextra, gb_err *err);
+struct users_ledger_hold;
+void volumes_record_hold(const volumes_record *r, struct users_ledger_hold *h);
 /* Delete the record and its whole history, if r is still what was loaded. */
-int vol_record_delete(store *s, struct app *a, const vol_record *r, gb_err *err);
+int volumes_record_delete(store *s, struct app *a, const volumes_record *r, gb_err *err);
 
 /* The filesystem to show for r: its own, "ext4" for a loop volume made
  * before the record kept one, NULL for backends without a filesystem. */
-const char *vol_record_fs(const vol_record *r);
+const char *volumes_record_fs(const volumes_record *r);
 
 /* The history entry for r's current version and size. */
-json_t *vol_history_entry(const vol_record *r);
+json_t *volumes_history_entry(const volumes_record *r);
 
 /* Every volume record (not the history), sorted by name; *out is an array
- * of vol_record the caller frees with vol_records_free (NULL when there is
- * none). Errors: "listing volumes: ..." (store_records_scan). */
-int vol_records_load_all(store *s, vol_record **out, size_t *n, gb_err *err);
-void vol_records_free(vol_record *v, size_t n);
+ * of volumes_record the caller frees with volumes_records_free (NULL when there is
+ * none). Errors: "listing volumes: ..." (records_scan). */
+int volumes_records_load_all(store *s, volumes_record **out, size_t *n, gb_err *err);
+void volumes_records_free(volumes_record *v, size_t n);
 
 #endif

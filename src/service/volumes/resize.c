@@ -24,9 +24,9 @@
  *      keeps its size (the layer guarantees it).
  *
  * Fault points (GPUBOX_FAULT): volume.resize.marked, volume.resize.storage
- * (vol_op_resize, in the operation engine's table, engine.h).
+ * (volumes_op_resize, in the operation engine's table, engine.h).
  */
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -34,13 +34,13 @@
 #include "service/engine.h"
 #include "service/keys.h"
 #include "service/ops_timer.h"
-#include "service/volume/internal.h"
+#include "service/volumes/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/size.h"
 #include "util/time.h"
 
-int vol_commit_resize(app *a, vol_record *r, uint64_t new_size, gb_err *err)
+int volumes_commit_resize(app *a, volumes_record *r, uint64_t new_size, gb_err *err)
 {
     r->size = new_size;
     size_format(new_size, r->size_text, sizeof(r->size_text));
@@ -50,20 +50,20 @@ int vol_commit_resize(app *a, vol_record *r, uint64_t new_size, gb_err *err)
     time_iso_now(r->update_time, sizeof(r->update_time));
     char hkey[STORE_KEY_MAX];
     keys_volume_history(hkey, sizeof(hkey), r->name, r->version);
-    _cleanup_json_ json_t *hist = vol_history_entry(r);
+    _cleanup_json_ json_t *hist = volumes_history_entry(r);
     _cleanup_free_ char *hist_text = json_dumps(hist, JSON_COMPACT);
     store_op hist_op = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
-    return vol_record_save(a->store, a, r, &hist_op, 1, err);
+    return volumes_record_save(a->store, a, r, &hist_op, 1, err);
 }
 
 /* The layer's in-use refusal of step 4 (a shrink, or a grow where the
  * backend cannot grow a mounted volume), saying who mounts it and what to
  * do. */
-static int vol_refuse_in_use(const vol_record *r, uint64_t new_size, bool grow,
-                             const json_t *mounted, gb_err *err)
+static int volumes_refuse_in_use(const volumes_record *r, uint64_t new_size, bool grow,
+                                 const json_t *mounted, gb_err *err)
 {
     char who[300], asked[VOL_SIZE_TEXT_MAX], first[NAME_MAX_LEN + 1] = "{name}";
-    vol_describe_mounts(mounted, who, sizeof(who));
+    volumes_describe_mounts(mounted, who, sizeof(who));
     size_format(new_size, asked, sizeof(asked));
     size_t i;
     json_t *c;
@@ -88,19 +88,19 @@ static int vol_refuse_in_use(const vol_record *r, uint64_t new_size, bool grow,
                    r->name, r->size_text, asked, who, why, first, or_else);
 }
 
-static int vol_resize_code(gb_err *err)
+static int volumes_resize_code(gb_err *err)
 {
     if (err && (err->code == ERR_INTERNAL || err->code == ERR_CONFLICT))
         err->code = ERR_VOLUME_PATCH_FAILED;
     return -1;
 }
 
-static int vol_resize_checks(app *a, const vol_record *r, uint64_t new_size, gb_err *err)
+static int volumes_resize_checks(app *a, const volumes_record *r, uint64_t new_size, gb_err *err)
 {
     if (r->state != VOL_STATE_READY)
         return err_set(err, ERR_STATE_CONFLICT, "volume '%s' is being %s", r->name,
                        r->state == VOL_STATE_CREATING ? "created" : "deleted");
-    if (vol_check_backend(a, r, err) < 0)
+    if (volumes_check_backend(a, r, err) < 0)
         return -1;
     /* After an unfinished resize the storage may be at either size: let
      * any size through so the layer settles it. */
@@ -111,49 +111,49 @@ static int vol_resize_checks(app *a, const vol_record *r, uint64_t new_size, gb_
 }
 
 /* What one resize works with (engine.h). */
-typedef struct vol_rz {
+typedef struct volumes_rz {
     app *a;
-    vol_record *r;
+    volumes_record *r;
     uint64_t new_size;
     bool in_use;
     bool marked; /* the mark was written */
-} vol_rz;
+} volumes_rz;
 
 /* marked, forward: the record says which size it is going to. */
-static int vol_resize_mark(void *ctx, gb_err *err)
+static int volumes_resize_mark(void *ctx, gb_err *err)
 {
-    vol_rz *c = ctx;
+    volumes_rz *c = ctx;
     c->r->resizing_to = c->new_size;
     size_format(c->new_size, c->r->resizing_text, sizeof(c->r->resizing_text));
-    if (vol_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0)
+    if (volumes_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0)
         return -1;
     c->marked = true;
     return 0;
 }
 
 /* marked, back: the mark cleared (the size stays). */
-static int vol_resize_mark_back(void *ctx, gb_err *err)
+static int volumes_resize_mark_back(void *ctx, gb_err *err)
 {
-    vol_rz *c = ctx;
+    volumes_rz *c = ctx;
     c->r->resizing_to = 0;
     c->r->resizing_text[0] = '\0';
-    if (vol_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0)
+    if (volumes_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0)
         log_error("volume %s: clearing the resize mark after a failed resize: %s", c->r->name,
                   err->msg);
     return 0;
 }
 
 /* storage, forward: the layer resizes it, or refuses and changes nothing. */
-static int vol_resize_storage(void *ctx, gb_err *err)
+static int volumes_resize_storage(void *ctx, gb_err *err)
 {
-    vol_rz *c = ctx;
+    volumes_rz *c = ctx;
     return volume_resize(&c->a->volumes->env, c->r->name, c->r->docker_mountpoint, c->new_size,
                          c->in_use, err);
 }
 
-static const op_step_def vol_resize_steps[] = {
-    {OP_STEP_MARKED, vol_resize_mark, vol_resize_mark_back},
-    {OP_STEP_STORAGE, vol_resize_storage, NULL},
+static const op_step_def volumes_resize_steps[] = {
+    {OP_STEP_MARKED, volumes_resize_mark, volumes_resize_mark_back},
+    {OP_STEP_STORAGE, volumes_resize_storage, NULL},
 };
 
 int volumes_resize(app *a, const char *name, const char *size_text, json_t **out, gb_err *err)
@@ -162,32 +162,33 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
     uint64_t new_size = 0;
     if (name_check_volume(name, err) < 0 || size_parse(size_text, &new_size, err) < 0)
         return -1;
-    _cleanup_(vol_locks_release) vol_locks locks = {0};
-    _cleanup_(vol_record_free) vol_record r = {0};
+    _cleanup_(volumes_locks_release) volumes_locks locks = {0};
+    _cleanup_(volumes_record_free) volumes_record r = {0};
     _cleanup_json_ json_t *mounted = NULL;
-    if (vol_lock_with_users(a, name, &locks, NULL, err) < 0 ||
-        vol_load_existing(a, name, &r, err) < 0 || vol_resize_checks(a, &r, new_size, err) < 0 ||
-        vol_mounted_by(a, r.docker_volume, &mounted, err) < 0)
+    if (volumes_lock_with_users(a, name, &locks, NULL, err) < 0 ||
+        volumes_load_existing(a, name, &r, err) < 0 ||
+        volumes_resize_checks(a, &r, new_size, err) < 0 ||
+        volumes_mounted_by(a, r.docker_volume, &mounted, err) < 0)
         return -1;
     bool in_use = json_array_size(mounted) > 0;
     uint64_t old_size = r.size;
     char old_text[VOL_SIZE_TEXT_MAX];
     snprintf(old_text, sizeof(old_text), "%s", r.size_text);
 
-    vol_rz c = {.a = a, .r = &r, .new_size = new_size, .in_use = in_use};
-    if (op_steps_run(&vol_op_resize, 0, &c, err) < 0) {
+    volumes_rz c = {.a = a, .r = &r, .new_size = new_size, .in_use = in_use};
+    if (op_steps_run(&volumes_op_resize, 0, &c, err) < 0) {
         if (!c.marked)
-            return vol_resize_code(err);
+            return volumes_resize_code(err);
         /* The layer refuses what it cannot do mounted, changing nothing:
          * say who mounts it and what to do. */
         bool grow = new_size > old_size;
         if (in_use && err->code == ERR_STATE_CONFLICT &&
             !(grow && volume_grows_online(&a->volumes->env, name)))
-            return vol_refuse_in_use(&r, new_size, grow, mounted, err);
-        return vol_resize_code(err);
+            return volumes_refuse_in_use(&r, new_size, grow, mounted, err);
+        return volumes_resize_code(err);
     }
-    vol_set_unavailable(a, name, NULL); /* the layer attached it */
-    if (vol_commit_resize(a, &r, new_size, err) < 0)
+    volumes_set_unavailable(a, name, NULL); /* the layer attached it */
+    if (volumes_commit_resize(a, &r, new_size, err) < 0)
         return err_prefix(err,
                           "volume '%s' has its new size, but recording it failed (start-up "
                           "records it)",
@@ -206,7 +207,7 @@ int volumes_resize(app *a, const char *name, const char *size_text, json_t **out
 /* Forward: the record resizing; the storage resized; the new size, version + 1 and the history
  * entry in one transaction, the mark cleared. Back: a failure at the storage clears the mark (the
  * size stays); a crash after the mark is finished at start-up. */
-const op_kind vol_op_resize = {
+const op_kind volumes_op_resize = {
     .name = "volume.resize",
-    OP_STEPS(vol_resize_steps),
+    OP_STEPS(volumes_resize_steps),
 };

@@ -83,6 +83,6 @@ int volumes_bind_source(app *a, const char *name, char **docker_name, gb_err *er
 /* The volume kinds of the operation engine's table (engine.h, op_kinds.c):
  * not journalled, listed for their steps and fault points. */
 struct op_kind;
-extern const struct op_kind vol_op_create, vol_op_delete, vol_op_resize;
+extern const struct op_kind volumes_op_create, volumes_op_delete, volumes_op_resize;
 
 #endif

@@ -23,10 +23,10 @@
  *
  * Fault points (GPUBOX_FAULT, util/fault.h): volume.create.recorded,
  * volume.create.storage, volume.create.docker, volume.delete.marked,
- * volume.delete.docker; their steps are listed once, in vol_op_create and
- * vol_op_delete (the operation engine's table, engine.h).
+ * volume.delete.docker; their steps are listed once, in volumes_op_create and
+ * volumes_op_delete (the operation engine's table, engine.h).
  */
-#include "service/volume/volumes.h"
+#include "service/volumes/volumes.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -34,26 +34,26 @@
 #include "service/engine.h"
 #include "service/keys.h"
 #include "service/ops_timer.h"
-#include "service/volume/internal.h"
+#include "service/volumes/internal.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/size.h"
 #include "util/time.h"
 
-static json_t *vol_answer(const vol_record *r)
+static json_t *volumes_answer(const volumes_record *r)
 {
     json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:b, s:i, s:s, s:s}", "name", r->name, "size",
                           (json_int_t)r->size, "sizeText", r->size_text, "backend", r->backend,
                           "enforced", r->enforced, "version", r->version, "dockerVolume",
                           r->docker_volume, "createTime", r->create_time);
-    if (j && vol_record_fs(r))
-        json_object_set_new(j, "filesystem", json_string(vol_record_fs(r)));
+    if (j && volumes_record_fs(r))
+        json_object_set_new(j, "filesystem", json_string(volumes_record_fs(r)));
     return j;
 }
 
 /* Lower layers' generic failures become "volume create failed"; precise
  * codes (exists, bad size, Docker unreachable, ...) stay. */
-static int vol_create_code(gb_err *err)
+static int volumes_create_code(gb_err *err)
 {
     if (err && (err->code == ERR_INTERNAL || err->code == ERR_CONFLICT))
         err->code = ERR_VOLUME_CREATE_FAILED;
@@ -61,24 +61,24 @@ static int vol_create_code(gb_err *err)
 }
 
 /* What one create or delete works with (engine.h). */
-typedef struct vol_cd {
+typedef struct volumes_cd {
     app *a;
-    vol_record *r;
+    volumes_record *r;
     bool created_docker; /* the Docker volume was made by this create */
-} vol_cd;
+} volumes_cd;
 
 /* recorded, forward: the record (creating). */
-static int vol_create_record(void *ctx, gb_err *err)
+static int volumes_create_record(void *ctx, gb_err *err)
 {
-    vol_cd *c = ctx;
-    return vol_record_save(c->a->store, c->a, c->r, NULL, 0, err);
+    volumes_cd *c = ctx;
+    return volumes_record_save(c->a->store, c->a, c->r, NULL, 0, err);
 }
 
 /* recorded, back: the record goes. */
-static int vol_create_record_back(void *ctx, gb_err *err)
+static int volumes_create_record_back(void *ctx, gb_err *err)
 {
-    vol_cd *c = ctx;
-    if (vol_record_delete(c->a->store, c->a, c->r, err) < 0) {
+    volumes_cd *c = ctx;
+    if (volumes_record_delete(c->a->store, c->a, c->r, err) < 0) {
         log_error("volume %s: removing the record of a failed create: %s; start-up will try again",
                   c->r->name, err->msg);
         return -1;
@@ -88,9 +88,9 @@ static int vol_create_record_back(void *ctx, gb_err *err)
 
 /* storage, forward: the layer makes it (and cleans up after itself when it
  * cannot); what Docker needs to mount it goes into the record. */
-static int vol_create_storage(void *ctx, gb_err *err)
+static int volumes_create_storage(void *ctx, gb_err *err)
 {
-    vol_cd *c = ctx;
+    volumes_cd *c = ctx;
     volume_docker_opts opts;
     if (volume_create(&c->a->volumes->env, c->r->name, c->r->size, &opts, err) < 0)
         return -1;
@@ -102,9 +102,9 @@ static int vol_create_storage(void *ctx, gb_err *err)
 
 /* storage, back. A failure keeps the record: it says what is left, and
  * start-up tries again. */
-static int vol_create_storage_back(void *ctx, gb_err *err)
+static int volumes_create_storage_back(void *ctx, gb_err *err)
 {
-    vol_cd *c = ctx;
+    volumes_cd *c = ctx;
     if (volume_destroy(&c->a->volumes->env, c->r->name, err) < 0) {
         log_error("volume %s: removing the storage of a failed create: %s; start-up will try "
                   "again",
@@ -115,49 +115,49 @@ static int vol_create_storage_back(void *ctx, gb_err *err)
 }
 
 /* docker, forward. */
-static int vol_create_docker(void *ctx, gb_err *err)
+static int volumes_create_docker(void *ctx, gb_err *err)
 {
-    vol_cd *c = ctx;
-    return vol_docker_create(c->a, c->r, &c->created_docker, err);
+    volumes_cd *c = ctx;
+    return volumes_docker_create(c->a, c->r, &c->created_docker, err);
 }
 
 /* docker, back: the Docker volume, if this create made it. */
-static int vol_create_docker_back(void *ctx, gb_err *err)
+static int volumes_create_docker_back(void *ctx, gb_err *err)
 {
-    vol_cd *c = ctx;
-    if (c->created_docker && vol_docker_remove(c->a, c->r, err) < 0)
+    volumes_cd *c = ctx;
+    if (c->created_docker && volumes_docker_remove(c->a, c->r, err) < 0)
         log_error("volume %s: removing Docker volume %s after a failed create: %s", c->r->name,
                   c->r->docker_volume, err->msg);
     return 0;
 }
 
-static const op_step_def vol_create_steps[] = {
-    {OP_STEP_RECORDED, vol_create_record, vol_create_record_back},
-    {OP_STEP_STORAGE, vol_create_storage, vol_create_storage_back},
-    {OP_STEP_DOCKER, vol_create_docker, vol_create_docker_back},
+static const op_step_def volumes_create_steps[] = {
+    {OP_STEP_RECORDED, volumes_create_record, volumes_create_record_back},
+    {OP_STEP_STORAGE, volumes_create_storage, volumes_create_storage_back},
+    {OP_STEP_DOCKER, volumes_create_docker, volumes_create_docker_back},
 };
 
-void vol_undo_create(app *a, vol_record *r, bool created_docker)
+void volumes_undo_create(app *a, volumes_record *r, bool created_docker)
 {
-    vol_cd c = {.a = a, .r = r, .created_docker = created_docker};
-    op_steps_back(&vol_op_create, vol_op_create.nsteps, &c);
+    volumes_cd c = {.a = a, .r = r, .created_docker = created_docker};
+    op_steps_back(&volumes_op_create, volumes_op_create.nsteps, &c);
 }
 
 /* The steps, then the record ready with history entry 1. */
-static int vol_make(app *a, vol_record *r, gb_err *err)
+static int volumes_make(app *a, volumes_record *r, gb_err *err)
 {
-    vol_cd c = {.a = a, .r = r};
-    if (op_steps_run(&vol_op_create, 0, &c, err) < 0)
+    volumes_cd c = {.a = a, .r = r};
+    if (op_steps_run(&volumes_op_create, 0, &c, err) < 0)
         return -1;
     char hkey[STORE_KEY_MAX];
     keys_volume_history(hkey, sizeof(hkey), r->name, r->version);
     r->state = VOL_STATE_READY;
     time_iso_now(r->update_time, sizeof(r->update_time));
-    _cleanup_json_ json_t *hist = vol_history_entry(r);
+    _cleanup_json_ json_t *hist = volumes_history_entry(r);
     _cleanup_free_ char *hist_text = json_dumps(hist, JSON_COMPACT);
     store_op hist_op = {.kind = STORE_OP_PUT, .key = hkey, .value = hist_text};
-    if (vol_record_save(a->store, a, r, &hist_op, 1, err) < 0) {
-        op_steps_back(&vol_op_create, vol_op_create.nsteps, &c);
+    if (volumes_record_save(a->store, a, r, &hist_op, 1, err) < 0) {
+        op_steps_back(&volumes_op_create, volumes_op_create.nsteps, &c);
         return -1;
     }
     return 0;
@@ -170,20 +170,20 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
     if (name_check_volume(name, err) < 0 || size_parse(size_text, &size, err) < 0)
         return -1;
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "vol", name);
-    _cleanup_(vol_record_free) vol_record r = {0};
-    int found = vol_record_load(a->store, name, &r, err);
+    _cleanup_(volumes_record_free) volumes_record r = {0};
+    int found = volumes_record_load(a->store, name, &r, err);
     if (found < 0)
         return -1;
-    if (found && !caller_sees(r.owner))
+    if (found && !users_caller_sees(r.owner))
         return err_set(err, ERR_VOLUME_EXISTS, "volume '%s' already exists; pick another name",
                        name);
     if (found)
         return err_set(err, ERR_VOLUME_EXISTS,
                        "volume '%s' already exists (%s, %s); pick another name or delete it first",
-                       name, r.size_text, vol_state_name(r.state));
+                       name, r.size_text, volumes_state_name(r.state));
     const volume_env *env = &a->volumes->env;
     snprintf(r.name, sizeof(r.name), "%s", name);
-    snprintf(r.owner, sizeof(r.owner), "%s", caller_owner());
+    snprintf(r.owner, sizeof(r.owner), "%s", users_caller_owner());
     r.state = VOL_STATE_CREATING;
     r.version = 1;
     r.size = size;
@@ -194,18 +194,18 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
         snprintf(r.filesystem, sizeof(r.filesystem), "%s", volume_fs(env));
     snprintf(r.docker_volume, sizeof(r.docker_volume), VOL_DOCKER_NAME_PREFIX "%s", name);
     r.docker_options = json_object();
-    if (vol_make(a, &r, err) < 0)
-        return vol_create_code(err);
+    if (volumes_make(a, &r, err) < 0)
+        return volumes_create_code(err);
     log_info("volume %s: created, %s (%s backend%s%s%s), Docker volume %s", name, r.size_text,
              r.backend, r.filesystem[0] ? ", " : "", r.filesystem,
              r.enforced ? "" : ", size not enforced", r.docker_volume);
-    if (!(*out = vol_answer(&r)))
+    if (!(*out = volumes_answer(&r)))
         return err_set(err, ERR_INTERNAL, "out of memory");
     return 0;
 }
 
 /* Lower layers' generic failures become "volume delete failed". */
-static int vol_delete_code(gb_err *err)
+static int volumes_delete_code(gb_err *err)
 {
     if (err->code == ERR_INTERNAL || err->code == ERR_CONFLICT)
         err->code = ERR_VOLUME_DELETE_FAILED;
@@ -214,13 +214,13 @@ static int vol_delete_code(gb_err *err)
 
 /* marked, forward: a ready volume's record says deleting (a "creating"
  * leftover stays one). */
-static int vol_delete_mark(void *ctx, gb_err *err)
+static int volumes_delete_mark(void *ctx, gb_err *err)
 {
-    vol_cd *c = ctx;
+    volumes_cd *c = ctx;
     if (c->r->state != VOL_STATE_READY)
         return 0;
     c->r->state = VOL_STATE_DELETING;
-    if (vol_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0) {
+    if (volumes_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0) {
         c->r->state = VOL_STATE_READY;
         return err_prefix(err, "deleting volume %s", c->r->name);
     }
@@ -228,23 +228,23 @@ static int vol_delete_mark(void *ctx, gb_err *err)
 }
 
 /* marked, back: a volume being deleted is whole again. */
-static int vol_delete_mark_back(void *ctx, gb_err *err)
+static int volumes_delete_mark_back(void *ctx, gb_err *err)
 {
-    vol_cd *c = ctx;
+    volumes_cd *c = ctx;
     if (c->r->state != VOL_STATE_DELETING)
         return 0;
     c->r->state = VOL_STATE_READY;
-    if (vol_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0)
+    if (volumes_record_save(c->a->store, c->a, c->r, NULL, 0, err) < 0)
         log_error("volume %s: putting the record back to ready after a failed delete: %s",
                   c->r->name, err->msg);
     return 0;
 }
 
 /* docker, forward: the Docker volume goes (refused while a container has it). */
-static int vol_delete_docker(void *ctx, gb_err *err)
+static int volumes_delete_docker(void *ctx, gb_err *err)
 {
-    vol_cd *c = ctx;
-    if (vol_docker_remove(c->a, c->r, err) < 0) {
+    volumes_cd *c = ctx;
+    if (volumes_docker_remove(c->a, c->r, err) < 0) {
         if (err->code == ERR_CONFLICT) {
             char docker_says[sizeof(err->msg)];
             memcpy(docker_says, err->msg, sizeof(docker_says));
@@ -253,48 +253,48 @@ static int vol_delete_docker(void *ctx, gb_err *err)
                     "container first",
                     c->r->name, docker_says);
         }
-        return vol_delete_code(err);
+        return volumes_delete_code(err);
     }
     return 0;
 }
 
 /* docker, back: made again (the storage could not go). */
-static int vol_delete_docker_back(void *ctx, gb_err *err)
+static int volumes_delete_docker_back(void *ctx, gb_err *err)
 {
-    vol_cd *c = ctx;
+    volumes_cd *c = ctx;
     bool created = false;
-    if (vol_docker_create(c->a, c->r, &created, err) < 0)
+    if (volumes_docker_create(c->a, c->r, &created, err) < 0)
         log_error("volume %s: making Docker volume %s again after a failed delete: %s", c->r->name,
                   c->r->docker_volume, err->msg);
     return 0;
 }
 
-static const op_step_def vol_delete_steps[] = {
-    {OP_STEP_MARKED, vol_delete_mark, vol_delete_mark_back},
-    {OP_STEP_DOCKER, vol_delete_docker, vol_delete_docker_back},
+static const op_step_def volumes_delete_steps[] = {
+    {OP_STEP_MARKED, volumes_delete_mark, volumes_delete_mark_back},
+    {OP_STEP_DOCKER, volumes_delete_docker, volumes_delete_docker_back},
 };
 
 /* The delete's steps from steps[from] on, then the storage and the record
  * with its history. */
-static int vol_delete_run(app *a, vol_record *r, size_t from, gb_err *err)
+static int volumes_delete_run(app *a, volumes_record *r, size_t from, gb_err *err)
 {
-    vol_cd c = {.a = a, .r = r};
-    if (op_steps_run(&vol_op_delete, from, &c, err) < 0)
+    volumes_cd c = {.a = a, .r = r};
+    if (op_steps_run(&volumes_op_delete, from, &c, err) < 0)
         return -1;
     if (volume_destroy(&a->volumes->env, r->name, err) < 0) {
-        op_steps_back(&vol_op_delete, vol_op_delete.nsteps, &c);
-        return vol_delete_code(err);
+        op_steps_back(&volumes_op_delete, volumes_op_delete.nsteps, &c);
+        return volumes_delete_code(err);
     }
-    if (vol_record_delete(a->store, a, r, err) < 0)
+    if (volumes_record_delete(a->store, a, r, err) < 0)
         return err_prefix(err, "volume '%s': storage and data are gone, but its record stays",
                           r->name);
-    vol_set_unavailable(a, r->name, NULL);
+    volumes_set_unavailable(a, r->name, NULL);
     return 0;
 }
 
-int vol_finish_delete(app *a, vol_record *r, gb_err *err)
+int volumes_finish_delete(app *a, volumes_record *r, gb_err *err)
 {
-    return vol_delete_run(a, r, 1, err);
+    return volumes_delete_run(a, r, 1, err);
 }
 
 int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
@@ -302,17 +302,17 @@ int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
     OPS_TIMED(a, "volume_delete", out, err);
     if (name_check_volume(name, err) < 0)
         return -1;
-    _cleanup_(vol_locks_release) vol_locks locks = {0};
+    _cleanup_(volumes_locks_release) volumes_locks locks = {0};
     _cleanup_json_ json_t *sets = NULL;
-    _cleanup_(vol_record_free) vol_record r = {0};
-    if (vol_lock_with_users(a, name, &locks, &sets, err) < 0 ||
-        vol_load_existing(a, name, &r, err) < 0)
+    _cleanup_(volumes_record_free) volumes_record r = {0};
+    if (volumes_lock_with_users(a, name, &locks, &sets, err) < 0 ||
+        volumes_load_existing(a, name, &r, err) < 0)
         return -1;
     if (json_array_size(sets) > 0) {
         /* The commands that free it, for the first set: the others' are the
          * same with their names (volume inspect lists where each binds it). */
         char who[300];
-        vol_describe_sets(sets, who, sizeof(who));
+        volumes_describe_sets(sets, who, sizeof(who));
         json_t *first = json_array_get(sets, 0);
         const char *set = json_string_value(json_object_get(first, "name"));
         const char *dest = json_string_value(json_object_get(first, "dest"));
@@ -324,9 +324,9 @@ int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
     }
     /* Under the lock a "creating" record is what a failed create could not
      * clean up (a create holds the lock to its end): delete finishes it. */
-    if (vol_check_backend(a, &r, err) < 0)
+    if (volumes_check_backend(a, &r, err) < 0)
         return -1;
-    if (vol_delete_run(a, &r, 0, err) < 0)
+    if (volumes_delete_run(a, &r, 0, err) < 0)
         return -1;
     log_info("volume %s: deleted, with its data and its size history", name);
     *out = json_pack("{s:s, s:b}", "name", name, "deleted", 1);
@@ -336,15 +336,15 @@ int volumes_delete(app *a, const char *name, json_t **out, gb_err *err)
 /* Forward: the record (creating); the storage; the Docker volume; the record ready with history
  * entry 1. Back: what was made is removed in reverse order; a crash after the record is undone at
  * start-up (volume/startup.c). */
-const op_kind vol_op_create = {
+const op_kind volumes_op_create = {
     .name = "volume.create",
-    OP_STEPS(vol_create_steps),
+    OP_STEPS(volumes_create_steps),
 };
 
 /* Forward: the record deleting; the Docker volume; the storage; the record and its history go.
  * Back: a failure at the storage makes the Docker volume again and the record ready; a crash after
  * the mark is finished at start-up. */
-const op_kind vol_op_delete = {
+const op_kind volumes_op_delete = {
     .name = "volume.delete",
-    OP_STEPS(vol_delete_steps),
+    OP_STEPS(volumes_delete_steps),
 };

@@ -2,10 +2,10 @@
  * internal.h - what the volume service's files share: the service's
  * state in the app, the locks an operation takes, who binds and who mounts
  * a volume, and the Docker volume behind it.
- * Not for use outside src/service/volume/.
+ * Not for use outside src/service/volumes/.
  */
-#ifndef GPUBOX_SERVICE_VOLUME_INTERNAL_H
-#define GPUBOX_SERVICE_VOLUME_INTERNAL_H
+#ifndef GPUBOX_SERVICE_VOLUMES_INTERNAL_H
+#define GPUBOX_SERVICE_VOLUMES_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -15,8 +15,8 @@
 #include "service/app.h"
 #include "service/engine.h"
 #include "service/namelock.h"
-#include "service/volume/record.h"
-#include "service/volume/volumes.h"
+#include "service/volumes/record.h"
+#include "service/volumes/volumes.h"
 #include "service/users/users.h"
 #include "volume/volume.h"
 
@@ -30,61 +30,61 @@ struct volumes_ctx {
 
 /* The locks of one resize or delete: the replica sets binding the volume
  * (in name order), then the volume itself. */
-typedef struct vol_locks {
+typedef struct volumes_locks {
     namelock **rs;
     size_t nrs;
     namelock *vol;
-} vol_locks;
+} volumes_locks;
 
 /* Take the locks of the replica sets that bind `name`, then the volume's.
- * *sets (may be NULL) gets the binding sets, as vol_bound_by answers, read
+ * *sets (may be NULL) gets the binding sets, as volumes_bound_by answers, read
  * while all those locks are held. */
-int vol_lock_with_users(app *a, const char *name, vol_locks *l, json_t **sets, gb_err *err);
-void vol_locks_release(vol_locks *l);
+int volumes_lock_with_users(app *a, const char *name, volumes_locks *l, json_t **sets, gb_err *err);
+void volumes_locks_release(volumes_locks *l);
 
 /* Name check, then load: ERR_NOT_FOUND when there is no such volume. */
-int vol_load_existing(app *a, const char *name, vol_record *r, gb_err *err);
+int volumes_load_existing(app *a, const char *name, volumes_record *r, gb_err *err);
 
 /* The replica sets (not deleted) whose spec binds volume `name`: an array
  * of {name, state, dest: where it is bound (the first bind of it)}, sorted
  * by name. */
-int vol_bound_by(app *a, const char *name, json_t **sets, gb_err *err);
+int volumes_bound_by(app *a, const char *name, json_t **sets, gb_err *err);
 /* The containers that have Docker volume `docker_volume` mounted now
  * (running, paused or restarting): an array of {container, replicaSet
  * (null for a container gpubox did not make), state}. */
-int vol_mounted_by(app *a, const char *docker_volume, json_t **containers, gb_err *err);
-/* "foo (running), bar (stopped)" from vol_bound_by's answer, or the
- * replica sets (or containers) of vol_mounted_by's. */
-void vol_describe_sets(const json_t *sets, char *buf, size_t size);
-void vol_describe_mounts(const json_t *containers, char *buf, size_t size);
+int volumes_mounted_by(app *a, const char *docker_volume, json_t **containers, gb_err *err);
+/* "foo (running), bar (stopped)" from volumes_bound_by's answer, or the
+ * replica sets (or containers) of volumes_mounted_by's. */
+void volumes_describe_sets(const json_t *sets, char *buf, size_t size);
+void volumes_describe_mounts(const json_t *containers, char *buf, size_t size);
 
 /* Refuse (ERR_STATE_CONFLICT) a volume made by another backend than the
  * one gpuboxd runs with: its storage is not where this backend looks. */
-int vol_check_backend(app *a, const vol_record *r, gb_err *err);
+int volumes_check_backend(app *a, const volumes_record *r, gb_err *err);
 
 /* Make r's Docker volume with r->docker_options and the label, unless it
  * exists already with those options (then *created is false). One of that
  * name made for something else is ERR_VOLUME_EXISTS. Sets
  * r->docker_mountpoint from Docker's answer. */
-int vol_docker_create(app *a, vol_record *r, bool *created, gb_err *err);
+int volumes_docker_create(app *a, volumes_record *r, bool *created, gb_err *err);
 
 /* Remove r's Docker volume if it is there and labelled as r's (one made
  * for something else is left alone). Docker refuses while a container
  * references it: ERR_CONFLICT. */
-int vol_docker_remove(app *a, const vol_record *r, gb_err *err);
+int volumes_docker_remove(app *a, const volumes_record *r, gb_err *err);
 
 /* Remember (or forget, why NULL) that `name` is unusable, and ask. */
-void vol_set_unavailable(app *a, const char *name, const char *why);
-bool vol_unavailable(app *a, const char *name, char *why, size_t size);
+void volumes_set_unavailable(app *a, const char *name, const char *why);
+bool volumes_unavailable(app *a, const char *name, char *why, size_t size);
 
 /* The steps a crash may leave half done, shared by the operations and
- * start-up. vol_finish_delete: Docker volume, storage, record; on a
+ * start-up. volumes_finish_delete: Docker volume, storage, record; on a
  * failure the volume is put back as it was (ready). */
-int vol_finish_delete(app *a, vol_record *r, gb_err *err);
+int volumes_finish_delete(app *a, volumes_record *r, gb_err *err);
 /* Undo a create: Docker volume (if created_docker), storage, record. */
-void vol_undo_create(app *a, vol_record *r, bool created_docker);
+void volumes_undo_create(app *a, volumes_record *r, bool created_docker);
 /* Commit a resize that the storage completed: size, version + 1, the
  * history entry, the marker cleared, in one transaction. */
-int vol_commit_resize(app *a, vol_record *r, uint64_t new_size, gb_err *err);
+int volumes_commit_resize(app *a, volumes_record *r, uint64_t new_size, gb_err *err);
 
 #endif
