@@ -227,8 +227,9 @@ def unmount_staged_binds(data_dir):
 
 def snapshot(d, prefix):
     """What a refused request must leave as it was: every set the API knows,
-    the GPU and port pools, and the containers under prefix."""
-    return (list_sets(d, all_=True), gpu_map(d), ports_state(d),
+    the GPU and port pools, and the containers under prefix. A set's live
+    usage (the monitor's last sample) is left out: it moves on its own."""
+    return (still(list_sets(d, all_=True)), gpu_map(d), ports_state(d),
             sorted(c["Id"] for c in containers_with_prefix(prefix)))
 
 

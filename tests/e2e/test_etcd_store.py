@@ -249,7 +249,7 @@ def populate(d):
 def view(d):
     sets = list_sets(d, all_=True)
     volumes = call(d, "GET", "/api/v1/volumes").data["volumes"]
-    return {"sets": sets,
+    return {"sets": still(sets),
             "infos": {s["name"]: still(info_ok(d, s["name"])) for s in sets
                       if s["state"] != "deleted"},
             "history": {s["name"]: history(d, s["name"]).data for s in sets},
