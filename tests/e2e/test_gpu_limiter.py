@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Daemon
+from schema import response_schema, validate
 from rsutil import (LONG_RUNNING, RUN_TAG, call, container, create_ok, delete, execute_ok,
                     history, info_ok, patch_ok, remove_image, wipe)
 
@@ -220,7 +221,12 @@ def test_a_share_changes_in_place(daemon, probe_image):
     assert probe(d, name, "info") == "info free=1024 total=4096\n"
 
     # grow: the same container, the same version, the holder still running
-    data = patch_ok(d, name, {"gpuPatch": {"gpuMemory": "8GB"}})
+    r = call(d, "PATCH", f"/api/v1/replicaSet/{name}", {"gpuPatch": {"gpuMemory": "8GB"}})
+    assert r.status == 200 and r.code == 200, r.json
+    doc = d.get("/openapi.json").json
+    errors = validate(r.json, response_schema(doc, "/api/v1/replicaSet/{name}", "patch", 200), doc)
+    assert not errors, errors
+    data = r.data
     assert data["inPlace"] is True and data["changed"] is True, data
     assert data["version"] == created["version"]
     assert data["containerId"] == created["containerId"]
