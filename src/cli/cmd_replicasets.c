@@ -634,6 +634,18 @@ static void rs_patch_print(cli_ctx *ctx, const json_t *data, const void *arg)
             fprintf(ctx->out, "%s: nothing changed; it is stopped\n", line->name);
         return;
     }
+    if (json_is_true(json_object_get(data, "inPlace"))) {
+        /* A share resized on its cards: the same container, the same version. */
+        const json_t *share = json_array_get(json_object_get(data, "gpuShares"), 0);
+        fprintf(ctx->out,
+                "%s: share changed in place: now %" JSON_INTEGER_FORMAT
+                " MiB on each card; still version %" JSON_INTEGER_FORMAT
+                " (%s), not restarted; its processes see it at their next allocation\n",
+                line->name, json_integer_value(json_object_get(share, "memoryMiB")),
+                json_integer_value(json_object_get(data, "version")),
+                cli_str(data, "containerName"));
+        return;
+    }
     fprintf(ctx->out, line->human, line->name, cli_str(data, "containerName"));
     if (json_is_true(json_object_get(data, "pendingApplied")))
         fprintf(ctx->out,

@@ -313,6 +313,12 @@ static const config_option config_options[] = {
            apply_usage_interval),
     OPT_FN("xid-critical", "XID[,XID...]", MONITOR_XID_DEFAULT,
            "XID errors that mark a card unhealthy until an admin clears it", apply_xid_critical),
+    OPT_ONE_OF("share-overrun", "report|kill", "report",
+               "what the usage monitor does when a container's processes use more than its "
+               "memory share on a card (NVML's per-process memory): report it (the set's usage, "
+               "an event, a metric), or report it and kill its largest process there "
+               "(docs/gpus.md)",
+               share_overrun),
     OPT_NUM("idle-threshold", "PERCENT", "5",
             "utilization under which a card counts as idle, for idleStop", app.idle_threshold, 0,
             100),
@@ -536,6 +542,7 @@ int config_init(daemon_config *cfg, gb_err *err)
         set_string(&cfg->carry_method, "auto", err) < 0 ||
         set_string(&cfg->volume_backend, "loop", err) < 0 ||
         set_string(&cfg->volume_fs, "ext4", err) < 0 ||
+        set_string(&cfg->share_overrun, "report", err) < 0 ||
         apply_port_range(cfg, CONFIG_PORT_RANGE_DEFAULT, err) < 0) {
         config_free(cfg);
         return -1;
@@ -561,7 +568,8 @@ void config_free(daemon_config *cfg)
                       &cfg->node_store_url, &cfg->owner_of_unowned,
                       &cfg->xid_critical,   &cfg->registry_auth_file,
                       &cfg->public_host,    &cfg->simulate_cpus,
-                      &cfg->reserved_cpus,  &cfg->allowed_hosts};
+                      &cfg->reserved_cpus,  &cfg->allowed_hosts,
+                      &cfg->share_overrun};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -969,6 +977,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.hami_core = cfg->hami_core;
     cfg->app.cuda_limiter = cfg->cuda_limiter;
     cfg->app.xid_critical = cfg->xid_critical;
+    cfg->app.share_overrun_kill = strcmp(cfg->share_overrun, "kill") == 0;
     cfg->app.registry_auth_file = cfg->registry_auth_file;
     return 0;
 }

@@ -38,6 +38,7 @@ typedef struct daemon_config {
     char *gpu_exclude_sharing, *gpu_exclude, *hami_core;
     char *cuda_limiter; /* --cuda-limiter as given; NULL: beside gpuboxd */
     char *xid_critical;
+    char *share_overrun;                  /* --share-overrun: "report" | "kill" */
     char *registry_auth_file;             /* NULL: not given */
     char *node, *advertise, *node_labels; /* the fleet (docs/fleet.md); NULL: not given */
     char *fleet_secret_file;              /* --fleet-secret-file; NULL: the one in etcd */

@@ -77,6 +77,10 @@ typedef struct app_config {
     double usage_interval_s;
     const char *xid_critical;
     unsigned idle_threshold;
+    /* --share-overrun kill: a container over its memory share on a card
+     * loses its largest process there (monitor/overrun.c); false: reported
+     * only. */
+    bool share_overrun_kill;
     /* MiB of kept logs per replica set, a quarter of it per version
      * (service/replicaset/logs.c); 0: RS_LOGS_KEEP_SET_MIB_DEFAULT. */
     unsigned kept_logs_mib;

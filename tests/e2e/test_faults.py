@@ -150,7 +150,9 @@ def run(d, kind):
     if kind == "patch":
         return patch(d, NAME, {"gpuPatch": {"gpuCount": 3}, "containerPorts": ["22", "8888"]})
     if kind == "patch-share":
-        return patch(d, NAME, {"gpuPatch": {"gpuMemory": "16GB"}})
+        # with another field, so the share changes through a new version
+        # (a size alone, on a card with room, changes in place: no journal)
+        return patch(d, NAME, {"gpuPatch": {"gpuMemory": "16GB"}, "envPatch": {"set": ["X=1"]}})
     if kind == "rollback":
         return rollback(d, NAME, 1)
     if kind.startswith("restart"):

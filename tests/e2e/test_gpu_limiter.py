@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from conftest import Daemon
+from schema import response_schema, validate
 from rsutil import (LONG_RUNNING, RUN_TAG, call, container, create_ok, delete, execute_ok,
-                    info_ok, remove_image, wipe)
+                    history, info_ok, patch_ok, remove_image, wipe)
 
 PREFIX = "e2gl" + RUN_TAG
 WINDOW = "65110-65119"  # this module's ports (rsutil explains the windows)
@@ -186,6 +187,98 @@ def test_a_share_holds_in_every_process(daemon, probe_image):
     assert (host / "limits").is_file()
     assert delete(d, name).status == 200
     assert not host.exists()
+
+
+def start_holder(d, name, mib):
+    """A probe that allocates mib and waits in the container, until killed."""
+    holder = ("(sleep 600 | env -i GPUBOX_FAKE_GPUS=/tmp/gpus /usr/bin/cuda_probe "
+              f"alloc mem {mib} wait > /tmp/holder.out 2>&1) > /dev/null 2>&1 &")
+    assert execute_ok(d, name, ["sh", "-c", holder])["exitCode"] == 0
+    for _ in range(100):
+        if "waiting" in execute_ok(d, name, ["cat", "/tmp/holder.out"])["stdout"]:
+            return
+        time.sleep(0.1)
+    pytest.fail("the holder did not allocate")
+
+
+def cli(d, *args):
+    env = dict(os.environ, GPUBOX_HOST=d.url)
+    env.pop("GPUBOX_TOKEN", None)
+    exe = os.environ.get("GPUBOX_CLI", str(BUILD / "gpubox"))
+    p = subprocess.run([exe, *args], capture_output=True, text=True, env=env, timeout=120)
+    assert "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
+    return p
+
+
+def test_a_share_changes_in_place(daemon, probe_image):
+    """PATCH gpuMemory on the same card: no new version, no restart; the
+    container's processes see the new share at their next allocation."""
+    d = daemon
+    created = share_ok(d, probe_image, "live", "4GB")
+    name, uuid = f"{PREFIX}_live", created["gpus"][0]
+    fake_cards(d, name, uuid)
+    start_holder(d, name, 3072)
+    assert probe(d, name, "info") == "info free=1024 total=4096\n"
+
+    # grow: the same container, the same version, the holder still running
+    r = call(d, "PATCH", f"/api/v1/replicaSet/{name}", {"gpuPatch": {"gpuMemory": "8GB"}})
+    assert r.status == 200 and r.code == 200, r.json
+    doc = d.get("/openapi.json").json
+    errors = validate(r.json, response_schema(doc, "/api/v1/replicaSet/{name}", "patch", 200), doc)
+    assert not errors, errors
+    data = r.data
+    assert data["inPlace"] is True and data["changed"] is True, data
+    assert data["version"] == created["version"]
+    assert data["containerId"] == created["containerId"]
+    assert data["gpus"] == [uuid]
+    assert data["gpuShares"][0]["memoryMiB"] == 8192
+    host = Path(d.data_dir) / "gpu-limits" / created["containerName"] / "limits"
+    assert f"{uuid} 8192" in host.read_text().splitlines()
+    assert probe(d, name, "alloc", "mem", "1024", "info") == \
+        "alloc ok\ninfo free=4096 total=8192\n"
+    assert "waiting" in execute_ok(d, name, ["cat", "/tmp/holder.out"])["stdout"]
+    got = info_ok(d, name)
+    assert got["version"] == created["version"] and got["containerId"] == created["containerId"]
+    assert got["spec"]["gpuMemory"] == 8192, got["spec"]
+    dev = next(x for x in d.get("/api/v1/resources/gpus").data["devices"] if x["uuid"] == uuid)
+    assert dev["allocatedMemoryMiB"] == 8192, dev
+    hist = history(d, name).data["history"]
+    assert [h["version"] for h in hist] == [created["version"]]
+    assert hist[0]["spec"]["gpuMemory"] == 8192, hist
+
+    # shrink below what the holder has: applied; what is held stays, and
+    # nothing more is allocated until the container is back under it
+    data = patch_ok(d, name, {"gpuPatch": {"gpuMemory": "2GB"}})
+    assert data["inPlace"] is True and data["version"] == created["version"], data
+    assert probe(d, name, "alloc", "mem", "1", "info") == "alloc oom\ninfo free=0 total=2048\n"
+    assert execute_ok(d, name, ["sh", "-c", "kill -9 $(pidof cuda_probe)"])["exitCode"] == 0
+    time.sleep(0.2)
+    assert probe(d, name, "fill", "mem", "512") == "fill 2048\n"
+
+    # the CLI says so
+    p = cli(d, "scale", name, "--gpu-memory", "3GB")
+    assert p.returncode == 0, p.stderr
+    assert "in place" in p.stdout and "not restarted" in p.stdout, p.stdout
+    assert probe(d, name, "fill", "mem", "512") == "fill 3072\n"
+    assert info_ok(d, name)["containerId"] == created["containerId"]
+
+    # a gpuboxd restarted later writes the limits file from the record
+    host.write_text(f"{uuid} 1024\n")
+    d.stop()
+    d.start()
+    assert f"{uuid} 3072" in host.read_text().splitlines()
+
+
+def test_a_share_without_room_moves(daemon, probe_image):
+    """No room on its card: the share moves, as a new version."""
+    d = daemon
+    first = share_ok(d, probe_image, "a", "4GB")
+    other = share_ok(d, probe_image, "b", "10GB")
+    assert other["gpus"] == first["gpus"]  # binpack: both on one card
+    data = patch_ok(d, f"{PREFIX}_a", {"gpuPatch": {"gpuMemory": "8GB"}})
+    assert data["inPlace"] is False, data
+    assert data["version"] == first["version"] + 1
+    assert data["gpus"] != first["gpus"]
 
 
 def test_whole_cards_get_no_limiter(daemon, probe_image):

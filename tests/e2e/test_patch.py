@@ -432,8 +432,12 @@ def test_share_patches(start_daemon):
     its card onto a bigger one, stays as it was when nothing can take it,
     becomes whole cards, becomes a share again from whole cards, and
     becomes a time-slice replica; an env patch keeps the share as it is.
-    After every step the pool, the answer and the container agree."""
-    d = start_daemon("--simulate-gpus", "2xT4-16GB,1xA100-40GB", "--port-range", "64150-64159")
+    After every step the pool, the answer and the container agree.
+    Without the CUDA limiter, as here, a share's size lives in the
+    container's environment, so each change is a new version; with it, a
+    size change on the same card is made in place (test_gpu_limiter.py)."""
+    d = start_daemon("--simulate-gpus", "2xT4-16GB,1xA100-40GB", "--port-range", "64150-64159",
+                     "--cuda-limiter", "off")
     name = f"{PREFIX}_share"
     try:
         r = call(d, "POST", "/api/v1/replicaSet",

@@ -320,6 +320,17 @@ def test_instance_share_and_volume_quotas(pair):
     ok(as_(d, tc, "POST", "/api/v1/replicaSet", create_body(a, 1, gpuMemory="16GB")))
     r = as_(d, tc, "POST", "/api/v1/replicaSet", create_body(b, 1, gpuMemory="8GB"))
     assert r.code == 1115 and "MiB of GPU shares" in r.json["msg"], r.json
+    # a share grown in place is held to the quota too, and nothing changes
+    r = as_(d, tc, "PATCH", rs_path(a), {"gpuPatch": {"gpuMemory": "24GB"}})
+    assert r.status == 403 and r.code == 1115, r.json
+    held = ok(as_(d, tc, "GET", rs_path(a)))["info"]
+    assert held["spec"]["gpuMemory"] == 16384 and held["version"] == 1, held
+    dev = [x for x in ok(as_(d, ADMIN, "GET", "/api/v1/resources/gpus"))["devices"]
+           if x["uuid"] == held["gpus"][0]][0]
+    assert dev["allocatedMemoryMiB"] == 16384, dev
+    assert ok(as_(d, tc, "PATCH", rs_path(a), {"gpuPatch": {"gpuMemory": "20GB"}}))["inPlace"]
+    r = as_(d, tc, "PATCH", rs_path(a), {"gpuPatch": {"gpuMemory": "16GB"}})
+    assert r.status == 200 and r.json["data"]["inPlace"], r.json
     ok(as_(d, tc, "POST", "/api/v1/replicaSet", create_body(b)))
     r = as_(d, tc, "POST", "/api/v1/replicaSet", create_body(c))
     assert r.code == 1115 and "2 instances" in r.json["msg"], r.json

@@ -188,6 +188,22 @@ static void monitor_metrics_sets(app *a, FILE *out, time_t now)
             }
         }
     }
+    prom_write_header(out, "gpubox_instance_gpu_share_overrun", "gauge",
+                      "1 when the replica set's processes use more than its memory share on the "
+                      "card in the last reading (shares and time-slice replicas only)");
+    for (size_t i = 0; i < m->nsets; i++) {
+        const struct monitor_set *s = &m->sets[i];
+        for (size_t k = 0; k < s->nuses; k++) {
+            const struct monitor_use *u = &s->uses[k];
+            if (!u->share || !m->cards[u->dev].sampled)
+                continue;
+            char index[16];
+            snprintf(index, sizeof(index), "%d", a->gpus.devices[u->dev].index);
+            const char *values[] = {s->name, s->owner, u->uuid, index, NULL};
+            prom_write_sample(out, "gpubox_instance_gpu_share_overrun", labels, values,
+                              u->used_mib > u->share_mib);
+        }
+    }
     static const char *const set_labels[] = {"set", "owner", NULL};
     prom_write_header(out, "gpubox_instance_idle_seconds", "gauge",
                       "How long the replica set has been idle (0 when busy)");
@@ -215,4 +231,5 @@ void monitor_metrics(app *a, FILE *out)
     pthread_mutex_unlock(&m->lock);
     prom_family_write(m->xid_events, out);
     prom_family_write(m->autostops, out);
+    prom_family_write(m->overruns, out);
 }

@@ -46,6 +46,11 @@ struct monitor_use {
     uint64_t share_mib; /* what it holds there */
     uint64_t used_mib;  /* its processes' memory there */
     int util;           /* percent; -1 unknown */
+    bool share;         /* a memory share or time-slice replica, not a whole card */
+    int top_pid;        /* its process using the most memory there; 0: none */
+    uint64_t top_mib;
+    bool over;      /* over its share in the last reading (overrun.c: one event a time) */
+    int killed_pid; /* the last process --share-overrun kill killed there; 0: none */
 };
 
 /* A running (or paused) set of this server, as the monitor tracks it. */
@@ -88,7 +93,7 @@ struct monitor {
     uint64_t records_seen; /* app's records generation at the last load */
     int64_t sets_loaded_ms;
     /* counters for the metrics */
-    struct prom_family *xid_events, *autostops;
+    struct prom_family *xid_events, *autostops, *overruns;
     unsigned event_seq;
     bool warned_no_idle;
 };
@@ -107,6 +112,11 @@ void monitor_health_mark(app *a, size_t i, const char *reason, unsigned long lon
 /* limits.c: after a reading, with the lock not held: idle clocks kept in
  * the store, and the sets past a limit stopped. */
 void monitor_limits_apply(app *a, time_t now, bool sampling);
+/* overrun.c: after a reading, with the lock not held: a set's processes
+ * over its memory share on a card are reported (an event, a metric) and,
+ * with --share-overrun kill, the largest of them there is killed. */
+void monitor_overrun_apply(app *a);
+
 /* Whether set s is busy on its cards in the last reading. */
 bool monitor_set_busy(const struct monitor *m, const struct monitor_set *s);
 

@@ -98,6 +98,7 @@ static int monitor_load_one(void *ctx, replicaset_record *r, gb_err *err)
         u->dev = (size_t)dev;
         bool share = r->grant.n == r->ngpus && r->grant.cards[i].mode != GPUS_MODE_WHOLE;
         u->share_mib = share ? r->grant.cards[i].memory_mib : l->a->gpus.devices[dev].memory_mib;
+        u->share = share;
         u->util = -1;
     }
     return 0;
@@ -143,6 +144,12 @@ static void monitor_reload_sets(app *a, bool first)
             l.sets[i].idle_persisted = old->idle_persisted;
             l.sets[i].last_exec = old->last_exec;
             l.sets[i].stop_tried = old->stop_tried;
+            for (size_t u = 0; u < l.sets[i].nuses; u++)
+                for (size_t v = 0; v < old->nuses; v++)
+                    if (strcmp(l.sets[i].uses[u].uuid, old->uses[v].uuid) == 0) {
+                        l.sets[i].uses[u].over = old->uses[v].over;
+                        l.sets[i].uses[u].killed_pid = old->uses[v].killed_pid;
+                    }
         }
     monitor_sets_free(m->sets, m->nsets);
     m->sets = l.sets;
@@ -207,6 +214,8 @@ static void monitor_account(struct monitor *m, const gpu_usage *u, struct monito
         for (size_t k = 0; k < m->sets[i].nuses; k++) {
             m->sets[i].uses[k].used_mib = 0;
             m->sets[i].uses[k].util = -1;
+            m->sets[i].uses[k].top_pid = 0;
+            m->sets[i].uses[k].top_mib = 0;
         }
     for (size_t i = 0; i < m->ncards && i < u->ncards; i++)
         m->cards[i] = (struct monitor_card){.sampled = true,
@@ -229,6 +238,10 @@ static void monitor_account(struct monitor *m, const gpu_usage *u, struct monito
             continue;
         }
         use->used_mib += pr->memory_mib;
+        if (pr->memory_mib > use->top_mib || !use->top_pid) {
+            use->top_pid = pr->pid;
+            use->top_mib = pr->memory_mib;
+        }
         if (pr->utilization >= 0)
             use->util = (use->util < 0 ? 0 : use->util) + pr->utilization;
     }
@@ -317,6 +330,7 @@ static void monitor_tick(app *a, struct monitor_pids *cache)
             gpus_pool_set_foreign(a->gpu_pool, a->gpus.devices[i].uuid, foreign[i]);
         free(foreign);
         monitor_health_from(a, &u);
+        monitor_overrun_apply(a);
     }
     gpu_usage_free(&u);
     monitor_limits_apply(a, time(NULL), sampled);
@@ -368,6 +382,11 @@ int monitor_start(app *a, const monitor_actions *act, gb_err *err)
     m->autostops = prom_counter_new("gpubox_instance_autostops_total",
                                     "Replica sets gpubox stopped by their run limits",
                                     (const char *const[]){"reason", NULL});
+    m->overruns = prom_counter_new(
+        "gpubox_share_overruns_total",
+        "Times a replica set's processes went over its memory share on a card (NVML's "
+        "per-process memory), by what gpubox did: report, or kill (--share-overrun)",
+        (const char *const[]){"action", NULL});
     const char *xids = a->cfg.xid_critical ? a->cfg.xid_critical : MONITOR_XID_DEFAULT;
     if (monitor_parse_xids(xids, m->xids, err) < 0 || monitor_health_load(a, err) < 0)
         return -1;
@@ -417,6 +436,7 @@ void monitor_stop(app *a)
     free(m->marks);
     prom_family_free(m->xid_events);
     prom_family_free(m->autostops);
+    prom_family_free(m->overruns);
     pthread_cond_destroy(&m->wake);
     pthread_mutex_destroy(&m->lock);
     free(m);

@@ -183,22 +183,68 @@ static void replicaset_gpu_dir_remove(const char *path)
         log_warn("replica sets: cannot remove %s: %s", path, strerror(errno));
 }
 
-/* The CUDA limiter for a share: the limits file (src/cuda/limits.h: UUID
- * and MiB, one card a line), the preload file, and the four mounts. */
-static int replicaset_cuda_limiter_prepare(const app *a, const replicaset_record *r,
-                                           replicaset_gpu_env *out, gb_err *err)
+/* The text of the limits file (src/cuda/limits.h: UUID and MiB, one card
+ * a line) for r's grant into *text (free it). */
+static int replicaset_cuda_limits_text(const replicaset_record *r, char **text, gb_err *err)
 {
-    _cleanup_free_ char *text = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
+    *text = NULL;
+    FILE *f = open_memstream(text, &len);
     if (!f)
         return err_set(err, ERR_INTERNAL, "out of memory");
     fprintf(f, "# gpubox CUDA limits of %s: UUID MEMORY_MIB\n", r->container_name);
     for (size_t i = 0; i < r->grant.n; i++)
         fprintf(f, "%s %llu\n", r->grant.cards[i].uuid,
                 (unsigned long long)r->grant.cards[i].memory_mib);
-    if (fclose(f) != 0)
+    if (fclose(f) != 0) {
+        free(*text);
+        *text = NULL;
         return err_set(err, ERR_INTERNAL, "out of memory");
+    }
+    return 0;
+}
+
+/* The host path of r's limits file into file; false when r holds no share
+ * or its container has no such file. */
+static bool replicaset_cuda_limits_file(const app *a, const replicaset_record *r, char *file,
+                                        size_t size)
+{
+    char dir[PATH_MAX];
+    gb_err e = GB_ERR_INIT;
+    if (!replicaset_grant_is_share(r) ||
+        replicaset_gpu_dir(a, RS_GPU_LIMITS_DIR, r->container_name, false, dir, sizeof(dir), &e) <
+            0 ||
+        snprintf(file, size, "%s/limits", dir) >= (int)size)
+        return false;
+    return access(file, F_OK) == 0;
+}
+
+bool replicaset_cuda_limits_present(const app *a, const replicaset_record *r)
+{
+    char file[PATH_MAX + 16];
+    return replicaset_cuda_limits_file(a, r, file, sizeof(file));
+}
+
+int replicaset_cuda_limits_rewrite(const app *a, const replicaset_record *r, gb_err *err)
+{
+    char file[PATH_MAX + 16];
+    if (!replicaset_cuda_limits_file(a, r, file, sizeof(file)))
+        return 0;
+    _cleanup_free_ char *text = NULL;
+    if (replicaset_cuda_limits_text(r, &text, err) < 0 ||
+        replicaset_gpu_env_write(file, text, err) < 0)
+        return -1;
+    return 1;
+}
+
+/* The CUDA limiter for a share: the limits file, the preload file, and the
+ * four mounts. */
+static int replicaset_cuda_limiter_prepare(const app *a, const replicaset_record *r,
+                                           replicaset_gpu_env *out, gb_err *err)
+{
+    _cleanup_free_ char *text = NULL;
+    if (replicaset_cuda_limits_text(r, &text, err) < 0)
+        return -1;
     char limits_dir[PATH_MAX], file[PATH_MAX + 16], preload[PATH_MAX];
     if (replicaset_gpu_dir(a, RS_GPU_LIMITS_DIR, r->container_name, true, limits_dir,
                            sizeof(limits_dir), err) < 0)

@@ -40,6 +40,13 @@ void replicaset_gpu_env_free(replicaset_gpu_env *e);
 /* Remove the host files of a container (env file, CUDA limits directory)
  * after the container is gone. */
 void replicaset_gpu_env_remove(app *a, const char *container);
+/* Rewrite the CUDA limiter's limits file of r's container from r's grant
+ * (a temporary file and a rename: the library re-reads it at the next
+ * allocation). 1 when written; 0 when r holds no share or its container
+ * has no limits file (no limiter); -1 when it cannot be written. */
+int replicaset_cuda_limits_rewrite(const app *a, const replicaset_record *r, gb_err *err);
+/* Does r hold a share whose container has the limiter's limits file? */
+bool replicaset_cuda_limits_present(const app *a, const replicaset_record *r);
 /* Start-up: remove every such host file whose container is not a key of
  * containers (an object whose keys are the containers records name). */
 void replicaset_gpu_env_sweep(app *a, const json_t *containers);

@@ -216,4 +216,11 @@ uint64_t replicaset_logs_set_cap(const app *a);
 uint64_t replicaset_logs_version_cap(const app *a);
 uint64_t replicaset_logs_kept_bytes(const app *a, const char *name);
 
+/* A patch's spec that changes only the size of r's memory share, applied
+ * in place (resize.c): 1 with *out the answer (inPlace true; r saved with
+ * the new spec and grant), 0 when it does not apply or the cards have no
+ * room (nothing changed: make a new version), -1 with err. */
+int replicaset_share_resize(app *a, replicaset_record *r, const replicaset_spec *spec, json_t **out,
+                            gb_err *err);
+
 #endif

@@ -164,7 +164,15 @@ int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out
             replicaset_record_limits_json(&r, *out);
         return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
     }
-    return replicaset_change_to_spec(a, &replicaset_op_patch, &r, &spec, "patch", out, err);
+    /* Another size of the share on the same cards: no new version (resize.c). */
+    int resized = replicaset_share_resize(a, &r, &spec, out, err);
+    if (resized)
+        return resized < 0 ? -1 : 0;
+    if (replicaset_change_to_spec(a, &replicaset_op_patch, &r, &spec, "patch", out, err) < 0)
+        return -1;
+    if (*out)
+        json_object_set_new(*out, "inPlace", json_false());
+    return 0;
 }
 
 /* Version k's spec from the history: 1 found, 0 absent, -1 error. */

@@ -136,6 +136,12 @@ static int replicaset_reconcile_each(void *ctx, replicaset_record *r, gb_err *er
     struct replicaset_reconcile_ctx *rc = ctx;
     (void)err;
     replicaset_reconcile_one(rc->a, r);
+    /* A share changed in place is recorded before its limits file is
+     * rewritten (resize.c): the file follows the record. */
+    gb_err e = GB_ERR_INIT;
+    if ((r->state == RS_STATE_RUNNING || r->state == RS_STATE_PAUSED) &&
+        replicaset_cuda_limits_rewrite(rc->a, r, &e) < 0)
+        log_warn("reconcile: replica set %s: %s", r->name, e.msg);
     if (r->state != RS_STATE_DELETED && !replicaset_record_is_tombstone(r)) {
         json_object_set_new(rc->known, r->container_name, json_true());
         json_object_set_new(rc->owners, r->owner[0] ? r->owner : USER_ANONYMOUS, json_true());
