@@ -1,7 +1,8 @@
 /*
  * hooks.c - libgpubox-cuda.so: the CUDA driver API calls that allocate,
- * free and report device memory, counted against the container's share
- * (docs/gpus.md, "The CUDA limiter").
+ * free and report device memory, counted against the container's share;
+ * NVML's memory info, answered with the share; kernel launches, slowed to
+ * the card's compute share (docs/gpus.md, "The CUDA limiter").
  *
  * How a call reaches these functions:
  *   - a program linked with libcuda calls the exported names directly
@@ -17,7 +18,8 @@
  *     later is cuMemAlloc_v2; the per-thread stream asks the _ptsz
  *     variants) and answer with that name's hook.
  * Each hook calls the driver's function it stands for (real_fn[], found
- * as above or, when first needed, by dlsym on the loaded libcuda.so.1).
+ * as above or, when first needed, by dlsym on the loaded libcuda.so.1;
+ * NVML's on the loaded libnvidia-ml.so.1).
  *
  * The limits come from the file gpuboxd mounts read-only at
  * /run/gpubox/limits/limits (limits.h), checked at every allocation; the
