@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test.sh - gpubox's whole test suite, as `make test` runs it (and CI through
 # .ci/run): the C unit tests (cmocka, through ctest), the install test
-# (tests/install: `make deb` and `make install` into scratch roots), a short
-# run of each libFuzzer target (scripts/fuzz.sh) and the end-to-end tests
+# (tests/install: `make deb` and `make install` into scratch roots), the
+# CUDA limiter's checks on a real GPU (tests/gpu/check.sh: skipped, and
+# says so, without one), a short run of each libFuzzer target
+# (scripts/fuzz.sh) and the end-to-end tests
 # (pytest, driving the real gpuboxd over HTTP against the real dockerd).
 #
 # The end-to-end tests run in three groups: all of them with the SQLite
@@ -101,6 +103,10 @@ echo "== web console (web/): type check, component tests (Vitest) =="
 
 echo "== unit tests (ctest) =="
 ctest --test-dir "$build" --output-on-failure -j2
+
+# libgpubox-cuda on a real GPU (no Docker); without one it says it skipped.
+echo "== GPU checks (tests/gpu/check.sh) =="
+tests/gpu/check.sh
 
 # The package and `make install` of this build, into scratch directories
 # (no Docker, nothing installed on the machine).

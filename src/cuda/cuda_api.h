@@ -25,6 +25,8 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUarray_st *CUarray;
 typedef struct CUmipmappedArray_st *CUmipmappedArray;
 typedef int CUdriverProcAddressQueryResult;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUlaunchConfig_st CUlaunchConfig; /* only passed through */
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1

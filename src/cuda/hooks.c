@@ -1,7 +1,8 @@
 /*
  * hooks.c - libgpubox-cuda.so: the CUDA driver API calls that allocate,
- * free and report device memory, counted against the container's share
- * (docs/gpus.md, "The CUDA limiter").
+ * free and report device memory, counted against the container's share;
+ * NVML's memory info, answered with the share; kernel launches, slowed to
+ * the card's compute share (docs/gpus.md, "The CUDA limiter").
  *
  * How a call reaches these functions:
  *   - a program linked with libcuda calls the exported names directly
@@ -17,7 +18,8 @@
  *     later is cuMemAlloc_v2; the per-thread stream asks the _ptsz
  *     variants) and answer with that name's hook.
  * Each hook calls the driver's function it stands for (real_fn[], found
- * as above or, when first needed, by dlsym on the loaded libcuda.so.1).
+ * as above or, when first needed, by dlsym on the loaded libcuda.so.1;
+ * NVML's on the loaded libnvidia-ml.so.1).
  *
  * The limits come from the file gpuboxd mounts read-only at
  * /run/gpubox/limits/limits (limits.h), checked at every allocation; the
@@ -47,6 +49,7 @@
 #include "budget.h"
 #include "cuda_api.h"
 #include "limits.h"
+#include "rate.h"
 #include "track.h"
 
 #define GPUCUDA_EXPORT __attribute__((visibility("default")))
@@ -87,6 +90,46 @@ GPUCUDA_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 GPUCUDA_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray);
 GPUCUDA_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
 GPUCUDA_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+GPUCUDA_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                       unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                       CUstream stream, void **params, void **extra);
+GPUCUDA_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                            unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                            CUstream stream, void **params, void **extra);
+GPUCUDA_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+                                         void **extra);
+GPUCUDA_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                              void **params, void **extra);
+GPUCUDA_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy,
+                                                  unsigned gz, unsigned bx, unsigned by,
+                                                  unsigned bz, unsigned shmem, CUstream stream,
+                                                  void **params);
+GPUCUDA_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+                                                       unsigned gz, unsigned bx, unsigned by,
+                                                       unsigned bz, unsigned shmem, CUstream stream,
+                                                       void **params);
+
+/* NVML's memory answers (nvidia-smi and NVML users in the container): the
+ * few NVML types they need, as NVML documents them. */
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+typedef struct {
+    unsigned long long total, free, used;
+} nvmlMemory_t;
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+typedef struct {
+    unsigned int gpu, memory;
+} nvmlUtilization_t;
+#define NVML_SUCCESS 0
+#define NVML_ERROR_FUNCTION_NOT_FOUND 13
+#define NVML_UUID_BUFFER 96
+
+GPUCUDA_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
+GPUCUDA_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
+                                                       nvmlMemory_v2_t *memory);
 GPUCUDA_EXPORT void *dlsym(void *handle, const char *symbol);
 
 enum hook_id {
@@ -111,6 +154,15 @@ enum hook_id {
     H_MIPMAPPED_ARRAY_DESTROY,
     H_MEM_GET_INFO,
     H_DEVICE_TOTAL_MEM,
+    H_LAUNCH_KERNEL,
+    H_LAUNCH_KERNEL_PTSZ,
+    H_LAUNCH_KERNEL_EX,
+    H_LAUNCH_KERNEL_EX_PTSZ,
+    H_LAUNCH_COOPERATIVE,
+    H_LAUNCH_COOPERATIVE_PTSZ,
+    H_NVML_FIRST, /* NVML's from here on: found in libnvidia-ml, not libcuda */
+    H_NVML_MEMORY_INFO = H_NVML_FIRST,
+    H_NVML_MEMORY_INFO_V2,
     H_COUNT
 };
 
@@ -140,6 +192,15 @@ static const struct {
     [H_MIPMAPPED_ARRAY_DESTROY] = {"cuMipmappedArrayDestroy", (void *)cuMipmappedArrayDestroy},
     [H_MEM_GET_INFO] = {"cuMemGetInfo_v2", (void *)cuMemGetInfo_v2},
     [H_DEVICE_TOTAL_MEM] = {"cuDeviceTotalMem_v2", (void *)cuDeviceTotalMem_v2},
+    [H_LAUNCH_KERNEL] = {"cuLaunchKernel", (void *)cuLaunchKernel},
+    [H_LAUNCH_KERNEL_PTSZ] = {"cuLaunchKernel_ptsz", (void *)cuLaunchKernel_ptsz},
+    [H_LAUNCH_KERNEL_EX] = {"cuLaunchKernelEx", (void *)cuLaunchKernelEx},
+    [H_LAUNCH_KERNEL_EX_PTSZ] = {"cuLaunchKernelEx_ptsz", (void *)cuLaunchKernelEx_ptsz},
+    [H_LAUNCH_COOPERATIVE] = {"cuLaunchCooperativeKernel", (void *)cuLaunchCooperativeKernel},
+    [H_LAUNCH_COOPERATIVE_PTSZ] = {"cuLaunchCooperativeKernel_ptsz",
+                                   (void *)cuLaunchCooperativeKernel_ptsz},
+    [H_NVML_MEMORY_INFO] = {"nvmlDeviceGetMemoryInfo", (void *)nvmlDeviceGetMemoryInfo},
+    [H_NVML_MEMORY_INFO_V2] = {"nvmlDeviceGetMemoryInfo_v2", (void *)nvmlDeviceGetMemoryInfo_v2},
 };
 
 /* Base names cuGetProcAddress is asked for whose current entry point is a
@@ -154,11 +215,13 @@ static const struct {
 };
 
 /* Base names with a per-thread default stream variant (_ptsz). */
-static const char *const ptsz_names[] = {"cuMemAllocAsync", "cuMemAllocFromPoolAsync",
-                                         "cuMemFreeAsync"};
+static const char *const ptsz_names[] = {"cuMemAllocAsync",  "cuMemAllocFromPoolAsync",
+                                         "cuMemFreeAsync",   "cuLaunchKernel",
+                                         "cuLaunchKernelEx", "cuLaunchCooperativeKernel"};
 
 static void *real_fn[H_COUNT];
 static void *driver_handle;
+static void *nvml_handle; /* libnvidia-ml.so.1, as the program or this library opened it */
 static void *(*real_dlsym_fn)(void *, const char *);
 
 static int hook_find(const char *name)
@@ -203,6 +266,27 @@ static void *driver_sym(const char *name)
     return rdlsym(h ? h : RTLD_NEXT, name);
 }
 
+/* An NVML function by name: from the handle the program looked NVML up
+ * in, else the loaded libnvidia-ml.so.1 (opened here when open is true),
+ * else the next object after this one. */
+static void *nvml_sym(const char *name, bool open)
+{
+    void *(*rdlsym)(void *, const char *) = real_dlsym();
+    if (!rdlsym)
+        return NULL;
+    void *h = __atomic_load_n(&nvml_handle, __ATOMIC_ACQUIRE);
+    if (!h) {
+        h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | (open ? 0 : RTLD_NOLOAD));
+        if (h) {
+            void *expected = NULL;
+            if (!__atomic_compare_exchange_n(&nvml_handle, &expected, h, false, __ATOMIC_ACQ_REL,
+                                             __ATOMIC_ACQUIRE))
+                dlclose(h), h = expected;
+        }
+    }
+    return rdlsym(h ? h : RTLD_NEXT, name);
+}
+
 static void real_set(int id, void *fn)
 {
     if (!fn || fn == hooks[id].hook)
@@ -217,7 +301,7 @@ static void *real_get(int id)
     void *fn = __atomic_load_n(&real_fn[id], __ATOMIC_ACQUIRE);
     if (fn)
         return fn;
-    real_set(id, driver_sym(hooks[id].name));
+    real_set(id, id >= H_NVML_FIRST ? nvml_sym(hooks[id].name, false) : driver_sym(hooks[id].name));
     return __atomic_load_n(&real_fn[id], __ATOMIC_ACQUIRE);
 }
 
@@ -248,6 +332,7 @@ static char limits_path[PATH_MAX], budget_dir[PATH_MAX], budget_path[PATH_MAX];
 static gpucuda_limits_file limits_file;
 static gpucuda_budget budget;
 static bool budget_ready;
+static bool any_cores; /* some card of the limits has a compute share */
 
 /* What this process knows of CUDA ordinal i. */
 static struct {
@@ -258,6 +343,7 @@ static struct {
     bool limited;
     int bidx;
     uint64_t limit;
+    unsigned cores; /* the compute share, percent; 0: none */
 } ordinals[GPUCUDA_MAX_ORDINALS];
 
 static void paths_init_locked(void)
@@ -294,8 +380,30 @@ static bool limits_any(void)
             next_lookup = (struct timespec){now.tv_sec + 1, now.tv_nsec};
     }
     bool any = limits_file.limits.n > 0;
+    bool cores = false;
+    for (int i = 0; i < limits_file.limits.n; i++)
+        cores = cores || limits_file.limits.dev[i].cores > 0;
+    __atomic_store_n(&any_cores, cores, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&state_lock);
     return any;
+}
+
+/* The card's limit in the limits, its budget opened and its index there
+ * (-1: no budget); NULL when the card has no share. state_lock held. */
+static const gpucuda_limit *uuid_share_locked(const unsigned char uuid[16], int *bidx)
+{
+    const gpucuda_limit *l = gpucuda_limits_find(&limits_file.limits, uuid);
+    *bidx = -1;
+    if (l && !budget_ready) {
+        int dirfd = open(budget_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        bool shared = dirfd >= 0;
+        if (dirfd >= 0)
+            close(dirfd);
+        budget_ready = gpucuda_budget_open(&budget, shared ? budget_path : NULL) == 0;
+    }
+    if (l && budget_ready)
+        *bidx = gpucuda_budget_device(&budget, uuid);
+    return l;
 }
 
 /* The share of CUDA device dev: false when it has none. */
@@ -314,19 +422,10 @@ static bool device_share(CUdevice dev, int *bidx, uint64_t *limit)
         }
     }
     if (o->uuid_known && (!o->share_known || o->generation != limits_file.generation)) {
-        const gpucuda_limit *l = gpucuda_limits_find(&limits_file.limits, o->uuid);
+        const gpucuda_limit *l = uuid_share_locked(o->uuid, &o->bidx);
         o->limited = l != NULL;
         o->limit = l ? l->memory_bytes : 0;
-        o->bidx = -1;
-        if (l && !budget_ready) {
-            int dirfd = open(budget_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            bool shared = dirfd >= 0;
-            if (dirfd >= 0)
-                close(dirfd);
-            budget_ready = gpucuda_budget_open(&budget, shared ? budget_path : NULL) == 0;
-        }
-        if (l && budget_ready)
-            o->bidx = gpucuda_budget_device(&budget, o->uuid);
+        o->cores = l ? l->cores : 0;
         o->share_known = true;
         o->generation = limits_file.generation;
     }
@@ -744,6 +843,261 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return rc;
 }
 
+/* ---- NVML's memory answers ---- */
+
+/* The share of the card behind an NVML handle: false when it has none. */
+static bool nvml_share(nvmlDevice_t device, int *bidx, uint64_t *limit)
+{
+    typedef nvmlReturn_t (*uuid_fn)(nvmlDevice_t, char *, unsigned int);
+    uuid_fn get_uuid = (uuid_fn)nvml_sym("nvmlDeviceGetUUID", false);
+    char text[NVML_UUID_BUFFER];
+    unsigned char uuid[16];
+    if (!limits_any() || !get_uuid || get_uuid(device, text, sizeof(text)) != NVML_SUCCESS ||
+        gpucuda_uuid_parse(text, strnlen(text, sizeof(text)), uuid) != 0)
+        return false;
+    pthread_mutex_lock(&state_lock);
+    const gpucuda_limit *l = uuid_share_locked(uuid, bidx);
+    if (l)
+        *limit = l->memory_bytes;
+    pthread_mutex_unlock(&state_lock);
+    return l != NULL;
+}
+
+/* The share as the card's total, the container's use as used; free is
+ * what is left of the share after `reserved` (the driver's, _v2 only),
+ * never more than the card has free. */
+static void nvml_apply(nvmlDevice_t device, unsigned long long *total, unsigned long long *free,
+                       unsigned long long *used, unsigned long long reserved)
+{
+    int bidx;
+    uint64_t limit;
+    if (!nvml_share(device, &bidx, &limit))
+        return;
+    uint64_t mine = bidx >= 0 ? gpucuda_budget_used(&budget, bidx) : limit;
+    if (limit < *total)
+        *total = limit;
+    uint64_t taken = mine + reserved;
+    uint64_t left = taken < *total ? *total - taken : 0;
+    *used = mine;
+    if (left < *free)
+        *free = left;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    typedef nvmlReturn_t (*fn_t)(nvmlDevice_t, nvmlMemory_t *);
+    fn_t fn = REAL(H_NVML_MEMORY_INFO, fn_t);
+    if (!fn)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = fn(device, memory);
+    if (rc == NVML_SUCCESS && memory)
+        nvml_apply(device, &memory->total, &memory->free, &memory->used, 0);
+    return rc;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    typedef nvmlReturn_t (*fn_t)(nvmlDevice_t, nvmlMemory_v2_t *);
+    fn_t fn = REAL(H_NVML_MEMORY_INFO_V2, fn_t);
+    if (!fn)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = fn(device, memory);
+    if (rc == NVML_SUCCESS && memory)
+        nvml_apply(device, &memory->total, &memory->free, &memory->used, memory->reserved);
+    return rc;
+}
+
+/* ---- compute shares: kernel launches through the rate limiter ---- */
+
+static pthread_mutex_t rate_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    bool ready;
+    gpucuda_rate r;
+    bool nvml_known;
+    nvmlDevice_t nvml; /* NULL: NVML cannot say how busy the card is */
+} rates[GPUCUDA_MAX_ORDINALS];
+static int nvml_state; /* 0: not started, 1: started, -1: cannot be */
+
+static uint64_t clock_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* NVML's handle of the card with this UUID, NVML started on first use
+ * (rate_lock held). NULL when NVML is missing or does not know the card. */
+static nvmlDevice_t nvml_device(const unsigned char uuid[16])
+{
+    typedef nvmlReturn_t (*init_fn)(void);
+    typedef nvmlReturn_t (*count_fn)(unsigned int *);
+    typedef nvmlReturn_t (*handle_fn)(unsigned int, nvmlDevice_t *);
+    typedef nvmlReturn_t (*uuid_fn)(nvmlDevice_t, char *, unsigned int);
+    if (nvml_state == 0) {
+        init_fn init = (init_fn)nvml_sym("nvmlInit_v2", true);
+        if (!init)
+            init = (init_fn)nvml_sym("nvmlInit", true);
+        nvml_state = init && init() == NVML_SUCCESS ? 1 : -1;
+    }
+    count_fn count = (count_fn)nvml_sym("nvmlDeviceGetCount_v2", false);
+    handle_fn by_index = (handle_fn)nvml_sym("nvmlDeviceGetHandleByIndex_v2", false);
+    uuid_fn get_uuid = (uuid_fn)nvml_sym("nvmlDeviceGetUUID", false);
+    unsigned int n = 0;
+    if (nvml_state < 0 || !count || !by_index || !get_uuid || count(&n) != NVML_SUCCESS)
+        return NULL;
+    for (unsigned int i = 0; i < n; i++) {
+        nvmlDevice_t d;
+        char text[NVML_UUID_BUFFER];
+        unsigned char u[16];
+        if (by_index(i, &d) == NVML_SUCCESS && get_uuid(d, text, sizeof(text)) == NVML_SUCCESS &&
+            gpucuda_uuid_parse(text, strnlen(text, sizeof(text)), u) == 0 &&
+            memcmp(u, uuid, 16) == 0)
+            return d;
+    }
+    return NULL;
+}
+
+/* Before every kernel launch: on a card with a compute share, wait for the
+ * rate limiter's token; every GPUCUDA_RATE_PERIOD_NS the card's
+ * utilization (NVML) adjusts the rate. Where NVML cannot say, launches
+ * are not delayed. The limits are looked at no more than every 50 ms
+ * here, so a launch on a card without a compute share costs a clock read. */
+static void launch_gate(void)
+{
+    static uint64_t next_check;
+    uint64_t coarse = clock_ns(CLOCK_MONOTONIC_COARSE);
+    if (coarse >= __atomic_load_n(&next_check, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&next_check, coarse + 50000000ULL, __ATOMIC_RELAXED);
+        limits_any();
+    }
+    if (!__atomic_load_n(&any_cores, __ATOMIC_ACQUIRE))
+        return;
+    CUdevice dev;
+    int bidx;
+    uint64_t limit;
+    if (drv_ctx_get_device(&dev) != CUDA_SUCCESS || !device_share(dev, &bidx, &limit))
+        return;
+    pthread_mutex_lock(&state_lock);
+    unsigned cores = ordinals[dev].cores;
+    unsigned char uuid[16];
+    memcpy(uuid, ordinals[dev].uuid, 16);
+    pthread_mutex_unlock(&state_lock);
+
+    uint64_t now = clock_ns(CLOCK_MONOTONIC), delay = 0;
+    pthread_mutex_lock(&rate_lock);
+    typeof(rates[0]) *g = &rates[dev];
+    if (!g->ready) {
+        gpucuda_rate_init(&g->r, cores);
+        g->ready = true;
+    } else if (g->r.target != cores) {
+        gpucuda_rate_set_target(&g->r, cores);
+    }
+    if (cores > 0) {
+        if (gpucuda_rate_sample_due(&g->r, now)) {
+            typedef nvmlReturn_t (*util_fn)(nvmlDevice_t, nvmlUtilization_t *);
+            if (!g->nvml_known) {
+                g->nvml = nvml_device(uuid);
+                g->nvml_known = true;
+                if (!g->nvml)
+                    fprintf(stderr,
+                            "libgpubox-cuda: NVML cannot say how busy CUDA device %d is: "
+                            "its compute share is not enforced\n",
+                            dev);
+            }
+            util_fn util = (util_fn)nvml_sym("nvmlDeviceGetUtilizationRates", false);
+            nvmlUtilization_t u;
+            if (g->nvml && util && util(g->nvml, &u) == NVML_SUCCESS)
+                gpucuda_rate_sample(&g->r, now, u.gpu);
+            else
+                gpucuda_rate_sample(&g->r, now, cores); /* unknown: leave the rate as it is */
+        }
+        delay = gpucuda_rate_acquire(&g->r, now);
+    }
+    pthread_mutex_unlock(&rate_lock);
+    if (delay > 0) {
+        struct timespec ts = {(time_t)(delay / 1000000000ULL), (long)(delay % 1000000000ULL)};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+}
+
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void **, void **);
+typedef CUresult (*launch_ex_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
+typedef CUresult (*launch_coop_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   unsigned, unsigned, CUstream, void **);
+
+static CUresult launch(int id, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, unsigned shmem, CUstream stream, void **params,
+                       void **extra)
+{
+    launch_fn fn = REAL(id, launch_fn);
+    if (!fn)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    launch_gate();
+    return fn(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shmem, CUstream stream, void **params,
+                        void **extra)
+{
+    return launch(H_LAUNCH_KERNEL, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shmem, CUstream stream,
+                             void **params, void **extra)
+{
+    return launch(H_LAUNCH_KERNEL_PTSZ, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+}
+
+static CUresult launch_ex(int id, const CUlaunchConfig *config, CUfunction f, void **params,
+                          void **extra)
+{
+    launch_ex_fn fn = REAL(id, launch_ex_fn);
+    if (!fn)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    launch_gate();
+    return fn(config, f, params, extra);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
+{
+    return launch_ex(H_LAUNCH_KERNEL_EX, config, f, params, extra);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
+                               void **extra)
+{
+    return launch_ex(H_LAUNCH_KERNEL_EX_PTSZ, config, f, params, extra);
+}
+
+static CUresult launch_coop(int id, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                            unsigned bx, unsigned by, unsigned bz, unsigned shmem, CUstream stream,
+                            void **params)
+{
+    launch_coop_fn fn = REAL(id, launch_coop_fn);
+    if (!fn)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    launch_gate();
+    return fn(f, gx, gy, gz, bx, by, bz, shmem, stream, params);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned shmem, CUstream stream,
+                                   void **params)
+{
+    return launch_coop(H_LAUNCH_COOPERATIVE, f, gx, gy, gz, bx, by, bz, shmem, stream, params);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                        unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                        CUstream stream, void **params)
+{
+    return launch_coop(H_LAUNCH_COOPERATIVE_PTSZ, f, gx, gy, gz, bx, by, bz, shmem, stream, params);
+}
+
 /* ---- the two ways to the hooks ---- */
 
 /* After the driver answered cuGetProcAddress: the hook for the entry point
@@ -807,15 +1161,15 @@ void *dlsym(void *handle, const char *symbol)
     if (!rdlsym)
         return NULL;
     void *fn = rdlsym(handle, symbol);
-    if (!fn || symbol[0] != 'c' || symbol[1] != 'u')
+    if (!fn || !((symbol[0] == 'c' && symbol[1] == 'u') || (symbol[0] == 'n' && symbol[1] == 'v')))
         return fn;
     int id = hook_find(symbol);
     if (id < 0 || fn == hooks[id].hook)
         return fn;
     if (handle != RTLD_DEFAULT && handle != RTLD_NEXT) {
         void *expected = NULL;
-        __atomic_compare_exchange_n(&driver_handle, &expected, handle, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE);
+        __atomic_compare_exchange_n(id >= H_NVML_FIRST ? &nvml_handle : &driver_handle, &expected,
+                                    handle, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     }
     real_set(id, fn);
     return hooks[id].hook;
@@ -826,6 +1180,7 @@ void *dlsym(void *handle, const char *symbol)
 static void after_fork_child(void)
 {
     pthread_mutex_init(&state_lock, NULL);
+    pthread_mutex_init(&rate_lock, NULL);
     gpucuda_track_reset_after_fork();
 }
 

@@ -96,12 +96,24 @@ int gpucuda_limits_parse(const char *text, gpucuda_limits *out, char *err, size_
                          "line %d: expected the share in MiB (1 or more) after the UUID", lineno);
                 return -1;
             }
-            /* KEY=VALUE fields after the share are ignored. */
+            /* KEY=VALUE fields after the share: cores=P; others ignored. */
+            unsigned cores = 0;
             for (p = skip_blank(mib_end, end); p < end; p = skip_blank(field_end(p, end), end)) {
                 const char *fe = field_end(p, end);
                 if (!memchr(p, '=', (size_t)(fe - p))) {
                     snprintf(err, errlen, "line %d: expected KEY=VALUE after the share", lineno);
                     return -1;
+                }
+                if (fe - p >= 6 && strncmp(p, "cores=", 6) == 0) {
+                    unsigned v = 0;
+                    const char *d = p + 6;
+                    for (; d < fe && *d >= '0' && *d <= '9' && v <= 100; d++)
+                        v = v * 10 + (unsigned)(*d - '0');
+                    if (d != fe || v < 1 || v > 100) {
+                        snprintf(err, errlen, "line %d: cores= takes a percent, 1 to 100", lineno);
+                        return -1;
+                    }
+                    cores = v == 100 ? 0 : v;
                 }
             }
             if (gpucuda_limits_find(&l, uuid)) {
@@ -114,6 +126,7 @@ int gpucuda_limits_parse(const char *text, gpucuda_limits *out, char *err, size_
             }
             memcpy(l.dev[l.n].uuid, uuid, 16);
             l.dev[l.n].memory_bytes = mib << 20;
+            l.dev[l.n].cores = cores;
             l.n++;
         }
         line = eol ? eol + 1 : end;

@@ -12,8 +12,10 @@
  * hex digits in the 8-4-4-4-12 form; the library matches it against
  * cuDeviceGetUuid, so the limit follows the card whatever CUDA ordinal
  * CUDA_VISIBLE_DEVICES gives it. MEMORY_MIB is the share, 1 or more.
- * KEY=VALUE fields after it are ignored (room for later limits, e.g. a
- * compute share). A card the file does not name is not limited.
+ * KEY=VALUE fields may follow: `cores=P`, the compute share, P percent
+ * (1-100) of the card's SM time (docs/gpus.md, "Compute shares"; 100 or
+ * absent: kernel launches are not limited). Other keys are ignored (room
+ * for later limits). A card the file does not name is not limited.
  *
  * gpuboxd replaces the file whole (write a temporary file, rename it over
  * the old one); gpucuda_limits_refresh notices the new file by its inode,
@@ -33,6 +35,7 @@
 typedef struct {
     unsigned char uuid[16];
     uint64_t memory_bytes;
+    unsigned cores; /* percent of SM time, 1-99; 0: not limited (absent or 100) */
 } gpucuda_limit;
 
 typedef struct {

@@ -7,7 +7,10 @@ the host's libc into a small image of their own (the test image has no
 libc); the fake driver's cards are written into the container. Started with
 `env -i` (no LD_PRELOAD, no limit variables), the program still stops at
 the share, cuMemGetInfo reports it, and two processes draw on one budget,
-the memory of one killed with SIGKILL coming back. A whole card gets no
+the memory of one killed with SIGKILL coming back. NVML (the fake
+libnvidia-ml.so.1, also in the image) reports the share and the container's
+use, as nvidia-smi in the container would show them, and a compute share
+(cores= in the limits file) slows kernel launches on a busy card. A whole card gets no
 limiter, and with --cuda-limiter off nothing is mounted and the answers say
 the share is not enforced.
 """
@@ -66,9 +69,10 @@ def libraries_of(program):
 
 @pytest.fixture(scope="module")
 def probe_image():
-    """busybox, the host's libc and loader, cuda_probe and the fake driver."""
+    """busybox, the host's libc and loader, cuda_probe, the fake driver and NVML."""
     probe, driver = BUILD / "fakes" / "cuda_probe", BUILD / "fakes" / "libcuda.so.1"
-    assert probe.exists() and driver.exists(), "build the test tree first"
+    nvml = BUILD / "fakes" / "libnvidia-ml.so.1"
+    assert probe.exists() and driver.exists() and nvml.exists(), "build the test tree first"
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for d in ("bin", "etc", "tmp", "proc", "sys", "dev", "run", "usr", "usr/bin", "lib",
@@ -86,6 +90,7 @@ def probe_image():
             add_file(tar, os.path.realpath(lib), lib)
         add_file(tar, probe, "/usr/bin/cuda_probe")
         add_file(tar, driver, "/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0o644)
+        add_file(tar, nvml, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", 0o644)
         passwd = b"root:x:0:0:root:/root:/bin/sh\n"
         info = tarfile.TarInfo("etc/passwd")
         info.size = len(passwd)
@@ -279,6 +284,34 @@ def test_a_share_without_room_moves(daemon, probe_image):
     assert data["inPlace"] is False, data
     assert data["version"] == first["version"] + 1
     assert data["gpus"] != first["gpus"]
+def launches(d, name, kind="kernel"):
+    out = probe(d, name, "launch", kind, "500")
+    assert out.startswith("launch "), out
+    return int(out.split()[1])
+
+
+def test_nvml_and_compute_share_in_the_container(daemon, probe_image):
+    d = daemon
+    created = share_ok(d, probe_image, "nvml", "4GB")
+    name, uuid = f"{PREFIX}_nvml", created["gpus"][0]
+    fake_cards(d, name, uuid)
+    # NVML's memory info (nvidia-smi's source): the share and the container's use
+    assert probe(d, name, "alloc", "mem", "1000", "nvml") == (
+        "alloc ok\nnvml total=4096 used=1000 free=3096\nnvml_v2 total=4096 used=1000 free=3096\n")
+
+    # a compute share of 10% (cores=, as gpuboxd would write it: the file
+    # replaced on the host) on a card NVML reports fully busy
+    out = execute_ok(d, name, ["sh", "-c", "echo 'usage 0 8000 100' >> /tmp/gpus"])
+    assert out["exitCode"] == 0, out
+    free_run = launches(d, name)
+    host = Path(d.data_dir) / "gpu-limits" / created["containerName"] / "limits"
+    lines = host.read_text().splitlines()
+    lines = [f"{line} cores=10" if line.startswith(uuid) else line for line in lines]
+    (host.parent / "limits.new").write_text("\n".join(lines) + "\n")
+    os.rename(host.parent / "limits.new", host)
+    for kind in ("kernel", "ex_ptsz", "coop"):
+        slowed = launches(d, name, kind)
+        assert slowed * 2 < free_run, (kind, slowed, free_run)
 
 
 def test_whole_cards_get_no_limiter(daemon, probe_image):

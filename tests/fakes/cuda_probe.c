@@ -22,8 +22,19 @@
  *   bench KIND N     N alloc+free pairs of 1 MiB -> "bench NS_PER_PAIR" (the
  *                    process's CPU time, so that other work on a shared
  *                    machine does not count)
+ *   launch LKIND MS  kernel launches for MS milliseconds -> "launch COUNT"
+ *   bench_launch LKIND N  N launches -> "bench_launch NS_PER_LAUNCH" (CPU time)
+ *   nvml             NVML's memory info of the card (the probe's --device as
+ *                    NVML index), looked up with dlsym as NVML users do ->
+ *                    "nvml total=MIB used=MIB free=MIB" and the same for
+ *                    nvmlDeviceGetMemoryInfo_v2 as "nvml_v2 ..."
+ *   init             (first) the wall time from loading the driver to the
+ *                    end of the first 1 MiB allocation, free and launch:
+ *                    "init NS" (what a program waits for its first calls)
  * KIND: mem, pitch, managed, async, async_ptsz, pool, pool_ptsz, create,
- * array, array3d, mipmap. Exit status 0, or 1 on a usage or set-up error.
+ * array, array3d, mipmap. LKIND: kernel, kernel_ptsz, ex, ex_ptsz, coop,
+ * coop_ptsz (cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel).
+ * Exit status 0, or 1 on a usage or set-up error.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -89,6 +100,16 @@ static CUresult (*p_array3d)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
 static CUresult (*p_array_destroy)(CUarray);
 static CUresult (*p_mipmap)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned);
 static CUresult (*p_mipmap_destroy)(CUmipmappedArray);
+static CUresult (*p_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, CUstream, void **, void **);
+static CUresult (*p_launch_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                 unsigned, unsigned, CUstream, void **, void **);
+static CUresult (*p_launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **);
+static CUresult (*p_launch_ex_ptsz)(const CUlaunchConfig *, CUfunction, void **, void **);
+static CUresult (*p_launch_coop)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                 unsigned, unsigned, CUstream, void **);
+static CUresult (*p_launch_coop_ptsz)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                      unsigned, unsigned, CUstream, void **);
 
 static void load_driver(void)
 {
@@ -131,6 +152,79 @@ static void load_driver(void)
     ENTRY(p_array_destroy, "cuArrayDestroy", "cuArrayDestroy", 0);
     ENTRY(p_mipmap, "cuMipmappedArrayCreate", "cuMipmappedArrayCreate", 0);
     ENTRY(p_mipmap_destroy, "cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy", 0);
+    ENTRY(p_launch, "cuLaunchKernel", "cuLaunchKernel", 0);
+    ENTRY(p_launch_ptsz, "cuLaunchKernel", "cuLaunchKernel_ptsz", 1);
+    ENTRY(p_launch_ex, "cuLaunchKernelEx", "cuLaunchKernelEx", 0);
+    ENTRY(p_launch_ex_ptsz, "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", 1);
+    ENTRY(p_launch_coop, "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel", 0);
+    ENTRY(p_launch_coop_ptsz, "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", 1);
+}
+
+static const char *const lkinds[] = {"kernel", "kernel_ptsz", "ex", "ex_ptsz", "coop", "coop_ptsz"};
+
+static int lkind_of(const char *s)
+{
+    for (size_t i = 0; i < sizeof(lkinds) / sizeof(lkinds[0]); i++)
+        if (strcmp(s, lkinds[i]) == 0)
+            return (int)i;
+    fprintf(stderr, "cuda_probe: unknown launch kind %s\n", s);
+    exit(1);
+}
+
+static CUresult launch_one(int lkind)
+{
+    CUfunction f = (CUfunction)(uintptr_t)0x1000;
+    switch (lkind) {
+    case 0:
+        return p_launch(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+    case 1:
+        return p_launch_ptsz(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+    case 2:
+        return p_launch_ex((const CUlaunchConfig *)(uintptr_t)0x2000, f, NULL, NULL);
+    case 3:
+        return p_launch_ex_ptsz((const CUlaunchConfig *)(uintptr_t)0x2000, f, NULL, NULL);
+    case 4:
+        return p_launch_coop(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL);
+    default:
+        return p_launch_coop_ptsz(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL);
+    }
+}
+
+/* NVML's view of the card, as nvidia-smi reads it. */
+typedef struct {
+    unsigned long long total, free, used;
+} nvml_memory;
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvml_memory_v2;
+
+static int nvml_step(int index)
+{
+    void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!nvml) {
+        printf("nvml missing\n");
+        return 0;
+    }
+    int (*init)(void) = (int (*)(void))dlsym(nvml, "nvmlInit_v2");
+    int (*by_index)(unsigned, void **) =
+        (int (*)(unsigned, void **))dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2");
+    int (*mem)(void *, nvml_memory *) =
+        (int (*)(void *, nvml_memory *))dlsym(nvml, "nvmlDeviceGetMemoryInfo");
+    int (*mem2)(void *, nvml_memory_v2 *) =
+        (int (*)(void *, nvml_memory_v2 *))dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2");
+    void *dev = NULL;
+    nvml_memory m = {0};
+    nvml_memory_v2 m2 = {.version = (unsigned)sizeof(nvml_memory_v2) | 2u << 24};
+    if (!init || !by_index || !mem || !mem2 || init() != 0 ||
+        by_index((unsigned)index, &dev) != 0 || mem(dev, &m) != 0 || mem2(dev, &m2) != 0) {
+        printf("nvml error\n");
+        return 0;
+    }
+    printf("nvml total=%llu used=%llu free=%llu\n", m.total >> 20, m.used >> 20, m.free >> 20);
+    printf("nvml_v2 total=%llu used=%llu free=%llu\n", m2.total >> 20, m2.used >> 20,
+           m2.free >> 20);
+    return 0;
 }
 
 /* What was allocated, to free it by the matching call. */
@@ -280,6 +374,13 @@ static double now_ns(void)
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+static double wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
 int main(int argc, char **argv)
 {
     int i = 1;
@@ -291,6 +392,7 @@ int main(int argc, char **argv)
         else
             break;
     }
+    double t_start = wall_ns();
     load_driver();
     CUdevice dev;
     CUcontext ctx;
@@ -337,6 +439,41 @@ int main(int argc, char **argv)
                 }
                 printf("bench %.1f\n", (now_ns() - t0) / (double)(n ? n : 1));
             }
+        } else if ((strcmp(step, "launch") == 0 || strcmp(step, "bench_launch") == 0) &&
+                   i + 2 < argc) {
+            int lkind = lkind_of(argv[i + 1]);
+            uint64_t n = strtoull(argv[i + 2], NULL, 10);
+            i += 2;
+            if (step[0] == 'l') {
+                double end = wall_ns() + (double)n * 1e6;
+                unsigned long long count = 0;
+                while (wall_ns() < end) {
+                    if (launch_one(lkind) != CUDA_SUCCESS) {
+                        printf("launch error\n");
+                        return 1;
+                    }
+                    count++;
+                }
+                printf("launch %llu\n", count);
+            } else {
+                double t0 = now_ns();
+                for (uint64_t k = 0; k < n; k++)
+                    if (launch_one(lkind) != CUDA_SUCCESS) {
+                        printf("bench_launch error\n");
+                        return 1;
+                    }
+                printf("bench_launch %.1f\n", (now_ns() - t0) / (double)(n ? n : 1));
+            }
+        } else if (strcmp(step, "nvml") == 0) {
+            nvml_step(device);
+        } else if (strcmp(step, "init") == 0) {
+            uint64_t key;
+            if (alloc_one(K_MEM, 1, &key) != CUDA_SUCCESS || free_one(K_MEM, key) != CUDA_SUCCESS ||
+                launch_one(0) != CUDA_SUCCESS) {
+                printf("init error\n");
+                return 1;
+            }
+            printf("init %.0f\n", wall_ns() - t_start);
         } else if (strcmp(step, "free") == 0) {
             CUresult rc = CUDA_SUCCESS;
             while (nheld > 0 && rc == CUDA_SUCCESS) {

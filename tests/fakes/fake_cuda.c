@@ -15,7 +15,9 @@
  * cuDevicePrimaryCtxRetain give the same one); the current one is per
  * thread. cuGetProcAddress and cuGetProcAddress_v2 answer from a table of
  * base names, with the _v2 and _ptsz entry points chosen by version and
- * flags as the real driver does.
+ * flags as the real driver does. Kernel launches (cuLaunchKernel,
+ * cuLaunchKernelEx, cuLaunchCooperativeKernel and their _ptsz forms) run
+ * nothing: they check for a current context and count.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -422,6 +424,60 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a)
     return fake_array_destroy(a);
 }
 
+/* Kernel launches: counted, nothing runs; they need a current context. */
+static unsigned long long fake_launches;
+
+static CUresult fake_launch(void)
+{
+    if (fake_current < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    __atomic_add_fetch(&fake_launches, 1, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned shmem, CUstream stream,
+                               void **params, void **extra)
+{
+    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem;
+    (void)stream, (void)params, (void)extra;
+    return fake_launch();
+}
+
+EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                    CUstream stream, void **params, void **extra)
+{
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+}
+
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+                                 void **extra)
+{
+    (void)config, (void)f, (void)params, (void)extra;
+    return fake_launch();
+}
+
+EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
+                                      void **extra)
+{
+    return cuLaunchKernelEx(config, f, params, extra);
+}
+
+EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                          unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                          CUstream stream, void **params)
+{
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, NULL);
+}
+
+EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                               unsigned bx, unsigned by, unsigned bz,
+                                               unsigned shmem, CUstream stream, void **params)
+{
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, NULL);
+}
+
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                     cuuint64_t flags, CUdriverProcAddressQueryResult *status);
@@ -462,6 +518,12 @@ static const struct {
     {"cuArrayDestroy", 2000, false, (void *)cuArrayDestroy},
     {"cuMipmappedArrayCreate", 5000, false, (void *)cuMipmappedArrayCreate},
     {"cuMipmappedArrayDestroy", 5000, false, (void *)cuMipmappedArrayDestroy},
+    {"cuLaunchKernel", 4000, false, (void *)cuLaunchKernel},
+    {"cuLaunchKernel", 7000, true, (void *)cuLaunchKernel_ptsz},
+    {"cuLaunchKernelEx", 11060, false, (void *)cuLaunchKernelEx},
+    {"cuLaunchKernelEx", 11060, true, (void *)cuLaunchKernelEx_ptsz},
+    {"cuLaunchCooperativeKernel", 9000, false, (void *)cuLaunchCooperativeKernel},
+    {"cuLaunchCooperativeKernel", 9000, true, (void *)cuLaunchCooperativeKernel_ptsz},
     {"cuGetProcAddress", 11030, false, (void *)cuGetProcAddress},
     {"cuGetProcAddress", 12000, false, (void *)cuGetProcAddress_v2},
 };

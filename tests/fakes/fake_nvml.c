@@ -634,6 +634,33 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory
     FAKE_LOCKED(fake_memory(device, memory));
 }
 
+/* The _v2 form: a version field first, and the driver's reservation
+ * (reported as 0 here: the fake's "used" already includes it). */
+typedef struct nvmlMemory_v2_st {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+
+static nvmlReturn_t fake_memory_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    if (!memory)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    nvmlMemory_t m;
+    nvmlReturn_t r = fake_memory(device, &m);
+    if (r == NVML_SUCCESS) {
+        memory->total = m.total;
+        memory->reserved = 0;
+        memory->free = m.free;
+        memory->used = m.used;
+    }
+    return r;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    FAKE_LOCKED(fake_memory_v2(device, memory));
+}
+
 static nvmlReturn_t fake_driver_version(char *version, unsigned int len)
 {
     if (fake_init_count == 0)

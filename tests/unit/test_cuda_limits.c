@@ -88,6 +88,11 @@ static void test_parse_good(void **state)
     assert_int_equal(l.n, 2);
     assert_int_equal(l.dev[0].memory_bytes, 8192ULL << 20);
     assert_int_equal(l.dev[1].memory_bytes, 1ULL << 20);
+    assert_int_equal(l.dev[0].cores, 0); /* no compute share */
+    assert_int_equal(l.dev[1].cores, 30);
+    assert_int_equal(gpucuda_limits_parse(UUID_A " 8 cores=100\n", &l, err, sizeof(err)), 0);
+    assert_int_equal(l.dev[0].cores, 0); /* the whole card's time: not limited */
+    assert_int_equal(gpucuda_limits_parse(text, &l, err, sizeof(err)), 0);
     unsigned char b[16];
     gpucuda_uuid_parse(UUID_B, strlen(UUID_B), b);
     const gpucuda_limit *found = gpucuda_limits_find(&l, b);
@@ -113,6 +118,10 @@ static void test_parse_malformed(void **state)
         {UUID_A " 99999999999999999999\n", "line 1: expected the share in MiB"},
         {UUID_A " 8192 junk\n", "line 1: expected KEY=VALUE after the share"},
         {UUID_A " 8192\n" UUID_A " 4096\n", "line 2: the card is named twice"},
+        {UUID_A " 8192 cores=0\n", "line 1: cores= takes a percent, 1 to 100"},
+        {UUID_A " 8192 cores=101\n", "line 1: cores= takes a percent, 1 to 100"},
+        {UUID_A " 8192 cores=3x\n", "line 1: cores= takes a percent, 1 to 100"},
+        {UUID_A " 8192 cores=\n", "line 1: cores= takes a percent, 1 to 100"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         gpucuda_limits l = {.n = 7};

@@ -259,6 +259,75 @@ static void test_without_budget_dir_each_process_alone(void **state)
     probe_finish(&a);
 }
 
+/* NVML's memory info (what nvidia-smi shows in the container): the share
+ * as the card's total, the container's use as used, by both entry points;
+ * a card without a share as NVML has it. */
+static void test_nvml_reports_share(void **state)
+{
+    (void)state;
+    char out[512];
+    RUN(true, out, "alloc", "mem", "1000", "nvml");
+    assert_string_equal(out, "alloc ok\nnvml total=4096 used=1000 free=3096\n"
+                             "nvml_v2 total=4096 used=1000 free=3096\n");
+    const char *const hold[] = {"alloc", "mem", "3000", "wait", NULL};
+    probe_proc a = probe_start(true, hold);
+    probe_read(&a, out, sizeof(out), "waiting");
+    RUN(true, out, "nvml"); /* another process sees the container's use */
+    assert_string_equal(out, "nvml total=4096 used=3000 free=1096\n"
+                             "nvml_v2 total=4096 used=3000 free=1096\n");
+    kill(a.pid, SIGKILL);
+    probe_finish(&a);
+    RUN(true, out, "--device", "1", "nvml");
+    assert_string_equal(out, "nvml total=16384 used=163 free=16220\n"
+                             "nvml_v2 total=16384 used=163 free=16220\n");
+    RUN(false, out, "alloc", "mem", "1000", "nvml");
+    assert_string_equal(out, "alloc ok\nnvml total=16384 used=163 free=16220\n"
+                             "nvml_v2 total=16384 used=163 free=16220\n");
+}
+
+static unsigned long long launches(const char *via, const char *kind)
+{
+    char out[128];
+    RUN(true, out, "--via", via, "launch", kind, "400");
+    unsigned long long n = 0;
+    if (sscanf(out, "launch %llu", &n) != 1)
+        fail_msg("--via %s, launch %s: got %s", via, kind, out);
+    return n;
+}
+
+/* A compute share of 10% on a card NVML reports fully busy: launches are
+ * slowed by every kind and every way to the driver (after the first
+ * sample, each period halves the rate); without a share, at 100%, or on
+ * an idle card they are not. */
+static void test_compute_share_slows_launches(void **state)
+{
+    (void)state;
+    write_file(gpus_file, "0 " UUID_A " 16384 ok Fake A\n1 " UUID_B " 16384 ok Fake B\n"
+                          "usage 0 8000 100\n");
+    const char *vias[] = {"procaddr", "procaddr_v1", "dlsym"};
+    const char *kinds[] = {"kernel", "kernel_ptsz", "ex", "ex_ptsz", "coop", "coop_ptsz"};
+    for (size_t k = 0; k < 6; k++) {
+        write_file(limits_file, UUID_A " 4096\n");
+        unsigned long long free_run = launches("procaddr", kinds[k]);
+        write_file(limits_file, UUID_A " 4096 cores=10\n");
+        for (size_t v = 0; v < 3; v++) {
+            unsigned long long n = launches(vias[v], kinds[k]);
+            if (n * 2 > free_run)
+                fail_msg("--via %s, launch %s: %llu launches at 10%%, %llu without a share",
+                         vias[v], kinds[k], n, free_run);
+        }
+    }
+    /* 100%: the whole card's time, no limit. An idle card: no delay. */
+    write_file(limits_file, UUID_A " 4096\n");
+    unsigned long long free_run = launches("procaddr", "kernel");
+    write_file(limits_file, UUID_A " 4096 cores=100\n");
+    assert_true(launches("procaddr", "kernel") * 3 > free_run);
+    write_file(gpus_file, "0 " UUID_A " 16384 ok Fake A\n1 " UUID_B " 16384 ok Fake B\n"
+                          "usage 0 8000 0\n");
+    write_file(limits_file, UUID_A " 4096 cores=30\n");
+    assert_true(launches("procaddr", "kernel") * 3 > free_run);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -271,6 +340,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_share_changed_while_running, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_budget_dir_each_process_alone, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_nvml_reports_share, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compute_share_slows_launches, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
