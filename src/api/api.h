@@ -82,10 +82,11 @@ int api_execute_from(http_request *req, const char *name, const json_t *body, ht
                      gb_err *err);
 int api_commit_from(http_request *req, const char *name, const json_t *body, http_response *resp,
                     gb_err *err);
-/* A patch body (replicaset_patch_fields) for set `name`; "nothing changed" says so
- * in msg. */
-int api_patch_from(http_request *req, const char *name, const json_t *body, http_response *resp,
-                   gb_err *err);
+/* A parsed patch (replicaset_patch_request_parse) of set `name`; "nothing
+ * changed" says so in msg. */
+struct replicaset_patch_request;
+int api_patch_from(http_request *req, const char *name,
+                   const struct replicaset_patch_request *patch, http_response *resp, gb_err *err);
 
 /* fleet_nodes.c: /api/v1/nodes... (404 on a single server) */
 int api_nodes_list(http_request *req, http_response *resp, gb_err *err);
@@ -127,8 +128,9 @@ int api_container_restart(http_request *req, http_response *resp, gb_err *err);
 /* Every field of obj is in allowed (NULL-terminated), else ERR_INVALID_PARAMS
  * naming the field and the fields allowed. */
 int api_check_fields(const json_t *obj, const char *const *allowed, gb_err *err);
-/* The body as an object whose fields are all in allowed (borrowed from req).
- * Not required: an empty or blank body gives *out NULL and 0. */
+/* The body as an object whose fields are all in allowed (borrowed from req;
+ * allowed NULL: a parser that knows the fields checks them). Not required: an empty or blank body
+ * gives *out NULL and 0. */
 int api_body(http_request *req, const char *const *allowed, bool required, json_t **out,
              gb_err *err);
 /* ?name=true|1|false|0; absent is false; anything else ERR_INVALID_PARAMS. */

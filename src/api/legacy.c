@@ -9,8 +9,9 @@
  * the one create parser (service/replicaset/request.h) rewrites it into
  * the /replicaSet form and then reads it the same way as POST /replicaSet,
  * so both families accept and refuse the same things.
- * The gpu and volume patches become a replica-set patch body (gpuPatch,
- * volumePatch) the same way.
+ * The gpu and volume patch bodies go through the one patch parser
+ * (service/replicaset/patch_request.h), which makes them a replica-set
+ * patch (gpuPatch, volumePatch).
  */
 #include "api/api.h"
 
@@ -109,65 +110,34 @@ int api_container_execute(http_request *req, http_response *resp, gb_err *err)
     return api_execute_from(req, name, body, resp, err);
 }
 
+/* One of the older patch routes: its body through the one patch parser
+ * (it knows their fields), then the set's patch. */
+static int legacy_patch(http_request *req, enum replicaset_patch_family family, http_response *resp,
+                        gb_err *err)
+{
+    char name[NAME_MAX_LEN + 1];
+    json_t *body = NULL;
+    replicaset_patch_request patch;
+    if (api_body(req, NULL, true, &body, err) < 0 ||
+        replicaset_patch_request_parse(body, family, &patch, err) < 0)
+        return -1;
+    int rc = legacy_name(req, name, err) < 0 ? -1 : api_patch_from(req, name, &patch, resp, err);
+    replicaset_patch_request_free(&patch);
+    return rc;
+}
+
 /* {gpuCount} -> a patch's gpuPatch. */
 int api_container_gpu(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"gpuCount", NULL};
-    char name[NAME_MAX_LEN + 1];
-    json_t *body = NULL;
-    long long count = 0;
-    if (api_body(req, fields, true, &body, err) < 0 ||
-        json_field_int(body, NULL, "gpuCount", &count, true, err) < 0 ||
-        legacy_name(req, name, err) < 0)
-        return -1;
-    _cleanup_json_ json_t *patch =
-        json_pack("{s:{s:O}}", "gpuPatch", "gpuCount", json_object_get(body, "gpuCount"));
-    return api_patch_from(req, name, patch, resp, err);
+    return legacy_patch(req, RS_PATCH_CONTAINERS_GPU, resp, err);
 }
 
-/* {type, oldBind, newBind} -> a patch's volumePatch. type "volume" says the
- * binds name gpubox volumes, "bind" host paths; it is checked against
- * them, then dropped. */
-static int legacy_bind_type(const json_t *bind, const char *type, const char *what, gb_err *err)
-{
-    const char *src = json_is_object(bind) ? json_string_value(json_object_get(bind, "src"))
-                                           : json_string_value(bind);
-    if (!type || !src || !*src)
-        return 0;
-    bool path = src[0] == '/';
-    if (strcmp(type, "volume") == 0 && path)
-        return err_set(err, ERR_INVALID_PARAMS,
-                       "%s.src is the host path %.64s, but type is \"volume\"; use \"bind\"", what,
-                       src);
-    if (strcmp(type, "bind") == 0 && !path)
-        return err_set(err, ERR_INVALID_PARAMS,
-                       "%s.src %.64s is a volume name, but type is \"bind\"; use \"volume\"", what,
-                       src);
-    return 0;
-}
-
+/* {type, oldBind, newBind} -> a patch's volumePatch; type ("volume": the
+ * binds name gpubox volumes, "bind": host paths) is checked against them,
+ * then dropped. */
 int api_container_volume(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"type", "oldBind", "newBind", NULL};
-    char name[NAME_MAX_LEN + 1];
-    json_t *body = NULL;
-    const char *type = NULL;
-    if (api_body(req, fields, true, &body, err) < 0 ||
-        json_field_string(body, NULL, "type", &type, false, err) < 0)
-        return -1;
-    if (type && strcmp(type, "volume") != 0 && strcmp(type, "bind") != 0)
-        return err_set(err, ERR_INVALID_PARAMS, "type is '%.32s'; use \"volume\" or \"bind\"",
-                       type);
-    json_t *old_bind = json_object_get(body, "oldBind"),
-           *new_bind = json_object_get(body, "newBind");
-    if (legacy_bind_type(old_bind, type, "oldBind", err) < 0 ||
-        legacy_bind_type(new_bind, type, "newBind", err) < 0 || legacy_name(req, name, err) < 0)
-        return -1;
-    _cleanup_json_ json_t *old_ref = old_bind ? replicaset_legacy_volume_ref(old_bind) : NULL;
-    _cleanup_json_ json_t *new_ref = new_bind ? replicaset_legacy_volume_ref(new_bind) : NULL;
-    _cleanup_json_ json_t *patch =
-        json_pack("{s:{s:O?, s:O?}}", "volumePatch", "oldBind", old_ref, "newBind", new_ref);
-    return api_patch_from(req, name, patch, resp, err);
+    return legacy_patch(req, RS_PATCH_CONTAINERS_VOLUME, resp, err);
 }
 
 int api_container_restart(http_request *req, http_response *resp, gb_err *err)

@@ -5,10 +5,11 @@
  * Each handler checks what the request carries (body fields, their types
  * and ranges, the {name} in the path, query flags) and calls one function
  * of the replica-set service (service/replicaset.h), whose data it answers
- * as it is. The create, execute, commit and patch bodies are parsed by
- * helpers that legacy.c shares, so both route families accept the same
- * input; a create body goes through the one create parser
- * (service/replicaset/request.h), as a fleet's placement does. Also here: patch, rollback, restart,
+ * as it is. The execute and commit bodies are parsed by helpers that
+ * legacy.c shares, so both route families accept the same input; a create
+ * body goes through the one create parser (service/replicaset/request.h),
+ * as a fleet's placement does, and a patch body through the one patch
+ * parser (service/replicaset/patch_request.h). Also here: patch, rollback, restart,
  * and GET /operations/{id}.
  */
 #include "util/xalloc.h"
@@ -255,11 +256,11 @@ static int api_pending_answer(const char *name, json_t *data, http_response *res
     return http_response_envelope(resp, ERR_OK, msg, data, err) < 0 ? -1 : 1;
 }
 
-int api_patch_from(http_request *req, const char *name, const json_t *body, http_response *resp,
-                   gb_err *err)
+int api_patch_from(http_request *req, const char *name, const replicaset_patch_request *patch,
+                   http_response *resp, gb_err *err)
 {
     json_t *data = NULL;
-    if (replicaset_patch(req->ctx, name, body, &data, err) < 0)
+    if (replicaset_patch(req->ctx, name, patch, &data, err) < 0)
         return -1;
     int pending = api_pending_answer(name, data, resp, err);
     if (pending)
@@ -279,11 +280,13 @@ int api_replicaset_patch(http_request *req, http_response *resp, gb_err *err)
 {
     const char *name = NULL;
     json_t *body = NULL;
-    if (api_path_name(req, &name, err) < 0 ||
-        api_body(req, replicaset_patch_fields, false, &body, err) < 0)
+    replicaset_patch_request patch;
+    if (api_path_name(req, &name, err) < 0 || api_body(req, NULL, false, &body, err) < 0 ||
+        replicaset_patch_request_parse(body, RS_PATCH_REPLICASET, &patch, err) < 0)
         return -1;
-    _cleanup_json_ json_t *empty = json_object();
-    return api_patch_from(req, name, body ? body : empty, resp, err);
+    int rc = api_patch_from(req, name, &patch, resp, err);
+    replicaset_patch_request_free(&patch);
+    return rc;
 }
 
 int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err)

@@ -2,7 +2,9 @@
  * fuzz_rs_spec.c - a replica-set create body as the server and the
  * handlers read it: the nesting check, the body parse (duplicate keys
  * refused), the typed field helpers, replicaset_spec_from_json, and the one
- * create parser (replicaset_create_request_parse) of both route families.
+ * create parser (replicaset_create_request_parse) of both route families,
+ * and the body as a patch (replicaset_patch_request_parse, each family)
+ * applied to a fixed spec (replicaset_spec_patch).
  *
  * Properties: nothing crashes or leaks; a spec that parses prints to JSON
  * that parses again into a spec that prints the same (the store keeps the
@@ -14,6 +16,7 @@
 
 #include "http/json_depth.h"
 #include "http/request.h"
+#include "service/replicaset/patch_request.h"
 #include "service/replicaset/request.h"
 #include "service/replicaset/spec.h"
 #include "util/json.h"
@@ -33,6 +36,36 @@ static void fuzz_fields(const json_t *body)
     if (json_field_string_array(body, NULL, "cmd", &list, &count, false, &err) == 1)
         free(list);
     json_field_object(body, NULL, "labels", &obj, false, &err);
+}
+
+/* The body as a patch of each family, applied to a small spec: a patch
+ * that applies gives a spec that prints. */
+static void fuzz_patch(const json_t *body)
+{
+    gb_err err;
+    json_t *base_json = json_pack("{s:s, s:[s], s:[{s:s, s:s}]}", "imageName", "img:1", "env",
+                                  "A=1", "binds", "src", "data", "dest", "/d");
+    replicaset_spec base = {0};
+    FUZZ_CHECK(replicaset_spec_from_json(base_json, NULL, &base, &err) == 0, "the base spec: %s",
+               err.msg);
+    for (int family = RS_PATCH_REPLICASET; family <= RS_PATCH_CONTAINERS_VOLUME; family++) {
+        replicaset_patch_request pr;
+        if (replicaset_patch_request_parse(body, (enum replicaset_patch_family)family, &pr, &err) <
+            0)
+            continue;
+        FUZZ_CHECK(json_is_object(pr.body), "a parsed patch is not an object");
+        replicaset_spec out = {0};
+        bool changed = false;
+        if (replicaset_spec_patch(&base, &pr, &out, &changed, &err) == 0) {
+            json_t *printed = replicaset_spec_to_json(&out);
+            FUZZ_CHECK(printed, "a patched spec did not print");
+            json_decref(printed);
+            replicaset_spec_free(&out);
+        }
+        replicaset_patch_request_free(&pr);
+    }
+    replicaset_spec_free(&base);
+    json_decref(base_json);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -67,6 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FUZZ_CHECK(cr.name && cr.spec.image, "a parsed request lacks its name or image");
             replicaset_create_request_free(&cr);
         }
+        fuzz_patch(body);
     }
     http_request_clear(&req);
     free(text);

@@ -1,5 +1,6 @@
 /*
- * test_rs_patch.c - the spec a patch asks for (replicaset_spec_patch): each patch
+ * test_rs_patch.c - the spec a patch asks for (replicaset_patch_request_parse,
+ * then replicaset_spec_patch): each patch
  * field, "nothing changed", and that a bad patch is refused naming the
  * field, exactly as a create with that spec would be.
  */
@@ -12,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "service/replicaset/spec.h"
+#include "service/replicaset/patch_request.h"
 #include "util/cleanup.h"
 
 static const char *const base_text =
@@ -58,9 +59,12 @@ static int patch(fixture *f, const char *text)
     replicaset_spec_free(&f->out);
     f->err = (gb_err)GB_ERR_INIT;
     f->changed = false;
-    if (replicaset_spec_patch(&f->base, p, &f->out, &f->changed, &f->err) < 0)
+    replicaset_patch_request req;
+    if (replicaset_patch_request_parse(p, RS_PATCH_REPLICASET, &req, &f->err) < 0)
         return f->err.code;
-    return ERR_OK;
+    int rc = replicaset_spec_patch(&f->base, &req, &f->out, &f->changed, &f->err);
+    replicaset_patch_request_free(&req);
+    return rc < 0 ? f->err.code : ERR_OK;
 }
 
 static void test_empty_patch_changes_nothing(void **state)

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "service/replicaset/patch_request.h"
 #include "service/replicaset/record.h"
 #include "service/replicaset/spec.h"
 #include "util/cleanup.h"
@@ -473,7 +474,12 @@ static void spec_patch_ok(replicaset_spec *s, const char *text)
     replicaset_spec out;
     bool changed = false;
     gb_err e = GB_ERR_INIT;
-    if (replicaset_spec_patch(s, j, &out, &changed, &e) < 0)
+    replicaset_patch_request p;
+    if (replicaset_patch_request_parse(j, RS_PATCH_REPLICASET, &p, &e) < 0)
+        fail_msg("%s: %s", text, e.msg);
+    int rc = replicaset_spec_patch(s, &p, &out, &changed, &e);
+    replicaset_patch_request_free(&p);
+    if (rc < 0)
         fail_msg("%s: %s", text, e.msg);
     assert_true(changed);
     replicaset_spec_free(s);

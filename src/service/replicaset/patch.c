@@ -119,7 +119,8 @@ static int replicaset_change_stopped(app *a, replicaset_record *r, const replica
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
 
-int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out, gb_err *err)
+int replicaset_patch(app *a, const char *name, const replicaset_patch_request *patch, json_t **out,
+                     gb_err *err)
 {
     OPS_TIMED(a, "patch", out, err);
     if (name_check_replicaset(name, err) < 0)
@@ -134,17 +135,18 @@ int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out
     /* The run limits alone change the record in place, in any state but
      * deleted; with other fields the set must be able to take a patch. */
     int64_t idle = r.idle_stop_s, max = r.max_duration_s;
-    bool limits_only = json_is_object(patch) && json_object_size(patch) > 0 &&
-                       json_object_size(patch) == (size_t)(!!json_object_get(patch, "idleStop") +
-                                                           !!json_object_get(patch, "maxDuration"));
+    bool limits_only = replicaset_patch_request_limits_only(patch);
     enum replicaset_op check =
         limits_only && r.state != RS_STATE_DELETED ? RS_OP_COMMIT : RS_OP_PATCH;
     /* A stopped set's patch changes the spec its next start applies. */
     if (replicaset_lifecycle_check(check, &r, err) < 0 ||
         replicaset_record_next_spec(&r, &base, err) < 0 ||
-        replicaset_spec_patch(&base, patch, &spec, &changed, err) < 0 ||
-        replicaset_record_limits_from_body(patch, &r, NULL, err) < 0)
+        replicaset_spec_patch(&base, patch, &spec, &changed, err) < 0)
         return -1;
+    if (patch->idle_stop_given)
+        r.idle_stop_s = patch->idle_stop_s;
+    if (patch->max_duration_given)
+        r.max_duration_s = patch->max_duration_s;
     bool limits_changed = r.idle_stop_s != idle || r.max_duration_s != max;
     if (r.state == RS_STATE_STOPPED)
         return replicaset_change_stopped(a, &r, changed ? &spec : NULL, limits_changed, "patch",

@@ -41,6 +41,7 @@
 #include <jansson.h>
 
 #include "service/app.h"
+#include "service/replicaset/patch_request.h"
 #include "service/replicaset/request.h"
 #include "service/replicaset/spec.h"
 #include "service/images/images.h"
@@ -86,12 +87,14 @@ int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err);
 /* data: {name, purged, released:{gpus, ports}}. */
 int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err *err);
 
-/* Patch (replicaset_spec_patch says what a patch may carry): a new version with the
+/* Patch (a request parsed by replicaset_patch_request_parse; replicaset_spec_patch
+ * applies it): a new version with the
  * new spec and the system disk carried, or, when the patch changes
  * nothing, no new version. data: {name, replicaSetName, containerName,
  * containerId, version, state, gpus, ports, changed, operationId (when
  * changed), carry}. */
-int replicaset_patch(app *a, const char *name, const json_t *patch, json_t **out, gb_err *err);
+int replicaset_patch(app *a, const char *name, const replicaset_patch_request *patch, json_t **out,
+                     gb_err *err);
 /* A new version whose spec is version `version`'s, carrying the current
  * system disk. ERR_VERSION_NEGATIVE below 0, ERR_INVALID_PARAMS for 0,
  * ERR_NO_NEED_ROLLBACK for the current version, ERR_NOT_FOUND for one the

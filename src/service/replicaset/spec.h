@@ -145,14 +145,6 @@ int replicaset_spec_gpu_put_back(replicaset_spec *spec, const json_t *aside, gb_
 /* Number of ports with host_port 0 (to be allocated). */
 size_t replicaset_spec_ports_to_allocate(const replicaset_spec *spec);
 
-/* replicaset/spec_patch.c: the fields a patch body may carry (NULL-terminated). */
-extern const char *const replicaset_patch_fields[];
-/* The spec patch asks for: cur with the patch's changes (gpuPatch,
- * volumePatch, envPatch, containerPorts/ports, cpus, memory, shmSize,
- * restartPolicy, sshKeys; docs/api.md) applied and validated as a create's spec.
- * *changed is false when the result is the same spec. Errors name the
- * field ("volumePatch.oldBind ..."). */
-int replicaset_spec_patch(const replicaset_spec *cur, const json_t *patch, replicaset_spec *out,
-                          bool *changed, gb_err *err);
+/* A patch's spec: replicaset_spec_patch (replicaset/patch_request.h). */
 
 #endif

@@ -26,21 +26,13 @@
  *   sshKeys                                   the new key list (null, []: none)
  *   cpuCount                                  exclusive cores (0 or null: none)
  */
-#include "service/replicaset/spec.h"
+#include "service/replicaset/patch_request.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "util/cleanup.h"
 #include "util/json.h"
-
-/* idleStop and maxDuration are the set's run limits, not its spec
- * (replicaset/record.h): allowed here, read by replicaset/patch.c. */
-const char *const replicaset_patch_fields[] = {
-    "imageName", "gpuPatch",    "volumePatch", "envPatch", "containerPorts",
-    "ports",     "cpus",        "memory",      "shmSize",  "restartPolicy",
-    "idleStop",  "maxDuration", "sshKeys",     "cpuCount", NULL,
-};
 
 /* gpuPatch's fields (replicaset/spec_gpu.c reads them). */
 static const char *const replicaset_patch_gpu_fields[] = {
@@ -275,43 +267,47 @@ static int replicaset_patch_env(json_t *spec, const json_t *ep, gb_err *err)
 }
 
 /* Every field of the patch applied to spec (the JSON form). */
-static int replicaset_patch_apply(json_t *spec, const json_t *patch, gb_err *err)
+static int replicaset_patch_apply(json_t *spec, const replicaset_patch_request *patch, gb_err *err)
 {
-    json_t *v;
-    if ((v = json_object_get(patch, "volumePatch")) && !json_is_null(v) &&
-        replicaset_patch_volumes(spec, v, err) < 0)
+    if (patch->volumes && !json_is_null(patch->volumes) &&
+        replicaset_patch_volumes(spec, patch->volumes, err) < 0)
         return -1;
-    if ((v = json_object_get(patch, "envPatch")) && !json_is_null(v) &&
-        replicaset_patch_env(spec, v, err) < 0)
+    if (patch->env && !json_is_null(patch->env) && replicaset_patch_env(spec, patch->env, err) < 0)
         return -1;
-    json_t *cports = json_object_get(patch, "containerPorts"),
-           *ports = json_object_get(patch, "ports");
-    if (cports || ports) {
-        json_object_set_new(spec, "containerPorts", cports ? json_incref(cports) : json_array());
-        json_object_set_new(spec, "ports", ports ? json_incref(ports) : json_array());
+    if (patch->container_ports || patch->ports) {
+        json_object_set_new(spec, "containerPorts",
+                            patch->container_ports ? json_incref((json_t *)patch->container_ports)
+                                                   : json_array());
+        json_object_set_new(spec, "ports",
+                            patch->ports ? json_incref((json_t *)patch->ports) : json_array());
     }
-    static const char *const limits[] = {"imageName",     "cpus",    "memory",  "shmSize",
-                                         "restartPolicy", "sshKeys", "cpuCount"};
-    for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
-        if ((v = json_object_get(patch, limits[i])))
-            json_object_set(spec, limits[i], v);
+    const struct {
+        const char *name;
+        const json_t *value;
+    } fields[] = {
+        {"imageName", patch->image},
+        {"cpus", patch->cpus},
+        {"memory", patch->memory},
+        {"shmSize", patch->shm_size},
+        {"restartPolicy", patch->restart_policy},
+        {"sshKeys", patch->ssh_keys},
+        {"cpuCount", patch->cpu_count},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+        if (fields[i].value)
+            json_object_set(spec, fields[i].name, (json_t *)fields[i].value);
     return 0;
 }
 
-int replicaset_spec_patch(const replicaset_spec *cur, const json_t *patch, replicaset_spec *out,
-                          bool *changed, gb_err *err)
+int replicaset_spec_patch(const replicaset_spec *cur, const replicaset_patch_request *patch,
+                          replicaset_spec *out, bool *changed, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
-    if (!json_is_object(patch))
-        return err_set(err, ERR_WRONG_TYPE, "a patch must be a JSON object, not %s",
-                       json_type_name(patch));
-    if (replicaset_patch_check_fields(patch, NULL, replicaset_patch_fields, err) < 0)
-        return -1;
     _cleanup_json_ json_t *before = replicaset_spec_to_json(cur);
     _cleanup_json_ json_t *spec = json_deep_copy(before);
     if (!before || !spec)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    json_t *gp = json_object_get(patch, "gpuPatch");
+    const json_t *gp = patch->gpu;
     if (replicaset_patch_apply(spec, patch, err) < 0 ||
         replicaset_spec_from_json(spec, NULL, out, err) < 0)
         return -1;
