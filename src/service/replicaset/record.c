@@ -269,11 +269,6 @@ int replicaset_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *ma
     return 0;
 }
 
-int replicaset_record_limits_from_body(const json_t *body, replicaset_record *r, bool *given,
-                                       gb_err *err)
-{
-    return replicaset_run_limits_parse(body, &r->idle_stop_s, &r->max_duration_s, given, err);
-}
 
 void replicaset_record_limits_json(const replicaset_record *r, json_t *obj)
 {

@@ -212,14 +212,11 @@ json_t *replicaset_record_history_entry(const replicaset_record *r, const char *
  * "maxDuration", "runningSince"?, "stopAt"?, "stopped"?} merged into obj. */
 void replicaset_record_limits_json(const replicaset_record *r, json_t *obj);
 /* The run limits of a create or patch body (idleStop, maxDuration: "30m",
- * "" or null for none) into r; absent fields leave r as it is.
+ * "" or null for none) into *idle_s and *max_s, kept when absent.
  * ERR_INVALID_PARAMS / ERR_WRONG_TYPE naming the field. *given: whether
  * the body had any of them. */
 #define RS_LIMIT_MIN_S 10
 #define RS_LIMIT_MAX_S (366LL * 86400)
-int replicaset_record_limits_from_body(const json_t *body, replicaset_record *r, bool *given,
-                                       gb_err *err);
-/* The same, into *idle_s and *max_s (kept when absent; a create request). */
 int replicaset_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *max_s, bool *given,
                                 gb_err *err);
 
