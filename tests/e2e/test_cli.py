@@ -248,7 +248,7 @@ def test_run_ps_inspect_history(d):
     assert rows[0]["VERSION"] == "1" and rows[0]["STATE"] == "running"
     assert rows[0]["IMAGE"] == IMAGE and rows[0]["GPUS"] == "2"
     assert name in ok(d, "ps", "-q").stdout.split()
-    assert as_json(d, "ps") == d.get("/api/v1/replicaSet").data
+    assert still(as_json(d, "ps")) == still(d.get("/api/v1/replicaSet").data)
 
     out = ok(d, "inspect", name).stdout
     assert f"Name:       {name}\n" in out and "State:      running\n" in out

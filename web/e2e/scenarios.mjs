@@ -103,7 +103,8 @@ export const scenarios = {
     await page.getByRole('button', { name: `Delete ${name}` }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
     await bar.waitFor({ state: 'detached' });
-    assert.equal((await api('GET', `/api/v1/volumes/${name}`)).code, 1100);
+    // the list may drop it while the delete still runs: the answer follows
+    await until('the volume to be gone', async () => (await api('GET', `/api/v1/volumes/${name}`)).code === 1100);
     assertClean(page);
   },
 
