@@ -443,7 +443,30 @@ int store_range(store *s, const char *prefix, store_kvs *out, gb_err *err)
                        prefix, STORE_KEY_MAX);
     if (store_check_relative(s, "store range prefix", prefix, true, err) < 0)
         return -1;
-    return s->backend->range(s, prefix, out, err);
+    return s->backend->range(s, prefix, NULL, NULL, out, err);
+}
+
+int store_range_between(store *s, const char *prefix, const char *start, const char *end,
+                        store_kvs *out, gb_err *err)
+{
+    *out = (store_kvs){0};
+    if (!start && !end)
+        return store_range(s, prefix, out, err);
+    if (!prefix)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "store range: prefix is missing (use \"\" for all)");
+    const char *bounds[] = {start, end};
+    for (int i = 0; i < 2; i++)
+        if (bounds[i] &&
+            (strncmp(bounds[i], prefix, strlen(prefix)) != 0 || strlen(bounds[i]) > STORE_KEY_MAX))
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "store range: the %s key '%.64s' is not under the prefix '%.64s'",
+                           i ? "end" : "start", bounds[i], prefix);
+    if (store_check_relative(s, "store range prefix", prefix, true, err) < 0)
+        return -1;
+    if (start && end && strcmp(start, end) >= 0)
+        return 0;
+    return s->backend->range(s, prefix, start, end, out, err);
 }
 
 int store_txn(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,

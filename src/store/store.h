@@ -162,7 +162,10 @@ struct store_backend {
     int (*open)(const char *url, store **out, gb_err *err);
     void (*close)(store *s);
     int (*get)(store *s, const char *key, store_kv *out, gb_err *err);
-    int (*range)(store *s, const char *prefix, store_kvs *out, gb_err *err);
+    /* Keys under prefix, from start (NULL: the first) up to end (NULL:
+     * past the last); start and end begin with prefix (store.c checks). */
+    int (*range)(store *s, const char *prefix, const char *start, const char *end, store_kvs *out,
+                 gb_err *err);
     int (*txn)(store *s, const store_cmp *cmps, size_t ncmps, const store_op *ops, size_t nops,
                bool *succeeded, int64_t *revision, gb_err *err);
     int (*revision)(store *s, int64_t *revision, gb_err *err);
@@ -216,6 +219,13 @@ int store_delete(store *s, const char *key, gb_err *err);
 /* Every key beginning with prefix ("" = all), sorted by key. A relative
  * prefix ("../../users/") gives the keys in that relative form. */
 int store_range(store *s, const char *prefix, store_kvs *out, gb_err *err);
+/* The part of prefix's range from start (inclusive; NULL: from the first
+ * key) to end (exclusive; NULL: through the last), in one read: what a
+ * caller whose keys sort by time reads to get one stretch of time without
+ * the rest. start and end, when given, are keys beginning with prefix
+ * (ERR_INVALID_PARAMS otherwise); start >= end gives nothing. */
+int store_range_between(store *s, const char *prefix, const char *start, const char *end,
+                        store_kvs *out, gb_err *err);
 /* How many "../" a key of this handle may begin with (relative keys,
  * above): the number of segments of its key prefix, 3 for
  * "/gpubox/nodes/a/". 0 when it has none (SQLite, etcd without a path):

@@ -265,16 +265,18 @@ static int etcd_store_range_page(struct etcd_store *es, struct etcd_key_base bas
 }
 
 /* Every key under prefix, page by page at one revision. */
-static int etcd_store_range_once(struct etcd_store *es, const char *prefix, store_kvs *out,
-                                 int *grpc_code, gb_err *err)
+static int etcd_store_range_once(struct etcd_store *es, const char *prefix, const char *from,
+                                 const char *to, store_kvs *out, int *grpc_code, gb_err *err)
 {
     size_t full_len = 0;
     _cleanup_free_ char *full = etcd_store_full_key(es, prefix, &full_len);
     const char *rest = NULL;
     struct etcd_key_base base = etcd_store_key_base(es, prefix, &rest);
     /* etcd has no empty key; "\0" is the lowest key there is. */
-    _cleanup_json_ json_t *start = etcd_json_bytes(full, full_len ? full_len : 1);
-    _cleanup_json_ json_t *range_end = etcd_json_range_end(full, full_len);
+    _cleanup_json_ json_t *start =
+        from ? etcd_store_json_key(es, from) : etcd_json_bytes(full, full_len ? full_len : 1);
+    _cleanup_json_ json_t *range_end =
+        to ? etcd_store_json_key(es, to) : etcd_json_range_end(full, full_len);
 
     store_kvs kvs = {0};
     size_t cap = 0;
@@ -300,12 +302,13 @@ static int etcd_store_range_once(struct etcd_store *es, const char *prefix, stor
     return 0;
 }
 
-static int etcd_store_range(store *s, const char *prefix, store_kvs *out, gb_err *err)
+static int etcd_store_range(store *s, const char *prefix, const char *from, const char *to,
+                            store_kvs *out, gb_err *err)
 {
     struct etcd_store *es = (struct etcd_store *)s;
     for (int restarts = 0;; restarts++) {
         int grpc_code = 0;
-        if (etcd_store_range_once(es, prefix, out, &grpc_code, err) == 0)
+        if (etcd_store_range_once(es, prefix, from, to, out, &grpc_code, err) == 0)
             return 0;
         if (grpc_code != ETCD_GRPC_OUT_OF_RANGE || restarts == ETCD_RANGE_RESTARTS)
             return err_prefix(err, "listing keys under '%s'", prefix);

@@ -448,9 +448,9 @@ static char *sqlite_store_prefix_end(const char *prefix)
 }
 
 static int sqlite_store_range_on(struct sqlite_store *ss, sqlite3 *db, const char *prefix,
-                                 store_kvs *out, gb_err *err)
+                                 const char *start, const char *stop, store_kvs *out, gb_err *err)
 {
-    _cleanup_free_ char *end = sqlite_store_prefix_end(prefix);
+    _cleanup_free_ char *end = stop ? xstrdup(stop) : sqlite_store_prefix_end(prefix);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     if (sqlite_store_prepare(ss, db,
                              end ? "SELECT key, value, create_revision, mod_revision FROM kv"
@@ -459,7 +459,7 @@ static int sqlite_store_range_on(struct sqlite_store *ss, sqlite3 *db, const cha
                                    " WHERE key >= ?1 ORDER BY key",
                              &st, err) < 0)
         return -1;
-    sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, start ? start : prefix, -1, SQLITE_STATIC);
     if (end)
         sqlite3_bind_text(st, 2, end, -1, SQLITE_STATIC);
 
@@ -488,13 +488,14 @@ static int sqlite_store_range_on(struct sqlite_store *ss, sqlite3 *db, const cha
     return 0;
 }
 
-static int sqlite_store_range(store *s, const char *prefix, store_kvs *out, gb_err *err)
+static int sqlite_store_range(store *s, const char *prefix, const char *start, const char *end,
+                              store_kvs *out, gb_err *err)
 {
     struct sqlite_store *ss = (struct sqlite_store *)s;
     sqlite3 *db = NULL;
     if (sqlite_store_reader_get(ss, &db, err) < 0)
         return -1;
-    int r = sqlite_store_range_on(ss, db, prefix, out, err);
+    int r = sqlite_store_range_on(ss, db, prefix, start, end, out, err);
     sqlite_store_reader_put(ss, db, r >= 0);
     return r;
 }

@@ -346,6 +346,50 @@ static void test_range_by_prefix(void **state)
     assert_range(f->s, "zzz", NULL, 0);
 }
 
+/* store_range_between's keys, as the list want (n of them). */
+static void assert_between(store *s, const char *prefix, const char *start, const char *end,
+                           const char *const *want, size_t nwant)
+{
+    gb_err e = GB_ERR_INIT;
+    store_kvs kvs = {0};
+    if (store_range_between(s, prefix, start, end, &kvs, &e) < 0)
+        fail_msg("range '%s' [%s, %s): %s", prefix, start ? start : "-", end ? end : "-", e.msg);
+    if (kvs.n != nwant)
+        fail_msg("range '%s' [%s, %s): %zu keys, expected %zu", prefix, start ? start : "-",
+                 end ? end : "-", kvs.n, nwant);
+    for (size_t i = 0; i < nwant; i++)
+        assert_string_equal(kvs.items[i].key, want[i]);
+    store_kvs_free(&kvs);
+}
+
+/* A stretch of a prefix's keys: keys that sort by time give a stretch of
+ * time, none of the prefix's neighbours leaking in. */
+static void test_range_between(void **state)
+{
+    struct fixture *f = *state;
+    const char *keys[] = {"t/0001-a", "t/0002-a", "t/0002-b", "t/0003-a",
+                          "t/0009-z", "t0",       "s/0002-a", "u"};
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+        put_ok(f->s, keys[i], "=");
+    const char *from2[] = {"t/0002-a", "t/0002-b", "t/0003-a", "t/0009-z"};
+    assert_between(f->s, "t/", "t/0002-", NULL, from2, ARRAY_SIZE(from2));
+    const char *to3[] = {"t/0001-a", "t/0002-a", "t/0002-b"};
+    assert_between(f->s, "t/", NULL, "t/0003-", to3, ARRAY_SIZE(to3));
+    const char *mid[] = {"t/0002-a", "t/0002-b", "t/0003-a"};
+    assert_between(f->s, "t/", "t/0002-", "t/0004-", mid, ARRAY_SIZE(mid));
+    assert_between(f->s, "t/", "t/0004-", "t/0002-", NULL, 0);
+    assert_between(f->s, "t/", "t/9", NULL, NULL, 0);
+    const char *all[] = {"t/0001-a", "t/0002-a", "t/0002-b", "t/0003-a", "t/0009-z"};
+    assert_between(f->s, "t/", NULL, NULL, all, ARRAY_SIZE(all));
+    /* Bounds outside the prefix are refused. */
+    gb_err e = GB_ERR_INIT;
+    store_kvs kvs = {0};
+    assert_int_equal(store_range_between(f->s, "t/", "s/0002", NULL, &kvs, &e), -1);
+    assert_int_equal(e.code, ERR_INVALID_PARAMS);
+    assert_int_equal(store_range_between(f->s, "t/", NULL, "u", &kvs, &e), -1);
+    assert_int_equal(kvs.n, 0);
+}
+
 static void test_range_many_sorted(void **state)
 {
     struct fixture *f = *state;
@@ -961,6 +1005,7 @@ int main(void)
         BACKEND_TEST(test_put_overwrite_keeps_create_revision),
         BACKEND_TEST(test_delete),
         BACKEND_TEST(test_range_by_prefix),
+        BACKEND_TEST(test_range_between),
         BACKEND_TEST(test_range_many_sorted),
         BACKEND_TEST(test_txn_each_comparison),
         BACKEND_TEST(test_txn_multi_key_atomic),
