@@ -33,6 +33,7 @@
 #include "service/replicaset/replicaset.h"
 #include "store/store.h"
 #include "util/cleanup.h"
+#include "util/time.h"
 
 enum config_kind { OPT_STRING, OPT_UINT, OPT_SWITCH, OPT_CHOICE, OPT_FUNC, OPT_CLI_ONLY };
 
@@ -147,6 +148,17 @@ static int apply_usage_interval(daemon_config *cfg, const char *value, gb_err *e
         return err_set(err, ERR_INVALID_PARAMS,
                        "'%s' is not a number of seconds from 0.1 to 3600 (0: no sampling)", value);
     cfg->app.usage_interval_s = s;
+    return 0;
+}
+
+/* "400d", "12h", "90s": how long closed accounting intervals are kept. */
+static int apply_accounting_retention(daemon_config *cfg, const char *value, gb_err *err)
+{
+    int64_t s = 0;
+    if (time_duration_parse(value, &s) < 0 || s < 1)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "'%s' is not a duration of at least 1s, such as 400d, 12h or 90s", value);
+    cfg->app.accounting_retention_s = s;
     return 0;
 }
 
@@ -311,6 +323,11 @@ static const config_option config_options[] = {
            "how often the GPUs' live usage is read (decimals allowed; 0: never, and idleStop is "
            "not enforced) (docs/usage.md)",
            apply_usage_interval),
+    OPT_FN("accounting-retention", "DURATION", "400d",
+           "closed accounting intervals older than this are deleted; their usage stays in the "
+           "hourly rollup that usage queries, /metrics and fair share read (units d, h, m, s; "
+           "docs/users.md)",
+           apply_accounting_retention),
     OPT_FN("xid-critical", "XID[,XID...]", MONITOR_XID_DEFAULT,
            "XID errors that mark a card unhealthy until an admin clears it", apply_xid_critical),
     OPT_ONE_OF("share-overrun", "report|kill", "report",

@@ -84,6 +84,9 @@ typedef struct app_config {
     /* MiB of kept logs per replica set, a quarter of it per version
      * (service/replicaset/logs.c); 0: RS_LOGS_KEEP_SET_MIB_DEFAULT. */
     unsigned kept_logs_mib;
+    /* Closed accounting intervals older than this are deleted, their usage
+     * kept in the rollup (users/rollup.c); 0: 400 days. */
+    int64_t accounting_retention_s;
     /* Registry credentials for pulls (service/images/images.h); NULL: none. */
     const char *registry_auth_file;
 } app_config;

@@ -109,9 +109,23 @@ char *keys_acct_prefix(char *buf, size_t size, const char *up, const char *owner
                                 owner ? "/" : ""));
 }
 
+char *keys_acct_sum(char *buf, size_t size, const char *up, const char *owner)
+{
+    return keys_format(buf, size, snprintf(buf, size, "%s" KEYS_ACCOUNTS_SUM "%s", up, owner));
+}
+
+char *keys_acct_day(char *buf, size_t size, const char *up, const char *owner, long long day_ms)
+{
+    if (day_ms < 0)
+        return keys_format(buf, size, snprintf(buf, size, "%s" KEYS_ACCOUNTS_DAY "%s/", up, owner));
+    return keys_format(buf, size,
+                       snprintf(buf, size, "%s" KEYS_ACCOUNTS_DAY "%s/%013lld", up, owner, day_ms));
+}
+
 bool keys_account_owner(const char *key, char *owner, size_t size)
 {
-    const char *roots[] = {KEYS_ACCOUNTS_LEDGER, KEYS_ACCOUNTS_ACCT};
+    const char *roots[] = {KEYS_ACCOUNTS_LEDGER, KEYS_ACCOUNTS_ACCT, KEYS_ACCOUNTS_SUM,
+                           KEYS_ACCOUNTS_DAY};
     for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
         const char *at = strstr(key, roots[i]);
         if (!at)

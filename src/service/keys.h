@@ -53,12 +53,18 @@
  *   /accounts/users/<name>                   a user (users/users.h)
  *   /accounts/quota-defaults                 the quota new users get
  *   /accounts/ledger/<owner>                 what owner holds now
- *   /accounts/acct/<owner>/<to ms>-<set>     one closed interval of holding cards */
+ *   /accounts/acct/<owner>/<to ms>-<set>     one closed interval of holding cards
+ *   /accounts/acctsum/<owner>                the rollup's state: folded through
+ *                                            when, totals, decayed usage
+ *   /accounts/acctday/<owner>/<day ms>       the rollup of one UTC day, hour by hour
+ *                                            (users/rollup.c) */
 #define KEYS_ACCOUNTS "/accounts/"
 #define KEYS_ACCOUNTS_USERS KEYS_ACCOUNTS "users/"
 #define KEYS_ACCOUNTS_DEFAULTS KEYS_ACCOUNTS "quota-defaults"
 #define KEYS_ACCOUNTS_LEDGER KEYS_ACCOUNTS "ledger/"
 #define KEYS_ACCOUNTS_ACCT KEYS_ACCOUNTS "acct/"
+#define KEYS_ACCOUNTS_SUM KEYS_ACCOUNTS "acctsum/"
+#define KEYS_ACCOUNTS_DAY KEYS_ACCOUNTS "acctday/"
 
 /* Build a key into buf; returns buf, or NULL when it does not fit. */
 /* up + the user name's key; name "" gives the prefix of every user. */
@@ -70,8 +76,13 @@ char *keys_acct(char *buf, size_t size, const char *up, const char *owner, long 
                 const char *set);
 /* The prefix of owner's intervals; owner NULL: of everyone's. */
 char *keys_acct_prefix(char *buf, size_t size, const char *up, const char *owner);
-/* The owner a ledger or interval key names (the segment after ledger/ or
- * acct/), into owner; false when key is neither. */
+/* owner's rollup state; owner "" gives the prefix of everyone's. */
+char *keys_acct_sum(char *buf, size_t size, const char *up, const char *owner);
+/* owner's rollup of the UTC day that begins at day_ms; day_ms < 0 gives
+ * the prefix of all owner's days. */
+char *keys_acct_day(char *buf, size_t size, const char *up, const char *owner, long long day_ms);
+/* The owner a ledger, interval or rollup key names (the segment after
+ * ledger/, acct/, acctsum/ or acctday/), into owner; false when key is none. */
 bool keys_account_owner(const char *key, char *owner, size_t size);
 char *keys_replicaset(char *buf, size_t size, const char *name);
 char *keys_replicaset_history(char *buf, size_t size, const char *name, long version);

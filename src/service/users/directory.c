@@ -141,6 +141,7 @@ int users_open(app *a, gb_err *err)
 {
     users *u = xcalloc(1, sizeof(*u));
     u->a = a;
+    u->fairshare_half_life_s = USERS_FAIRSHARE_HALF_LIFE_S;
     pthread_mutex_init(&u->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -153,7 +154,7 @@ int users_open(app *a, gb_err *err)
     if (pthread_create(&u->thread, NULL, directory_thread, u) != 0)
         return err_set(err, ERR_INTERNAL, "users: cannot start the refresh thread");
     u->thread_started = true;
-    return 0;
+    return users_rollup_start(u, err);
 }
 
 void users_close(users *u)
@@ -167,6 +168,8 @@ void users_close(users *u)
         pthread_mutex_unlock(&u->mu);
         pthread_join(u->thread, NULL);
     }
+    if (u->rollup_started)
+        pthread_join(u->rollup_thread, NULL);
     if (u->v)
         token_wipe(u->v, u->n * sizeof(*u->v));
     free(u->v);
