@@ -4,16 +4,22 @@ rewrite while gpuboxd runs: a process appears in an instance's container
 (its real host PID, mapped through /proc/<pid>/cgroup), a process outside
 any container takes memory (foreign), utilization drops to zero, an XID
 arrives, a card disappears. Idle stops and time limits run on simulated
-cards (always idle), and survive a restart of gpuboxd.
+cards (always idle), and survive a restart of gpuboxd. And accounting
+that stays small: usage answers after the rollup has folded and pruned the
+intervals (--accounting-retention).
 """
 import os
+import secrets
+import sqlite3
 import time
 
 import pytest
 
-from conftest import FAKE_NVML, Daemon, docker_get, fake_gpu_env
-from rsutil import (call, create, create_ok, delete, execute_ok, lifecycle, patch,
-                    remove_containers, rs_path, wait_until, RUN_TAG)
+import conftest
+from conftest import FAKE_NVML, Daemon, docker_get, fake_gpu_env, run_gpuboxd
+from rsutil import (IMAGE, call, create, create_ok, delete, execute_ok, lifecycle, patch,
+                    remove_containers, rs_path, wait_until, wipe, RUN_TAG)
+from secutil import as_, write_tokens
 from rsutil import info_live as info_ok  # these tests read the live usage
 
 PREFIX = f"usage{RUN_TAG}_"
@@ -272,3 +278,128 @@ def test_sampling_off(start_daemon):
     dev = list(devices(d).values())[0]
     assert dev["usage"] is None
     assert "usage monitor: no sampling" in d.log()
+
+
+# --- accounting that stays small: the rollup (docs/users.md, "Accounting") -----------------
+
+ACCT_ADMIN = "adm-" + secrets.token_hex(20)
+ACCT_PORTS = "64720-64739"
+
+
+def acct_keys(d, user, kind="acct"):
+    """The keys of user's closed intervals (kind acct), rollup state
+    (acctsum) or days (acctday) in the daemon's store."""
+    needle = f"/accounts/{kind}/{user}"
+    if conftest.STORE_BACKEND == "etcd":
+        prefix = "/" + conftest.store_args(d.data_dir)[1].split("/", 3)[3]
+        return [k for k in conftest.shared_etcd().range(prefix) if needle in k]
+    db = sqlite3.connect(f"file:{d.data_dir}/state.db?mode=ro", uri=True)
+    try:
+        return [r[0] for r in db.execute("SELECT key FROM kv WHERE instr(key, ?) > 0", (needle,))]
+    finally:
+        db.close()
+
+
+def acct_daemon(tmp_path, tokens):
+    return Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "data"),
+                   "--simulate-gpus", "4xA100-80GB", "--port-range", ACCT_PORTS, "--token-file",
+                   str(tokens), "--accounting-retention", "2s"],
+                  tmp_path / "data", tmp_path / "gpuboxd.log").start()
+
+
+def acct_ok(r):
+    assert r.status == 200 and r.code == 200, r.json
+    return r.json["data"]
+
+
+def used(d, user, query=""):
+    """user's (cardSeconds, shareMiBSeconds, {set: cardSeconds}) in the window."""
+    data = acct_ok(as_(d, ACCT_ADMIN, "GET", f"/api/v1/usage?user={user}{query}"))
+    u = [x for x in data["users"] if x["user"] == user]
+    if not u:
+        return 0, 0, {}
+    return u[0]["cardSeconds"], u[0]["shareMiBSeconds"], {s["name"]: s["cardSeconds"]
+                                                          for s in u[0]["sets"]}
+
+
+def test_usage_keeps_its_meaning_after_the_rollup_prunes_the_intervals(tmp_path):
+    """With --accounting-retention 2s the intervals are folded into the
+    rollup and deleted seconds after they close: totals, whole-hour
+    windows, windows before and after, /metrics and a restart answer as the
+    intervals did."""
+    tokens = write_tokens(tmp_path / "tokens", f"alice:admin:{ACCT_ADMIN}\n")
+    d = acct_daemon(tmp_path, tokens)
+    try:
+        user = "rol" + secrets.token_hex(2)
+        tok = acct_ok(as_(d, ACCT_ADMIN, "POST", "/api/v1/users",
+                          {"name": user, "role": "user"}))["token"]
+        name = f"{PREFIX}acct{secrets.token_hex(2)}"
+        body = {"imageName": IMAGE, "replicaSetName": name, "gpuCount": 2,
+                "cmd": ["sleep", "3600"]}
+        w0 = time.time()
+        t0 = time.monotonic()
+        acct_ok(as_(d, tok, "POST", "/api/v1/replicaSet", body))
+        t1 = time.monotonic()
+        time.sleep(3)
+        t2 = time.monotonic()
+        acct_ok(as_(d, tok, "PATCH", rs_path(name), {"gpuPatch": {"gpuCount": 1}}))
+        t3 = time.monotonic()
+        time.sleep(2)
+        t4 = time.monotonic()
+        acct_ok(as_(d, tok, "PATCH", rs_path(name, "/stop")))
+        t5 = time.monotonic()
+        w1 = time.time()
+        low, high = 2 * (t2 - t1) + (t4 - t3), 2 * (t3 - t0) + (t5 - t2)
+
+        # Folded and past the retention: the intervals are gone...
+        assert wait_until(lambda: not acct_keys(d, user), timeout=20), acct_keys(d, user)
+        assert acct_keys(d, user, "acctsum") and acct_keys(d, user, "acctday")
+        # ...and still count.
+        cs, mib, sets = used(d, user)
+        assert low - 1 <= cs <= high + 1, (low, cs, high)
+        assert mib == 0 and sets == {name: pytest.approx(cs, abs=0.01)}, sets
+        # Whole hours are exact; before the set and in the future, nothing.
+        h0, h1 = int(w0 // 3600 * 3600), int(w1 // 3600 * 3600) + 3600
+        assert used(d, user, f"&from={h0}&to={h1}")[0] == pytest.approx(cs, abs=0.01)
+        assert used(d, user, f"&from={h0 - 7200}&to={h0}") == (0, 0, {})
+        assert used(d, user, f"&from={h1 + 60}&to={h1 + 3600}")[:2] == (0, 0)
+        # The owner reads the same about themself; /metrics counts it.
+        mine = acct_ok(as_(d, tok, "GET", "/api/v1/usage"))["users"]
+        assert mine[0]["cardSeconds"] == pytest.approx(cs, abs=0.01)
+        conn = d.connection()
+        try:
+            conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {ACCT_ADMIN}"})
+            text = conn.getresponse().read().decode()
+        finally:
+            conn.close()
+        line = [x for x in text.splitlines()
+                if x.startswith("gpubox_user_card_seconds_total{") and f'user="{user}"' in x]
+        assert len(line) == 1 and float(line[0].split()[-1]) == pytest.approx(cs, abs=0.01), line
+
+        # The rollup is in the store: a restart keeps it.
+        d.stop()
+        d = acct_daemon(tmp_path, tokens)
+        assert used(d, user)[0] == pytest.approx(cs, abs=0.01)
+        # An open share goes on counting to now while folds run around it.
+        share = f"{PREFIX}acsh{secrets.token_hex(2)}"
+        body = {"imageName": IMAGE, "replicaSetName": share, "gpuCount": 1, "gpuMemory": "1GB",
+                "cmd": ["sleep", "3600"]}
+        s0 = time.monotonic()
+        acct_ok(as_(d, tok, "POST", "/api/v1/replicaSet", body))
+        s1 = time.monotonic()
+        time.sleep(3.5)
+        s2 = time.monotonic()
+        _, mib, _ = used(d, user)
+        s3 = time.monotonic()
+        assert 1024 * (s2 - s1) - 1024 <= mib <= 1024 * (s3 - s0) + 1024, (mib, s2 - s1)
+        assert used(d, user)[0] == pytest.approx(cs, abs=0.01)
+    finally:
+        d.token = ACCT_ADMIN
+        wipe(d, PREFIX)
+        d.stop()
+
+
+def test_accounting_retention_is_checked(tmp_path):
+    rc, _, err = run_gpuboxd(["--accounting-retention", "soon", "--data-dir",
+                              str(tmp_path / "data")])
+    assert rc != 0 and "accounting-retention" in err and "at least 1s" in err, err

@@ -132,7 +132,7 @@ static int usage_owner(app *a, const char *owner, const char *set, int64_t from,
     struct usage_slots us = {.c = &c, .owner = owner};
     int64_t y = to < r.through ? to : r.through;
     int rc = 0;
-    if (r.first && from < y) {
+    if (r.first && from < y && y > r.first) {
         if (from <= r.first) {
             const char *id;
             json_t *t;
@@ -160,7 +160,7 @@ static int usage_owner(app *a, const char *owner, const char *set, int64_t from,
 }
 
 int users_usage_collect(app *a, const char *user, const char *set, int64_t from, int64_t to,
-                         int64_t now, json_t *users, gb_err *err)
+                        int64_t now, json_t *users, gb_err *err)
 {
     if (user)
         return usage_owner(a, user, set, from, to, now, users, err);
@@ -203,7 +203,9 @@ static json_t *usage_list(json_t *users)
         json_object_foreach(json_object_get(u, "sets"), sk, s)
         {
             usage_clamp(s);
-            json_array_append(sets, s);
+            if (json_real_value(json_object_get(s, "cardSeconds")) > 0 ||
+                json_real_value(json_object_get(s, "shareMiBSeconds")) > 0)
+                json_array_append(sets, s); /* the rollup's subtraction may leave a zero */
         }
         json_object_set_new(u, "sets", sets);
         json_array_append(list, u);
