@@ -12,7 +12,10 @@
  *   ledger/<owner>      what the owner holds now, set by set and volume by
  *                       volume (ledger.c), rewritten in the same
  *                       transaction as every record change
- *   acct/<owner>/<to>-<set>  one closed interval of holding cards
+ *   acct/<owner>/<to>-<set>  one closed interval of holding cards, deleted
+ *                       after --accounting-retention once folded into
+ *   acctsum/<owner>     the rollup (rollup.c): totals and decayed usage up
+ *   acctday/<owner>/<day>  to `through`, and each UTC day's usage by hour
  *
  * The directory: every node keeps the users in memory (tokens only as
  * SHA-256 digests) and reads them again every USERS_REFRESH_MS, and at
