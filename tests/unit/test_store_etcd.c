@@ -338,6 +338,14 @@ static void test_relative_keys(void **state)
     assert_string_equal(nodes, "../a/own/1 ../b/own/1");
     _cleanup_free_ char *above = range_keys(node, "../../../gpubox/shared/k");
     assert_string_equal(above, "../../../gpubox/shared/k ../../../gpubox/shared/k2");
+    /* a stretch of a relative prefix: bounds in the same relative form */
+    store_kvs part = {0};
+    assert_int_equal(
+        store_range_between(node, "../../shared/", "../../shared/k", "../../shared/k2", &part, &e),
+        0);
+    assert_int_equal(part.n, 1);
+    assert_string_equal(part.items[0].key, "../../shared/k");
+    store_kvs_free(&part);
 
     /* comparisons of every kind, true and false */
     kv = (store_kv){0};
