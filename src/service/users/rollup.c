@@ -365,6 +365,57 @@ static void earliest_interval(void *ctx, const char *owner, const users_interval
         *e = iv->from;
 }
 
+/* Write a fold's day records and the state r in one transaction that
+ * compares the state's revision as read and the ledger's (lrev). 1 landed,
+ * 0 to try again (a compare failed; or too much for one transaction, and
+ * *ndays halved), -1 on error. */
+static int fold_write(app *a, const char *owner, const users_rollup *r, json_t *days_json,
+                      int64_t lrev, int *ndays, gb_err *err)
+{
+    size_t n = json_object_size(days_json) + 1, bytes = 0, i = 0;
+    _cleanup_free_ store_op *ops = xcalloc(n, sizeof(*ops));
+    _cleanup_free_ char *keys = xcalloc(n, STORE_KEY_MAX);
+    char **texts = xcalloc(n, sizeof(*texts));
+    const char *id;
+    json_t *d;
+    json_object_foreach(days_json, id, d)
+    {
+        char *key = keys + i * STORE_KEY_MAX;
+        keys_acct_day(key, STORE_KEY_MAX, users_up(a), owner, strtoll(id, NULL, 10));
+        texts[i] = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+        ops[i] = (store_op){.kind = STORE_OP_PUT, .key = key, .value = texts[i]};
+        bytes += strlen(key) + strlen(texts[i]);
+        i++;
+    }
+    char *skey = keys + i * STORE_KEY_MAX, lkey[STORE_KEY_MAX];
+    keys_acct_sum(skey, STORE_KEY_MAX, users_up(a), owner);
+    keys_ledger(lkey, sizeof(lkey), users_up(a), owner);
+    json_t *sj = rollup_state_json(r);
+    texts[i] = json_dumps(sj, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(sj);
+    ops[i] = (store_op){.kind = STORE_OP_PUT, .key = skey, .value = texts[i]};
+    bytes += strlen(skey) + strlen(texts[i]);
+    int rc = 1;
+    if ((n > ROLLUP_OPS_MAX || bytes > STORE_TXN_BYTES_MAX - 64 * 1024) && *ndays > 1) {
+        *ndays = *ndays / 2; /* too much for one transaction: fewer days */
+        rc = 0;
+    } else {
+        store_cmp cmps[] = {
+            {.kind = STORE_CMP_MOD_REVISION, .key = skey, .mod_revision = r->mod_revision},
+            {.kind = STORE_CMP_MOD_REVISION, .key = lkey, .mod_revision = lrev},
+        };
+        bool landed = false;
+        if (store_txn(a->store, cmps, 2, ops, n, &landed, NULL, err) < 0)
+            rc = -1;
+        else
+            rc = landed ? 1 : 0;
+    }
+    for (size_t k = 0; k < n; k++)
+        free(texts[k]);
+    free(texts);
+    return rc;
+}
+
 /* One step: [r->through, up to target) folded in one transaction. 1 when
  * it landed, 0 when it must be tried again (a compare failed, or *days
  * was too many and is now fewer), -1 on error. */
@@ -410,49 +461,8 @@ static int fold_step(app *a, const char *owner, users_rollup *r, int64_t target,
     if (f.earliest && (!r->first || f.earliest < r->first))
         r->first = f.earliest;
     r->through = f.hi;
-
-    size_t n = json_object_size(f.days) + 1, bytes = 0, i = 0;
-    _cleanup_free_ store_op *ops = xcalloc(n, sizeof(*ops));
-    _cleanup_free_ char *keys = xcalloc(n, STORE_KEY_MAX);
-    char **texts = xcalloc(n, sizeof(*texts));
-    const char *id;
-    json_t *d;
-    json_object_foreach(f.days, id, d)
-    {
-        char *key = keys + i * STORE_KEY_MAX;
-        keys_acct_day(key, STORE_KEY_MAX, users_up(a), owner, strtoll(id, NULL, 10));
-        texts[i] = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
-        ops[i] = (store_op){.kind = STORE_OP_PUT, .key = key, .value = texts[i]};
-        bytes += strlen(key) + strlen(texts[i]);
-        i++;
-    }
+    rc = fold_write(a, owner, r, f.days, lrev, days, err);
     json_decref(f.days);
-    char *skey = keys + i * STORE_KEY_MAX, lkey[STORE_KEY_MAX];
-    keys_acct_sum(skey, STORE_KEY_MAX, users_up(a), owner);
-    keys_ledger(lkey, sizeof(lkey), users_up(a), owner);
-    json_t *sj = rollup_state_json(r);
-    texts[i] = json_dumps(sj, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(sj);
-    ops[i] = (store_op){.kind = STORE_OP_PUT, .key = skey, .value = texts[i]};
-    bytes += strlen(skey) + strlen(texts[i]);
-    rc = 1;
-    if ((n > ROLLUP_OPS_MAX || bytes > STORE_TXN_BYTES_MAX - 64 * 1024) && *days > 1) {
-        *days = *days / 2; /* too much for one transaction: fewer days */
-        rc = 0;
-    } else {
-        store_cmp cmps[] = {
-            {.kind = STORE_CMP_MOD_REVISION, .key = skey, .mod_revision = r->mod_revision},
-            {.kind = STORE_CMP_MOD_REVISION, .key = lkey, .mod_revision = lrev},
-        };
-        bool landed = false;
-        if (store_txn(a->store, cmps, 2, ops, n, &landed, NULL, err) < 0)
-            rc = -1;
-        else
-            rc = landed ? 1 : 0;
-    }
-    for (size_t k = 0; k < n; k++)
-        free(texts[k]);
-    free(texts);
     return rc;
 }
 
