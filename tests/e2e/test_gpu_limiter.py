@@ -315,6 +315,22 @@ def test_nvml_and_compute_share_in_the_container(daemon, probe_image):
         assert slowed * 2 < free_run, (kind, slowed, free_run)
 
 
+def test_context_memory_counts_in_the_container(daemon, probe_image):
+    """NVML lists each process with its context memory (the fake NVML's
+    context line: 300 MiB besides its allocations): the share covers it."""
+    d = daemon
+    created = share_ok(d, probe_image, "ctx", "4GB")
+    name, uuid = f"{PREFIX}_ctx", created["gpus"][0]
+    out = execute_ok(d, name, ["sh", "-c", f"printf '0 {uuid} 16384 ok Tesla T4\\n"
+                                           "context 0 300\\n' > /tmp/gpus"])
+    assert out["exitCode"] == 0, out
+    assert probe(d, name, "alloc", "mem", "3797", "alloc", "mem", "3796") == \
+        "alloc oom\nalloc ok\n"
+    assert probe(d, name, "fill", "mem", "512", "info", "nvml") == (
+        "fill 3584\ninfo free=212 total=4096\nnvml total=4096 used=3884 free=212\n"
+        "nvml_v2 total=4096 used=3884 free=212\n")
+
+
 def test_whole_cards_get_no_limiter(daemon, probe_image):
     d = daemon
     whole = create_ok(d, f"{PREFIX}_whole", gpus=1, imageName=probe_image)
