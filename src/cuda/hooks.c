@@ -978,6 +978,7 @@ static nvmlDevice_t nvml_device(const unsigned char uuid[16])
 static pthread_mutex_t context_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     gpucuda_context c;
+    uint64_t due_ns; /* c.next_ns, read without the lock */
     bool nvml_known;
     nvmlDevice_t nvml;
 } contexts[GPUCUDA_MAX_ORDINALS];
@@ -1038,8 +1039,11 @@ static void context_refresh(CUdevice dev, int bidx)
     if (bidx < 0 || dev < 0 || dev >= GPUCUDA_MAX_ORDINALS)
         return;
     uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
-    pthread_mutex_lock(&context_lock);
     typeof(contexts[0]) *x = &contexts[dev];
+    uint64_t next = __atomic_load_n(&x->due_ns, __ATOMIC_RELAXED);
+    if (next != 0 && now < next)
+        return; /* not due: a clock read, no lock, on nearly every call */
+    pthread_mutex_lock(&context_lock);
     if (!gpucuda_context_due(&x->c, now)) {
         pthread_mutex_unlock(&context_lock);
         return;
@@ -1058,6 +1062,7 @@ static void context_refresh(CUdevice dev, int bidx)
         x->c.charged -= (uint64_t)delta; /* no slot: nothing counted */
     else if (delta < 0)
         gpucuda_budget_refund(&budget, bidx, (uint64_t)-delta);
+    __atomic_store_n(&x->due_ns, x->c.next_ns, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&context_lock);
 }
 
@@ -1287,8 +1292,10 @@ static void after_fork_child(void)
     pthread_mutex_init(&rate_lock, NULL);
     pthread_mutex_init(&context_lock, NULL);
     /* the child has a slot of its own: its context is counted anew */
-    for (int i = 0; i < GPUCUDA_MAX_ORDINALS; i++)
+    for (int i = 0; i < GPUCUDA_MAX_ORDINALS; i++) {
         contexts[i].c = (gpucuda_context){0};
+        contexts[i].due_ns = 0;
+    }
     gpucuda_track_reset_after_fork();
 }
 
