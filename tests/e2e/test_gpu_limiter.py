@@ -356,6 +356,11 @@ def test_cuda_limiter_off(tmp_path, probe_image):
                                                  "enforcedBy": None}
         assert d.get("/api/v1/resources/gpus").data["sharing"] == {"enforced": False,
                                                                    "enforcedBy": None}
+        # gpuCores is kept, but nothing holds it: gpuLimits says no cores
+        share_ok(d, probe_image, "offc", "1GB", gpuCores=30)
+        got = info_ok(d, f"{PREFIX}_offc")
+        assert got["spec"]["gpuCores"] == 30, got["spec"]
+        assert got["gpuLimits"] == {"mode": "memory", "enforced": False, "enforcedBy": None}
     finally:
         try:
             wipe(d, PREFIX)

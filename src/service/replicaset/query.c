@@ -46,9 +46,11 @@ static json_t *replicaset_gpu_limits(app *a, const replicaset_record *r, const j
     by = whole ? "exclusive cards" : by;
     json_t *limits =
         json_pack("{s:s, s:b, s:s?}", "mode", mode, "enforced", enforced, "enforcedBy", by);
-    /* The compute share the limits file gives each card (gpuCores, or an
-     * equal one for time-slice replicas): only when there is one. */
-    int cores = whole || none ? 0 : replicaset_cuda_card_cores(a, r, 0);
+    /* The compute share the limiter's limits file gives each card
+     * (gpuCores, or an equal one for time-slice replicas): only when there
+     * is one and gpubox's limiter holds it. */
+    bool limiter = by && strcmp(by, "gpubox") == 0;
+    int cores = limiter ? replicaset_cuda_card_cores(a, r, 0) : 0;
     if (limits && cores)
         json_object_set_new(limits, "cores", json_integer(cores));
     return limits;
