@@ -30,6 +30,10 @@
 # first-call work (reading the limits file, mapping the budget, the card's
 # UUID). Target: under 1 ms added (HAMi-core's is about 84 ms in
 # GPU-Virt-Bench).
+# The fake NVML lists the process with 300 MiB of context memory on each
+# card (its `context` lines), so "limited" also pays for the context
+# memory (NVML's per-process list asked at the first allocation, then at
+# most once a second: a coarse clock read and a lock per call).
 # The budget is a file on tmpfs when /dev/shm exists (as gpuboxd's
 # per-container directory would be), else in the temporary directory.
 #
@@ -63,6 +67,8 @@ cat >"$work/gpus" <<'GPUS'
 0 GPU-aaaaaaaa-0000-4000-8000-000000000000 81920 ok Fake A100
 1 GPU-bbbbbbbb-1111-4000-8000-000000000001 81920 ok Fake A100
 usage 0 0 0
+context 0 300
+context 1 300
 GPUS
 echo "GPU-aaaaaaaa-0000-4000-8000-000000000000 40960 cores=50" >"$work/limits/limits"
 

@@ -8,7 +8,7 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key --gpus -g --gpu-memory --cpu-count --idle-stop --max-duration --image -i --ssh-key --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart --workdir -w --timeout -t --tail -n --since --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --cores --role --cards --share-mib --share --instances --volume-bytes --cores --cards --share-mib --share --instances --volume-bytes --cores --user -u --set -s --from --to --host -H --token"
+    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-cores --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key --gpus -g --gpu-memory --gpu-cores --cpu-count --idle-stop --max-duration --image -i --ssh-key --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart --gpu-cores --workdir -w --timeout -t --tail -n --since --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --cores --role --cards --share-mib --share --instances --volume-bytes --cores --cards --share-mib --share --instances --volume-bytes --cores --user -u --set -s --from --to --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
@@ -34,15 +34,15 @@ _gpubox() {
     ps)
         _gpubox_args 0 1 " --all -a --quiet -q $globals" ;;
     run)
-        _gpubox_args 0 1 " --image -i --pull --gpus -g --gpu-memory --shared --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key $globals" ;;
+        _gpubox_args 0 1 " --image -i --pull --gpus -g --gpu-memory --shared --gpu-cores --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key $globals" ;;
     inspect)
         _gpubox_args 1 1 " $globals" ;;
     history)
         _gpubox_args 1 1 " $globals" ;;
     scale)
-        _gpubox_args 1 1 " --gpus -g --gpu-memory --cpu-count --idle-stop --max-duration --image -i --ssh-key $globals" ;;
+        _gpubox_args 1 1 " --gpus -g --gpu-memory --gpu-cores --cpu-count --idle-stop --max-duration --image -i --ssh-key $globals" ;;
     update)
-        _gpubox_args 1 1 " --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart $globals" ;;
+        _gpubox_args 1 1 " --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart --gpu-cores $globals" ;;
     stop)
         _gpubox_args 1 1 " $globals" ;;
     start)

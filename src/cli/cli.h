@@ -326,6 +326,9 @@ int cli_cmd_image_rm(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_inspect(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_history(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_scale(cli_ctx *ctx, const cli_args *a);
+/* --gpu-cores PERCENT (1-100, or "none": null) into a gpuPatch object;
+ * text NULL: nothing. 0, or a usage error's exit status. */
+int cli_gpu_cores_value(cli_ctx *ctx, const cli_args *a, const char *text, json_t *patch);
 int cli_cmd_update(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_stop(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_start(cli_ctx *ctx, const cli_args *a);

@@ -304,6 +304,12 @@ static int run_body(cli_ctx *ctx, const cli_args *a, json_t **out)
         json_object_set_new(body, "gpuMemory", json_string(cli_get(a, "gpu-memory")));
     if (cli_flag(a, "shared"))
         json_object_set_new(body, "gpuShared", json_true());
+    const char *cores = cli_get(a, "gpu-cores");
+    if (cores) {
+        if (cli_parse_int("--gpu-cores", cores, 1, 100, &n, msg, sizeof(msg)))
+            return cli_usage_error(ctx, a->cmd, "%s", msg);
+        json_object_set_new(body, "gpuCores", json_integer(n));
+    }
     /* the node, in a fleet: sent only when given */
     const char *node = cli_get(a, "node"), *placement = cli_get(a, "placement");
     if (node)
@@ -637,11 +643,16 @@ static void rs_patch_print(cli_ctx *ctx, const json_t *data, const void *arg)
     if (json_is_true(json_object_get(data, "inPlace"))) {
         /* A share resized on its cards: the same container, the same version. */
         const json_t *share = json_array_get(json_object_get(data, "gpuShares"), 0);
+        const json_t *cores = json_object_get(data, "gpuCores");
+        char compute[48] = "no compute limit";
+        if (json_is_integer(cores))
+            snprintf(compute, sizeof(compute), "at most %" JSON_INTEGER_FORMAT "%% of its compute",
+                     json_integer_value(cores));
         fprintf(ctx->out,
                 "%s: share changed in place: now %" JSON_INTEGER_FORMAT
-                " MiB on each card; still version %" JSON_INTEGER_FORMAT
+                " MiB on each card, %s; still version %" JSON_INTEGER_FORMAT
                 " (%s), not restarted; its processes see it at their next allocation\n",
-                line->name, json_integer_value(json_object_get(share, "memoryMiB")),
+                line->name, json_integer_value(json_object_get(share, "memoryMiB")), compute,
                 json_integer_value(json_object_get(data, "version")),
                 cli_str(data, "containerName"));
         return;
@@ -685,17 +696,34 @@ static int rs_patch(cli_ctx *ctx, const char *verb, const char *name, const char
                         &(rs_patch_line){name, human, suffix && !strcmp(suffix, "rollback")});
 }
 
+int cli_gpu_cores_value(cli_ctx *ctx, const cli_args *a, const char *text, json_t *patch)
+{
+    char msg[256];
+    long long n;
+    if (!text)
+        return 0;
+    if (strcmp(text, "none") == 0) {
+        json_object_set_new(patch, "gpuCores", json_null());
+        return 0;
+    }
+    if (cli_parse_int("--gpu-cores", text, 1, 100, &n, msg, sizeof(msg)))
+        return cli_usage_error(ctx, a->cmd, "%s (or \"none\": no compute limit)", msg);
+    json_object_set_new(patch, "gpuCores", json_integer(n));
+    return 0;
+}
+
 int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)
 {
     char msg[256];
     const char *gpus = cli_get(a, "gpus"), *memory = cli_get(a, "gpu-memory");
+    const char *cores = cli_get(a, "gpu-cores");
     const char *idle = cli_get(a, "idle-stop"), *max = cli_get(a, "max-duration");
     const char *image = cli_get(a, "image"), *cpu_count = cli_get(a, "cpu-count");
-    if (!gpus && !memory && !idle && !max && !image && !cli_count(a, "ssh-key") && !cpu_count)
+    if (!gpus && !memory && !cores && !idle && !max && !image && !cli_count(a, "ssh-key") &&
+        !cpu_count)
         return cli_usage_error(ctx, a->cmd,
-                               "give --gpus N and/or --gpu-memory SIZE (or --image, --ssh-key, "
-                               "--cpu-count, "
-                               "--idle-stop, --max-duration)");
+                               "give --gpus N and/or --gpu-memory SIZE, --gpu-cores PERCENT (or "
+                               "--image, --ssh-key, --cpu-count, --idle-stop, --max-duration)");
     _cleanup_json_ json_t *body = json_object();
     if (image)
         json_object_set_new(body, "imageName", json_string(image));
@@ -703,9 +731,12 @@ int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)
     if (rc)
         return rc;
     long long n;
-    if (gpus || memory) {
+    if (gpus || memory || cores) {
         json_t *patch = json_object();
         json_object_set_new(body, "gpuPatch", patch);
+        int rc_cores = cli_gpu_cores_value(ctx, a, cores, patch);
+        if (rc_cores)
+            return rc_cores;
         if (gpus) {
             if (cli_parse_int("--gpus", gpus, 0, 1024, &n, msg, sizeof(msg)))
                 return cli_usage_error(ctx, a->cmd, "%s", msg);
@@ -725,8 +756,8 @@ int cli_cmd_scale(cli_ctx *ctx, const cli_args *a)
         json_object_set_new(body, "cpuCount", json_integer(n));
     }
     return rs_patch(ctx, "scale", a->pos[0], NULL, body,
-                    gpus || memory || cpu_count ? "%s: scaled; now runs as %s\n"
-                                                : "%s: changed; now runs as %s\n");
+                    gpus || memory || cores || cpu_count ? "%s: scaled; now runs as %s\n"
+                                                         : "%s: changed; now runs as %s\n");
 }
 
 int cli_cmd_stop(cli_ctx *ctx, const cli_args *a)

@@ -278,7 +278,13 @@ static int update_limits(cli_ctx *ctx, const cli_args *a, json_t *body)
 static void update_print(cli_ctx *ctx, const json_t *data, const void *arg)
 {
     const cli_args *a = arg;
-    if (json_is_false(json_object_get(data, "changed")))
+    if (json_is_true(json_object_get(data, "inPlace")))
+        fprintf(ctx->out,
+                "%s: updated in place: still version %" JSON_INTEGER_FORMAT
+                " (%s), not restarted; its processes see the new limits at once\n",
+                a->pos[0], json_integer_value(json_object_get(data, "version")),
+                cli_str(data, "containerName"));
+    else if (json_is_false(json_object_get(data, "changed")))
         fprintf(ctx->out, "%s: nothing changed (it already has what was asked)\n", a->pos[0]);
     else
         fprintf(ctx->out, "%s: updated; now runs as %s\n", a->pos[0],
@@ -287,8 +293,9 @@ static void update_print(cli_ctx *ctx, const json_t *data, const void *arg)
 
 int cli_cmd_update(cli_ctx *ctx, const cli_args *a)
 {
-    static const char *const any[] = {"env",        "env-rm", "volume", "volume-rm", "publish",
-                                      "publish-rm", "cpus",   "memory", "shm-size",  "restart"};
+    static const char *const any[] = {"env",      "env-rm",     "volume",   "volume-rm",
+                                      "publish",  "publish-rm", "cpus",     "memory",
+                                      "shm-size", "restart",    "gpu-cores"};
     bool given = false;
     for (size_t i = 0; i < ARRAY_SIZE(any); i++)
         given = given || cli_count(a, any[i]) > 0;
@@ -296,7 +303,8 @@ int cli_cmd_update(cli_ctx *ctx, const cli_args *a)
         return cli_usage_error(ctx, a->cmd,
                                "give what to change: -e K=V, --env-rm K, -v SRC:DEST, "
                                "--volume-rm DEST, -p PORT, --publish-rm PORT, --cpus, --memory, "
-                               "--shm-size or --restart (cards and image: gpubox scale)");
+                               "--shm-size, --restart or --gpu-cores (cards and image: gpubox "
+                               "scale)");
     _cleanup_free_ char *path = cli_path(ctx, UPDATE_BASE, a->pos[0], NULL);
     _cleanup_(cli_reply_free) cli_reply cur = {0};
     const json_t *spec = NULL;
@@ -308,6 +316,11 @@ int cli_cmd_update(cli_ctx *ctx, const cli_args *a)
     }
     _cleanup_json_ json_t *body = json_object();
     int rc = update_limits(ctx, a, body);
+    if (!rc && cli_get(a, "gpu-cores")) {
+        json_t *gpu = json_object();
+        json_object_set_new(body, "gpuPatch", gpu);
+        rc = cli_gpu_cores_value(ctx, a, cli_get(a, "gpu-cores"), gpu);
+    }
     if (!rc)
         rc = update_lists(ctx, a, spec, body);
     if (rc)

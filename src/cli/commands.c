@@ -38,6 +38,8 @@ static const cli_opt run_opts[] = {
     {"gpus", 'g', CLI_OPT_VALUE, "N", "whole GPUs, or cards to share with --gpu-memory/--shared"},
     {"gpu-memory", 0, CLI_OPT_VALUE, "SIZE", "a share of SIZE (\"8GB\") on each card"},
     {"shared", 0, CLI_OPT_FLAG, NULL, "a time-slice replica on each card"},
+    {"gpu-cores", 0, CLI_OPT_VALUE, "PERCENT",
+     "with a share: at most PERCENT (1-100) of each card's compute time"},
     {"gpu-policy", 0, CLI_OPT_VALUE, "POLICY", "where a share goes: binpack (default) or spread"},
     {"gpu-uuid", 0, CLI_OPT_LIST, "UUID", "exactly this card"},
     {"gpu-model", 0, CLI_OPT_VALUE, "TEXT", "only cards whose model contains TEXT (\"A100\")"},
@@ -80,6 +82,8 @@ static const cli_opt images_opts[] = {
 static const cli_opt scale_opts[] = {
     {"gpus", 'g', CLI_OPT_VALUE, "N", "the new number of GPUs"},
     {"gpu-memory", 0, CLI_OPT_VALUE, "SIZE", "the new share of each card (\"8GB\")"},
+    {"gpu-cores", 0, CLI_OPT_VALUE, "PERCENT",
+     "the new compute share of each card, 1-100 (\"none\": no limit); in place"},
     {"cpu-count", 0, CLI_OPT_VALUE, "N", "the new number of logical CPUs of its own (0: none)"},
     {"idle-stop", 0, CLI_OPT_VALUE, "DURATION",
      "stop it after its cards are idle this long (\"\": never)"},
@@ -106,6 +110,8 @@ static const cli_opt update_opts[] = {
     {"memory", 'm', CLI_OPT_VALUE, "SIZE", "the new memory limit (\"16GB\"; 0: none)"},
     {"shm-size", 0, CLI_OPT_VALUE, "SIZE", "the new size of /dev/shm"},
     {"restart", 0, CLI_OPT_VALUE, "POLICY", "no, always, unless-stopped or on-failure"},
+    {"gpu-cores", 0, CLI_OPT_VALUE, "PERCENT",
+     "the new compute share of each card of a share, 1-100 (\"none\": no limit); in place"},
     CLI_OPTS_END,
 };
 

@@ -292,6 +292,18 @@ int gpucuda_budget_charge(gpucuda_budget *b, int dev, uint64_t bytes, uint64_t l
     return rc;
 }
 
+uint64_t gpucuda_budget_own(gpucuda_budget *b, int dev)
+{
+    if (dev < 0 || dev >= GPUCUDA_MAX_DEVICES || gpucuda_budget_lock(b) != 0)
+        return 0;
+    pid_t self = self_pid();
+    uint64_t mine = 0;
+    if (b->slot >= 0 && b->pid == self && b->shm->slot[b->slot].pid == self)
+        mine = b->shm->slot[b->slot].used[dev];
+    gpucuda_budget_unlock(b);
+    return mine;
+}
+
 void gpucuda_budget_refund(gpucuda_budget *b, int dev, uint64_t bytes)
 {
     if (dev < 0 || dev >= GPUCUDA_MAX_DEVICES || gpucuda_budget_lock(b) != 0)

@@ -88,6 +88,9 @@ int gpucuda_budget_charge(gpucuda_budget *b, int dev, uint64_t bytes, uint64_t l
 /* Returns bytes on card dev from the process's slot to the budget. */
 void gpucuda_budget_refund(gpucuda_budget *b, int dev, uint64_t bytes);
 
+/* What this process's slot holds on card dev (0 before its first charge). */
+uint64_t gpucuda_budget_own(gpucuda_budget *b, int dev);
+
 /* What the container holds on card dev. */
 uint64_t gpucuda_budget_used(gpucuda_budget *b, int dev);
 

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "context.h"
 #include "cuda_api.h"
 #include "limits.h"
 #include "rate.h"
@@ -123,8 +124,19 @@ typedef struct {
 typedef struct {
     unsigned int gpu, memory;
 } nvmlUtilization_t;
+typedef struct { /* nvmlDeviceGetComputeRunningProcesses (v1) */
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+typedef struct { /* ..._v2 */
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_v2_t;
 #define NVML_SUCCESS 0
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_FUNCTION_NOT_FOUND 13
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL)
 #define NVML_UUID_BUFFER 96
 
 GPUCUDA_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
@@ -446,12 +458,15 @@ typedef struct {
     uint64_t limit;
 } charge;
 
+static void context_refresh(CUdevice dev, int bidx);
+
 /* Charges bytes on CUDA device dev, the limits already refreshed. */
 static CUresult charge_known_device(CUdevice dev, uint64_t bytes, charge *c)
 {
     *c = (charge){0};
     if (!device_share(dev, &c->bidx, &c->limit))
         return CUDA_SUCCESS;
+    context_refresh(dev, c->bidx);
     if (c->bidx < 0 || gpucuda_budget_charge(&budget, c->bidx, bytes, c->limit) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     c->counted = true;
@@ -819,6 +834,7 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     if (rc != CUDA_SUCCESS || !free || !total || !limits_any() ||
         drv_ctx_get_device(&dev) != CUDA_SUCCESS || !device_share(dev, &bidx, &limit))
         return rc;
+    context_refresh(dev, bidx);
     uint64_t used = bidx >= 0 ? gpucuda_budget_used(&budget, bidx) : limit;
     uint64_t left = used < limit ? limit - used : 0;
     if (limit < *total)
@@ -955,6 +971,99 @@ static nvmlDevice_t nvml_device(const unsigned char uuid[16])
             return d;
     }
     return NULL;
+}
+
+/* ---- context memory: NVML's per-process memory, counted (context.h) ---- */
+
+static pthread_mutex_t context_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    gpucuda_context c;
+    uint64_t due_ns; /* c.next_ns, read without the lock */
+    bool nvml_known;
+    nvmlDevice_t nvml;
+} contexts[GPUCUDA_MAX_ORDINALS];
+
+/* What NVML lists for this process on the card; false when it is not
+ * listed (or NVML cannot say). The _v2 list first, as gpuboxd's monitor. */
+static bool nvml_process_memory(nvmlDevice_t d, uint64_t *used)
+{
+    typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, void *);
+    procs_fn v2 = (procs_fn)nvml_sym("nvmlDeviceGetComputeRunningProcesses_v2", false);
+    procs_fn v1 = (procs_fn)nvml_sym("nvmlDeviceGetComputeRunningProcesses", false);
+    bool is_v2 = v2 != NULL;
+    procs_fn fn = v2 ? v2 : v1;
+    size_t size = is_v2 ? sizeof(nvmlProcessInfo_v2_t) : sizeof(nvmlProcessInfo_v1_t);
+    unsigned char small[64 * sizeof(nvmlProcessInfo_v2_t)];
+    unsigned char *buf = small;
+    unsigned int n = 64;
+    nvmlReturn_t rc = fn ? fn(d, &n, buf) : NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (rc == NVML_ERROR_FUNCTION_NOT_FOUND && is_v2 && v1) { /* an old driver */
+        fn = v1, is_v2 = false, size = sizeof(nvmlProcessInfo_v1_t), n = 64;
+        rc = fn(d, &n, buf);
+    }
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE && n > 0 && n < 65536) {
+        n += 16; /* room for processes that start meanwhile */
+        buf = malloc((size_t)n * size);
+        rc = buf ? fn(d, &n, buf) : NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    bool found = false;
+    unsigned int self = (unsigned int)getpid();
+    for (unsigned int i = 0; rc == NVML_SUCCESS && i < n && !found; i++) {
+        unsigned int pid;
+        unsigned long long bytes;
+        if (is_v2) {
+            nvmlProcessInfo_v2_t p;
+            memcpy(&p, buf + (size_t)i * size, sizeof(p));
+            pid = p.pid, bytes = p.usedGpuMemory;
+        } else {
+            nvmlProcessInfo_v1_t p;
+            memcpy(&p, buf + (size_t)i * size, sizeof(p));
+            pid = p.pid, bytes = p.usedGpuMemory;
+        }
+        if (pid == self && bytes != NVML_VALUE_NOT_AVAILABLE) {
+            *used = bytes;
+            found = true;
+        }
+    }
+    if (buf != small)
+        free(buf);
+    return found;
+}
+
+/* On a limited card dev (budget index bidx): charge or refund the
+ * difference between what NVML lists for this process and what it
+ * allocated, when due (its first call on the card, then at most once a
+ * second). */
+static void context_refresh(CUdevice dev, int bidx)
+{
+    if (bidx < 0 || dev < 0 || dev >= GPUCUDA_MAX_ORDINALS)
+        return;
+    uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
+    typeof(contexts[0]) *x = &contexts[dev];
+    uint64_t next = __atomic_load_n(&x->due_ns, __ATOMIC_RELAXED);
+    if (next != 0 && now < next)
+        return; /* not due: a clock read, no lock, on nearly every call */
+    pthread_mutex_lock(&context_lock);
+    if (!gpucuda_context_due(&x->c, now)) {
+        pthread_mutex_unlock(&context_lock);
+        return;
+    }
+    if (!x->nvml_known) {
+        pthread_mutex_lock(&rate_lock); /* nvml_device starts NVML under it */
+        x->nvml = nvml_device(ordinals[dev].uuid);
+        pthread_mutex_unlock(&rate_lock);
+        x->nvml_known = true;
+    }
+    uint64_t used = 0;
+    bool listed = x->nvml && nvml_process_memory(x->nvml, &used);
+    int64_t delta =
+        gpucuda_context_update(&x->c, listed, used, gpucuda_budget_own(&budget, bidx), now);
+    if (delta > 0 && gpucuda_budget_charge(&budget, bidx, (uint64_t)delta, UINT64_MAX) != 0)
+        x->c.charged -= (uint64_t)delta; /* no slot: nothing counted */
+    else if (delta < 0)
+        gpucuda_budget_refund(&budget, bidx, (uint64_t)-delta);
+    __atomic_store_n(&x->due_ns, x->c.next_ns, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&context_lock);
 }
 
 /* Before every kernel launch: on a card with a compute share, wait for the
@@ -1181,6 +1290,12 @@ static void after_fork_child(void)
 {
     pthread_mutex_init(&state_lock, NULL);
     pthread_mutex_init(&rate_lock, NULL);
+    pthread_mutex_init(&context_lock, NULL);
+    /* the child has a slot of its own: its context is counted anew */
+    for (int i = 0; i < GPUCUDA_MAX_ORDINALS; i++) {
+        contexts[i].c = (gpucuda_context){0};
+        contexts[i].due_ns = 0;
+    }
     gpucuda_track_reset_after_fork();
 }
 

@@ -307,6 +307,11 @@ static const config_option config_options[] = {
     OPT_NUM("timeslice-replicas", "N", "4",
             "time-slice replicas each GPU offers to gpuShared requests (each reserves memory / N)",
             app.timeslice_replicas, 1, GPUS_TIMESLICE_REPLICAS_MAX),
+    OPT_BOOL("timeslice-equal-compute", "off",
+             "give each time-slice replica an equal compute limit, 100/N percent of its card's "
+             "time (N: --timeslice-replicas, or --gpu-max-tenants when fewer), enforced by the "
+             "CUDA limiter; a set's own gpuCores comes first",
+             app.timeslice_equal_compute),
     OPT_NUM("gpu-max-tenants", "N", "0 (no limit)",
             "most memory shares or time-slice replicas one GPU takes", app.gpu_max_tenants, 0,
             4096),

@@ -49,8 +49,11 @@ typedef struct app_config {
     const sigset_t *stop_signals;
     const char *bind_prefixes; /* comma-separated host dirs binds may use; NULL: none */
     /* GPU sharing (docs/gpus.md, "Host settings"); 0 / NULL: the defaults. */
-    unsigned timeslice_replicas;        /* replicas each card offers; 0: 4 */
-    unsigned gpu_max_tenants;           /* shares or replicas per card; 0: no limit */
+    unsigned timeslice_replicas; /* replicas each card offers; 0: 4 */
+    unsigned gpu_max_tenants;    /* shares or replicas per card; 0: no limit */
+    /* Each time-slice replica's limits line carries cores=100/replicas
+     * (docs/gpus.md, "Compute shares"). */
+    bool timeslice_equal_compute;
     double gpu_memory_oversubscription; /* 1.0..4.0; 0: 1.0 */
     const char *gpu_exclude_sharing;    /* "GPU-a,3": whole cards only */
     const char *gpu_exclude;            /* "GPU-a,3": never scheduled */

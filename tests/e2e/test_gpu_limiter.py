@@ -15,6 +15,7 @@ limiter, and with --cuda-limiter off nothing is mounted and the answers say
 the share is not enforced.
 """
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -26,8 +27,8 @@ import pytest
 
 from conftest import Daemon
 from schema import response_schema, validate
-from rsutil import (LONG_RUNNING, RUN_TAG, call, container, create_ok, delete, execute_ok,
-                    history, info_ok, patch_ok, remove_image, wipe)
+from rsutil import (LONG_RUNNING, RUN_TAG, assert_refused_unchanged, call, container, create_ok,
+                    delete, execute_ok, history, info_ok, list_sets, patch_ok, remove_image, wipe)
 
 PREFIX = "e2gl" + RUN_TAG
 WINDOW = "65110-65119"  # this module's ports (rsutil explains the windows)
@@ -117,9 +118,9 @@ def daemon(tmp_path):
         d.stop()
 
 
-def share_ok(d, image, name, memory):
+def share_ok(d, image, name, memory, **fields):
     body = {"imageName": image, "replicaSetName": f"{PREFIX}_{name}", "cmd": LONG_RUNNING,
-            "gpuMemory": memory}
+            "gpuMemory": memory, **fields}
     r = call(d, "POST", "/api/v1/replicaSet", body)
     assert r.status == 200 and r.code == 200, (r.status, r.json)
     return r.data
@@ -314,6 +315,22 @@ def test_nvml_and_compute_share_in_the_container(daemon, probe_image):
         assert slowed * 2 < free_run, (kind, slowed, free_run)
 
 
+def test_context_memory_counts_in_the_container(daemon, probe_image):
+    """NVML lists each process with its context memory (the fake NVML's
+    context line: 300 MiB besides its allocations): the share covers it."""
+    d = daemon
+    created = share_ok(d, probe_image, "ctx", "4GB")
+    name, uuid = f"{PREFIX}_ctx", created["gpus"][0]
+    out = execute_ok(d, name, ["sh", "-c", f"printf '0 {uuid} 16384 ok Tesla T4\\n"
+                                           "context 0 300\\n' > /tmp/gpus"])
+    assert out["exitCode"] == 0, out
+    assert probe(d, name, "alloc", "mem", "3797", "alloc", "mem", "3796") == \
+        "alloc oom\nalloc ok\n"
+    assert probe(d, name, "fill", "mem", "512", "info", "nvml") == (
+        "fill 3584\ninfo free=212 total=4096\nnvml total=4096 used=3884 free=212\n"
+        "nvml_v2 total=4096 used=3884 free=212\n")
+
+
 def test_whole_cards_get_no_limiter(daemon, probe_image):
     d = daemon
     whole = create_ok(d, f"{PREFIX}_whole", gpus=1, imageName=probe_image)
@@ -339,6 +356,11 @@ def test_cuda_limiter_off(tmp_path, probe_image):
                                                  "enforcedBy": None}
         assert d.get("/api/v1/resources/gpus").data["sharing"] == {"enforced": False,
                                                                    "enforcedBy": None}
+        # gpuCores is kept, but nothing holds it: gpuLimits says no cores
+        share_ok(d, probe_image, "offc", "1GB", gpuCores=30)
+        got = info_ok(d, f"{PREFIX}_offc")
+        assert got["spec"]["gpuCores"] == 30, got["spec"]
+        assert got["gpuLimits"] == {"mode": "memory", "enforced": False, "enforcedBy": None}
     finally:
         try:
             wipe(d, PREFIX)
@@ -353,3 +375,187 @@ def test_binds_on_the_limiter_paths_are_refused(daemon, probe_image):
         r = call(daemon, "POST", "/api/v1/replicaSet", body)
         assert r.status == 400 and r.code == 1000, r.json
         assert "where gpubox mounts its own files" in r.msg, r.msg
+
+
+# --- gpuCores: the compute share from the API ----------------------------------------------
+
+
+def limits_file(d, created):
+    return Path(d.data_dir) / "gpu-limits" / created["containerName"] / "limits"
+
+
+def card_line(d, created, uuid):
+    return next(line for line in limits_file(d, created).read_text().splitlines()
+                if line.startswith(uuid))
+
+
+def busy_card(d, name):
+    """The fake NVML reports the card 100% busy: a compute share slows launches."""
+    out = execute_ok(d, name, ["sh", "-c", "echo 'usage 0 8000 100' >> /tmp/gpus"])
+    assert out["exitCode"] == 0, out
+
+
+def test_gpu_cores_on_create_and_in_place(daemon, probe_image):
+    """gpuCores on create writes cores= into the card's limits line; a PATCH
+    of gpuCores (alone, or with gpuMemory on a card with room) rewrites it in
+    place: same version, same container, and the launch rate follows."""
+    d = daemon
+    created = share_ok(d, probe_image, "cores", "4GB", gpuCores=10)
+    name, uuid = f"{PREFIX}_cores", created["gpus"][0]
+    assert created["gpuCores"] == 10, created
+    assert card_line(d, created, uuid) == f"{uuid} 4096 cores=10"
+    out = execute_ok(d, name, ["cat", "/run/gpubox/limits/limits"])["stdout"]
+    assert f"{uuid} 4096 cores=10" in out.splitlines(), out
+    got = info_ok(d, name)
+    assert got["spec"]["gpuCores"] == 10 and got["gpuCores"] == 10, got
+    assert got["gpuLimits"] == {"mode": "memory", "enforced": True, "enforcedBy": "gpubox",
+                                "cores": 10}
+    item = next(x for x in list_sets(d) if x["name"] == name)
+    assert item["gpuCores"] == 10, item
+    assert history(d, name).data["history"][0]["spec"]["gpuCores"] == 10
+    fake_cards(d, name, uuid)
+    busy_card(d, name)
+    slowed = launches(d, name)
+
+    # the limit lifted in place: the same version and container, launches free
+    r = call(d, "PATCH", f"/api/v1/replicaSet/{name}", {"gpuPatch": {"gpuCores": 100}})
+    assert r.status == 200 and r.code == 200, r.json
+    doc = d.get("/openapi.json").json
+    errors = validate(r.json, response_schema(doc, "/api/v1/replicaSet/{name}", "patch", 200), doc)
+    assert not errors, errors
+    data = r.data
+    assert data["inPlace"] is True and data["changed"] is True, data
+    assert data["version"] == created["version"], data
+    assert data["containerId"] == created["containerId"], data
+    assert data["gpuCores"] == 100 and data["gpuShares"][0]["memoryMiB"] == 4096, data
+    assert card_line(d, created, uuid) == f"{uuid} 4096 cores=100"
+    free_run = launches(d, name)
+    assert slowed * 2 < free_run, (slowed, free_run)
+
+    # memory and compute together, on the card it holds (room): in place too
+    data = patch_ok(d, name, {"gpuPatch": {"gpuMemory": "6GB", "gpuCores": 10}})
+    assert data["inPlace"] is True and data["version"] == created["version"], data
+    assert card_line(d, created, uuid) == f"{uuid} 6144 cores=10"
+    assert launches(d, name) * 2 < free_run
+    assert probe(d, name, "info") == "info free=6144 total=6144\n"
+    hist = history(d, name).data["history"]
+    assert [h["version"] for h in hist] == [created["version"]]
+    assert hist[0]["spec"]["gpuCores"] == 10 and hist[0]["spec"]["gpuMemory"] == 6144, hist
+
+    # the CLI: update --gpu-cores none lifts it, in place
+    p = cli(d, "update", name, "--gpu-cores", "none")
+    assert p.returncode == 0, p.stderr
+    assert "in place" in p.stdout and "not restarted" in p.stdout, p.stdout
+    assert card_line(d, created, uuid) == f"{uuid} 6144"
+    got = info_ok(d, name)
+    assert "gpuCores" not in got["spec"] and got["gpuCores"] is None, got
+    assert "cores" not in got["gpuLimits"], got["gpuLimits"]
+    p = cli(d, "scale", name, "--gpu-cores", "25")
+    assert p.returncode == 0, p.stderr
+    assert "at most 25% of its compute" in p.stdout, p.stdout
+    assert info_ok(d, name)["containerId"] == created["containerId"]
+
+    # a gpuboxd restarted later writes the limits file, cores= with it
+    limits_file(d, created).write_text(f"{uuid} 1024\n")
+    d.stop()
+    d.start()
+    assert card_line(d, created, uuid) == f"{uuid} 6144 cores=25"
+
+
+def test_gpu_cores_cli_run(daemon, probe_image):
+    d = daemon
+    name = f"{PREFIX}_clicores"
+    p = cli(d, "run", name, "-i", probe_image, "--gpu-memory", "2GB", "--gpu-cores", "30", "--",
+            *LONG_RUNNING)
+    assert p.returncode == 0, p.stderr
+    got = info_ok(d, name)
+    assert got["spec"]["gpuCores"] == 30, got["spec"]
+    assert got["gpuLimits"]["cores"] == 30
+    p = cli(d, "run", f"{name}x", "-i", probe_image, "--gpu-memory", "2GB", "--gpu-cores", "0",
+            "--", *LONG_RUNNING)
+    assert p.returncode != 0 and "--gpu-cores" in p.stderr, (p.stdout, p.stderr)
+
+
+BAD_CORES = [
+    ({"gpuMemory": "1GB", "gpuCores": 0}, "gpuCores is 0"),
+    ({"gpuMemory": "1GB", "gpuCores": 101}, "gpuCores is 101"),
+    ({"gpuMemory": "1GB", "gpuCores": -5}, "gpuCores is -5"),
+    ({"gpuMemory": "1GB", "gpuCores": "50"}, "gpuCores must be a whole number"),
+    ({"gpuMemory": "1GB", "gpuCores": 12.5}, "gpuCores must be a whole number"),
+    ({"gpuCores": 50}, "asks for no GPU"),
+    ({"gpuCount": 1, "gpuCores": 50}, "whole cards"),
+]
+
+
+@pytest.mark.parametrize("fields,words", BAD_CORES)
+def test_gpu_cores_refused_on_create(daemon, probe_image, fields, words):
+    body = {"imageName": probe_image, "replicaSetName": f"{PREFIX}_bad", "cmd": LONG_RUNNING,
+            **fields}
+    r = assert_refused_unchanged(daemon, PREFIX, "POST", "/api/v1/replicaSet",
+                                 json.dumps(body).encode(), 400, 1000)
+    assert words in r.msg, r.msg
+    assert call(daemon, "GET", f"/api/v1/replicaSet/{PREFIX}_bad").status == 404
+
+
+def test_gpu_cores_refused_on_patch(daemon, probe_image):
+    d = daemon
+    created = share_ok(d, probe_image, "pbad", "2GB", gpuCores=40)
+    whole = create_ok(d, f"{PREFIX}_pwhole", gpus=1, imageName=probe_image)
+    name, uuid = f"{PREFIX}_pbad", created["gpus"][0]
+    path = f"/api/v1/replicaSet/{name}"
+    for value, words in ((0, "gpuCores is 0"), (101, "gpuCores is 101"), (-1, "gpuCores is -1"),
+                         ('"50"', "gpuCores must be a whole number")):
+        raw = f'{{"gpuPatch": {{"gpuCores": {value}}}}}'.encode()
+        r = assert_refused_unchanged(d, PREFIX, "PATCH", path, raw, 400, 1000)
+        assert words in r.msg, r.msg
+        assert card_line(d, created, uuid) == f"{uuid} 2048 cores=40"
+    # whole cards take no compute share
+    raw = b'{"gpuPatch": {"gpuCores": 50}}'
+    r = assert_refused_unchanged(d, PREFIX, "PATCH", f"/api/v1/replicaSet/{PREFIX}_pwhole", raw,
+                                 400, 1000)
+    assert "whole cards" in r.msg, r.msg
+    assert info_ok(d, f"{PREFIX}_pwhole")["version"] == whole["version"]
+    # a share made whole drops its compute share with it (a new version)
+    data = patch_ok(d, name, {"gpuPatch": {"gpuMemory": 0}})
+    assert data["inPlace"] is False, data
+    assert "gpuCores" not in info_ok(d, name)["spec"]
+
+
+def test_timeslice_equal_compute(tmp_path, probe_image):
+    """--timeslice-equal-compute: each time-slice replica's limits line
+    carries cores=100/replicas; a set's own gpuCores comes first and can be
+    changed in place."""
+    d = start(tmp_path, "--timeslice-equal-compute", "--timeslice-replicas", "4")
+    try:
+        body = {"imageName": probe_image, "replicaSetName": f"{PREFIX}_ts", "cmd": LONG_RUNNING,
+                "gpuShared": True}
+        r = call(d, "POST", "/api/v1/replicaSet", body)
+        assert r.status == 200, r.json
+        created, name = r.data, f"{PREFIX}_ts"
+        uuid = created["gpus"][0]
+        assert card_line(d, created, uuid) == f"{uuid} 4096 cores=25"
+        got = info_ok(d, name)
+        assert got["gpuLimits"] == {"mode": "timeslice", "enforced": True,
+                                    "enforcedBy": "gpubox", "cores": 25}, got["gpuLimits"]
+        fake_cards(d, name, uuid)
+        busy_card(d, name)
+        slowed = launches(d, name)
+        data = patch_ok(d, name, {"gpuPatch": {"gpuCores": 100}})
+        assert data["inPlace"] is True and data["version"] == created["version"], data
+        assert card_line(d, created, uuid) == f"{uuid} 4096 cores=100"
+        assert slowed * 2 < launches(d, name)
+    finally:
+        try:
+            wipe(d, PREFIX)
+        finally:
+            d.stop()
+
+
+def test_timeslice_without_equal_compute(daemon, probe_image):
+    body = {"imageName": probe_image, "replicaSetName": f"{PREFIX}_ts0", "cmd": LONG_RUNNING,
+            "gpuShared": True}
+    r = call(daemon, "POST", "/api/v1/replicaSet", body)
+    assert r.status == 200, r.json
+    uuid = r.data["gpus"][0]
+    assert card_line(daemon, r.data, uuid) == f"{uuid} 4096"
+    assert "cores" not in info_ok(daemon, f"{PREFIX}_ts0")["gpuLimits"]

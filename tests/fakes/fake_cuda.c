@@ -18,6 +18,11 @@
  * flags as the real driver does. Kernel launches (cuLaunchKernel,
  * cuLaunchKernelEx, cuLaunchCooperativeKernel and their _ptsz forms) run
  * nothing: they check for a current context and count.
+ *
+ * gpubox_fake_cuda_usage(uuid, &bytes) tells the fake NVML whether this
+ * process holds a context on a card (made by cuCtxCreate_v2 or
+ * cuDevicePrimaryCtxRetain) and what it holds there, so the fake NVML's
+ * per-process list can show the process as the real driver would.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -35,6 +40,7 @@ typedef struct {
     uint64_t total;
     uint64_t used;
     uint64_t next_addr;
+    bool has_ctx; /* this process made or retained a context on it */
 } fake_card;
 
 typedef struct {
@@ -167,6 +173,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
     if (!card_ok(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     *ctx = &fake_ctx[dev];
+    fake_cards[dev].has_ctx = true;
     return CUDA_SUCCESS;
 }
 
@@ -176,8 +183,25 @@ EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev)
     if (!card_ok(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     *ctx = &fake_ctx[dev];
+    fake_cards[dev].has_ctx = true;
     fake_current = dev;
     return CUDA_SUCCESS;
+}
+
+EXPORT int gpubox_fake_cuda_usage(const char *uuid, unsigned long long *bytes)
+{
+    unsigned char u[16];
+    if (!uuid || !parse_uuid(uuid, u))
+        return 0;
+    pthread_mutex_lock(&fake_lock);
+    int found = 0;
+    for (int i = 0; i < fake_ncards && !found; i++)
+        if (memcmp(fake_cards[i].uuid, u, 16) == 0 && fake_cards[i].has_ctx) {
+            *bytes = fake_cards[i].used;
+            found = 1;
+        }
+    pthread_mutex_unlock(&fake_lock);
+    return found;
 }
 
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)

@@ -12,6 +12,7 @@
  *     INDEX UUID MEMORY_MIB STATE NAME...
  *     usage INDEX MEMORY_USED_MIB UTILIZATION_PCT
  *     process INDEX PID MEMORY_MIB [SM_PCT]
+ *     context INDEX MEMORY_MIB
  *     xid INDEX XID
  *
  *   INDEX       the card's NVML index, 0..n-1 (lines may come in any order);
@@ -29,6 +30,13 @@
  *   process     a compute process (a host PID) on the device, with the SM
  *               percent of its utilization sample; without SM_PCT the
  *               driver has no sample for it
+ *   context     each process that asks for the device's compute processes
+ *               and holds a context on it in the fake CUDA driver
+ *               (tests/fakes/fake_cuda.c, already loaded; its exported
+ *               gpubox_fake_cuda_usage) is listed too, under its own PID,
+ *               with MEMORY_MIB of context memory plus what it holds
+ *               through the fake driver: as the real NVML counts a
+ *               process's context with its allocations
  *   xid         an XID error on the device (on a MIG instance: reported on
  *               its card); each xid line is delivered once per NVML
  *               session, in file order, through the event set API
@@ -61,12 +69,14 @@
  * The NVML ABI facts used (return codes, buffer sizes, struct layouts) are
  * NVML's documented ones, declared here rather than taken from nvml.h.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 
@@ -134,6 +144,8 @@ struct fake_dev {
     int has_usage; /* a usage line gives memory used and utilization */
     unsigned long long used_mib;
     unsigned int util;
+    int has_context; /* a context line: the caller's own process is listed */
+    unsigned long long context_mib;
 };
 
 struct fake_proc {
@@ -290,6 +302,20 @@ static int fake_parse_process(const char *p, struct fake_desc *desc)
     return 0;
 }
 
+static int fake_parse_context(const char *p, struct fake_desc *desc)
+{
+    char index[16];
+    unsigned long long mib;
+    if (sscanf(p, "context %15s %llu", index, &mib) != 2)
+        return -1;
+    int at = fake_desc_find(desc, index);
+    if (at < 0)
+        return -1;
+    desc->devs[at].has_context = 1;
+    desc->devs[at].context_mib = mib;
+    return 0;
+}
+
 static int fake_parse_xid(const char *p, struct fake_desc *desc)
 {
     char index[16];
@@ -312,6 +338,7 @@ static int fake_parse_line(const char *p, int pass, struct fake_desc *desc)
     } refs[] = {
         {"usage ", fake_parse_usage},
         {"process ", fake_parse_process},
+        {"context ", fake_parse_context},
         {"xid ", fake_parse_xid},
     };
     for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++)
@@ -346,7 +373,8 @@ static nvmlReturn_t fake_read(const char *path, struct fake_desc *desc)
             if (fake_parse_line(p, pass, desc) < 0) {
                 fprintf(stderr,
                         "fake NVML: %s line %d is none of INDEX UUID MEMORY_MIB ok|lost NAME, "
-                        "usage INDEX MIB PCT, process INDEX PID MIB [PCT], xid INDEX XID (of "
+                        "usage INDEX MIB PCT, process INDEX PID MIB [PCT], context INDEX MIB, "
+                        "xid INDEX XID (of "
                         "a device in the file)\n",
                         path, line_no);
                 fclose(f);
@@ -760,6 +788,26 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml
     FAKE_LOCKED(fake_utilization(device, util));
 }
 
+/* The calling process's memory on d when d has a context line and the
+ * process holds a context on it in the fake driver: its context memory
+ * plus what it holds there. 0 when it is not listed. */
+static unsigned long long fake_own_bytes(const struct fake_dev *d)
+{
+    typedef int (*usage_fn)(const char *, unsigned long long *);
+    if (!d->has_context)
+        return 0;
+    /* the driver as the process loaded it (a program opens it RTLD_LOCAL) */
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    usage_fn usage = driver ? (usage_fn)dlsym(driver, "gpubox_fake_cuda_usage") : NULL;
+    unsigned long long held = 0;
+    int has = usage && usage(d->uuid, &held);
+    if (driver)
+        dlclose(driver);
+    if (!has)
+        return 0;
+    return d->context_mib * FAKE_MIB + held;
+}
+
 /* The compute processes on a device into v1 or v2 entries (one of them
  * NULL): count first as NVML does. */
 static nvmlReturn_t fake_processes(nvmlDevice_t device, unsigned int *count,
@@ -775,6 +823,8 @@ static nvmlReturn_t fake_processes(nvmlDevice_t device, unsigned int *count,
     unsigned int n = 0;
     for (size_t i = 0; i < fake_nprocs; i++)
         n += &fake_devs[fake_procs[i].dev] == d;
+    unsigned long long own = fake_own_bytes(d);
+    n += own > 0;
     if (*count < n || (n > 0 && !v1 && !v2)) {
         *count = n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -792,6 +842,11 @@ static nvmlReturn_t fake_processes(nvmlDevice_t device, unsigned int *count,
                                            d->mig_slot >= 0 ? 0 : NVML_NO_INSTANCE};
         k++;
     }
+    if (own && v1)
+        v1[k] = (nvmlProcessInfo_v1_t){(unsigned int)getpid(), own};
+    else if (own)
+        v2[k] =
+            (nvmlProcessInfo_v2_t){(unsigned int)getpid(), own, NVML_NO_INSTANCE, NVML_NO_INSTANCE};
     *count = n;
     return NVML_SUCCESS;
 }

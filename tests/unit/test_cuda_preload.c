@@ -197,6 +197,27 @@ static void test_info_reports_share(void **state)
                              "info free=0 total=4096\n");
 }
 
+/* Where NVML lists the process with its context memory (the fake NVML's
+ * "context" line: 300 MiB besides what it allocates), the budget counts
+ * it: a 4096 MiB share leaves 3796 MiB to allocate, and cuMemGetInfo and
+ * NVML's memory info say so. */
+static void test_context_memory_counts(void **state)
+{
+    (void)state;
+    write_file(gpus_file, "0 " UUID_A " 16384 ok Fake A\n1 " UUID_B " 16384 ok Fake B\n"
+                          "context 0 300\ncontext 1 300\n");
+    char out[512];
+    RUN(true, out, "alloc", "mem", "3797", "alloc", "mem", "3796", "info");
+    assert_string_equal(out, "alloc oom\nalloc ok\ninfo free=0 total=4096\n");
+    RUN(true, out, "fill", "mem", "512", "info", "nvml");
+    assert_string_equal(out, "fill 3584\ninfo free=212 total=4096\n"
+                             "nvml total=4096 used=3884 free=212\n"
+                             "nvml_v2 total=4096 used=3884 free=212\n");
+    /* a card without a share is not counted */
+    RUN(true, out, "--device", "1", "fill", "mem", "4096");
+    assert_string_equal(out, "fill 16384\n");
+}
+
 static void test_card_without_limit(void **state)
 {
     (void)state;
@@ -336,6 +357,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_every_kind_every_way, setup, teardown),
         cmocka_unit_test_setup_teardown(test_info_reports_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_card_without_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_context_memory_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_processes_share_budget_and_kill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_share_changed_while_running, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_budget_dir_each_process_alone, setup,

@@ -459,6 +459,61 @@ static void test_gpu_patch_rules(void **state)
     replicaset_spec_free(&s);
 }
 
+/* gpuCores: 1-100 with a share; refused otherwise; null removes it; a
+ * patch that makes the set whole drops it unless it names it. */
+static void test_gpu_cores(void **state)
+{
+    (void)state;
+    static const spec_refusal cases[] = {
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"1GB\",\"gpuCores\":0}", ERR_INVALID_PARAMS,
+         "gpuCores is 0"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"1GB\",\"gpuCores\":101}", ERR_INVALID_PARAMS,
+         "gpuCores is 101"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"1GB\",\"gpuCores\":-3}", ERR_INVALID_PARAMS,
+         "1 to 100"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"1GB\",\"gpuCores\":\"50\"}", ERR_WRONG_TYPE,
+         "gpuCores must be a whole number"},
+        {"{\"imageName\":\"x\",\"gpuMemory\":\"1GB\",\"gpuCores\":50.5}", ERR_WRONG_TYPE,
+         "not a number with a fraction"},
+        {"{\"imageName\":\"x\",\"gpuCores\":50}", ERR_INVALID_PARAMS, "asks for no GPU"},
+        {"{\"imageName\":\"x\",\"gpuCount\":2,\"gpuCores\":50}", ERR_INVALID_PARAMS, "whole cards"},
+    };
+    assert_refusals(cases, ARRAY_SIZE(cases));
+
+    replicaset_spec s, again;
+    gb_err e = GB_ERR_INIT;
+    parse_ok("{\"imageName\":\"x\",\"gpuMemory\":\"1GB\",\"gpuCores\":30}", &s);
+    assert_int_equal(s.gpu_cores, 30);
+    _cleanup_json_ json_t *printed = replicaset_spec_to_json(&s);
+    assert_int_equal(json_integer_value(json_object_get(printed, "gpuCores")), 30);
+    assert_int_equal(replicaset_spec_from_json(printed, NULL, &again, &e), 0);
+    assert_int_equal(again.gpu_cores, 30);
+    replicaset_spec_free(&again);
+    parse_ok("{\"imageName\":\"x\",\"gpuShared\":true,\"gpuCores\":100}", &again);
+    assert_int_equal(again.gpu_cores, 100);
+    replicaset_spec_free(&again);
+
+    char msg[512];
+    assert_int_equal(patch(&s, "{\"gpuCores\":60}", NULL, 0), ERR_OK);
+    assert_int_equal(s.gpu_cores, 60);
+    assert_int_equal(patch(&s, "{\"gpuCores\":0}", msg, sizeof(msg)), ERR_INVALID_PARAMS);
+    assert_int_equal(s.gpu_cores, 60);
+    assert_int_equal(patch(&s, "{\"gpuMemory\":0,\"gpuCores\":20}", msg, sizeof(msg)),
+                     ERR_INVALID_PARAMS);
+    assert_non_null(strstr(msg, "whole cards"));
+    assert_int_equal(s.gpu_cores, 60);
+    assert_int_equal(s.gpu_memory_mib, 1024);
+    assert_int_equal(patch(&s, "{\"gpuCores\":null}", NULL, 0), ERR_OK);
+    assert_int_equal(s.gpu_cores, 0);
+    _cleanup_json_ json_t *none = replicaset_spec_to_json(&s);
+    assert_null(json_object_get(none, "gpuCores"));
+    assert_int_equal(patch(&s, "{\"gpuCores\":45}", NULL, 0), ERR_OK);
+    /* made whole without naming gpuCores: it goes with the share */
+    assert_int_equal(patch(&s, "{\"gpuMemory\":0}", NULL, 0), ERR_OK);
+    assert_int_equal(s.gpu_cores, 0);
+    replicaset_spec_free(&s);
+}
+
 #define ED_KEY "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMBOOVpKl70aWpC9CI0pjknieNF6kuIECYx9bPT5lyhH"
 #define EC_KEY                                                                                     \
     "ecdsa-sha2-nistp256 "                                                                         \
@@ -548,15 +603,11 @@ static void test_ssh_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_full_spec_roundtrip),
-        cmocka_unit_test(test_spec_errors),
-        cmocka_unit_test(test_lifecycle_table),
-        cmocka_unit_test(test_record_roundtrip),
-        cmocka_unit_test(test_gpu_share_fields),
-        cmocka_unit_test(test_gpu_share_errors),
-        cmocka_unit_test(test_gpu_share_roundtrip),
-        cmocka_unit_test(test_gpu_patch_rules),
-        cmocka_unit_test(test_ssh_keys),
+        cmocka_unit_test(test_full_spec_roundtrip), cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_lifecycle_table),     cmocka_unit_test(test_record_roundtrip),
+        cmocka_unit_test(test_gpu_share_fields),    cmocka_unit_test(test_gpu_share_errors),
+        cmocka_unit_test(test_gpu_share_roundtrip), cmocka_unit_test(test_gpu_patch_rules),
+        cmocka_unit_test(test_gpu_cores),           cmocka_unit_test(test_ssh_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

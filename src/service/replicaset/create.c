@@ -132,8 +132,10 @@ static json_t *replicaset_create_answer(const replicaset_record *r, const char *
                   r->container_id, "version", r->version, "gpus", replicaset_record_gpus_json(r),
                   "gpuShares", replicaset_record_gpu_shares_json(r), "ports",
                   replicaset_record_ports_json(r), "operationId", op_id);
-    if (j)
+    if (j) {
         json_object_set_new(j, "cpuset", replicaset_record_cpuset_json(r)); /* docs/cpus.md */
+        json_object_set_new(j, "gpuCores", replicaset_record_gpu_cores_json(r));
+    }
     return j;
 }
 

@@ -183,19 +183,39 @@ static void replicaset_gpu_dir_remove(const char *path)
         log_warn("replica sets: cannot remove %s: %s", path, strerror(errno));
 }
 
-/* The text of the limits file (src/cuda/limits.h: UUID and MiB, one card
- * a line) for r's grant into *text (free it). */
-static int replicaset_cuda_limits_text(const replicaset_record *r, char **text, gb_err *err)
+int replicaset_cuda_card_cores(const app *a, const replicaset_record *r, size_t i)
+{
+    if (r->spec.gpu_cores > 0)
+        return r->spec.gpu_cores;
+    if (i >= r->grant.n || r->grant.cards[i].mode != GPUS_MODE_TIMESLICE ||
+        !a->cfg.timeslice_equal_compute)
+        return 0;
+    unsigned replicas =
+        a->cfg.timeslice_replicas ? a->cfg.timeslice_replicas : GPUS_TIMESLICE_REPLICAS_DEFAULT;
+    if (a->cfg.gpu_max_tenants && a->cfg.gpu_max_tenants < replicas)
+        replicas = a->cfg.gpu_max_tenants;
+    return replicas > 1 ? (int)(100 / replicas) : 0;
+}
+
+/* The text of the limits file (src/cuda/limits.h: UUID, MiB and the
+ * compute share, one card a line) for r's grant into *text (free it). */
+static int replicaset_cuda_limits_text(const app *a, const replicaset_record *r, char **text,
+                                       gb_err *err)
 {
     size_t len = 0;
     *text = NULL;
     FILE *f = open_memstream(text, &len);
     if (!f)
         return err_set(err, ERR_INTERNAL, "out of memory");
-    fprintf(f, "# gpubox CUDA limits of %s: UUID MEMORY_MIB\n", r->container_name);
-    for (size_t i = 0; i < r->grant.n; i++)
-        fprintf(f, "%s %llu\n", r->grant.cards[i].uuid,
+    fprintf(f, "# gpubox CUDA limits of %s: UUID MEMORY_MIB [cores=PERCENT]\n", r->container_name);
+    for (size_t i = 0; i < r->grant.n; i++) {
+        int cores = replicaset_cuda_card_cores(a, r, i);
+        fprintf(f, "%s %llu", r->grant.cards[i].uuid,
                 (unsigned long long)r->grant.cards[i].memory_mib);
+        if (cores > 0)
+            fprintf(f, " cores=%d", cores);
+        fputc('\n', f);
+    }
     if (fclose(f) != 0) {
         free(*text);
         *text = NULL;
@@ -231,7 +251,7 @@ int replicaset_cuda_limits_rewrite(const app *a, const replicaset_record *r, gb_
     if (!replicaset_cuda_limits_file(a, r, file, sizeof(file)))
         return 0;
     _cleanup_free_ char *text = NULL;
-    if (replicaset_cuda_limits_text(r, &text, err) < 0 ||
+    if (replicaset_cuda_limits_text(a, r, &text, err) < 0 ||
         replicaset_gpu_env_write(file, text, err) < 0)
         return -1;
     return 1;
@@ -243,7 +263,7 @@ static int replicaset_cuda_limiter_prepare(const app *a, const replicaset_record
                                            replicaset_gpu_env *out, gb_err *err)
 {
     _cleanup_free_ char *text = NULL;
-    if (replicaset_cuda_limits_text(r, &text, err) < 0)
+    if (replicaset_cuda_limits_text(a, r, &text, err) < 0)
         return -1;
     char limits_dir[PATH_MAX], file[PATH_MAX + 16], preload[PATH_MAX];
     if (replicaset_gpu_dir(a, RS_GPU_LIMITS_DIR, r->container_name, true, limits_dir,

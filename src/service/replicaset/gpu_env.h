@@ -41,10 +41,14 @@ void replicaset_gpu_env_free(replicaset_gpu_env *e);
  * after the container is gone. */
 void replicaset_gpu_env_remove(app *a, const char *container);
 /* Rewrite the CUDA limiter's limits file of r's container from r's grant
- * (a temporary file and a rename: the library re-reads it at the next
+ * and gpuCores (a temporary file and a rename: the library re-reads it at the next
  * allocation). 1 when written; 0 when r holds no share or its container
  * has no limits file (no limiter); -1 when it cannot be written. */
 int replicaset_cuda_limits_rewrite(const app *a, const replicaset_record *r, gb_err *err);
+/* The compute share (percent, 1-100; 0: none) of r's card i in its limits
+ * file: the spec's gpuCores, else for a time-slice replica with
+ * --timeslice-equal-compute 100 / the replicas a card offers. */
+int replicaset_cuda_card_cores(const app *a, const replicaset_record *r, size_t i);
 /* Does r hold a share whose container has the limiter's limits file? */
 bool replicaset_cuda_limits_present(const app *a, const replicaset_record *r);
 /* Start-up: remove every such host file whose container is not a key of

@@ -44,7 +44,16 @@ static json_t *replicaset_gpu_limits(app *a, const replicaset_record *r, const j
     const char *by = none ? NULL : replicaset_gpu_enforced_by(a, r, inspect);
     bool enforced = whole || none || by != NULL;
     by = whole ? "exclusive cards" : by;
-    return json_pack("{s:s, s:b, s:s?}", "mode", mode, "enforced", enforced, "enforcedBy", by);
+    json_t *limits =
+        json_pack("{s:s, s:b, s:s?}", "mode", mode, "enforced", enforced, "enforcedBy", by);
+    /* The compute share the limiter's limits file gives each card
+     * (gpuCores, or an equal one for time-slice replicas): only when there
+     * is one and gpubox's limiter holds it. */
+    bool limiter = by && strcmp(by, "gpubox") == 0;
+    int cores = limiter ? replicaset_cuda_card_cores(a, r, 0) : 0;
+    if (limits && cores)
+        json_object_set_new(limits, "cores", json_integer(cores));
+    return limits;
 }
 
 static json_t *replicaset_summary(const replicaset_record *r, const char *status)
@@ -55,8 +64,10 @@ static json_t *replicaset_summary(const replicaset_record *r, const char *status
         r->container_name, "gpus", replicaset_record_gpus_json(r), "gpuShares",
         replicaset_record_gpu_shares_json(r), "ports", replicaset_record_ports_json(r),
         "createTime", r->create_time, "updateTime", r->update_time, "owner", r->owner);
-    if (j)
+    if (j) {
         json_object_set_new(j, "cpuset", replicaset_record_cpuset_json(r)); /* docs/cpus.md */
+        json_object_set_new(j, "gpuCores", replicaset_record_gpu_cores_json(r));
+    }
     return j;
 }
 

@@ -126,6 +126,11 @@ json_t *replicaset_record_gpu_shares_json(const replicaset_record *r)
     return shares ? json_incref(shares) : json_array();
 }
 
+json_t *replicaset_record_gpu_cores_json(const replicaset_record *r)
+{
+    return r->spec.gpu_cores ? json_integer(r->spec.gpu_cores) : json_null();
+}
+
 int replicaset_record_set_grant(replicaset_record *r, gpus_grant *g, gb_err *err)
 {
     (void)err; /* cannot fail: kept for its callers, which chain it */

@@ -198,6 +198,8 @@ void replicaset_record_copy(const replicaset_record *src, replicaset_record *dst
 json_t *replicaset_record_gpus_json(const replicaset_record *r);
 /* [{uuid, memoryMiB, mode, replica?}] for a share grant, [] otherwise. */
 json_t *replicaset_record_gpu_shares_json(const replicaset_record *r);
+/* The spec's gpuCores (the compute share of each card), null when none. */
+json_t *replicaset_record_gpu_cores_json(const replicaset_record *r);
 /* "none" | "whole" | "memory" | "timeslice": how r holds its cards. */
 const char *replicaset_record_gpu_mode(const replicaset_record *r);
 json_t *replicaset_record_ports_json(const replicaset_record *r);

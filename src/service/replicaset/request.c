@@ -34,6 +34,7 @@ const replicaset_create_field replicaset_create_fields[] = {
     {"ports", "Ports"},
     {"containerPorts", "containerPorts"},
     {"gpuMemory", NULL},
+    {"gpuCores", NULL},
     {"gpuShared", NULL},
     {"gpuPolicy", NULL},
     {"gpuUUIDs", NULL},

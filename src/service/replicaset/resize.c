@@ -1,14 +1,17 @@
 /*
- * resize.c - a memory share changed in place: a patch that asks only for
+ * resize.c - a share changed in place: a patch that asks only for
  * another gpuMemory on the cards the set holds, when those cards have
- * room, makes no new version. The container keeps running; the CUDA
- * limiter (src/cuda/) reads the new share from its limits file at its
- * processes' next allocation.
+ * room, and/or another gpuCores (the compute share, for memory shares and
+ * time-slice replicas alike), makes no new version. The container keeps
+ * running; the CUDA limiter (src/cuda/) reads the new share from its
+ * limits file at its processes' next allocation (the compute share
+ * within 50 ms of launches).
  *
  * Order, and why it is crash-safe without a journal entry:
  *   1. the pool exchanges the set's tenancies for ones of the new size on
  *      the same cards (gpus_pool_realloc, pinned; one step under the
- *      pool's mutex, so nothing else can take the room in between);
+ *      pool's mutex, so nothing else can take the room in between); a
+ *      change of gpuCores alone leaves the pool as it is;
  *   2. one store transaction writes the record (spec and gpuShares) and
  *      the current version's history entry (its spec): the store's word
  *      on what the set holds changes at once or not at all; if it does
@@ -25,7 +28,8 @@
  * is back under the new share (docs/gpus.md, "Changing a share").
  *
  * Not in place (replicaset_patch makes a new version as before): anything
- * else in the patch, whole cards or time-slice replicas, no CUDA limiter
+ * else in the patch, whole cards, another gpuMemory of time-slice
+ * replicas (they have none of their own), no CUDA limiter
  * in the container (its environment variables cannot change), or a card
  * without room for the new share (the share moves to another card).
  */
@@ -44,18 +48,48 @@
 #include "util/log.h"
 #include "util/xalloc.h"
 
-/* Does spec differ from r's only in the size of a memory share r holds? */
+/* Does spec differ from r's only in the size of a memory share r holds
+ * and/or in the compute share (gpuCores) of the shares r holds? */
 static bool replicaset_resize_applies(const replicaset_record *r, const replicaset_spec *spec)
 {
-    if (r->grant.n == 0 || r->grant.cards[0].mode != GPUS_MODE_MEMORY ||
-        spec->gpu_memory_mib == 0 || spec->gpu_memory_mib == r->spec.gpu_memory_mib ||
-        spec->gpu_shared)
+    if (r->grant.n == 0 || r->grant.cards[0].mode == GPUS_MODE_WHOLE ||
+        spec->gpu_shared != r->spec.gpu_shared)
+        return false;
+    bool memory = spec->gpu_memory_mib != r->spec.gpu_memory_mib;
+    bool cores = spec->gpu_cores != r->spec.gpu_cores;
+    if (!memory && !cores)
+        return false;
+    if (memory && (r->grant.cards[0].mode != GPUS_MODE_MEMORY || spec->gpu_memory_mib == 0))
         return false;
     replicaset_spec same = *spec; /* shallow: only compared, never freed */
     same.gpu_memory_mib = r->spec.gpu_memory_mib;
+    same.gpu_cores = r->spec.gpu_cores;
     _cleanup_json_ json_t *x = replicaset_spec_to_json(&same);
     _cleanup_json_ json_t *y = replicaset_spec_to_json(&r->spec);
     return x && y && json_equal(x, y);
+}
+
+/* The pool's tenancies of r, of the new size on the same cards, into g;
+ * -1 (logged) when a card has no room. */
+static int replicaset_resize_realloc(app *a, const replicaset_record *r,
+                                     const replicaset_spec *spec, gpus_grant *g)
+{
+    gpus_request req;
+    replicaset_spec_gpu_request(spec, &req);
+    _cleanup_free_ const char **pins = xcalloc(r->grant.n + 1, sizeof(*pins));
+    for (size_t i = 0; i < r->grant.n; i++)
+        pins[i] = r->grant.cards[i].uuid;
+    req.pin_uuids = pins;
+    req.npin = r->grant.n;
+    req.count = r->grant.n;
+    gb_err no_room = GB_ERR_INIT;
+    if (gpus_pool_realloc(a->gpu_pool, &r->grant, &req, r->name, g, &no_room) < 0) {
+        log_info("replica set %s: gpuMemory %llu MiB does not fit on its cards (%s); a new "
+                 "version moves it",
+                 r->name, (unsigned long long)spec->gpu_memory_mib, no_room.msg);
+        return -1;
+    }
+    return 0;
 }
 
 /* The history entry of r's version with r's spec now; NULL when there is
@@ -80,8 +114,10 @@ static json_t *replicaset_resize_answer(const replicaset_record *r)
         r->container_id, "version", r->version, "state", replicaset_state_name(r->state), "gpus",
         replicaset_record_gpus_json(r), "gpuShares", replicaset_record_gpu_shares_json(r), "ports",
         replicaset_record_ports_json(r), "changed", true, "inPlace", true);
-    if (out)
+    if (out) {
+        json_object_set_new(out, "gpuCores", replicaset_record_gpu_cores_json(r));
         replicaset_record_limits_json(r, out);
+    }
     return out;
 }
 
@@ -91,22 +127,14 @@ int replicaset_share_resize(app *a, replicaset_record *r, const replicaset_spec 
     if ((r->state != RS_STATE_RUNNING && r->state != RS_STATE_PAUSED) || r->operation[0] ||
         !replicaset_resize_applies(r, spec) || !replicaset_cuda_limits_present(a, r))
         return 0;
-    gpus_request req;
-    replicaset_spec_gpu_request(spec, &req);
-    _cleanup_free_ const char **pins = xcalloc(r->grant.n + 1, sizeof(*pins));
-    for (size_t i = 0; i < r->grant.n; i++)
-        pins[i] = r->grant.cards[i].uuid;
-    req.pin_uuids = pins;
-    req.npin = r->grant.n;
-    req.count = r->grant.n;
     _cleanup_(gpus_grant_free) gpus_grant g = {0};
-    gb_err no_room = GB_ERR_INIT;
-    if (gpus_pool_realloc(a->gpu_pool, &r->grant, &req, r->name, &g, &no_room) < 0) {
-        log_info("replica set %s: gpuMemory %llu MiB does not fit on its cards (%s); a new "
-                 "version moves it",
-                 r->name, (unsigned long long)spec->gpu_memory_mib, no_room.msg);
+    if (spec->gpu_memory_mib == r->spec.gpu_memory_mib) {
+        /* the compute share alone: the pool's grant stays as it is */
+        g.cards = xcalloc(r->grant.n, sizeof(*g.cards));
+        memcpy(g.cards, r->grant.cards, r->grant.n * sizeof(*g.cards));
+        g.n = r->grant.n;
+    } else if (replicaset_resize_realloc(a, r, spec, &g) < 0)
         return 0;
-    }
     /* From here the pool holds g; the record must say so or the pool goes back. */
     _cleanup_(replicaset_record_free) replicaset_record held = {0};
     replicaset_record_copy(r, &held);
@@ -131,10 +159,10 @@ int replicaset_share_resize(app *a, replicaset_record *r, const replicaset_spec 
         log_error("replica set %s: the new share is recorded but its limits file is not "
                   "rewritten: %s",
                   r->name, ferr.msg);
-    log_info("replica set %s: share now %llu MiB on each of its %zu card(s), in place (version "
-             "%d, container %s)",
-             r->name, (unsigned long long)spec->gpu_memory_mib, r->grant.n, r->version,
-             r->container_name);
+    log_info("replica set %s: share now %llu MiB, compute %d%% (0: no limit) on each of its %zu "
+             "card(s), in place (version %d, container %s)",
+             r->name, (unsigned long long)r->grant.cards[0].memory_mib, spec->gpu_cores, r->grant.n,
+             r->version, r->container_name);
     *out = replicaset_resize_answer(r);
     return *out ? 1 : err_set(err, ERR_INTERNAL, "out of memory");
 }

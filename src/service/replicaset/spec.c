@@ -19,10 +19,9 @@
 #include "util/size.h"
 
 static const char *const replicaset_spec_fields[] = {
-    "imageName",      "gpuCount", "gpuMemory", "gpuShared", "gpuPolicy",
-    "gpuUUIDs",       "gpuModel", "binds",     "env",       "cmd",
-    "containerPorts", "ports",    "cpus",      "memory",    "shmSize",
-    "restartPolicy",  "labels",   "sshKeys",   "cpuCount",
+    "imageName", "gpuCount", "gpuMemory",     "gpuCores", "gpuShared",      "gpuPolicy", "gpuUUIDs",
+    "gpuModel",  "binds",    "env",           "cmd",      "containerPorts", "ports",     "cpus",
+    "memory",    "shmSize",  "restartPolicy", "labels",   "sshKeys",        "cpuCount",
 };
 
 static const char *const replicaset_restart_policies[] = {"no", "always", "unless-stopped",

@@ -83,6 +83,7 @@ typedef struct replicaset_spec {
     /* How each card is held (docs/gpus.md); 0 / false: whole cards. */
     uint64_t gpu_memory_mib;     /* a memory share of this much on each card */
     bool gpu_shared;             /* a time-slice replica on each card */
+    int gpu_cores;               /* compute limit of each card's share, 1-100 %; 0: none */
     enum gpus_policy gpu_policy; /* which fitting card a share takes */
     char **gpu_uuids;            /* exactly these cards; NULL: any */
     size_t ngpu_uuids;
@@ -116,8 +117,8 @@ void replicaset_spec_free(replicaset_spec *spec);
 /* Deep copy. */
 void replicaset_spec_copy(const replicaset_spec *src, replicaset_spec *dst);
 /* The GPU fields of obj - gpuCount, gpuMemory ("8GB" or an integer of
- * MiB), gpuShared, gpuPolicy, gpuUUIDs, gpuModel - into spec's, checked
- * together (replicaset/spec_gpu.c has the rules). Create (as_patch false): spec's
+ * MiB), gpuShared, gpuCores (1-100, only with a share), gpuPolicy, gpuUUIDs, gpuModel - into
+ * spec's, checked together (replicaset/spec_gpu.c has the rules). Create (as_patch false): spec's
  * GPU fields are replaced; absent fields take their defaults, gpuCount 1
  * when gpuMemory or gpuShared is given, else 0. Patch (as_patch true):
  * absent fields keep spec's values; gpuMemory > 0 turns gpuShared off and

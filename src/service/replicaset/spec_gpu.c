@@ -19,6 +19,11 @@
  *   - gpuUUIDs: exactly these cards; gpuCount must be absent, 0 or their
  *     number, and becomes their number.
  *   - gpuPolicy: binpack | spread, only steering shares; gpuModel: filter.
+ *   - gpuCores: 1-100, the compute limit of each card's share (percent of
+ *     its SMs' time, enforced by the CUDA limiter); only with a share
+ *     (gpuMemory or gpuShared): a whole card is the set's alone. null: none.
+ *     A patch that makes the set whole (or cardless) without naming
+ *     gpuCores drops it, as gpuShared drops gpuMemory.
  * Whether a share fits any card is sched/'s question (code 1013), asked at
  * allocation: a spec is valid on any host.
  */
@@ -36,8 +41,9 @@
 
 /* What a request body says about GPUs, before defaults. */
 typedef struct replicaset_gpu_input {
-    bool has_count, has_memory, has_shared, has_policy, has_uuids, has_model;
+    bool has_count, has_memory, has_shared, has_policy, has_uuids, has_model, has_cores;
     long long count;
+    int cores; /* 0: null, none */
     uint64_t memory_mib;
     bool shared;
     enum gpus_policy policy;
@@ -113,6 +119,30 @@ static int replicaset_gpu_read_memory(const json_t *obj, replicaset_gpu_input *i
     if (bytes / (1024 * 1024) > RS_MAX_GPU_MEMORY_MIB)
         return err_set(err, ERR_INVALID_PARAMS, "gpuMemory '%.32s' is more than any GPU has", text);
     in->memory_mib = bytes / (1024 * 1024);
+    return 0;
+}
+
+/* gpuCores: an integer 1-100, or null (none). */
+static int replicaset_gpu_read_cores(const json_t *obj, replicaset_gpu_input *in, gb_err *err)
+{
+    json_t *v = json_object_get(obj, "gpuCores");
+    if (!v)
+        return 0;
+    in->has_cores = true;
+    if (json_is_null(v))
+        return 0;
+    if (!json_is_integer(v))
+        return err_set(err, ERR_WRONG_TYPE,
+                       "gpuCores must be a whole number of percent from 1 to 100 (such as 50), "
+                       "not %s",
+                       json_type_name(v));
+    json_int_t n = json_integer_value(v);
+    if (n < 1 || n > 100)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "gpuCores is %lld; give the percent of each card's compute time the set "
+                       "may use, 1 to 100 (null: no limit)",
+                       (long long)n);
+    in->cores = (int)n;
     return 0;
 }
 
@@ -197,6 +227,7 @@ static int replicaset_gpu_read(const json_t *obj, replicaset_gpu_input *in, gb_e
     in->has_shared = found > 0;
     return replicaset_gpu_read_count(obj, in, err) < 0 ||
                    replicaset_gpu_read_memory(obj, in, err) < 0 ||
+                   replicaset_gpu_read_cores(obj, in, err) < 0 ||
                    replicaset_gpu_read_policy(obj, in, err) < 0 ||
                    replicaset_gpu_read_uuids(obj, in, err) < 0 ||
                    replicaset_gpu_read_model(obj, in, err) < 0
@@ -209,6 +240,8 @@ typedef struct replicaset_gpu_result {
     long long count;
     uint64_t memory_mib;
     bool shared;
+    int cores;
+    bool cores_given; /* in this request: refused rather than dropped */
     enum gpus_policy policy;
     size_t nuuids;
 } replicaset_gpu_result;
@@ -222,6 +255,7 @@ static replicaset_gpu_result replicaset_gpu_combine(const replicaset_gpu_input *
         r = (replicaset_gpu_result){.count = spec->gpu_count,
                                     .memory_mib = spec->gpu_memory_mib,
                                     .shared = spec->gpu_shared,
+                                    .cores = spec->gpu_cores,
                                     .policy = spec->gpu_policy,
                                     .nuuids = spec->ngpu_uuids};
     if (in->has_memory) {
@@ -233,6 +267,10 @@ static replicaset_gpu_result replicaset_gpu_combine(const replicaset_gpu_input *
         r.shared = in->shared;
         if (as_patch && in->shared && !in->has_memory)
             r.memory_mib = 0;
+    }
+    if (in->has_cores) {
+        r.cores = in->cores;
+        r.cores_given = in->cores > 0;
     }
     if (in->has_policy)
         r.policy = in->policy;
@@ -271,6 +309,22 @@ static int replicaset_gpu_check(replicaset_gpu_result *r, gb_err *err)
                        "gpuCount is 0, but %s asks for a share on each card; leave gpuCount out "
                        "for one card, or give the number of cards",
                        r->shared ? "gpuShared" : "gpuMemory");
+    if (r->cores && !(r->memory_mib || r->shared)) {
+        if (!r->cores_given) { /* a patch made the set whole or cardless */
+            r->cores = 0;
+            return 0;
+        }
+        if (r->count == 0)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "gpuCores is %d, but the set asks for no GPU; gpuCores limits the "
+                           "compute of a share: give gpuMemory or gpuShared with it",
+                           r->cores);
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "gpuCores is %d, but the set asks for whole cards, which are its alone; "
+                       "gpuCores limits the compute of a share: give gpuMemory (or gpuShared) "
+                       "with it, or leave gpuCores out",
+                       r->cores);
+    }
     return 0;
 }
 
@@ -286,6 +340,7 @@ int replicaset_spec_gpu_from_json(const json_t *obj, bool as_patch, replicaset_s
     spec->gpu_count = (int)r.count;
     spec->gpu_memory_mib = r.memory_mib;
     spec->gpu_shared = r.shared;
+    spec->gpu_cores = r.cores;
     spec->gpu_policy = r.policy;
     if (in.has_uuids || !as_patch) {
         replicaset_gpu_strings_free(spec->gpu_uuids, spec->ngpu_uuids);
@@ -315,6 +370,9 @@ int replicaset_spec_gpu_to_json(const replicaset_spec *spec, json_t *obj)
             0 ||
         json_object_set_new(obj, "gpuModel", json_string(spec->gpu_model ? spec->gpu_model : "")) <
             0)
+        return -1;
+    /* Only when set: the form of every spec made before gpuCores stays. */
+    if (spec->gpu_cores && json_object_set_new(obj, "gpuCores", json_integer(spec->gpu_cores)) < 0)
         return -1;
     return 0;
 }

@@ -36,7 +36,7 @@
 
 /* gpuPatch's fields (replicaset/spec_gpu.c reads them). */
 static const char *const replicaset_patch_gpu_fields[] = {
-    "gpuCount", "gpuMemory", "gpuShared", "gpuPolicy", "gpuUUIDs", "gpuModel", NULL};
+    "gpuCount", "gpuMemory", "gpuCores", "gpuShared", "gpuPolicy", "gpuUUIDs", "gpuModel", NULL};
 
 static bool replicaset_patch_listed(const char *const *list, const char *key)
 {
