@@ -50,6 +50,7 @@
 #include "context.h"
 #include "cuda_api.h"
 #include "limits.h"
+#include "pids.h"
 #include "rate.h"
 #include "track.h"
 
@@ -341,6 +342,7 @@ static CUresult drv_device_get_uuid(CUuuid *uuid, CUdevice dev)
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool paths_ready;
 static char limits_path[PATH_MAX], budget_dir[PATH_MAX], budget_path[PATH_MAX];
+static char pids_path[PATH_MAX];
 static gpucuda_limits_file limits_file;
 static gpucuda_budget budget;
 static bool budget_ready;
@@ -369,6 +371,7 @@ static void paths_init_locked(void)
     snprintf(limits_path, sizeof(limits_path), "%s/limits/limits", dir);
     snprintf(budget_dir, sizeof(budget_dir), "%s/budget", dir);
     snprintf(budget_path, sizeof(budget_path), "%s/budget/budget", dir);
+    snprintf(pids_path, sizeof(pids_path), "%s/limits/pids", dir);
     limits_file.path = limits_path;
     paths_ready = true;
 }
@@ -976,6 +979,9 @@ static nvmlDevice_t nvml_device(const unsigned char uuid[16])
 /* ---- context memory: NVML's per-process memory, counted (context.h) ---- */
 
 static pthread_mutex_t context_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The host PIDs of the container's processes (pids.h), read again when
+ * NVML is asked (context_lock held). */
+static gpucuda_pids_file pids_file;
 static struct {
     gpucuda_context c;
     uint64_t due_ns; /* c.next_ns, read without the lock */
@@ -984,7 +990,9 @@ static struct {
 } contexts[GPUCUDA_MAX_ORDINALS];
 
 /* What NVML lists for this process on the card; false when it is not
- * listed (or NVML cannot say). The _v2 list first, as gpuboxd's monitor. */
+ * listed (or NVML cannot say). The _v2 list first, as gpuboxd's monitor.
+ * NVML's PIDs are the host's: in a gpuboxd container they are matched
+ * through the pids file, elsewhere directly (pids.h). context_lock held. */
 static bool nvml_process_memory(nvmlDevice_t d, uint64_t *used)
 {
     typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, void *);
@@ -1020,7 +1028,7 @@ static bool nvml_process_memory(nvmlDevice_t d, uint64_t *used)
             memcpy(&p, buf + (size_t)i * size, sizeof(p));
             pid = p.pid, bytes = p.usedGpuMemory;
         }
-        if (pid == self && bytes != NVML_VALUE_NOT_AVAILABLE) {
+        if (gpucuda_pids_is_self(&pids_file, pid, self) && bytes != NVML_VALUE_NOT_AVAILABLE) {
             *used = bytes;
             found = true;
         }
@@ -1055,6 +1063,10 @@ static void context_refresh(CUdevice dev, int bidx)
         x->nvml_known = true;
     }
     uint64_t used = 0;
+    if (x->nvml) {
+        pids_file.path = pids_path; /* set before: the card has a share */
+        gpucuda_pids_refresh(&pids_file);
+    }
     bool listed = x->nvml && nvml_process_memory(x->nvml, &used);
     int64_t delta =
         gpucuda_context_update(&x->c, listed, used, gpucuda_budget_own(&budget, bidx), now);

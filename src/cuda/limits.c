@@ -143,9 +143,7 @@ const gpucuda_limit *gpucuda_limits_find(const gpucuda_limits *l, const unsigned
     return NULL;
 }
 
-/* The whole file from fd as a string (at most 64 KiB: a few lines a
- * card), or NULL. */
-static char *read_small_file(int fd)
+char *gpucuda_read_small_file(int fd)
 {
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap + 1);
@@ -231,7 +229,7 @@ bool gpucuda_limits_refresh(gpucuda_limits_file *f)
     f->size = st.st_size;
     f->mtime = st.st_mtim;
 
-    char *text = read_small_file(fd);
+    char *text = gpucuda_read_small_file(fd);
     if (!text) {
         fprintf(stderr, "libgpubox-cuda: cannot read %s (%s); keeping the limits read before\n",
                 f->path, strerror(errno));

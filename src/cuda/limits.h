@@ -76,4 +76,9 @@ const gpucuda_limit *gpucuda_limits_find(const gpucuda_limits *l, const unsigned
  * once per version). True when the limits changed. */
 bool gpucuda_limits_refresh(gpucuda_limits_file *f);
 
+/* The whole file from fd (read from offset 0) as a string, at most
+ * 64 KiB (a few lines a card; pids.h's file is as small), or NULL: free
+ * it. */
+char *gpucuda_read_small_file(int fd);
+
 #endif

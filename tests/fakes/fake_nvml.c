@@ -13,6 +13,7 @@
  *     usage INDEX MEMORY_USED_MIB UTILIZATION_PCT
  *     process INDEX PID MEMORY_MIB [SM_PCT]
  *     context INDEX MEMORY_MIB
+ *     hostpids PATH
  *     xid INDEX XID
  *
  *   INDEX       the card's NVML index, 0..n-1 (lines may come in any order);
@@ -37,6 +38,15 @@
  *               with MEMORY_MIB of context memory plus what it holds
  *               through the fake driver: as the real NVML counts a
  *               process's context with its allocations
+ *   hostpids    the caller runs in a PID namespace of its own (a
+ *               container), and the real NVML lists every process under
+ *               its host PID: the context lines list the caller under the
+ *               host PID that PATH gives for its own PID (lines
+ *               "PID HOSTPID", which a test writes from the host side),
+ *               or, when PATH does not name it, under its PID + 4194304
+ *               (above any PID the kernel gives: it matches no process).
+ *               Without it they list the caller under its own PID (no
+ *               PID namespace, or docker --pid=host)
  *   xid         an XID error on the device (on a MIG instance: reported on
  *               its card); each xid line is delivered once per NVML
  *               session, in file order, through the event set API
@@ -175,6 +185,7 @@ struct fake_desc {
     struct fake_xid xids[FAKE_MAX_XIDS];
     size_t nxids;
     char driver[80];
+    char hostpids[256]; /* "": the caller's PIDs are the host's */
 };
 
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -186,6 +197,7 @@ static struct fake_xid fake_xids[FAKE_MAX_XIDS];
 static size_t fake_nxids, fake_xids_delivered;
 static struct fake_event_set fake_sets[FAKE_MAX_SETS];
 static char fake_driver[80];
+static char fake_hostpids[256]; /* the hostpids line's PATH; "": none */
 static int fake_init_count;
 static struct timespec fake_mtime; /* of the file as last read */
 static off_t fake_size;
@@ -346,6 +358,11 @@ static int fake_parse_line(const char *p, int pass, struct fake_desc *desc)
             return pass == 2 ? refs[i].parse(p, desc) : 0;
     if (pass == 2)
         return 0;
+    if (strncmp(p, "hostpids ", 9) == 0) {
+        snprintf(desc->hostpids, sizeof(desc->hostpids), "%s", p + 9);
+        desc->hostpids[strcspn(desc->hostpids, " \t\r\n")] = '\0';
+        return 0;
+    }
     if (strncmp(p, "driver_version ", 15) == 0) {
         snprintf(desc->driver, sizeof(desc->driver), "%s", p + 15);
         desc->driver[strcspn(desc->driver, " \t\r\n")] = '\0';
@@ -426,6 +443,7 @@ static nvmlReturn_t fake_apply(const struct fake_desc *desc)
         fake_xids[i].dev = slot_of[desc->xids[i].dev];
     }
     memcpy(fake_driver, desc->driver, sizeof(fake_driver));
+    memcpy(fake_hostpids, desc->hostpids, sizeof(fake_hostpids));
     return NVML_SUCCESS;
 }
 
@@ -467,7 +485,7 @@ static void fake_unload(void)
     memset(fake_devs, 0, sizeof(fake_devs));
     memset(fake_sets, 0, sizeof(fake_sets));
     fake_nslots = fake_nprocs = fake_nxids = fake_xids_delivered = 0;
-    fake_driver[0] = '\0';
+    fake_driver[0] = fake_hostpids[0] = '\0';
     fake_size = 0;
     memset(&fake_mtime, 0, sizeof(fake_mtime));
 }
@@ -808,6 +826,23 @@ static unsigned long long fake_own_bytes(const struct fake_dev *d)
     return d->context_mib * FAKE_MIB + held;
 }
 
+/* The PID NVML lists the caller under: its own, or with a hostpids line
+ * the host's from that file (see the top of this file). */
+static unsigned int fake_listed_pid(void)
+{
+    unsigned int self = (unsigned int)getpid();
+    if (!fake_hostpids[0])
+        return self;
+    FILE *f = fopen(fake_hostpids, "r");
+    unsigned int pid, host, listed = self + 4194304U;
+    while (f && fscanf(f, "%u %u", &pid, &host) == 2)
+        if (pid == self)
+            listed = host;
+    if (f)
+        fclose(f);
+    return listed;
+}
+
 /* The compute processes on a device into v1 or v2 entries (one of them
  * NULL): count first as NVML does. */
 static nvmlReturn_t fake_processes(nvmlDevice_t device, unsigned int *count,
@@ -842,11 +877,11 @@ static nvmlReturn_t fake_processes(nvmlDevice_t device, unsigned int *count,
                                            d->mig_slot >= 0 ? 0 : NVML_NO_INSTANCE};
         k++;
     }
+    unsigned int listed = own ? fake_listed_pid() : 0;
     if (own && v1)
-        v1[k] = (nvmlProcessInfo_v1_t){(unsigned int)getpid(), own};
+        v1[k] = (nvmlProcessInfo_v1_t){listed, own};
     else if (own)
-        v2[k] =
-            (nvmlProcessInfo_v2_t){(unsigned int)getpid(), own, NVML_NO_INSTANCE, NVML_NO_INSTANCE};
+        v2[k] = (nvmlProcessInfo_v2_t){listed, own, NVML_NO_INSTANCE, NVML_NO_INSTANCE};
     *count = n;
     return NVML_SUCCESS;
 }

@@ -5,7 +5,11 @@
 # (GPUBOX_CUDA_DIR, as the tests do; in a container gpuboxd mounts
 # /run/gpubox instead), and checks, on GPU 0:
 #   0. each process's context memory (NVML's per-process memory) is
-#      counted: allocation stops at the share less it (below);
+#      counted: allocation stops at the share less it (below). Without
+#      Docker the processes share the host's PID namespace, so NVML's PIDs
+#      are their own and match directly (there is no pids file; in a
+#      gpuboxd container its monitor writes /run/gpubox/limits/pids, the
+#      host PIDs to translate NVML's, docs/gpus.md "Context memory");
 #   1. allocation stops at the share (cudaMalloc, libcudart's way to the
 #      driver; and the driver API through cuGetProcAddress_v2 and dlsym);
 #   2. cudaMemGetInfo reports the share as the total;
@@ -54,7 +58,7 @@ if [ -n "${GPUBOX_CUDA_LIB:-}" ]; then
 else
     # as CMakeLists.txt builds it: C11 (GNU), only the hooks exported, libc only
     "$cc" -std=gnu11 -O2 -Wall -Wextra -D_GNU_SOURCE -DGPUCUDA_PIN_GLIBC -fPIC -shared \
-        -fvisibility=hidden -o "$work/libgpubox-cuda.so" "$root"/src/cuda/{hooks,limits,budget,track,rate,context}.c \
+        -fvisibility=hidden -o "$work/libgpubox-cuda.so" "$root"/src/cuda/{hooks,limits,budget,track,rate,context,pids}.c \
         -Wl,--no-undefined -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 || exit 1
 fi
 "$cc" -std=gnu11 -O2 -D_GNU_SOURCE -I"$root/src" -o "$work/cuda_probe" "$root/tests/fakes/cuda_probe.c" -ldl ||

@@ -218,6 +218,54 @@ static void test_context_memory_counts(void **state)
     assert_string_equal(out, "fill 16384\n");
 }
 
+/* In a container NVML lists processes under their host PIDs (the fake
+ * NVML's hostpids line: here a made-up host PID, 4000000 + the probe's);
+ * the library finds itself through the pids file gpuboxd writes beside
+ * the limits (src/cuda/pids.h). With the file but without the probe's
+ * line nothing is counted (the whole share can be allocated); once
+ * gpuboxd lists it, its context counts at its next look (at most a
+ * second later), and the memory returns when the probe is gone. */
+#define HOST_PID 4100000 /* under the kernel's PID_MAX_LIMIT; not the probe's */
+static void test_context_memory_counts_through_host_pids(void **state)
+{
+    (void)state;
+    char hostpids[160], pids[160], text[256];
+    snprintf(hostpids, sizeof(hostpids), "%s/hostpids", tmpdir);
+    snprintf(pids, sizeof(pids), "%s/limits/pids", tmpdir);
+    snprintf(text, sizeof(text), "0 " UUID_A " 16384 ok Fake A\ncontext 0 300\nhostpids %s\n",
+             hostpids);
+    write_file(gpus_file, text);
+    write_file(pids, "# HOSTPID PID\n");
+    const char *const args[] = {"wait", "alloc", "mem",   "4096", "free", "wait", "alloc",
+                                "mem",  "3797",  "alloc", "mem",  "3796", "wait", NULL};
+    probe_proc p = probe_start(true, args);
+    char out[512];
+    probe_read(&p, out, sizeof(out), "waiting");
+    /* NVML lists the probe under its host PID; gpuboxd has not listed it:
+     * the PIDs do not match, no context is counted */
+    snprintf(text, sizeof(text), "%d %d\n", (int)p.pid, HOST_PID);
+    write_file(hostpids, text);
+    assert_int_equal(write(p.in, "\n", 1), 1);
+    probe_read(&p, out, sizeof(out), "waiting");
+    assert_string_equal(out, "alloc ok\nfree ok\nwaiting\n");
+    /* gpuboxd lists it: the context counts at the library's next look */
+    snprintf(text, sizeof(text), "# HOSTPID PID\n12 34\n%d %d\n", HOST_PID, (int)p.pid);
+    write_file(pids, text);
+    usleep(1100 * 1000);
+    assert_int_equal(write(p.in, "\n", 1), 1);
+    probe_read(&p, out, sizeof(out), "waiting");
+    assert_string_equal(out, "alloc oom\nalloc ok\nwaiting\n");
+    /* meanwhile a second process finds the card full (its own context is
+     * not listed in the pids file, so not counted) */
+    RUN(true, out, "fill", "mem", "1");
+    assert_string_equal(out, "fill 0\n");
+    /* gone: its allocations and its context return to the budget */
+    kill(p.pid, SIGKILL);
+    probe_finish(&p);
+    RUN(true, out, "fill", "mem", "512");
+    assert_string_equal(out, "fill 4096\n");
+}
+
 static void test_card_without_limit(void **state)
 {
     (void)state;
@@ -358,6 +406,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_info_reports_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_card_without_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_context_memory_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_context_memory_counts_through_host_pids, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_processes_share_budget_and_kill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_share_changed_while_running, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_budget_dir_each_process_alone, setup,
