@@ -25,10 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Daemon
+from conftest import FAKE_NVML, Daemon, docker_get, fake_gpu_env
 from schema import response_schema, validate
 from rsutil import (LONG_RUNNING, RUN_TAG, assert_refused_unchanged, call, container, create_ok,
-                    delete, execute_ok, history, info_ok, list_sets, patch_ok, remove_image, wipe)
+                    delete, execute_ok, history, info_ok, list_sets, patch_ok, remove_image, wait_until,
+                    wipe)
 
 PREFIX = "e2gl" + RUN_TAG
 WINDOW = "65110-65119"  # this module's ports (rsutil explains the windows)
@@ -315,20 +316,88 @@ def test_nvml_and_compute_share_in_the_container(daemon, probe_image):
         assert slowed * 2 < free_run, (kind, slowed, free_run)
 
 
-def test_context_memory_counts_in_the_container(daemon, probe_image):
+NS_CARD = "GPU-cccccccc-2222-4000-8000-000000000002"
+NS_CARDS = f"driver_version 535.104.05\n0 {NS_CARD} 16384 ok Tesla T4\n"
+
+
+def rewrite(path, text):
+    """Replace the daemon's fake description so its NVML sees a new file."""
+    tmp = path.with_suffix(".new")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+def ns_pid(host_pid):
+    """A host process's PID in its own PID namespace (NSpid's last)."""
+    for line in Path(f"/proc/{host_pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    raise AssertionError(f"no NSpid for {host_pid}")
+
+
+def test_context_memory_counts_in_the_container(tmp_path, probe_image):
     """NVML lists each process with its context memory (the fake NVML's
-    context line: 300 MiB besides its allocations): the share covers it."""
-    d = daemon
-    created = share_ok(d, probe_image, "ctx", "4GB")
-    name, uuid = f"{PREFIX}_ctx", created["gpus"][0]
-    out = execute_ok(d, name, ["sh", "-c", f"printf '0 {uuid} 16384 ok Tesla T4\\n"
-                                           "context 0 300\\n' > /tmp/gpus"])
-    assert out["exitCode"] == 0, out
-    assert probe(d, name, "alloc", "mem", "3797", "alloc", "mem", "3796") == \
-        "alloc oom\nalloc ok\n"
-    assert probe(d, name, "fill", "mem", "512", "info", "nvml") == (
-        "fill 3584\ninfo free=212 total=4096\nnvml total=4096 used=3884 free=212\n"
-        "nvml_v2 total=4096 used=3884 free=212\n")
+    context line: 300 MiB besides its allocations), and in the container's
+    own PID namespace under its host PID (the fake NVML's hostpids line, fed the PIDs this test
+    reads on the host, as the real driver does). gpuboxd's monitor sees the
+    same process in its NVML reading and writes HOSTPID PID into the
+    container's /run/gpubox/limits/pids; the library finds itself there and
+    counts its context: a process whose context takes 300 MiB allocates
+    only the 4096 MiB share less it, cuMemGetInfo and NVML say so, and all
+    of it returns to the budget when the process dies."""
+    desc = tmp_path / "gpus.txt"
+    desc.write_text(NS_CARDS)
+    data = tmp_path / "data"
+    d = Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(data), "--port-range", WINDOW,
+                "--gpu-source", "nvml", "--nvml-library", str(FAKE_NVML),
+                "--usage-interval", "0.2"], data, tmp_path / "gpuboxd.log",
+               env=fake_gpu_env(desc)).start()
+    try:
+        created = share_ok(d, probe_image, "ctxns", "4GB")
+        name, uuid = f"{PREFIX}_ctxns", created["gpus"][0]
+        pids_file = data / "gpu-limits" / created["containerName"] / "pids"
+        holder = (f"printf '0 {uuid} 16384 ok Tesla T4\\ncontext 0 300\\n"
+                  "hostpids /tmp/hostpids\\n' > /tmp/gpus; touch /tmp/go; "
+                  "(tail -f /tmp/go | env -i GPUBOX_FAKE_GPUS=/tmp/gpus /usr/bin/cuda_probe "
+                  "wait alloc mem 3797 alloc mem 3796 free fill mem 512 info nvml wait "
+                  "> /tmp/p.out 2>&1) "
+                  "> /dev/null 2>&1 &")
+        assert execute_ok(d, name, ["sh", "-c", holder])["exitCode"] == 0
+        assert wait_until(lambda: "waiting" in execute_ok(d, name, ["cat", "/tmp/p.out"])[
+            "stdout"]), "the probe did not start"
+        top = docker_get(f"/containers/{created['containerName']}/top?ps_args=-o%20pid,args")
+        host = next(int(p[0]) for p in top["Processes"] if p[1].startswith("/usr/bin/cuda_probe"))
+        own = ns_pid(host)
+        assert own != host
+        # NVML, in the container and on the host, lists the process under its host PID
+        out = execute_ok(d, name, ["sh", "-c", f"echo '{own} {host}' > /tmp/hostpids"])
+        assert out["exitCode"] == 0, out
+        rewrite(desc, NS_CARDS + f"process 0 {host} 300\n")
+        listed = wait_until(lambda: pids_file.exists() and f"{host} {own}" in
+                            pids_file.read_text().splitlines(), timeout=10)
+        # the probe allocates: its context (300 MiB) counts in the share
+        assert execute_ok(d, name, ["sh", "-c", "echo go >> /tmp/go"])["exitCode"] == 0
+        assert wait_until(lambda: execute_ok(d, name, ["cat", "/tmp/p.out"])["stdout"].count(
+            "waiting") == 2, timeout=15), "the probe did not allocate"
+        out = execute_ok(d, name, ["cat", "/tmp/p.out"])["stdout"]
+        assert out == ("waiting\nalloc oom\nalloc ok\nfree ok\nfill 3584\n"
+                       "info free=212 total=4096\nnvml total=4096 used=3884 free=212\n"
+                       "nvml_v2 total=4096 used=3884 free=212\nwaiting\n"), out
+        assert listed, pids_file.read_text()
+        # another process of the container sees the same budget
+        assert probe(d, name, "info") == "info free=212 total=4096\n"
+        # the process dies: its memory and its context return to the budget
+        assert execute_ok(d, name, ["kill", "-9", str(own)])["exitCode"] == 0
+        rewrite(desc, NS_CARDS)
+        assert probe(d, name, "fill", "mem", "512") == "fill 4096\n"
+        assert wait_until(lambda: pids_file.read_text().splitlines()[1:] == [])
+    finally:
+        try:
+            wipe(d, PREFIX)
+        finally:
+            d.stop()
 
 
 def test_whole_cards_get_no_limiter(daemon, probe_image):

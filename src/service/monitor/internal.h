@@ -53,11 +53,19 @@ struct monitor_use {
     int killed_pid; /* the last process --share-overrun kill killed there; 0: none */
 };
 
+/* A process of a set on one of its shared cards: its PID on the host (as
+ * NVML lists it) and in the container (the last NSpid entry). */
+struct monitor_gpu_pid {
+    int host;
+    long own;
+};
+
 /* A running (or paused) set of this server, as the monitor tracks it. */
 struct monitor_set {
     char name[NAME_MAX_LEN + 1];
     char owner[NAME_MAX_LEN + 1];
     char container_id[80];
+    char container_name[NAME_MAX_LEN + 16]; /* RS_CONTAINER_NAME_MAX */
     bool paused;
     int64_t idle_stop_s, max_duration_s;
     time_t running_since;
@@ -67,6 +75,10 @@ struct monitor_set {
     time_t stop_tried; /* a stop that failed, not retried for a minute */
     struct monitor_use *uses;
     size_t nuses;
+    bool any_share;                   /* some use is a share (the CUDA limiter may be there) */
+    struct monitor_gpu_pid *gpu_pids; /* in the last reading, on its shared cards */
+    size_t ngpu_pids;
+    char *pids_written; /* the pids file's text as last written; NULL: not yet */
 };
 
 struct monitor {
@@ -116,6 +128,10 @@ void monitor_limits_apply(app *a, time_t now, bool sampling);
  * over its memory share on a card are reported (an event, a metric) and,
  * with --share-overrun kill, the largest of them there is killed. */
 void monitor_overrun_apply(app *a);
+
+/* hostpids.c: after a reading, with the lock not held: each set's pids
+ * file (src/cuda/pids.h) rewritten when its GPU processes changed. */
+void monitor_hostpids_apply(app *a);
 
 /* Whether set s is busy on its cards in the last reading. */
 bool monitor_set_busy(const struct monitor *m, const struct monitor_set *s);

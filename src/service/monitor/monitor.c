@@ -34,8 +34,11 @@ long monitor_device_index(const app *a, const char *uuid)
 
 void monitor_sets_free(struct monitor_set *sets, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(sets[i].uses);
+        free(sets[i].gpu_pids);
+        free(sets[i].pids_written);
+    }
     free(sets);
 }
 
@@ -84,6 +87,7 @@ static int monitor_load_one(void *ctx, replicaset_record *r, gb_err *err)
     snprintf(s->name, sizeof(s->name), "%s", r->name);
     snprintf(s->owner, sizeof(s->owner), "%s", r->owner);
     snprintf(s->container_id, sizeof(s->container_id), "%s", r->container_id);
+    snprintf(s->container_name, sizeof(s->container_name), "%s", r->container_name);
     s->paused = r->state == RS_STATE_PAUSED;
     s->idle_stop_s = r->idle_stop_s;
     s->max_duration_s = r->max_duration_s;
@@ -100,6 +104,7 @@ static int monitor_load_one(void *ctx, replicaset_record *r, gb_err *err)
         u->share_mib = share ? r->grant.cards[i].memory_mib : l->a->gpus.devices[dev].memory_mib;
         u->share = share;
         u->util = -1;
+        s->any_share = s->any_share || share;
     }
     return 0;
 }
@@ -144,6 +149,7 @@ static void monitor_reload_sets(app *a, bool first)
             l.sets[i].idle_persisted = old->idle_persisted;
             l.sets[i].last_exec = old->last_exec;
             l.sets[i].stop_tried = old->stop_tried;
+            l.sets[i].pids_written = old->pids_written ? xstrdup(old->pids_written) : NULL;
             for (size_t u = 0; u < l.sets[i].nuses; u++)
                 for (size_t v = 0; v < old->nuses; v++)
                     if (strcmp(l.sets[i].uses[u].uuid, old->uses[v].uuid) == 0) {
@@ -166,26 +172,35 @@ static void monitor_reload_sets(app *a, bool first)
 struct monitor_pids {
     int *pid;
     char (*id)[PROC_CONTAINER_ID_LEN + 1]; /* "" for none */
+    long *ns;                              /* its PID in its container (NSpid's last); 0: unknown */
     size_t n;
 };
 
+/* The container pid runs in ("" for none) and its PID there (*ns). */
 static const char *monitor_container_of(struct monitor_pids *cache, struct monitor_pids *next,
-                                        int pid)
+                                        int pid, long *ns)
 {
     for (size_t i = 0; i < next->n; i++)
-        if (next->pid[i] == pid)
+        if (next->pid[i] == pid) {
+            *ns = next->ns[i];
             return next->id[i];
+        }
     next->pid = xrealloc(next->pid, (next->n + 1) * sizeof(*next->pid));
     next->id = xrealloc(next->id, (next->n + 1) * sizeof(*next->id));
+    next->ns = xrealloc(next->ns, (next->n + 1) * sizeof(*next->ns));
     size_t at = next->n++;
     next->pid[at] = pid;
     for (size_t i = 0; i < cache->n; i++)
         if (cache->pid[i] == pid) {
             memcpy(next->id[at], cache->id[i], sizeof(next->id[at]));
+            *ns = next->ns[at] = cache->ns[i];
             return next->id[at];
         }
+    proc_signals sig;
     if (!proc_container_id(pid, next->id[at]))
         next->id[at][0] = '\0';
+    next->ns[at] = next->id[at][0] && proc_signals_of(pid, &sig) == 0 ? sig.ns_pid : 0;
+    *ns = next->ns[at];
     return next->id[at];
 }
 
@@ -193,6 +208,7 @@ static void monitor_pids_free(struct monitor_pids *p)
 {
     free(p->pid);
     free(p->id);
+    free(p->ns);
     memset(p, 0, sizeof(*p));
 }
 
@@ -210,13 +226,15 @@ static struct monitor_set *monitor_set_of(struct monitor *m, const char *id)
 static void monitor_account(struct monitor *m, const gpu_usage *u, struct monitor_pids *cache,
                             struct monitor_pids *next)
 {
-    for (size_t i = 0; i < m->nsets; i++)
+    for (size_t i = 0; i < m->nsets; i++) {
+        m->sets[i].ngpu_pids = 0;
         for (size_t k = 0; k < m->sets[i].nuses; k++) {
             m->sets[i].uses[k].used_mib = 0;
             m->sets[i].uses[k].util = -1;
             m->sets[i].uses[k].top_pid = 0;
             m->sets[i].uses[k].top_mib = 0;
         }
+    }
     for (size_t i = 0; i < m->ncards && i < u->ncards; i++)
         m->cards[i] = (struct monitor_card){.sampled = true,
                                             .present = u->cards[i].present,
@@ -228,7 +246,8 @@ static void monitor_account(struct monitor *m, const gpu_usage *u, struct monito
         if (dev < 0 || (size_t)dev >= m->ncards)
             continue;
         m->cards[dev].nprocs++;
-        struct monitor_set *s = monitor_set_of(m, monitor_container_of(cache, next, pr->pid));
+        long ns = 0;
+        struct monitor_set *s = monitor_set_of(m, monitor_container_of(cache, next, pr->pid, &ns));
         struct monitor_use *use = NULL;
         for (size_t k = 0; s && k < s->nuses; k++)
             if (s->uses[k].dev == (size_t)dev)
@@ -238,6 +257,10 @@ static void monitor_account(struct monitor *m, const gpu_usage *u, struct monito
             continue;
         }
         use->used_mib += pr->memory_mib;
+        if (use->share && ns > 0) {
+            s->gpu_pids = xrealloc(s->gpu_pids, (s->ngpu_pids + 1) * sizeof(*s->gpu_pids));
+            s->gpu_pids[s->ngpu_pids++] = (struct monitor_gpu_pid){.host = pr->pid, .own = ns};
+        }
         if (pr->memory_mib > use->top_mib || !use->top_pid) {
             use->top_pid = pr->pid;
             use->top_mib = pr->memory_mib;
@@ -331,6 +354,7 @@ static void monitor_tick(app *a, struct monitor_pids *cache)
         free(foreign);
         monitor_health_from(a, &u);
         monitor_overrun_apply(a);
+        monitor_hostpids_apply(a);
     }
     gpu_usage_free(&u);
     monitor_limits_apply(a, time(NULL), sampled);

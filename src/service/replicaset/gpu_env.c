@@ -22,7 +22,10 @@
  *     the cards' shares in <data-dir>/gpu-limits/<container>/limits, the
  *     directory mounted read-only at RS_CUDA_LIMITS_DIR (a directory, so a
  *     later rewrite by rename reaches the container), which goes with
- *     the container; and a small tmpfs (RS_CUDA_BUDGET_BYTES, mode 1777)
+ *     the container; beside it the file "pids" (src/cuda/pids.h: the
+ *     host PIDs of the container's GPU processes, so the library finds
+ *     itself in NVML's list), written empty here and kept by the monitor
+ *     (service/monitor/hostpids.c); and a small tmpfs (RS_CUDA_BUDGET_BYTES, mode 1777)
  *     at RS_CUDA_BUDGET_DIR, where the container's processes keep their
  *     shared budget: memory rather than the host's disk, so what the
  *     container writes there is capped and goes with it;
@@ -257,8 +260,20 @@ int replicaset_cuda_limits_rewrite(const app *a, const replicaset_record *r, gb_
     return 1;
 }
 
-/* The CUDA limiter for a share: the limits file, the preload file, and the
- * four mounts. */
+int replicaset_cuda_pids_write(const app *a, const char *container, const char *text, gb_err *err)
+{
+    char dir[PATH_MAX], file[PATH_MAX + 16];
+    if (replicaset_gpu_dir(a, RS_GPU_LIMITS_DIR, container, false, dir, sizeof(dir), err) < 0)
+        return -1;
+    snprintf(file, sizeof(file), "%s/pids", dir);
+    struct stat st;
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    return replicaset_gpu_env_write(file, text, err) < 0 ? -1 : 1;
+}
+
+/* The CUDA limiter for a share: the limits file, the pids file, the
+ * preload file, and the four mounts. */
 static int replicaset_cuda_limiter_prepare(const app *a, const replicaset_record *r,
                                            replicaset_gpu_env *out, gb_err *err)
 {
@@ -276,7 +291,8 @@ static int replicaset_cuda_limiter_prepare(const app *a, const replicaset_record
         (int)sizeof(preload))
         return err_set(err, ERR_INTERNAL, "data dir path is too long for the preload file");
     if (replicaset_gpu_env_write(file, text, err) < 0 ||
-        replicaset_gpu_env_write(preload, RS_CUDA_LIMITER_PATH "\n", err) < 0)
+        replicaset_gpu_env_write(preload, RS_CUDA_LIMITER_PATH "\n", err) < 0 ||
+        replicaset_cuda_pids_write(a, r->container_name, RS_CUDA_PIDS_HEADER, err) < 0)
         return -1;
     out->limits_dir = xstrdup(limits_dir);
     out->preload_file = xstrdup(preload);

@@ -45,6 +45,14 @@ void replicaset_gpu_env_remove(app *a, const char *container);
  * allocation). 1 when written; 0 when r holds no share or its container
  * has no limits file (no limiter); -1 when it cannot be written. */
 int replicaset_cuda_limits_rewrite(const app *a, const replicaset_record *r, gb_err *err);
+/* The header of the pids file (src/cuda/pids.h) gpuboxd writes beside the
+ * limits: at the container's creation with no process, then by the
+ * monitor (service/monitor/hostpids.c). */
+#define RS_CUDA_PIDS_HEADER "# gpubox: host PIDs of the container's GPU processes: HOSTPID PID\n"
+/* Replace the pids file of container with text (a temporary file and a
+ * rename). 1 when written; 0 when the container has no limits directory
+ * (no limiter); -1 when it cannot be written. */
+int replicaset_cuda_pids_write(const app *a, const char *container, const char *text, gb_err *err);
 /* The compute share (percent, 1-100; 0: none) of r's card i in its limits
  * file: the spec's gpuCores, else for a time-slice replica with
  * --timeslice-equal-compute 100 / the replicas a card offers. */
