@@ -54,6 +54,8 @@ export interface Spec {
   imageName: string;
   gpuCount: number;
   gpuMemory: number;
+  /** The compute share of each card, percent (1-100), held by gpubox's CUDA limiter; absent or null: none. */
+  gpuCores?: number | null;
   gpuShared: boolean;
   gpuPolicy: string;
   gpuUUIDs: string[];
@@ -160,6 +162,7 @@ export interface ReplicaSetInfo extends ReplicaSet {
 export interface GpusAside {
   gpuCount: number;
   gpuMemory?: number;
+  gpuCores?: number | null;
   gpuShared?: boolean;
   gpuPolicy?: string;
   gpuUUIDs?: string[];

@@ -79,6 +79,25 @@ describe('CreateInstance', () => {
     });
   });
 
+  it('sends a compute share (gpuCores) next to the memory share', async () => {
+    const sent = api();
+    show();
+    type('Name', 'job');
+    type('Image', 'ubuntu:22.04');
+    expect(screen.queryByLabelText('Compute per card (%)')).toBeNull(); // no GPUs: no share
+    fireEvent.click(screen.getByLabelText('Memory share'));
+    type('Memory per card', '12GB');
+    type('Compute per card (%)', '30');
+    expect(await submitted(sent)).toEqual({
+      replicaSetName: 'job',
+      imageName: 'ubuntu:22.04',
+      gpuCount: 1,
+      gpuMemory: '12GB',
+      gpuCores: 30,
+      gpuPolicy: 'binpack',
+    });
+  });
+
   it('sends a time-slice, and a shell command under sh -c', async () => {
     const sent = api();
     show();

@@ -30,6 +30,8 @@ export interface CreateForm {
   mode: GpuMode;
   count: string;
   memory: string;
+  /** The compute share of each card, percent (gpuCores); empty: none. */
+  cores: string;
   policy: 'binpack' | 'spread';
   binds: BindRow[];
   ports: string;
@@ -58,6 +60,7 @@ export const EMPTY_FORM: CreateForm = {
   mode: 'none',
   count: '1',
   memory: '8GB',
+  cores: '',
   policy: 'binpack',
   binds: [],
   ports: '',
@@ -79,6 +82,8 @@ export function createBody(f: CreateForm, fleet: boolean): Record<string, unknow
   if (f.mode !== 'none') body.gpuCount = Number(f.count);
   if (f.mode === 'memory') body.gpuMemory = memoryValue(f.memory);
   if (f.mode === 'timeslice') body.gpuShared = true;
+  // A compute share goes with a share; a whole card is the set's alone.
+  if ((f.mode === 'memory' || f.mode === 'timeslice') && f.cores.trim()) body.gpuCores = Number(f.cores);
   // The policy picks among cards for a share; whole cards ignore it.
   if (f.mode === 'memory' || f.mode === 'timeslice') body.gpuPolicy = f.policy;
   const binds: Bind[] = f.binds
@@ -221,6 +226,20 @@ export function CreateInstance({ onCreated, onCancel }: { onCreated: (name: stri
                 <label for="ci-memory">Memory per card</label>
                 <input id="ci-memory" value={form.memory} onInput={(e) => set({ memory: value(e) })} />
                 <p class="hint">"8GB" or "1536MB".</p>
+              </div>
+            )}
+            {share && (
+              <div class="field">
+                <label for="ci-cores">Compute per card (%)</label>
+                <input
+                  id="ci-cores"
+                  type="number"
+                  min={1}
+                  max={100}
+                  value={form.cores}
+                  onInput={(e) => set({ cores: value(e) })}
+                />
+                <p class="hint">Percent of each card's compute time (1-100); empty: no limit.</p>
               </div>
             )}
             {share && (

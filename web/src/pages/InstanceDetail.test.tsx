@@ -48,6 +48,41 @@ describe('InstanceDetail', () => {
     expect(screen.getByText('["sleep","infinity"]')).toBeTruthy();
   });
 
+  it('shows the compute share (gpuCores) with the memory share and what holds it', async () => {
+    api({
+      gpus: ['GPU-aaaa'],
+      gpuShares: [{ uuid: 'GPU-aaaa', memoryMiB: 8192, mode: 'memory' }],
+      spec: spec({ gpuMemory: 8192, gpuCores: 30 }),
+      gpuLimits: { mode: 'memory', enforced: true, enforcedBy: 'gpubox', cores: 30 },
+    } as Partial<ReplicaSetInfo>);
+    await shown();
+    const gpus = screen.getByText(/8 GB share ×1/);
+    expect(gpus.textContent).toContain('30% compute a card');
+    expect(screen.getByText(/enforced by gpubox, compute held at 30%/)).toBeTruthy();
+  });
+
+  it('changes the compute share in the scale dialog, and removes it', async () => {
+    const sent = api({ spec: spec({ gpuCount: 1, gpuMemory: 8192, gpuCores: 30 }) }, (req) =>
+      req.method === 'PATCH' && req.url === BASE ? { data: { version: 1, changed: true } } : undefined,
+    );
+    await shown();
+    fireEvent.click(screen.getByRole('button', { name: 'Scale' }));
+    let dialog = screen.getByRole('dialog', { name: 'Scale foo' });
+    const cores = within(dialog).getByLabelText('Compute per card (%)') as HTMLInputElement;
+    expect(cores.value).toBe('30');
+    fireEvent.input(cores, { target: { value: '50' } });
+    fireEvent.click(within(dialog).getByRole('button', { name: 'Apply' }));
+    await waitFor(() => expect(screen.queryByRole('dialog')).toBeNull());
+    expect(changes(sent)[0].body).toEqual({ gpuPatch: { gpuCount: 1, gpuCores: 50 } });
+
+    fireEvent.click(screen.getByRole('button', { name: 'Scale' }));
+    dialog = screen.getByRole('dialog', { name: 'Scale foo' });
+    fireEvent.input(within(dialog).getByLabelText('Compute per card (%)'), { target: { value: '' } });
+    fireEvent.click(within(dialog).getByRole('button', { name: 'Apply' }));
+    await waitFor(() => expect(screen.queryByRole('dialog')).toBeNull());
+    expect(changes(sent)[1].body).toEqual({ gpuPatch: { gpuCount: 1, gpuCores: null } });
+  });
+
   it('shows a user the buttons the state allows', async () => {
     api({ state: 'running' });
     const { unmount } = renderAs('user', <InstanceDetail name="foo" />);

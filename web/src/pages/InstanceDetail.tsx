@@ -31,7 +31,8 @@ import './instances.css';
 
 /** data.info's fields this page reads beyond ReplicaSetInfo. */
 interface Info extends ReplicaSetInfo {
-  gpuLimits?: { mode: string; enforced: boolean; enforcedBy: string | null };
+  /** cores: the compute share its limits file holds each card to (gpuCores); absent: none. */
+  gpuLimits?: { mode: string; enforced: boolean; enforcedBy: string | null; cores?: number };
 }
 
 /** The live fields, which gpuboxd may send in info or beside it in data. */
@@ -112,7 +113,8 @@ function Actions({ info, act, open }: { info: Info; act: Act; open: (d: DialogKi
 
 function gpuLimitText(limits: Info['gpuLimits']): string | null {
   if (!limits || limits.mode === 'none') return null;
-  if (limits.enforced) return `enforced by ${limits.enforcedBy}`;
+  if (limits.enforced)
+    return `enforced by ${limits.enforcedBy}${limits.cores ? `, compute held at ${limits.cores}%` : ''}`;
   return 'scheduled but not enforced: a process can use the whole card';
 }
 
@@ -148,6 +150,7 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
         <dd>
           {specGpusText(spec)}
           {spec.gpuMemory > 0 || spec.gpuShared ? `, ${spec.gpuPolicy}` : ''}
+          {spec.gpuCores ? `, ${spec.gpuCores}% compute a card` : ''}
           {limit && <span class="hint"> ({limit})</span>}
           {info.gpus.length > 0 && (
             <ul class="plain">

@@ -46,8 +46,12 @@ export function ScaleDialog({ info, act, onClose, steps }: DialogProps) {
   const base = nextSpec(info);
   const share = base.gpuMemory > 0;
   const initialMemory = share ? memoryText(base.gpuMemory) : '';
+  // A compute share goes with a memory share or a time-slice replica.
+  const compute = share || base.gpuShared;
+  const initialCores = base.gpuCores ? String(base.gpuCores) : '';
   const [count, setCount] = useState(String(base.gpuCount));
   const [memory, setMemory] = useState(initialMemory);
+  const [cores, setCores] = useState(initialCores);
   const [note, setNote] = useState<string | null>(null);
   const a = useAction();
 
@@ -56,6 +60,8 @@ export function ScaleDialog({ info, act, onClose, steps }: DialogProps) {
     setNote(null);
     const gpuPatch: Record<string, unknown> = { gpuCount: Number(count) };
     if (share && memory.trim() !== initialMemory) gpuPatch.gpuMemory = memoryValue(memory);
+    // Emptied: null removes the compute share.
+    if (compute && cores.trim() !== initialCores) gpuPatch.gpuCores = cores.trim() ? Number(cores) : null;
     // The whole envelope: a patch that changes nothing says so in msg alone.
     let msg = '';
     const answer = await a.run(() =>
@@ -91,6 +97,20 @@ export function ScaleDialog({ info, act, onClose, steps }: DialogProps) {
           <div class="field">
             <label for="sc-memory">Memory per card</label>
             <input id="sc-memory" value={memory} onInput={(e) => setMemory(value(e))} />
+          </div>
+        )}
+        {compute && (
+          <div class="field">
+            <label for="sc-cores">Compute per card (%)</label>
+            <input
+              id="sc-cores"
+              type="number"
+              min={1}
+              max={100}
+              value={cores}
+              onInput={(e) => setCores(value(e))}
+            />
+            <p class="hint">Percent of each card's compute time (1-100); empty: no limit. Changed in place.</p>
           </div>
         )}
         {note && (

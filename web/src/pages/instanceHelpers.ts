@@ -38,9 +38,11 @@ export function pendingChanges(spec: Spec, next: Spec): string[] {
   if (!same(spec.env, next.env)) out.push('environment');
   if (!same(spec.binds, next.binds)) out.push('binds');
   if (!same(spec.containerPorts, next.containerPorts) || !same(spec.ports, next.ports)) out.push('ports');
+  if ((spec.gpuCores ?? null) !== (next.gpuCores ?? null))
+    out.push(`compute ${spec.gpuCores ? `${spec.gpuCores}%` : 'unlimited'} → ${next.gpuCores ? `${next.gpuCores}%` : 'unlimited'}`);
   const rest = (s: Spec) => [s.cpus, s.memory, s.shmSize, s.restartPolicy, s.gpuPolicy, s.gpuModel, s.gpuUUIDs];
   if (out.length === 0 || !same(rest(spec), rest(next))) {
-    const known = new Set(['imageName', 'gpuCount', 'gpuMemory', 'gpuShared', 'env', 'binds', 'containerPorts', 'ports']);
+    const known = new Set(['imageName', 'gpuCount', 'gpuMemory', 'gpuCores', 'gpuShared', 'env', 'binds', 'containerPorts', 'ports']);
     const other = (Object.keys(next) as (keyof Spec)[]).filter((k) => !known.has(k) && !same(spec[k], next[k]));
     out.push(...other);
   }
