@@ -33,7 +33,10 @@
 # The fake NVML lists the process with 300 MiB of context memory on each
 # card (its `context` lines), so "limited" also pays for the context
 # memory (NVML's per-process list asked at the first allocation, then at
-# most once a second: a coarse clock read and a lock per call).
+# most once a second: a coarse clock read and a lock per call). As in a
+# gpuboxd container, NVML lists it under a host PID (the fake's hostpids
+# line) that the library finds through the pids file (limits/pids, read
+# when NVML is asked: a stat when it did not change).
 # The budget is a file on tmpfs when /dev/shm exists (as gpuboxd's
 # per-container directory would be), else in the temporary directory.
 #
@@ -70,6 +73,7 @@ usage 0 0 0
 context 0 300
 context 1 300
 GPUS
+echo "hostpids $work/hostpids" >>"$work/gpus"
 echo "GPU-aaaaaaaa-0000-4000-8000-000000000000 40960 cores=50" >"$work/limits/limits"
 
 # run ROW KIND: one round's ns per pair (KIND mem, create), per launch
@@ -85,9 +89,13 @@ run() {
         init) step="init" ;;
         *) step="bench $kind $pairs" ;;
     esac
-    # shellcheck disable=SC2086 # $step is words
+    # the process's host PID, made up (4100000): in the fake NVML's
+    # hostpids file and in the pids file, as gpuboxd's monitor writes it
+    # shellcheck disable=SC2016,SC2086 # $$ is the inner shell's; $step is words
     env -i LD_LIBRARY_PATH="$build/fakes" GPUBOX_FAKE_GPUS="$work/gpus" GPUBOX_CUDA_DIR="$work" \
-        ${preload:+LD_PRELOAD=$preload} "$probe" --device "$dev" $step |
+        W="$work" ${preload:+LD_PRELOAD=$preload} /bin/sh -c \
+        'echo "$$ 4100000" >"$W/hostpids"; printf "# HOSTPID PID\n4100000 %s\n" $$ >"$W/limits/pids"; exec "$0" "$@"' \
+        "$probe" --device "$dev" $step |
         sed -n 's/^[a-z_]* //p'
 }
 
