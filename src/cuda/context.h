@@ -37,8 +37,9 @@ typedef struct {
 bool gpucuda_context_due(const gpucuda_context *c, uint64_t now_ns);
 
 /* NVML's answer for this process on the card (listed false: the process
- * is not in NVML's list, say before its context exists or where NVML
- * knows it by another PID: then nothing is counted) and what the
+ * is not in NVML's list, say before its context exists, or in a
+ * container before gpuboxd's pids file names it (pids.h): then nothing
+ * is counted) and what the
  * process's slot holds on the card now (c->charged included). Sets the
  * new charge and the next time to ask; returns how much to charge (> 0)
  * or refund (< 0). */

@@ -24,7 +24,9 @@
  * The limits come from the file gpuboxd mounts read-only at
  * /run/gpubox/limits/limits (limits.h), checked at every allocation; the
  * container's use from the budget at /run/gpubox/budget/budget
- * (budget.h). GPUBOX_CUDA_DIR replaces /run/gpubox only where
+ * (budget.h); the host PIDs of the container's processes, to find this
+ * one in NVML's per-process list, at /run/gpubox/limits/pids (pids.h).
+ * GPUBOX_CUDA_DIR replaces /run/gpubox only where
  * /run/gpubox/limits does not exist (tests and benchmarks; in a
  * container gpuboxd mounts it, so the variable cannot undo the limits).
  *
