@@ -84,6 +84,11 @@ typedef struct app_config {
     /* MiB of kept logs per replica set, a quarter of it per version
      * (service/replicaset/logs.c); 0: RS_LOGS_KEEP_SET_MIB_DEFAULT. */
     unsigned kept_logs_mib;
+    /* Terminals (replicaset/terminal.c): seconds without input or output
+     * after which one is closed (0: never), and how many one user may have
+     * open at once (0: TERMINAL_MAX_PER_USER_DEFAULT). */
+    unsigned terminal_idle_s;
+    unsigned terminal_max_per_user;
     /* Registry credentials for pulls (service/images/images.h); NULL: none. */
     const char *registry_auth_file;
 } app_config;

@@ -6,7 +6,8 @@
  * route), so it pins that nothing changed. A route added, removed or
  * changed is a failure here until this table says so too, and so is a
  * line that leaves its access or fleet scope unset.
- */#include <setjmp.h>
+ */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -19,14 +20,14 @@
 #include "http/auth.h"
 #include "util/cleanup.h"
 
-/* Who may call a route with --token-file, as http_auth_check decides. */
-enum who {
-    WHO_ANYONE,    /* no token needed */
-    WHO_ANY_TOKEN, /* any valid token: viewer, user or admin */
-    WHO_OBSERVER,  /* a viewer's or an admin's token */
-    WHO_USER,      /* a user's or an admin's token */
-    WHO_ADMIN,     /* an admin's token */
-};
+    /* Who may call a route with --token-file, as http_auth_check decides. */
+    enum who {
+        WHO_ANYONE,    /* no token needed */
+        WHO_ANY_TOKEN, /* any valid token: viewer, user or admin */
+        WHO_OBSERVER,  /* a viewer's or an admin's token */
+        WHO_USER,      /* a user's or an admin's token */
+        WHO_ADMIN,     /* an admin's token */
+    };
 
 static const struct {
     const char *method, *pattern;
@@ -55,6 +56,10 @@ static const struct {
     {"PATCH", "/api/v1/replicaSet/{name}/continue", api_replicaset_continue, WHO_USER,
      SCOPE_RS_OWNER},
     {"POST", "/api/v1/replicaSet/{name}/execute", api_replicaset_execute, WHO_USER, SCOPE_RS_OWNER},
+    {"GET", "/api/v1/replicaSet/{name}/terminal", api_replicaset_terminal, WHO_USER,
+     SCOPE_RS_OWNER},
+    {"POST", "/api/v1/replicaSet/{name}/terminal/ticket", api_replicaset_terminal_ticket, WHO_USER,
+     SCOPE_RS_OWNER},
     {"POST", "/api/v1/replicaSet/{name}/commit", api_replicaset_commit, WHO_USER, SCOPE_RS_OWNER},
     {"DELETE", "/api/v1/replicaSet/{name}", api_replicaset_delete, WHO_USER, SCOPE_RS_OWNER},
     {"PATCH", "/api/v1/replicaSet/{name}", api_replicaset_patch, WHO_USER, SCOPE_RS_OWNER},
