@@ -64,6 +64,7 @@ describe('InstanceDetail', () => {
       'Restart without GPUs',
       'Auto-stop',
       'Delete',
+      'Open terminal',
       'Show logs',
     ]);
     unmount();
