@@ -272,8 +272,10 @@ int ws_reader_next(ws_reader *r, ws_message *m)
     if (r->fail_code)
         return -1;
     for (;;) {
-        const uint8_t *p = r->in + r->in_off;
         size_t n = r->in_len - r->in_off;
+        if (n == 0)
+            return 0; /* in may still be NULL */
+        const uint8_t *p = r->in + r->in_off;
         ws_frame f;
         int rc = ws_parse_header(r, p, n, &f);
         if (rc <= 0)
@@ -300,10 +302,11 @@ int ws_reader_next(ws_reader *r, ws_message *m)
             r->msg = xrealloc(r->msg, cap);
             r->msg_cap = cap;
         }
-        if (len)
+        if (len) { /* msg is still NULL before the first non-empty piece */
             memcpy(r->msg + r->msg_len, payload, len);
-        if (f.masked)
-            ws_mask(r->msg + r->msg_len, len, f.mask, 0);
+            if (f.masked)
+                ws_mask(r->msg + r->msg_len, len, f.mask, 0);
+        }
         r->msg_len += len;
         if (!f.fin)
             continue;
