@@ -150,6 +150,14 @@ def test_the_logs_panel_shows_what_the_container_printed(daemon):
     browser(daemon, "logs")
 
 
+def test_the_terminal_runs_a_typed_command_and_follows_the_window(daemon):
+    """Issue 30, item 3: the instance page's terminal (xterm.js) opens a
+    shell through a ticket and the WebSocket, shows the answer of a command
+    typed into it, and its size follows the window; without a CSP
+    violation or a script error."""
+    browser(daemon, "terminal")
+
+
 def test_the_console_fits_and_speaks_a_users_words(daemon):
     """Issue 27: no /api/v1/nodes request on a single server; the create
     form's Create and error in sight at 1400x900 and 1000x900, in the

@@ -2,11 +2,12 @@
 // own: the rest of the console does not wait for it).
 //
 // gpuboxd's Content-Security-Policy allows no inline styles (docs/web.md),
-// and xterm.js's DOM renderer sizes its rows and colours its text with
-// <style> elements it writes at run time, which the browser then ignores.
-// Stylesheets built through the CSSOM are not inline styles: each such
-// <style> element's text is mirrored into a constructed stylesheet adopted
-// by the document, and kept in step as xterm.js rewrites it.
+// and xterm.js's DOM renderer sizes its rows and colours its text through
+// <style> elements whose text it writes at run time: the browser would
+// refuse them (and report each refusal). Stylesheets built through the
+// CSSOM are not inline styles, so while a terminal lives, each <style>
+// element the document makes keeps its text in a constructed stylesheet
+// the document adopts, and the element itself is an inert <template>.
 import { FitAddon } from '@xterm/addon-fit';
 import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
@@ -18,40 +19,36 @@ export interface XtermView extends TermView {
   dispose(): void;
 }
 
-function mirrorStyles(root: HTMLElement): () => void {
-  const doc = root.ownerDocument;
+function adoptStyleElements(doc: Document): () => void {
   if (!('adoptedStyleSheets' in doc) || typeof CSSStyleSheet === 'undefined') return () => {};
-  const sheets = new Map<HTMLStyleElement, CSSStyleSheet>();
-  const sync = () => {
-    const seen = new Set<HTMLStyleElement>();
-    root.querySelectorAll('style').forEach((el) => {
-      seen.add(el);
-      let sheet = sheets.get(el);
-      if (!sheet) {
-        sheet = new CSSStyleSheet();
-        sheets.set(el, sheet);
-        doc.adoptedStyleSheets = [...doc.adoptedStyleSheets, sheet];
-      }
-      sheet.replaceSync(el.textContent ?? '');
+  const original = doc.createElement;
+  const sheets = new Set<CSSStyleSheet>();
+  doc.createElement = function (this: Document, tag: string, opts?: ElementCreationOptions) {
+    if (tag.toLowerCase() !== 'style') return original.call(this, tag, opts);
+    // Even an empty <style> counts as an inline style: a <template> (never
+    // rendered) stands in, its text kept in the adopted sheet.
+    const el = original.call(this, 'template');
+    const sheet = new CSSStyleSheet();
+    sheets.add(sheet);
+    doc.adoptedStyleSheets = [...doc.adoptedStyleSheets, sheet];
+    let text = '';
+    Object.defineProperty(el, 'textContent', {
+      get: () => text,
+      set: (v: string | null) => {
+        text = v ?? '';
+        sheet.replaceSync(text);
+      },
     });
-    for (const [el, sheet] of sheets) {
-      if (!seen.has(el)) {
-        sheets.delete(el);
-        doc.adoptedStyleSheets = doc.adoptedStyleSheets.filter((s) => s !== sheet);
-      }
-    }
-  };
-  const obs = new MutationObserver(sync);
-  obs.observe(root, { subtree: true, childList: true, characterData: true });
-  sync();
+    return el;
+  } as typeof doc.createElement;
   return () => {
-    obs.disconnect();
-    const mine = new Set(sheets.values());
-    doc.adoptedStyleSheets = doc.adoptedStyleSheets.filter((s) => !mine.has(s));
+    doc.createElement = original;
+    doc.adoptedStyleSheets = doc.adoptedStyleSheets.filter((s) => !sheets.has(s));
   };
 }
 
 export function createXterm(container: HTMLElement): XtermView {
+  const unadopt = adoptStyleElements(container.ownerDocument);
   const term = new Terminal({
     cursorBlink: true,
     fontFamily: 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace',
@@ -60,7 +57,6 @@ export function createXterm(container: HTMLElement): XtermView {
   });
   const fitter = new FitAddon();
   term.loadAddon(fitter);
-  const unmirror = mirrorStyles(container);
   term.open(container);
   fitter.fit();
   return {
@@ -83,7 +79,7 @@ export function createXterm(container: HTMLElement): XtermView {
     focus: () => term.focus(),
     dispose: () => {
       term.dispose();
-      unmirror();
+      unadopt();
     },
   };
 }
