@@ -65,6 +65,10 @@ int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err);
 /* terminal.c: the terminal WebSocket and its ticket (docs/access.md). */
 int api_replicaset_terminal(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_terminal_ticket(http_request *req, http_response *resp, gb_err *err);
+/* A fleet: the terminal of a set on node, forwarded with its upgrade. */
+struct app;
+int api_terminal_forward(struct app *a, const char *node, http_request *req, http_response *resp,
+                         gb_err *err);
 /* http_server_config.ticket: a terminal's ticket stands for its caller. */
 bool api_ticket_check(void *ctx, const http_route *route, const http_request *req,
                       const char *ticket, http_identity *who);

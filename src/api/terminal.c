@@ -13,16 +13,26 @@
  *                   begins with one byte saying the stream: 1 stdout, 2
  *                   stderr
  *   server text     {"exit": CODE} once the process ended, then the close
+ *
+ * In a fleet, a terminal of a set on another node is forwarded there with
+ * its upgrade (api_terminal_forward): that node answers the handshake and
+ * runs the terminal; this one carries the bytes (http/relay.h). A ticket
+ * is the other node's too (it issued it), so it is redeemed there: here
+ * it only lets the request through to be forwarded.
  */
 #include "util/xalloc.h"
 #include "api/api.h"
+#include "api/fleet.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "http/relay.h"
 #include "http/upgrade.h"
 #include "http/ws_pump.h"
+#include "service/nodes/nodes.h"
 #include "service/replicaset/replicaset.h"
 #include "service/tickets/tickets.h"
 #include "util/cleanup.h"
@@ -183,12 +193,100 @@ int api_replicaset_terminal_ticket(http_request *req, http_response *resp, gb_er
         resp, json_pack("{s:s, s:i}", "ticket", ticket, "expiresInSeconds", TICKET_TTL_S), err);
 }
 
+/* ---- a fleet: the terminal of a set on another node -------------------- */
+
+typedef struct terminal_relay {
+    int fd; /* the connection to the node, switched */
+} terminal_relay;
+
+static void terminal_relay_free(void *ctx)
+{
+    terminal_relay *r = ctx;
+    close(r->fd);
+    free(r);
+}
+
+static void terminal_relay_run(void *ctx, int fd, const char *extra, size_t extra_len,
+                               const atomic_bool *stopping)
+{
+    terminal_relay *r = ctx;
+    http_relay(fd, extra, extra_len, r->fd, stopping);
+}
+
+/* The node's refusal (its envelope after the head) as this node's answer. */
+static int terminal_forward_refused(int fd, long status, const char *head, http_response *resp)
+{
+    const char *cl = strcasestr(head, "\r\nContent-Length:");
+    size_t len = cl ? strtoul(cl + 17, NULL, 10) : 0;
+    if (len > 65536)
+        len = 65536;
+    char *body = xmalloc(len + 1);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, body + got, len - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    body[got] = '\0';
+    json_t *j = json_loadb(body, got, 0, NULL);
+    int code = (int)json_integer_value(json_object_get(j, "code"));
+    json_decref(j);
+    http_response_raw(resp, (int)status, "application/json", body, got);
+    resp->code = code;
+    resp->envelope = true;
+    return 0;
+}
+
+int api_terminal_forward(app *a, const char *node, http_request *req, http_response *resp,
+                         gb_err *err)
+{
+    if (http_websocket_check(req, err) < 0)
+        return -1;
+    char advertise[NODES_URL_MAX];
+    if (nodes_reach(a, node, advertise, sizeof(advertise), err) < 0)
+        return -1;
+    _cleanup_free_ char *pq = api_fleet_path_query(req);
+    nodes_request nr = api_fleet_request_of(req, pq, 0);
+    _cleanup_free_ char *extra =
+        xasprintf("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                  "Sec-WebSocket-Key: %s\r\n",
+                  http_request_header(req, "Sec-WebSocket-Key"));
+    char head[8192];
+    long status = 0;
+    int fd = -1;
+    if (nodes_upgrade(a, advertise, &nr, extra, &fd, &status, head, sizeof(head), err) < 0)
+        return err_prefix(err, "forwarding the terminal to node %s", node);
+    if (status != 101) {
+        terminal_forward_refused(fd, status, head, resp);
+        close(fd);
+        return 0;
+    }
+    terminal_relay *r = xcalloc(1, sizeof(*r));
+    r->fd = fd;
+    /* The same key gives the same accept: the client cannot tell the
+     * node that answered from this one. */
+    return http_response_websocket(resp, req, terminal_relay_run, r, terminal_relay_free, err);
+}
+
 bool api_ticket_check(void *ctx, const http_route *route, const http_request *req,
                       const char *ticket, http_identity *who)
 {
-    (void)ctx;
+    app *a = ctx;
     if (route->handler != api_replicaset_terminal)
         return false;
+    nodes_route to;
+    gb_err ignored = GB_ERR_INIT;
+    if (a->fleet &&
+        nodes_route_name(a, NODES_REPLICASET, http_request_param(req, "name"), false, &to,
+                         &ignored) == 0 &&
+        to.where == NODES_FORWARD) {
+        /* Issued and redeemed by the set's node: pass it on unspent. */
+        snprintf(who->name, sizeof(who->name), "%s", "(ticket)");
+        who->role = HTTP_ROLE_USER;
+        who->bad_token = false;
+        return true;
+    }
     caller c;
     if (!tickets_redeem(ticket, "terminal", http_request_param(req, "name"), &c))
         return false;
