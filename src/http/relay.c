@@ -56,7 +56,8 @@ void http_relay(int a, const char *extra, size_t extra_len, int b, const atomic_
     dirs[0].buf = xmalloc(RELAY_BUF);
     dirs[1].buf = xmalloc(RELAY_BUF);
     size_t take = extra_len < RELAY_BUF ? extra_len : RELAY_BUF;
-    memcpy(dirs[0].buf, extra, take);
+    if (take)
+        memcpy(dirs[0].buf, extra, take);
     dirs[0].len = take;
     for (;;) {
         if (stop && atomic_load(stop))

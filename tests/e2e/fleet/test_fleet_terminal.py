@@ -7,7 +7,7 @@ import secrets
 import pytest
 
 import wsutil
-from rsutil import IMAGE, LONG_RUNNING, rs_path
+from rsutil import IMAGE, LONG_RUNNING, rs_path, wait_until
 from secutil import as_
 
 from .fleetutil import start_pair
@@ -29,6 +29,7 @@ def test_a_terminal_of_a_set_on_another_node_opens_through_any_node(two):
     a, b = two
     user = "t" + secrets.token_hex(3)
     token = ok(as_(a, ADMIN, "POST", "/api/v1/users", {"name": user, "role": "user"}))["token"]
+    wait_until(lambda: as_(b, token, "GET", "/api/v1/whoami").status == 200, timeout=10)
     name = "term" + secrets.token_hex(3)
     ok(as_(a, token, "POST", "/api/v1/replicaSet",
            {"imageName": IMAGE, "replicaSetName": name, "gpuCount": 0, "cmd": LONG_RUNNING,
@@ -52,6 +53,7 @@ def test_a_terminal_of_a_set_on_another_node_opens_through_any_node(two):
     # another user's set is not found through either node
     other = ok(as_(a, ADMIN, "POST", "/api/v1/users",
                    {"name": "o" + secrets.token_hex(3), "role": "user"}))["token"]
+    wait_until(lambda: as_(b, other, "GET", "/api/v1/whoami").status == 200, timeout=10)
     for node in (a, b):
         with pytest.raises(wsutil.Refused) as e:
             wsutil.connect(node, rs_path(name, "/terminal"), token=other)
