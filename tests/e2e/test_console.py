@@ -62,9 +62,16 @@ def raw(d, method, path, headers=None):
 
 
 def assets(d):
-    """The script and stylesheet index.html loads."""
+    """The script and stylesheet index.html loads, and the chunks its
+    script loads later (the terminal's xterm.js)."""
     _, _, body = raw(d, "GET", "/")
-    return re.findall(r'(?:src|href)="(/assets/[^"]+)"', body.decode())
+    found = re.findall(r'(?:src|href)="(/assets/[^"]+)"', body.decode())
+    for f in [f for f in found if f.endswith(".js")]:
+        _, _, js = raw(d, "GET", f)
+        for chunk in re.findall(r'assets/[\w.-]+\.(?:js|css)', js.decode()):
+            if "/" + chunk not in found:
+                found.append("/" + chunk)
+    return found
 
 
 def test_the_console_is_served_at_the_root_without_a_token(daemon):
