@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import Daemon
+from conftest import Daemon, docker_request
 from rsutil import IMAGE, RUN_TAG, rs_path, wait_until, wipe
 from secutil import VIEWER, as_, write_tokens
 import wsutil
@@ -247,7 +247,7 @@ def _opens(d, name):
     return True
 
 
-def test_an_idle_terminal_closes(tmp_path):
+def test_an_idle_terminal_closes_and_a_stopping_gpuboxd_closes_all(tmp_path):
     d = Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "data"),
                 "--simulate-gpus", "1xA100-80GB", "--port-range", "65310-65314",
                 "--terminal-idle", "2s"], tmp_path / "data", tmp_path / "gpuboxd.log").start()
@@ -265,7 +265,22 @@ def test_an_idle_terminal_closes(tmp_path):
                 break
         assert ws.close_code == 1001 and "idle" in ws.close_reason
         assert 1.5 < time.monotonic() - start < 10
-        wipe(d, f"e2tidle{RUN_TAG}")
+
+        # gpuboxd stopping closes its terminals (1001) and kills their processes
+        ws = wsutil.connect(d, rs_path(name, "/terminal"), query={"cmd": ["sleep", "4444"]})
+        wait_until(lambda: "sleep 4444" in ok(d.request(
+            "POST", rs_path(name, "/execute"), b'{"cmd": ["ps", "-o", "args"]}'))["stdout"])
+        t0 = time.monotonic()
+        d.stop()
+        assert time.monotonic() - t0 < 10
+        ws.sock.settimeout(10)
+        kind, _ = ws.recv()
+        assert kind == "close" and ws.close_code == 1001, (kind, ws.close_code)
+        top = docker_request("GET", f"/containers/{name}-1/top?ps_args=-o%20args").json
+        assert not any("sleep 4444" in " ".join(p) for p in top.get("Processes") or []), top
+        wipe_after = Daemon(d.args[1:], tmp_path / "data", tmp_path / "gpuboxd2.log").start()
+        wipe(wipe_after, f"e2tidle{RUN_TAG}")
+        wipe_after.stop()
     finally:
         d.stop()
 
