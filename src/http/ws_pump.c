@@ -13,6 +13,8 @@
 #include "http/ws_pump.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,12 +259,24 @@ static bool ws_pump_round(ws_pump *p)
         p->to_peer.off = p->to_peer.len; /* the process is gone; its end comes by read */
     if (fds[1].revents & (POLLIN | POLLHUP | POLLERR))
         ws_pump_read_peer(p, cfg->peer_fd);
+    /* What was just read goes on now, not after another poll: a keystroke's
+     * echo is a round trip through both buffers. */
+    if (!p->closing && ws_buf_left(&p->to_peer) && ws_buf_flush(&p->to_peer, cfg->peer_fd) < 0)
+        p->to_peer.off = p->to_peer.len;
+    if (ws_buf_left(&p->to_client) && ws_buf_flush(&p->to_client, cfg->client_fd) < 0) {
+        ws_pump_close(p, WS_PUMP_CLIENT_GONE, 0, NULL);
+        return false;
+    }
     return true;
 }
 
 enum ws_pump_end ws_pump_run(const ws_pump_config *cfg)
 {
     ws_pump p = {.cfg = cfg, .last_ms = time_mono_ms()};
+    /* Keystrokes are tiny messages: send each at once (a socket pair under
+     * TLS refuses the option, which is fine). */
+    int one = 1;
+    setsockopt(cfg->client_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     ws_reader_init(&p.reader, true, WS_PUMP_MAX_MESSAGE);
     if (cfg->extra_len)
         ws_pump_read_client(&p, (const uint8_t *)cfg->extra, cfg->extra_len);
