@@ -155,10 +155,13 @@ def _xor(payload, mask):
 
 def connect(d, path, token=None, query=None, headers=None, timeout=30):
     """Open a WebSocket to gpuboxd d at path (with query, a list of pairs or
-    a dict). Raises Refused when the server answers with an error."""
+    a dict; over TLS with d.ssl_context when d serves HTTPS). Raises Refused
+    when the server answers with an error."""
     if query:
         path += "?" + urllib.parse.urlencode(query, doseq=True)
     sock = socket.create_connection((d.host, d.port), timeout=timeout)
+    if getattr(d, "scheme", "http") == "https":
+        sock = d.ssl_context.wrap_socket(sock, server_hostname=d.host)
     key = base64.b64encode(os.urandom(16)).decode()
     lines = [f"GET {path} HTTP/1.1", f"Host: {d.host}:{d.port}", "Upgrade: websocket",
              "Connection: Upgrade", "Sec-WebSocket-Version: 13", f"Sec-WebSocket-Key: {key}"]
