@@ -39,7 +39,7 @@ def daemon(tmp_path_factory):
     tokens = write_tokens(tmp / "tokens", f"root:admin:{ADMIN}\nwatch:viewer:{VIEWER}\n")
     d = Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(tmp / "data"), "--simulate-gpus",
                 "2xA100-80GB", "--port-range", PORTS, "--token-file", str(tokens),
-                "--terminal-max-per-user", "3"],
+                "--terminal-max-per-user", "3", "--connection-timeout", "3"],
                tmp / "data", tmp / "gpuboxd.log").start()
     d.users = {}
     for name in ("alice", "bob"):
@@ -108,6 +108,17 @@ def test_a_shell_runs_and_survives_a_resize(daemon, alice_set):
     assert code == 3, out
     assert ws.close_code == 1000
     ws.shutdown()
+
+
+def test_a_quiet_terminal_outlives_the_http_idle_timeout(daemon, alice_set):
+    """--connection-timeout (3 s here) is for HTTP connections; a terminal
+    is idle only after --terminal-idle."""
+    d = daemon
+    ws = term(d, alice_set, d.users["alice"])
+    time.sleep(5)
+    ws.send_binary(b"echo still-$((40+2))\n")
+    read_until(ws, "still-42")
+    ws.close()
 
 
 def test_ten_megabytes_in_and_out_pass_intact(daemon, alice_set):
