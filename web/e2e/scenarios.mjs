@@ -417,6 +417,7 @@ export const scenarios = {
       return s.cols < wide.cols ? s : false;
     }, 20000, 500);
     assert.ok(narrow.cols < wide.cols, `${JSON.stringify(narrow)} after ${JSON.stringify(wide)}`);
+    await screenshot(page, 'terminal');
     await page.getByRole('button', { name: 'Close terminal' }).click();
     assertClean(page);
     await purge(name);
