@@ -8,7 +8,7 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-cores --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key --gpus -g --gpu-memory --gpu-cores --cpu-count --idle-stop --max-duration --image -i --ssh-key --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart --gpu-cores --workdir -w --timeout -t --tail -n --since --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --cores --role --cards --share-mib --share --instances --volume-bytes --cores --cards --share-mib --share --instances --volume-bytes --cores --user -u --set -s --from --to --host -H --token"
+    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-cores --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key --gpus -g --gpu-memory --gpu-cores --cpu-count --idle-stop --max-duration --image -i --ssh-key --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart --gpu-cores --workdir -w --timeout --tail -n --since --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --cores --role --cards --share-mib --share --instances --volume-bytes --cores --cards --share-mib --share --instances --volume-bytes --cores --user -u --set -s --from --to --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
@@ -54,7 +54,7 @@ _gpubox() {
     rollback)
         _gpubox_args 1 1 " $globals" ;;
     exec)
-        _gpubox_args 1 1 " --workdir -w --timeout -t $globals" ;;
+        _gpubox_args 1 1 " --interactive -i --tty -t --workdir -w --timeout $globals" ;;
     logs)
         _gpubox_args 1 1 " --follow -f --tail -n --since --timestamps -t --all-versions $globals" ;;
     commit)

@@ -62,6 +62,16 @@ int api_replicaset_delete(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_patch(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err);
+/* terminal.c: the terminal WebSocket and its ticket (docs/access.md). */
+int api_replicaset_terminal(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_terminal_ticket(http_request *req, http_response *resp, gb_err *err);
+/* A fleet: the terminal of a set on node, forwarded with its upgrade. */
+struct app;
+int api_terminal_forward(struct app *a, const char *node, http_request *req, http_response *resp,
+                         gb_err *err);
+/* http_server_config.ticket: a terminal's ticket stands for its caller. */
+bool api_ticket_check(void *ctx, const http_route *route, const http_request *req,
+                      const char *ticket, http_identity *who);
 /* logs.c: GET /api/v1/replicaSet/{name}/logs (docs/api.md, "Logs"). */
 int api_replicaset_logs(http_request *req, http_response *resp, gb_err *err);
 /* The query of a logs request, read at time now (unix seconds): tail,

@@ -23,6 +23,9 @@
  *                                   (but a followed log, a stream, is
  *                                   refused: forwarding gathers answers
  *                                   whole)
+ *   a terminal (a WebSocket)        the owner, as a change: the handshake
+ *                                   forwarded, then the bytes relayed
+ *                                   (api/terminal.c)
  *   GET /operations/{id}            this node, else the first that knows it
  *   anything else                   this node
  *
@@ -84,6 +87,8 @@ static int dispatch_owner(app *a, http_request *req, const http_route *route,
                        "'%s' is on node %s; ask that node directly (the list of nodes gives its "
                        "address), or leave follow out",
                        name, to.node);
+    if (to.where == NODES_FORWARD && route->handler == api_replicaset_terminal)
+        return api_terminal_forward(a, to.node, req, resp, err);
     if (to.where == NODES_FORWARD)
         return api_fleet_forward_to(a, to.node, NULL, req, resp, err);
     return api_fleet_run_here(a, req, route, scope, resp, err);

@@ -76,6 +76,13 @@ static const http_route api_routes[] = {
      SCOPE_RS_OWNER, "Start a paused replica set's container again"},
     {"POST", "/api/v1/replicaSet/{name}/execute", api_replicaset_execute, HTTP_ACCESS_USER,
      SCOPE_RS_OWNER, "Run a command in the container: stdout, stderr, exit code"},
+    {"GET", "/api/v1/replicaSet/{name}/terminal", api_replicaset_terminal, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER,
+     "A terminal: a WebSocket to a process in the container with a TTY (?cmd, cols, rows, tty, "
+     "ticket)"},
+    {"POST", "/api/v1/replicaSet/{name}/terminal/ticket", api_replicaset_terminal_ticket,
+     HTTP_ACCESS_USER, SCOPE_RS_OWNER,
+     "A single-use ticket (30 s) that opens the terminal without the Authorization header"},
     {"POST", "/api/v1/replicaSet/{name}/commit", api_replicaset_commit, HTTP_ACCESS_USER,
      SCOPE_RS_OWNER, "Commit the container to a new image"},
     {"DELETE", "/api/v1/replicaSet/{name}", api_replicaset_delete, HTTP_ACCESS_USER, SCOPE_RS_OWNER,

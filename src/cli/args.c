@@ -109,11 +109,20 @@ static int args_option(cli_args *a, int argc, char **argv, int *i, char *msg, si
         if (eq)
             inline_value = eq + 1;
     } else {
-        o = args_find_opt(a->cmd, "", 0, word[1]);
-        if (!o)
-            return args_error(msg, size, "unknown option -%c", word[1]);
-        if (word[2])
-            inline_value = word + 2;
+        /* Short flags may be bundled ("-it"); an option that takes a value
+         * ends the bundle, with the rest of the word as its value. */
+        for (word++;; word++) {
+            o = args_find_opt(a->cmd, "", 0, word[0]);
+            if (!o)
+                return args_error(msg, size, "unknown option -%c", word[0]);
+            if (o->kind != CLI_OPT_FLAG || !word[1])
+                break;
+            int rc = args_add_opt(a, o, NULL, msg, size);
+            if (rc)
+                return rc;
+        }
+        if (word[1])
+            inline_value = word + 1;
     }
     if (o->kind == CLI_OPT_FLAG) {
         if (inline_value)

@@ -187,6 +187,14 @@ int cli_call(cli_ctx *ctx, const char *method, const char *path, const json_t *b
 int cli_request(cli_ctx *ctx, const char *method, const char *path, const json_t *body,
                 cli_reply *r, bool report);
 void cli_reply_free(cli_reply *r);
+/* gpubox exec -i / -it (cmd_exec_stream.c): a's command joined to stdin
+ * and stdout through the terminal WebSocket; the command's exit code. */
+int cli_exec_stream(cli_ctx *ctx, const cli_args *a, bool tty);
+/* An answer read some other way (a refused WebSocket handshake): its body
+ * raw and HTTP status into *r, the error printed, the exit code as
+ * cli_call's. */
+int cli_reply_parse(cli_ctx *ctx, const char *method, const char *path, const char *raw,
+                    long status, cli_reply *r);
 /* GET host+path whose answer may be streamed (a followed log): a 200
  * answer of type application/x-ndjson goes to on_line one line at a time
  * (without its "\n") as the lines arrive, and 0 is returned when it ends;

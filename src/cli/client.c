@@ -164,6 +164,13 @@ int cli_request(cli_ctx *ctx, const char *method, const char *path, const json_t
     return client_reply_of(ctx, method, path, raw, r, report);
 }
 
+int cli_reply_parse(cli_ctx *ctx, const char *method, const char *path, const char *raw,
+                    long status, cli_reply *r)
+{
+    *r = (cli_reply){.status = status};
+    return client_reply_of(ctx, method, path, raw, r, true);
+}
+
 /* r from the answer's text raw: 0 for a success envelope, else the exit
  * code (the error printed when report). */
 static int client_reply_of(cli_ctx *ctx, const char *method, const char *path, const char *raw,

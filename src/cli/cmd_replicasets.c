@@ -836,6 +836,15 @@ static void exec_write(FILE *f, const json_t *s)
 int cli_cmd_exec(cli_ctx *ctx, const cli_args *a)
 {
     char msg[256];
+    bool interactive = cli_flag(a, "interactive"), tty = cli_flag(a, "tty");
+    if (tty && !interactive)
+        return cli_usage_error(ctx, a->cmd, "-t goes with -i: gpubox exec -it %s -- CMD",
+                               a->pos[0]);
+    if (interactive && (cli_get(a, "workdir") || cli_get(a, "timeout")))
+        return cli_usage_error(ctx, a->cmd,
+                               "--workdir and --timeout are for a one-shot exec, not with -i");
+    if (interactive && (tty || (a->has_rest && a->nrest > 0)))
+        return cli_exec_stream(ctx, a, tty);
     if (!a->has_rest || a->nrest == 0)
         return cli_usage_error(ctx, a->cmd, "give the command after \"--\": gpubox exec %s -- CMD",
                                a->pos[0]);

@@ -135,8 +135,13 @@ static const cli_opt events_opts[] = {
 };
 
 static const cli_opt exec_opts[] = {
-    {"workdir", 'w', CLI_OPT_VALUE, "DIR", "working directory in the container"},
-    {"timeout", 't', CLI_OPT_VALUE, "SECONDS", "kill the command after this long (1-3600)"},
+    {"interactive", 'i', CLI_OPT_FLAG, NULL,
+     "pass stdin to the command as it comes (through the terminal WebSocket)"},
+    {"tty", 't', CLI_OPT_FLAG, NULL,
+     "with -i: a terminal (raw mode, the window's size); -it runs a shell or any program"},
+    {"workdir", 'w', CLI_OPT_VALUE, "DIR", "working directory in the container (without -i)"},
+    {"timeout", 0, CLI_OPT_VALUE, "SECONDS",
+     "kill the command after this long (1-3600; without -i)"},
     CLI_OPTS_END,
 };
 
@@ -310,7 +315,10 @@ const cli_command cli_commands[] = {
     {"exec", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, true, "CMD...", exec_opts, cli_cmd_exec,
      "Run a command in the container; exit with its exit code",
      "The command's stdout goes to stdout and its stderr to stderr. A command killed by "
-     "--timeout exits 124."},
+     "--timeout exits 124. With -i the command reads this stdin as it comes (echo data | "
+     "gpubox exec -i NAME -- cat); with -it it runs in a terminal, as ssh or docker exec -it "
+     "would (gpubox exec -it NAME -- bash). Without a command after --, -it opens bash if the "
+     "image has it, else sh (docs/access.md)."},
     {"logs", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, logs_opts, cli_cmd_logs,
      "Print what the replica set's container wrote",
      "The container's output goes to stdout as it is (its stderr to stderr when the container "

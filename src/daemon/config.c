@@ -96,6 +96,18 @@ static int config_check_cpus(const daemon_config *cfg, gb_err *err)
     return 0;
 }
 
+static int apply_terminal_idle(daemon_config *cfg, const char *value, gb_err *err)
+{
+    int64_t s = 0;
+    if (strcmp(value, "0") != 0 && (time_duration_parse(value, &s) < 0 || s < 1 || s > 86400 * 30))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "--terminal-idle '%s': give a duration such as 30m or 2h (at most 30d), or "
+                       "0 for never",
+                       value);
+    cfg->app.terminal_idle_s = (unsigned)s;
+    return 0;
+}
+
 static int apply_port_range(daemon_config *cfg, const char *value, gb_err *err)
 {
     return ports_range_parse(value, &cfg->app.port_start, &cfg->app.port_end, err);
@@ -348,6 +360,13 @@ static const config_option config_options[] = {
             "the most a replica set's kept logs (its old versions' lines, under "
             "<data-dir>/logs/) take on disk, a quarter of it per version; the oldest go first",
             app.kept_logs_mib, 1, 1048576),
+    OPT_FN("terminal-idle", "DURATION", "30m",
+           "close a terminal (console, gpubox exec -it) after this long without input or output "
+           "(e.g. 30m, 2h; 0: never) (docs/access.md)",
+           apply_terminal_idle),
+    OPT_NUM("terminal-max-per-user", "N", "8",
+            "terminals one user may have open at once; past it opening one answers 429 (1160)",
+            app.terminal_max_per_user, 1, 1024),
     OPT_STR("hami-core", "PATH", "none (share limits are scheduled but not enforced)",
             "HAMi-core library (libvgpu.so) to mount read-only and LD_PRELOAD into containers "
             "with GPU shares, so their memory limits are enforced",
@@ -552,7 +571,9 @@ int config_init(daemon_config *cfg, gb_err *err)
                 .gpu_memory_oversubscription = 1.0,
                 .usage_interval_s = 1,
                 .idle_threshold = MONITOR_IDLE_THRESHOLD_DEFAULT,
-                .kept_logs_mib = RS_LOGS_KEEP_SET_MIB_DEFAULT},
+                .kept_logs_mib = RS_LOGS_KEEP_SET_MIB_DEFAULT,
+                .terminal_idle_s = TERMINAL_IDLE_S_DEFAULT,
+                .terminal_max_per_user = TERMINAL_MAX_PER_USER_DEFAULT},
     };
     const char *docker_host = getenv("DOCKER_HOST");
     if (apply_listen(cfg, CONFIG_LISTEN_DEFAULT, err) < 0 ||

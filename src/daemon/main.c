@@ -83,6 +83,7 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
             .tls_key_pem = sec->tls_key_pem,
             .intercept = api_fleet_intercept,
             .statics = &gpubox_console,
+            .ticket = api_ticket_check,
         };
         server = http_server_start(&hc, router, a, &err);
     }

@@ -421,6 +421,39 @@ int docker_exec_run_as(docker_client *c, const char *id, const char *user, const
                        size_t ncmd, const char *workdir, int timeout_s, size_t cap_bytes,
                        docker_exec_result *out, gb_err *err);
 void docker_exec_result_free(docker_exec_result *r);
+/* ---- Interactive exec (docker_exec_stream.c) ---- */
+
+typedef struct docker_exec_stream docker_exec_stream;
+typedef struct docker_exec_stream_opts {
+    const char *const *cmd;
+    size_t ncmd;
+    bool tty;            /* a TTY: raw output; else stdout and stderr multiplexed */
+    unsigned cols, rows; /* the TTY's first size; 0: Docker's default */
+} docker_exec_stream_opts;
+
+/* Start cmd in running container id with its stdin and output one stream
+ * (docker_exec_stream_fd): written bytes are its input, shutdown(SHUT_WR)
+ * closes its input, read bytes its output (with a TTY as the terminal
+ * shows them; else in Docker's multiplexed frames). Errors as
+ * docker_exec_run's. */
+int docker_exec_stream_open(docker_client *c, const char *id, const docker_exec_stream_opts *o,
+                            docker_exec_stream **out, gb_err *err);
+int docker_exec_stream_fd(const docker_exec_stream *s);
+/* The TTY's new size. */
+int docker_exec_stream_resize(docker_exec_stream *s, unsigned cols, unsigned rows, gb_err *err);
+/* Hand bytes read from the stream on as output: emit(ctx, 1 (stdout) or 2
+ * (stderr), piece). With a TTY all of it is 1; without, Docker's frames
+ * are taken apart, whatever way reads cut them. -1: the bytes are not in
+ * Docker's format. */
+typedef void (*docker_exec_emit_fn)(void *ctx, int stream, const uint8_t *data, size_t n);
+int docker_exec_stream_split(docker_exec_stream *s, const uint8_t *data, size_t n,
+                             docker_exec_emit_fn emit, void *ctx);
+/* Once the stream has ended: the process's exit code (-1: not known). */
+long docker_exec_stream_exit_code(docker_exec_stream *s);
+/* Close the stream and free s; kill: end the process and its children
+ * first if they still run. NULL is fine. */
+void docker_exec_stream_close(docker_exec_stream *s, bool kill);
+
 /* GET /containers/{id}/top: *out is an array of the command lines
  * (strings, ps's CMD column) of the processes running in the container.
  * A container that is not running gives ERR_CONFLICT (Docker's words). */

@@ -309,3 +309,20 @@ int docker_exec_watch_finish(struct docker_exec_watch *w, bool *killed, bool *by
     free(w);
     return rc;
 }
+
+int docker_exec_kill_tree(docker_client *c, const char *eid, gb_err *err)
+{
+    struct docker_exec_watch w = {.c = c, .eid = eid, .err = GB_ERR_INIT};
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cond, &attr);
+    pthread_condattr_destroy(&attr);
+    docker_exec_watch_kill(&w);
+    pthread_cond_destroy(&w.cond);
+    pthread_mutex_destroy(&w.lock);
+    if (w.rc < 0)
+        err_set(err, w.err.code, "%s", w.err.msg);
+    return w.rc;
+}

@@ -111,6 +111,13 @@ int docker_status_err(long status, json_t *resp, gb_err *err, const char *what_f
 /* Docker's own "message" field of an error body, or "" when there is none. */
 const char *docker_message(json_t *resp);
 
+/* A new connection to the daemon, for a request whose answer turns into
+ * a raw two-way stream (an exec's hijacked stdin and output): the fd, or
+ * -1 with err set. */
+int docker_connect_raw(docker_client *c, gb_err *err);
+/* "/v1.41": what a raw request's path begins with. */
+const char *docker_api_prefix(void);
+
 /* Tell the client's change observer (docker_client_on_change) that
  * id_or_name may have changed state. */
 void docker_note_change(docker_client *c, const char *id_or_name);
@@ -191,6 +198,9 @@ int docker_exec_inspect(docker_client *c, const char *eid, struct docker_exec_st
 struct docker_exec_watch;
 struct docker_exec_watch *docker_exec_watch_start(docker_client *c, const char *eid,
                                                   long deadline_ms, gb_err *err);
+/* Kill exec eid's process tree now, on this thread, if it still runs
+ * (the same checks as the watchdog's). */
+int docker_exec_kill_tree(docker_client *c, const char *eid, gb_err *err);
 /* The output passed the drain limit: kill now. */
 void docker_exec_watch_fire(struct docker_exec_watch *w);
 /* The stream ended: stand the watchdog down, wait for it and free it.

@@ -12,6 +12,7 @@
 #include "docker/docker_internal.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -135,6 +136,53 @@ void docker_note_change(docker_client *c, const char *id_or_name)
 {
     if (c->on_change && id_or_name && *id_or_name)
         c->on_change(c->on_change_ctx, id_or_name);
+}
+
+int docker_connect_raw(docker_client *c, gb_err *err)
+{
+    if (c->socket_path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", c->socket_path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            return err_set(err, ERR_INTERNAL, "cannot reach Docker at %s: %s", c->host,
+                           strerror(e));
+        }
+        atomic_fetch_add(&c->connects, 1);
+        return fd;
+    }
+    /* tcp: base_url is "http://host:port" */
+    const char *hp = c->base_url + strlen("http://");
+    const char *colon = strrchr(hp, ':');
+    if (!colon)
+        return err_set(err, ERR_INVALID_PARAMS, "Docker host %s names no port", c->host);
+    _cleanup_free_ char *host = xstrndup(hp, (size_t)(colon - hp));
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(host, colon + 1, &hints, &res);
+    if (rc != 0)
+        return err_set(err, ERR_INTERNAL, "cannot resolve Docker host %s: %s", c->host,
+                       gai_strerror(rc));
+    int fd = -1;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        return err_set(err, ERR_INTERNAL, "cannot reach Docker at %s", c->host);
+    atomic_fetch_add(&c->connects, 1);
+    return fd;
+}
+
+const char *docker_api_prefix(void)
+{
+    return "/" DOCKER_API_VERSION;
 }
 
 /* Options that depend on the method: GET, POST (always with a body, empty if

@@ -179,6 +179,16 @@ typedef struct fleet_answer {
 int fleet_request_verify(fleet *f, const char *proof, const char *forwarded_by,
                          const fleet_request *req, gb_err *err);
 
+/* Send req to the node at advertise, signed as fleet_send does, with
+ * extra_headers ("Name: value\r\n" lines) on a connection of its own,
+ * and read the answer's head (into head, NUL-terminated) and status. 0
+ * with *fd the connection, positioned just after the head (a 101's
+ * switched stream, or an error's body); -1 (ERR_NODE_UNAVAILABLE) when
+ * the node did not answer (fleet_upgrade.c). */
+int fleet_upgrade(fleet *f, const char *advertise, const fleet_request *req,
+                  const char *extra_headers, int *fd, long *status, char *head, size_t head_size,
+                  gb_err *err);
+
 /* Send req to the node at advertise, as forwarded by this node (signed:
  * fleet_auth.h). */
 int fleet_send(fleet *f, const char *advertise, const fleet_request *req, fleet_answer *out,

@@ -4,6 +4,7 @@
 #include "util/xalloc.h"
 #include "http/response.h"
 #include "http/stream.h"
+#include "http/upgrade.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -125,5 +126,6 @@ void http_response_clear(http_response *resp)
 {
     free(resp->body);
     http_stream_close(resp->stream);
+    http_upgrade_free(resp->upgrade);
     *resp = (http_response){0};
 }

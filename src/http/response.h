@@ -38,6 +38,9 @@ typedef struct http_response {
     /* In place of body: a body made as it is sent (http/stream.h), owned
      * until handed to the server. */
     struct http_stream *stream;
+    /* In place of a body: switch protocols (http/upgrade.h), owned until
+     * the switch. */
+    struct http_upgrade *upgrade;
     /* Name and value pairs, both static strings (http_response_header). */
     const char *headers[HTTP_EXTRA_HEADERS][2];
     unsigned nheaders;

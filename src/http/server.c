@@ -15,6 +15,7 @@
 
 #include <inttypes.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include "http/json_depth.h"
 #include "http/metrics.h"
 #include "http/stream.h"
+#include "http/upgrade.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -48,6 +50,7 @@ struct http_server {
     char id_prefix[9]; /* random per process, so ids differ across restarts */
     atomic_uint_fast64_t next_id;
     atomic_int in_flight;
+    atomic_int upgraded; /* connections switched to another protocol, still open */
     atomic_bool stopping;
 };
 
@@ -239,6 +242,34 @@ static void exchange_route(http_exchange *x, enum router_result found, router_ma
     }
 }
 
+/* A ticket in place of the Authorization header (http_server_config.ticket):
+ * 1 when the request carries none and a valid ticket stands for a caller
+ * whose role may call the route (x->who set), 0 when it carries none, -1
+ * (err set) when the ticket is no good or the role may not. */
+static int exchange_ticket(http_exchange *x, const router_match *m, gb_err *err)
+{
+    http_server *s = x->server;
+    const char *ticket = http_request_query(&x->req, "ticket");
+    if (!ticket || !s->cfg.ticket || http_request_header(&x->req, "Authorization"))
+        return 0;
+    x->req.params = m->params;
+    x->req.nparams = m->nparams;
+    bool ok = s->cfg.ticket(s->ctx, m->route, &x->req, ticket, &x->who);
+    x->req.params = NULL;
+    x->req.nparams = 0;
+    if (!ok) {
+        x->www_authenticate = "Bearer realm=\"gpubox\", error=\"invalid_token\"";
+        return err_set(err, ERR_UNAUTHORIZED,
+                       "the ticket is unknown, spent or expired (a ticket opens one thing once, "
+                       "within %d seconds of being issued); ask for a new one",
+                       30);
+    }
+    if (x->who.role < http_access_required(m->route->access, x->req.method))
+        return err_set(err, ERR_FORBIDDEN, "role %s may not %s %s", http_role_name(x->who.role),
+                       x->req.method, x->req.path);
+    return 1;
+}
+
 /* Check the caller and route the request; leaves the answer in x->resp and
  * the Allow methods (for a 405) in allow. The order matters: a caller
  * without a valid token learns nothing, not even whether a route exists,
@@ -292,9 +323,14 @@ static void exchange_dispatch(http_exchange *x, struct MHD_Connection *conn, cha
 
     router_match m;
     enum router_result found = router_match_request(s->router, x->req.method, x->req.path, &m);
-    if (http_auth_check(s->cfg.auth, found == ROUTER_FOUND ? m.route->access : HTTP_ACCESS_VIEWER,
-                        x->req.method, x->req.path, http_request_header(&x->req, "Authorization"),
-                        &x->who, &err) < 0) {
+    int by_ticket = found == ROUTER_FOUND ? exchange_ticket(x, &m, &err) : 0;
+    if (by_ticket < 0) {
+        /* err says why */
+    } else if (!by_ticket &&
+               http_auth_check(s->cfg.auth,
+                               found == ROUTER_FOUND ? m.route->access : HTTP_ACCESS_VIEWER,
+                               x->req.method, x->req.path,
+                               http_request_header(&x->req, "Authorization"), &x->who, &err) < 0) {
         if (err.code == ERR_UNAUTHORIZED)
             x->www_authenticate = x->who.bad_token
                                       ? "Bearer realm=\"gpubox\", error=\"invalid_token\""
@@ -371,6 +407,78 @@ static struct MHD_Response *exchange_stream_response(http_exchange *x, struct MH
     return r;
 }
 
+/* A switched connection's session: the handler's function on a thread of
+ * its own, then the close. */
+typedef struct upgrade_session {
+    http_server *server;
+    http_upgrade *up;
+    struct MHD_UpgradeResponseHandle *urh;
+    int fd;
+    char *extra;
+    size_t extra_len;
+    char id[HTTP_REQUEST_ID_MAX];
+} upgrade_session;
+
+static void *upgrade_session_main(void *arg)
+{
+    upgrade_session *u = arg;
+    log_set_request_id(u->id);
+    u->up->fn(u->up->ctx, u->fd, u->extra, u->extra_len, &u->server->stopping);
+    http_upgrade_free(u->up);
+    MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
+    log_set_request_id(NULL);
+    atomic_fetch_sub(&u->server->upgraded, 1);
+    free(u->extra);
+    free(u);
+    return NULL;
+}
+
+/* libmicrohttpd's word that the 101 is out: start the session. */
+static void server_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls,
+                            const char *extra_in, size_t extra_in_size, MHD_socket sock,
+                            struct MHD_UpgradeResponseHandle *urh)
+{
+    (void)conn;
+    http_server *s = cls;
+    http_exchange *x = con_cls;
+    upgrade_session *u = xcalloc(1, sizeof(*u));
+    *u = (upgrade_session){.server = s, .urh = urh, .fd = (int)sock};
+    if (x) {
+        u->up = x->resp.upgrade;
+        x->resp.upgrade = NULL;
+        snprintf(u->id, sizeof(u->id), "%s", x->req.id);
+    }
+    if (extra_in_size) {
+        u->extra = xmalloc(extra_in_size);
+        memcpy(u->extra, extra_in, extra_in_size);
+        u->extra_len = extra_in_size;
+    }
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    atomic_fetch_add(&s->upgraded, 1);
+    if (!u->up || pthread_create(&t, &attr, upgrade_session_main, u) != 0) {
+        log_warn("http: cannot serve a switched connection (no thread)");
+        http_upgrade_free(u->up);
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+        atomic_fetch_sub(&s->upgraded, 1);
+        free(u->extra);
+        free(u);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+static struct MHD_Response *exchange_upgrade_response(http_exchange *x)
+{
+    struct MHD_Response *r = MHD_create_response_for_upgrade(server_upgraded, x->server);
+    if (r) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, "websocket");
+        MHD_add_response_header(r, "Sec-WebSocket-Accept", x->resp.upgrade->accept);
+    }
+    return r;
+}
+
 static enum MHD_Result exchange_answer(http_exchange *x, struct MHD_Connection *conn)
 {
     http_server *s = x->server;
@@ -381,7 +489,8 @@ static enum MHD_Result exchange_answer(http_exchange *x, struct MHD_Connection *
 
     http_response *resp = &x->resp;
     struct MHD_Response *r =
-        resp->stream ? exchange_stream_response(x, conn)
+        resp->upgrade  ? exchange_upgrade_response(x)
+        : resp->stream ? exchange_stream_response(x, conn)
         : resp->static_body
             ? MHD_create_response_from_buffer(resp->body_len, (void *)resp->static_body,
                                               MHD_RESPMEM_PERSISTENT)
@@ -390,8 +499,9 @@ static enum MHD_Result exchange_answer(http_exchange *x, struct MHD_Connection *
         return MHD_NO;
     resp->body = NULL; /* libmicrohttpd frees it now */
     resp->stream = NULL;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            resp->content_type ? resp->content_type : "application/json");
+    if (!resp->upgrade)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                resp->content_type ? resp->content_type : "application/json");
     for (unsigned i = 0; i < resp->nheaders; i++)
         MHD_add_response_header(r, resp->headers[i][0], resp->headers[i][1]);
     exchange_add_headers(x, conn, r, allow);
@@ -550,7 +660,7 @@ http_server *http_server_start(const http_server_config *cfg, const http_router 
     }
 
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_ALLOW_UPGRADE;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     /* Options that depend on the configuration go in one array. TLS 1.2 is
@@ -617,6 +727,12 @@ void http_server_stop(http_server *s)
      * simply closed by MHD_stop_daemon below. */
     unsigned waited_ms = 0, limit_ms = s->cfg.shutdown_timeout_s * 1000;
     while (atomic_load(&s->in_flight) > 0 && waited_ms < limit_ms) {
+        struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+        waited_ms += 10;
+    }
+    /* Switched connections (terminals) see the stop flag within a second. */
+    while (atomic_load(&s->upgraded) > 0 && waited_ms < limit_ms + 5000) {
         struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
         nanosleep(&tick, NULL);
         waited_ms += 10;

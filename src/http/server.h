@@ -70,6 +70,14 @@ typedef struct http_server_config {
     /* Files answered to GET and HEAD before the token check and the routes
      * (http/static.h): the web console. NULL: none. */
     const http_static_set *statics;
+    /* Credentials beside the Authorization header, for what a browser
+     * opens without it (a WebSocket): asked when a matched route's request
+     * has no Authorization header and a `ticket` query argument (req has
+     * its path parameters); true with *who filled when the ticket stands
+     * for a caller (who may still lack the route's role). NULL: no
+     * tickets. */
+    bool (*ticket)(void *ctx, const http_route *route, const http_request *req, const char *ticket,
+                   http_identity *who);
 } http_server_config;
 
 typedef struct http_server http_server;

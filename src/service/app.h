@@ -90,6 +90,11 @@ typedef struct app_config {
     /* Closed accounting intervals older than this are deleted, their usage
      * kept in the rollup (users/rollup.c); 0: 400 days. */
     int64_t accounting_retention_s;
+    /* Terminals (replicaset/terminal.c): seconds without input or output
+     * after which one is closed (0: never), and how many one user may have
+     * open at once (0: TERMINAL_MAX_PER_USER_DEFAULT). */
+    unsigned terminal_idle_s;
+    unsigned terminal_max_per_user;
     /* Registry credentials for pulls (service/images/images.h); NULL: none. */
     const char *registry_auth_file;
 } app_config;

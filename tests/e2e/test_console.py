@@ -62,9 +62,16 @@ def raw(d, method, path, headers=None):
 
 
 def assets(d):
-    """The script and stylesheet index.html loads."""
+    """The script and stylesheet index.html loads, and the chunks its
+    script loads later (the terminal's xterm.js)."""
     _, _, body = raw(d, "GET", "/")
-    return re.findall(r'(?:src|href)="(/assets/[^"]+)"', body.decode())
+    found = re.findall(r'(?:src|href)="(/assets/[^"]+)"', body.decode())
+    for f in [f for f in found if f.endswith(".js")]:
+        _, _, js = raw(d, "GET", f)
+        for chunk in re.findall(r'assets/[\w.-]+\.(?:js|css)', js.decode()):
+            if "/" + chunk not in found:
+                found.append("/" + chunk)
+    return found
 
 
 def test_the_console_is_served_at_the_root_without_a_token(daemon):
@@ -148,6 +155,14 @@ def test_volumes(daemon):
 
 def test_the_logs_panel_shows_what_the_container_printed(daemon):
     browser(daemon, "logs")
+
+
+def test_the_terminal_runs_a_typed_command_and_follows_the_window(daemon):
+    """Issue 30, item 3: the instance page's terminal (xterm.js) opens a
+    shell through a ticket and the WebSocket, shows the answer of a command
+    typed into it, and its size follows the window; without a CSP
+    violation or a script error."""
+    browser(daemon, "terminal")
 
 
 def test_the_console_fits_and_speaks_a_users_words(daemon):

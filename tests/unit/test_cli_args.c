@@ -64,6 +64,29 @@ static void test_run_with_everything(void **state)
     cli_args_free(&a);
 }
 
+/* Short flags bundle as docker's do ("-it"); a value option ends a bundle
+ * and takes the rest of the word ("-iw/tmp"). */
+static void test_bundled_short_flags(void **state)
+{
+    (void)state;
+    cli_args a;
+    char msg[256];
+    assert_int_equal(PARSE(&a, msg, "exec", "-it", "foo", "--", "bash"), 0);
+    assert_true(cli_flag(&a, "interactive"));
+    assert_true(cli_flag(&a, "tty"));
+    assert_string_equal(a.pos[0], "foo");
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "exec", "-iw/tmp", "foo", "--", "ls"), 0);
+    assert_true(cli_flag(&a, "interactive"));
+    assert_string_equal(cli_get(&a, "workdir"), "/tmp");
+    cli_args_free(&a);
+    assert_int_equal(PARSE(&a, msg, "exec", "foo", "--timeout", "5", "--", "ls"), 0);
+    assert_string_equal(cli_get(&a, "timeout"), "5");
+    assert_false(cli_flag(&a, "tty"));
+    cli_args_free(&a);
+    ASSERT_USAGE("unknown option -x", "exec", "-ix", "foo", "--", "ls");
+}
+
 static void test_group_commands(void **state)
 {
     (void)state;
@@ -317,6 +340,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_with_everything),
+        cmocka_unit_test(test_bundled_short_flags),
         cmocka_unit_test(test_group_commands),
         cmocka_unit_test(test_node_commands),
         cmocka_unit_test(test_fleet_run_options),

@@ -57,6 +57,9 @@
 #define LLVMFuzzerTestOneInput fuzz_one_size
 #include "../fuzz/fuzz_size.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_one_websocket
+#include "../fuzz/fuzz_websocket.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef struct fuzz_target {
     const char *name;
@@ -76,6 +79,7 @@ static const fuzz_target targets[] = {
     {"fuzz_router", fuzz_init_router, fuzz_one_router},
     {"fuzz_rs_spec", NULL, fuzz_one_rs_spec},
     {"fuzz_size", NULL, fuzz_one_size},
+    {"fuzz_websocket", NULL, fuzz_one_websocket},
 };
 
 /* Run t on every file of dir; returns how many there were. */

@@ -381,6 +381,48 @@ export const scenarios = {
     await purge(name);
   },
 
+  /** The instance page's terminal: a shell, a command typed and its answer, the size following the window. */
+  async terminal(browser) {
+    const name = `${P}_term`;
+    await purge(name);
+    await apiOk('POST', '/api/v1/replicaSet', { replicaSetName: name, imageName: env.image, gpuCount: 0, cmd: ['sleep', '3600'] });
+    const page = await newPage(browser, { width: 1280, height: 900 });
+    await login(page, env.admin);
+    await page.goto(`${env.url}/#/instances/${name}`);
+    await page.locator('main h1', { hasText: name }).waitFor();
+    await page.getByRole('button', { name: 'Open terminal' }).click();
+    await page.getByRole('status').filter({ hasText: 'Connected' }).waitFor({ timeout: 20000 });
+    const screen = page.locator('.terminal-box .xterm-rows');
+    const shown = async () => (await screen.textContent()) ?? '';
+    await page.locator('.terminal-box').click();
+    await page.keyboard.type('echo hi-$((6*7))');
+    await page.keyboard.press('Enter');
+    await until('the answer of a typed command', async () => (await shown()).includes('hi-42'), 15000);
+    const size = async (mark) => {
+      await page.keyboard.type(`echo ${mark}-$(stty size | tr ' ' x)`);
+      await page.keyboard.press('Enter');
+      let found = null;
+      await until(`stty size (${mark})`, async () => {
+        const m = (await shown()).match(new RegExp(`${mark}-(\\d+)x(\\d+)`));
+        found = m && { rows: Number(m[1]), cols: Number(m[2]) };
+        return !!found;
+      }, 15000);
+      return found;
+    };
+    const wide = await size('sa');
+    assert.ok(wide.cols >= 60 && wide.rows >= 10, `the shell's size: ${JSON.stringify(wide)}`);
+    await page.setViewportSize({ width: 800, height: 900 });
+    const narrow = await until('a narrower terminal', async () => {
+      const s = await size(`sb${Date.now() % 1000}`);
+      return s.cols < wide.cols ? s : false;
+    }, 20000, 500);
+    assert.ok(narrow.cols < wide.cols, `${JSON.stringify(narrow)} after ${JSON.stringify(wide)}`);
+    await screenshot(page, 'terminal');
+    await page.getByRole('button', { name: 'Close terminal' }).click();
+    assertClean(page);
+    await purge(name);
+  },
+
   async accessibility(browser) {
     const name = `${P}_a11y`;
     await purge(name);

@@ -131,6 +131,12 @@ int nodes_send(app *a, const char *advertise, const nodes_request *req, nodes_an
 void nodes_send_many(app *a, const char *const *advertise, size_t n, const nodes_request *req,
                      nodes_answer *answers);
 void nodes_answer_clear(nodes_answer *ans);
+/* Send req to the node at advertise as nodes_send does, with
+ * extra_headers, keeping the connection (fleet_upgrade): for an answer
+ * that switches protocols (a terminal). */
+int nodes_upgrade(app *a, const char *advertise, const nodes_request *req,
+                  const char *extra_headers, int *fd, long *status, char *head, size_t head_size,
+                  gb_err *err);
 
 /* ---- the nodes (members.c) -------------------------------------------------------- */
 

@@ -85,3 +85,11 @@ void nodes_answer_clear(nodes_answer *ans)
     ans->body = NULL;
     ans->body_len = 0;
 }
+
+int nodes_upgrade(app *a, const char *advertise, const nodes_request *req,
+                  const char *extra_headers, int *fd, long *status, char *head, size_t head_size,
+                  gb_err *err)
+{
+    fleet_request fr = fleet_request_of(req);
+    return fleet_upgrade(a->fleet, advertise, &fr, extra_headers, fd, status, head, head_size, err);
+}

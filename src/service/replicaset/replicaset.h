@@ -41,6 +41,7 @@
 #include <jansson.h>
 
 #include "service/app.h"
+#include "service/tickets/tickets.h"
 #include "service/replicaset/patch_request.h"
 #include "service/replicaset/request.h"
 #include "service/replicaset/spec.h"
@@ -136,6 +137,42 @@ int replicaset_execute(app *a, const char *name, const replicaset_exec_request *
  * variable the instance added unset. data: {imageName, imageId, keptEnv}. */
 int replicaset_commit(app *a, const char *name, const char *image, bool overwrite, bool keep_env,
                       json_t **out, gb_err *err);
+
+/* ---- Terminals (replicaset/terminal.c, docs/access.md) ---- */
+
+#define TERMINAL_MAX_PER_USER_DEFAULT 8
+#define TERMINAL_IDLE_S_DEFAULT (30 * 60)
+#define RS_TERMINAL_SIZE_MAX 1000 /* columns or rows */
+
+typedef struct replicaset_terminal replicaset_terminal;
+typedef struct replicaset_terminal_request {
+    const char *const *cmd; /* argv; none: bash if the image has it, else sh */
+    size_t ncmd;
+    bool tty;            /* a TTY (a shell); else stdin and piped output (exec -i) */
+    unsigned cols, rows; /* the TTY's size; 0 and 0: Docker's default */
+} replicaset_terminal_request;
+
+/* A single-use ticket (tickets.h) that opens a terminal in set name for the
+ * caller: for browsers, which cannot send the Authorization header with a
+ * WebSocket. The set must exist for the caller and run. */
+int replicaset_terminal_ticket(app *a, const char *name, char out[TICKET_SIZE], gb_err *err);
+/* Start req's process in set name's container with its stream. The set
+ * must exist for the caller and run; ERR_TERMINAL_LIMIT when the caller
+ * has terminal_max_per_user open. */
+int replicaset_terminal_open(app *a, const char *name, const replicaset_terminal_request *req,
+                             replicaset_terminal **out, gb_err *err);
+/* The process's stream: write its input, read its output. */
+int replicaset_terminal_fd(const replicaset_terminal *t);
+int replicaset_terminal_resize(replicaset_terminal *t, unsigned cols, unsigned rows, gb_err *err);
+/* Bytes read from the stream as output pieces (docker_exec_stream_split). */
+int replicaset_terminal_output(replicaset_terminal *t, const uint8_t *data, size_t n,
+                               docker_exec_emit_fn emit, void *ctx);
+/* Once the stream ended: the exit code (-1: not known). */
+long replicaset_terminal_exit_code(replicaset_terminal *t);
+/* --terminal-idle in seconds (0: never idle). */
+unsigned replicaset_terminal_idle_s(const app *a);
+/* Close and free; kill: end the process first if it still runs. */
+void replicaset_terminal_close(replicaset_terminal *t, bool kill);
 
 /* ---- Logs (replicaset/logs.c) ---- */
 

@@ -99,6 +99,7 @@ describe('InstanceDetail', () => {
       'Restart without GPUs',
       'Auto-stop',
       'Delete',
+      'Open terminal',
       'Show logs',
     ]);
     unmount();

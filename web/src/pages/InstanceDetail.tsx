@@ -24,6 +24,7 @@ import {
 } from './InstanceDialogs';
 import { ConfigureDialog } from './ConfigureDialog';
 import { LogsPanel } from './LogsPanel';
+import { TerminalPanel } from './TerminalPanel';
 import { cpuList, pendingChanges, portsText, setPath, specGpusText, timeText } from './instanceHelpers';
 import { StateBadge } from './Instances';
 import { OperationSteps, useTracker } from './OperationSteps';
@@ -406,6 +407,7 @@ export function InstanceDetail({ name }: { name: string }) {
   const tracker = useTracker();
   const [dialog, setDialog] = useState<DialogKind | null>(null);
   const [logsOpen, setLogsOpen] = useState(false);
+  const [termOpen, setTermOpen] = useState(false);
   const info = poll.data;
 
   // Whatever a call's outcome, the state may have moved: ask again at once.
@@ -456,6 +458,17 @@ export function InstanceDetail({ name }: { name: string }) {
         {/* In the dialog while one is open, here otherwise. */}
         {!dialog && steps}
         {info && <Details info={info} fleet={fleet} />}
+        {info && canWrite && info.state === 'running' && (
+          <section class="terminal-section" aria-label="Terminal">
+            <div class="page-head">
+              <h2>Terminal</h2>
+              <button type="button" aria-expanded={termOpen} onClick={() => setTermOpen((o) => !o)}>
+                {termOpen ? 'Close terminal' : 'Open terminal'}
+              </button>
+            </div>
+            {termOpen && <TerminalPanel name={name} />}
+          </section>
+        )}
         <section class="logs-section" aria-label="Logs">
           <div class="page-head">
             <h2>Logs</h2>
