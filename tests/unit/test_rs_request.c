@@ -148,7 +148,7 @@ static void test_refusals(void **state)
         {"{\"containerName\":\"a\",\"imageName\":\"i\",\"replicaSetName\":\"a\"}",
          RS_CREATE_CONTAINERS, false, ERR_INVALID_PARAMS,
          "unknown field 'replicaSetName'; this route takes: imageName, containerName, gpuCount, "
-         "binds, env, cmd, Ports, containerPorts"},
+         "binds, env, cmd, Ports, containerPorts, queue, queueTimeout, priority"},
         {"{\"containerName\":\"a\",\"imageName\":\"i\",\"maxDuration\":\"1h\"}",
          RS_CREATE_CONTAINERS, true, ERR_INVALID_PARAMS, "unknown field 'maxDuration'"},
         {"{\"containerName\":\"a\",\"imageName\":\"i\",\"Ports\":[{\"containerPort\":\"x\"}]}",

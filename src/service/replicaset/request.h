@@ -62,7 +62,11 @@ typedef struct replicaset_create_request {
     int64_t max_duration_s;
     replicaset_create_image image;
     replicaset_placement placement;
-    json_t *body; /* the body in the /replicaSet form; the strings above point into it */
+    /* The queue (service/queue/queue.h): wait when it does not fit now. */
+    bool queue;
+    int64_t queue_timeout_s; /* drop after waiting this long; 0: never */
+    int priority;            /* 0-100; -1: not given (the default, 50) */
+    json_t *body;            /* the body in the /replicaSet form; the strings above point into it */
 } replicaset_create_request;
 
 /* Parse and check a create body. in_fleet: whether this gpuboxd is a node
