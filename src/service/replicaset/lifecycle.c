@@ -324,6 +324,8 @@ int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err
                          "gpus", "ports");
         return 0;
     }
+    if (r.state == RS_STATE_QUEUED) /* holds nothing: cancelling is one transaction */
+        return replicaset_cancel_queued(a, &r, purge, out, err);
     /* Deleting a deleted set again is "not found". */
     if (replicaset_lifecycle_check(RS_OP_DELETE, &r, err) < 0)
         return -1;

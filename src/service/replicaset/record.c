@@ -478,7 +478,8 @@ int replicaset_records_each(store *s, replicaset_record_fn fn, void *ctx, gb_err
 
 bool replicaset_record_is_tombstone(const replicaset_record *r)
 {
-    return r->state == RS_STATE_DELETED && r->version == 0;
+    /* A request dropped from the queue keeps its record to say why. */
+    return r->state == RS_STATE_DELETED && r->version == 0 && !r->queue;
 }
 
 void replicaset_record_clear_holdings(replicaset_record *r)

@@ -66,6 +66,11 @@ typedef struct replicaset_create_request {
     bool queue;
     int64_t queue_timeout_s; /* drop after waiting this long; 0: never */
     int priority;            /* 0-100; -1: not given (the default, 50) */
+    /* Set by the queue's dispatcher (service/queue), never by a body: the
+     * set's owner (NULL: the caller), and the mod revision of the queued
+     * record this create starts (0: a new name or a deleted one). */
+    const char *owner;
+    int64_t queued_rev;
     json_t *body;            /* the body in the /replicaSet form; the strings above point into it */
 } replicaset_create_request;
 
