@@ -70,7 +70,7 @@ static int ownership_set(void *ctx, replicaset_record *r, gb_err *err)
         o->adopted++;
     }
     users_ledger_hold h;
-    replicaset_record_hold(r, &h);
+    replicaset_record_hold(r, &o->a->gpus, &h);
     ownership_keep(o, &h);
     return 0;
 }

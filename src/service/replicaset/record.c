@@ -576,7 +576,8 @@ int replicaset_record_load_visible(store *s, const char *name, replicaset_record
     return found;
 }
 
-void replicaset_record_hold(const replicaset_record *r, users_ledger_hold *h)
+void replicaset_record_hold(const replicaset_record *r, const gpu_inventory *inv,
+                            users_ledger_hold *h)
 {
     /* A queued set holds nothing, not even an instance of the quota: the
      * quota is checked when it starts (service/queue/queue.h). */
@@ -585,13 +586,22 @@ void replicaset_record_hold(const replicaset_record *r, users_ledger_hold *h)
                                       !replicaset_record_is_tombstone(r)};
     snprintf(h->owner, sizeof(h->owner), "%s", r->owner);
     snprintf(h->name, sizeof(h->name), "%s", r->name);
+    bool known = true; /* every shared card's memory found: share_cards is exact */
     for (size_t i = 0; i < r->ngpus; i++) {
         bool whole = r->grant.n != r->ngpus || r->grant.cards[i].mode == GPUS_MODE_WHOLE;
-        if (whole)
+        if (whole) {
             h->cards++;
+            continue;
+        }
+        h->share_mib += (int64_t)r->grant.cards[i].memory_mib;
+        const gpu_device *d = inv ? gpu_inventory_find(inv, r->gpus[i]) : NULL;
+        if (d && d->memory_mib)
+            h->share_cards += (double)r->grant.cards[i].memory_mib / (double)d->memory_mib;
         else
-            h->share_mib += (int64_t)r->grant.cards[i].memory_mib;
+            known = false;
     }
+    if (!known) /* accounting then values the share by this node's cards (docs/users.md) */
+        h->share_cards = 0;
     h->cores = (int64_t)r->ncpuset;
 }
 
@@ -619,9 +629,9 @@ int replicaset_record_save(app *a, replicaset_record *r, const store_op *extra, 
     replicaset_record_stamp_run(r);
     _cleanup_json_ json_t *j = replicaset_record_to_json(r);
     users_ledger_hold h, check;
-    replicaset_record_hold(r, &h);
+    replicaset_record_hold(r, &a->gpus, &h);
     if (r->quota_as)
-        replicaset_record_hold(r->quota_as, &check);
+        replicaset_record_hold(r->quota_as, &a->gpus, &check);
     int rc = users_ledger_record_save(a, &replicaset_record_kind, r->name, j, &r->mod_revision,
                                       extra, nextra, &h, r->quota_as ? &check : NULL, err);
     __atomic_add_fetch(&a->records_generation, 1, __ATOMIC_RELEASE);
@@ -633,7 +643,7 @@ int replicaset_record_remove_txn(app *a, const replicaset_record *gone, const st
                                  gb_err *err)
 {
     users_ledger_hold h;
-    replicaset_record_hold(gone, &h);
+    replicaset_record_hold(gone, &a->gpus, &h);
     h.exists = false;
     return users_ledger_txn(a, &h, NULL, cmps, ncmps, ops, nops, landed, NULL, err);
 }

@@ -236,9 +236,12 @@ int replicaset_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *ma
  * r->mod_revision is the new revision. */
 int replicaset_record_save(struct app *a, replicaset_record *r, const store_op *extra,
                            size_t nextra, gb_err *err);
-/* What r holds, as its owner's ledger counts it (users/users.h). */
+/* What r holds, as its owner's ledger counts it (users/users.h); inv (may
+ * be NULL) gives the memory of the cards its shares are on, to count each
+ * share as a part of a card. */
 struct users_ledger_hold;
-void replicaset_record_hold(const replicaset_record *r, struct users_ledger_hold *h);
+void replicaset_record_hold(const replicaset_record *r, const gpu_inventory *inv,
+                            struct users_ledger_hold *h);
 /* ops under cmps, with gone's ledger entry removed in the same transaction
  * (users_ledger_txn): a record that goes. *landed false: a compare failed. */
 int replicaset_record_remove_txn(struct app *a, const replicaset_record *gone,

@@ -4,12 +4,14 @@
  * node of a fleet, and the intervals cards were held, for accounting.
  *
  * One key per owner, ledger/<owner>:
- *   {"sets":    {"<name>": {"node", "cards", "shareMiB", "cores", "since",
+ *   {"sets":    {"<name>": {"node", "cards", "shareMiB", "shareCards", "cores", "since",
  *                            "reserved"}},
  *    "volumes": {"<name>": {"node", "bytes"}}}
- * `since` (Unix ms) is when the set's current holding began. When it
- * changes or the set goes, {set, node, from, to, cards, shareMiB} is
- * written to acct/<owner>/<to>-<set> in the same transaction. Every write
+ * `since` (Unix ms) is when the set's current holding began; `shareCards`
+ * (when the set holds shares on cards this node knows) the shares as
+ * cards, sum of share / card memory. When the holding changes or the set
+ * goes, {set, node, from, to, cards, shareMiB, shareCards} is written to
+ * acct/<owner>/<to>-<set> in the same transaction. Every write
  * compares the ledger's mod_revision with the one read: two nodes creating
  * for one owner at once cannot both count on the same room; the loser
  * reads again and checks again.
@@ -191,12 +193,16 @@ static json_t *users_ledger_next(app *a, const json_t *lj, const json_t *old,
                 (field(old, "cards") > 0 || field(old, "shareMiB") > 0);
     bool same_hold = held && h->exists && !h->reserve && field(old, "cards") == h->cards &&
                      field(old, "shareMiB") == h->share_mib;
-    if (held && !same_hold)
+    if (held && !same_hold) {
         *closed = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "set", h->name, "node",
                             json_string_value(json_object_get(old, "node")) ?: "", "from",
                             (json_int_t)field(old, "since"), "to", (json_int_t)now, "cards",
                             (json_int_t)field(old, "cards"), "shareMiB",
                             (json_int_t)field(old, "shareMiB"));
+        json_t *sc = json_object_get(old, "shareCards");
+        if (json_is_number(sc))
+            json_object_set(*closed, "shareCards", sc);
+    }
     if (!h->exists) {
         json_object_del(sec, h->name);
     } else if (h->volume) {
@@ -210,6 +216,8 @@ static json_t *users_ledger_next(app *a, const json_t *lj, const json_t *old,
                       "shareMiB", (json_int_t)h->share_mib, "since", (json_int_t)since);
         if (h->cores) /* only when held: entries stay as they were without cpuCount */
             json_object_set_new(entry, "cores", json_integer(h->cores));
+        if (h->share_mib && h->share_cards > 0) /* the shares as cards, for fair share */
+            json_object_set_new(entry, "shareCards", json_real(h->share_cards));
         if (h->reserve)
             json_object_set_new(entry, "reserved", json_true());
         json_object_set_new(sec, h->name, entry);

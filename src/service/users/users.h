@@ -114,6 +114,15 @@ int users_api_whoami(app *a, json_t **out, gb_err *err);
 int users_api_usage(app *a, const char *user, const char *set, int64_t from_ms, int64_t to_ms,
                     json_t **out, gb_err *err);
 
+/* user's fair-share usage (docs/users.md, "Accounting"): what the user
+ * held, as cards (whole cards, plus each share of M MiB on a card of T
+ * MiB as M/T of a card), integrated over time with every moment t weighted
+ * by 2^(-(now - t) / half_life_s), in card-seconds; intervals still open
+ * count up to now. now is Unix seconds; half_life_s > 0 (INFINITY: no
+ * decay). ERR_INVALID_PARAMS for a half-life that is not positive. */
+int users_fairshare_usage(app *a, const char *user, double half_life_s, double now,
+                          double *out_card_seconds, gb_err *err);
+
 /* This node's use per user, for /metrics: {user: {cardSeconds,
  * shareMiBSeconds, cards, shareMiB}} (what its sets used, and hold now). */
 int users_metrics_usage(app *a, json_t **out, gb_err *err);
@@ -128,6 +137,7 @@ typedef struct users_ledger_hold {
     bool exists;          /* false: the entry goes (deleted) */
     int64_t cards;        /* whole cards */
     int64_t share_mib;    /* shares' memory summed over cards */
+    double share_cards;   /* the shares as cards: sum of share / card memory (0: unknown) */
     int64_t cores;        /* exclusive logical CPUs (cpuCount) */
     int64_t volume_bytes; /* a volume's size */
     bool unchecked;       /* no quota check (start-up's sync: it only writes down what is) */

@@ -32,6 +32,16 @@ int users_ledger_read(app *a, const char *owner, json_t **out, int64_t *rev, gb_
 /* The sums of a ledger's entries. */
 void users_ledger_sum(const json_t *ledger, users_ledger_usage *u);
 json_t *users_ledger_usage_to_json(const users_ledger_usage *u);
+/* The integral over [f, t] (cut at now) of 2^(-(now - x) / half_life_s)
+ * dx, in seconds (Unix seconds in, t - f when half_life_s is INFINITY):
+ * the weight fair share gives to holding one card from f to t. */
+double users_decay_integral(double f, double t, double now, double half_life_s);
+/* What an interval or ledger entry j held, as cards: "cards" plus
+ * "shareCards", or for records without it "shareMiB" / card_mib_guess. */
+double users_interval_cards(const json_t *j, double card_mib_guess);
+/* The memory of this node's largest card (MiB; 0 without cards): what a
+ * share whose card is unknown is counted against. */
+double users_share_card_mib_guess(const app *a);
 /* The wall clock, Unix ms. */
 int64_t users_ledger_now_ms(void);
 
