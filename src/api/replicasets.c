@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/queue/queue.h"
 #include "service/replicaset/replicaset.h"
 #include "service/service.h"
 #include "util/cleanup.h"
@@ -45,9 +46,14 @@ int api_replicaset_create_from(http_request *req, const json_t *body, bool older
                                         a->fleet != NULL, &cr, err) < 0)
         return -1;
     json_t *data = NULL;
-    int rc = replicaset_create(a, &cr, &data, err);
+    bool queued = false;
+    int rc = queue_create(a, &cr, &data, &queued, err);
     replicaset_create_request_free(&cr);
-    return answer(rc, data, resp, err);
+    if (answer(rc, data, resp, err) < 0)
+        return -1;
+    if (queued)
+        resp->status = 202; /* accepted: it starts when it fits (docs/queue.md) */
+    return 0;
 }
 
 int api_replicaset_create(http_request *req, http_response *resp, gb_err *err)

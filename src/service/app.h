@@ -86,6 +86,10 @@ typedef struct app_config {
     unsigned kept_logs_mib;
     /* Registry credentials for pulls (service/images/images.h); NULL: none. */
     const char *registry_auth_file;
+    /* The queue (service/queue/queue.h): the fair-share half-life in
+     * seconds (0: 7 days) and the URL told of starts (NULL: none). */
+    double fairshare_half_life_s;
+    const char *queue_webhook;
 } app_config;
 
 typedef struct app_file_user {

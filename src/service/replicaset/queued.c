@@ -38,8 +38,8 @@ int replicaset_enqueue(app *a, const replicaset_create_request *req, json_t *que
     int found = replicaset_record_load(a->store, req->name, &old, err);
     if (found < 0)
         return err_prefix(err, "queueing replica set '%s'", req->name);
-    if (found && (!users_caller_sees(old.owner) || (old.state != RS_STATE_DELETED &&
-                                                    !replicaset_record_is_tombstone(&old))))
+    if (found && (!users_caller_sees(old.owner) ||
+                  (old.state != RS_STATE_DELETED && !replicaset_record_is_tombstone(&old))))
         return err_set(err, ERR_EXISTS, "replica set '%s' already exists; pick another name",
                        req->name);
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
@@ -97,9 +97,9 @@ int replicaset_drop_queued(app *a, const char *name, int64_t rev, const char *re
         return -1;
     char at[RS_TIME_MAX];
     time_iso_now(at, sizeof(at));
-    json_object_set_new(r.queue, "dropped",
-                        json_pack("{s:s, s:s, s:s}", "reason", reason, "at", at, "detail",
-                                  detail ? detail : ""));
+    json_object_set_new(
+        r.queue, "dropped",
+        json_pack("{s:s, s:s, s:s}", "reason", reason, "at", at, "detail", detail ? detail : ""));
     r.state = RS_STATE_DELETED;
     if (replicaset_record_save(a, &r, NULL, 0, err) < 0)
         return -1;
@@ -123,8 +123,7 @@ int replicaset_cancel_queued(app *a, replicaset_record *r, bool purge, json_t **
         bool landed = false;
         rc = replicaset_record_remove_txn(a, r, &cmp, 1, ops, purge ? 2 : 1, &landed, err);
         if (rc == 0 && !landed)
-            rc = err_set(err, ERR_CONFLICT, "replica set %s changed meanwhile; try again",
-                         r->name);
+            rc = err_set(err, ERR_CONFLICT, "replica set %s changed meanwhile; try again", r->name);
     } else {
         r->state = RS_STATE_DELETED;
         json_decref(r->queue);

@@ -71,7 +71,7 @@ typedef struct replicaset_create_request {
      * record this create starts (0: a new name or a deleted one). */
     const char *owner;
     int64_t queued_rev;
-    json_t *body;            /* the body in the /replicaSet form; the strings above point into it */
+    json_t *body; /* the body in the /replicaSet form; the strings above point into it */
 } replicaset_create_request;
 
 /* Parse and check a create body. in_fleet: whether this gpuboxd is a node
