@@ -57,6 +57,17 @@ json_t *queue_status(app *a, const char *name)
     return copy;
 }
 
+bool queue_waiting(app *a)
+{
+    queue *q = a->queue;
+    if (!q)
+        return false;
+    pthread_mutex_lock(&q->mu);
+    bool any = q->length > 0;
+    pthread_mutex_unlock(&q->mu);
+    return any;
+}
+
 void queue_metrics_write(app *a, FILE *out)
 {
     queue *q = a->queue;

@@ -256,12 +256,16 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
     int priority = req->priority < 0 ? QUEUE_PRIORITY_DEFAULT : req->priority;
     if (req->priority >= 0 && queue_priority_check(a, priority, err) < 0)
         return -1;
-    if (replicaset_create(a, req, out, err) == 0)
-        return 0;
-    if (!req->queue || !queue_waitable(err->code))
-        return -1;
-    char why[sizeof(err->msg)];
-    snprintf(why, sizeof(why), "%s", err->msg);
+    char why[sizeof(err->msg)] = "others wait before it: the queue decides when it starts";
+    /* While others wait, a queued request goes through the queue even if
+     * it fits now: it must not take what the head has reserved. */
+    if (!req->queue || !queue_waiting(a)) {
+        if (replicaset_create(a, req, out, err) == 0)
+            return 0;
+        if (!req->queue || !queue_waitable(err->code))
+            return -1;
+        snprintf(why, sizeof(why), "%s", err->msg);
+    }
     char now[RS_TIME_MAX];
     time_iso_now(now, sizeof(now));
     _cleanup_json_ json_t *q =

@@ -50,6 +50,8 @@ int queue_priority_of(const replicaset_record *r);
 int64_t queue_submit_ms_of(const replicaset_record *r);
 int64_t queue_timeout_s_of(const replicaset_record *r);
 bool queue_waitable(int code);
+/* Whether the last pass left anything waiting. */
+bool queue_waiting(app *a);
 int64_t queue_now_ms(void);
 
 /* --queue-webhook: post {event, name, owner, ...} (notify.c); never blocks

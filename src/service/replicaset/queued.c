@@ -42,6 +42,12 @@ int replicaset_enqueue(app *a, const replicaset_create_request *req, json_t *que
                   (old.state != RS_STATE_DELETED && !replicaset_record_is_tombstone(&old))))
         return err_set(err, ERR_EXISTS, "replica set '%s' already exists; pick another name",
                        req->name);
+    /* What a create checks before it takes anything: the image (pulled
+     * now, with the request's credentials, so the start needs none) and
+     * the binds. */
+    if (images_ensure(a, req->spec.image, req->image.pull, &req->image.auth, err) < 0 ||
+        binds_check(a, &req->spec, err) < 0)
+        return -1;
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     snprintf(r.name, sizeof(r.name), "%s", req->name);
     snprintf(r.owner, sizeof(r.owner), "%s", users_caller_owner());
