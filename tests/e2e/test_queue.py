@@ -13,12 +13,13 @@ through the API.
 """
 import os
 import secrets
-import signal
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from conftest import Daemon
+from conftest import BUILD_DIR, SANITIZER_MARKERS, Daemon
 from rsutil import IMAGE, RUN_TAG, rs_path, wipe
 from secutil import as_, write_tokens
 
@@ -309,3 +310,48 @@ def test_backfill_never_delays_the_head(two):
     assert state(d, long_)["state"] == "queued"
     assert state(d, head)["state"] == "queued"
     assert [e["name"] for e in queue(d)["queue"]] == [head, long_]
+
+
+# ---- the CLI ----
+
+CLI = Path(os.environ.get("GPUBOX_CLI", BUILD_DIR / "gpubox"))
+
+
+def gpubox(d, *args, wait=True):
+    e = dict(os.environ, GPUBOX_HOST=d.url, GPUBOX_TOKEN=ADMIN)
+    p = subprocess.Popen([str(CLI), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=e)
+    if not wait:
+        return p
+    out, err = p.communicate(timeout=60)
+    for marker in SANITIZER_MARKERS:
+        assert marker not in err, err
+    return p.returncode, out, err
+
+
+def test_cli_run_queue_waits_showing_position_then_runs(two):
+    d = two
+    full, w, det = f"{PREFIX}full", f"{PREFIX}w", f"{PREFIX}det"
+    ok(post(d, ADMIN, body(full, 2)))
+    rc, out, err = gpubox(d, "run", det, "--image", IMAGE, "--gpus", "1", "--queue", "--detach",
+                          "--", "sleep", "3600")
+    assert rc == 0 and f"{det}: queued, position 1" in out, (rc, out, err)
+    p = gpubox(d, "run", w, "--image", IMAGE, "--gpus", "1", "--queue", "--priority", "70",
+               "--", "sleep", "3600", wait=False)
+    # it waits, showing its place; the queue lists both in order
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (state(d, w) or {}).get("state") != "queued":
+        time.sleep(0.1)
+    assert p.poll() is None
+    rc, out, err = gpubox(d, "queue")
+    assert rc == 0, (out, err)
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["POS", "NAME", "OWNER", "PRIORITY"], out
+    assert lines[1].split()[:2] == ["1*", w] and lines[2].split()[:2] == ["2", det], out
+    ok(as_(d, ADMIN, "DELETE", rs_path(full)))
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, (out, err)
+    assert f"{w}: queued, position 1" in err, err
+    assert f"{w}: running as {w}-1" in out, out
+    for marker in SANITIZER_MARKERS:
+        assert marker not in err, err
