@@ -7,8 +7,8 @@
  * marks its cards held in the view, keeping what they were in `saved`,
  * so that a backfill that ends in time can be judged against the view
  * without the reservation. A shape (what a request asks, where it may go)
- * that failed is remembered with the view's generation: a later request of
- * that shape fails again without ranking until the view changes.
+ * that failed is remembered per view: a pass only takes from the views, so
+ * a later request of that shape fails again, without ranking.
  */
 #include "util/xalloc.h"
 #include "sched/placement_queue.h"
@@ -112,38 +112,55 @@ static bool placement_queue_same_shape(const placement_request *a, const placeme
 typedef struct placement_queue_failed {
     const placement_request *req; /* the shape */
     char why[sizeof(((placement_queue_entry *)0)->why)];
-    uint64_t generation;
 } placement_queue_failed;
+
+/* Shapes that failed on one view. A pass only takes from the views (a
+ * start, the reservation), never gives back, so a shape that failed once
+ * fails for the rest of the pass: no entry ever goes stale. */
+typedef struct placement_queue_failures {
+    placement_queue_failed list[PLACEMENT_QUEUE_SHAPES];
+    size_t n, next_slot;
+} placement_queue_failures;
+
+/* Shapes that fitted, with the nodes placement_rank ranked for them, best
+ * first. The views only lose room, so no other node can fit that shape
+ * later in the pass: the next request of the shape takes the first node of
+ * the list that still fits (judged alone), without ranking the fleet. */
+typedef struct placement_queue_fitted {
+    const placement_request *req;
+    size_t *order;
+    size_t n, first; /* order[first..n) may still fit */
+} placement_queue_fitted;
 
 typedef struct placement_queue_pass {
     placement_node *nodes;
     size_t nnodes;
-    uint64_t generation; /* bumped by every change of a view */
-    placement_queue_failed failed[PLACEMENT_QUEUE_SHAPES];
-    size_t nfailed, next_slot;
+    placement_queue_fitted fitted[PLACEMENT_QUEUE_SHAPES];
+    size_t nfitted;
+    /* failures on the views as they are (with the reservation, once there
+     * is one), and without the reservation (backfill that ends in time) */
+    placement_queue_failures held, open;
     /* the reservation */
     placement_queue_reservation *res;
     size_t *saved_idx;     /* cards of res->node marked held */
     placement_card *saved; /* what they were */
 } placement_queue_pass;
 
-static const placement_queue_failed *placement_queue_failed_before(placement_queue_pass *p,
+static const placement_queue_failed *placement_queue_failed_before(placement_queue_failures *f,
                                                                    const placement_request *r)
 {
-    for (size_t i = 0; i < p->nfailed; i++)
-        if (p->failed[i].generation == p->generation &&
-            placement_queue_same_shape(p->failed[i].req, r))
-            return &p->failed[i];
+    for (size_t i = 0; i < f->n; i++)
+        if (placement_queue_same_shape(f->list[i].req, r))
+            return &f->list[i];
     return NULL;
 }
 
-static void placement_queue_remember_failed(placement_queue_pass *p, const placement_queue_entry *e)
+static void placement_queue_remember_failed(placement_queue_failures *f,
+                                            const placement_queue_entry *e)
 {
-    size_t slot = p->nfailed < PLACEMENT_QUEUE_SHAPES ? p->nfailed++
-                                                      : p->next_slot++ % PLACEMENT_QUEUE_SHAPES;
-    p->failed[slot].req = &e->req;
-    p->failed[slot].generation = p->generation;
-    memcpy(p->failed[slot].why, e->why, sizeof(p->failed[slot].why));
+    size_t slot = f->n < PLACEMENT_QUEUE_SHAPES ? f->n++ : f->next_slot++ % PLACEMENT_QUEUE_SHAPES;
+    f->list[slot].req = &e->req;
+    memcpy(f->list[slot].why, e->why, sizeof(f->list[slot].why));
 }
 
 /* ---- the head's reservation ---- */
@@ -235,7 +252,6 @@ static void placement_queue_reserve(placement_queue_pass *p, placement_queue_ent
         c->tenants++;
         c->free_memory_mib = 0;
     }
-    p->generation++;
 }
 
 /* ---- the pass ---- */
@@ -250,25 +266,54 @@ static void placement_queue_copy(char *dst, size_t size, const char *src)
     dst[n] = '\0';
 }
 
-/* Rank e on the views; 1 placed (e->start set), 0 not (e->why set). */
-static int placement_queue_try(placement_queue_pass *p, placement_queue_entry *e, gb_err *err)
+/* e's shape fitted before: 1 with e->start the first listed node that
+ * still fits; 0 when none does (then e is ranked, and fails: its why
+ * comes from there); -1 when the shape is not listed. */
+static int placement_queue_fitted_next(placement_queue_pass *p, placement_queue_entry *e)
 {
-    const placement_queue_failed *same = placement_queue_failed_before(p, &e->req);
+    for (size_t i = 0; i < p->nfitted; i++) {
+        placement_queue_fitted *ft = &p->fitted[i];
+        if (!placement_queue_same_shape(ft->req, &e->req))
+            continue;
+        for (; ft->first < ft->n; ft->first++)
+            if (placement_fits(&p->nodes[ft->order[ft->first]], &e->req)) {
+                e->start = (int)ft->order[ft->first];
+                return 1;
+            }
+        return -1; /* none left: rank the fleet for the why */
+    }
+    return -1;
+}
+
+/* Rank e on the views; 1 placed (e->start set), 0 not (e->why set). f:
+ * the failures of the views as they are now. */
+static int placement_queue_try(placement_queue_pass *p, placement_queue_failures *f,
+                               placement_queue_entry *e, gb_err *err)
+{
+    const placement_queue_failed *same = placement_queue_failed_before(f, &e->req);
     if (same) {
         placement_queue_copy(e->why, sizeof(e->why), same->why);
         return 0;
+    }
+    if (f == &p->held) {
+        int hit = placement_queue_fitted_next(p, e);
+        if (hit >= 0)
+            return hit;
     }
     _cleanup_free_ size_t *order = xcalloc(p->nnodes ? p->nnodes : 1, sizeof(*order));
     size_t norder = 0;
     gb_err why = GB_ERR_INIT;
     if (placement_rank(p->nodes, p->nnodes, &e->req, order, &norder, &why) == 0) {
         e->start = (int)order[0];
+        if (f == &p->held && p->nfitted < PLACEMENT_QUEUE_SHAPES)
+            p->fitted[p->nfitted++] =
+                (placement_queue_fitted){.req = &e->req, .order = steal_ptr(&order), .n = norder};
         return 1;
     }
     if (why.code == ERR_INVALID_PARAMS && !e->req.node)
         return err_set(err, why.code, "%s", why.msg);
     placement_queue_copy(e->why, sizeof(e->why), why.msg);
-    placement_queue_remember_failed(p, e);
+    placement_queue_remember_failed(f, e);
     return 0;
 }
 
@@ -283,15 +328,15 @@ static int placement_queue_backfill(placement_queue_pass *p, placement_queue_ent
         return 0;
     char why[sizeof(e->why)];
     memcpy(why, e->why, sizeof(why));
+    if (placement_queue_failed_before(&p->open, &e->req))
+        return 0;                     /* its shape does not fit even without the reservation */
     placement_queue_reserved_swap(p); /* the reserved cards as they are */
-    p->generation++;
-    int placed = placement_queue_try(p, e, err);
+    int placed = placement_queue_try(p, &p->open, e, err);
     if (placed == 1) {
         placement_queue_take(&p->nodes[e->start], &e->req);
         e->backfill = true;
     }
     placement_queue_reserved_swap(p); /* held again for the head */
-    p->generation++;
     if (placed != 1)
         memcpy(e->why, why, sizeof(why));
     return placed;
@@ -314,14 +359,13 @@ int placement_queue_plan(placement_queue_entry *e, size_t n, placement_node *nod
             snprintf(e[i].why, sizeof(e[i].why), "not yet looked at");
             continue;
         }
-        int placed = placement_queue_try(&p, &e[i], err);
+        int placed = placement_queue_try(&p, &p.held, &e[i], err);
         if (placed < 0) {
             rc = -1;
             break;
         }
         if (placed) {
             placement_queue_take(&nodes[e[i].start], &e[i].req);
-            p.generation++;
             starts++;
             continue;
         }
@@ -357,5 +401,7 @@ int placement_queue_plan(placement_queue_entry *e, size_t n, placement_node *nod
     }
     free(p.saved_idx);
     free(p.saved);
+    for (size_t k = 0; k < p.nfitted; k++)
+        free(p.fitted[k].order);
     return rc;
 }
