@@ -312,6 +312,27 @@ def test_backfill_never_delays_the_head(two):
     assert [e["name"] for e in queue(d)["queue"]] == [head, long_]
 
 
+def test_a_stopped_sets_restart_waits_in_the_queue(two):
+    d = two
+    s, other = f"{PREFIX}s", f"{PREFIX}o"
+    ok(post(d, ADMIN, body(s, 2)))
+    ok(as_(d, ADMIN, "POST", rs_path(s, "/execute"), {"cmd": ["sh", "-c", "echo kept > /kept"]}))
+    ok(as_(d, ADMIN, "PATCH", rs_path(s, "/stop")))
+    ok(post(d, ADMIN, body(other, 1)))
+    r = as_(d, ADMIN, "PATCH", rs_path(s, "/restart"))
+    assert (r.status, r.code) == (409, 1013), r.json
+    r = as_(d, ADMIN, "PATCH", rs_path(s, "/restart"), {"queue": True})
+    assert (r.status, r.code) == (202, 200), r.json
+    assert r.json["data"]["state"] == "queued", r.json
+    info = state(d, s)
+    assert info["state"] == "queued" and info["gpus"] == [] and info["queue"]["restart"], info
+    ok(as_(d, ADMIN, "DELETE", rs_path(other)))
+    info = wait_state(d, s, "running")
+    assert len(info["gpus"]) == 2, info
+    out = ok(as_(d, ADMIN, "POST", rs_path(s, "/execute"), {"cmd": ["cat", "/kept"]}))
+    assert out["stdout"].strip() == "kept", out
+
+
 # ---- the CLI ----
 
 CLI = Path(os.environ.get("GPUBOX_CLI", BUILD_DIR / "gpubox"))

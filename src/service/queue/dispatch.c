@@ -125,7 +125,9 @@ static int queue_start_one(app *a, const replicaset_record *r, int64_t now, char
 {
     _cleanup_json_ json_t *data = NULL;
     gb_err e = GB_ERR_INIT;
-    if (replicaset_start_queued(a, r, &data, &e) == 0) {
+    bool restart = json_is_true(json_object_get(r->queue, "restart"));
+    if ((restart ? replicaset_restart_queued(a, r, &data, &e)
+                 : replicaset_start_queued(a, r, &data, &e)) == 0) {
         double waited = (double)(now - queue_submit_ms_of(r)) / 1000.0;
         prom_histogram_observe(a->queue->wait, NULL, waited < 0 ? 0 : waited);
         queue_outcome(a->queue, "started");

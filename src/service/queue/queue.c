@@ -177,8 +177,10 @@ int queue_plan_make(app *a, const queue_snapshot *s, int64_t now_ms, size_t max_
         e->usage = p->usage[i];
         e->submit_ms = queue_submit_ms_of(r);
         e->max_duration_s = r->max_duration_s;
+        bool no_gpu = json_is_true(json_object_get(r->queue, "noGpu"));
         e->req = (placement_request){
-            .gpu_count = (unsigned)(sp->gpu_count ? sp->gpu_count : (int)sp->ngpu_uuids),
+            .gpu_count =
+                no_gpu ? 0 : (unsigned)(sp->gpu_count ? sp->gpu_count : (int)sp->ngpu_uuids),
             .memory_mib = sp->gpu_memory_mib,
             .timeslice = sp->gpu_shared && !sp->gpu_memory_mib,
             .model = sp->gpu_model,
@@ -285,6 +287,40 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
     if (now_r.state != RS_STATE_QUEUED) /* the pass started it at once */
         return replicaset_info(a, req->name, out, err);
     *out = queue_answer(a, req->name, why);
+    *queued = true;
+    return 0;
+}
+
+int queue_restart(app *a, const char *name, bool no_gpu, int priority, int64_t timeout_s,
+                  json_t **out, bool *queued, gb_err *err)
+{
+    *queued = false;
+    int prio = priority < 0 ? QUEUE_PRIORITY_DEFAULT : priority;
+    if (priority >= 0 && queue_priority_check(a, prio, err) < 0)
+        return -1;
+    if (replicaset_restart(a, name, no_gpu, out, err) == 0)
+        return 0;
+    if (!queue_waitable(err->code))
+        return -1;
+    char why[sizeof(err->msg)];
+    snprintf(why, sizeof(why), "%s", err->msg);
+    char now[RS_TIME_MAX];
+    time_iso_now(now, sizeof(now));
+    _cleanup_json_ json_t *q = json_pack("{s:i, s:s, s:I, s:I, s:s}", "priority", prio,
+                                         "submitTime", now, "submitMs", (json_int_t)queue_now_ms(),
+                                         "timeoutSeconds", (json_int_t)timeout_s, "firstWhy", why);
+    err_clear(err);
+    if (replicaset_enqueue_restart(a, name, no_gpu, q, err) < 0)
+        return -1;
+    gb_err pe = GB_ERR_INIT;
+    if (queue_pass(a, &pe) < 0)
+        log_warn("queue: a pass after queueing the restart of %s: %s", name, pe.msg);
+    _cleanup_(replicaset_record_free) replicaset_record now_r = {0};
+    if (replicaset_record_load(a->store, name, &now_r, err) < 0)
+        return -1;
+    if (now_r.state != RS_STATE_QUEUED)
+        return replicaset_info(a, name, out, err);
+    *out = queue_answer(a, name, why);
     *queued = true;
     return 0;
 }

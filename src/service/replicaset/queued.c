@@ -17,7 +17,11 @@
  *            no record when it had none
  *   drop     queued -> deleted with queue.dropped {reason, at, detail}
  *            (queueTimeout, or a start that failed for a reason waiting
- *            does not cure): GET still answers it, saying why.
+ *            does not cure): GET still answers it, saying why; a queued
+ *            restart goes back to stopped, its container kept.
+ * A queued restart (PATCH .../restart with queue) is a stopped set whose
+ * state says queued: it keeps its container, and its start is the
+ * stopped set's restart (restart.c: replicaset_restart_queued).
  */
 #include "service/replicaset/replicaset.h"
 
@@ -106,7 +110,9 @@ int replicaset_drop_queued(app *a, const char *name, int64_t rev, const char *re
     json_object_set_new(
         r.queue, "dropped",
         json_pack("{s:s, s:s, s:s}", "reason", reason, "at", at, "detail", detail ? detail : ""));
-    r.state = RS_STATE_DELETED;
+    /* A queued create leaves a deleted record saying why; a queued restart
+     * is the stopped set it was, its container kept. */
+    r.state = r.container_name[0] ? RS_STATE_STOPPED : RS_STATE_DELETED;
     if (replicaset_record_save(a, &r, NULL, 0, err) < 0)
         return -1;
     log_info("replica set %s: dropped from the queue (%s%s%s)", name, reason, detail ? ": " : "",

@@ -579,11 +579,12 @@ int replicaset_record_load_visible(store *s, const char *name, replicaset_record
 void replicaset_record_hold(const replicaset_record *r, const gpu_inventory *inv,
                             users_ledger_hold *h)
 {
-    /* A queued set holds nothing, not even an instance of the quota: the
-     * quota is checked when it starts (service/queue/queue.h). */
-    *h =
-        (users_ledger_hold){.exists = r->state != RS_STATE_DELETED && r->state != RS_STATE_QUEUED &&
-                                      !replicaset_record_is_tombstone(r)};
+    /* A queued create holds nothing, not even an instance of the quota:
+     * the quota is checked when it starts (service/queue/queue.h). A
+     * queued restart is a stopped set still: an instance. */
+    *h = (users_ledger_hold){.exists = r->state != RS_STATE_DELETED &&
+                                       !(r->state == RS_STATE_QUEUED && !r->container_name[0]) &&
+                                       !replicaset_record_is_tombstone(r)};
     snprintf(h->owner, sizeof(h->owner), "%s", r->owner);
     snprintf(h->name, sizeof(h->name), "%s", r->name);
     bool known = true; /* every shared card's memory found: share_cards is exact */

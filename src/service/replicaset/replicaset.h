@@ -123,7 +123,14 @@ int replicaset_start_queued(app *a, const struct replicaset_record *q, json_t **
  * its record as deleted with queue.dropped {reason, at, detail}. */
 int replicaset_drop_queued(app *a, const char *name, int64_t rev, const char *reason,
                            const char *detail, gb_err *err);
-/* DELETE of a queued set (name locked, r loaded): it goes. data as delete's
+/* PATCH .../restart with queue of a stopped set that cannot start now: it
+ * waits in the queue as state queued, keeping its container and system
+ * disk (queue gets restart: true, noGpu). ERR_STATE_CONFLICT unless stopped. */
+int replicaset_enqueue_restart(app *a, const char *name, bool no_gpu, json_t *queue, gb_err *err);
+/* Start a queued restart q (as loaded: its revision is compared) as the
+ * restart of a stopped set. data as restart's. */
+int replicaset_restart_queued(app *a, const struct replicaset_record *q, json_t **out, gb_err *err);
+/* DELETE of a queued create (name locked, r loaded): it goes. data as delete's
  * plus cancelled: true. */
 int replicaset_cancel_queued(app *a, struct replicaset_record *r, bool purge, json_t **out,
                              gb_err *err);

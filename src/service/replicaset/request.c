@@ -297,8 +297,7 @@ static int legacy_to_create_body(const json_t *body, json_t **out, gb_err *err)
 
 /* ---- the queue's fields ------------------------------------------------------------- */
 
-/* queue, queueTimeout, priority (docs/queue.md). */
-static int queue_fields_parse(const json_t *b, replicaset_create_request *out, gb_err *err)
+int replicaset_queue_fields_parse(const json_t *b, replicaset_create_request *out, gb_err *err)
 {
     json_t *q = json_object_get(b, "queue");
     if (q && !json_is_boolean(q) && !json_is_null(q))
@@ -365,7 +364,7 @@ int replicaset_create_request_parse(const json_t *body, enum replicaset_create_f
         images_auth_from_json(b, "registryAuth", &out->image.auth, err) < 0 ||
         check_fields(b, RS_CREATE_REPLICASET, err) < 0)
         goto fail;
-    if (queue_fields_parse(b, out, err) < 0 ||
+    if (replicaset_queue_fields_parse(b, out, err) < 0 ||
         replicaset_spec_from_json(b, names, &out->spec, err) < 0)
         goto fail;
     if (replicaset_run_limits_parse(b, &out->idle_stop_s, &out->max_duration_s, NULL, err) < 0) {

@@ -83,6 +83,10 @@ int replicaset_create_request_parse(const json_t *body, enum replicaset_create_f
                                     bool in_fleet, replicaset_create_request *out, gb_err *err);
 void replicaset_create_request_free(replicaset_create_request *req);
 
+/* Only the queue's fields of body (queue, queueTimeout, priority) into
+ * out's (a restart takes them too). */
+int replicaset_queue_fields_parse(const json_t *body, replicaset_create_request *out, gb_err *err);
+
 /* Only the placement fields of body (a volume create takes `node` too). */
 int replicaset_placement_from_json(const json_t *body, bool in_fleet, replicaset_placement *out,
                                    gb_err *err);
