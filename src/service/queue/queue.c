@@ -325,6 +325,13 @@ int queue_restart(app *a, const char *name, bool no_gpu, int priority, int64_t t
     return 0;
 }
 
+bool queue_may_wait_here(app *a, const replicaset_create_request *req, const gb_err *err)
+{
+    if (!err || !queue_waitable(err->code) || req->placement.nselector)
+        return false;
+    return !req->placement.node || (a->cfg.node && strcmp(req->placement.node, a->cfg.node) == 0);
+}
+
 /* ---- reading ---- */
 
 static json_t *queue_asks_json(const replicaset_record *r)

@@ -65,6 +65,11 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
 int queue_restart(app *a, const char *name, bool no_gpu, int priority, int64_t timeout_s,
                   json_t **out, bool *queued, gb_err *err);
 
+/* In a fleet, after placement found no node for req (err says why): may
+ * it wait in this node's queue? Yes for room or quota (1013, 1014, 1118,
+ * 1115) when req does not pin another node or ask for labels. */
+bool queue_may_wait_here(app *a, const replicaset_create_request *req, const gb_err *err);
+
 /* GET /api/v1/queue: {queue: [{position, name, owner, priority, asks,
  * fairShareUsage, submitTime, waitedSeconds, queueTimeout, head, why}],
  * length}; in serving order. A `user` sees others' entries without name,
