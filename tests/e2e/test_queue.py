@@ -11,9 +11,12 @@ Each test has a server with two simulated cards (one with one card where
 the order is checked), a token file with an admin, and users made
 through the API.
 """
+import http.server
+import json
 import os
 import secrets
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -331,6 +334,62 @@ def test_a_stopped_sets_restart_waits_in_the_queue(two):
     assert len(info["gpus"]) == 2, info
     out = ok(as_(d, ADMIN, "POST", rs_path(s, "/execute"), {"cmd": ["cat", "/kept"]}))
     assert out["stdout"].strip() == "kept", out
+
+
+def test_the_older_containers_route_queues_too(two):
+    d = two
+    ok(post(d, ADMIN, body(f"{PREFIX}full", 2)))
+    name = f"{PREFIX}old"
+    r = as_(d, ADMIN, "POST", "/api/v1/containers",
+            {"imageName": IMAGE, "containerName": name, "gpuCount": 1, "cmd": ["sleep", "3600"],
+             "queue": True})
+    assert (r.status, r.code) == (202, 200), r.json
+    assert r.json["data"]["state"] == "queued"
+    ok(as_(d, ADMIN, "DELETE", rs_path(f"{PREFIX}full")))
+    wait_state(d, name, "running")
+
+
+def test_webhook_is_told_when_a_queued_set_starts(tmp_path):
+    got = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length", "0"))
+            got.append((self.path, self.headers.get("Content-Type"), json.loads(self.rfile.read(n))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    tokens = write_tokens(tmp_path / "tokens", f"root:admin:{ADMIN}\n")
+    d = Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "data"),
+                "--simulate-gpus", "1xA100-80GB", "--port-range", PORTS, "--token-file",
+                str(tokens), "--queue-webhook", f"http://127.0.0.1:{srv.server_port}/hook"],
+               tmp_path / "data", tmp_path / "gpuboxd.log").start()
+    d.token = ADMIN
+    try:
+        hold, w = f"{PREFIX}hold", f"{PREFIX}hooked"
+        ok(post(d, ADMIN, body(hold)))
+        queued(d, ADMIN, body(w, queue=True))
+        ok(as_(d, ADMIN, "DELETE", rs_path(hold)))
+        wait_state(d, w, "running")
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(got) == 1, got
+        path, ctype, note = got[0]
+        assert path == "/hook" and ctype == "application/json", got
+        assert note["event"] == "queue.start" and note["name"] == w and note["owner"] == "root", note
+        assert note["containerName"] == f"{w}-1" and note["version"] == 1, note
+    finally:
+        srv.shutdown()
+        try:
+            wipe(d, PREFIX)
+        finally:
+            d.stop()
 
 
 # ---- the CLI ----
