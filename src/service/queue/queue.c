@@ -240,6 +240,25 @@ static int queue_priority_check(app *a, int priority, gb_err *err)
                    priority, c->name, (long long)max, (long long)max);
 }
 
+/* The pass started name at once: answered as a create is (CreateData:
+ * the container, version and holdings), from the set's info. */
+static int queue_started_answer(app *a, const char *name, json_t **out, gb_err *err)
+{
+    _cleanup_json_ json_t *got = NULL;
+    if (replicaset_info(a, name, &got, err) < 0)
+        return -1;
+    json_t *in = json_object_get(got, "info");
+    *out = json_pack("{s:O?, s:s, s:O?, s:O?, s:O?}", "name", json_object_get(in, "containerName"),
+                     "replicaSetName", name, "containerName", json_object_get(in, "containerName"),
+                     "containerId", json_object_get(in, "containerId"), "version",
+                     json_object_get(in, "version"));
+    static const char *const more[] = {"gpus", "gpuShares", "ports", "cpuset", "ssh"};
+    for (size_t i = 0; *out && i < sizeof(more) / sizeof(more[0]); i++)
+        if (json_object_get(in, more[i]))
+            json_object_set(*out, more[i], json_object_get(in, more[i]));
+    return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
+}
+
 /* {name, state: "queued", position, why} after name was queued. */
 static json_t *queue_answer(app *a, const char *name, const char *why)
 {
@@ -285,7 +304,7 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
     if (replicaset_record_load(a->store, req->name, &now_r, err) < 0)
         return -1;
     if (now_r.state != RS_STATE_QUEUED) /* the pass started it at once */
-        return replicaset_info(a, req->name, out, err);
+        return queue_started_answer(a, req->name, out, err);
     *out = queue_answer(a, req->name, why);
     *queued = true;
     return 0;
@@ -319,7 +338,7 @@ int queue_restart(app *a, const char *name, bool no_gpu, int priority, int64_t t
     if (replicaset_record_load(a->store, name, &now_r, err) < 0)
         return -1;
     if (now_r.state != RS_STATE_QUEUED)
-        return replicaset_info(a, name, out, err);
+        return queue_started_answer(a, name, out, err);
     *out = queue_answer(a, name, why);
     *queued = true;
     return 0;
