@@ -21,6 +21,7 @@
 
 #include "service/monitor/monitor.h"
 #include "service/replicaset/replicaset.h"
+#include "service/users/caller.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/prom.h"
@@ -159,12 +160,32 @@ static int queue_start_one(app *a, const replicaset_record *r, int64_t now, char
     return 0;
 }
 
+static int queue_pass_locked(app *a, queue *q, gb_err *err);
+
 int queue_pass(app *a, gb_err *err)
 {
     queue *q = a->queue;
     if (!q)
         return 0;
+    /* A pass serves everyone's requests: it runs as the daemon itself, not
+     * as the caller of a request that asked for it (queue_create), whose
+     * view of others' sets would make their starts fail. */
+    caller saved;
+    const caller *c = users_caller_current();
+    if (c) {
+        saved = *c;
+        users_caller_leave();
+    }
     pthread_mutex_lock(&q->pass_lock);
+    int rc = queue_pass_locked(a, q, err);
+    pthread_mutex_unlock(&q->pass_lock);
+    if (c)
+        users_caller_enter(&saved);
+    return rc;
+}
+
+static int queue_pass_locked(app *a, queue *q, gb_err *err)
+{
     int rc = -1;
     queue_snapshot s;
     queue_plan p = {0};
@@ -206,7 +227,6 @@ int queue_pass(app *a, gb_err *err)
     queue_snapshot_free(&s);
     rc = 0;
 out:
-    pthread_mutex_unlock(&q->pass_lock);
     return rc;
 }
 

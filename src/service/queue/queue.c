@@ -392,13 +392,24 @@ json_t *queue_entry_json(const queue_plan *p, size_t i, const queue_snapshot *s,
 
 int queue_list(app *a, json_t **out, gb_err *err)
 {
+    /* The order is everyone's: read and decided as the daemon, then shown
+     * as the caller may see it. */
+    caller saved = {0};
+    const caller *c = users_caller_current();
+    if (c) {
+        saved = *c;
+        users_caller_leave();
+    }
     _cleanup_(queue_snapshot_free) queue_snapshot s;
-    if (queue_snapshot_read(a, &s, err) < 0)
-        return -1;
     int64_t now = queue_now_ms();
-    _cleanup_(queue_plan_free) queue_plan p;
-    if (queue_plan_make(a, &s, now, 0, &p, err) < 0)
-        return err_prefix(err, "ordering the queue");
+    _cleanup_(queue_plan_free) queue_plan p = {0};
+    int rc = queue_snapshot_read(a, &s, err);
+    if (rc == 0 && (rc = queue_plan_make(a, &s, now, 0, &p, err)) < 0)
+        err_prefix(err, "ordering the queue");
+    if (c)
+        users_caller_enter(&saved);
+    if (rc < 0)
+        return -1;
     json_t *list = json_array();
     for (size_t i = 0; i < p.n; i++) {
         const replicaset_record *r = queue_snapshot_find(&s, p.entries[i].name);
