@@ -24,6 +24,7 @@ import pytest
 
 from conftest import BUILD_DIR, SANITIZER_MARKERS, Daemon
 from rsutil import IMAGE, RUN_TAG, rs_path, wipe
+from schema import request_schema, response_schema, validate
 from secutil import as_, write_tokens
 
 PREFIX = "e2qu" + RUN_TAG
@@ -390,6 +391,29 @@ def test_webhook_is_told_when_a_queued_set_starts(tmp_path):
             wipe(d, PREFIX)
         finally:
             d.stop()
+
+
+def test_queue_answers_conform_to_the_openapi_document(two):
+    d = two
+    doc = d.get("/openapi.json").json
+
+    def check(pattern, method, r):
+        errors = validate(r.json, response_schema(doc, pattern, method, r.status), doc)
+        assert not errors, f"{method} {pattern} answered {r.status} {r.json}:\n" + "\n".join(errors)
+
+    full, w = f"{PREFIX}full", f"{PREFIX}oa"
+    b = body(w, queue=True, queueTimeout="1h", priority=40)
+    assert validate(b, request_schema(doc, "/api/v1/replicaSet", "post"), doc) == []
+    ok(post(d, ADMIN, body(full, 2)))
+    r = post(d, ADMIN, b)
+    assert r.status == 202
+    check("/api/v1/replicaSet", "POST", r)
+    check("/api/v1/replicaSet/{name}", "GET", as_(d, ADMIN, "GET", rs_path(w)))
+    check("/api/v1/replicaSet", "GET", as_(d, ADMIN, "GET", "/api/v1/replicaSet"))
+    check("/api/v1/queue", "GET", as_(d, ADMIN, "GET", "/api/v1/queue"))
+    r = post(d, ADMIN, body(f"{PREFIX}hi", queue=True, priority=101))
+    check("/api/v1/replicaSet", "POST", r)
+    check("/api/v1/replicaSet/{name}", "DELETE", as_(d, ADMIN, "DELETE", rs_path(w)))
 
 
 # ---- the CLI ----
