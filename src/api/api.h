@@ -72,6 +72,8 @@ int api_terminal_forward(struct app *a, const char *node, http_request *req, htt
 /* http_server_config.ticket: a terminal's ticket stands for its caller. */
 bool api_ticket_check(void *ctx, const http_route *route, const http_request *req,
                       const char *ticket, http_identity *who);
+/* GET /api/v1/queue (api/queue.c). */
+int api_queue_list(http_request *req, http_response *resp, gb_err *err);
 /* logs.c: GET /api/v1/replicaSet/{name}/logs (docs/api.md, "Logs"). */
 int api_replicaset_logs(http_request *req, http_response *resp, gb_err *err);
 /* The query of a logs request, read at time now (unix seconds): tail,

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/queue/queue.h"
 #include "service/replicaset/request.h"
 #include "util/cleanup.h"
 #include "util/json.h"
@@ -114,5 +115,11 @@ int api_fleet_create(app *a, http_request *req, const http_route *route, enum fl
         .ctx = &c, .here = create_here, .forward = create_forward, .pass = create_pass};
     int rc = nodes_place_create(a, &p, &calls, err);
     nodes_answer_clear(&c.held);
+    if (rc < 0 && !vol && cr.queue && queue_may_wait_here(a, &cr, err)) {
+        /* No node can take it now: it waits in this node's queue, placed
+         * on this node's cards when they free (docs/queue.md, "In a fleet"). */
+        err_clear(err);
+        return api_fleet_run_here(a, req, route, scope, resp, err);
+    }
     return rc;
 }

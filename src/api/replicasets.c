@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/queue/queue.h"
 #include "service/replicaset/replicaset.h"
 #include "service/service.h"
 #include "util/cleanup.h"
@@ -45,9 +46,14 @@ int api_replicaset_create_from(http_request *req, const json_t *body, bool older
                                         a->fleet != NULL, &cr, err) < 0)
         return -1;
     json_t *data = NULL;
-    int rc = replicaset_create(a, &cr, &data, err);
+    bool queued = false;
+    int rc = queue_create(a, &cr, &data, &queued, err);
     replicaset_create_request_free(&cr);
-    return answer(rc, data, resp, err);
+    if (answer(rc, data, resp, err) < 0)
+        return -1;
+    if (queued)
+        resp->status = 202; /* accepted: it starts when it fits (docs/queue.md) */
+    return 0;
 }
 
 int api_replicaset_create(http_request *req, http_response *resp, gb_err *err)
@@ -306,10 +312,12 @@ int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err)
     return answer(rc, data, resp, err);
 }
 
-/* An optional body {"gpuCount": 0}: start without the set's cards. */
+/* An optional body {"gpuCount": 0}: start without the set's cards; with
+ * "queue": true (and priority, queueTimeout) a stopped set that cannot
+ * start now waits in the queue (202; docs/queue.md). */
 int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"gpuCount", NULL};
+    static const char *const fields[] = {"gpuCount", "queue", "priority", "queueTimeout", NULL};
     const char *name = NULL;
     json_t *body = NULL;
     long long count = 0;
@@ -322,9 +330,22 @@ int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
                        "gpuCount on a restart is 0 (start without cards) or absent (start with "
                        "the set's cards); %lld cards is a change of the set: scale it instead",
                        count);
+    replicaset_create_request q = {0};
+    if (body && replicaset_queue_fields_parse(body, &q, err) < 0)
+        return -1;
     json_t *data = NULL;
-    int rc = replicaset_restart(req->ctx, name, no_gpu, &data, err);
-    return answer(rc, data, resp, err);
+    int rc;
+    bool queued = false;
+    if (q.queue)
+        rc = queue_restart(req->ctx, name, no_gpu, q.priority, q.queue_timeout_s, &data, &queued,
+                           err);
+    else
+        rc = replicaset_restart(req->ctx, name, no_gpu, &data, err);
+    if (answer(rc, data, resp, err) < 0)
+        return -1;
+    if (queued)
+        resp->status = 202;
+    return 0;
 }
 
 int api_operation(http_request *req, http_response *resp, gb_err *err)

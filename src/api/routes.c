@@ -61,6 +61,8 @@ static const http_route api_routes[] = {
      "Create a replica set: allocate GPUs and ports, run container <name>-1"},
     {"GET", "/api/v1/replicaSet", api_replicaset_list, HTTP_ACCESS_VIEWER, SCOPE_MERGE,
      "Replica sets with live status (?all=true includes deleted ones)"},
+    {"GET", "/api/v1/queue", api_queue_list, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,
+     "Queued replica sets in serving order: position, priority, fair share, why each waits"},
     {"GET", "/api/v1/replicaSet/{name}", api_replicaset_info, HTTP_ACCESS_VIEWER, SCOPE_RS_OWNER,
      "One replica set: spec, version, container, status, GPUs, ports"},
     {"GET", "/api/v1/replicaSet/{name}/history", api_replicaset_history, HTTP_ACCESS_VIEWER,

@@ -327,6 +327,11 @@ int cli_cmd_completion(cli_ctx *ctx, const cli_args *a);
 
 int cli_cmd_ps(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_run(cli_ctx *ctx, const cli_args *a);
+/* cmd_queue.c */
+int cli_cmd_queue(cli_ctx *ctx, const cli_args *a);
+/* POST body (a create with queue: true) and, when it is queued (202),
+ * wait for it to run unless --detach; human prints the set it ends with. */
+int cli_run_queued(cli_ctx *ctx, const cli_args *a, const json_t *body, cli_print_fn *human);
 /* cmd_images.c */
 int cli_cmd_pull(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_images(cli_ctx *ctx, const cli_args *a);

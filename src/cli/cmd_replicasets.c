@@ -332,13 +332,27 @@ static int run_body(cli_ctx *ctx, const cli_args *a, json_t **out)
             return cli_usage_error(ctx, a->cmd, "%s", msg);
         json_object_set_new(body, "cpuCount", json_integer(n));
     }
-    static const char *const strings[][2] = {
-        {"memory", "memory"},           {"shm-size", "shmSize"},   {"restart", "restartPolicy"},
-        {"gpu-policy", "gpuPolicy"},    {"gpu-model", "gpuModel"}, {"idle-stop", "idleStop"},
-        {"max-duration", "maxDuration"}};
+    static const char *const strings[][2] = {{"memory", "memory"},
+                                             {"shm-size", "shmSize"},
+                                             {"restart", "restartPolicy"},
+                                             {"gpu-policy", "gpuPolicy"},
+                                             {"gpu-model", "gpuModel"},
+                                             {"idle-stop", "idleStop"},
+                                             {"max-duration", "maxDuration"},
+                                             {"queue-timeout", "queueTimeout"}};
     for (size_t i = 0; i < ARRAY_SIZE(strings); i++)
         if (cli_get(a, strings[i][0]))
             json_object_set_new(body, strings[i][1], json_string(cli_get(a, strings[i][0])));
+    if (cli_flag(a, "queue"))
+        json_object_set_new(body, "queue", json_true());
+    const char *priority = cli_get(a, "priority");
+    if (priority) {
+        if (cli_parse_int("--priority", priority, 0, 100, &n, msg, sizeof(msg)))
+            return cli_usage_error(ctx, a->cmd, "%s", msg);
+        json_object_set_new(body, "priority", json_integer(n));
+    }
+    if ((cli_flag(a, "detach") || cli_get(a, "queue-timeout")) && !cli_flag(a, "queue"))
+        return cli_usage_error(ctx, a->cmd, "--detach and --queue-timeout go with --queue");
     int rc = run_lists(ctx, a, body);
     if (!rc)
         rc = rs_ssh_keys(ctx, a, body);
@@ -408,6 +422,8 @@ int cli_cmd_run(cli_ctx *ctx, const cli_args *a)
     int rc = run_body(ctx, a, &body);
     if (rc)
         return rc;
+    if (cli_flag(a, "queue"))
+        return cli_run_queued(ctx, a, body, run_print);
     cli_req req = {.method = "POST",
                    .path = RS_BASE,
                    .body = body,

@@ -64,6 +64,12 @@ static const cli_opt run_opts[] = {
     {"max-duration", 0, CLI_OPT_VALUE, "DURATION", "stop it after it has run this long (\"8h\")"},
     {"ssh-key", 0, CLI_OPT_LIST, "FILE",
      "a public key file (a .pub, or an authorized_keys) for root: ssh access"},
+    {"queue", 0, CLI_OPT_FLAG, NULL,
+     "when it cannot start now, wait in the queue (position and why shown) until it runs"},
+    {"detach", 'd', CLI_OPT_FLAG, NULL, "with --queue: return once it is queued"},
+    {"priority", 0, CLI_OPT_VALUE, "N", "with --queue: 0-100, higher served first (default 50)"},
+    {"queue-timeout", 0, CLI_OPT_VALUE, "DURATION",
+     "with --queue: give up after waiting this long (\"2h\")"},
     CLI_OPTS_END,
 };
 
@@ -256,6 +262,11 @@ const cli_command cli_commands[] = {
      "List the CPU cores: NUMA nodes, free, and which replica sets hold which (cpuCount)", NULL},
 
     /* replica sets */
+    {"queue", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_queue,
+     "List the replica sets waiting in the queue, in the order they will start",
+     "POS is the position (* marks the first in line, which holds a reservation on the cards "
+     "it waits for); WHY says what keeps each one waiting now. A user sees the others' "
+     "entries without their names (docs/queue.md)."},
     {"ps", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, ps_opts, cli_cmd_ps,
      "List replica sets with their live status", NULL},
     {"run", "NAME", 1, 1, CLI_COMPLETE_NONE, true, "CMD...", run_opts, cli_cmd_run,
@@ -268,7 +279,9 @@ const cli_command cli_commands[] = {
      "the set when its cards have been idle that long, or when it has run that long. "
      "--ssh-key puts the file's keys into the container's /root/.ssh/authorized_keys, "
      "publishes port 22 and starts the image's SSH server (OpenSSH or dropbear); the ssh "
-     "command to log in with is printed."},
+     "command to log in with is printed. With --queue a set that cannot start now waits in the "
+     "queue: its position and why are shown until it runs (exit status 5 if it is dropped); "
+     "--detach returns at once."},
     {"inspect", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_inspect,
      "Show one replica set: spec, state, container, GPUs, ports", NULL},
     {"history", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, NULL, cli_cmd_history,

@@ -176,6 +176,17 @@ static int apply_accounting_retention(daemon_config *cfg, const char *value, gb_
 
 static int set_string(char **dst, const char *value, gb_err *err);
 
+/* "7d": the queue's fair-share half-life (docs/queue.md), 1m to 366d. */
+static int apply_fairshare_half_life(daemon_config *cfg, const char *value, gb_err *err)
+{
+    int64_t s = 0;
+    if (time_duration_parse(value, &s) < 0 || s < 60 || s > 366 * 86400)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "'%s' is not a duration from 1m to 366d such as \"7d\" or \"36h\"", value);
+    cfg->app.fairshare_half_life_s = (double)s;
+    return 0;
+}
+
 static int apply_xid_critical(daemon_config *cfg, const char *value, gb_err *err)
 {
     uint8_t bits[MONITOR_XID_LIMIT / 8];
@@ -411,6 +422,13 @@ static const config_option config_options[] = {
             "(registry as in 127.0.0.1:5000 or docker.io); the file must not be readable by other "
             "users",
             registry_auth_file),
+    OPT_FN("fairshare-half-life", "DURATION", "7d",
+           "the queue's fair share: a user's past use of cards counts half after this long "
+           "(docs/queue.md)",
+           apply_fairshare_half_life),
+    OPT_STR("queue-webhook", "URL", "none",
+            "POST a JSON note to this URL when a queued replica set starts (docs/queue.md)",
+            queue_webhook),
     OPT_BOOL("insecure-no-auth", "off",
              "allow listening beyond loopback without --token-file: anyone who reaches the port "
              "can run containers on this host",
@@ -610,9 +628,9 @@ void config_free(daemon_config *cfg)
                       &cfg->advertise,      &cfg->node_labels,
                       &cfg->node_store_url, &cfg->owner_of_unowned,
                       &cfg->xid_critical,   &cfg->registry_auth_file,
-                      &cfg->public_host,    &cfg->simulate_cpus,
-                      &cfg->reserved_cpus,  &cfg->allowed_hosts,
-                      &cfg->share_overrun};
+                      &cfg->queue_webhook,  &cfg->public_host,
+                      &cfg->simulate_cpus,  &cfg->reserved_cpus,
+                      &cfg->allowed_hosts,  &cfg->share_overrun};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -1022,6 +1040,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.xid_critical = cfg->xid_critical;
     cfg->app.share_overrun_kill = strcmp(cfg->share_overrun, "kill") == 0;
     cfg->app.registry_auth_file = cfg->registry_auth_file;
+    cfg->app.queue_webhook = cfg->queue_webhook;
     return 0;
 }
 

@@ -40,6 +40,7 @@ typedef struct daemon_config {
     char *xid_critical;
     char *share_overrun;                  /* --share-overrun: "report" | "kill" */
     char *registry_auth_file;             /* NULL: not given */
+    char *queue_webhook;                  /* --queue-webhook URL; NULL: none */
     char *node, *advertise, *node_labels; /* the fleet (docs/fleet.md); NULL: not given */
     char *fleet_secret_file;              /* --fleet-secret-file; NULL: the one in etcd */
     char *owner_of_unowned;               /* docs/users.md; NULL: not given */

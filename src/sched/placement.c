@@ -217,3 +217,13 @@ int placement_rank(const placement_node *nodes, size_t n, const placement_reques
     *n_order = nkept;
     return 0;
 }
+
+bool placement_fits(const placement_node *nd, const placement_request *req)
+{
+    struct placement_want w;
+    size_t order = 0;
+    uint64_t left;
+    gb_err ignore = GB_ERR_INIT;
+    return nd && placement_want_from(nd, 1, req, &order, &w, &ignore) == 0 &&
+           placement_judge(nd, req, &w, &left) == PLACEMENT_KEPT;
+}

@@ -168,4 +168,9 @@ typedef struct placement_request {
 int placement_rank(const placement_node *nodes, size_t n, const placement_request *req,
                    size_t *order, size_t *n_order, gb_err *why);
 
+/* Whether node nd alone passes every filter and fits req: placement_rank's
+ * judgement of one node, without ranking or a refusal's message (the
+ * queue's pass asks it of nodes it ranked before: sched/placement_queue.h). */
+bool placement_fits(const placement_node *nd, const placement_request *req);
+
 #endif

@@ -31,6 +31,7 @@
 #include "service/nodes/nodes.h"
 #include "service/images/images.h"
 #include "service/metrics.h"
+#include "service/queue/queue.h"
 #include "service/monitor/monitor.h"
 #include "service/service.h"
 #include "service/namelock.h"
@@ -354,8 +355,11 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     a->op_target = &op_target_records;
     /* Each concern calls in one direction: the code below reports up
      * through these hooks, never by name. */
-    a->hooks = (app_hooks){
-        .set_usage = monitor_set_json, .set_exec = monitor_note_exec, .op_done = app_op_done};
+    a->hooks = (app_hooks){.set_usage = monitor_set_json,
+                           .set_exec = monitor_note_exec,
+                           .op_done = app_op_done,
+                           .queue_status = queue_status,
+                           .capacity_freed = queue_kick};
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
         app_claim_store(a, err) < 0 || nodes_migrate(a, err) < 0 || users_open(a, err) < 0 ||
         app_lock_data_dir(a, err) < 0 || app_connect_docker(a, err) < 0 ||
@@ -382,7 +386,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
     if (volumes_open(a, err) < 0 || allocations_derive(a, err) < 0 ||
         ownership_settle(a, err) < 0 || replicaset_reconcile(a, err) < 0 ||
         replicaset_doubt_start(a, err) < 0 || monitor_start(a, &app_monitor_actions, err) < 0 ||
-        nodes_join(a, err) < 0)
+        nodes_join(a, err) < 0 || queue_start(a, err) < 0)
         goto fail;
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
@@ -400,6 +404,7 @@ void app_close(app *a)
     fleet_close(a->fleet);    /* first: the others see this node go at once */
     monitor_stop(a);          /* it stops sets: before what a stop needs goes */
     replicaset_doubt_stop(a); /* it takes name locks and gives back to the pools */
+    queue_stop(a);            /* it creates sets: before what a create needs goes */
     volumes_close(a->volumes);
     images_close(a); /* stops running pulls: before Docker's client goes */
     users_close(a->users);

@@ -97,6 +97,10 @@ typedef struct app_config {
     unsigned terminal_max_per_user;
     /* Registry credentials for pulls (service/images/images.h); NULL: none. */
     const char *registry_auth_file;
+    /* The queue (service/queue/queue.h): the fair-share half-life in
+     * seconds (0: 7 days) and the URL told of starts (NULL: none). */
+    double fairshare_half_life_s;
+    const char *queue_webhook;
 } app_config;
 
 typedef struct app_file_user {
@@ -125,6 +129,11 @@ typedef struct app_hooks {
     /* An operation ended (ops_timer.h): its kind, its result ("ok" or the
      * error's name) and how long it took; the metrics observe it. */
     void (*op_done)(struct app *a, const char *kind, const char *result, double seconds);
+    /* A queued set's {position, why} now, or NULL (service/queue/queue.h). */
+    json_t *(*queue_status)(struct app *a, const char *name);
+    /* Cards, ports or cores went back to the pools: the queue's dispatcher
+     * looks again at once (service/queue/queue.h). */
+    void (*capacity_freed)(struct app *a);
 } app_hooks;
 
 typedef struct app {
@@ -149,6 +158,7 @@ typedef struct app {
     struct monitor *monitor;               /* live usage, health, run limits (monitor/monitor.h) */
     struct images *images;                 /* pulls and registry credentials (images/images.h) */
     struct container_watch *containers;    /* Docker's container states (container_watch.h) */
+    struct queue *queue;                   /* queued creates and their dispatcher (queue/queue.h) */
     uint64_t records_generation;           /* bumped by every replica-set record save */
     int data_dir_lock;                     /* flock on <data_dir>/gpuboxd.lock; -1 when none */
     /* What Docker said at start-up, for /version and the start-up log. */

@@ -6,6 +6,7 @@
  */
 #include "util/xalloc.h"
 #include "service/metrics.h"
+#include "service/queue/queue.h"
 #include "service/monitor/monitor.h"
 
 #include <stdlib.h>
@@ -120,8 +121,8 @@ static void metrics_ports(app *a, FILE *out)
     prom_write_sample(out, "gpubox_ports_used", NULL, NULL, (double)n);
 }
 
-static const char *const metrics_rs_states[] = {"creating", "running", "paused", "stopped",
-                                                "deleted"};
+static const char *const metrics_rs_states[] = {"creating", "running", "paused",
+                                                "stopped",  "deleted", "queued"};
 
 /* Count one record by its state (records_fn); ctx is the counts. */
 static int metrics_rs_count(void *ctx, const char *key, json_t *value, int64_t mod_revision,
@@ -268,6 +269,7 @@ int metrics_write(app *a, FILE *out, gb_err *err)
                      metrics_users(a, out, err) < 0))
         return -1;
     metrics_fleet(a, out);
+    queue_metrics_write(a, out);
     if (a->ops) {
         prom_family_write(a->ops->total, out);
         prom_family_write(a->ops->duration, out);

@@ -355,7 +355,7 @@ def test_defaults_apply_to_new_users(daemon):
         token = make_user(daemon, name)
         q = ok(as_(daemon, token, "GET", "/api/v1/whoami"))["quota"]
         assert q == {"cards": 1, "shareMiB": None, "instances": 3, "volumeBytes": None,
-                     "cores": None}
+                     "cores": None, "maxPriority": 50}
         drop_user(daemon, name)
         assert ok(as_(daemon, ADMIN, "GET", "/api/v1/quotas/defaults"))["cards"] == 1
     finally:

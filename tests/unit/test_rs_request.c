@@ -129,6 +129,28 @@ static void test_the_older_family(void **state)
     replicaset_create_request_free(&r);
 }
 
+static void test_queue_fields(void **state)
+{
+    (void)state;
+    replicaset_create_request r;
+    char msg[512];
+    int code = parse("{\"containerName\":\"old\",\"imageName\":\"img\",\"queue\":true,"
+                     "\"queueTimeout\":\"2h\",\"priority\":70}",
+                     RS_CREATE_CONTAINERS, false, &r, msg, sizeof(msg));
+    if (code != ERR_OK)
+        fail_msg("refused: %s", msg);
+    assert_true(r.queue);
+    assert_int_equal(r.queue_timeout_s, 7200);
+    assert_int_equal(r.priority, 70);
+    replicaset_create_request_free(&r);
+    code = parse("{\"replicaSetName\":\"a\",\"imageName\":\"img\"}", RS_CREATE_REPLICASET, false,
+                 &r, msg, sizeof(msg));
+    assert_int_equal(code, ERR_OK);
+    assert_false(r.queue);
+    assert_int_equal(r.priority, -1);
+    replicaset_create_request_free(&r);
+}
+
 typedef struct refusal {
     const char *body;
     enum replicaset_create_family family;
@@ -148,7 +170,7 @@ static void test_refusals(void **state)
         {"{\"containerName\":\"a\",\"imageName\":\"i\",\"replicaSetName\":\"a\"}",
          RS_CREATE_CONTAINERS, false, ERR_INVALID_PARAMS,
          "unknown field 'replicaSetName'; this route takes: imageName, containerName, gpuCount, "
-         "binds, env, cmd, Ports, containerPorts"},
+         "binds, env, cmd, Ports, containerPorts, queue, queueTimeout, priority"},
         {"{\"containerName\":\"a\",\"imageName\":\"i\",\"maxDuration\":\"1h\"}",
          RS_CREATE_CONTAINERS, true, ERR_INVALID_PARAMS, "unknown field 'maxDuration'"},
         {"{\"containerName\":\"a\",\"imageName\":\"i\",\"Ports\":[{\"containerPort\":\"x\"}]}",
@@ -156,6 +178,17 @@ static void test_refusals(void **state)
         {"{\"containerName\":\"a\",\"imageName\":\"i\",\"Ports\":[{\"port\":1}]}",
          RS_CREATE_CONTAINERS, false, ERR_INVALID_PARAMS,
          "unknown field 'port'; this route takes: hostPort, containerPort, protocol"},
+        /* the queue's fields (docs/queue.md) */
+        {"{\"replicaSetName\":\"a\",\"imageName\":\"i\",\"queue\":1}", RS_CREATE_REPLICASET, false,
+         ERR_WRONG_TYPE, "queue must be true or false"},
+        {"{\"replicaSetName\":\"a\",\"imageName\":\"i\",\"priority\":101}", RS_CREATE_REPLICASET,
+         false, ERR_INVALID_PARAMS, "priority is 101; give 0-100"},
+        {"{\"replicaSetName\":\"a\",\"imageName\":\"i\",\"priority\":\"high\"}",
+         RS_CREATE_REPLICASET, false, ERR_WRONG_TYPE, "priority must be a whole number"},
+        {"{\"replicaSetName\":\"a\",\"imageName\":\"i\",\"queue\":true,\"queueTimeout\":\"soon\"}",
+         RS_CREATE_REPLICASET, false, ERR_INVALID_PARAMS, "queueTimeout is 'soon'"},
+        {"{\"replicaSetName\":\"a\",\"imageName\":\"i\",\"queueTimeout\":\"2h\"}",
+         RS_CREATE_REPLICASET, false, ERR_INVALID_PARAMS, "queueTimeout needs"},
         {"{\"containerName\":\"a\",\"imageName\":\"i\",\"Ports\":3}", RS_CREATE_CONTAINERS, false,
          ERR_WRONG_TYPE, "field 'Ports' must be an array"},
         /* placement on a single server, and its values */
@@ -224,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_every_field),
         cmocka_unit_test(test_the_older_family),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_queue_fields),
         cmocka_unit_test(test_the_list_covers_the_spec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

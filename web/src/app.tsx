@@ -10,6 +10,7 @@ import { InstanceDetail } from './pages/InstanceDetail';
 import { Volumes } from './pages/Volumes';
 import { Images } from './pages/Images';
 import { UsagePage } from './pages/Usage';
+import { QueuePage } from './pages/Queue';
 import { href, useRoute } from './router';
 import { SessionContext, sessionFor } from './session';
 import type { WhoAmI } from './types';
@@ -33,6 +34,7 @@ const PAGES: { page: string; label: string; show: (role: string) => boolean }[] 
   { page: 'overview', label: 'Overview', show: () => true },
   { page: 'instances', label: 'Instances', show: () => true },
   { page: 'volumes', label: 'Volumes', show: () => true },
+  { page: 'queue', label: 'Queue', show: () => true },
   { page: 'images', label: 'Images', show: () => true },
   { page: 'usage', label: 'Usage', show: (r) => r !== 'viewer' },
 ];
@@ -97,6 +99,7 @@ export function App() {
         {page === 'instances' && !route.args[0] && <Instances />}
         {page === 'instances' && route.args[0] && <InstanceDetail name={route.args[0]} />}
         {page === 'volumes' && <Volumes />}
+        {page === 'queue' && <QueuePage />}
         {page === 'images' && <Images />}
         {page === 'usage' && <UsagePage />}
       </main>

@@ -75,7 +75,17 @@ export interface Spec {
   maxDuration?: string;
 }
 
-export type SetState = 'running' | 'paused' | 'stopped' | 'deleted' | 'creating';
+export type SetState = 'running' | 'paused' | 'stopped' | 'deleted' | 'creating' | 'queued';
+
+/** A queued set's place in the queue (docs/queue.md); dropped: why it left without starting. */
+export interface SetQueue {
+  priority: number;
+  submitTime?: string;
+  position?: number;
+  why?: string;
+  head?: boolean;
+  dropped?: { reason: string; at: string; detail: string };
+}
 
 /** One card a set holds, as last sampled. */
 export interface SetUsageCard {
@@ -139,6 +149,8 @@ export interface ReplicaSet {
   stopAt?: string;
   /** While stopped: why. */
   stopped?: StopReason;
+  /** While queued (or dropped from the queue): its place and why it waits. */
+  queue?: SetQueue;
 }
 
 /** data.info of GET /api/v1/replicaSet/{name}. */

@@ -157,6 +157,8 @@ void replicaset_alloc_give_back(app *a, const replicaset_record *r)
     }
     if (r->ncpuset)
         cpus_pool_release(a->cpus, r->cpuset, r->ncpuset, r->name);
+    if ((r->ngpus || r->nports || r->ncpuset) && a->hooks.capacity_freed)
+        a->hooks.capacity_freed(a); /* a queued set may fit now (queue/queue.h) */
 }
 
 /* Ports for to->spec: a port `held` already holds is kept when to->spec

@@ -142,8 +142,8 @@ static json_t *replicaset_create_answer(const replicaset_record *r, const char *
 /* Step 1: what must hold before anything is taken. *previous gets the JSON
  * of a deleted earlier life (NULL if none), whose versions r continues. */
 static int replicaset_create_check(app *a, replicaset_record *r, const replicaset_spec *spec,
-                                   const replicaset_create_image *image, char **previous,
-                                   gb_err *err)
+                                   const replicaset_create_image *image, int64_t queued_rev,
+                                   char **previous, gb_err *err)
 {
     if (replicaset_doubt_resolve(a, r->name, err) < 0)
         return -1;
@@ -158,7 +158,13 @@ static int replicaset_create_check(app *a, replicaset_record *r, const replicase
         return err_set(err, ERR_EXISTS, "replica set '%s' already exists; pick another name",
                        r->name);
     }
-    if (found && old.state != RS_STATE_DELETED) {
+    bool queued = found && old.state == RS_STATE_QUEUED;
+    if (queued_rev && (!queued || old.mod_revision != queued_rev)) {
+        /* The dispatcher's view is stale: cancelled, or started already. */
+        replicaset_record_free(&old);
+        return err_set(err, ERR_CONFLICT, "queued replica set '%s' changed meanwhile", r->name);
+    }
+    if (found && old.state != RS_STATE_DELETED && !(queued && queued_rev)) {
         err_set(err, ERR_EXISTS,
                 "replica set '%s' already exists (%s, container %s); pick another name or "
                 "delete it first",
@@ -167,6 +173,7 @@ static int replicaset_create_check(app *a, replicaset_record *r, const replicase
         return -1;
     }
     if (found) {
+        /* A queued record comes back if the create is undone (queue/queue.h). */
         json_t *j = replicaset_record_to_json(&old);
         *previous = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
@@ -262,11 +269,11 @@ int replicaset_create(app *a, const replicaset_create_request *req, json_t **out
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     _cleanup_free_ char *previous = NULL;
     snprintf(r.name, sizeof(r.name), "%s", name);
-    snprintf(r.owner, sizeof(r.owner), "%s", users_caller_owner());
+    snprintf(r.owner, sizeof(r.owner), "%s", req->owner ? req->owner : users_caller_owner());
     replicaset_spec_copy(spec, &r.spec);
     r.idle_stop_s = req->idle_stop_s;
     r.max_duration_s = req->max_duration_s;
-    if (replicaset_create_check(a, &r, spec, image, &previous, err) < 0) {
+    if (replicaset_create_check(a, &r, spec, image, req->queued_rev, &previous, err) < 0) {
         if (err && err->code == ERR_STORE_UNAVAILABLE)
             err_prefix(err, "creating replica set '%s': nothing was changed", name);
         return -1;

@@ -157,6 +157,9 @@ int replicaset_version_resume(app *a, journal_op *op, const replicaset_record *c
  * the record loaded again). */
 int replicaset_load_settled(app *a, const char *name, replicaset_record *r, gb_err *err);
 
+/* restart (restart.c) of r, loaded under its lock and checked. */
+int replicaset_restart_locked(app *a, replicaset_record *r, bool no_gpu, json_t **out, gb_err *err);
+
 /* The kind-specific resumes (each file owns its kind's steps). */
 int replicaset_create_resume(app *a, journal_op *op, const replicaset_record *r, gb_err *err);
 /* Give back r's owner's quota reservation for r->name (create.c, step

@@ -291,6 +291,8 @@ static int replicaset_delete_run(app *a, journal_op *op, replicaset_record *r, j
         r->state = RS_STATE_DELETED;
         json_decref(r->pending_spec); /* a change for a start that will not come */
         r->pending_spec = NULL;
+        json_decref(r->queue); /* a queued restart leaves the queue */
+        r->queue = NULL;
         replicaset_record_clear_holdings(r);
         replicaset_record_forget_last(r);
         rc = op_close(a, op, JOURNAL_DONE, NULL, r, NULL, 0, err);
@@ -324,6 +326,8 @@ int replicaset_delete(app *a, const char *name, bool purge, json_t **out, gb_err
                          "gpus", "ports");
         return 0;
     }
+    if (r.state == RS_STATE_QUEUED && !r.container_name[0]) /* a queued create: one write */
+        return replicaset_cancel_queued(a, &r, purge, out, err);
     /* Deleting a deleted set again is "not found". */
     if (replicaset_lifecycle_check(RS_OP_DELETE, &r, err) < 0)
         return -1;

@@ -26,6 +26,8 @@ static const char *replicaset_container_inspect(app *a, const replicaset_record 
     *inspect = NULL;
     if (r->state == RS_STATE_DELETED)
         return "deleted";
+    if (r->state == RS_STATE_QUEUED)
+        return "queued";
     gb_err e = GB_ERR_INIT;
     if (docker_container_inspect(a->docker, r->container_name, inspect, &e) < 0)
         return e.code == ERR_NOT_FOUND ? "missing" : "unknown";
@@ -118,6 +120,23 @@ static json_t *replicaset_gpu_model(const app *a, const replicaset_record *r)
     return buf[0] ? json_string(buf) : json_null();
 }
 
+/* A queued set's queue fields (record.h), with its position and why now
+ * from the queue (app_hooks.queue_status); a set dropped from the queue
+ * keeps them too, saying why. */
+static void replicaset_queue_json(app *a, const replicaset_record *r, json_t *item)
+{
+    if (!r->queue)
+        return;
+    json_t *q = json_deep_copy(r->queue);
+    json_t *now = a && a->hooks.queue_status && r->state == RS_STATE_QUEUED
+                      ? a->hooks.queue_status(a, r->name)
+                      : NULL;
+    if (now)
+        json_object_update(q, now);
+    json_decref(now);
+    json_object_set_new(item, "queue", q);
+}
+
 /* What a list item carries beside the summary (docs/api.md): the image,
  * the cards' model, the live usage and the ssh command; a is NULL for
  * another node's records (no inventory, no usage). */
@@ -129,6 +148,7 @@ static void replicaset_list_extras(app *a, const replicaset_record *r, json_t *i
     json_object_set_new(item, "usage", usage ? usage : json_null());
     _cleanup_free_ char *ssh = a ? replicaset_ssh_command(a, r) : NULL;
     json_object_set_new(item, "sshCommand", ssh ? json_string(ssh) : json_null());
+    replicaset_queue_json(a, r, item);
 }
 
 struct replicaset_list_ctx {
@@ -158,8 +178,8 @@ static int replicaset_list_one(void *ctx, replicaset_record *r, gb_err *err)
         if (strcmp(now, "unknown") != 0)
             status = now;
     }
-    if (r->state == RS_STATE_DELETED)
-        status = "deleted";
+    if (r->state == RS_STATE_DELETED || r->state == RS_STATE_QUEUED)
+        status = replicaset_state_name(r->state);
     else if (!status)
         status = l->docker_ok ? "missing" : "unknown";
     json_t *item = replicaset_summary(r, status);
@@ -224,6 +244,7 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
     json_object_set_new(info, "pending", json_boolean(r.pending_spec != NULL));
     if (r.pending_spec)
         json_object_set_new(info, "pendingSpec", json_deep_copy(r.pending_spec));
+    replicaset_queue_json(a, &r, info);
     json_t *usage = a->hooks.set_usage ? a->hooks.set_usage(a, &r) : NULL;
     json_object_set_new(info, "usage", usage ? usage : json_null());
     /* What the set takes on this node's data disk beside its containers:

@@ -77,8 +77,8 @@ static void replicaset_reconcile_one(app *a, replicaset_record *r)
         replicaset_create_conclude_legacy(a, r);
         return;
     }
-    if (r->state == RS_STATE_DELETED)
-        return;
+    if (r->state == RS_STATE_DELETED || r->state == RS_STATE_QUEUED)
+        return; /* no container: a queued set waits for the dispatcher (service/queue) */
     gb_err err = GB_ERR_INIT;
     docker_container_state st;
     if (docker_container_state_get(a->docker, r->container_name, &st, &err) < 0 &&
@@ -142,7 +142,8 @@ static int replicaset_reconcile_each(void *ctx, replicaset_record *r, gb_err *er
     if ((r->state == RS_STATE_RUNNING || r->state == RS_STATE_PAUSED) &&
         replicaset_cuda_limits_rewrite(rc->a, r, &e) < 0)
         log_warn("reconcile: replica set %s: %s", r->name, e.msg);
-    if (r->state != RS_STATE_DELETED && !replicaset_record_is_tombstone(r)) {
+    if (r->state != RS_STATE_DELETED && r->container_name[0] &&
+        !replicaset_record_is_tombstone(r)) {
         json_object_set_new(rc->known, r->container_name, json_true());
         json_object_set_new(rc->owners, r->owner[0] ? r->owner : USER_ANONYMOUS, json_true());
     }

@@ -18,7 +18,7 @@
 
 static const char *const replicaset_state_names[] = {
     [RS_STATE_CREATING] = "creating", [RS_STATE_RUNNING] = "running", [RS_STATE_PAUSED] = "paused",
-    [RS_STATE_STOPPED] = "stopped",   [RS_STATE_DELETED] = "deleted",
+    [RS_STATE_STOPPED] = "stopped",   [RS_STATE_DELETED] = "deleted", [RS_STATE_QUEUED] = "queued",
 };
 
 static const char *const replicaset_op_names[] = {
@@ -35,7 +35,7 @@ static const unsigned replicaset_allowed[] = {
     [RS_OP_CONTINUE] = S(PAUSED),
     [RS_OP_EXECUTE] = S(RUNNING),
     [RS_OP_COMMIT] = S(RUNNING) | S(PAUSED) | S(STOPPED),
-    [RS_OP_DELETE] = S(CREATING) | S(RUNNING) | S(PAUSED) | S(STOPPED),
+    [RS_OP_DELETE] = S(CREATING) | S(RUNNING) | S(PAUSED) | S(STOPPED) | S(QUEUED),
     /* Stopped: the change waits for the next start (record.h, pendingSpec). */
     [RS_OP_PATCH] = S(RUNNING) | S(PAUSED) | S(STOPPED),
     [RS_OP_ROLLBACK] = S(RUNNING) | S(PAUSED) | S(STOPPED),
@@ -45,7 +45,7 @@ static const unsigned replicaset_allowed[] = {
 
 const char *replicaset_state_name(enum replicaset_state s)
 {
-    return s <= RS_STATE_DELETED ? replicaset_state_names[s] : "unknown";
+    return s <= RS_STATE_QUEUED ? replicaset_state_names[s] : "unknown";
 }
 
 static int replicaset_state_parse(const char *s)
@@ -81,6 +81,9 @@ int replicaset_lifecycle_check(enum replicaset_op op, const replicaset_record *r
     default:
         break;
     }
+    if (r->state == RS_STATE_QUEUED)
+        hint = "; it waits in the queue and holds nothing yet (GET /api/v1/queue says why; "
+               "DELETE cancels it)";
     return err_set(err, ERR_STATE_CONFLICT, "cannot %s replica set '%s': it is %s%s",
                    replicaset_op_names[op], r->name, replicaset_state_name(r->state), hint);
 }
@@ -208,6 +211,8 @@ json_t *replicaset_record_to_json(const replicaset_record *r)
         json_object_set_new(j, "gpusAside", json_deep_copy(r->gpus_aside));
     if (j && r->pending_spec)
         json_object_set_new(j, "pendingSpec", json_deep_copy(r->pending_spec));
+    if (j && r->queue)
+        json_object_set_new(j, "queue", json_deep_copy(r->queue));
     return j;
 }
 
@@ -419,6 +424,12 @@ int replicaset_record_from_json(const json_t *j, replicaset_record *out, gb_err 
         goto fail;
     }
     out->pending_spec = pending ? json_deep_copy(pending) : NULL;
+    json_t *queue = json_object_get(j, "queue");
+    if (queue && !json_is_object(queue)) {
+        err_set(err, ERR_INTERNAL, "record of %s has queue that is not an object", out->name);
+        goto fail;
+    }
+    out->queue = queue ? json_deep_copy(queue) : NULL;
     int s = replicaset_state_parse(state);
     if (s < 0 || version < 0 || version > 1000000000) {
         err_set(err, ERR_INTERNAL, "record of %s has state '%s', version %lld", out->name, state,
@@ -472,7 +483,8 @@ int replicaset_records_each(store *s, replicaset_record_fn fn, void *ctx, gb_err
 
 bool replicaset_record_is_tombstone(const replicaset_record *r)
 {
-    return r->state == RS_STATE_DELETED && r->version == 0;
+    /* A request dropped from the queue keeps its record to say why. */
+    return r->state == RS_STATE_DELETED && r->version == 0 && !r->queue;
 }
 
 void replicaset_record_clear_holdings(replicaset_record *r)
@@ -530,6 +542,7 @@ void replicaset_record_copy(const replicaset_record *src, replicaset_record *dst
     dst->last_ports = replicaset_dup(src->last_ports, src->nlast_ports, sizeof(*src->last_ports));
     dst->gpus_aside = src->gpus_aside ? json_deep_copy(src->gpus_aside) : NULL;
     dst->pending_spec = src->pending_spec ? json_deep_copy(src->pending_spec) : NULL;
+    dst->queue = src->queue ? json_deep_copy(src->queue) : NULL;
     dst->cpuset = replicaset_dup(src->cpuset, src->ncpuset, sizeof(*src->cpuset));
     dst->last_cpuset =
         replicaset_dup(src->last_cpuset, src->nlast_cpuset, sizeof(*src->last_cpuset));
@@ -553,6 +566,8 @@ void replicaset_record_free(replicaset_record *r)
     r->gpus_aside = NULL;
     json_decref(r->pending_spec);
     r->pending_spec = NULL;
+    json_decref(r->queue);
+    r->queue = NULL;
     replicaset_record_forget_last(r);
 }
 
@@ -569,7 +584,11 @@ int replicaset_record_load_visible(store *s, const char *name, replicaset_record
 void replicaset_record_hold(const replicaset_record *r, const gpu_inventory *inv,
                             users_ledger_hold *h)
 {
+    /* A queued create holds nothing, not even an instance of the quota:
+     * the quota is checked when it starts (service/queue/queue.h). A
+     * queued restart is a stopped set still: an instance. */
     *h = (users_ledger_hold){.exists = r->state != RS_STATE_DELETED &&
+                                       !(r->state == RS_STATE_QUEUED && !r->container_name[0]) &&
                                        !replicaset_record_is_tombstone(r)};
     snprintf(h->owner, sizeof(h->owner), "%s", r->owner);
     snprintf(h->name, sizeof(h->name), "%s", r->name);

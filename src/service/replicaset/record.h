@@ -20,6 +20,8 @@
  *                                                       without its cards
  *    "pendingSpec": {...replicaset_spec...}}                    only when stopped: a change
  *                                                       made while stopped
+ *    "queue": {"priority", "submitTime", ...}           only while queued, or dropped
+ *                                                       from the queue (service/queue/queue.h)
  * A start without cards (PATCH .../restart {"gpuCount": 0}) makes a version
  * whose spec asks for none and keeps the set's GPU fields in gpusAside; the
  * next normal start puts them back (a new version with cards), and a
@@ -62,6 +64,9 @@
  *   patch         -        yes     yes   pending     -
  *   rollback      -        yes     yes   pending     -
  *   restart       -        yes     yes     yes       -
+ * A queued set (service/queue/queue.h) allows delete alone: it cancels the
+ * wait. It holds nothing and has no container; the queue's dispatcher
+ * turns it into a create (state creating) when it fits.
  *
  * "creating" is only seen between the allocation's commit and the
  * container's start, or after a crash there (replicaset_reconcile settles it).
@@ -90,6 +95,7 @@ enum replicaset_state {
     RS_STATE_PAUSED,
     RS_STATE_STOPPED,
     RS_STATE_DELETED,
+    RS_STATE_QUEUED, /* waits for room (service/queue/queue.h): holds nothing, no container */
 };
 
 enum replicaset_op {
@@ -147,6 +153,8 @@ typedef struct replicaset_record {
     char stop_detail[192];
     json_t *gpus_aside;   /* the GPU fields set aside by a start without cards; NULL: none */
     json_t *pending_spec; /* stopped: the next version's spec (replicaset_spec JSON); NULL: none */
+    json_t *queue;        /* queued: {priority, submitTime, timeoutSeconds, why, dropped}
+                             (service/queue/queue.h); NULL: none */
     /* Not stored: what a save's quota check counts instead of what the
      * record holds (a version change holds the old and the new cards at
      * once for a moment; its quota is what the new version keeps). */

@@ -110,6 +110,32 @@ int replicaset_rollback(app *a, const char *name, long long version, json_t **ou
  * takes them again on a restart without no_gpu (a new version too). */
 int replicaset_restart(app *a, const char *name, bool no_gpu, json_t **out, gb_err *err);
 
+/* ---- The queue's side of a set (replicaset/queued.c; service/queue/queue.h) ---- */
+
+/* A queued record for req (state queued, holding nothing), owned by the
+ * caller, its queue object `queue` {priority, submitTime, submitMs,
+ * timeoutSeconds}: ERR_EXISTS when the name is taken. */
+int replicaset_enqueue(app *a, const replicaset_create_request *req, json_t *queue, gb_err *err);
+/* Start queued set q (as loaded: its revision is compared) through the
+ * journalled create, with its owner's quota checked now. data as create's.
+ * ERR_CONFLICT when q changed meanwhile (cancelled, started elsewhere). */
+int replicaset_start_queued(app *a, const struct replicaset_record *q, json_t **out, gb_err *err);
+/* Take queued set name (at revision rev; 0: any) out of the queue, keeping
+ * its record as deleted with queue.dropped {reason, at, detail}. */
+int replicaset_drop_queued(app *a, const char *name, int64_t rev, const char *reason,
+                           const char *detail, gb_err *err);
+/* PATCH .../restart with queue of a stopped set that cannot start now: it
+ * waits in the queue as state queued, keeping its container and system
+ * disk (queue gets restart: true, noGpu). ERR_STATE_CONFLICT unless stopped. */
+int replicaset_enqueue_restart(app *a, const char *name, bool no_gpu, json_t *queue, gb_err *err);
+/* Start a queued restart q (as loaded: its revision is compared) as the
+ * restart of a stopped set. data as restart's. */
+int replicaset_restart_queued(app *a, const struct replicaset_record *q, json_t **out, gb_err *err);
+/* DELETE of a queued create (name locked, r loaded): it goes. data as delete's
+ * plus cancelled: true. */
+int replicaset_cancel_queued(app *a, struct replicaset_record *r, bool purge, json_t **out,
+                             gb_err *err);
+
 /* GET /api/v1/operations/{id}: the operation record (journal.h). */
 int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err);
 

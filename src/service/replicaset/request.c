@@ -20,6 +20,7 @@
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/names.h"
+#include "util/time.h"
 
 /* Every field of a create body. The older family's fields come first, in
  * the order its messages list them. */
@@ -51,6 +52,10 @@ const replicaset_create_field replicaset_create_fields[] = {
     {"maxDuration", NULL},
     {"pull", NULL},
     {"registryAuth", NULL},
+    /* the queue (service/queue/queue.h) */
+    {"queue", "queue"},
+    {"queueTimeout", "queueTimeout"},
+    {"priority", "priority"},
     /* placement in a fleet */
     {"node", NULL},
     {"nodeSelector", NULL},
@@ -291,6 +296,49 @@ static int legacy_to_create_body(const json_t *body, json_t **out, gb_err *err)
     return 0;
 }
 
+/* ---- the queue's fields ------------------------------------------------------------- */
+
+int replicaset_queue_fields_parse(const json_t *b, replicaset_create_request *out, gb_err *err)
+{
+    json_t *q = json_object_get(b, "queue");
+    if (q && !json_is_boolean(q) && !json_is_null(q))
+        return err_set(err, ERR_WRONG_TYPE, "queue must be true or false, not %s",
+                       json_type_name(q));
+    out->queue = json_is_true(q);
+    out->priority = -1;
+    json_t *p = json_object_get(b, "priority");
+    if (p && !json_is_null(p)) {
+        if (!json_is_integer(p))
+            return err_set(err, ERR_WRONG_TYPE, "priority must be a whole number 0-100, not %s",
+                           json_type_name(p));
+        json_int_t v = json_integer_value(p);
+        if (v < 0 || v > 100)
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "priority is %lld; give 0-100 (default 50; higher is served first)",
+                           (long long)v);
+        out->priority = (int)v;
+    }
+    json_t *t = json_object_get(b, "queueTimeout");
+    if (t && !json_is_null(t)) {
+        int64_t s = 0;
+        if (!json_is_string(t))
+            return err_set(err, ERR_WRONG_TYPE,
+                           "queueTimeout must be a duration such as \"2h\", not %s",
+                           json_type_name(t));
+        if (*json_string_value(t) &&
+            (time_duration_parse(json_string_value(t), &s) < 0 || s < 1 || s > 366 * 86400))
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "queueTimeout is '%.32s'; give a duration from 1s to 366d such as "
+                           "\"30m\" or \"2h\" (\"\" for none)",
+                           json_string_value(t));
+        out->queue_timeout_s = s;
+    }
+    if (out->queue_timeout_s && !out->queue)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "queueTimeout needs \"queue\": true (how long a queued request may wait)");
+    return 0;
+}
+
 /* ---- the request ------------------------------------------------------------------ */
 
 int replicaset_create_request_parse(const json_t *body, enum replicaset_create_family family,
@@ -317,7 +365,8 @@ int replicaset_create_request_parse(const json_t *body, enum replicaset_create_f
         images_auth_from_json(b, "registryAuth", &out->image.auth, err) < 0 ||
         check_fields(b, RS_CREATE_REPLICASET, err) < 0)
         goto fail;
-    if (replicaset_spec_from_json(b, names, &out->spec, err) < 0)
+    if (replicaset_queue_fields_parse(b, out, err) < 0 ||
+        replicaset_spec_from_json(b, names, &out->spec, err) < 0)
         goto fail;
     if (replicaset_run_limits_parse(b, &out->idle_stop_s, &out->max_duration_s, NULL, err) < 0) {
         replicaset_spec_free(&out->spec);

@@ -62,6 +62,15 @@ typedef struct replicaset_create_request {
     int64_t max_duration_s;
     replicaset_create_image image;
     replicaset_placement placement;
+    /* The queue (service/queue/queue.h): wait when it does not fit now. */
+    bool queue;
+    int64_t queue_timeout_s; /* drop after waiting this long; 0: never */
+    int priority;            /* 0-100; -1: not given (the default, 50) */
+    /* Set by the queue's dispatcher (service/queue), never by a body: the
+     * set's owner (NULL: the caller), and the mod revision of the queued
+     * record this create starts (0: a new name or a deleted one). */
+    const char *owner;
+    int64_t queued_rev;
     json_t *body; /* the body in the /replicaSet form; the strings above point into it */
 } replicaset_create_request;
 
@@ -73,6 +82,10 @@ typedef struct replicaset_create_request {
 int replicaset_create_request_parse(const json_t *body, enum replicaset_create_family family,
                                     bool in_fleet, replicaset_create_request *out, gb_err *err);
 void replicaset_create_request_free(replicaset_create_request *req);
+
+/* Only the queue's fields of body (queue, queueTimeout, priority) into
+ * out's (a restart takes them too). */
+int replicaset_queue_fields_parse(const json_t *body, replicaset_create_request *out, gb_err *err);
 
 /* Only the placement fields of body (a volume create takes `node` too). */
 int replicaset_placement_from_json(const json_t *body, bool in_fleet, replicaset_placement *out,

@@ -209,42 +209,92 @@ int replicaset_restart(app *a, const char *name, bool no_gpu, json_t **out, gb_e
     if (replicaset_load_settled(a, name, &r, err) < 0 ||
         replicaset_lifecycle_check(RS_OP_RESTART, &r, err) < 0)
         return -1;
-    if (r.state == RS_STATE_STOPPED && r.pending_spec)
-        return replicaset_restart_pending(a, &r, no_gpu, out, err);
+    return replicaset_restart_locked(a, &r, no_gpu, out, err);
+}
+
+int replicaset_restart_queued(app *a, const replicaset_record *q, json_t **out, gb_err *err)
+{
+    OPS_TIMED(a, "restart", out, err);
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", q->name);
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (replicaset_load_settled(a, q->name, &r, err) < 0)
+        return -1;
+    if (r.state != RS_STATE_QUEUED || r.mod_revision != q->mod_revision || !r.container_name[0])
+        return err_set(err, ERR_CONFLICT, "queued replica set '%s' changed meanwhile", q->name);
+    /* A stopped set that waited: it starts as a stopped set does, and the
+     * first write (compared against the revision just read) takes it out
+     * of the queue. */
+    bool no_gpu = json_is_true(json_object_get(r.queue, "noGpu"));
+    r.state = RS_STATE_STOPPED;
+    json_decref(r.queue);
+    r.queue = NULL;
+    return replicaset_restart_locked(a, &r, no_gpu, out, err);
+}
+
+int replicaset_enqueue_restart(app *a, const char *name, bool no_gpu, json_t *queue, gb_err *err)
+{
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (replicaset_load_settled(a, name, &r, err) < 0)
+        return -1;
+    if (r.state != RS_STATE_STOPPED)
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "cannot queue the restart of replica set '%s': it is %s; only a stopped "
+                       "set waits in the queue for its cards",
+                       name, replicaset_state_name(r.state));
+    r.state = RS_STATE_QUEUED;
+    json_decref(r.queue);
+    r.queue = json_copy(queue);
+    json_object_set_new(r.queue, "restart", json_true());
+    json_object_set_new(r.queue, "noGpu", json_boolean(no_gpu));
+    if (replicaset_record_save(a, &r, NULL, 0, err) < 0)
+        return err_prefix(err, "queueing the restart of %s", name);
+    log_info("replica set %s: its restart waits in the queue", name);
+    return 0;
+}
+
+int replicaset_restart_locked(app *a, replicaset_record *rp, bool no_gpu, json_t **out, gb_err *err)
+{
+    replicaset_record *r = rp;
+    const char *name = rp->name;
+    json_decref(r->queue); /* what the queue said of an earlier wait */
+    r->queue = NULL;
+    if (r->state == RS_STATE_STOPPED && r->pending_spec)
+        return replicaset_restart_pending(a, r, no_gpu, out, err);
     /* Without cards when it has some; with them again when they are aside. */
-    if (no_gpu ? replicaset_spec_gpu_asks(&r.spec) : r.gpus_aside != NULL)
-        return replicaset_restart_cards(a, &r, no_gpu, out, err);
-    if (r.state == RS_STATE_PAUSED) {
+    if (no_gpu ? replicaset_spec_gpu_asks(&r->spec) : r->gpus_aside != NULL)
+        return replicaset_restart_cards(a, r, no_gpu, out, err);
+    if (r->state == RS_STATE_PAUSED) {
         /* As continue, answered as every restart is. */
         json_t *state = NULL;
-        if (replicaset_continue_locked(a, &r, &state, err) < 0)
+        if (replicaset_continue_locked(a, r, &state, err) < 0)
             return -1;
-        *out = replicaset_restart_answer(&r, true, NULL);
+        *out = replicaset_restart_answer(r, true, NULL);
         json_t *ssh = json_object_get(state, "ssh"); /* continue started the server */
         if (ssh)
             json_object_set(*out, "ssh", ssh);
         json_decref(state);
         return 0;
     }
-    if (r.state == RS_STATE_RUNNING)
-        return replicaset_restart_running(a, &r, out, err);
-    if (replicaset_version_check_container(a, &r, ERR_RESTART_FAILED, err) < 0)
+    if (r->state == RS_STATE_RUNNING)
+        return replicaset_restart_running(a, r, out, err);
+    if (replicaset_version_check_container(a, r, ERR_RESTART_FAILED, err) < 0)
         return -1;
     gb_err busy = GB_ERR_INIT;
     _cleanup_(replicaset_record_free) replicaset_record before = {0};
-    replicaset_record_copy(&r, &before);
-    if (replicaset_alloc_retake_last(a, &r, &busy) == 0)
-        return replicaset_restart_same(a, &r, &before, out, err);
+    replicaset_record_copy(r, &before);
+    if (replicaset_alloc_retake_last(a, r, &busy) == 0)
+        return replicaset_restart_same(a, r, &before, out, err);
     log_info("replica set %s: its cards or ports were taken meanwhile (%s); restarting as a new "
              "version",
              name, busy.msg);
     _cleanup_(replicaset_record_free) replicaset_record to = {0};
-    if (binds_check(a, &r.spec, err) < 0)
+    if (binds_check(a, &r->spec, err) < 0)
         return -1;
-    replicaset_version_next(&r, &r.spec, &to);
+    replicaset_version_next(r, &r->spec, &to);
     if (replicaset_alloc_take_preferring_last(a, &to, err) < 0)
         return -1;
-    if (replicaset_version_change(a, &replicaset_op_restart_new, &r, &to, false, "restart", out,
+    if (replicaset_version_change(a, &replicaset_op_restart_new, r, &to, false, "restart", out,
                                   err) < 0)
         return -1;
     json_object_set_new(*out, "sameContainer", json_false());

@@ -26,8 +26,8 @@ const char *users_up(const app *a)
 
 void users_quota_unlimited(users_quota *q)
 {
-    *q = (users_quota){QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED,
-                       QUOTA_UNLIMITED};
+    *q = (users_quota){QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_UNLIMITED,
+                       QUOTA_UNLIMITED, QUOTA_UNLIMITED, QUOTA_PRIORITY_DEFAULT};
 }
 
 /* The file's users, then the store's records over them: an API user, or a

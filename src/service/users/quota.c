@@ -19,6 +19,7 @@ static const struct {
     {"instances", offsetof(users_quota, instances)},
     {"volumeBytes", offsetof(users_quota, volume_bytes)},
     {"cores", offsetof(users_quota, cores)},
+    {"maxPriority", offsetof(users_quota, max_priority)},
 };
 
 #define QUOTA_FIELD(q, i) ((int64_t *)((char *)(q) + quota_fields[i].offset))
@@ -49,13 +50,18 @@ int users_quota_from_json(const json_t *j, users_quota *q, gb_err *err)
         if (i == n)
             return err_set(err, ERR_INVALID_PARAMS,
                            "quota has no field '%.64s'; its fields are cards, shareMiB, instances, "
-                           "volumeBytes and cores",
+                           "volumeBytes, cores and maxPriority",
                            key);
         int64_t *dst = QUOTA_FIELD(q, i);
         if (json_is_null(v)) {
             *dst = QUOTA_UNLIMITED;
         } else if (json_is_integer(v)) {
             json_int_t x = json_integer_value(v);
+            if (strcmp(key, "maxPriority") == 0 && x > 100)
+                return err_set(err, ERR_INVALID_PARAMS,
+                               "quota.maxPriority must be 0-100 (the highest queue priority the "
+                               "user may ask), or null for 100, not %lld",
+                               (long long)x);
             if (x < 0 || x > QUOTA_MAX)
                 return err_set(
                     err, ERR_INVALID_PARAMS,

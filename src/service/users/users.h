@@ -47,7 +47,11 @@ typedef struct users_quota {
     int64_t instances;    /* replica sets that exist */
     int64_t volume_bytes; /* volume sizes, summed */
     int64_t cores;        /* exclusive logical CPUs (cpuCount) held at once */
+    int64_t max_priority; /* the highest queue priority asked (docs/queue.md); default
+                             QUOTA_PRIORITY_DEFAULT; QUOTA_UNLIMITED: up to 100 */
 } users_quota;
+
+#define QUOTA_PRIORITY_DEFAULT 50
 
 typedef struct users_info {
     char name[USER_NAME_MAX + 1];

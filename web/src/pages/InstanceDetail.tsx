@@ -107,6 +107,7 @@ function Actions({ info, act, open }: { info: Info; act: Act; open: (d: DialogKi
       {live && hasCards && opener('Restart without GPUs', 'nogpu')}
       {(live || s === 'stopped') && opener('Auto-stop', 'autostop')}
       {(live || s === 'stopped') && opener('Delete', 'delete', 'danger')}
+      {s === 'queued' && opener('Cancel', 'delete', 'danger')}
       {s === 'deleted' && opener('Purge history', 'delete', 'danger')}
     </div>
   );
@@ -131,6 +132,23 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
         <dd>
           <StateBadge state={info.state} status={info.status} />
         </dd>
+        {info.state === 'queued' && info.queue && (
+          <>
+            <dt>In the queue</dt>
+            <dd class="queue-place">
+              {info.queue.position ? `position ${info.queue.position}` : 'waiting'}
+              {info.queue.head ? ' (first in line)' : ''}: {info.queue.why ?? 'waits for room'}
+            </dd>
+          </>
+        )}
+        {info.queue?.dropped && (
+          <>
+            <dt>Left the queue</dt>
+            <dd>
+              {info.queue.dropped.reason}: {info.queue.dropped.detail}
+            </dd>
+          </>
+        )}
         <dt>Version</dt>
         <dd>
           {info.version} (<code>{info.containerName}</code>)

@@ -1,0 +1,330 @@
+/*
+ * dispatch.c - the queue's dispatcher: one thread per gpuboxd, woken by
+ * queue_kick (cards freed, a request queued) or every QUEUE_TICK_MS, that
+ * runs passes; the status of the last pass for GET /replicaSet/{name}; the
+ * queue's metrics.
+ *
+ * Passes are serialized by pass_lock, so the thread and a pass asked for
+ * by a submit never decide on the same snapshot twice; and a start is the
+ * create compared against the queued record's revision (queued.c), so even
+ * two gpuboxd on one store (which the store's claim already forbids) could
+ * not start a request twice.
+ */
+#include "util/xalloc.h"
+#include "service/queue/queue_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "service/monitor/monitor.h"
+#include "service/replicaset/replicaset.h"
+#include "service/users/caller.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/prom.h"
+
+struct queue {
+    app *a;
+    pthread_t thread;
+    bool running, stopping, kicked;
+    pthread_mutex_t mu; /* kicked, stopping, status, length */
+    pthread_cond_t cv;
+    pthread_mutex_t pass_lock; /* one pass at a time */
+    json_t *status;            /* name -> {position, why, head} of the last pass */
+    size_t length;
+    prom_family *wait;     /* gpubox_queue_wait_seconds */
+    prom_family *decide;   /* gpubox_queue_dispatch_seconds */
+    prom_family *outcomes; /* gpubox_queue_outcomes_total */
+};
+
+static const double queue_wait_buckets[] = {1,    5,    15,    60,    300,   900,
+                                            1800, 3600, 14400, 43200, 86400, 604800};
+static const double queue_decide_buckets[] = {0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1};
+
+/* ---- status and metrics ---- */
+
+json_t *queue_status(app *a, const char *name)
+{
+    queue *q = a->queue;
+    if (!q)
+        return NULL;
+    pthread_mutex_lock(&q->mu);
+    json_t *s = json_object_get(q->status, name);
+    json_t *copy = s ? json_deep_copy(s) : NULL;
+    pthread_mutex_unlock(&q->mu);
+    return copy;
+}
+
+bool queue_waiting(app *a)
+{
+    queue *q = a->queue;
+    if (!q)
+        return false;
+    pthread_mutex_lock(&q->mu);
+    bool any = q->length > 0;
+    pthread_mutex_unlock(&q->mu);
+    return any;
+}
+
+void queue_metrics_write(app *a, FILE *out)
+{
+    queue *q = a->queue;
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->mu);
+    size_t n = q->length;
+    pthread_mutex_unlock(&q->mu);
+    static const char *const none[] = {NULL};
+    prom_write_header(out, "gpubox_queue_length", "gauge",
+                      "Replica sets waiting in the queue (state queued)");
+    prom_write_sample(out, "gpubox_queue_length", none, NULL, (double)n);
+    prom_family_write(q->wait, out);
+    prom_family_write(q->decide, out);
+    prom_family_write(q->outcomes, out);
+}
+
+static void queue_outcome(queue *q, const char *what)
+{
+    const char *v[] = {what};
+    prom_counter_inc(q->outcomes, v);
+}
+
+/* ---- one pass ---- */
+
+/* Drop the requests past their queueTimeout; the others stay in s. */
+static void queue_drop_expired(app *a, queue_snapshot *s, int64_t now)
+{
+    for (size_t i = 0; i < s->n;) {
+        replicaset_record *r = &s->sets[i];
+        int64_t t = queue_timeout_s_of(r);
+        if (!t || queue_submit_ms_of(r) + t * 1000 > now) {
+            i++;
+            continue;
+        }
+        char detail[160];
+        snprintf(detail, sizeof(detail), "waited %llds, its queueTimeout", (long long)t);
+        gb_err e = GB_ERR_INIT;
+        if (replicaset_drop_queued(a, r->name, r->mod_revision, "queueTimeout", detail, &e) == 0) {
+            monitor_event(a, "queue.timeout", r->name, r->owner, NULL, "queueTimeout", detail,
+                          NULL);
+            queue_outcome(a->queue, "timeout");
+        } else if (e.code != ERR_CONFLICT) {
+            log_warn("queue: dropping %s after its timeout: %s", r->name, e.msg);
+        }
+        replicaset_record_free(r);
+        memmove(r, r + 1, (s->n - i - 1) * sizeof(*r));
+        s->n--;
+    }
+}
+
+/* Start the queued set r; *why set when it keeps waiting. 1 started. */
+static int queue_start_one(app *a, const replicaset_record *r, int64_t now, char *why,
+                           size_t why_size)
+{
+    _cleanup_json_ json_t *data = NULL;
+    gb_err e = GB_ERR_INIT;
+    bool restart = json_is_true(json_object_get(r->queue, "restart"));
+    if ((restart ? replicaset_restart_queued(a, r, &data, &e)
+                 : replicaset_start_queued(a, r, &data, &e)) == 0) {
+        double waited = (double)(now - queue_submit_ms_of(r)) / 1000.0;
+        prom_histogram_observe(a->queue->wait, NULL, waited < 0 ? 0 : waited);
+        queue_outcome(a->queue, "started");
+        char detail[128];
+        snprintf(detail, sizeof(detail), "started after waiting %.0fs (priority %d)", waited,
+                 queue_priority_of(r));
+        monitor_event(a, "queue.start", r->name, r->owner, NULL, "queue", detail, NULL);
+        log_info("queue: started %s for %s after %.1fs", r->name, r->owner, waited);
+        queue_notify_started(a, r, waited, data);
+        return 1;
+    }
+    if (e.code == ERR_CONFLICT) {
+        snprintf(why, why_size, "%s", e.msg);
+        return 0; /* cancelled, or changed meanwhile: the next pass sees it */
+    }
+    if (queue_waitable(e.code)) {
+        snprintf(why, why_size, "%s%s", e.code == ERR_QUOTA_EXCEEDED ? "quota: " : "", e.msg);
+        return 0;
+    }
+    /* A wait cannot cure it (image gone, volume deleted, Docker refused). */
+    gb_err d = GB_ERR_INIT;
+    if (replicaset_drop_queued(a, r->name, 0, "startFailed", e.msg, &d) == 0) {
+        monitor_event(a, "queue.drop", r->name, r->owner, NULL, "startFailed", e.msg, NULL);
+        queue_outcome(a->queue, "dropped");
+    } else {
+        log_warn("queue: %s could not start (%s), nor be dropped: %s", r->name, e.msg, d.msg);
+    }
+    snprintf(why, why_size, "could not start: %s", e.msg);
+    return 0;
+}
+
+static int queue_pass_locked(app *a, queue *q, gb_err *err);
+
+int queue_pass(app *a, gb_err *err)
+{
+    queue *q = a->queue;
+    if (!q)
+        return 0;
+    /* A pass serves everyone's requests: it runs as the daemon itself, not
+     * as the caller of a request that asked for it (queue_create), whose
+     * view of others' sets would make their starts fail. */
+    caller saved;
+    const caller *c = users_caller_current();
+    if (c) {
+        saved = *c;
+        users_caller_leave();
+    }
+    pthread_mutex_lock(&q->pass_lock);
+    int rc = queue_pass_locked(a, q, err);
+    pthread_mutex_unlock(&q->pass_lock);
+    if (c)
+        users_caller_enter(&saved);
+    return rc;
+}
+
+static int queue_pass_locked(app *a, queue *q, gb_err *err)
+{
+    int rc = -1;
+    queue_snapshot s;
+    queue_plan p = {0};
+    if (queue_snapshot_read(a, &s, err) < 0)
+        goto out;
+    int64_t now = queue_now_ms();
+    queue_drop_expired(a, &s, now);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (queue_plan_make(a, &s, now, 0, &p, err) < 0) {
+        queue_snapshot_free(&s);
+        goto out;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    prom_histogram_observe(
+        q->decide, NULL, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    json_t *status = json_object();
+    size_t waiting = 0;
+    for (size_t i = 0; i < p.n; i++) {
+        placement_queue_entry *e = &p.entries[i];
+        const replicaset_record *r = queue_snapshot_find(&s, e->name);
+        if (!r)
+            continue;
+        char why[sizeof(e->why)];
+        snprintf(why, sizeof(why), "%s", e->why);
+        if (e->start >= 0 && queue_start_one(a, r, now, why, sizeof(why)) == 1)
+            continue;
+        waiting++;
+        json_object_set_new(status, r->name,
+                            json_pack("{s:I, s:s, s:b}", "position", (json_int_t)waiting, "why",
+                                      why, "head", e->head));
+    }
+    pthread_mutex_lock(&q->mu);
+    json_decref(q->status);
+    q->status = status;
+    q->length = waiting;
+    pthread_mutex_unlock(&q->mu);
+    queue_plan_free(&p);
+    queue_snapshot_free(&s);
+    rc = 0;
+out:
+    return rc;
+}
+
+/* ---- the thread ---- */
+
+void queue_kick(app *a)
+{
+    queue *q = a->queue;
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->mu);
+    q->kicked = true;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void *queue_thread(void *arg)
+{
+    queue *q = arg;
+    for (;;) {
+        pthread_mutex_lock(&q->mu);
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += QUEUE_TICK_MS / 1000;
+        until.tv_nsec += (long)(QUEUE_TICK_MS % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!q->stopping && !q->kicked &&
+               pthread_cond_timedwait(&q->cv, &q->mu, &until) != ETIMEDOUT)
+            ;
+        bool stop = q->stopping;
+        q->kicked = false;
+        pthread_mutex_unlock(&q->mu);
+        if (stop)
+            break;
+        gb_err e = GB_ERR_INIT;
+        if (queue_pass(q->a, &e) < 0)
+            log_warn("queue: a dispatch pass failed: %s (tried again in %dms)", e.msg,
+                     QUEUE_TICK_MS);
+    }
+    return NULL;
+}
+
+int queue_start(app *a, gb_err *err)
+{
+    queue *q = xcalloc(1, sizeof(*q));
+    q->a = a;
+    q->status = json_object();
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_mutex_init(&q->pass_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&q->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    static const char *const none[] = {NULL};
+    static const char *const outcome[] = {"outcome", NULL};
+    q->wait = prom_histogram_new(
+        "gpubox_queue_wait_seconds", "How long queued replica sets waited before they started",
+        none, queue_wait_buckets, sizeof(queue_wait_buckets) / sizeof(queue_wait_buckets[0]));
+    q->decide = prom_histogram_new(
+        "gpubox_queue_dispatch_seconds", "How long one dispatch pass took to decide", none,
+        queue_decide_buckets, sizeof(queue_decide_buckets) / sizeof(queue_decide_buckets[0]));
+    q->outcomes = prom_counter_new("gpubox_queue_outcomes_total",
+                                   "Queued replica sets that left the queue, by how "
+                                   "(started, timeout, dropped)",
+                                   outcome);
+    a->queue = q;
+    if (pthread_create(&q->thread, NULL, queue_thread, q) != 0) {
+        queue_stop(a);
+        return err_set(err, ERR_INTERNAL, "cannot start the queue's dispatcher thread");
+    }
+    q->running = true;
+    queue_kick(a); /* requests queued before a restart start as soon as they fit */
+    return 0;
+}
+
+void queue_stop(app *a)
+{
+    queue *q = a->queue;
+    if (!q)
+        return;
+    if (q->running) {
+        pthread_mutex_lock(&q->mu);
+        q->stopping = true;
+        pthread_cond_signal(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        pthread_join(q->thread, NULL);
+    }
+    a->queue = NULL;
+    json_decref(q->status);
+    prom_family_free(q->wait);
+    prom_family_free(q->decide);
+    prom_family_free(q->outcomes);
+    pthread_mutex_destroy(&q->mu);
+    pthread_mutex_destroy(&q->pass_lock);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+}
