@@ -62,6 +62,7 @@ int api_replicaset_delete(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_patch(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_service_ticket(http_request *req, http_response *resp, gb_err *err);
 /* logs.c: GET /api/v1/replicaSet/{name}/logs (docs/api.md, "Logs"). */
 int api_replicaset_logs(http_request *req, http_response *resp, gb_err *err);
 /* The query of a logs request, read at time now (unix seconds): tail,

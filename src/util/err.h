@@ -80,6 +80,7 @@ enum err_code {
     ERR_REGISTRY_AUTH = 1130,      /* 403: the registry refused the pull's credentials (or none) */
     ERR_PULL_FAILED = 1131,        /* 502: the registry could not give the image */
     ERR_HOST_NOT_ALLOWED = 1140,   /* 421: a Host name gpuboxd does not answer to */
+    ERR_PROXY_OFF = 1165,          /* 409: the service proxy is off (--proxy-listen) */
     ERR_INTERNAL = 1199,           /* 500 */
 };
 
