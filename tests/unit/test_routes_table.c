@@ -6,8 +6,7 @@
  * route), so it pins that nothing changed. A route added, removed or
  * changed is a failure here until this table says so too, and so is a
  * line that leaves its access or fleet scope unset.
- */
-#include <setjmp.h>
+ */#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -20,14 +19,14 @@
 #include "http/auth.h"
 #include "util/cleanup.h"
 
-    /* Who may call a route with --token-file, as http_auth_check decides. */
-    enum who {
-        WHO_ANYONE,    /* no token needed */
-        WHO_ANY_TOKEN, /* any valid token: viewer, user or admin */
-        WHO_OBSERVER,  /* a viewer's or an admin's token */
-        WHO_USER,      /* a user's or an admin's token */
-        WHO_ADMIN,     /* an admin's token */
-    };
+/* Who may call a route with --token-file, as http_auth_check decides. */
+enum who {
+    WHO_ANYONE,    /* no token needed */
+    WHO_ANY_TOKEN, /* any valid token: viewer, user or admin */
+    WHO_OBSERVER,  /* a viewer's or an admin's token */
+    WHO_USER,      /* a user's or an admin's token */
+    WHO_ADMIN,     /* an admin's token */
+};
 
 static const struct {
     const char *method, *pattern;
