@@ -73,18 +73,16 @@ static void test_routes(void **state)
     assert_int_equal(proxy_route_of("/s/a%2Fb/lab/", "h", NULL, &r), -1);
     assert_int_equal(proxy_route_of("/x/a/b/", "h", NULL, &r), -1);
     /* host names per service */
-    assert_int_equal(proxy_route_of("/tree", "Lab--Box1.Apps.Example.org:8080", "apps.example.org",
-                                    &r),
-                     0);
+    assert_int_equal(
+        proxy_route_of("/tree", "Lab--Box1.Apps.Example.org:8080", "apps.example.org", &r), 0);
     assert_string_equal(r.set, "box1");
     assert_string_equal(r.service, "lab");
     assert_string_equal(r.prefix, "");
     assert_int_equal(proxy_route_of("/tree", "lab-box1.apps.example.org", "apps.example.org", &r),
                      -1);
     assert_int_equal(proxy_route_of("/tree", "lab--box1.evil.org", "apps.example.org", &r), -1);
-    assert_int_equal(proxy_route_of("/tree", "x.lab--box1.apps.example.org", "apps.example.org",
-                                    &r),
-                     -1);
+    assert_int_equal(
+        proxy_route_of("/tree", "x.lab--box1.apps.example.org", "apps.example.org", &r), -1);
 }
 
 static void test_query(void **state)
@@ -108,12 +106,12 @@ static void test_query(void **state)
                                       rest, sizeof(rest)),
                      1);
     assert_string_equal(rest, "/p/?a=1");
-    assert_int_equal(proxy_query_take("/p/?xgpubox-ticket=abc", "gpubox-ticket", v, sizeof(v),
-                                      rest, sizeof(rest)),
-                     0);
-    assert_int_equal(proxy_query_take("/p/gpubox-ticket=abc", "gpubox-ticket", v, sizeof(v), rest,
+    assert_int_equal(proxy_query_take("/p/?xgpubox-ticket=abc", "gpubox-ticket", v, sizeof(v), rest,
                                       sizeof(rest)),
                      0);
+    assert_int_equal(
+        proxy_query_take("/p/gpubox-ticket=abc", "gpubox-ticket", v, sizeof(v), rest, sizeof(rest)),
+        0);
 }
 
 static void test_bodies(void **state)
@@ -131,9 +129,8 @@ static void test_bodies(void **state)
     assert_true(b.done);
     assert_int_equal(proxy_body_feed(&b, "more", 4), 0);
 
-    assert_int_equal(parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &h, buf,
-                           sizeof(buf)),
-                     0);
+    assert_int_equal(
+        parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &h, buf, sizeof(buf)), 0);
     assert_int_equal(proxy_body_init(&h, &b), 0);
     const char chunked[] = "3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nT: x\r\n\r\nNEXT";
     size_t body_len = sizeof(chunked) - 1 - 4;
@@ -178,9 +175,9 @@ static void test_cookies(void **state)
     *role = '3';
     snprintf(header, sizeof(header), PROXY_COOKIE_NAME "=%s", value);
     assert_int_equal(proxy_cookie_read(header, "box1", "lab", &who, link, sizeof(link)), 0);
-    assert_int_equal(proxy_cookie_read(PROXY_COOKIE_NAME "=l.gpbx_abc", "box1", "lab", &who, link,
-                                       sizeof(link)),
-                     2);
+    assert_int_equal(
+        proxy_cookie_read(PROXY_COOKIE_NAME "=l.gpbx_abc", "box1", "lab", &who, link, sizeof(link)),
+        2);
     assert_string_equal(link, "gpbx_abc");
     char kept[256];
     assert_true(proxy_cookie_strip("a=1; " PROXY_COOKIE_NAME "=x; b=2", kept, sizeof(kept)));
@@ -191,9 +188,8 @@ static void test_cookies(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_heads),  cmocka_unit_test(test_routes),
-        cmocka_unit_test(test_query),  cmocka_unit_test(test_bodies),
-        cmocka_unit_test(test_cookies),
+        cmocka_unit_test(test_heads),  cmocka_unit_test(test_routes),  cmocka_unit_test(test_query),
+        cmocka_unit_test(test_bodies), cmocka_unit_test(test_cookies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
