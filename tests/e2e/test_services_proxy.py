@@ -27,6 +27,7 @@ import pytest
 
 from conftest import Daemon
 from rsutil import IMAGE, RUN_TAG, rs_path, wipe
+from schema import request_schema, response_schema, validate
 from secutil import as_, write_tokens
 
 PREFIX = "e2svc" + RUN_TAG
@@ -182,6 +183,39 @@ def test_bad_services_are_refused_and_change_nothing(daemon, users, svcset, serv
              "cmd": ["sleep", "3600"], "services": services})
     assert r.status == status, (r.status, r.json)
     assert as_(daemon, ADMIN, "GET", rs_path(f"{PREFIX}bad")).status == 404
+
+
+def test_answers_and_bodies_conform_to_the_openapi_document(daemon, users, svcset):
+    daemon.token = ADMIN
+    doc = daemon.get("/openapi.json").json
+    daemon.token = None
+    name = svcset["name"]
+
+    def check(pattern, method, r, body=None):
+        errors = validate(r.json, response_schema(doc, pattern, method, r.status), doc)
+        assert not errors, f"{method} {pattern} -> {r.json}:\n" + "\n".join(errors)
+        if body is not None:
+            errors = validate(body, request_schema(doc, pattern, method), doc)
+            assert not errors, f"{method} {pattern} body {body}:\n" + "\n".join(errors)
+
+    alice = users["alice"]
+    check("/api/v1/replicaSet/{name}", "get", as_(daemon, alice, "GET", rs_path(name)))
+    check("/api/v1/replicaSet", "get", as_(daemon, alice, "GET", "/api/v1/replicaSet"))
+    body = {"services": [{"name": "web", "port": 8080, "link": True}, SERVICES[1]]}
+    check("/api/v1/replicaSet/{name}", "patch", as_(daemon, alice, "PATCH", rs_path(name), body),
+          body)
+    check("/api/v1/replicaSet/{name}", "get", as_(daemon, alice, "GET", rs_path(name)))
+    body = {"services": SERVICES}
+    check("/api/v1/replicaSet/{name}", "patch", as_(daemon, alice, "PATCH", rs_path(name), body),
+          body)
+    check("/api/v1/replicaSet/{name}/services/{service}/ticket", "post",
+          as_(daemon, alice, "POST", rs_path(name, "/services/web/ticket")))
+    check("/api/v1/replicaSet/{name}/services/{service}/ticket", "post",
+          as_(daemon, users["bob"], "POST", rs_path(name, "/services/web/ticket")))
+    create = {"imageName": IMAGE, "replicaSetName": f"{PREFIX}c", "gpuCount": 0,
+              "services": [{"name": "lab", "port": 8888}]}
+    errors = validate(create, request_schema(doc, "/api/v1/replicaSet", "post"), doc)
+    assert not errors, errors
 
 
 # --- through the proxy: paths, query strings, who may ---------------------------------
