@@ -27,6 +27,7 @@ import { LogsPanel } from './LogsPanel';
 import { cpuList, pendingChanges, portsText, setPath, specGpusText, timeText } from './instanceHelpers';
 import { StateBadge } from './Instances';
 import { OperationSteps, useTracker } from './OperationSteps';
+import { ServicesList } from './Services';
 import './instances.css';
 
 /** data.info's fields this page reads beyond ReplicaSetInfo. */
@@ -173,6 +174,14 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
         )}
         <dt>Ports</dt>
         <dd>{portsText(info.ports)}</dd>
+        {info.services && info.services.length > 0 && (
+          <>
+            <dt>Services</dt>
+            <dd>
+              <ServicesList set={info.name} services={info.services} />
+            </dd>
+          </>
+        )}
         {info.ssh && (
           <>
             <dt>SSH</dt>
