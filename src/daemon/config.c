@@ -622,7 +622,8 @@ void config_free(daemon_config *cfg)
                       &cfg->proxy_listen,
                       &cfg->proxy_listen_host,
                       &cfg->proxy_domain,
-                      &cfg->proxy_url};
+                      &cfg->proxy_url,
+                      &cfg->proxy_address};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;

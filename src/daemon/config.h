@@ -49,6 +49,7 @@ typedef struct daemon_config {
      * given; the URL is made by config_finalize_proxy once the port is
      * known). */
     char *proxy_listen, *proxy_listen_host, *proxy_domain, *proxy_url;
+    char *proxy_address; /* in a fleet: where the other nodes reach the proxy (daemon/main.c) */
     uint16_t proxy_listen_port;
     char *node_store_url; /* <store>/nodes/<node>, made by config_finalize */
 

@@ -58,6 +58,20 @@ static int start_proxy(daemon_config *cfg, const daemon_security *sec, app *a, p
                                    v6 ? "]" : "", proxy_port(*out));
     }
     a->cfg.proxy_url = cfg->proxy_url;
+    if (cfg->node) {
+        /* the other nodes reach it at its own host, or the --advertise
+         * URL's host when it listens on every address */
+        const char *h = cfg->proxy_listen_host;
+        bool any = !*h || strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0;
+        const char *adv = strstr(cfg->advertise, "://");
+        adv = adv ? adv + 3 : cfg->advertise;
+        size_t alen = adv[0] == '[' ? strcspn(adv, "]") + 1 : strcspn(adv, ":/");
+        bool v6 = !any && strchr(h, ':') != NULL;
+        cfg->proxy_address =
+            any ? xasprintf("%.*s:%u", (int)alen, adv, proxy_port(*out))
+                : xasprintf("%s%s%s:%u", v6 ? "[" : "", h, v6 ? "]" : "", proxy_port(*out));
+        a->cfg.proxy_address = cfg->proxy_address;
+    }
     log_info("service proxy listening on %s:%u, its URL %s%s%s", cfg->proxy_listen_host,
              proxy_port(*out), cfg->proxy_url, cfg->proxy_domain ? ", host names *." : "",
              cfg->proxy_domain ? cfg->proxy_domain : "");

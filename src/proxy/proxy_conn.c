@@ -455,6 +455,9 @@ static int conn_serve(const proxy_config *cfg, int fd, const char *peer)
         return answer(fd, 400, "Bad Request", NULL, "a request needs a Host header\n");
     if (proxy_route_of(h.target, host, cfg->domain, &route) < 0)
         return answer_not_found(fd);
+    int forwarded = proxy_fleet_forward(cfg, fd, &h, route.set, buf + end, have - end);
+    if (forwarded)
+        return forwarded < 0 ? answer_not_found(fd) : 0;
     if (route.add_slash) {
         char location[PROXY_HEAD_MAX + 8];
         const char *query = h.target + 3 + strlen(route.set) + 1 + strlen(route.service);
