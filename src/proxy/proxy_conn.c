@@ -69,13 +69,12 @@ static bool write_all(int fd, const char *buf, size_t len)
 static int answer(int fd, int status, const char *reason, const char *extra_headers,
                   const char *body)
 {
-    char head[2048];
-    int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                     "Content-Length: %zu\r\nCache-Control: no-store\r\n"
-                     "X-Content-Type-Options: nosniff\r\nConnection: close\r\n%s\r\n",
-                     status, reason, strlen(body), extra_headers ? extra_headers : "");
-    if (n > 0 && (size_t)n < sizeof(head) && write_all(fd, head, (size_t)n))
+    _cleanup_free_ char *head =
+        xasprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                  "Content-Length: %zu\r\nCache-Control: no-store\r\n"
+                  "X-Content-Type-Options: nosniff\r\nConnection: close\r\n%s\r\n",
+                  status, reason, strlen(body), extra_headers ? extra_headers : "");
+    if (write_all(fd, head, strlen(head)))
         write_all(fd, body, strlen(body));
     return 0;
 }
@@ -356,12 +355,11 @@ static const char *cookie_path(const proxy_route *route)
 static void answer_with_cookie(const proxy_config *cfg, int fd, const proxy_route *route,
                                const char *value, const char *location)
 {
-    char headers[1536];
-    snprintf(headers, sizeof(headers),
-             "Set-Cookie: " PROXY_COOKIE_NAME "=%s; Path=%s/; Max-Age=%d; HttpOnly; "
-             "SameSite=Lax%s\r\nLocation: %s\r\n",
-             value, cookie_path(route), PROXY_COOKIE_TTL_S, cfg->secure_cookies ? "; Secure" : "",
-             location);
+    _cleanup_free_ char *headers =
+        xasprintf("Set-Cookie: " PROXY_COOKIE_NAME "=%s; Path=%s/; Max-Age=%d; HttpOnly; "
+                  "SameSite=Lax%s\r\nLocation: %s\r\n",
+                  value, cookie_path(route), PROXY_COOKIE_TTL_S,
+                  cfg->secure_cookies ? "; Secure" : "", location);
     answer(fd, 303, "See Other", headers, "signed in; go on to the service\n");
 }
 
@@ -459,9 +457,8 @@ static int conn_serve(const proxy_config *cfg, int fd, const char *peer)
     if (forwarded)
         return forwarded < 0 ? answer_not_found(fd) : 0;
     if (route.add_slash) {
-        char location[PROXY_HEAD_MAX + 8];
         const char *query = h.target + 3 + strlen(route.set) + 1 + strlen(route.service);
-        snprintf(location, sizeof(location), "Location: %s/%s\r\n", route.prefix, query);
+        _cleanup_free_ char *location = xasprintf("Location: %s/%s\r\n", route.prefix, query);
         return answer(fd, 308, "Permanent Redirect", location, "the service is under its '/'\n");
     }
     if (exchange_credential(cfg, fd, &h, &route))

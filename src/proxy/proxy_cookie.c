@@ -90,7 +90,8 @@ static int cookie_value_read(const char *v, size_t len, const char *set, const c
     if (strncmp(value, "l.", 2) == 0) {
         if (len - 2 >= link_size || len == 2)
             return 0;
-        snprintf(link, link_size, "%s", value + 2);
+        memcpy(link, value + 2, len - 2);
+        link[len - 2] = '\0';
         return 2;
     }
     long long expiry = 0;
