@@ -51,6 +51,7 @@
 #define PROXY_BUF (64 * 1024)
 #define PROXY_RESPONSE_HEAD_MAX (64 * 1024)
 #define PROXY_SEND_TIMEOUT_S 120
+#define PROXY_PIPE (1024 * 1024) /* a pipe's size for splice: as much as one read moves */
 
 static bool write_all(int fd, const char *buf, size_t len)
 {
@@ -308,10 +309,36 @@ static bool relay_from_up(relay *r, const char *buf, size_t n)
     }
 }
 
+/* Once the answer's head has gone, its body moves from the container's
+ * socket to the client's through a pipe (splice), without a copy through
+ * this process: 1 moved, 0 the container closed, -1 failed (or splice is
+ * not to be had: the caller copies instead). */
+static int relay_splice(relay *r, int pipe_fds[2])
+{
+    ssize_t n =
+        splice(r->up, NULL, pipe_fds[1], NULL, PROXY_PIPE, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 1;
+    if (n <= 0)
+        return (int)n;
+    while (n > 0) {
+        ssize_t m = splice(pipe_fds[0], NULL, r->client, NULL, (size_t)n, SPLICE_F_MOVE);
+        if (m < 0 && errno == EINTR)
+            continue;
+        if (m <= 0)
+            return -1;
+        n -= m;
+    }
+    return 1;
+}
+
 static void relay_run(relay *r)
 {
     char *buf = xmalloc(PROXY_BUF);
     bool client_open = true, up_open = true;
+    int pipe_fds[2] = {-1, -1};
+    if (pipe2(pipe_fds, O_CLOEXEC) == 0)
+        fcntl(pipe_fds[1], F_SETPIPE_SZ, PROXY_PIPE);
     while (up_open) {
         struct pollfd fds[2] = {{.fd = client_open ? r->client : -1, .events = POLLIN},
                                 {.fd = r->up, .events = POLLIN}};
@@ -320,7 +347,11 @@ static void relay_run(relay *r)
             continue;
         if (ready <= 0)
             break;
-        if (fds[1].revents) {
+        if (fds[1].revents && r->head_done && pipe_fds[0] >= 0) {
+            r->sent_any = true;
+            if (relay_splice(r, pipe_fds) <= 0)
+                up_open = false;
+        } else if (fds[1].revents) {
             ssize_t n = recv(r->up, buf, PROXY_BUF, 0);
             if (n < 0 && errno == EINTR)
                 continue;
@@ -341,6 +372,10 @@ static void relay_run(relay *r)
     }
     if (!r->sent_any)
         answer(r->client, 502, "Bad Gateway", NULL, "the service gave no answer\n");
+    if (pipe_fds[0] >= 0) {
+        close(pipe_fds[0]);
+        close(pipe_fds[1]);
+    }
     free(buf);
 }
 

@@ -7,7 +7,8 @@
  * in a small cache keyed by container id: a new version is a new
  * container (a new id) and so a new question; a container that restarts
  * keeps its address on a user-defined network. The record itself is read
- * for every request, so who may use a service is always the store's word.
+ * for every request (only the fields the proxy needs: service_view), so
+ * who may use a service is always the store's word.
  */
 #include "service/replicaset/services.h"
 
@@ -15,6 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "service/keys.h"
+#include "service/records.h"
 #include "service/replicaset/internal.h"
 #include "service/tickets/tickets.h"
 #include "util/cleanup.h"
@@ -233,12 +236,13 @@ static pthread_mutex_t address_lock = PTHREAD_MUTEX_INITIALIZER;
 static address_entry address_cache[ADDRESS_CACHE];
 static size_t address_next;
 
-static int service_address(app *a, const replicaset_record *r, char *out, size_t size, gb_err *err)
+static int service_address(app *a, const char *container_id, const char *owner, char *out,
+                           size_t size, gb_err *err)
 {
     pthread_mutex_lock(&address_lock);
     for (size_t i = 0; i < ADDRESS_CACHE; i++) {
         if (address_cache[i].container_id[0] &&
-            strcmp(address_cache[i].container_id, r->container_id) == 0) {
+            strcmp(address_cache[i].container_id, container_id) == 0) {
             snprintf(out, size, "%s", address_cache[i].address);
             pthread_mutex_unlock(&address_lock);
             return 0;
@@ -246,13 +250,13 @@ static int service_address(app *a, const replicaset_record *r, char *out, size_t
     }
     pthread_mutex_unlock(&address_lock);
     char network[96];
-    replicaset_network_name(r->owner, network, sizeof(network));
+    replicaset_network_name(owner, network, sizeof(network));
     char addr[64];
-    if (docker_container_address(a->docker, r->container_id, network, addr, sizeof(addr), err) < 0)
+    if (docker_container_address(a->docker, container_id, network, addr, sizeof(addr), err) < 0)
         return -1;
     pthread_mutex_lock(&address_lock);
     address_entry *e = &address_cache[address_next++ % ADDRESS_CACHE];
-    snprintf(e->container_id, sizeof(e->container_id), "%s", r->container_id);
+    snprintf(e->container_id, sizeof(e->container_id), "%s", container_id);
     snprintf(e->address, sizeof(e->address), "%s", addr);
     pthread_mutex_unlock(&address_lock);
     snprintf(out, size, "%s", addr);
@@ -268,33 +272,59 @@ static bool link_equal(const char *a, const char *b)
     return diff == 0;
 }
 
+/* The fields of a set's record the proxy needs, read without the rest
+ * of the record (its spec, its holdings): this runs for every request. */
+typedef struct service_view {
+    json_t *record; /* owned; the strings below point into it */
+    const char *owner, *state, *container_id;
+    const json_t *services;
+} service_view;
+
+static int service_view_load(app *a, const char *set, service_view *v, gb_err *err)
+{
+    memset(v, 0, sizeof(*v));
+    char key[STORE_KEY_MAX];
+    keys_replicaset(key, sizeof(key), set);
+    int found = records_get_json(a->store, key, "replica set", &v->record, NULL, err);
+    if (found <= 0)
+        return found;
+    v->owner = json_string_value(json_object_get(v->record, "owner"));
+    v->state = json_string_value(json_object_get(v->record, "state"));
+    v->container_id = json_string_value(json_object_get(v->record, "containerId"));
+    v->services = json_object_get(v->record, "services");
+    if (!v->owner)
+        v->owner = "";
+    return v->state ? 1 : 0;
+}
+
 int replicaset_service_resolve(app *a, const char *set, const char *service, const caller *who,
                                const char *link, replicaset_service_target *out, gb_err *err)
 {
     memset(out, 0, sizeof(*out));
     gb_err ignored = GB_ERR_INIT;
-    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    service_view v = {0};
     bool named = name_check_replicaset(set, &ignored) == 0 &&
                  replicaset_service_name_check(service, &ignored) == 0;
-    int found = named ? replicaset_record_load(a->store, set, &r, err) : 0;
+    int found = named ? service_view_load(a, set, &v, err) : 0;
     if (found < 0)
         return -1;
+    _cleanup_json_ json_t *record = v.record;
     const json_t *s =
-        found > 0 && r.state != RS_STATE_DELETED ? services_find(r.services, service) : NULL;
+        found > 0 && strcmp(v.state, "deleted") != 0 ? services_find(v.services, service) : NULL;
     const char *token = s ? json_string_value(json_object_get(s, "linkToken")) : NULL;
     bool allowed =
         s && (!a->cfg.auth_on || json_is_true(json_object_get(s, "public")) ||
-              (who && (who->role == USER_ROLE_ADMIN || strcmp(who->name, r.owner) == 0)) ||
+              (who && (who->role == USER_ROLE_ADMIN || strcmp(who->name, v.owner) == 0)) ||
               (link && token && link_equal(link, token)));
     if (!allowed)
         return err_set(err, ERR_NOT_FOUND, "no service %.40s of a replica set %.64s", service, set);
     if (token)
         snprintf(out->link, sizeof(out->link), "%s", token);
     out->port = (uint16_t)json_integer_value(json_object_get(s, "port"));
-    if (r.state != RS_STATE_RUNNING || !r.container_id[0])
+    if (strcmp(v.state, "running") != 0 || !v.container_id || !*v.container_id)
         return err_set(err, ERR_STATE_CONFLICT, "replica set %s is %s; start it to reach %s", set,
-                       replicaset_state_name(r.state), service);
-    return service_address(a, &r, out->address, sizeof(out->address), err);
+                       v.state, service);
+    return service_address(a, v.container_id, v.owner, out->address, sizeof(out->address), err);
 }
 
 int replicaset_service_ticket(app *a, const char *set, const char *service, json_t **out,
