@@ -9,6 +9,8 @@
 # sides) and the throughput of one large streamed answer, through the
 # proxy (with a bearer token, as a program sends it) and directly.
 # Targets (reported, never enforced): throughput >= 0.8x, latency <= 1.2x.
+# It also prints the proxy's own round trip (a 404 it answers alone,
+# no container): the floor a request through it pays on top.
 #
 # Needs a dockerd whose bridge networks this machine reaches (as
 # scripts/test.sh's or a test sandbox's). The set is deleted afterwards.
