@@ -464,3 +464,34 @@ def test_without_the_proxy_urls_are_null_and_tickets_refused(start_daemon):
         assert r.status == 409 and r.code == 1165 and "--proxy-listen" in r.msg, r.json
     finally:
         wipe(d, PREFIX + "np")
+
+
+def test_host_names_per_service_with_proxy_domain(start_daemon):
+    """--proxy-domain: SERVICE--SET.DOMAIN reaches the service, whose base
+    path is then "/"; the path URL keeps working beside it."""
+    d = start_daemon("--simulate-gpus", "1xA100-80GB", "--port-range", "64950-64959",
+                     "--proxy-listen", "127.0.0.1:0", "--proxy-domain", "Apps.Example.test")
+    name = f"{PREFIX}dom"
+    try:
+        ok(d.request("POST", "/api/v1/replicaSet",
+                     json.dumps({"imageName": IMAGE, "replicaSetName": name, "gpuCount": 0,
+                                 "cmd": ["sh", "-c", "mkdir -p /www && echo by-host > "
+                                         "/www/index.html && exec httpd -f -p 8080 -h /www"],
+                                 "services": [{"name": "web", "port": 8080}]}).encode(),
+                     {"Content-Type": "application/json"}))
+        url = ok(d.get(rs_path(name)))["info"]["services"][0]["url"]
+        parts = urllib.parse.urlsplit(url)
+        assert parts.hostname == f"web--{name}.apps.example.test" and parts.path == "/", url
+        host = f"WEB--{name.upper()}.apps.example.test:{parts.port}"
+        deadline = time.monotonic() + 20
+        while True:
+            r = get("127.0.0.1", parts.port, "/index.html?x=1", headers={"Host": host})
+            if r.status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert r.status == 200 and r.body == b"by-host\n", (r.status, r.body)
+        # another domain is not a service's host name
+        r = get("127.0.0.1", parts.port, "/index.html", headers={"Host": f"web--{name}.evil.test"})
+        assert r.status == 404
+    finally:
+        wipe(d, PREFIX + "dom")
