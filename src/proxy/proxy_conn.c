@@ -311,8 +311,9 @@ static bool relay_from_up(relay *r, const char *buf, size_t n)
 
 /* Once the answer's head has gone, its body moves from the container's
  * socket to the client's through a pipe (splice), without a copy through
- * this process: 1 moved, 0 the container closed, -1 failed (or splice is
- * not to be had: the caller copies instead). */
+ * this process: 1 moved (or nothing was there yet), 0 the container
+ * closed, -1 the client is gone. A pipe that cannot be made leaves the
+ * copy through relay_from_up (relay_run). */
 static int relay_splice(relay *r, int pipe_fds[2])
 {
     ssize_t n =
