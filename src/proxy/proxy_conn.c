@@ -316,19 +316,23 @@ static bool relay_from_up(relay *r, const char *buf, size_t n)
  * copy through relay_from_up (relay_run). */
 static int relay_splice(relay *r, int pipe_fds[2])
 {
-    ssize_t n =
-        splice(r->up, NULL, pipe_fds[1], NULL, PROXY_PIPE, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return 1;
-    if (n <= 0)
-        return (int)n;
-    while (n > 0) {
-        ssize_t m = splice(pipe_fds[0], NULL, r->client, NULL, (size_t)n, SPLICE_F_MOVE);
-        if (m < 0 && errno == EINTR)
-            continue;
-        if (m <= 0)
-            return -1;
-        n -= m;
+    /* as long as the container has more ready (a few rounds), before
+     * polling again: fewer wake-ups for a large answer */
+    for (int round = 0; round < 8; round++) {
+        ssize_t n =
+            splice(r->up, NULL, pipe_fds[1], NULL, PROXY_PIPE, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return 1;
+        if (n <= 0)
+            return (int)n;
+        while (n > 0) {
+            ssize_t m = splice(pipe_fds[0], NULL, r->client, NULL, (size_t)n, SPLICE_F_MOVE);
+            if (m < 0 && errno == EINTR)
+                continue;
+            if (m <= 0)
+                return -1;
+            n -= m;
+        }
     }
     return 1;
 }
