@@ -319,6 +319,11 @@ static int relay_splice(relay *r, int pipe_fds[2])
     /* as long as the container has more ready (a few rounds), before
      * polling again: fewer wake-ups for a large answer */
     for (int round = 0; round < 8; round++) {
+        /* the socket blocks: read again only what is there (SPLICE_F_NONBLOCK
+         * is the pipe's), or a WebSocket's other direction would wait */
+        struct pollfd ready = {.fd = r->up, .events = POLLIN};
+        if (round > 0 && poll(&ready, 1, 0) <= 0)
+            return 1;
         ssize_t n =
             splice(r->up, NULL, pipe_fds[1], NULL, PROXY_PIPE, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
