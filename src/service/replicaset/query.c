@@ -61,13 +61,16 @@ static json_t *replicaset_summary(const replicaset_record *r, const char *status
     return j;
 }
 
-/* The summary with the set's web services and their URLs (services.h). */
+/* The summary with the set's web services and their URLs (services.h);
+ * a NULL: another node's records, read from the store (their URLs are that
+ * node's to say: null). */
 static json_t *replicaset_summary_of(app *a, const replicaset_record *r, const char *status)
 {
     json_t *j = replicaset_summary(r, status);
     if (j)
-        json_object_set_new(j, "services",
-                            replicaset_services_answer(&a->cfg, r->name, r->owner, r->services));
+        json_object_set_new(
+            j, "services",
+            replicaset_services_answer(a ? &a->cfg : NULL, r->name, r->owner, r->services));
     return j;
 }
 

@@ -173,7 +173,7 @@ static bool services_host_label(const char *name)
 int replicaset_service_url(const app_config *cfg, const char *set, const char *service, char *buf,
                            size_t size)
 {
-    if (!cfg->proxy_url)
+    if (!cfg || !cfg->proxy_url)
         return -1;
     int n;
     if (cfg->proxy_domain && services_host_label(set)) {

@@ -52,14 +52,14 @@ struct app_config;
 int replicaset_services_parse(const json_t *value, const json_t *cur, json_t **out, gb_err *err);
 
 /* The answer's services of set: [{name, port, public, link, url,
- * linkUrl?}] (url null while the proxy is off; linkUrl only for the
- * owner and admins). */
+ * linkUrl?}] (url null while the proxy is off, or cfg is NULL; linkUrl
+ * only for the owner and admins). */
 json_t *replicaset_services_answer(const struct app_config *cfg, const char *set, const char *owner,
                                    const json_t *services);
 
 /* The URL of a service: path form <proxy>/s/SET/SERVICE/, or with
  * --proxy-domain SERVICE--SET.DOMAIN when the set's name can be a host
- * name. -1 when the proxy is off or buf is too small. */
+ * name. -1 when the proxy is off (or cfg NULL) or buf is too small. */
 int replicaset_service_url(const struct app_config *cfg, const char *set, const char *service,
                            char *buf, size_t size);
 
