@@ -6,6 +6,8 @@
 # inventory of 8 A100 80GB cards and says so; the dockerd it starts then gets
 # the fake nvidia-container-runtime-hook, so GPU requests can be tried out.
 # State lives in .run/ in the checkout unless GPUBOX_DATA_DIR says otherwise.
+# The service proxy (docs/services.md) listens on 127.0.0.1:2380 unless a
+# --proxy-listen flag says otherwise.
 #
 # Usage: scripts/run.sh BUILD_DIR [gpuboxd flags...]
 set -euo pipefail
@@ -43,7 +45,12 @@ else
 fi
 trap dockerd_stop_if_started EXIT
 
-"$build/gpuboxd" --data-dir "$data_dir" "${gpu_flags[@]}" "$@" &
+proxy_flags=(--proxy-listen 127.0.0.1:2380)
+case " $* " in
+*" --proxy-listen"*) proxy_flags=() ;;
+esac
+
+"$build/gpuboxd" --data-dir "$data_dir" "${gpu_flags[@]}" "${proxy_flags[@]}" "$@" &
 daemon=$!
 trap 'kill -TERM $daemon 2>/dev/null' INT TERM
 wait $daemon || true

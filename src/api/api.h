@@ -74,6 +74,7 @@ bool api_ticket_check(void *ctx, const http_route *route, const http_request *re
                       const char *ticket, http_identity *who);
 /* GET /api/v1/queue (api/queue.c). */
 int api_queue_list(http_request *req, http_response *resp, gb_err *err);
+int api_replicaset_service_ticket(http_request *req, http_response *resp, gb_err *err);
 /* logs.c: GET /api/v1/replicaSet/{name}/logs (docs/api.md, "Logs"). */
 int api_replicaset_logs(http_request *req, http_response *resp, gb_err *err);
 /* The query of a logs request, read at time now (unix seconds): tail,

@@ -14,6 +14,7 @@
  */
 #include "util/xalloc.h"
 #include "api/api.h"
+#include "service/replicaset/services.h"
 #include "api/fleet.h"
 
 #include <stdio.h>
@@ -225,6 +226,20 @@ int api_replicaset_commit(http_request *req, http_response *resp, gb_err *err)
     if (api_path_name(req, &name, err) < 0 || api_body(req, fields, true, &body, err) < 0)
         return -1;
     return api_commit_from(req, name, body, resp, err);
+}
+
+/* POST /replicaSet/{name}/services/{service}/ticket: no body (or {}). */
+int api_replicaset_service_ticket(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const no_fields[] = {NULL};
+    const char *name = NULL;
+    const char *service = http_request_param(req, "service");
+    json_t *body = NULL;
+    if (api_path_name(req, &name, err) < 0 || api_body(req, no_fields, false, &body, err) < 0)
+        return -1;
+    json_t *data = NULL;
+    int rc = replicaset_service_ticket(req->ctx, name, service ? service : "", &data, err);
+    return answer(rc, data, resp, err);
 }
 
 int api_replicaset_delete(http_request *req, http_response *resp, gb_err *err)

@@ -96,6 +96,9 @@ static const http_route api_routes[] = {
     {"PATCH", "/api/v1/replicaSet/{name}/restart", api_replicaset_restart, HTTP_ACCESS_USER,
      SCOPE_RS_OWNER,
      "Run a stopped set again: the same cards if free, else a new version on others"},
+    {"POST", "/api/v1/replicaSet/{name}/services/{service}/ticket", api_replicaset_service_ticket,
+     HTTP_ACCESS_USER, SCOPE_RS_OWNER,
+     "A single-use ticket (30 s) and the URL that opens the service in a browser"},
 
     /* operations */
     {"GET", "/api/v1/operations/{id}", api_operation, HTTP_ACCESS_VIEWER, SCOPE_OPERATION,

@@ -64,6 +64,25 @@ static int apply_listen(daemon_config *cfg, const char *value, gb_err *err)
     return 0;
 }
 
+/* --proxy-listen ADDR:PORT, or off. */
+static int apply_proxy_listen(daemon_config *cfg, const char *value, gb_err *err)
+{
+    free(cfg->proxy_listen);
+    free(cfg->proxy_listen_host);
+    cfg->proxy_listen = cfg->proxy_listen_host = NULL;
+    cfg->proxy_listen_port = 0;
+    if (strcmp(value, "off") == 0 || !*value)
+        return 0;
+    char *host = NULL;
+    uint16_t port = 0;
+    if (config_parse_listen(value, &host, &port, err) < 0)
+        return err_prefix(err, "--proxy-listen (ADDR:PORT or off)");
+    cfg->proxy_listen = xstrdup(value);
+    cfg->proxy_listen_host = host;
+    cfg->proxy_listen_port = port;
+    return 0;
+}
+
 /* --allowed-host adds up: each flag (or file line) adds its names to those
  * given before; security.c checks them. */
 static int apply_allowed_host(daemon_config *cfg, const char *value, gb_err *err)
@@ -291,6 +310,20 @@ static const config_option config_options[] = {
             "the host name or address users reach this machine's published ports at: the host "
             "of a replica set's ssh command (docs/replicasets.md)",
             public_host),
+    OPT_FN("proxy-listen", "ADDR:PORT|off", "off",
+           "serve the replica sets' web services (JupyterLab, TensorBoard) on this second "
+           "address, a web origin apart from the API and console, to their owners and admins "
+           "(docs/services.md); port 0 picks a free port",
+           apply_proxy_listen),
+    OPT_STR("proxy-domain", "DOMAIN", "none (path URLs: /s/SET/SERVICE/)",
+            "with --proxy-listen: also answer host names SERVICE--SET.DOMAIN (a wildcard DNS "
+            "name pointing here), one web origin per service; services[].url uses them",
+            proxy_domain),
+    OPT_STR("proxy-url", "URL", "http://<public-host>:<proxy port>",
+            "with --proxy-listen: the URL users reach the proxy at (https://... when TLS ends in "
+            "front of it: its cookies are then Secure); in a fleet give every node the same one "
+            "so that URLs do not name a node",
+            proxy_url),
     OPT_STR("docker-host", "URL", "$DOCKER_HOST or " CONFIG_DOCKER_HOST_DEFAULT,
             "Docker Engine API: unix:///path or tcp://host:port", docker_host),
     OPT_NUM("docker-wait", "SECONDS", "5",
@@ -630,7 +663,10 @@ void config_free(daemon_config *cfg)
                       &cfg->xid_critical,   &cfg->registry_auth_file,
                       &cfg->queue_webhook,  &cfg->public_host,
                       &cfg->simulate_cpus,  &cfg->reserved_cpus,
-                      &cfg->allowed_hosts,  &cfg->share_overrun};
+                      &cfg->allowed_hosts,  &cfg->share_overrun,
+                      &cfg->proxy_listen,   &cfg->proxy_listen_host,
+                      &cfg->proxy_domain,   &cfg->proxy_url,
+                      &cfg->proxy_address};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -822,6 +858,16 @@ static int config_check_exposure(const daemon_config *cfg, gb_err *err)
                        "--insecure-no-auth if a firewall or an authenticating proxy guards the "
                        "port",
                        cfg->listen);
+    if (cfg->proxy_listen && !cfg->token_file && !cfg->insecure_no_auth &&
+        !config_host_is_loopback(cfg->proxy_listen_host))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "--proxy-listen %s is reachable from other machines, but no --token-file "
+                       "is given, so anyone who reaches it could use every instance's services; "
+                       "give --token-file, listen on 127.0.0.1, or pass --insecure-no-auth",
+                       cfg->proxy_listen);
+    if (!cfg->proxy_listen && (cfg->proxy_domain || cfg->proxy_url))
+        return err_set(err, ERR_INVALID_PARAMS, "--%s needs --proxy-listen ADDR:PORT",
+                       cfg->proxy_domain ? "proxy-domain" : "proxy-url");
     return 0;
 }
 
@@ -911,6 +957,37 @@ static int config_finalize_public_host(daemon_config *cfg, gb_err *err)
                        "'.', '-', ':'; at most 253)",
                        cfg->public_host);
     cfg->app.public_host = cfg->public_host;
+    return 0;
+}
+
+/* --proxy-domain: a DNS name; --proxy-url: http(s)://HOST[:PORT] with no
+ * path (the '/' at its end dropped). */
+static int config_finalize_proxy(daemon_config *cfg, gb_err *err)
+{
+    if (cfg->proxy_domain) {
+        size_t len = strlen(cfg->proxy_domain);
+        if (len == 0 || len > 200 ||
+            strspn(cfg->proxy_domain,
+                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != len ||
+            cfg->proxy_domain[0] == '.' || cfg->proxy_domain[0] == '-')
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "--proxy-domain '%.64s' is not a DNS name such as apps.example.org",
+                           cfg->proxy_domain);
+        for (char *c = cfg->proxy_domain; *c; c++)
+            *c = (char)tolower((unsigned char)*c);
+    }
+    if (cfg->proxy_url) {
+        size_t len = strlen(cfg->proxy_url);
+        while (len > 0 && cfg->proxy_url[len - 1] == '/')
+            cfg->proxy_url[--len] = '\0';
+        const char *host = strncmp(cfg->proxy_url, "http://", 7) == 0    ? cfg->proxy_url + 7
+                           : strncmp(cfg->proxy_url, "https://", 8) == 0 ? cfg->proxy_url + 8
+                                                                         : NULL;
+        if (!host || !*host || len >= 200 || strpbrk(host, "/ \t\r\n?#@"))
+            return err_set(err, ERR_INVALID_PARAMS,
+                           "--proxy-url '%.64s' must be http://HOST[:PORT] or https://HOST[:PORT]",
+                           cfg->proxy_url);
+    }
     return 0;
 }
 
@@ -1011,7 +1088,8 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     if (config_check_cpus(cfg, err) < 0)
         return -1;
 
-    if (config_finalize_fleet(cfg, err) < 0 || config_finalize_public_host(cfg, err) < 0)
+    if (config_finalize_fleet(cfg, err) < 0 || config_finalize_public_host(cfg, err) < 0 ||
+        config_finalize_proxy(cfg, err) < 0)
         return -1;
 
     cfg->app.data_dir = cfg->data_dir;
@@ -1041,6 +1119,8 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.share_overrun_kill = strcmp(cfg->share_overrun, "kill") == 0;
     cfg->app.registry_auth_file = cfg->registry_auth_file;
     cfg->app.queue_webhook = cfg->queue_webhook;
+    /* the proxy's URL is known once it listens (daemon/main.c) */
+    cfg->app.proxy_domain = cfg->proxy_domain;
     return 0;
 }
 

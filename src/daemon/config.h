@@ -45,7 +45,14 @@ typedef struct daemon_config {
     char *fleet_secret_file;              /* --fleet-secret-file; NULL: the one in etcd */
     char *owner_of_unowned;               /* docs/users.md; NULL: not given */
     char *public_host;                    /* the ssh command's host; set by config_finalize */
-    char *node_store_url;                 /* <store>/nodes/<node>, made by config_finalize */
+    /* The service proxy (docs/services.md): --proxy-listen as given (NULL
+     * or "off": none) and parsed; --proxy-domain, --proxy-url (NULL: not
+     * given; the URL is made by config_finalize_proxy once the port is
+     * known). */
+    char *proxy_listen, *proxy_listen_host, *proxy_domain, *proxy_url;
+    char *proxy_address; /* in a fleet: where the other nodes reach the proxy (daemon/main.c) */
+    uint16_t proxy_listen_port;
+    char *node_store_url; /* <store>/nodes/<node>, made by config_finalize */
 
     app_config app; /* filled by config_finalize */
     enum log_level log_level;

@@ -24,6 +24,7 @@
 #include "daemon/console.h"
 #include "daemon/security.h"
 #include "http/server.h"
+#include "proxy/proxy.h"
 #include "service/app.h"
 #include "service/engine.h"
 #include "util/cleanup.h"
@@ -32,6 +33,49 @@
 static int exit_code_for(const gb_err *err)
 {
     return err->code == ERR_INVALID_PARAMS ? 2 : 1;
+}
+
+/* The service proxy (docs/services.md), when --proxy-listen asks for it;
+ * the URL services[].url names is set in the app once the port is known. */
+static int start_proxy(daemon_config *cfg, const daemon_security *sec, app *a, proxy **out,
+                       gb_err *err)
+{
+    *out = NULL;
+    if (!cfg->proxy_listen)
+        return 0;
+    bool https = cfg->proxy_url && strncmp(cfg->proxy_url, "https://", 8) == 0;
+    proxy_config pc = {.host = cfg->proxy_listen_host,
+                       .port = cfg->proxy_listen_port,
+                       .auth = sec->auth,
+                       .app = a,
+                       .domain = cfg->proxy_domain,
+                       .secure_cookies = https};
+    if (proxy_start(&pc, out, err) < 0)
+        return -1;
+    if (!cfg->proxy_url) {
+        bool v6 = strchr(cfg->public_host, ':') != NULL;
+        cfg->proxy_url = xasprintf("http://%s%s%s:%u", v6 ? "[" : "", cfg->public_host,
+                                   v6 ? "]" : "", proxy_port(*out));
+    }
+    a->cfg.proxy_url = cfg->proxy_url;
+    if (cfg->node) {
+        /* the other nodes reach it at its own host, or the --advertise
+         * URL's host when it listens on every address */
+        const char *h = cfg->proxy_listen_host;
+        bool any = !*h || strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0;
+        const char *adv = strstr(cfg->advertise, "://");
+        adv = adv ? adv + 3 : cfg->advertise;
+        size_t alen = adv[0] == '[' ? strcspn(adv, "]") + 1 : strcspn(adv, ":/");
+        bool v6 = !any && strchr(h, ':') != NULL;
+        cfg->proxy_address =
+            any ? xasprintf("%.*s:%u", (int)alen, adv, proxy_port(*out))
+                : xasprintf("%s%s%s:%u", v6 ? "[" : "", h, v6 ? "]" : "", proxy_port(*out));
+        a->cfg.proxy_address = cfg->proxy_address;
+    }
+    log_info("service proxy listening on %s:%u, its URL %s%s%s", cfg->proxy_listen_host,
+             proxy_port(*out), cfg->proxy_url, cfg->proxy_domain ? ", host names *." : "",
+             cfg->proxy_domain ? cfg->proxy_domain : "");
+    return 0;
 }
 
 static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t *stop_signals)
@@ -65,6 +109,12 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
     }
     if (sec->auth)
         http_auth_set_directory(sec->auth, api_users_directory, a);
+    proxy *services_proxy = NULL;
+    if (start_proxy(cfg, sec, a, &services_proxy, &err) < 0) {
+        log_error("start-up failed: %s", err.msg);
+        app_close(a);
+        return exit_code_for(&err);
+    }
     http_router *router = api_router_new(&err);
     http_server *server = NULL;
     if (router) {
@@ -89,6 +139,7 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
     }
     if (!server) {
         log_error("start-up failed: %s", err.msg);
+        proxy_stop(services_proxy);
         router_free(router);
         app_close(a);
         return exit_code_for(&err);
@@ -108,6 +159,7 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
     log_info("received %s: stopping; requests in flight get up to %us", strsignal(sig),
              cfg->shutdown_timeout_s);
     http_server_stop(server);
+    proxy_stop(services_proxy);
     router_free(router);
     app_close(a);
     log_info("gpuboxd stopped");

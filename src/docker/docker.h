@@ -260,6 +260,12 @@ int docker_container_start(docker_client *c, const char *id_or_name, gb_err *err
  * stopped container is success. */
 int docker_container_stop(docker_client *c, const char *id_or_name, int timeout_s, gb_err *err);
 int docker_container_inspect(docker_client *c, const char *id_or_name, json_t **out, gb_err *err);
+/* The container's IPv4 address on network (NetworkSettings.Networks;
+ * NULL or not there: the first network that gave it one) into addr.
+ * ERR_NOT_FOUND when there is no container, ERR_STATE_CONFLICT when it has
+ * no address (not running, or on no network). */
+int docker_container_address(docker_client *c, const char *id_or_name, const char *network,
+                             char *addr, size_t size, gb_err *err);
 /* docker_container_stop_promptly (docker_stop.c): the same, with no grace
  * at all when the stop signal reaches no process in the container that
  * acts on it (an interactive shell under docker-init ignores SIGTERM), as

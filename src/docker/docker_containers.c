@@ -122,6 +122,31 @@ int docker_container_inspect(docker_client *c, const char *id_or_name, json_t **
     return docker_get(c, path, out, err, "inspecting container '%s'", id_or_name);
 }
 
+int docker_container_address(docker_client *c, const char *id_or_name, const char *network,
+                             char *addr, size_t size, gb_err *err)
+{
+    _cleanup_json_ json_t *inspect = NULL;
+    if (docker_container_inspect(c, id_or_name, &inspect, err) < 0)
+        return -1;
+    json_t *nets = json_object_get(json_object_get(inspect, "NetworkSettings"), "Networks");
+    const char *ip =
+        network ? json_string_value(json_object_get(json_object_get(nets, network), "IPAddress"))
+                : NULL;
+    const char *key;
+    json_t *v;
+    json_object_foreach(nets, key, v)
+    {
+        if (ip && *ip)
+            break;
+        ip = json_string_value(json_object_get(v, "IPAddress"));
+    }
+    if (!ip || !*ip || strlen(ip) >= size)
+        return err_set(err, ERR_STATE_CONFLICT, "container '%s' has no address on a network",
+                       id_or_name);
+    snprintf(addr, size, "%s", ip);
+    return 0;
+}
+
 static int docker_container_remove_call(docker_client *c, const char *id_or_name, bool force,
                                         gb_err *err)
 {

@@ -67,6 +67,13 @@ typedef struct app_config {
     const char *fleet_secret_file;
     /* The host a replica set's ssh command names (--public-host). */
     const char *public_host;
+    /* The service proxy (docs/services.md): the URL its users reach it at
+     * ("http://host:2380", no '/' at the end; NULL: the proxy is off), and
+     * the domain of its host names per service (NULL: path URLs only). */
+    const char *proxy_url, *proxy_domain;
+    /* In a fleet: where the other nodes' proxies reach this one's
+     * ("10.0.0.5:2380"), published in its capacity record; NULL: no proxy. */
+    const char *proxy_address;
     /* Users (docs/users.md): auth_on when a token file is given; its users'
      * names and roles (enum users_role); who owns records made before users
      * (NULL: the first admin of the file, or "anonymous"). */

@@ -81,6 +81,7 @@ enum err_code {
     ERR_PULL_FAILED = 1131,        /* 502: the registry could not give the image */
     ERR_HOST_NOT_ALLOWED = 1140,   /* 421: a Host name gpuboxd does not answer to */
     ERR_TERMINAL_LIMIT = 1160,     /* 429: the caller has as many terminals open as allowed */
+    ERR_PROXY_OFF = 1165,          /* 409: the service proxy is off (--proxy-listen) */
     ERR_PRIORITY_NOT_ALLOWED = 1170, /* 403: a queue priority above the user's maxPriority */
     ERR_INTERNAL = 1199,             /* 500 */
 };

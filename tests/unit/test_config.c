@@ -169,6 +169,54 @@ static void test_public_host(void **state)
     }
 }
 
+/* The service proxy: off by default and with "off"; an address parsed;
+ * beyond loopback only with tokens; --proxy-domain and --proxy-url only
+ * with it, each checked (docs/services.md). */
+static void test_proxy_flags(void **state)
+{
+    (void)state;
+    daemon_config cfg;
+    gb_err err = GB_ERR_INIT;
+    assert_int_equal(LOAD(&cfg, &err, "--listen", "127.0.0.1:0"), 0);
+    assert_null(cfg.proxy_listen);
+    config_free(&cfg);
+    assert_int_equal(LOAD(&cfg, &err, "--proxy-listen", "127.0.0.1:2380", "--proxy-listen", "off"),
+                     0);
+    assert_null(cfg.proxy_listen);
+    config_free(&cfg);
+    assert_int_equal(LOAD(&cfg, &err, "--proxy-listen", "127.0.0.1:2380", "--proxy-domain",
+                          "Apps.Example.org", "--proxy-url", "https://svc.example.org/"),
+                     0);
+    assert_string_equal(cfg.proxy_listen_host, "127.0.0.1");
+    assert_int_equal(cfg.proxy_listen_port, 2380);
+    assert_string_equal(cfg.app.proxy_domain, "apps.example.org");
+    assert_string_equal(cfg.proxy_url, "https://svc.example.org");
+    config_free(&cfg);
+    assert_int_equal(LOAD(&cfg, &err, "--proxy-listen", "0.0.0.0:2380"), -1);
+    assert_non_null(strstr(err.msg, "--token-file"));
+    config_free(&cfg);
+    assert_int_equal(LOAD(&cfg, &err, "--proxy-listen", "0.0.0.0:2380", "--insecure-no-auth"), 0);
+    config_free(&cfg);
+    static const char *const bad[][4] = {
+        {"--proxy-listen", "nonsense", NULL, NULL},
+        {"--proxy-domain", "apps.example.org", NULL, NULL},
+        {"--proxy-url", "http://x:1", NULL, NULL},
+        {"--proxy-listen", "127.0.0.1:1", "--proxy-domain", "a b"},
+        {"--proxy-listen", "127.0.0.1:1", "--proxy-url", "ftp://x"},
+        {"--proxy-listen", "127.0.0.1:1", "--proxy-url", "http://x/path"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int argc = bad[i][2] ? 5 : 3;
+        char *argv[] = {"gpuboxd",         (char *)bad[i][0], (char *)bad[i][1],
+                        (char *)bad[i][2], (char *)bad[i][3], NULL};
+        err = (gb_err)GB_ERR_INIT;
+        assert_int_equal(config_load(&cfg, argc, argv, &err), -1);
+        assert_int_equal(err.code, ERR_INVALID_PARAMS);
+        assert_non_null(strstr(err.msg, "proxy"));
+        config_free(&cfg);
+    }
+}
+
 /* Without tokens the API may only be reached from this host, unless the
  * operator says in so many words that something else guards the port. */
 static void test_no_tokens_means_loopback_only(void **state)
@@ -582,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_listen_forms),
         cmocka_unit_test(test_public_host),
+        cmocka_unit_test(test_proxy_flags),
         cmocka_unit_test(test_no_tokens_means_loopback_only),
         cmocka_unit_test(test_relative_data_dir_becomes_absolute),
         cmocka_unit_test(test_simulated_gpus),

@@ -68,6 +68,8 @@ static const struct {
      SCOPE_RS_OWNER},
     {"PATCH", "/api/v1/replicaSet/{name}/restart", api_replicaset_restart, WHO_USER,
      SCOPE_RS_OWNER},
+    {"POST", "/api/v1/replicaSet/{name}/services/{service}/ticket", api_replicaset_service_ticket,
+     WHO_USER, SCOPE_RS_OWNER},
     {"GET", "/api/v1/operations/{id}", api_operation, WHO_ANY_TOKEN, SCOPE_OPERATION},
     {"POST", "/api/v1/volumes", api_volume_create, WHO_USER, SCOPE_VOL_CREATE},
     {"GET", "/api/v1/volumes", api_volume_list, WHO_ANY_TOKEN, SCOPE_MERGE},

@@ -119,6 +119,18 @@ export interface StopReason {
   detail?: string;
 }
 
+/** One of a set's web services, reached through gpuboxd's service proxy (docs/services.md). */
+export interface ServiceInfo {
+  name: string;
+  port: number;
+  public: boolean;
+  link: boolean;
+  /** Where it is ("http://host:2380/s/box1/jupyter/"); null while the proxy is off. */
+  url: string | null;
+  /** The URL with its link's token, for the owner and admins. */
+  linkUrl?: string;
+}
+
 /** An item of GET /api/v1/replicaSet. */
 export interface ReplicaSet {
   name: string;
@@ -151,6 +163,8 @@ export interface ReplicaSet {
   stopped?: StopReason;
   /** While queued (or dropped from the queue): its place and why it waits. */
   queue?: SetQueue;
+  /** Its web services (newer servers). */
+  services?: ServiceInfo[];
 }
 
 /** data.info of GET /api/v1/replicaSet/{name}. */

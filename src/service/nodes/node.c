@@ -155,8 +155,13 @@ json_t *nodes_capacity(void *ctx)
     json_int_t free_bytes = 0;
     if (statvfs(a->cfg.data_dir, &vfs) == 0)
         free_bytes = (json_int_t)vfs.f_bavail * (json_int_t)vfs.f_frsize;
-    return json_pack("{s:o, s:{s:I}, s:{s:I}}", "devices", devices, "ports", "availableCount",
-                     free_ports, "volumes", "freeBytes", free_bytes);
+    json_t *out = json_pack("{s:o, s:{s:I}, s:{s:I}}", "devices", devices, "ports",
+                            "availableCount", free_ports, "volumes", "freeBytes", free_bytes);
+    /* where the other nodes' service proxies reach this one's (nodes_proxy_of) */
+    const char *proxy = a->cfg.proxy_address;
+    if (out && proxy)
+        json_object_set_new(out, "proxy", json_string(proxy));
+    return out;
 }
 
 /* ---- joining ------------------------------------------------------------------- */

@@ -96,6 +96,12 @@ typedef struct nodes_route {
 int nodes_route_name(app *a, enum nodes_kind kind, const char *name, bool create, nodes_route *out,
                      gb_err *err);
 
+/* Where the service proxy sends a request for replica set `set`: 0 this
+ * node answers (it owns the set, nobody does, or there is no fleet); 1
+ * another node does, whose proxy is at addr ("10.0.0.5:2380"); -1 with
+ * ERR_NODE_UNAVAILABLE when that node is unreachable or runs no proxy. */
+int nodes_proxy_of(app *a, const char *set, char *addr, size_t size, gb_err *err);
+
 /* ---- requests to other nodes (send.c) ------------------------------------------------ */
 
 typedef struct nodes_request {

@@ -53,3 +53,26 @@ int nodes_route_name(app *a, enum nodes_kind kind, const char *name, bool create
         return *err = gone, -1;
     return 0;
 }
+
+int nodes_proxy_of(app *a, const char *set, char *addr, size_t size, gb_err *err)
+{
+    nodes_route route;
+    if (nodes_route_name(a, NODES_REPLICASET, set, false, &route, err) < 0)
+        return -1;
+    if (route.where != NODES_FORWARD)
+        return 0;
+    fleet_member m = {0};
+    int found = fleet_member_get(a->fleet, route.node, &m, err);
+    if (found < 0)
+        return -1;
+    const char *proxy =
+        found && m.alive ? json_string_value(json_object_get(m.capacity, "proxy")) : NULL;
+    int rc = proxy && *proxy && strlen(proxy) < size ? 1 : -1;
+    if (rc == 1)
+        snprintf(addr, size, "%s", proxy);
+    else
+        err_set(err, ERR_NODE_UNAVAILABLE, "node %s, which runs %s, %s", route.node, set,
+                found && m.alive ? "runs no service proxy" : "is unreachable");
+    fleet_member_clear(&m);
+    return rc;
+}

@@ -273,6 +273,7 @@ int replicaset_create(app *a, const replicaset_create_request *req, json_t **out
     replicaset_spec_copy(spec, &r.spec);
     r.idle_stop_s = req->idle_stop_s;
     r.max_duration_s = req->max_duration_s;
+    r.services = req->services ? json_deep_copy(req->services) : NULL;
     if (replicaset_create_check(a, &r, spec, image, req->queued_rev, &previous, err) < 0) {
         if (err && err->code == ERR_STORE_UNAVAILABLE)
             err_prefix(err, "creating replica set '%s': nothing was changed", name);

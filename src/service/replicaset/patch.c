@@ -28,6 +28,7 @@
 #include "service/ops_timer.h"
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
+#include "service/replicaset/services.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -119,8 +120,26 @@ static int replicaset_change_stopped(app *a, replicaset_record *r, const replica
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }
 
+static int replicaset_patch_apply(app *a, const char *name, const replicaset_patch_request *patch,
+                                  json_t **out, gb_err *err);
+
 int replicaset_patch(app *a, const char *name, const replicaset_patch_request *patch, json_t **out,
                      gb_err *err)
+{
+    if (replicaset_patch_apply(a, name, patch, out, err) < 0)
+        return -1;
+    /* A patch of the services answers them as they are now. */
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    gb_err ignored = GB_ERR_INIT;
+    if (patch->services && json_is_object(*out) &&
+        replicaset_record_load(a->store, name, &r, &ignored) > 0)
+        json_object_set_new(*out, "services",
+                            replicaset_services_answer(&a->cfg, name, r.owner, r.services));
+    return 0;
+}
+
+static int replicaset_patch_apply(app *a, const char *name, const replicaset_patch_request *patch,
+                                  json_t **out, gb_err *err)
 {
     OPS_TIMED(a, "patch", out, err);
     if (name_check_replicaset(name, err) < 0)
@@ -148,6 +167,21 @@ int replicaset_patch(app *a, const char *name, const replicaset_patch_request *p
     if (patch->max_duration_given)
         r.max_duration_s = patch->max_duration_s;
     bool limits_changed = r.idle_stop_s != idle || r.max_duration_s != max;
+    /* The services too belong to the set (services.h): checked against
+     * what it has (links kept, public kept), changed in place. */
+    if (patch->services) {
+        _cleanup_json_ json_t *services = NULL;
+        if (replicaset_services_parse(patch->services, r.services, &services, err) < 0)
+            return -1;
+        json_t *before = r.services;
+        bool same = before ? json_equal(before, services) : json_array_size(services) == 0;
+        if (!same) {
+            r.services = steal_ptr(&services);
+            json_decref(before);
+            limits_changed = true;
+            log_info("replica set %s: services changed", name);
+        }
+    }
     if (r.state == RS_STATE_STOPPED)
         return replicaset_change_stopped(a, &r, changed ? &spec : NULL, limits_changed, "patch",
                                          out, err);

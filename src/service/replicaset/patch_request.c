@@ -43,6 +43,8 @@ const replicaset_patch_field replicaset_patch_fields[] = {
     {"maxDuration", NULL, 0, RS_PT_STRING, "a duration such as \"30m\"", AT(max_duration)},
     {"sshKeys", NULL, 0, RS_PT_ARRAY, "an array of strings", AT(ssh_keys)},
     {"cpuCount", NULL, 0, RS_PT_INTEGER, "a whole number of logical CPUs such as 4", AT(cpu_count)},
+    {"services", NULL, 0, RS_PT_ARRAY, "a list such as [{\"name\": \"jupyter\", \"port\": 8888}]",
+     AT(services)},
     /* PATCH /containers/{name}/gpu */
     {"gpuPatch.gpuCount", "gpuCount", RS_PATCH_CONTAINERS_GPU, RS_PT_INTEGER, "an integer", NONE},
     /* PATCH /containers/{name}/volume */
@@ -239,6 +241,7 @@ void replicaset_patch_request_free(replicaset_patch_request *req)
 
 bool replicaset_patch_request_limits_only(const replicaset_patch_request *req)
 {
-    return req->nfields > 0 &&
-           req->nfields == (size_t)req->idle_stop_given + (size_t)req->max_duration_given;
+    return req->nfields > 0 && req->nfields == (size_t)req->idle_stop_given +
+                                                   (size_t)req->max_duration_given +
+                                                   (size_t)(req->services != NULL);
 }

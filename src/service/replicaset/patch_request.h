@@ -63,6 +63,7 @@ typedef struct replicaset_patch_request {
     const json_t *cpu_count;       /* cpuCount: integer */
     const json_t *idle_stop;       /* idleStop: duration string (read below) */
     const json_t *max_duration;    /* maxDuration: duration string */
+    const json_t *services;        /* services: array (replicaset/services.h), read by the patch */
     /* The run limits, read: given, and their seconds (0: none). */
     bool idle_stop_given, max_duration_given;
     int64_t idle_stop_s, max_duration_s;
@@ -78,8 +79,9 @@ int replicaset_patch_request_parse(const json_t *body, enum replicaset_patch_fam
                                    replicaset_patch_request *out, gb_err *err);
 void replicaset_patch_request_free(replicaset_patch_request *req);
 
-/* Whether the patch gives the run limits and nothing else (they change the
- * record in place, in any state but deleted). */
+/* Whether the patch gives the run limits or the services and nothing
+ * else (they belong to the set, not to a version: they change the record
+ * in place, in any state but deleted). */
 bool replicaset_patch_request_limits_only(const replicaset_patch_request *req);
 
 /* The fields of a patch: the name in a /replicaSet patch ("gpuPatch"; a

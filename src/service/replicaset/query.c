@@ -14,6 +14,7 @@
 #include "service/keys.h"
 #include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
+#include "service/replicaset/services.h"
 #include "util/cleanup.h"
 
 /* Docker's live status of r's container: "running", "exited", ...,
@@ -70,6 +71,19 @@ static json_t *replicaset_summary(const replicaset_record *r, const char *status
         json_object_set_new(j, "cpuset", replicaset_record_cpuset_json(r)); /* docs/cpus.md */
         json_object_set_new(j, "gpuCores", replicaset_record_gpu_cores_json(r));
     }
+    return j;
+}
+
+/* The summary with the set's web services and their URLs (services.h);
+ * a NULL: another node's records, read from the store (their URLs are that
+ * node's to say: null). */
+static json_t *replicaset_summary_of(app *a, const replicaset_record *r, const char *status)
+{
+    json_t *j = replicaset_summary(r, status);
+    if (j)
+        json_object_set_new(
+            j, "services",
+            replicaset_services_answer(a ? &a->cfg : NULL, r->name, r->owner, r->services));
     return j;
 }
 
@@ -182,7 +196,7 @@ static int replicaset_list_one(void *ctx, replicaset_record *r, gb_err *err)
         status = replicaset_state_name(r->state);
     else if (!status)
         status = l->docker_ok ? "missing" : "unknown";
-    json_t *item = replicaset_summary(r, status);
+    json_t *item = replicaset_summary_of(l->a, r, status);
     replicaset_list_extras(l->a, r, item);
     json_array_append_new(l->list, item);
     return 0;
@@ -229,8 +243,8 @@ int replicaset_info(app *a, const char *name, json_t **out, gb_err *err)
         return -1;
     char buf[32];
     _cleanup_json_ json_t *inspect = NULL;
-    json_t *info =
-        replicaset_summary(&r, replicaset_container_inspect(a, &r, &inspect, buf, sizeof(buf)));
+    json_t *info = replicaset_summary_of(
+        a, &r, replicaset_container_inspect(a, &r, &inspect, buf, sizeof(buf)));
     json_object_set_new(info, "containerId", json_string(r.container_id));
     json_object_set_new(info, "spec", replicaset_spec_to_json(&r.spec));
     json_object_set_new(info, "gpuLimits", replicaset_gpu_limits(a, &r, inspect));

@@ -213,6 +213,8 @@ json_t *replicaset_record_to_json(const replicaset_record *r)
         json_object_set_new(j, "pendingSpec", json_deep_copy(r->pending_spec));
     if (j && r->queue)
         json_object_set_new(j, "queue", json_deep_copy(r->queue));
+    if (j && r->services && json_array_size(r->services))
+        json_object_set_new(j, "services", json_deep_copy(r->services));
     return j;
 }
 
@@ -430,6 +432,12 @@ int replicaset_record_from_json(const json_t *j, replicaset_record *out, gb_err 
         goto fail;
     }
     out->queue = queue ? json_deep_copy(queue) : NULL;
+    json_t *services = json_object_get(j, "services");
+    if (services && !json_is_array(services)) {
+        err_set(err, ERR_INTERNAL, "record of %s has services that are not a list", out->name);
+        goto fail;
+    }
+    out->services = services ? json_deep_copy(services) : NULL;
     int s = replicaset_state_parse(state);
     if (s < 0 || version < 0 || version > 1000000000) {
         err_set(err, ERR_INTERNAL, "record of %s has state '%s', version %lld", out->name, state,
@@ -543,6 +551,7 @@ void replicaset_record_copy(const replicaset_record *src, replicaset_record *dst
     dst->gpus_aside = src->gpus_aside ? json_deep_copy(src->gpus_aside) : NULL;
     dst->pending_spec = src->pending_spec ? json_deep_copy(src->pending_spec) : NULL;
     dst->queue = src->queue ? json_deep_copy(src->queue) : NULL;
+    dst->services = src->services ? json_deep_copy(src->services) : NULL;
     dst->cpuset = replicaset_dup(src->cpuset, src->ncpuset, sizeof(*src->cpuset));
     dst->last_cpuset =
         replicaset_dup(src->last_cpuset, src->nlast_cpuset, sizeof(*src->last_cpuset));
@@ -568,6 +577,8 @@ void replicaset_record_free(replicaset_record *r)
     r->pending_spec = NULL;
     json_decref(r->queue);
     r->queue = NULL;
+    json_decref(r->services);
+    r->services = NULL;
     replicaset_record_forget_last(r);
 }
 

@@ -18,10 +18,12 @@
  *    "stopped": {"reason", "at", "detail"},             while stopped
  *    "gpusAside": {"gpuCount": 2, "gpuMemory": 0, ...}, while a version runs
  *                                                       without its cards
- *    "pendingSpec": {...replicaset_spec...}}                    only when stopped: a change
+ *    "pendingSpec": {...replicaset_spec...},                    only when stopped: a change
  *                                                       made while stopped
  *    "queue": {"priority", "submitTime", ...}           only while queued, or dropped
  *                                                       from the queue (service/queue/queue.h)
+ *    "services": [{"name", "port", "public"?, "linkToken"?}]}  web services, when any
+ *                                                       (replicaset/services.h)
  * A start without cards (PATCH .../restart {"gpuCount": 0}) makes a version
  * whose spec asks for none and keeps the set's GPU fields in gpusAside; the
  * next normal start puts them back (a new version with cards), and a
@@ -37,7 +39,9 @@
  * versions that ran.
  * The run limits (docs/usage.md) belong to the set, not to a version: a
  * patch of them alone changes the record in place and a rollback keeps
- * them. runningSince and stopped are kept by replicaset_record_save from the state
+ * them. So do its web services (docs/services.md): the proxy reaches them
+ * on the container's own address, so they need no host port and no new
+ * container. runningSince and stopped are kept by replicaset_record_save from the state
  * (a run begins when the set leaves "stopped"; a stop's reason goes when it
  * runs again), so every path that starts or stops a set keeps them right.
  * `gpus`, `gpuShares` and `ports` list exactly what the set holds now:
@@ -155,6 +159,7 @@ typedef struct replicaset_record {
     json_t *pending_spec; /* stopped: the next version's spec (replicaset_spec JSON); NULL: none */
     json_t *queue;        /* queued: {priority, submitTime, timeoutSeconds, why, dropped}
                              (service/queue/queue.h); NULL: none */
+    json_t *services;     /* web services behind the proxy (services.h); NULL: none */
     /* Not stored: what a save's quota check counts instead of what the
      * record holds (a version change holds the old and the new cards at
      * once for a moment; its quota is what the new version keeps). */

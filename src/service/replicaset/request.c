@@ -9,6 +9,7 @@
  */
 #include "util/xalloc.h"
 #include "service/replicaset/request.h"
+#include "service/replicaset/services.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -50,6 +51,7 @@ const replicaset_create_field replicaset_create_fields[] = {
     /* the request around the spec */
     {"idleStop", NULL},
     {"maxDuration", NULL},
+    {"services", NULL},
     {"pull", NULL},
     {"registryAuth", NULL},
     /* the queue (service/queue/queue.h) */
@@ -368,7 +370,10 @@ int replicaset_create_request_parse(const json_t *body, enum replicaset_create_f
     if (replicaset_queue_fields_parse(b, out, err) < 0 ||
         replicaset_spec_from_json(b, names, &out->spec, err) < 0)
         goto fail;
-    if (replicaset_run_limits_parse(b, &out->idle_stop_s, &out->max_duration_s, NULL, err) < 0) {
+    if (replicaset_run_limits_parse(b, &out->idle_stop_s, &out->max_duration_s, NULL, err) < 0 ||
+        (json_object_get(b, "services") &&
+         replicaset_services_parse(json_object_get(b, "services"), NULL, &out->services, err) <
+             0)) {
         replicaset_spec_free(&out->spec);
         goto fail;
     }
@@ -384,6 +389,7 @@ void replicaset_create_request_free(replicaset_create_request *req)
     if (!req)
         return;
     replicaset_spec_free(&req->spec);
+    json_decref(req->services);
     json_decref(req->body);
     memset(req, 0, sizeof(*req));
 }

@@ -60,6 +60,7 @@ typedef struct replicaset_create_request {
     replicaset_spec spec;
     int64_t idle_stop_s; /* run limits; 0: none */
     int64_t max_duration_s;
+    json_t *services; /* the record's services (replicaset/services.h); NULL: none */
     replicaset_create_image image;
     replicaset_placement placement;
     /* The queue (service/queue/queue.h): wait when it does not fit now. */

@@ -11,6 +11,7 @@ import type { Bind, Volume } from '../types';
 import { StopRuleFields } from './InstanceDialogs';
 import { commandArgv, memoryValue, splitLines, splitList } from './instanceHelpers';
 import { OperationSteps, useTracker } from './OperationSteps';
+import { ServiceFields, servicesBody, type ServiceRow } from './Services';
 import './instances.css';
 
 export type GpuMode = 'none' | 'whole' | 'memory' | 'timeslice';
@@ -52,6 +53,8 @@ export interface CreateForm {
   memoryLimit: string;
   /** /dev/shm size ("1GB"); empty: Docker's default. */
   shmSize: string;
+  /** Web services behind gpuboxd's proxy (docs/services.md). */
+  services: ServiceRow[];
 }
 
 export const EMPTY_FORM: CreateForm = {
@@ -74,6 +77,7 @@ export const EMPTY_FORM: CreateForm = {
   cpuCount: '',
   memoryLimit: '',
   shmSize: '',
+  services: [],
 };
 
 /** The body of POST /api/v1/replicaSet; empty fields are left out (the API's defaults). */
@@ -105,6 +109,8 @@ export function createBody(f: CreateForm, fleet: boolean): Record<string, unknow
   if (f.pull !== 'missing') body.pull = f.pull;
   const keys = splitLines(f.sshKeys);
   if (keys.length) body.sshKeys = keys;
+  const services = servicesBody(f.services);
+  if (services.length) body.services = services;
   return body;
 }
 
@@ -395,6 +401,7 @@ export function CreateInstance({ onCreated, onCancel }: { onCreated: (name: stri
             />
             <p class="hint">One key a line; the instance page then shows the ssh command.</p>
           </div>
+          <ServiceFields rows={form.services} setName={form.name} onChange={(services) => set({ services })} />
           <StopRuleFields
             prefix="ci"
             idleStop={form.idleStop}

@@ -28,6 +28,7 @@ import { TerminalPanel } from './TerminalPanel';
 import { cpuList, pendingChanges, portsText, setPath, specGpusText, timeText } from './instanceHelpers';
 import { StateBadge } from './Instances';
 import { OperationSteps, useTracker } from './OperationSteps';
+import { ServicesList } from './Services';
 import './instances.css';
 
 /** data.info's fields this page reads beyond ReplicaSetInfo. */
@@ -195,6 +196,14 @@ function Details({ info, fleet }: { info: Info; fleet: boolean }) {
         )}
         <dt>Ports</dt>
         <dd>{portsText(info.ports)}</dd>
+        {info.services && info.services.length > 0 && (
+          <>
+            <dt>Services</dt>
+            <dd>
+              <ServicesList set={info.name} services={info.services} />
+            </dd>
+          </>
+        )}
         {info.ssh && (
           <>
             <dt>SSH</dt>

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# proxy.sh - the service proxy (docs/services.md) against a direct
+# connection to the container's own address, side by side in one run.
+#
+# gpuboxd runs with --proxy-listen and one set running services_echo
+# (tests/e2e/services_echo.c, built here with gcc -static and bound into
+# the busybox test image); bench/proxy.py then measures, in interleaved
+# rounds, the latency of small requests (a new connection each, on both
+# sides) and the throughput of one large streamed answer, through the
+# proxy (with a bearer token, as a program sends it) and directly.
+# Targets (reported, never enforced): throughput >= 0.8x, latency <= 1.2x.
+# It also prints the proxy's own round trip (a 404 it answers alone,
+# no container): the floor a request through it pays on top.
+#
+# Needs a dockerd whose bridge networks this machine reaches (as
+# scripts/test.sh's or a test sandbox's). The set is deleted afterwards.
+#
+# Usage: bench/proxy.sh BUILD_DIR   (env: ROUNDS=5 MB=256 GPUBOX_TEST_IMAGE=gpubox-test:latest)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: proxy.sh BUILD_DIR}" && pwd)
+gpubox_root=$(cd "$here/.." && pwd)
+. "$here/lib.sh"
+. "$gpubox_root/scripts/lib/testimage.sh"
+image=${GPUBOX_TEST_IMAGE:-gpubox-test:latest}
+set_name=benchproxy$$
+
+work=$(mktemp -d)
+chmod 755 "$work"
+cleanup() {
+    [ -n "${GPUBOXD_URL:-}" ] && curl -fsS -X DELETE -H "Authorization: Bearer $token" \
+        "$GPUBOXD_URL/api/v1/replicaSet/$set_name?purge=true" >/dev/null 2>&1 || true
+    gpuboxd_stop
+    testimage_remove_if_created "$image"
+    rm -rf "$work"
+}
+token=bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+trap cleanup EXIT
+
+testimage_ensure "$image"
+mkdir -p "$work/bin"
+gcc -static -O2 -o "$work/bin/services_echo" "$gpubox_root/tests/e2e/services_echo.c"
+printf 'bench:admin:%s\n' "$token" >"$work/tokens"
+chmod 600 "$work/tokens"
+proxy_port=$(free_port)
+gpuboxd_start "$build" "$work" --simulate-gpus 1xA100-80GB --port-range 61300-61309 \
+    --token-file "$work/tokens" --bind-prefixes "$work/bin" --proxy-listen "127.0.0.1:$proxy_port"
+curl -fsS -X POST -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    "$GPUBOXD_URL/api/v1/replicaSet" -d @- >/dev/null <<JSON
+{"replicaSetName": "$set_name", "imageName": "$image", "gpuCount": 0,
+ "cmd": ["/opt/svc/services_echo", "9000"],
+ "binds": [{"src": "$work/bin", "dest": "/opt/svc", "readOnly": true}],
+ "services": [{"name": "echo", "port": 9000}]}
+JSON
+ip=$("$DOCKER" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$set_name-1")
+proxy="http://127.0.0.1:$proxy_port/s/$set_name/echo"
+for _ in $(seq 1 50); do
+    curl -fsS -o /dev/null -H "Authorization: Bearer $token" "$proxy/" 2>/dev/null && break
+    sleep 0.1
+done
+/usr/bin/python3 "$here/proxy.py" "$proxy" "http://$ip:9000/s/$set_name/echo" "$token" \
+    "${ROUNDS:-5}" "${MB:-256}"

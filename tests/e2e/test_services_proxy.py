@@ -1,0 +1,497 @@
+"""An instance's web services through gpuboxd's authenticated proxy
+(issue 30, items 4 and 5; docs/services.md).
+
+The set runs busybox's httpd (port 8080) and services_echo (port 9000, a
+small static HTTP and WebSocket server built here with gcc -static from
+services_echo.c and bound into the container). gpuboxd listens for the
+proxy on a second port (--proxy-listen); each test reaches the services
+through it and checks who may: the owner and admins (a bearer token, or a
+ticket exchanged for a cookie), a public service or a link for anyone,
+everyone else 404 without learning whether the set exists.
+"""
+import base64
+import hashlib
+import http.client
+import json
+import os
+import secrets
+import shutil
+import socket
+import struct
+import subprocess
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from conftest import Daemon
+from rsutil import IMAGE, RUN_TAG, rs_path, wipe
+from schema import request_schema, response_schema, validate
+from secutil import as_, write_tokens
+
+PREFIX = "e2svc" + RUN_TAG
+PORTS = "64920-64939"
+ADMIN = "adm-" + secrets.token_hex(20)
+VIEWER = "view-" + secrets.token_hex(20)
+HERE = Path(__file__).resolve().parent
+SERVICES = [{"name": "web", "port": 8080}, {"name": "echo", "port": 9000}]
+
+
+def ok(r):
+    assert r.status == 200 and r.code == 200, (r.status, r.json)
+    return r.json["data"]
+
+
+@pytest.fixture(scope="module")
+def echo_dir(tmp_path_factory):
+    """services_echo built static, in a directory the sets bind."""
+    d = tmp_path_factory.mktemp("svcbin")
+    subprocess.run(["gcc", "-static", "-O2", "-o", str(d / "services_echo"),
+                    str(HERE / "services_echo.c")], check=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory, echo_dir):
+    tmp = tmp_path_factory.mktemp("svcproxy")
+    tokens = write_tokens(tmp / "tokens", f"root:admin:{ADMIN}\nwatch:viewer:{VIEWER}\n")
+    d = Daemon(["--listen", "127.0.0.1:0", "--data-dir", str(tmp / "data"), "--simulate-gpus",
+                "2xA100-80GB", "--port-range", PORTS, "--token-file", str(tokens),
+                "--bind-prefixes", str(echo_dir), "--proxy-listen", "127.0.0.1:0"],
+               tmp / "data", tmp / "gpuboxd.log").start()
+    yield d
+    d.token = ADMIN
+    try:
+        wipe(d, PREFIX)
+    finally:
+        d.stop()
+
+
+@pytest.fixture(scope="module")
+def users(daemon):
+    made = {}
+    for who in ("alice", "bob"):
+        name = who + secrets.token_hex(3)
+        made[who] = ok(as_(daemon, ADMIN, "POST", "/api/v1/users",
+                           {"name": name, "role": "user"}))["token"]
+    return made
+
+
+def start_cmd(name):
+    www = f"/www/s/{name}/web"
+    return ["sh", "-c", f"mkdir -p {www} && echo hello-from-httpd > {www}/index.html && "
+            "httpd -p 8080 -h /www && exec /opt/svc/services_echo 9000"]
+
+
+@pytest.fixture(scope="module")
+def svcset(daemon, users, echo_dir):
+    """alice's set with both services, running, and the proxy's address."""
+    name = f"{PREFIX}a"
+    data = ok(as_(daemon, users["alice"], "POST", "/api/v1/replicaSet",
+                  {"imageName": IMAGE, "replicaSetName": name, "gpuCount": 0,
+                   "cmd": start_cmd(name), "services": SERVICES,
+                   "binds": [{"src": str(echo_dir), "dest": "/opt/svc"}]}))
+    info = ok(as_(daemon, users["alice"], "GET", rs_path(name)))["info"]
+    url = {s["name"]: s["url"] for s in info["services"]}
+    parsed = urllib.parse.urlsplit(url["web"])
+    host, port = parsed.hostname, parsed.port
+    wait_up(host, port, f"/s/{name}/echo/", users["alice"])
+    return {"name": name, "host": host, "port": port, "urls": url, "created": data}
+
+
+def wait_up(host, port, path, token, timeout=20):
+    deadline = time.monotonic() + timeout
+    while True:
+        r = get(host, port, path, token=token)
+        if r.status == 200:
+            return
+        assert time.monotonic() < deadline, (r.status, r.body)
+        time.sleep(0.2)
+
+
+class Raw:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+
+def get(host, port, path, token=None, headers=None, method="GET", body=None):
+    h = dict(headers or {})
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        return Raw(r.status, r.headers, r.read())
+    finally:
+        conn.close()
+
+
+def raw_exchange(host, port, data):
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(data)
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+
+
+# --- the set's answers carry the services, bad input changes nothing -------------------
+
+
+def test_services_are_in_the_answers_with_their_urls(daemon, users, svcset):
+    name = svcset["name"]
+    info = ok(as_(daemon, users["alice"], "GET", rs_path(name)))["info"]
+    got = {s["name"]: s for s in info["services"]}
+    assert set(got) == {"web", "echo"}
+    assert got["web"]["port"] == 8080 and got["web"]["public"] is False
+    assert got["web"]["url"].endswith(f"/s/{name}/web/"), got["web"]
+    listed = [s for s in ok(as_(daemon, users["alice"], "GET", "/api/v1/replicaSet"))["replicaSets"]
+              if s["name"] == name][0]
+    assert [s["name"] for s in listed["services"]] == ["web", "echo"]
+    # the proxy's origin is not the API's
+    assert int(svcset["port"]) != daemon.port
+
+
+@pytest.mark.parametrize("services,status,words", [
+    ([{"name": "web", "port": 0}], 400, "1 to 65535"),
+    ([{"name": "web", "port": 70000}], 400, "1 to 65535"),
+    ([{"name": "a", "port": 1}, {"name": "a", "port": 2}], 400, "twice"),
+    ([{"name": "my-lab", "port": 1}], 400, "lower-case"),
+    ([{"name": "Lab", "port": 1}], 400, "lower-case"),
+    ([{"name": f"s{i}", "port": 1000 + i} for i in range(17)], 400, "at most 16"),
+    ([{"name": "web", "port": 80, "color": "red"}], 400, "unknown field"),
+    ([{"name": "web", "port": "80"}], 400, "1 to 65535"),
+    ({"name": "web"}, 400, "must be a list"),
+    ([{"name": "web", "port": 80, "public": True}], 403, "only an admin"),
+])
+def test_bad_services_are_refused_and_change_nothing(daemon, users, svcset, services, status,
+                                                     words):
+    name = svcset["name"]
+    before = ok(as_(daemon, users["alice"], "GET", rs_path(name)))["info"]
+    r = as_(daemon, users["alice"], "PATCH", rs_path(name), {"services": services})
+    assert r.status == status, (r.status, r.json)
+    assert words in r.msg, r.msg
+    after = ok(as_(daemon, users["alice"], "GET", rs_path(name)))["info"]
+    assert after["services"] == before["services"] and after["version"] == before["version"]
+    # the same body on a create makes nothing
+    r = as_(daemon, users["alice"], "POST", "/api/v1/replicaSet",
+            {"imageName": IMAGE, "replicaSetName": f"{PREFIX}bad", "gpuCount": 0,
+             "cmd": ["sleep", "3600"], "services": services})
+    assert r.status == status, (r.status, r.json)
+    assert as_(daemon, ADMIN, "GET", rs_path(f"{PREFIX}bad")).status == 404
+
+
+def test_answers_and_bodies_conform_to_the_openapi_document(daemon, users, svcset):
+    daemon.token = ADMIN
+    doc = daemon.get("/openapi.json").json
+    daemon.token = None
+    name = svcset["name"]
+
+    def check(pattern, method, r, body=None):
+        errors = validate(r.json, response_schema(doc, pattern, method, r.status), doc)
+        assert not errors, f"{method} {pattern} -> {r.json}:\n" + "\n".join(errors)
+        if body is not None:
+            errors = validate(body, request_schema(doc, pattern, method), doc)
+            assert not errors, f"{method} {pattern} body {body}:\n" + "\n".join(errors)
+
+    alice = users["alice"]
+    check("/api/v1/replicaSet/{name}", "get", as_(daemon, alice, "GET", rs_path(name)))
+    check("/api/v1/replicaSet", "get", as_(daemon, alice, "GET", "/api/v1/replicaSet"))
+    body = {"services": [{"name": "web", "port": 8080, "link": True}, SERVICES[1]]}
+    check("/api/v1/replicaSet/{name}", "patch", as_(daemon, alice, "PATCH", rs_path(name), body),
+          body)
+    check("/api/v1/replicaSet/{name}", "get", as_(daemon, alice, "GET", rs_path(name)))
+    body = {"services": SERVICES}
+    check("/api/v1/replicaSet/{name}", "patch", as_(daemon, alice, "PATCH", rs_path(name), body),
+          body)
+    check("/api/v1/replicaSet/{name}/services/{service}/ticket", "post",
+          as_(daemon, alice, "POST", rs_path(name, "/services/web/ticket")))
+    check("/api/v1/replicaSet/{name}/services/{service}/ticket", "post",
+          as_(daemon, users["bob"], "POST", rs_path(name, "/services/web/ticket")))
+    create = {"imageName": IMAGE, "replicaSetName": f"{PREFIX}c", "gpuCount": 0,
+              "services": [{"name": "lab", "port": 8888}]}
+    errors = validate(create, request_schema(doc, "/api/v1/replicaSet", "post"), doc)
+    assert not errors, errors
+
+
+# --- through the proxy: paths, query strings, who may ---------------------------------
+
+
+def test_the_owner_reaches_httpd_and_the_path_and_query_pass_intact(users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    r = get(h, p, f"/s/{name}/web/index.html?a=1&b=two", token=users["alice"])
+    assert r.status == 200 and r.body == b"hello-from-httpd\n", (r.status, r.body)
+    path = f"/s/{name}/echo/deep/er/path%20x?q=1&r=%2F&empty="
+    r = get(h, p, path, token=users["alice"], headers={"Cookie": "theirs=1; other=2"})
+    assert r.status == 200, r.body
+    text = r.body.decode()
+    assert text.startswith(f"GET {path} HTTP/1.1\r\n"), text
+    # the gpubox token never reaches the instance; its own cookies do
+    assert users["alice"] not in text and "Authorization" not in text, text
+    assert "Cookie: theirs=1; other=2" in text, text
+    assert "Connection: close" in text and f"X-Forwarded-Prefix: /s/{name}/echo" in text, text
+    # the prefix alone is redirected to the prefix with its '/'
+    r = get(h, p, f"/s/{name}/web?x=1", token=users["alice"])
+    assert r.status == 308 and r.headers["Location"] == f"/s/{name}/web/?x=1"
+
+
+def test_admins_may_and_everyone_else_gets_the_same_404(daemon, users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    path = f"/s/{name}/web/index.html"
+    assert get(h, p, path, token=ADMIN).status == 200
+    refused = [get(h, p, path, token=users["bob"]), get(h, p, path),
+               get(h, p, path, token=VIEWER), get(h, p, path, token="nope-" + "x" * 30),
+               get(h, p, f"/s/{name}/nosuch/", token=users["alice"]),
+               get(h, p, f"/s/{PREFIX}nosuchset/web/", token=users["bob"]),
+               get(h, p, "/", token=users["alice"])]
+    assert {r.status for r in refused} == {404}
+    assert len({r.body for r in refused}) == 1
+    # a ticket is the owner's or an admin's alone
+    r = as_(daemon, users["bob"], "POST", rs_path(name, "/services/web/ticket"))
+    assert r.status == 404 and r.code == 1100, r.json
+    r = as_(daemon, users["alice"], "POST", rs_path(name, "/services/nosuch/ticket"))
+    assert r.status == 404, r.json
+
+
+def test_a_ticket_becomes_a_cookie_for_that_service_only(daemon, users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    t = ok(as_(daemon, users["alice"], "POST", rs_path(name, "/services/echo/ticket")))
+    assert t["expiresIn"] == 30 and t["url"].startswith(svcset["urls"]["echo"])
+    parts = urllib.parse.urlsplit(t["url"])
+    first = get(h, p, f"{parts.path}?{parts.query}")
+    assert first.status == 303, first.body
+    cookie = first.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" not in cookie, cookie
+    assert f"Path=/s/{name}/echo/" in cookie, cookie
+    assert first.headers["Location"] == f"/s/{name}/echo/", first.headers["Location"]
+    pair = cookie.split(";", 1)[0]
+    r = get(h, p, f"/s/{name}/echo/after?z=9", headers={"Cookie": f"mine=1; {pair}"})
+    assert r.status == 200, r.body
+    text = r.body.decode()
+    assert "gpubox_service" not in text and "Cookie: mine=1" in text, text
+    # spent: a second use is refused; the cookie is good for this service only
+    assert get(h, p, f"{parts.path}?{parts.query}").status == 404
+    assert get(h, p, f"/s/{name}/web/index.html", headers={"Cookie": pair}).status == 404
+    # a forged cookie is nothing
+    forged = pair[:-4] + ("0000" if not pair.endswith("0000") else "1111")
+    assert get(h, p, f"/s/{name}/echo/", headers={"Cookie": forged}).status == 404
+
+
+def ws_frame(opcode, payload):
+    mask = os.urandom(4)
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + struct.pack(">H", n)
+    else:
+        head += bytes([0x80 | 127]) + struct.pack(">Q", n)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def recv_exact(s, n):
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        assert chunk, "connection closed"
+        out += chunk
+    return out
+
+
+def ws_read(s):
+    b0, b1 = recv_exact(s, 2)
+    n = b1 & 127
+    if n == 126:
+        n = struct.unpack(">H", recv_exact(s, 2))[0]
+    elif n == 127:
+        n = struct.unpack(">Q", recv_exact(s, 8))[0]
+    return b0 & 15, recv_exact(s, n)
+
+
+def test_a_websocket_echo_passes_both_ways(users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    key = base64.b64encode(os.urandom(16)).decode()
+    with socket.create_connection((h, p), timeout=20) as s:
+        s.sendall((f"GET /s/{name}/echo/ws?room=1 HTTP/1.1\r\nHost: {h}:{p}\r\n"
+                   f"Upgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n"
+                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                   f"Authorization: Bearer {users['alice']}\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += recv_exact(s, 1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        accept = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        assert f"Sec-WebSocket-Accept: {accept}".encode() in head, head
+        s.sendall(ws_frame(1, b"hello kernel"))
+        assert ws_read(s) == (1, b"hello kernel")
+        big = os.urandom(300_000)
+        s.sendall(ws_frame(2, big))
+        assert ws_read(s) == (2, big)
+        for i in range(20):
+            s.sendall(ws_frame(1, f"msg {i}".encode()))
+        for i in range(20):
+            assert ws_read(s) == (1, f"msg {i}".encode())
+        s.sendall(ws_frame(8, b"\x03\xe8"))
+        assert ws_read(s)[0] == 8
+
+
+def test_a_large_response_streams_intact_and_a_large_body_goes_up(users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    conn = http.client.HTTPConnection(h, p, timeout=60)
+    conn.request("GET", f"/s/{name}/echo/big?mb=64",
+                 headers={"Authorization": f"Bearer {users['alice']}"})
+    r = conn.getresponse()
+    assert r.status == 200
+    digest, total = hashlib.sha256(), 0
+    while True:
+        chunk = r.read(1 << 20)
+        if not chunk:
+            break
+        digest.update(chunk)
+        total += len(chunk)
+    conn.close()
+    block = bytes(range(256)) * 256
+    want = hashlib.sha256()
+    for _ in range(64 * 16):
+        want.update(block)
+    assert total == 64 << 20 and digest.hexdigest() == want.hexdigest()
+    body = os.urandom(8 << 20)
+    r = get(h, p, f"/s/{name}/echo/upload", token=users["alice"], method="POST", body=body)
+    assert r.status == 200 and r.body.endswith(b"body-bytes=%d\n" % len(body)), r.body[-200:]
+
+
+def test_malformed_or_oversized_heads_are_refused(svcset):
+    h, p = svcset["host"], svcset["port"]
+    assert raw_exchange(h, p, b"GARBAGE\r\n\r\n").startswith(b"HTTP/1.1 400")
+    assert raw_exchange(h, p, b"GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n").startswith(
+        b"HTTP/1.1 400")
+    assert raw_exchange(h, p, b"GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n").startswith(
+        b"HTTP/1.1 400")
+    big = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n"
+    assert raw_exchange(h, p, big).startswith(b"HTTP/1.1 431")
+    name = svcset["name"]
+    both = (f"POST /s/{name}/echo/ HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+            f"Authorization: Bearer {ADMIN}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\nabc").encode()
+    assert raw_exchange(h, p, both).startswith(b"HTTP/1.1 400")
+
+
+def test_a_second_request_on_the_connection_never_reaches_the_container(users, svcset):
+    """A second request pipelined behind the first (here for another path)
+    is not passed on: every request is authorised for its own path."""
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    two = (f"GET /s/{name}/echo/one HTTP/1.1\r\nHost: x\r\n"
+           f"Authorization: Bearer {users['alice']}\r\n\r\n"
+           f"GET /s/{name}/echo/two HTTP/1.1\r\nHost: x\r\n\r\n").encode()
+    out = raw_exchange(h, p, two)
+    assert b"GET /s/%s/echo/one" % name.encode() in out
+    assert b"/echo/two" not in out and out.count(b"HTTP/1.1 200") == 1, out
+
+
+def test_services_change_in_place_and_public_or_link_open_them(daemon, users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    before = ok(as_(daemon, users["alice"], "GET", rs_path(name)))["info"]
+    path = f"/s/{name}/web/index.html"
+    # a link: whoever holds it may use the service
+    r = ok(as_(daemon, users["alice"], "PATCH", rs_path(name),
+               {"services": [{"name": "web", "port": 8080, "link": True}, SERVICES[1]]}))
+    after = ok(as_(daemon, users["alice"], "GET", rs_path(name)))["info"]
+    assert after["version"] == before["version"], "a change of services alone is in place"
+    assert after["containerId"] == before["containerId"]
+    web = [s for s in after["services"] if s["name"] == "web"][0]
+    assert web["link"] is True and "gpubox-link=" in web["linkUrl"]
+    seen = ok(as_(daemon, VIEWER, "GET", rs_path(name)))["info"]["services"]
+    assert all("linkUrl" not in s for s in seen), seen  # a viewer reads, but gets no link
+    link = urllib.parse.urlsplit(web["linkUrl"])
+    first = get(h, p, f"{link.path}?{link.query}")
+    assert first.status == 303, first.body
+    pair = first.headers["Set-Cookie"].split(";", 1)[0]
+    assert get(h, p, path, headers={"Cookie": pair}).status == 200
+    assert get(h, p, path).status == 404
+    # the link goes: its cookie stops working
+    ok(as_(daemon, users["alice"], "PATCH", rs_path(name), {"services": SERVICES}))
+    assert get(h, p, path, headers={"Cookie": pair}).status == 404
+    assert get(h, p, f"{link.path}?{link.query}").status == 404
+    # public: only an admin may; then anyone reaches it; the owner may keep it so
+    pub = [{"name": "web", "port": 8080, "public": True}, SERVICES[1]]
+    r = as_(daemon, users["alice"], "PATCH", rs_path(name), {"services": pub})
+    assert r.status == 403 and r.code == 1109, r.json
+    ok(as_(daemon, ADMIN, "PATCH", rs_path(name), {"services": pub}))
+    assert get(h, p, path).status == 200
+    assert get(h, p, f"/s/{name}/echo/").status == 404
+    ok(as_(daemon, users["alice"], "PATCH", rs_path(name), {"services": pub}))
+    ok(as_(daemon, users["alice"], "PATCH", rs_path(name), {"services": SERVICES}))
+    assert get(h, p, path).status == 404
+    final = ok(as_(daemon, users["alice"], "GET", rs_path(name)))["info"]
+    assert final["version"] == before["version"]
+
+
+def test_a_stopped_set_answers_503_to_its_owner_only(daemon, users, svcset, echo_dir):
+    name = f"{PREFIX}st"
+    ok(as_(daemon, users["alice"], "POST", "/api/v1/replicaSet",
+           {"imageName": IMAGE, "replicaSetName": name, "gpuCount": 0,
+            "cmd": ["sleep", "3600"], "services": [{"name": "web", "port": 8080}]}))
+    ok(as_(daemon, users["alice"], "PATCH", rs_path(name, "/stop")))
+    h, p = svcset["host"], svcset["port"]
+    assert get(h, p, f"/s/{name}/web/", token=users["alice"]).status == 503
+    assert get(h, p, f"/s/{name}/web/", token=users["bob"]).status == 404
+    # a stopped set's services may change too, in place
+    ok(as_(daemon, users["alice"], "PATCH", rs_path(name),
+           {"services": [{"name": "lab", "port": 8888}]}))
+    info = ok(as_(daemon, users["alice"], "GET", rs_path(name)))["info"]
+    assert [s["name"] for s in info["services"]] == ["lab"] and info["state"] == "stopped"
+    ok(as_(daemon, users["alice"], "DELETE", rs_path(name) + "?purge=true"))
+
+
+def test_without_the_proxy_urls_are_null_and_tickets_refused(start_daemon):
+    d = start_daemon("--simulate-gpus", "1xA100-80GB", "--port-range", "64940-64949")
+    name = f"{PREFIX}np"
+    try:
+        ok(d.request("POST", "/api/v1/replicaSet",
+                     json.dumps({"imageName": IMAGE, "replicaSetName": name, "gpuCount": 0,
+                                 "cmd": ["sleep", "3600"],
+                                 "services": [{"name": "web", "port": 80}]}).encode(),
+                     {"Content-Type": "application/json"}))
+        info = ok(d.get(rs_path(name)))["info"]
+        assert info["services"][0]["url"] is None
+        r = d.request("POST", rs_path(name, "/services/web/ticket"))
+        assert r.status == 409 and r.code == 1165 and "--proxy-listen" in r.msg, r.json
+    finally:
+        wipe(d, PREFIX + "np")
+
+
+def test_host_names_per_service_with_proxy_domain(start_daemon):
+    """--proxy-domain: SERVICE--SET.DOMAIN reaches the service, whose base
+    path is then "/"; the path URL keeps working beside it."""
+    d = start_daemon("--simulate-gpus", "1xA100-80GB", "--port-range", "64950-64959",
+                     "--proxy-listen", "127.0.0.1:0", "--proxy-domain", "Apps.Example.test")
+    name = f"{PREFIX}dom"
+    try:
+        ok(d.request("POST", "/api/v1/replicaSet",
+                     json.dumps({"imageName": IMAGE, "replicaSetName": name, "gpuCount": 0,
+                                 "cmd": ["sh", "-c", "mkdir -p /www && echo by-host > "
+                                         "/www/index.html && exec httpd -f -p 8080 -h /www"],
+                                 "services": [{"name": "web", "port": 8080}]}).encode(),
+                     {"Content-Type": "application/json"}))
+        url = ok(d.get(rs_path(name)))["info"]["services"][0]["url"]
+        parts = urllib.parse.urlsplit(url)
+        assert parts.hostname == f"web--{name}.apps.example.test" and parts.path == "/", url
+        host = f"WEB--{name.upper()}.apps.example.test:{parts.port}"
+        deadline = time.monotonic() + 20
+        while True:
+            r = get("127.0.0.1", parts.port, "/index.html?x=1", headers={"Host": host})
+            if r.status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert r.status == 200 and r.body == b"by-host\n", (r.status, r.body)
+        # another domain is not a service's host name
+        r = get("127.0.0.1", parts.port, "/index.html", headers={"Host": f"web--{name}.evil.test"})
+        assert r.status == 404
+    finally:
+        wipe(d, PREFIX + "dom")
