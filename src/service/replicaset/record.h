@@ -147,6 +147,10 @@ typedef struct replicaset_record {
     char stop_detail[192];
     json_t *gpus_aside;   /* the GPU fields set aside by a start without cards; NULL: none */
     json_t *pending_spec; /* stopped: the next version's spec (replicaset_spec JSON); NULL: none */
+    /* Fields of the stored record this gpuboxd does not know (a newer
+     * one wrote them): kept as they are and written back, so a record
+     * carried whole (a move to another node) loses nothing. NULL: none. */
+    json_t *unknown;
     /* Not stored: what a save's quota check counts instead of what the
      * record holds (a version change holds the old and the new cards at
      * once for a moment; its quota is what the new version keeps). */

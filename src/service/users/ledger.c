@@ -119,8 +119,12 @@ int users_ledger_usage_of(app *a, const char *owner, users_ledger_usage *u, gb_e
 }
 
 /* Does the entry e say what h says? */
+static bool entry_foreign(const app *a, const json_t *e);
+
 static bool entry_same(const app *a, const json_t *e, const users_ledger_hold *h)
 {
+    if (!h->exists && entry_foreign(a, e))
+        return true; /* another node's now (a set that moved): not this node's to remove */
     if (!e || !h->exists)
         return !e && !h->exists;
     const char *node = json_string_value(json_object_get(e, "node"));
@@ -130,6 +134,13 @@ static bool entry_same(const app *a, const json_t *e, const users_ledger_hold *h
         return field(e, "bytes") == h->volume_bytes;
     return field(e, "cards") == h->cards && field(e, "shareMiB") == h->share_mib &&
            field(e, "cores") == h->cores;
+}
+
+/* An entry another node wrote: the name moved there (replicaset/move.c). */
+static bool entry_foreign(const app *a, const json_t *e)
+{
+    const char *node = e ? json_string_value(json_object_get(e, "node")) : NULL;
+    return node && node[0] && node_of(a)[0] && strcmp(node, node_of(a)) != 0;
 }
 
 /* One quota dimension: refuse when it grows past the limit. */

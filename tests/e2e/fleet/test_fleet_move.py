@@ -1,0 +1,218 @@
+"""Moving a replica set to another node (docs/fleet.md, "Moving a replica
+set"): POST /api/v1/replicaSet/{name}/move, with its system disk (files,
+deletions of image files, symlinks, modes) and the data of the volumes it
+binds; refused before anything is copied when the target has no room; and
+crash-safe: a kill -9 of either side at a step leaves the set on exactly one
+node, whole, with nothing left over on the other.
+
+Node a has 4 A100-80GB, node b 2 T4-16GB, node c 8 A10-24GB (fleetutil).
+"""
+import time
+
+import pytest
+
+from rsutil import call, create, delete, execute_ok, history, info, lifecycle, rs_path, wait_until
+
+PREFIX = "/fleetmove"
+
+# What a set writes on its system disk and its volume, and what must read
+# back the same on the other node.
+WRITE = ("echo hello > /root/f && mkdir -p /opt/d && echo x > /opt/d/g && ln -s f /root/link"
+         " && touch /root/suid && chmod 4755 /root/suid && rm /bin/vi"
+         " && echo vol > /data/v && mkdir /data/sub && echo deep > /data/sub/w"
+         " && dd if=/dev/urandom of=/data/big bs=1k count=300 2>/dev/null"
+         " && md5sum /data/big | cut -c1-32 > /root/big.md5")
+READ = ("cat /root/f /opt/d/g; readlink /root/link; stat -c %a /root/suid;"
+        " test -e /bin/vi && echo vi || echo novi; cat /data/v /data/sub/w;"
+        " md5sum /data/big | cut -c1-32; cat /root/big.md5")
+
+
+@pytest.fixture(scope="module")
+def nodes(start_node_module, fleet, etcd_cluster):
+    ds = {n.label: start_node_module(n, store=etcd_cluster.url(PREFIX), fleet_flags=True)
+          for n in fleet.nodes}
+    wait_until(lambda: all(len(d.get("/api/v1/nodes").data["nodes"]) == 3 for d in ds.values()),
+               timeout=30)
+    return ds
+
+
+def where(fleet, name):
+    """The labels of the nodes whose dockerd holds a container of set name."""
+    return sorted(n.label for n in fleet.nodes if n.containers(name))
+
+
+def volumes_on(fleet, name):
+    """The labels of the nodes whose dockerd has gpubox volume name."""
+    out = []
+    for n in fleet.nodes:
+        r = n.docker("GET", "/volumes")
+        if any(v["Name"] == f"gpubox_{name}" for v in (r.json.get("Volumes") or [])):
+            out.append(n.label)
+    return out
+
+
+def node_of(d, name):
+    sets = {s["name"]: s for s in d.get("/api/v1/replicaSet").data["replicaSets"]}
+    return sets[name]["node"] if name in sets else None
+
+
+def move(d, name, **body):
+    return call(d, "POST", rs_path(name, "/move"), body)
+
+
+@pytest.fixture
+def made(nodes, fleet):
+    """Names (sets, then volumes after a ':') a test made: purged after it."""
+    names = []
+    yield names
+    for name in names:
+        if name.startswith("vol:"):
+            call(nodes["a"], "DELETE", "/api/v1/volumes/" + name[4:])
+        else:
+            delete(nodes["a"], name, purge=True)
+
+
+def make_set_with_volume(nodes, made, name, vol, node="a"):
+    made += [name, "vol:" + vol]
+    r = call(nodes["b"], "POST", "/api/v1/volumes", {"name": vol, "size": "30MB", "node": node})
+    assert r.status == 200, r.json
+    r = create(nodes["c"], name, 1, node=node, binds=[{"src": vol, "dest": "/data"}],
+               env=["MOVED_ENV=1"])
+    assert r.status == 200, r.json
+    execute_ok(nodes["a"], name, ["sh", "-c", WRITE])
+
+
+def read_back(d, name):
+    out = execute_ok(d, name, ["sh", "-c", READ])["stdout"].split()
+    assert out[:7] == ["hello", "x", "f", "4755", "novi", "vol", "deep"], out
+    assert out[7] == out[8], out  # the volume's 300 KB of random data came whole
+
+
+def test_clients_cannot_call_the_nodes_routes(nodes):
+    for method, path in [("POST", "/api/v1/internal/moves"),
+                         ("GET", "/api/v1/internal/moves/x/data"),
+                         ("POST", "/api/v1/internal/moves/x/commit")]:
+        r = call(nodes["a"], method, path, {} if method == "POST" else None)
+        assert (r.status, r.code) == (403, 1109), (path, r.json)
+
+
+def test_a_stopped_set_moves_with_its_system_disk_and_volume(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mv1", "mvv1")
+    before = info(nodes["a"], "mv1").data["info"]
+    assert lifecycle(nodes["b"], "mv1", "stop").status == 200
+    r = move(nodes["c"], "mv1", node="b")  # asked of a third node: forwarded to a
+    assert r.status == 200, r.json
+    assert r.data["from"] == "a" and r.data["to"] == "b" and r.data["state"] == "stopped"
+    assert r.data["bytes"] > 300 * 1024 and r.data["operationId"]
+    assert where(fleet, "mv1") == ["b"] and volumes_on(fleet, "mvv1") == ["b"]
+    assert node_of(nodes["a"], "mv1") == "b"
+    vols = {v["name"]: v for v in nodes["c"].get("/api/v1/volumes").data["volumes"]}
+    assert vols["mvv1"]["node"] == "b"
+    i = info(nodes["a"], "mv1").data["info"]
+    assert i["state"] == "stopped" and i["version"] == before["version"] + 1
+    assert i["spec"]["env"] == before["spec"]["env"]
+    h = history(nodes["a"], "mv1").data["history"]
+    assert [e["version"] for e in h] == [2, 1] and h[0]["reason"] == "move from a"
+    # it starts there, with everything it had
+    r = lifecycle(nodes["a"], "mv1", "restart")
+    assert r.status == 200, r.json
+    assert "T4" in str(nodes["b"].get("/api/v1/resources/gpus").data)
+    read_back(nodes["a"], "mv1")
+
+
+def test_a_running_set_runs_on_the_node_placement_picks(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mv2", "mvv2")
+    r = move(nodes["a"], "mv2")
+    assert r.status == 200, r.json
+    to = r.data["to"]
+    assert to in ("b", "c") and r.data["state"] == "running"
+    assert where(fleet, "mv2") == [to] and volumes_on(fleet, "mvv2") == [to]
+    assert r.data["ports"] == [] and len(r.data["gpus"]) == 1
+    i = info(nodes["b"], "mv2").data["info"]
+    assert i["status"] == "running"
+    read_back(nodes["b"], "mv2")
+
+
+def test_a_paused_set_stays_paused(nodes, fleet, made):
+    made.append("mv3")
+    r = create(nodes["a"], "mv3", 1, node="a", ports=[{"containerPort": 80}])
+    assert r.status == 200, r.json
+    execute_ok(nodes["a"], "mv3", ["sh", "-c", "echo p > /root/p"])
+    assert lifecycle(nodes["a"], "mv3", "pause").status == 200
+    r = move(nodes["a"], "mv3", node="c")
+    assert r.status == 200, r.json
+    assert r.data["state"] == "paused" and len(r.data["ports"]) == 1
+    assert where(fleet, "mv3") == ["c"]
+    assert lifecycle(nodes["a"], "mv3", "continue").status == 200
+    out = execute_ok(nodes["a"], "mv3", ["cat", "/root/p"])["stdout"]
+    assert out.strip() == "p"
+
+
+def test_no_room_is_refused_before_anything_is_copied(nodes, fleet, made):
+    made.append("mv4")
+    r = create(nodes["a"], "mv4", 3, node="a")
+    assert r.status == 200, r.json
+    r = move(nodes["a"], "mv4", node="b")  # b has 2 cards
+    assert (r.status, r.code) == (409, 1013), r.json
+    assert where(fleet, "mv4") == ["a"]
+    assert info(nodes["a"], "mv4").data["info"]["status"] == "running"
+    r = move(nodes["a"], "mv4", node="a")
+    assert r.status == 400, r.json
+
+
+def test_a_volume_bound_by_another_set_is_refused(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mv5", "mvv5")
+    made.insert(0, "mv5b")
+    r = create(nodes["a"], "mv5b", 0, node="a", binds=[{"src": "mvv5", "dest": "/data"}])
+    assert r.status == 200, r.json
+    r = move(nodes["a"], "mv5", node="c")
+    assert (r.status, r.code) == (409, 1107), r.json
+    assert "mv5b" in r.msg
+    assert where(fleet, "mv5") == ["a"] and volumes_on(fleet, "mvv5") == ["a"]
+
+
+def crash_move(nodes, fleet, side, fault, name, to):
+    """Run a move with GPUBOX_FAULT=fault on node `side`, which exits there;
+    restart it without the fault."""
+    d = nodes[side]
+    d.stop()
+    d.env["GPUBOX_FAULT"] = fault
+    d.restart()
+    try:
+        move(nodes["a"] if side != "a" else nodes["c"], name, node=to)
+    finally:
+        deadline = time.monotonic() + 60
+        while d.proc.poll() is None:
+            assert time.monotonic() < deadline, f"{d} did not stop at {fault}"
+            time.sleep(0.2)
+        d.proc.stdout.close()
+        d.log_file.close()
+        del d.env["GPUBOX_FAULT"]
+        d.restart()
+
+
+@pytest.mark.parametrize("fault,lands", [("move:copied", "a"), ("move:switched", "b"),
+                                         ("move:committed", "b")])
+def test_the_source_killed_at_a_step(nodes, fleet, made, fault, lands):
+    name = "mvk" + fault.split(":")[1][:3]
+    make_set_with_volume(nodes, made, name, name + "v")
+    assert lifecycle(nodes["a"], name, "stop").status == 200
+    crash_move(nodes, fleet, "a", fault, name, "b")
+    wait_until(lambda: where(fleet, name) == [lands] and volumes_on(fleet, name + "v") == [lands],
+               timeout=60)
+    wait_until(lambda: node_of(nodes["c"], name) == lands, timeout=30)
+    assert lifecycle(nodes["c"], name, "restart").status == 200
+    read_back(nodes["c"], name)
+
+
+@pytest.mark.parametrize("fault,lands", [("move-in:prepared", "a"), ("move-in:copied", "a"),
+                                         ("move-in:committed", "b")])
+def test_the_target_killed_at_a_step(nodes, fleet, made, fault, lands):
+    name = "mvt" + fault.split(":")[1][:3]
+    make_set_with_volume(nodes, made, name, name + "v")
+    crash_move(nodes, fleet, "b", fault, name, "b")
+    wait_until(lambda: where(fleet, name) == [lands] and volumes_on(fleet, name + "v") == [lands],
+               timeout=60)
+    wait_until(lambda: node_of(nodes["c"], name) == lands, timeout=30)
+    wait_until(lambda: info(nodes["c"], name).data["info"]["status"] == "running", timeout=30)
+    read_back(nodes["c"], name)
