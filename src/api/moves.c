@@ -32,17 +32,19 @@ static int answer(int rc, json_t *data, http_response *resp, gb_err *err)
 
 int api_replicaset_move(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"node", NULL};
+    static const char *const fields[] = {"node", "wait", NULL};
     const char *name = NULL;
     json_t *body = NULL;
     const char *node = NULL;
+    bool wait = true;
     if (api_path_name(req, &name, err) < 0 || api_body(req, fields, false, &body, err) < 0 ||
-        (body && json_field_string(body, NULL, "node", &node, false, err) < 0))
+        (body && json_field_string(body, NULL, "node", &node, false, err) < 0) ||
+        (body && json_field_bool(body, NULL, "wait", &wait, false, err) < 0))
         return -1;
     if (node && !node[0])
         node = NULL;
-    replicaset_move_request rq = {.node = node,
-                                  .authorization = http_request_header(req, "Authorization")};
+    replicaset_move_request rq = {
+        .node = node, .authorization = http_request_header(req, "Authorization"), .wait = wait};
     json_t *data = NULL;
     int rc = replicaset_move(req->ctx, name, &rq, &data, err);
     return answer(rc, data, resp, err);
@@ -112,13 +114,17 @@ static void data_run(http_stream *s, void *ctx)
 {
     move_data *d = ctx;
     char *buf = xmalloc(256 * 1024);
+    uint64_t sent = 0;
     for (;;) {
         ssize_t n = read(d->read_fd, buf, 256 * 1024);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0 || http_stream_write(s, buf, (size_t)n) < 0)
             break;
+        sent += (uint64_t)n;
+        replicaset_move_progress(d->id, sent, false);
     }
+    replicaset_move_progress(d->id, sent, true);
     free(buf);
     close(d->read_fd); /* an export still writing stops with EPIPE */
     d->read_fd = -1;

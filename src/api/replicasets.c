@@ -309,12 +309,14 @@ int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err)
 /* An optional body {"gpuCount": 0}: start without the set's cards. */
 int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"gpuCount", NULL};
+    static const char *const fields[] = {"gpuCount", "move", NULL};
     const char *name = NULL;
     json_t *body = NULL;
     long long count = 0;
+    bool move = false;
     if (api_path_name(req, &name, err) < 0 || api_body(req, fields, false, &body, err) < 0 ||
-        (body && json_field_int(body, NULL, "gpuCount", &count, false, err) < 0))
+        (body && json_field_int(body, NULL, "gpuCount", &count, false, err) < 0) ||
+        (body && json_field_bool(body, NULL, "move", &move, false, err) < 0))
         return -1;
     bool no_gpu = body && json_object_get(body, "gpuCount");
     if (count != 0)
@@ -323,7 +325,10 @@ int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
                        "the set's cards); %lld cards is a change of the set: scale it instead",
                        count);
     json_t *data = NULL;
-    int rc = replicaset_restart(req->ctx, name, no_gpu, &data, err);
+    int rc = move
+                 ? replicaset_restart_or_move(req->ctx, name, no_gpu,
+                                              http_request_header(req, "Authorization"), &data, err)
+                 : replicaset_restart(req->ctx, name, no_gpu, &data, err);
     return answer(rc, data, resp, err);
 }
 

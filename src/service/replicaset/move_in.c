@@ -121,6 +121,18 @@ void move_progress_set(const char *id, uint64_t bytes, double seconds, int done)
     pthread_mutex_unlock(&live_lock);
 }
 
+void replicaset_move_progress(const char *id, uint64_t bytes, bool done)
+{
+    move_live *m = live_get(id, true);
+    pthread_mutex_lock(&live_lock);
+    m->bytes = bytes;
+    if (done) {
+        m->done = true;
+        m->seconds = time_since_s(m->start_ns);
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
 /* ---- the record the set will have here -------------------------------------------------- */
 
 /* r as it arrived, made this node's: a new version, holding nothing yet. */

@@ -148,6 +148,7 @@ void replicaset_moves_start(app *a)
 void replicaset_moves_stop(app *a)
 {
     (void)a;
+    replicaset_moves_wait();
     if (!settle_started)
         return;
     pthread_mutex_lock(&settle_lock);

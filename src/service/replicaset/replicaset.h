@@ -114,6 +114,8 @@ int replicaset_restart(app *a, const char *name, bool no_gpu, json_t **out, gb_e
 typedef struct replicaset_move_request {
     const char *node;          /* the node it goes to; NULL: placement picks one */
     const char *authorization; /* the caller's Authorization, for the other node */
+    bool wait;                 /* answer when it is over; false: once the target took the
+                                  room (refusals still come first), the rest running on */
 } replicaset_move_request;
 
 /* POST /replicaSet/{name}/move on the node that holds it: a new version on
@@ -127,6 +129,15 @@ int replicaset_move(app *a, const char *name, const replicaset_move_request *rq,
                     gb_err *err);
 /* GET .../moves/{id}/data on the source: the set's stream into fd. */
 int replicaset_move_export(app *a, const char *id, int fd, _Atomic uint64_t *bytes, gb_err *err);
+/* PATCH .../restart {"move": true}: replicaset_restart, and when this
+ * node lacks the room (1013, 1014, 1118) in a fleet, a move (stopped) to
+ * the node placement picks and the restart there; data: the restart's
+ * answer from that node, with node, movedFrom and move (the move's). */
+int replicaset_restart_or_move(app *a, const char *name, bool no_gpu, const char *authorization,
+                               json_t **out, gb_err *err);
+/* Bytes of move id's stream sent so far (the source's side of GET .../data),
+ * for its operation's progress; done once it ended. */
+void replicaset_move_progress(const char *id, uint64_t bytes, bool done);
 /* The target's side (move_in.c): prepare (body as move.c sends it), pull
  * the data, commit, abort. */
 int replicaset_move_in_prepare(app *a, const json_t *body, json_t **out, gb_err *err);
@@ -139,6 +150,8 @@ int replicaset_move_in_abort(app *a, const char *id, const char *why, json_t **o
 void replicaset_moves_settle(app *a);
 void replicaset_moves_start(app *a);
 void replicaset_moves_stop(app *a);
+/* Wait for the moves that answered early to end (before the app goes). */
+void replicaset_moves_wait(void);
 
 /* GET /api/v1/operations/{id}: the operation record (journal.h). */
 int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err);

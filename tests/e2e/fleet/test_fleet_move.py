@@ -216,3 +216,84 @@ def test_the_target_killed_at_a_step(nodes, fleet, made, fault, lands):
     wait_until(lambda: node_of(nodes["c"], name) == lands, timeout=30)
     wait_until(lambda: info(nodes["c"], name).data["info"]["status"] == "running", timeout=30)
     read_back(nodes["c"], name)
+
+
+def cli(d, *args):
+    """The gpubox CLI against node d (from the hub, as a user would)."""
+    import os
+    import subprocess
+    e = dict(os.environ, GPUBOX_HOST=d.url)
+    e.pop("GPUBOX_TOKEN", None)
+    p = subprocess.run([os.environ.get("GPUBOX_CLI", "gpubox"), *args], capture_output=True,
+                       text=True, env=e, timeout=180)
+    assert "Sanitizer" not in p.stderr, p.stderr
+    return p
+
+
+def test_the_cli_moves_a_set(nodes, fleet, made):
+    made.append("mvc1")
+    r = create(nodes["a"], "mvc1", 0, node="a", ports=[{"containerPort": 22}])
+    assert r.status == 200, r.json
+    p = cli(nodes["b"], "move", "mvc1", "--node", "c")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert p.stdout.startswith("mvc1: moved from a to c (version 2, running)"), p.stdout
+    assert "ports 22->" in p.stdout, p.stdout
+    assert where(fleet, "mvc1") == ["c"]
+    p = cli(nodes["b"], "move", "mvc1", "--node", "c")
+    assert p.returncode != 0 and "already" in p.stderr, (p.stdout, p.stderr)
+
+
+def test_an_answer_at_once_then_progress_in_the_operation(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mva1", "mvav1")
+    r = move(nodes["b"], "mva1", node="c", wait=False)
+    assert r.status == 200, r.json
+    assert r.data["state"] == "moving" and r.data["operationId"]
+    op_path = "/api/v1/operations/" + r.data["operationId"]
+    wait_until(lambda: call(nodes["b"], "GET", op_path).data["state"] == "done", timeout=60)
+    op = call(nodes["b"], "GET", op_path).data
+    assert op["kind"] == "move" and op["progress"]["bytes"] > 300 * 1024, op
+    assert op["progress"]["bytesPerSecond"] > 0
+    assert where(fleet, "mva1") == ["c"]
+    read_back(nodes["a"], "mva1")
+
+
+def test_a_restart_that_does_not_fit_moves_when_asked(nodes, fleet, made):
+    made += ["mvr1", "mvr2"]
+    assert create(nodes["a"], "mvr1", 2, node="b").status == 200
+    assert lifecycle(nodes["a"], "mvr1", "stop").status == 200
+    # the cards it gave back are taken meanwhile
+    assert create(nodes["a"], "mvr2", 2, node="b").status == 200
+    r = call(nodes["a"], "PATCH", rs_path("mvr1", "/restart"), {})
+    assert (r.status, r.code) == (409, 1013), r.json
+    r = call(nodes["c"], "PATCH", rs_path("mvr1", "/restart"), {"move": True})
+    assert r.status == 200, r.json
+    assert r.data["movedFrom"] == "b" and r.data["node"] in ("a", "c"), r.data
+    assert where(fleet, "mvr1") == [r.data["node"]]
+    assert info(nodes["a"], "mvr1").data["info"]["status"] == "running"
+
+
+def test_drain_moves_every_set_off_a_node(nodes, fleet, made):
+    names = [f"mvd{i}" for i in range(5)]
+    made += names
+    for n in names:
+        assert create(nodes["a"], n, 0, node="c").status == 200
+    execute_ok(nodes["a"], "mvd0", ["sh", "-c", "echo kept > /root/k"])
+    assert lifecycle(nodes["a"], "mvd1", "stop").status == 200
+    assert lifecycle(nodes["a"], "mvd2", "pause").status == 200
+    try:
+        p = cli(nodes["a"], "node", "drain", "c")
+        assert p.returncode == 0, (p.stdout, p.stderr)
+        assert "node c: 5 set(s) moved, 0 could not move" in p.stdout, p.stdout
+        for n in names:
+            assert where(fleet, n) != ["c"] and len(where(fleet, n)) == 1, n
+        states = {n: info(nodes["b"], n).data["info"]["state"] for n in names}
+        assert states == {"mvd0": "running", "mvd1": "stopped", "mvd2": "paused",
+                          "mvd3": "running", "mvd4": "running"}
+        out = execute_ok(nodes["b"], "mvd0", ["cat", "/root/k"])["stdout"]
+        assert out.strip() == "kept"
+        h = history(nodes["b"], "mvd0").data["history"]
+        assert h[0]["reason"] == "move from c"
+        nodes_ = {n["name"]: n for n in nodes["a"].get("/api/v1/nodes").data["nodes"]}
+        assert nodes_["c"]["state"] == "cordoned"
+    finally:
+        assert call(nodes["a"], "PATCH", "/api/v1/nodes/c/uncordon").status == 200
