@@ -71,6 +71,7 @@ int api_move_pull(http_request *req, http_response *resp, gb_err *err);
 int api_move_commit(http_request *req, http_response *resp, gb_err *err);
 int api_move_abort(http_request *req, http_response *resp, gb_err *err);
 int api_move_data(http_request *req, http_response *resp, gb_err *err);
+int api_move_abandon(http_request *req, http_response *resp, gb_err *err);
 /* logs.c: GET /api/v1/replicaSet/{name}/logs (docs/api.md, "Logs"). */
 int api_replicaset_logs(http_request *req, http_response *resp, gb_err *err);
 /* The query of a logs request, read at time now (unix seconds): tail,

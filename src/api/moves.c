@@ -88,6 +88,13 @@ int api_move_abort(http_request *req, http_response *resp, gb_err *err)
     return answer(rc, data, resp, err);
 }
 
+int api_move_abandon(http_request *req, http_response *resp, gb_err *err)
+{
+    json_t *data = NULL;
+    int rc = replicaset_move_abandon(req->ctx, http_request_param(req, "id"), &data, err);
+    return answer(rc, data, resp, err);
+}
+
 /* ---- the data: a tar stream, made as it is sent --------------------------------------- */
 
 typedef struct move_data {

@@ -108,6 +108,8 @@ static const http_route api_routes[] = {
     {"GET", "/api/v1/operations/{id}", api_operation, HTTP_ACCESS_VIEWER, SCOPE_OPERATION,
      "An operation's kind, state and steps (patch, restart, rollback, create, stop, delete, "
      "pull)"},
+    {"POST", "/api/v1/operations/{id}/abandon", api_move_abandon, HTTP_ACCESS_ADMIN,
+     SCOPE_OPERATION, "Give up a move's half on the node it was going to (its source is lost)"},
 
     /* volumes */
     {"POST", "/api/v1/volumes", api_volume_create, HTTP_ACCESS_USER, SCOPE_VOL_CREATE,

@@ -6,7 +6,8 @@
  * route), so it pins that nothing changed. A route added, removed or
  * changed is a failure here until this table says so too, and so is a
  * line that leaves its access or fleet scope unset.
- */#include <setjmp.h>
+ */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -19,14 +20,14 @@
 #include "http/auth.h"
 #include "util/cleanup.h"
 
-/* Who may call a route with --token-file, as http_auth_check decides. */
-enum who {
-    WHO_ANYONE,    /* no token needed */
-    WHO_ANY_TOKEN, /* any valid token: viewer, user or admin */
-    WHO_OBSERVER,  /* a viewer's or an admin's token */
-    WHO_USER,      /* a user's or an admin's token */
-    WHO_ADMIN,     /* an admin's token */
-};
+    /* Who may call a route with --token-file, as http_auth_check decides. */
+    enum who {
+        WHO_ANYONE,    /* no token needed */
+        WHO_ANY_TOKEN, /* any valid token: viewer, user or admin */
+        WHO_OBSERVER,  /* a viewer's or an admin's token */
+        WHO_USER,      /* a user's or an admin's token */
+        WHO_ADMIN,     /* an admin's token */
+    };
 
 static const struct {
     const char *method, *pattern;
@@ -69,6 +70,7 @@ static const struct {
     {"POST", "/api/v1/internal/moves/{id}/abort", api_move_abort, WHO_USER, SCOPE_NODE},
     {"GET", "/api/v1/internal/moves/{id}/data", api_move_data, WHO_USER, SCOPE_NODE},
     {"GET", "/api/v1/operations/{id}", api_operation, WHO_ANY_TOKEN, SCOPE_OPERATION},
+    {"POST", "/api/v1/operations/{id}/abandon", api_move_abandon, WHO_ADMIN, SCOPE_OPERATION},
     {"POST", "/api/v1/volumes", api_volume_create, WHO_USER, SCOPE_VOL_CREATE},
     {"GET", "/api/v1/volumes", api_volume_list, WHO_ANY_TOKEN, SCOPE_MERGE},
     {"GET", "/api/v1/volumes/{name}", api_volume_info, WHO_ANY_TOKEN, SCOPE_VOL_OWNER},

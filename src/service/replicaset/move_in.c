@@ -585,3 +585,38 @@ int replicaset_move_in_abort(app *a, const char *id, const char *why, json_t **o
     *out = json_pack("{s:s, s:s}", "id", id, "state", journal_state_name(op.state));
     return 0;
 }
+
+int replicaset_move_abandon(app *a, const char *id, json_t **out, gb_err *err)
+{
+    _cleanup_(journal_op_free) journal_op op = {0};
+    if (!journal_id_valid(id))
+        return err_set(err, ERR_NOT_FOUND, "no operation '%.64s'", id ? id : "");
+    int found = journal_load(a->store, id, &op, err);
+    if (found < 0)
+        return -1;
+    if (!found)
+        return err_set(err, ERR_NOT_FOUND, "no operation '%s' (finished ones are kept 7 days)", id);
+    if (op.kind != JOURNAL_MOVE_IN)
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "operation %s is a %s: only the half of a move on the node a set was going "
+                       "to (move-in) can be abandoned; the others settle by themselves",
+                       id, journal_kind_name(op.kind));
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", op.target);
+    journal_op_free(&op);
+    if (move_in_load(a, id, &op, err) < 0)
+        return -1;
+    if (op.state == JOURNAL_RUNNING) {
+        char owner[NODES_NAME_MAX] = "";
+        if (nodes_name_owner(a, NODES_REPLICASET, op.target, owner, sizeof(owner), err) < 0)
+            return -1;
+        if (strcmp(owner, nodes_self(a)) == 0)
+            return err_set(err, ERR_STATE_CONFLICT,
+                           "move %s: %s is this node's already (the name index says so): it is "
+                           "committed, not abandoned",
+                           id, op.target);
+        if (move_in_undo_op(a, &op, "abandoned by an admin", err) < 0)
+            return -1;
+    }
+    *out = journal_op_to_json(&op);
+    return 0;
+}

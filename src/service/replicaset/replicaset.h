@@ -145,6 +145,10 @@ int replicaset_move_in_pull(app *a, const char *id, const char *authorization, j
                             gb_err *err);
 int replicaset_move_in_commit(app *a, const char *id, json_t **out, gb_err *err);
 int replicaset_move_in_abort(app *a, const char *id, const char *why, json_t **out, gb_err *err);
+/* POST /operations/{id}/abandon (admin): give up this node's half of a
+ * move coming here (move-in) whose source is lost for good before the
+ * set's name moved; data: the operation, undone. */
+int replicaset_move_abandon(app *a, const char *id, json_t **out, gb_err *err);
 /* Settle every unfinished move of this node (move_settle.c), now; and the
  * thread that does it every few seconds once the node joined. */
 void replicaset_moves_settle(app *a);

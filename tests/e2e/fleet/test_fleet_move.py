@@ -297,3 +297,41 @@ def test_drain_moves_every_set_off_a_node(nodes, fleet, made):
         assert nodes_["c"]["state"] == "cordoned"
     finally:
         assert call(nodes["a"], "PATCH", "/api/v1/nodes/c/uncordon").status == 200
+
+
+def test_an_admin_abandons_the_half_of_a_move_whose_source_is_lost(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mvl1", "mvlv1")
+    a = nodes["a"]
+    a.stop()
+    a.env["GPUBOX_FAULT"] = "move:prepared"
+    a.restart()
+    try:
+        move(nodes["c"], "mvl1", node="b")
+        deadline = time.monotonic() + 60
+        while a.proc.poll() is None:
+            assert time.monotonic() < deadline, "a did not stop at move:prepared"
+            time.sleep(0.2)
+        a.proc.stdout.close()
+        a.log_file.close()
+        # a is gone; b keeps its half, waiting
+        assert where(fleet, "mvl1") == ["a", "b"]
+        time.sleep(4)
+        assert where(fleet, "mvl1") == ["a", "b"]
+        ops = [k for k in fleet.node("b").containers("mvl1")]
+        assert len(ops) == 1
+        wait_until(lambda: node_of(nodes["c"], "mvl1") == "a", timeout=30)
+        op_id = None
+        log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
+        for line in log.splitlines():
+            if "mvl1 prepared here" in line:
+                op_id = line.split("move ")[1].split(":")[0]
+        assert op_id, log[-2000:]
+        r = call(nodes["c"], "POST", f"/api/v1/operations/{op_id}/abandon")
+        assert r.status == 200 and r.data["state"] == "undone", r.json
+        assert where(fleet, "mvl1") == ["a"] and volumes_on(fleet, "mvlv1") == ["a"]
+    finally:
+        a.env.pop("GPUBOX_FAULT", None)
+        a.restart()
+    wait_until(lambda: info(nodes["c"], "mvl1").data["info"]["status"] == "running", timeout=60)
+    assert where(fleet, "mvl1") == ["a"]
+    read_back(nodes["c"], "mvl1")
