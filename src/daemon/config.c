@@ -288,6 +288,11 @@ static const config_option config_options[] = {
                "directory (constant time), portable copies through Docker's changes and archive "
                "APIs; auto takes overlay where it can",
                carry_method),
+    OPT_ONE_OF("move-compress", "auto|zstd|none", "auto",
+               "a fleet's moves: compress the data this node sends to another with zstd (zstd), "
+               "not at all (none), or when a sample of it compresses well (auto) "
+               "(docs/fleet.md)",
+               move_compress),
     OPT_STR("bind-prefixes", "DIR[,DIR...]", "none",
             "host directories under which replica sets may bind-mount host paths; none allows "
             "only gpubox volumes",
@@ -540,6 +545,7 @@ int config_init(daemon_config *cfg, gb_err *err)
                    err) < 0 ||
         set_string(&cfg->gpu_attach, "nvidia", err) < 0 ||
         set_string(&cfg->carry_method, "auto", err) < 0 ||
+        set_string(&cfg->move_compress, "auto", err) < 0 ||
         set_string(&cfg->volume_backend, "loop", err) < 0 ||
         set_string(&cfg->volume_fs, "ext4", err) < 0 ||
         set_string(&cfg->share_overrun, "report", err) < 0 ||
@@ -553,22 +559,17 @@ int config_init(daemon_config *cfg, gb_err *err)
 
 void config_free(daemon_config *cfg)
 {
-    char **owned[] = {&cfg->listen,         &cfg->listen_host,
-                      &cfg->data_dir,       &cfg->store_url,
-                      &cfg->docker_host,    &cfg->simulate_gpus,
-                      &cfg->nvml_library,   &cfg->nvidia_smi,
-                      &cfg->gpu_attach,     &cfg->volume_backend,
-                      &cfg->volume_fs,      &cfg->config_file,
-                      &cfg->bind_prefixes,  &cfg->gpu_exclude_sharing,
-                      &cfg->gpu_exclude,    &cfg->hami_core,
-                      &cfg->token_file,     &cfg->tls_cert,
-                      &cfg->tls_key,        &cfg->cors_origins,
-                      &cfg->carry_method,   &cfg->node,
-                      &cfg->advertise,      &cfg->node_labels,
-                      &cfg->node_store_url, &cfg->owner_of_unowned,
-                      &cfg->xid_critical,   &cfg->registry_auth_file,
-                      &cfg->public_host,    &cfg->simulate_cpus,
-                      &cfg->reserved_cpus,  &cfg->allowed_hosts,
+    char **owned[] = {&cfg->listen,         &cfg->listen_host,         &cfg->data_dir,
+                      &cfg->store_url,      &cfg->docker_host,         &cfg->simulate_gpus,
+                      &cfg->nvml_library,   &cfg->nvidia_smi,          &cfg->gpu_attach,
+                      &cfg->volume_backend, &cfg->volume_fs,           &cfg->config_file,
+                      &cfg->bind_prefixes,  &cfg->gpu_exclude_sharing, &cfg->gpu_exclude,
+                      &cfg->hami_core,      &cfg->token_file,          &cfg->tls_cert,
+                      &cfg->tls_key,        &cfg->cors_origins,        &cfg->carry_method,
+                      &cfg->node,           &cfg->move_compress,       &cfg->advertise,
+                      &cfg->node_labels,    &cfg->node_store_url,      &cfg->owner_of_unowned,
+                      &cfg->xid_critical,   &cfg->registry_auth_file,  &cfg->public_host,
+                      &cfg->simulate_cpus,  &cfg->reserved_cpus,       &cfg->allowed_hosts,
                       &cfg->share_overrun};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
@@ -969,6 +970,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.nvidia_smi = cfg->nvidia_smi;
     cfg->app.gpu_attach = cfg->gpu_attach;
     cfg->app.carry_method = cfg->carry_method;
+    cfg->app.move_compress = cfg->move_compress;
     cfg->app.volume_backend = cfg->volume_backend;
     cfg->app.volume_fs = cfg->volume_fs;
     cfg->app.bind_prefixes = cfg->bind_prefixes;

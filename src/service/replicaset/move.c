@@ -32,10 +32,13 @@
 #include "util/xalloc.h"
 #include "service/replicaset/replicaset.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "carry/carry.h"
 #include "service/keys.h"
@@ -588,6 +591,27 @@ int move_out_resume(app *a, journal_op *op, const replicaset_record *cur, gb_err
     return rc;
 }
 
+/* The carry's tar of a stopped container into a pipe, on a thread of its
+ * own, while the caller encodes it into the stream. */
+struct export_job {
+    app *a;
+    const char *container;
+    const char *const *mounts;
+    size_t n;
+    int fd; /* closed by the thread */
+    int rc;
+    gb_err err;
+    carry_stats st;
+};
+
+static void *export_thread(void *arg)
+{
+    struct export_job *j = arg;
+    j->rc = carry_export(j->a->docker, j->container, j->mounts, j->n, j->fd, &j->st, &j->err);
+    close(j->fd);
+    return NULL;
+}
+
 int replicaset_move_export(app *a, const char *id, int fd, _Atomic uint64_t *bytes, gb_err *err)
 {
     (void)bytes;
@@ -617,8 +641,36 @@ int replicaset_move_export(app *a, const char *id, int fd, _Atomic uint64_t *byt
         if (!seen)
             mounts[n++] = b->dest;
     }
-    carry_stats st = {0};
-    return carry_export(a->docker, r.container_name, mounts, n, fd, &st, err);
+    struct export_job job = {.a = a, .container = r.container_name, .mounts = mounts, .n = n};
+    job.err = (gb_err)GB_ERR_INIT;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", id, strerror(errno));
+    job.fd = p[1];
+    pthread_t t;
+    if (pthread_create(&t, NULL, export_thread, &job) != 0) {
+        close(p[0]);
+        close(p[1]);
+        return err_set(err, ERR_INTERNAL, "move %s: starting a thread", id);
+    }
+    bool compressed = false;
+    uint64_t sent = 0;
+    gb_err enc = GB_ERR_INIT;
+    int rc = move_zstd_encode(p[0], fd, a->cfg.move_compress, &compressed, &sent, &enc);
+    close(p[0]); /* an export still writing stops with EPIPE */
+    pthread_join(t, NULL);
+    if (job.rc < 0) {
+        *err = job.err;
+        return -1;
+    }
+    if (rc < 0) {
+        *err = enc;
+        return -1;
+    }
+    log_info("move %s: sent %llu bytes of data (%llu before compression, %s)", id,
+             (unsigned long long)sent, (unsigned long long)job.st.bytes,
+             compressed ? "zstd" : "not compressed");
+    return 0;
 }
 
 /* ---- a restart that may move ------------------------------------------------------------ */

@@ -21,6 +21,7 @@
 #ifndef GPUBOX_SERVICE_REPLICASET_MOVE_H
 #define GPUBOX_SERVICE_REPLICASET_MOVE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -51,5 +52,13 @@ int move_in_undo_op(app *a, journal_op *op, const char *why, gb_err *err);
  * for GET /operations/{id}: 1 found. */
 int move_progress_get(const char *id, uint64_t *bytes, double *seconds);
 void move_progress_set(const char *id, uint64_t bytes, double seconds, int done);
+
+/* move_zstd.c: in_fd to out_fd as mode says ("auto" | "zstd" | "none";
+ * NULL: auto), *compressed whether it went compressed, *out_bytes what
+ * was written; and the target's side, which decompresses a zstd stream and
+ * copies any other. */
+int move_zstd_encode(int in_fd, int out_fd, const char *mode, bool *compressed, uint64_t *out_bytes,
+                     gb_err *err);
+int move_zstd_decode(int in_fd, int out_fd, gb_err *err);
 
 #endif

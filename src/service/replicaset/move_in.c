@@ -341,22 +341,54 @@ static void *put_thread(void *arg)
     return NULL;
 }
 
-/* Source's stream into the container, as it comes. */
+struct decode_job {
+    int in_fd, out_fd; /* both closed by the thread */
+    int rc;
+    gb_err err;
+};
+
+static void *decode_thread(void *arg)
+{
+    struct decode_job *j = arg;
+    j->rc = move_zstd_decode(j->in_fd, j->out_fd, &j->err);
+    close(j->in_fd); /* the transfer still writing stops */
+    close(j->out_fd);
+    return NULL;
+}
+
+/* Source's stream into the container, as it comes: curl -> pipe ->
+ * decoder -> pipe -> Docker's archive PUT. */
 static int move_in_stream(app *a, journal_op *op, const replicaset_record *r, const char *auth,
                           move_live *live, gb_err *err)
 {
     char advertise[NODES_URL_MAX];
     if (nodes_reach(a, op_str(op, "source"), advertise, sizeof(advertise), err) < 0)
         return -1;
-    int p[2];
+    int p[2], q[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", op->id, strerror(errno));
-    struct put_job job = {.a = a, .container = r->container_id, .fd = p[0]};
+    if (pipe2(q, O_CLOEXEC) < 0) {
+        close(p[0]);
+        close(p[1]);
+        return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", op->id, strerror(errno));
+    }
+    struct put_job job = {.a = a, .container = r->container_id, .fd = q[0]};
     job.err = (gb_err)GB_ERR_INIT;
-    pthread_t t;
+    struct decode_job dec = {.in_fd = p[0], .out_fd = q[1]};
+    dec.err = (gb_err)GB_ERR_INIT;
+    pthread_t t, td;
     if (pthread_create(&t, NULL, put_thread, &job) != 0) {
         close(p[0]);
         close(p[1]);
+        close(q[0]);
+        close(q[1]);
+        return err_set(err, ERR_INTERNAL, "move %s: starting a thread", op->id);
+    }
+    if (pthread_create(&td, NULL, decode_thread, &dec) != 0) {
+        close(p[0]);
+        close(q[1]); /* the PUT sees its end */
+        close(p[1]);
+        pthread_join(t, NULL);
         return err_set(err, ERR_INTERNAL, "move %s: starting a thread", op->id);
     }
     char path[128];
@@ -366,6 +398,7 @@ static int move_in_stream(app *a, journal_op *op, const replicaset_record *r, co
     gb_err get_err = GB_ERR_INIT;
     int rc = nodes_send_to_fd(a, advertise, &rq, p[1], &live->bytes, &ans, &get_err);
     close(p[1]);
+    pthread_join(td, NULL);
     pthread_join(t, NULL);
     if (rc == 0 && ans.status != 200) {
         _cleanup_json_ json_t *env = ans.body ? json_loads(ans.body, 0, NULL) : NULL;
@@ -381,6 +414,10 @@ static int move_in_stream(app *a, journal_op *op, const replicaset_record *r, co
     if (job.rc < 0) {
         *err = job.err;
         return err_prefix(err, "extracting the data into %s", r->container_name);
+    }
+    if (dec.rc < 0) {
+        *err = dec.err;
+        return -1;
     }
     return 0;
 }
