@@ -667,7 +667,7 @@ int replicaset_move_export(app *a, const char *id, int fd, _Atomic uint64_t *byt
         *err = enc;
         return -1;
     }
-    log_info("move %s: sent %llu bytes of data (%llu before compression, %s)", id,
+    log_info("move %s: sent %llu bytes (%llu bytes of file data in the tar, %s)", id,
              (unsigned long long)sent, (unsigned long long)job.st.bytes,
              compressed ? "zstd" : "not compressed");
     return 0;
