@@ -83,6 +83,11 @@ int carry_system_disk(docker_client *c, const char *from, const char *to, enum c
  * same mounts extracts. The caller closes out_fd; a failure part way ends
  * the stream with a corrupt block, so the extraction fails too. stats may
  * be NULL. Errors as carry_system_disk's. */
+/* A pipe that carries a stream of file data: 1 MiB instead of 64 KiB, so
+ * its two ends switch less often (best effort: the limit of
+ * /proc/sys/fs/pipe-max-size may refuse it). */
+void carry_pipe_widen(int fd);
+
 int carry_export(docker_client *c, const char *from, const char *const *volumes, size_t nvolumes,
                  int out_fd, carry_stats *stats, gb_err *err);
 

@@ -79,6 +79,7 @@ static int get_start(struct get_job *j, docker_client *c, const char *container,
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(err, ERR_INTERNAL, "carrying the system disk: pipe: %s", strerror(errno));
     j->fd = p[1];
+    carry_pipe_widen(p[1]);
     int rc = pthread_create(&j->thread, NULL, get_thread, j);
     if (rc != 0) {
         close(p[0]);
@@ -346,6 +347,7 @@ static int run_plan(docker_client *c, const carry_portable_input *in, const carr
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(err, ERR_INTERNAL, "carrying the system disk: pipe: %s", strerror(errno));
+    carry_pipe_widen(p[1]);
     *f = (struct feeder){.c = c, .in = in, .plan = plan, .out_fd = p[1]};
     f->err = (gb_err)GB_ERR_INIT;
     pthread_t thread;

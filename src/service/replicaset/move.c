@@ -344,6 +344,9 @@ static json_t *move_answer(const move_out *m)
                           nodes_self(m->a), "to", m->target, "node", m->target, "operationId",
                           m->op->id, "bytes", bytes, "seconds", seconds, "bytesPerSecond",
                           seconds > 0 ? (double)bytes / seconds : 0.0);
+    /* The copy alone, as the receiving node timed it: {bytes, seconds, bytesPerSecond}. */
+    if (j && copied)
+        json_object_set(j, "copy", (json_t *)copied);
     const char *fields[] = {"containerName", "version", "state", "gpus", "gpuShares", "ports"};
     for (size_t i = 0; j && p && i < ARRAY_SIZE(fields); i++) {
         json_t *v = json_object_get(p, fields[i]);
@@ -647,6 +650,7 @@ int replicaset_move_export(app *a, const char *id, int fd, _Atomic uint64_t *byt
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", id, strerror(errno));
     job.fd = p[1];
+    carry_pipe_widen(p[1]);
     pthread_t t;
     if (pthread_create(&t, NULL, export_thread, &job) != 0) {
         close(p[0]);

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "carry/carry.h"
 #include "service/keys.h"
 #include "service/namelock.h"
 #include "service/nodes/nodes.h"
@@ -372,6 +373,8 @@ static int move_in_stream(app *a, journal_op *op, const replicaset_record *r, co
         close(p[1]);
         return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", op->id, strerror(errno));
     }
+    carry_pipe_widen(p[1]);
+    carry_pipe_widen(q[1]);
     struct put_job job = {.a = a, .container = r->container_id, .fd = q[0]};
     job.err = (gb_err)GB_ERR_INIT;
     struct decode_job dec = {.in_fd = p[0], .out_fd = q[1]};
