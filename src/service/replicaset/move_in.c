@@ -201,6 +201,11 @@ int move_in_undo_op(app *a, journal_op *op, const char *why, gb_err *err)
     json_array_foreach(json_object_get(op->data, "volumes"), i, v)
     {
         const char *vname = json_string_value(json_object_get(v, "name"));
+        const char *vowner = json_string_value(json_object_get(v, "owner"));
+        /* The owner's ledger counts the volume where it stays, the source. */
+        if (vname && users_ledger_hand_over(a, vowner ? vowner : r.owner, true, vname,
+                                            op_str(op, "source"), err) < 0)
+            return err_prefix(err, "move %s: volume %s in the ledger", op->id, vname);
         if (vname && volumes_move_remove(a, vname, err) < 0)
             return err_prefix(err, "move %s: removing volume %s", op->id, vname);
     }

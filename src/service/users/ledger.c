@@ -416,3 +416,33 @@ int users_ledger_record_save(app *a, const records_kind *k, const char *name, co
     return records_save_via(a->store, k, name, value, mod_revision, extra, nextra,
                             users_ledger_save_txn, &s, err);
 }
+
+int users_ledger_hand_over(app *a, const char *owner, bool volume, const char *name,
+                           const char *node, gb_err *err)
+{
+    if (!owner || !owner[0] || !a->users)
+        return 0;
+    char lkey[STORE_KEY_MAX];
+    keys_ledger(lkey, sizeof(lkey), users_up(a), owner);
+    for (int attempt = 0; attempt < LEDGER_ATTEMPTS; attempt++) {
+        _cleanup_json_ json_t *lj = NULL;
+        int64_t rev = 0;
+        if (users_ledger_read(a, owner, &lj, &rev, err) < 0)
+            return -1;
+        json_t *e = json_object_get(json_object_get(lj, volume ? "volumes" : "sets"), name);
+        const char *n = json_string_value(json_object_get(e, "node"));
+        if (!e || !n || strcmp(n, node_of(a)) != 0)
+            return 0; /* not this node's to hand over */
+        json_object_set_new(e, "node", json_string(node));
+        _cleanup_free_ char *text = json_dumps(lj, JSON_COMPACT | JSON_SORT_KEYS);
+        store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = lkey, .mod_revision = rev};
+        store_op op = {.kind = STORE_OP_PUT, .key = lkey, .value = text};
+        bool ok = false;
+        if (store_txn(a->store, &cmp, 1, &op, 1, &ok, NULL, err) < 0)
+            return -1;
+        if (ok)
+            return 0;
+    }
+    return err_set(err, ERR_CONFLICT, "the ledger of %s kept changing under %d attempts; try again",
+                   owner, LEDGER_ATTEMPTS);
+}

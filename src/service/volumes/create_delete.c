@@ -188,7 +188,10 @@ int volumes_move_remove(app *a, const char *name, gb_err *err)
     int found = volumes_record_load(a->store, name, &r, err);
     if (found <= 0)
         return found;
-    if (volumes_delete_run(a, &r, 0, err) < 0)
+    /* Not marked "deleting" first: that save would write this node's
+     * ledger entry over the one of the node the volume lives on now; a
+     * crash part way is finished by the move, which runs this again. */
+    if (volumes_delete_run(a, &r, 1, err) < 0)
         return -1;
     log_info("volume %s: removed from this node (moved away)", name);
     return 0;
