@@ -117,12 +117,31 @@ static void *export_thread(void *arg)
     return NULL;
 }
 
+/* Test hook (GPUBOX_MOVE_CUT_AFTER=BYTES): the first stream of this process
+ * breaks off after BYTES bytes, as a dropped connection would cut it, so
+ * the receiving node's retry is tested on the same path. */
+static bool data_cut_due(uint64_t sent)
+{
+    static atomic_bool cut_done;
+    const char *env = getenv("GPUBOX_MOVE_CUT_AFTER");
+    if (!env || atomic_load(&cut_done) || sent < strtoull(env, NULL, 10))
+        return false;
+    return !atomic_exchange(&cut_done, true);
+}
+
 static void data_run(http_stream *s, void *ctx)
 {
     move_data *d = ctx;
     char *buf = xmalloc(256 * 1024);
     uint64_t sent = 0;
     for (;;) {
+        if (data_cut_due(sent)) {
+            log_warn("move %s: GPUBOX_MOVE_CUT_AFTER: breaking the stream off after %llu bytes "
+                     "(test hook)",
+                     d->id, (unsigned long long)sent);
+            http_stream_abort(s);
+            break;
+        }
         ssize_t n = read(d->read_fd, buf, 256 * 1024);
         if (n < 0 && errno == EINTR)
             continue;

@@ -45,6 +45,8 @@
 #include "util/log.h"
 #include "util/time.h"
 
+#define MOVE_PULL_ATTEMPTS 3
+
 static const char *const move_in_steps[] = {OP_STEP_BEGIN, OP_STEP_COPIED, OP_STEP_COMMITTED};
 
 /* ---- this process's moves: progress, and what the pools hold for them ---------------- */
@@ -463,11 +465,25 @@ int replicaset_move_in_pull(app *a, const char *id, const char *auth, json_t **o
     if (op_record(&op, &r, err) < 0)
         return -1;
     move_live *live = live_get(id, true);
-    live->bytes = 0;
     live->done = false;
     int64_t start = time_mono_ns();
-    if (move_in_stream(a, &op, &r, auth, live, err) < 0)
-        return -1;
+    /* A connection that drops part way (no whole answer: ERR_NODE_UNAVAILABLE)
+     * is tried again from the start: the extraction of what came twice
+     * writes the same files again (a deletion's placeholder replaces what
+     * the first try extracted, as it replaced the image's). */
+    for (int attempt = 1;; attempt++) {
+        live->bytes = 0;
+        if (move_in_stream(a, &op, &r, auth, live, err) == 0)
+            break;
+        if (err->code != ERR_NODE_UNAVAILABLE || attempt == MOVE_PULL_ATTEMPTS)
+            return -1;
+        log_warn("move %s: the data stream from node %s broke off after %llu bytes (%s); "
+                 "pulling it again (try %d of %d)",
+                 id, op_str(&op, "source"), (unsigned long long)live->bytes, err->msg, attempt + 1,
+                 MOVE_PULL_ATTEMPTS);
+        err_clear(err);
+        sleep(1);
+    }
     double seconds = time_since_s(start);
     uint64_t bytes = live->bytes;
     move_progress_set(id, bytes, seconds, 1);

@@ -335,3 +335,22 @@ def test_an_admin_abandons_the_half_of_a_move_whose_source_is_lost(nodes, fleet,
     wait_until(lambda: info(nodes["c"], "mvl1").data["info"]["status"] == "running", timeout=60)
     assert where(fleet, "mvl1") == ["a"]
     read_back(nodes["c"], "mvl1")
+
+
+def test_a_stream_that_breaks_off_is_pulled_again(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mvx1", "mvxv1")
+    a = nodes["a"]
+    a.stop()
+    a.env["GPUBOX_MOVE_CUT_AFTER"] = "200000"  # test hook: the first stream breaks off there
+    a.restart()
+    try:
+        r = move(nodes["c"], "mvx1", node="b")
+        assert r.status == 200, r.json
+        log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
+        assert "broke off after" in log and "pulling it again (try 2 of 3)" in log, log[-3000:]
+        assert where(fleet, "mvx1") == ["b"] and volumes_on(fleet, "mvxv1") == ["b"]
+        read_back(nodes["c"], "mvx1")
+    finally:
+        a.stop()
+        del a.env["GPUBOX_MOVE_CUT_AFTER"]
+        a.restart()
