@@ -109,7 +109,7 @@ typedef struct move_data {
 static void *export_thread(void *arg)
 {
     move_data *d = arg;
-    d->rc = replicaset_move_export(d->a, d->id, d->write_fd, NULL, &d->err);
+    d->rc = replicaset_move_export(d->a, d->id, d->write_fd, &d->err);
     if (d->rc < 0)
         log_error("move %s: sending the data: %s", d->id, d->err.msg);
     close(d->write_fd);

@@ -39,6 +39,13 @@ int move_call(app *a, const char *advertise, const char *method, const char *pat
               const char *authorization, const json_t *body, long timeout_ms, json_t **data,
               gb_err *err);
 
+/* A move from this node, waited for (on_prepared NULL) or with
+ * on_prepared(ctx, answer so far) called once the target took the room
+ * (move.c). */
+struct replicaset_move_request;
+int move_out_run(app *a, const char *name, const struct replicaset_move_request *rq,
+                 void (*on_prepared)(void *, const json_t *), void *ctx, json_t **out, gb_err *err);
+
 /* The source's undo and finish, from wherever its operation got to (also
  * after a crash): the operation op on record r. */
 int move_out_resume(app *a, journal_op *op, const struct replicaset_record *r, gb_err *err);

@@ -128,7 +128,7 @@ typedef struct replicaset_move_request {
 int replicaset_move(app *a, const char *name, const replicaset_move_request *rq, json_t **out,
                     gb_err *err);
 /* GET .../moves/{id}/data on the source: the set's stream into fd. */
-int replicaset_move_export(app *a, const char *id, int fd, _Atomic uint64_t *bytes, gb_err *err);
+int replicaset_move_export(app *a, const char *id, int fd, gb_err *err);
 /* PATCH .../restart {"move": true}: replicaset_restart, and when this
  * node lacks the room (1013, 1014, 1118) in a fleet, a move (stopped) to
  * the node placement picks and the restart there; data: the restart's
