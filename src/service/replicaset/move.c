@@ -421,6 +421,7 @@ int move_out_run(app *a, const char *name, const replicaset_move_request *rq,
         return -1;
     }
     log_info("move %s: %s (%s) to node %s", op.id, name, replicaset_state_name(r.state), m.target);
+    replicaset_moves_poke();
     int fwd = move_forward(&m, err);
     if (fwd < 0) {
         char why[sizeof(err->msg)];

@@ -315,6 +315,7 @@ int replicaset_move_in_prepare(app *a, const json_t *body, json_t **out, gb_err 
     journal_mark(&op, OP_STEP_BEGIN);
     if (journal_save(a->store, &op, err) < 0)
         return -1;
+    replicaset_moves_poke();
     if (move_in_make(a, &op, &r, err) < 0) {
         char why[sizeof(err->msg)];
         snprintf(why, sizeof(why), "%s", err->msg);

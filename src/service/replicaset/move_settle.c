@@ -5,8 +5,8 @@
  * Neither side needs the other to answer: the fleet's name index is the
  * one truth. The source hands the set's names to the target only once the
  * target holds all the data, in one transaction, while its own operation
- * runs; so, every MOVE_SETTLE_S seconds, for each unfinished move of this
- * node (and once at start-up, when the node has joined):
+ * runs; so, every MOVE_SETTLE_S seconds while this node has one (and once
+ * at start-up, when the node has joined), for each unfinished move:
  *
  *   source ("move")     the name is the target's: finish (this node's
  *                       copy goes); else undo (the set stays, a set that
@@ -25,6 +25,7 @@
 #include "service/replicaset/replicaset.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -93,22 +94,35 @@ static void settle_in(app *a, const journal_op *found)
         log_warn("move %s: undoing: %s", op.id, e.msg);
 }
 
-void replicaset_moves_settle(app *a)
+size_t replicaset_moves_settle(app *a)
 {
     if (!a->fleet)
-        return;
+        return 0;
     journal_op *ops = NULL;
-    size_t n = 0;
+    size_t n = 0, moves = 0;
     gb_err e = GB_ERR_INIT;
     if (journal_unfinished(a->store, &ops, &n, &e) < 0)
-        return;
+        return 1; /* not read: try again */
     for (size_t i = 0; i < n; i++) {
         if (ops[i].kind == JOURNAL_MOVE)
             settle_out(a, &ops[i]);
         else if (ops[i].kind == JOURNAL_MOVE_IN)
             settle_in(a, &ops[i]);
+        moves += ops[i].kind == JOURNAL_MOVE || ops[i].kind == JOURNAL_MOVE_IN;
     }
     journal_ops_free(ops, n);
+    return moves;
+}
+
+/* The journal is read only while there may be a move to settle: from the
+ * start, and after a move began here, until a reading finds none (a node
+ * with a week of operations does not read them all every few seconds). */
+static atomic_uint settle_wanted = 1;
+static unsigned settle_idle_at;
+
+void replicaset_moves_poke(void)
+{
+    atomic_fetch_add(&settle_wanted, 1);
 }
 
 /* ---- the thread ---------------------------------------------------------------------------- */
@@ -124,7 +138,9 @@ static void *settle_run(void *arg)
     pthread_mutex_lock(&settle_lock);
     while (!settle_stop) {
         pthread_mutex_unlock(&settle_lock);
-        replicaset_moves_settle(a);
+        unsigned wanted = atomic_load(&settle_wanted);
+        if (wanted != settle_idle_at && replicaset_moves_settle(a) == 0)
+            settle_idle_at = wanted;
         pthread_mutex_lock(&settle_lock);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);

@@ -151,7 +151,9 @@ int replicaset_move_in_abort(app *a, const char *id, const char *why, json_t **o
 int replicaset_move_abandon(app *a, const char *id, json_t **out, gb_err *err);
 /* Settle every unfinished move of this node (move_settle.c), now; and the
  * thread that does it every few seconds once the node joined. */
-void replicaset_moves_settle(app *a);
+size_t replicaset_moves_settle(app *a); /* how many unfinished moves it saw */
+/* A move began here: the thread reads the journal again. */
+void replicaset_moves_poke(void);
 void replicaset_moves_start(app *a);
 void replicaset_moves_stop(app *a);
 /* Wait for the moves that answered early to end (before the app goes). */
