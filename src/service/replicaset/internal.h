@@ -157,6 +157,11 @@ int replicaset_version_resume(app *a, journal_op *op, const replicaset_record *c
  * the record loaded again). */
 int replicaset_load_settled(app *a, const char *name, replicaset_record *r, gb_err *err);
 
+/* move_in.c: start-up: the containers (keys of known) and owners (keys of
+ * owners) of moves coming here that are not settled yet, so that what
+ * start-up sweeps (env files, staged binds, networks) keeps theirs. */
+void replicaset_move_in_known(app *a, json_t *known, json_t *owners);
+
 /* The kind-specific resumes (each file owns its kind's steps). */
 int replicaset_create_resume(app *a, journal_op *op, const replicaset_record *r, gb_err *err);
 /* Give back r's owner's quota reservation for r->name (create.c, step

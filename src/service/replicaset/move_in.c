@@ -682,3 +682,23 @@ int replicaset_move_abandon(app *a, const char *id, json_t **out, gb_err *err)
     *out = journal_op_to_json(&op);
     return 0;
 }
+
+void replicaset_move_in_known(app *a, json_t *known, json_t *owners)
+{
+    journal_op *ops = NULL;
+    size_t n = 0;
+    gb_err e = GB_ERR_INIT;
+    if (journal_unfinished(a->store, &ops, &n, &e) < 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].kind != JOURNAL_MOVE_IN)
+            continue;
+        json_t *rec = json_object_get(ops[i].data, "record");
+        const char *container = json_string_value(json_object_get(rec, "containerName"));
+        const char *owner = json_string_value(json_object_get(rec, "owner"));
+        if (container)
+            json_object_set_new(known, container, json_true());
+        json_object_set_new(owners, owner && owner[0] ? owner : USER_ANONYMOUS, json_true());
+    }
+    journal_ops_free(ops, n);
+}

@@ -354,3 +354,45 @@ def test_a_stream_that_breaks_off_is_pulled_again(nodes, fleet, made):
         a.stop()
         del a.env["GPUBOX_MOVE_CUT_AFTER"]
         a.restart()
+
+
+@pytest.mark.parametrize("fault", ["move:begin", "move:old-stopped"])
+def test_a_running_set_runs_again_where_it_was_when_the_source_dies_early(nodes, fleet, made,
+                                                                          fault):
+    name = "mvr" + fault.split(":")[1][:3]
+    make_set_with_volume(nodes, made, name, name + "v")
+    crash_move(nodes, fleet, "a", fault, name, "b")
+    wait_until(lambda: where(fleet, name) == ["a"] and volumes_on(fleet, name + "v") == ["a"],
+               timeout=60)
+    wait_until(lambda: info(nodes["c"], name).data["info"]["status"] == "running", timeout=60)
+    read_back(nodes["c"], name)
+
+
+def test_both_nodes_killed_after_the_hand_over(nodes, fleet, made):
+    """The source dies right after the names moved, the target is killed
+    then too, before it heard the commit; both start again: the set is on
+    the target, once, running, its data whole."""
+    make_set_with_volume(nodes, made, "mvbo", "mvbov")
+    a, b = nodes["a"], nodes["b"]
+    a.stop()
+    a.env["GPUBOX_FAULT"] = "move:switched"
+    a.restart()
+    try:
+        move(nodes["c"], "mvbo", node="b")
+        deadline = time.monotonic() + 60
+        while a.proc.poll() is None:
+            assert time.monotonic() < deadline, "a did not stop at move:switched"
+            time.sleep(0.2)
+        a.proc.stdout.close()
+        a.log_file.close()
+        b.kill9()
+    finally:
+        a.env.pop("GPUBOX_FAULT", None)
+        if b.proc.poll() is not None:
+            b.restart()
+        a.restart()
+    wait_until(lambda: where(fleet, "mvbo") == ["b"] and volumes_on(fleet, "mvbov") == ["b"],
+               timeout=90)
+    wait_until(lambda: info(nodes["c"], "mvbo").data["info"]["status"] == "running", timeout=60)
+    assert node_of(nodes["c"], "mvbo") == "b"
+    read_back(nodes["c"], "mvbo")
