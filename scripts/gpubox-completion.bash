@@ -8,13 +8,13 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-cores --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key --priority --queue-timeout --gpus -g --gpu-memory --gpu-cores --cpu-count --idle-stop --max-duration --image -i --ssh-key --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart --gpu-cores --workdir -w --timeout --tail -n --since --username -u --name --node --role --cards --share-mib --share --instances --volume-bytes --cores --role --cards --share-mib --share --instances --volume-bytes --cores --cards --share-mib --share --instances --volume-bytes --cores --user -u --set -s --from --to --host -H --token"
+    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-cores --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key --priority --queue-timeout --gpus -g --gpu-memory --gpu-cores --cpu-count --idle-stop --max-duration --image -i --ssh-key --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart --gpu-cores --workdir -w --timeout --tail -n --since --username -u --name --node --node --role --cards --share-mib --share --instances --volume-bytes --cores --role --cards --share-mib --share --instances --volume-bytes --cores --cards --share-mib --share --instances --volume-bytes --cores --user -u --set -s --from --to --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
     case "$cmd" in
     '')
-        COMPREPLY=($(compgen -W " gpus gpu top events ports cpus queue ps run inspect history scale update stop start pause restart rollback exec logs commit rm pull images volume nodes node whoami users user quota usage version help completion $globals" -- "$cur")) ;;
+        COMPREPLY=($(compgen -W " gpus gpu top events ports cpus queue ps run inspect history scale update stop start pause restart rollback exec logs commit rm pull images volume nodes node move whoami users user quota usage version help completion $globals" -- "$cur")) ;;
     gpus)
         _gpubox_args 0 1 " $globals" ;;
     gpu)
@@ -94,8 +94,12 @@ _gpubox() {
             _gpubox_args 4 2 " $globals" ;;
         uncordon)
             _gpubox_args 4 2 " $globals" ;;
-        *)  COMPREPLY=($(compgen -W " cordon uncordon" -- "$cur")) ;;
+        drain)
+            _gpubox_args 4 2 " --running $globals" ;;
+        *)  COMPREPLY=($(compgen -W " cordon uncordon drain" -- "$cur")) ;;
         esac ;;
+    move)
+        _gpubox_args 1 1 " --node $globals" ;;
     whoami)
         _gpubox_args 0 1 " $globals" ;;
     users)
@@ -139,7 +143,7 @@ _gpubox_args() {
     case $kind in
     1) names=$(gpubox ps -q 2>/dev/null) ;;
     2) names=$(gpubox volume ls -q 2>/dev/null) ;;
-    3) names=" gpus top events ports cpus queue ps run inspect history scale update stop start pause restart rollback exec logs commit rm pull images nodes whoami users usage version help completion" ;;
+    3) names=" gpus top events ports cpus queue ps run inspect history scale update stop start pause restart rollback exec logs commit rm pull images nodes move whoami users usage version help completion" ;;
     4) names=$(gpubox nodes -q 2>/dev/null) ;;
     5) names=$(gpubox users -q 2>/dev/null) ;;
     esac

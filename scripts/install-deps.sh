@@ -10,9 +10,10 @@ set -euo pipefail
 # (src/tools/yaml2json.c); gpuboxd itself does not link it. nettle-dev: the
 # SHA-256 of API users' tokens (src/util/token.c). nodejs (and npm) build
 # the web console (web/: `npm ci`, then Vite; scripts/web-build.sh), which
-# gpuboxd embeds.
+# gpuboxd embeds. libzstd-dev: a move's data compressed between the nodes
+# of a fleet (--move-compress).
 build_pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libcurl4-openssl-dev
-            libjansson-dev libsqlite3-dev libcmocka-dev libyaml-dev nettle-dev nodejs)
+            libjansson-dev libsqlite3-dev libcmocka-dev libyaml-dev nettle-dev libzstd-dev nodejs)
 run_pkgs=(docker.io e2fsprogs xfsprogs util-linux iproute2)
 # clang brings libFuzzer (tests/fuzz); openssl makes the TLS tests' certificate;
 # nodejs also runs the OpenAPI validator (tools/openapi, from the npm

@@ -28,6 +28,8 @@ enum fleet_scope {
     SCOPE_VOL_CREATE,    /* placed; the volume is named by the body's name */
     SCOPE_MERGE,         /* every live node is asked, the lists merged (fleet_merge.c) */
     SCOPE_OPERATION,     /* this node, else the first node that knows the operation */
+    SCOPE_NODE,          /* between nodes only: this node, for a request with the fleet's
+                            proof (a move's conversation); refused (403) to anyone else */
 };
 
 /* A router holding every route of routes.c. */
@@ -75,6 +77,14 @@ bool api_ticket_check(void *ctx, const http_route *route, const http_request *re
 /* GET /api/v1/queue (api/queue.c). */
 int api_queue_list(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_service_ticket(http_request *req, http_response *resp, gb_err *err);
+/* moves.c: a move to another node, and the nodes' side of it. */
+int api_replicaset_move(http_request *req, http_response *resp, gb_err *err);
+int api_move_prepare(http_request *req, http_response *resp, gb_err *err);
+int api_move_pull(http_request *req, http_response *resp, gb_err *err);
+int api_move_commit(http_request *req, http_response *resp, gb_err *err);
+int api_move_abort(http_request *req, http_response *resp, gb_err *err);
+int api_move_data(http_request *req, http_response *resp, gb_err *err);
+int api_move_abandon(http_request *req, http_response *resp, gb_err *err);
 /* logs.c: GET /api/v1/replicaSet/{name}/logs (docs/api.md, "Logs"). */
 int api_replicaset_logs(http_request *req, http_response *resp, gb_err *err);
 /* The query of a logs request, read at time now (unix seconds): tail,

@@ -155,9 +155,14 @@ static int fleet_dispatch(http_request *req, const http_route *route, http_respo
     int from_node = sent_by_node(a, req, err);
     if (from_node < 0)
         return -1;
+    enum fleet_scope scope = api_fleet_scope(route);
+    if (scope == SCOPE_NODE && !from_node)
+        return err_set(err, ERR_FORBIDDEN,
+                       "%s is for the nodes of a fleet talking to each other during a move; "
+                       "move a replica set with POST /api/v1/replicaSet/{name}/move",
+                       req->path);
     if (!a->fleet)
         return route->handler(req, resp, err);
-    enum fleet_scope scope = api_fleet_scope(route);
     bool creates =
         scope == SCOPE_RS_CREATE || scope == SCOPE_LEGACY_CREATE || scope == SCOPE_VOL_CREATE;
     if (from_node && creates)
@@ -177,6 +182,7 @@ static int fleet_dispatch(http_request *req, const http_route *route, http_respo
     case SCOPE_OPERATION:
         return dispatch_operation(a, req, route, resp, err);
     case SCOPE_UNSET: /* as SCOPE_LOCAL; the route table's test refuses it */
+    case SCOPE_NODE:
     case SCOPE_LOCAL:
         break;
     }

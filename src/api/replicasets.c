@@ -329,15 +329,20 @@ int api_replicaset_rollback(http_request *req, http_response *resp, gb_err *err)
 
 /* An optional body {"gpuCount": 0}: start without the set's cards; with
  * "queue": true (and priority, queueTimeout) a stopped set that cannot
- * start now waits in the queue (202; docs/queue.md). */
+ * start now waits in the queue (202; docs/queue.md); with "move": true one
+ * that does not fit on its node moves to one it fits (docs/fleet.md), and
+ * with both waits when no node can take it. */
 int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"gpuCount", "queue", "priority", "queueTimeout", NULL};
+    static const char *const fields[] = {"gpuCount", "move",         "queue",
+                                         "priority", "queueTimeout", NULL};
     const char *name = NULL;
     json_t *body = NULL;
     long long count = 0;
+    bool move = false;
     if (api_path_name(req, &name, err) < 0 || api_body(req, fields, false, &body, err) < 0 ||
-        (body && json_field_int(body, NULL, "gpuCount", &count, false, err) < 0))
+        (body && json_field_int(body, NULL, "gpuCount", &count, false, err) < 0) ||
+        (body && json_field_bool(body, NULL, "move", &move, false, err) < 0))
         return -1;
     bool no_gpu = body && json_object_get(body, "gpuCount");
     if (count != 0)
@@ -351,11 +356,24 @@ int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
     json_t *data = NULL;
     int rc;
     bool queued = false;
-    if (q.queue)
+    if (move) {
+        rc = replicaset_restart_or_move(req->ctx, name, no_gpu,
+                                        http_request_header(req, "Authorization"), &data, err);
+        /* No node can take it now: with queue it waits, as a restart
+         * with queue alone would (docs/queue.md). */
+        if (rc < 0 && q.queue && err &&
+            (err->code == ERR_GPU_NOT_ENOUGH || err->code == ERR_PORT_NOT_ENOUGH ||
+             err->code == ERR_CPU_NOT_ENOUGH)) {
+            *err = (gb_err)GB_ERR_INIT;
+            rc = queue_restart(req->ctx, name, no_gpu, q.priority, q.queue_timeout_s, &data,
+                               &queued, err);
+        }
+    } else if (q.queue) {
         rc = queue_restart(req->ctx, name, no_gpu, q.priority, q.queue_timeout_s, &data, &queued,
                            err);
-    else
+    } else {
         rc = replicaset_restart(req->ctx, name, no_gpu, &data, err);
+    }
     if (answer(rc, data, resp, err) < 0)
         return -1;
     if (queued)

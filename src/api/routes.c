@@ -23,6 +23,7 @@
  *                         placed on a node, the name claimed for it
  *   SCOPE_MERGE           every live node, the lists merged
  *   SCOPE_OPERATION       this node, else the first that knows it
+ *   SCOPE_NODE            this node, for another node of the fleet only
  * A line must say both: tests/unit/test_routes_table.c lists every route
  * with them and refuses one left unset (0), so a route cannot be
  * half-registered.
@@ -99,11 +100,28 @@ static const http_route api_routes[] = {
     {"POST", "/api/v1/replicaSet/{name}/services/{service}/ticket", api_replicaset_service_ticket,
      HTTP_ACCESS_USER, SCOPE_RS_OWNER,
      "A single-use ticket (30 s) and the URL that opens the service in a browser"},
+    {"POST", "/api/v1/replicaSet/{name}/move", api_replicaset_move, HTTP_ACCESS_USER,
+     SCOPE_RS_OWNER,
+     "Move the set to another node {node?}: system disk and volumes, a new version there"},
+
+    /* between the nodes of a move (docs/fleet.md): only with the fleet's proof */
+    {"POST", "/api/v1/internal/moves", api_move_prepare, HTTP_ACCESS_USER, SCOPE_NODE,
+     "A move's target: take the room, make the volumes and the container"},
+    {"POST", "/api/v1/internal/moves/{id}/pull", api_move_pull, HTTP_ACCESS_USER, SCOPE_NODE,
+     "A move's target: pull the data from the source into the container"},
+    {"POST", "/api/v1/internal/moves/{id}/commit", api_move_commit, HTTP_ACCESS_USER, SCOPE_NODE,
+     "A move's target: write the records and start the set"},
+    {"POST", "/api/v1/internal/moves/{id}/abort", api_move_abort, HTTP_ACCESS_USER, SCOPE_NODE,
+     "A move's target: give up its half of the move"},
+    {"GET", "/api/v1/internal/moves/{id}/data", api_move_data, HTTP_ACCESS_USER, SCOPE_NODE,
+     "A move's source: the system disk and volumes as one tar stream"},
 
     /* operations */
     {"GET", "/api/v1/operations/{id}", api_operation, HTTP_ACCESS_VIEWER, SCOPE_OPERATION,
      "An operation's kind, state and steps (patch, restart, rollback, create, stop, delete, "
      "pull)"},
+    {"POST", "/api/v1/operations/{id}/abandon", api_move_abandon, HTTP_ACCESS_ADMIN,
+     SCOPE_OPERATION, "Give up a move's half on the node it was going to (its source is lost)"},
 
     /* volumes */
     {"POST", "/api/v1/volumes", api_volume_create, HTTP_ACCESS_USER, SCOPE_VOL_CREATE,

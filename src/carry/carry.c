@@ -276,3 +276,43 @@ int carry_system_disk(docker_client *c, const char *from, const char *to, enum c
                  st->unapplied ? " (some changes could not be carried, see above)" : "");
     return rc;
 }
+
+int carry_export(docker_client *c, const char *from, const char *const *volumes, size_t nvolumes,
+                 int out_fd, carry_stats *stats, gb_err *err)
+{
+    carry_stats local = {0};
+    carry_stats *st = stats ? stats : &local;
+    *st = (carry_stats){.used = CARRY_PORTABLE};
+    struct side s;
+    _cleanup_json_ json_t *inspect = NULL;
+    if (side_load(c, "old", from, &s, &inspect, err) < 0)
+        return -1;
+    if (!is_stopped(&s))
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "carrying the system disk: the container '%s' is %s; it must be stopped",
+                       from, s.status);
+    int64_t start = time_mono_ns();
+    /* The new container is made from the same spec on the other node: its
+     * mount points are these. */
+    carry_paths skip = {0}, guard = {0};
+    carry_paths_add(&skip, "/proc");
+    carry_paths_add(&skip, "/sys");
+    carry_paths_add(&skip, "/dev");
+    add_docker_files(&skip);
+    add_mounts(&skip, &s);
+    add_mounts(&guard, &s);
+    carry_portable_input in = {.from = s.id,
+                               .to = "",
+                               .to_name = "the other node's container",
+                               .skip = &skip,
+                               .guard = &guard};
+    int rc = carry_portable_export(c, &in, volumes, nvolumes, out_fd, st, err);
+    carry_paths_free(&skip);
+    carry_paths_free(&guard);
+    st->seconds = time_since_s(start);
+    if (rc == 0)
+        log_info("carry: %s exported with %zu volume(s): %llu entries, %llu bytes in %.3f s", from,
+                 nvolumes, (unsigned long long)st->entries, (unsigned long long)st->bytes,
+                 st->seconds);
+    return rc;
+}

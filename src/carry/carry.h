@@ -74,4 +74,21 @@ typedef struct carry_stats {
 int carry_system_disk(docker_client *c, const char *from, const char *to, enum carry_method method,
                       carry_stats *stats, gb_err *err);
 
+/* A move to another node (service/move/): write into out_fd the portable
+ * way's stream of the stopped container `from` - its system disk's changes
+ * against its image, deletions as placeholders, as carry_system_disk would
+ * carry them - followed by the whole content of each mount point in
+ * volumes (the gpubox volumes it binds), as one tar archive that an
+ * archive PUT at "/" of a container made from the same image with the
+ * same mounts extracts. The caller closes out_fd; a failure part way ends
+ * the stream with a corrupt block, so the extraction fails too. stats may
+ * be NULL. Errors as carry_system_disk's. */
+/* A pipe that carries a stream of file data: 1 MiB instead of 64 KiB, so
+ * its two ends switch less often (best effort: the limit of
+ * /proc/sys/fs/pipe-max-size may refuse it). */
+void carry_pipe_widen(int fd);
+
+int carry_export(docker_client *c, const char *from, const char *const *volumes, size_t nvolumes,
+                 int out_fd, carry_stats *stats, gb_err *err);
+
 #endif

@@ -72,7 +72,8 @@ enum carry_op_kind {
 
 typedef struct carry_op {
     enum carry_op_kind kind;
-    char *path; /* absolute, in the container */
+    char *path;  /* absolute, in the container */
+    bool volume; /* a mount carried whole (a move, carry_export): never skipped */
 } carry_op;
 
 typedef struct carry_plan {
@@ -147,5 +148,10 @@ typedef struct carry_portable_input {
 
 int carry_portable(docker_client *c, const carry_portable_input *in, carry_stats *stats,
                    gb_err *err);
+/* The same plan, plus each of volumes carried whole, written into out_fd
+ * (not closed) instead of put into a container (carry_export). */
+int carry_portable_export(docker_client *c, const carry_portable_input *in,
+                          const char *const *volumes, size_t nvolumes, int out_fd,
+                          carry_stats *stats, gb_err *err);
 
 #endif

@@ -79,6 +79,7 @@ static int get_start(struct get_job *j, docker_client *c, const char *container,
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(err, ERR_INTERNAL, "carrying the system disk: pipe: %s", strerror(errno));
     j->fd = p[1];
+    carry_pipe_widen(p[1]);
     int rc = pthread_create(&j->thread, NULL, get_thread, j);
     if (rc != 0) {
         close(p[0]);
@@ -111,6 +112,7 @@ struct feeder {
     const carry_plan *plan;
     int out_fd;
     bool out_broken; /* a write to out_fd failed: the PUT is gone */
+    bool volume_op;  /* the op being fed carries a mount whole (carry_op.volume) */
     uint64_t entries, bytes, unapplied;
     int rc;
     gb_err err;
@@ -126,6 +128,8 @@ static char *parent_prefix(const char *path)
 /* Whether entry e (at container path cpath) goes into the new container. */
 static bool feeder_wants(struct feeder *f, const carry_tar_entry *e, const char *cpath)
 {
+    if (f->volume_op)
+        return true;
     if (carry_paths_covers(f->in->skip, cpath))
         return false;
     /* Anything but a directory at a path that holds a mount point of the
@@ -197,6 +201,7 @@ static int feeder_run_op(struct feeder *f, const carry_op *op, gb_err *err)
         f->out_broken = true;
         return -1;
     }
+    f->volume_op = op->volume;
     struct get_job job;
     int read_fd = -1;
     if (get_start(&job, f->c, f->in->from, op->path, &read_fd, err) < 0)
@@ -248,10 +253,10 @@ static int feeder_run_op(struct feeder *f, const carry_op *op, gb_err *err)
     return 0;
 }
 
-static void *feeder_thread(void *arg)
+/* Every op into f->out_fd, then the end blocks; on a failure a corrupt
+ * block instead (while the reader is still there). */
+static void feeder_feed(struct feeder *f)
 {
-    struct feeder *f = arg;
-    block_sigpipe();
     f->rc = 0;
     for (size_t i = 0; i < f->plan->nops && f->rc == 0; i++)
         f->rc = feeder_run_op(f, &f->plan->ops[i], &f->err);
@@ -266,6 +271,13 @@ static void *feeder_thread(void *arg)
         memset(bad, 0xff, sizeof(bad));
         (void)carry_write_all(f->out_fd, bad, sizeof(bad));
     }
+}
+
+static void *feeder_thread(void *arg)
+{
+    struct feeder *f = arg;
+    block_sigpipe();
+    feeder_feed(f);
     close(f->out_fd);
     f->out_fd = -1;
     return NULL;
@@ -335,6 +347,7 @@ static int run_plan(docker_client *c, const carry_portable_input *in, const carr
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(err, ERR_INTERNAL, "carrying the system disk: pipe: %s", strerror(errno));
+    carry_pipe_widen(p[1]);
     *f = (struct feeder){.c = c, .in = in, .plan = plan, .out_fd = p[1]};
     f->err = (gb_err)GB_ERR_INIT;
     pthread_t thread;
@@ -385,6 +398,43 @@ int carry_portable(docker_client *c, const carry_portable_input *in, carry_stats
     }
     log_debug("carry: portable plan of %zu ops from %zu changes", plan.nops,
               json_array_size(changes));
+    carry_plan_free(&plan);
+    return rc;
+}
+
+int carry_portable_export(docker_client *c, const carry_portable_input *in,
+                          const char *const *volumes, size_t nvolumes, int out_fd,
+                          carry_stats *stats, gb_err *err)
+{
+    block_sigpipe();
+    _cleanup_json_ json_t *changes = NULL;
+    if (docker_container_changes(c, in->from, &changes, err) < 0)
+        return -1;
+    carry_plan plan;
+    carry_plan_input plan_in = {.changes = changes, .skip = in->skip, .guard = in->guard};
+    if (carry_plan_build(&plan_in, &plan, err) < 0)
+        return -1;
+    int rc = resolve_probes(c, in, &plan, err);
+    /* After the plan is final: a mount is never inside another op's path
+     * (the plan splits around skipped paths), and each is carried whole. */
+    for (size_t i = 0; i < nvolumes; i++) {
+        carry_plan_add(&plan, CARRY_OP_DEEP, volumes[i]);
+        plan.ops[plan.nops - 1].volume = true;
+    }
+    struct feeder f = {.c = c, .in = in, .plan = &plan, .out_fd = out_fd};
+    f.err = (gb_err)GB_ERR_INIT;
+    if (rc == 0) {
+        feeder_feed(&f);
+        if (f.rc < 0) {
+            *err = f.err;
+            rc = -1;
+        }
+    }
+    if (stats) {
+        stats->entries += f.entries;
+        stats->bytes += f.bytes;
+        stats->unapplied += plan.unapplied.n + f.unapplied;
+    }
     carry_plan_free(&plan);
     return rc;
 }

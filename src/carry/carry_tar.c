@@ -20,6 +20,7 @@
 #include "carry/carry_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -482,4 +483,9 @@ int carry_tar_write_end(int fd, gb_err *err)
     if (carry_write_all(fd, zeros, sizeof(zeros)) < 0)
         return write_failed(err);
     return 0;
+}
+
+void carry_pipe_widen(int fd)
+{
+    (void)fcntl(fd, F_SETPIPE_SZ, 1024 * 1024);
 }

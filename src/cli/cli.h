@@ -366,6 +366,8 @@ int cli_cmd_gpu_healthy(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_nodes(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_node_cordon(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_node_uncordon(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_node_drain(cli_ctx *ctx, const cli_args *a);
+int cli_cmd_move(cli_ctx *ctx, const cli_args *a);
 
 int cli_cmd_whoami(cli_ctx *ctx, const cli_args *a);
 int cli_cmd_users(cli_ctx *ctx, const cli_args *a);

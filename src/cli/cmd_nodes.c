@@ -116,3 +116,101 @@ int cli_cmd_node_uncordon(cli_ctx *ctx, const cli_args *a)
 {
     return node_patch(ctx, a->pos[0], "uncordon");
 }
+
+/* ---- moving sets between nodes ------------------------------------------------------ */
+
+/* One move, waited for (its progress shown while it runs): 0 and *r
+ * filled, or the exit code with the reason printed (report) or in *r. */
+static int node_move_one(cli_ctx *ctx, const char *name, const char *node, cli_reply *r,
+                         bool report)
+{
+    _cleanup_free_ char *path = cli_path(ctx, "/api/v1/replicaSet", name, "move");
+    _cleanup_json_ json_t *body = json_object();
+    if (node)
+        json_object_set_new(body, "node", json_string(node));
+    if (report)
+        return cli_call_progress(ctx, "move", name, "POST", path, body, r);
+    cli_progress_start(ctx, "move", name);
+    int rc = cli_request(ctx, "POST", path, body, r, false);
+    cli_progress_stop(ctx);
+    return rc;
+}
+
+/* "train: moved from a to b (version 3, running), 1.2 GB in 9.8 s (122.4 MB/s);
+ * ports 22->41003". */
+static void node_move_print(cli_ctx *ctx, const json_t *d)
+{
+    double bytes = (double)json_integer_value(json_object_get(d, "bytes"));
+    double seconds = json_number_value(json_object_get(d, "seconds"));
+    double rate = json_number_value(json_object_get(d, "bytesPerSecond"));
+    fprintf(ctx->out,
+            "%s: moved from %s to %s (version %" JSON_INTEGER_FORMAT ", %s), %.1f MB in "
+            "%.1f s (%.1f MB/s)",
+            cli_str(d, "name"), cli_str(d, "from"), cli_str(d, "to"),
+            json_integer_value(json_object_get(d, "version")), cli_str(d, "state"), bytes / 1e6,
+            seconds, rate / 1e6);
+    json_t *ports = json_object_get(d, "ports"), *p;
+    size_t i;
+    json_array_foreach(ports, i, p)
+    {
+        fprintf(ctx->out, "%s%" JSON_INTEGER_FORMAT "->%" JSON_INTEGER_FORMAT,
+                i ? ", " : "; ports ", json_integer_value(json_object_get(p, "containerPort")),
+                json_integer_value(json_object_get(p, "hostPort")));
+    }
+    fputc('\n', ctx->out);
+}
+
+int cli_cmd_move(cli_ctx *ctx, const cli_args *a)
+{
+    _cleanup_(cli_reply_free) cli_reply r = {0};
+    int rc = node_move_one(ctx, a->pos[0], cli_get(a, "node"), &r, true);
+    if (rc)
+        return rc;
+    if (ctx->json)
+        cli_print_json(ctx, r.data);
+    else
+        node_move_print(ctx, r.data);
+    return 0;
+}
+
+/* Cordon, then move every set off the node (only running ones with
+ * --running), each where placement puts it; what could not move is
+ * reported with why, and makes the exit status not 0. */
+int cli_cmd_node_drain(cli_ctx *ctx, const cli_args *a)
+{
+    const char *node = a->pos[0];
+    bool running_only = cli_flag(a, "running");
+    _cleanup_free_ char *cordon = cli_path(ctx, NODES_BASE, node, "cordon");
+    _cleanup_(cli_reply_free) cli_reply c = {0};
+    int rc = cli_call(ctx, "PATCH", cordon, NULL, &c);
+    if (rc)
+        return rc;
+    fprintf(ctx->out, "node %s: cordoned\n", node);
+    _cleanup_(cli_reply_free) cli_reply list = {0};
+    rc = cli_call(ctx, "GET", "/api/v1/replicaSet", NULL, &list);
+    if (rc)
+        return rc;
+    size_t moved = 0, failed = 0, i;
+    json_t *s;
+    json_array_foreach(json_object_get(list.data, "replicaSets"), i, s)
+    {
+        const char *state = cli_str(s, "state");
+        if (strcmp(cli_str(s, "node"), node) != 0 || !strcmp(state, "deleted"))
+            continue;
+        if (running_only && strcmp(state, "running") != 0)
+            continue;
+        _cleanup_(cli_reply_free) cli_reply r = {0};
+        int one = node_move_one(ctx, cli_str(s, "name"), NULL, &r, false);
+        if (one == 0) {
+            node_move_print(ctx, r.data);
+            moved++;
+        } else {
+            char words[1024];
+            fprintf(ctx->out, "%s: not moved: %s\n", cli_str(s, "name"),
+                    r.msg ? cli_words(r.msg, words, sizeof(words)) : "no answer");
+            failed++;
+        }
+    }
+    fprintf(ctx->out, "node %s: %zu set(s) moved, %zu could not move\n", node, moved, failed);
+    return failed ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+}

@@ -127,6 +127,16 @@ static const cli_opt start_opts[] = {
     CLI_OPTS_END,
 };
 
+static const cli_opt move_opts[] = {
+    {"node", 0, CLI_OPT_VALUE, "NODE", "the node it goes to (default: where placement puts it)"},
+    CLI_OPTS_END,
+};
+
+static const cli_opt drain_opts[] = {
+    {"running", 0, CLI_OPT_FLAG, NULL, "move only the running sets (the others stay)"},
+    CLI_OPTS_END,
+};
+
 static const cli_opt top_opts[] = {
     {"interval", 'n', CLI_OPT_VALUE, "SECONDS",
      "redraw every SECONDS (default 1; decimals allowed)"},
@@ -381,6 +391,19 @@ const cli_command cli_commands[] = {
     {"node uncordon", "NAME", 1, 1, CLI_COMPLETE_NODE, false, NULL, NULL, cli_cmd_node_uncordon,
      "Let new replica sets and volumes be placed on node NAME again",
      "Prints the node's new state."},
+    {"node drain", "NAME", 1, 1, CLI_COMPLETE_NODE, false, NULL, drain_opts, cli_cmd_node_drain,
+     "Cordon node NAME and move every replica set off it",
+     "Each set (running, paused or stopped; only running ones with --running) moves with its "
+     "system disk and volumes to the node placement picks, one after the other. Prints each "
+     "move, and each set that could not move with why; the exit status is not 0 when one could "
+     "not. The node stays cordoned: `gpubox node uncordon NAME` after the maintenance."},
+    {"move", "NAME", 1, 1, CLI_COMPLETE_REPLICASET, false, NULL, move_opts, cli_cmd_move,
+     "Move a replica set to another node, with its system disk and volumes",
+     "A new version on the other node (--node, or where placement puts it): the same name, "
+     "owner, history, spec and SSH keys, the system disk and the data of every volume it "
+     "binds. A running set runs there, a paused or stopped one stays so. Host ports are new "
+     "there (printed). Refused before anything is copied when the node has no room. Progress "
+     "shows while it runs."},
 
     /* users, quotas and accounting */
     {"whoami", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_whoami,

@@ -110,6 +110,11 @@ void cli_operation_line(const json_t *op, char *buf, size_t size)
     len = strlen(buf);
     if (tot > 0)
         snprintf(buf + len, size - len, " %.1f/%.1f MB", (double)cur / 1e6, (double)tot / 1e6);
+    /* A move's: "12.3 MB sent, 45.6 MB/s". */
+    json_t *rate = json_object_get(progress, "bytesPerSecond");
+    if (tot <= 0 && json_is_number(rate))
+        snprintf(buf + len, size - len, " %.1f MB sent, %.1f MB/s", (double)cur / 1e6,
+                 json_number_value(rate) / 1e6);
 }
 
 static void op_sleep(double seconds)

@@ -113,6 +113,16 @@ void cli_progress_line(const char *verb, const char *name, const json_t *op, dou
         snprintf(buf, size, "%s %s: %s (%zu/%zu)", verb, name, label, done, json_array_size(steps));
     if (elapsed_s < 0 || len < 0 || (size_t)len >= size)
         return;
+    /* A move's data so far, on a terminal (lines for logs change by step). */
+    const json_t *progress = json_object_get(op, "progress");
+    if (json_is_number(json_object_get(progress, "bytesPerSecond"))) {
+        int more = snprintf(buf + len, size - (size_t)len, " %.1f MB, %.1f MB/s",
+                            (double)json_integer_value(json_object_get(progress, "bytes")) / 1e6,
+                            json_number_value(json_object_get(progress, "bytesPerSecond")) / 1e6);
+        if (more < 0 || (size_t)(len + more) >= size)
+            return;
+        len += more;
+    }
     if (elapsed_s < 60)
         snprintf(buf + len, size - (size_t)len, " %.1fs", elapsed_s);
     else

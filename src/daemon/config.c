@@ -356,6 +356,11 @@ static const config_option config_options[] = {
                "directory (constant time), portable copies through Docker's changes and archive "
                "APIs; auto takes overlay where it can",
                carry_method),
+    OPT_ONE_OF("move-compress", "auto|zstd|none", "auto",
+               "a fleet's moves: compress the data this node sends to another with zstd (zstd), "
+               "not at all (none), or when a sample of it compresses well (auto) "
+               "(docs/fleet.md)",
+               move_compress),
     OPT_STR("bind-prefixes", "DIR[,DIR...]", "none",
             "host directories under which replica sets may bind-mount host paths; none allows "
             "only gpubox volumes",
@@ -634,6 +639,7 @@ int config_init(daemon_config *cfg, gb_err *err)
                    err) < 0 ||
         set_string(&cfg->gpu_attach, "nvidia", err) < 0 ||
         set_string(&cfg->carry_method, "auto", err) < 0 ||
+        set_string(&cfg->move_compress, "auto", err) < 0 ||
         set_string(&cfg->volume_backend, "loop", err) < 0 ||
         set_string(&cfg->volume_fs, "ext4", err) < 0 ||
         set_string(&cfg->share_overrun, "report", err) < 0 ||
@@ -666,7 +672,7 @@ void config_free(daemon_config *cfg)
                       &cfg->allowed_hosts,  &cfg->share_overrun,
                       &cfg->proxy_listen,   &cfg->proxy_listen_host,
                       &cfg->proxy_domain,   &cfg->proxy_url,
-                      &cfg->proxy_address};
+                      &cfg->proxy_address,  &cfg->move_compress};
     for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
         free(*owned[i]);
         *owned[i] = NULL;
@@ -1108,6 +1114,7 @@ int config_finalize(daemon_config *cfg, gb_err *err)
     cfg->app.nvidia_smi = cfg->nvidia_smi;
     cfg->app.gpu_attach = cfg->gpu_attach;
     cfg->app.carry_method = cfg->carry_method;
+    cfg->app.move_compress = cfg->move_compress;
     cfg->app.volume_backend = cfg->volume_backend;
     cfg->app.volume_fs = cfg->volume_fs;
     cfg->app.bind_prefixes = cfg->bind_prefixes;

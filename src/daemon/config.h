@@ -33,6 +33,7 @@ typedef struct daemon_config {
     char *data_dir, *store_url, *docker_host, *simulate_gpus, *nvml_library, *nvidia_smi;
     char *simulate_cpus, *reserved_cpus; /* docs/cpus.md */
     char *gpu_attach, *volume_backend, *volume_fs, *config_file, *bind_prefixes, *carry_method;
+    char *move_compress;                                  /* --move-compress: auto | zstd | none */
     char *token_file, *tls_cert, *tls_key, *cors_origins; /* NULL: not given */
     char *allowed_hosts; /* --allowed-host, every one given, joined by ','; NULL: none */
     char *gpu_exclude_sharing, *gpu_exclude, *hami_core;

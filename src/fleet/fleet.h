@@ -149,6 +149,14 @@ int fleet_name_claim(fleet *f, enum fleet_name_kind kind, const char *name, cons
 int fleet_name_release(fleet *f, enum fleet_name_kind kind, const char *name, const char *node,
                        gb_err *err);
 
+/* Hand names (kinds[i] names[i], n of them) from node `from` to node `to`
+ * in one transaction, only if `from` owns every one of them now (a
+ * move's point of no return, service/move/): 1 moved, 0 not (some name
+ * is not from's: nothing changed), -1 error. Names `to` owns already
+ * count as moved. */
+int fleet_names_move(fleet *f, const enum fleet_name_kind *kinds, const char *const *names,
+                     size_t n, const char *from, const char *to, gb_err *err);
+
 /* A read-only handle on another node's records (to list the sets of an
  * unreachable node); cached, owned by the fleet. */
 store *fleet_node_store(fleet *f, const char *node, gb_err *err);
@@ -198,5 +206,12 @@ int fleet_send(fleet *f, const char *advertise, const fleet_request *req, fleet_
 void fleet_send_many(fleet *f, const char *const *advertise, size_t n, const fleet_request *req,
                      fleet_answer *answers);
 void fleet_answer_clear(fleet_answer *a);
+/* fleet_send for an answer that is a stream (a move's data): a 200's body
+ * is written into out_fd as it arrives (blocking while the reader is
+ * slow; a reader that is gone ends the transfer), *bytes (may be NULL)
+ * counting it as it goes, for progress; any other status's body is kept
+ * in out->body, as fleet_send's. -1 when no whole answer came. */
+int fleet_send_to_fd(fleet *f, const char *advertise, const fleet_request *req, int out_fd,
+                     _Atomic uint64_t *bytes, fleet_answer *out, gb_err *err);
 
 #endif

@@ -13,10 +13,13 @@
 #include "util/xalloc.h"
 #include "fleet/fleet_internal.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fleet/fleet_auth.h"
 #include "util/cleanup.h"
@@ -32,6 +35,11 @@ struct exchange {
     struct curl_slist *headers;
     char url[FLEET_URL_MAX + 2048];
     bool too_large;
+    /* fleet_send_to_fd: a 200's body goes here */
+    CURL *h;
+    int out_fd;
+    _Atomic uint64_t *bytes;
+    int status; /* known once the body begins; 0 before */
 };
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
@@ -39,6 +47,24 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     struct exchange *x = arg;
     size_t len = size * n;
     fleet_answer *a = x->answer;
+    if (x->h && !x->status) {
+        long status = 0;
+        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+        x->status = (int)status;
+    }
+    if (x->h && x->status == 200) {
+        for (size_t off = 0; off < len;) {
+            ssize_t w = write(x->out_fd, data + off, len - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return 0; /* the reader is gone: curl ends the transfer */
+            off += (size_t)w;
+        }
+        if (x->bytes)
+            *x->bytes += len;
+        return len;
+    }
     if (a->body_len + len > FLEET_ANSWER_MAX) {
         x->too_large = true;
         return 0;
@@ -148,6 +174,32 @@ int fleet_send(fleet *f, const char *advertise, const fleet_request *req, fleet_
     CURLcode rc = curl_easy_perform(h);
     exchange_finish(h, &x, rc, advertise);
     curl_pool_give_back(pool, h);
+    if (out->status == 0) {
+        *err = out->err;
+        return -1;
+    }
+    return 0;
+}
+
+int fleet_send_to_fd(fleet *f, const char *advertise, const fleet_request *req, int out_fd,
+                     _Atomic uint64_t *bytes, fleet_answer *out, gb_err *err)
+{
+    *out = (fleet_answer){.err = GB_ERR_INIT};
+    /* A reader that is gone gives EPIPE here, never the signal. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    CURL *h = curl_easy_init();
+    if (!h)
+        return err_set(err, ERR_INTERNAL, "curl_easy_init failed");
+    struct exchange x = {.answer = out, .h = h, .out_fd = out_fd, .bytes = bytes};
+    exchange_setup(f, h, &x, advertise, req);
+    /* A stream of data: larger reads, fewer calls (curl's default is 16 KiB). */
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
+    CURLcode rc = curl_easy_perform(h);
+    exchange_finish(h, &x, rc, advertise);
+    curl_easy_cleanup(h);
     if (out->status == 0) {
         *err = out->err;
         return -1;

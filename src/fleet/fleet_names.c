@@ -122,6 +122,52 @@ int fleet_name_release(fleet *f, enum fleet_name_kind kind, const char *name, co
     return 0;
 }
 
+int fleet_names_move(fleet *f, const enum fleet_name_kind *kinds, const char *const *names,
+                     size_t n, const char *from, const char *to, gb_err *err)
+{
+    char **keys = xcalloc(n ? n : 1, sizeof(*keys));
+    char **values = xcalloc(n ? n : 1, sizeof(*values));
+    store_cmp *cmps = xcalloc(n ? n : 1, sizeof(*cmps));
+    store_op *ops = xcalloc(n ? n : 1, sizeof(*ops));
+    size_t nops = 0;
+    int rc = 1;
+    _cleanup_json_ json_t *v = json_pack("{s:s, s:I}", "node", to, "since", (json_int_t)time(NULL));
+    for (size_t i = 0; i < n && rc == 1; i++) {
+        keys[i] = name_key(kinds[i], names[i]);
+        char holder[FLEET_NODE_MAX] = "";
+        int64_t since = 0, rev = 0;
+        int found = name_read(f, keys[i], holder, sizeof(holder), &since, &rev, err);
+        if (found < 0)
+            rc = -1;
+        else if (found && strcmp(holder, to) == 0)
+            continue;
+        else if (!found || strcmp(holder, from) != 0)
+            rc = 0;
+        else {
+            values[i] = json_dumps(v, JSON_COMPACT);
+            cmps[nops] =
+                (store_cmp){.kind = STORE_CMP_MOD_REVISION, .key = keys[i], .mod_revision = rev};
+            ops[nops++] = (store_op){.kind = STORE_OP_PUT, .key = keys[i], .value = values[i]};
+        }
+    }
+    if (rc == 1 && nops) {
+        bool ok = false;
+        if (store_txn(f->store, cmps, nops, ops, nops, &ok, NULL, err) < 0)
+            rc = err_prefix(err, "writing the fleet's name index");
+        else if (!ok)
+            rc = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(keys[i]);
+        free(values[i]);
+    }
+    free(keys);
+    free(values);
+    free(cmps);
+    free(ops);
+    return rc;
+}
+
 store *fleet_node_store(fleet *f, const char *node, gb_err *err)
 {
     pthread_mutex_lock(&f->lock);

@@ -399,7 +399,7 @@ static struct MHD_Response *exchange_stream_response(http_exchange *x, struct MH
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     http_stream_attach(st, ci ? (int)ci->connect_fd : -1, &x->server->stopping);
     struct MHD_Response *r = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, 16 * 1024, exchange_stream_read, st, exchange_stream_free);
+        MHD_SIZE_UNKNOWN, 256 * 1024, exchange_stream_read, st, exchange_stream_free);
     if (!r) {
         http_stream_close(st);
         x->resp.stream = NULL;

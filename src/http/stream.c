@@ -25,6 +25,7 @@ struct http_stream {
     int client_fd;
     const atomic_bool *stopping;
     atomic_bool cancelled;
+    atomic_bool aborted; /* the producer broke the body off: no proper end */
     pthread_t thread;
     bool started;
     http_stream_fn fn;
@@ -53,6 +54,7 @@ int http_response_stream(http_response *resp, int status, const char *content_ty
     *s = (http_stream){
         .rfd = fds[0], .wfd = fds[1], .client_fd = -1, .fn = fn, .ctx = ctx, .ctx_free = ctx_free};
     atomic_init(&s->cancelled, false);
+    atomic_init(&s->aborted, false);
     int rc = pthread_create(&s->thread, NULL, http_stream_main, s);
     if (rc != 0) {
         http_stream_close(s);
@@ -85,6 +87,11 @@ int http_stream_write(http_stream *s, const void *data, size_t n)
     return 0;
 }
 
+void http_stream_abort(http_stream *s)
+{
+    atomic_store(&s->aborted, true);
+}
+
 const atomic_bool *http_stream_cancelled(const http_stream *s)
 {
     return &s->cancelled;
@@ -99,7 +106,7 @@ void http_stream_attach(http_stream *s, int client_fd, const atomic_bool *stoppi
 ssize_t http_stream_read(http_stream *s, char *buf, size_t max)
 {
     for (;;) {
-        if (s->stopping && atomic_load(s->stopping))
+        if ((s->stopping && atomic_load(s->stopping)) || atomic_load(&s->aborted))
             return -1;
         struct pollfd p[2] = {{.fd = s->rfd, .events = POLLIN},
                               {.fd = s->client_fd, .events = POLLRDHUP}};

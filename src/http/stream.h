@@ -40,6 +40,9 @@ int http_response_stream(http_response *resp, int status, const char *content_ty
 /* From the producer: write all n bytes, blocking while the client is slow.
  * -1 once the stream is cancelled (the client went away). */
 int http_stream_write(http_stream *s, const void *data, size_t n);
+/* From the producer: end the body without its proper end (the connection
+ * is closed part way), so the client sees it broken off, not complete. */
+void http_stream_abort(http_stream *s);
 /* Set once the stream is cancelled. */
 const atomic_bool *http_stream_cancelled(const http_stream *s);
 

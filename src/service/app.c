@@ -388,6 +388,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
         replicaset_doubt_start(a, err) < 0 || monitor_start(a, &app_monitor_actions, err) < 0 ||
         nodes_join(a, err) < 0 || queue_start(a, err) < 0)
         goto fail;
+    replicaset_moves_start(a); /* moves a crash left half done: settled now it is a node */
     log_info("ports: %u-%u, %zu free; gpu attach: %s; volume backend: %s", cfg->port_start,
              cfg->port_end, ports_pool_available(a->ports), cfg->gpu_attach, cfg->volume_backend);
     *out = a;
@@ -401,6 +402,7 @@ void app_close(app *a)
 {
     if (!a)
         return;
+    replicaset_moves_stop(a); /* it talks to the fleet and takes name locks */
     fleet_close(a->fleet);    /* first: the others see this node go at once */
     monitor_stop(a);          /* it stops sets: before what a stop needs goes */
     replicaset_doubt_stop(a); /* it takes name locks and gives back to the pools */

@@ -63,6 +63,10 @@ struct replicaset_record;
 #define OP_STEP_NEW_STARTED "new-started"
 #define OP_STEP_OLD_REMOVED "old-removed"
 #define OP_STEP_COMMITTED "committed"
+/* A move between nodes (replicaset/move.c, move_in.c). */
+#define OP_STEP_PREPARED "prepared"
+#define OP_STEP_COPIED "copied"
+#define OP_STEP_SWITCHED "switched"
 /* Volume operations' fault points (not journalled). */
 #define OP_STEP_STORAGE "storage"
 #define OP_STEP_DOCKER "docker"

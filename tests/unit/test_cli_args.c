@@ -126,7 +126,11 @@ static void test_node_commands(void **state)
     assert_string_equal(a.cmd->name, "node uncordon");
     cli_args_free(&a);
     ASSERT_USAGE("'node' needs a subcommand", "node");
-    ASSERT_USAGE("unknown command 'node drain'", "node", "drain", "a");
+    ASSERT_USAGE("unknown command 'node frob'", "node", "frob", "a");
+    assert_int_equal(PARSE(&a, msg, "node", "drain", "a", "--running"), 0);
+    assert_string_equal(a.cmd->name, "node drain");
+    assert_true(cli_flag(&a, "running"));
+    cli_args_free(&a);
     ASSERT_USAGE("missing", "node", "cordon");
 }
 

@@ -40,6 +40,13 @@
 #define LLVMFuzzerTestOneInput fuzz_one_log_escape
 #include "../fuzz/fuzz_log_escape.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_one_move_zstd
+#define fuzz_file fuzz_move_file
+#define fuzz_slurp fuzz_move_slurp
+#include "../fuzz/fuzz_move_zstd.c"
+#undef fuzz_file
+#undef fuzz_slurp
+#undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_one_names
 #include "../fuzz/fuzz_names.c"
 #undef LLVMFuzzerTestOneInput
@@ -74,6 +81,7 @@ static const fuzz_target targets[] = {
     {"fuzz_image_ref", NULL, fuzz_one_image_ref},
     {"fuzz_json_depth", NULL, fuzz_one_json_depth},
     {"fuzz_log_escape", NULL, fuzz_one_log_escape},
+    {"fuzz_move_zstd", NULL, fuzz_one_move_zstd},
     {"fuzz_names", NULL, fuzz_one_names},
     {"fuzz_origin", NULL, fuzz_one_origin},
     {"fuzz_router", fuzz_init_router, fuzz_one_router},

@@ -258,6 +258,33 @@ static void test_record_roundtrip(void **state)
     assert_int_equal(e.code, ERR_INTERNAL);
 }
 
+/* A record keeps the fields this gpuboxd does not know (a newer one wrote
+ * them) and writes them back, so a record carried whole to another node
+ * (a move) loses nothing; the ones it knows are its own to write. */
+static void test_record_keeps_unknown_fields(void **state)
+{
+    (void)state;
+    _cleanup_json_ json_t *j =
+        json_loads("{\"name\":\"foo\",\"version\":2,\"state\":\"running\",\"spec\":{\"imageName\":"
+                   "\"x\"},\"addedLater\":[{\"name\":\"web\",\"port\":80}],\"futureFlag\":true}",
+                   0, NULL);
+    replicaset_record r;
+    gb_err e = GB_ERR_INIT;
+    assert_int_equal(replicaset_record_from_json(j, &r, &e), 0);
+    replicaset_record copy;
+    replicaset_record_copy(&r, &copy);
+    replicaset_record_free(&r);
+    copy.version = 3;
+    _cleanup_json_ json_t *back = replicaset_record_to_json(&copy);
+    assert_int_equal(json_integer_value(json_object_get(back, "version")), 3);
+    assert_true(json_equal(json_object_get(back, "addedLater"), json_object_get(j, "addedLater")));
+    assert_true(json_is_true(json_object_get(back, "futureFlag")));
+    /* A known field the record no longer has is not brought back. */
+    assert_null(json_object_get(back, "operation"));
+    replicaset_record_free(&copy);
+    assert_null(copy.unknown);
+}
+
 /* Parse a create body that must succeed. */
 static void parse_ok(const char *text, replicaset_spec *s)
 {
@@ -603,11 +630,17 @@ static void test_ssh_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_full_spec_roundtrip), cmocka_unit_test(test_spec_errors),
-        cmocka_unit_test(test_lifecycle_table),     cmocka_unit_test(test_record_roundtrip),
-        cmocka_unit_test(test_gpu_share_fields),    cmocka_unit_test(test_gpu_share_errors),
-        cmocka_unit_test(test_gpu_share_roundtrip), cmocka_unit_test(test_gpu_patch_rules),
-        cmocka_unit_test(test_gpu_cores),           cmocka_unit_test(test_ssh_keys),
+        cmocka_unit_test(test_full_spec_roundtrip),
+        cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_lifecycle_table),
+        cmocka_unit_test(test_record_roundtrip),
+        cmocka_unit_test(test_gpu_share_fields),
+        cmocka_unit_test(test_gpu_share_errors),
+        cmocka_unit_test(test_gpu_share_roundtrip),
+        cmocka_unit_test(test_gpu_patch_rules),
+        cmocka_unit_test(test_gpu_cores),
+        cmocka_unit_test(test_ssh_keys),
+        cmocka_unit_test(test_record_keeps_unknown_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -190,6 +190,30 @@ typedef struct nodes_place {
     const char *gone_owner; /* nodes_route.node of NODES_PLACE ("" or NULL: none) */
 } nodes_place;
 
+/* A move (replicaset/move.c): the node a set of this spec goes to,
+ * pinned (pin) or placed as its create would be, its volumes going with
+ * it and this node left out; node and advertise filled. Refusals as
+ * placement's (1013 naming why). */
+struct replicaset_spec;
+int nodes_move_target(app *a, const struct replicaset_spec *spec, const char *pin, char *node,
+                      size_t node_size, char *advertise, size_t advertise_size, gb_err *err);
+
+/* ---- moves between nodes (move.c) ------------------------------------------------ */
+
+/* nodes_send for an answer streamed into out_fd (fleet_send_to_fd). */
+int nodes_send_to_fd(app *a, const char *advertise, const nodes_request *req, int out_fd,
+                     _Atomic uint64_t *bytes, nodes_answer *out, gb_err *err);
+/* Which node owns name: 1 with node filled, 0 nobody. */
+int nodes_name_owner(app *a, enum nodes_kind kind, const char *name, char *node, size_t size,
+                     gb_err *err);
+/* Hand names (kinds[i], names[i]) from node from to node to, all or none
+ * (fleet_names_move): 1 moved, 0 not every one is from's, -1 error. */
+int nodes_names_move(app *a, const enum nodes_kind *kinds, const char *const *names, size_t n,
+                     const char *from, const char *to, gb_err *err);
+/* The store of another node's records, read-only (its journal). */
+struct store;
+struct store *nodes_peer_store(app *a, const char *node, gb_err *err);
+
 /* Place and create: 0 when the client has its answer (made here, or an
  * answer passed); -1 with err (1013 naming every node's refusal when none
  * took it, ERR_VOLUME_CREATE_FAILED for a volume). */

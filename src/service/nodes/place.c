@@ -72,7 +72,8 @@ static int bound_volume_nodes(fleet *f, const replicaset_spec *spec,
 }
 
 /* The candidates for a parsed create request, best first. */
-static int rank_replicaset(app *a, const replicaset_create_request *cr, candidates *c, gb_err *err)
+static int rank_replicaset(app *a, const replicaset_create_request *cr, bool volumes_follow,
+                           candidates *c, gb_err *err)
 {
     const replicaset_spec *spec = &cr->spec;
     const replicaset_placement *p = &cr->placement;
@@ -91,7 +92,7 @@ static int rank_replicaset(app *a, const replicaset_create_request *cr, candidat
     char allowed[FLEET_NODE_MAX] = "";
     const char *allowed_list[1] = {allowed};
     bool any = true;
-    if (bound_volume_nodes(a->fleet, spec, &allowed, &any, err) < 0)
+    if (!volumes_follow && bound_volume_nodes(a->fleet, spec, &allowed, &any, err) < 0)
         return -1;
     if (!any) {
         pr.allowed_nodes = allowed_list;
@@ -218,7 +219,7 @@ int nodes_place_create(app *a, const nodes_place *p, const nodes_create_calls *c
         .ctx = &x, .claim = index_claim, .release = index_release, .reach = index_reach};
     candidates c = {0};
     int ranked = vol ? rank_volume(a, p->volume_node, p->volume_size, &c, err)
-                     : rank_replicaset(a, p->set, &c, err);
+                     : rank_replicaset(a, p->set, false, &c, err);
     if (ranked < 0) {
         candidates_free(&c);
         if (p->gone_owner && p->gone_owner[0]) /* the name is a gone node's: it says so */
@@ -231,6 +232,41 @@ int nodes_place_create(app *a, const nodes_place *p, const nodes_create_calls *c
     int rc = nodes_try_candidates(cands, c.norder, fleet_node(a->fleet), &ix, calls,
                                   vol ? ERR_VOLUME_CREATE_FAILED : ERR_GPU_NOT_ENOUGH, err);
     free(cands);
+    candidates_free(&c);
+    return rc;
+}
+
+int nodes_move_target(app *a, const replicaset_spec *spec, const char *pin, char *node,
+                      size_t node_size, char *advertise, size_t advertise_size, gb_err *err)
+{
+    const char *self = fleet_node(a->fleet);
+    if (pin && strcmp(pin, self) == 0)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "the replica set is on node %s already; name another node, or none to let "
+                       "placement choose",
+                       pin);
+    /* Placement as for a create of the same spec (its volumes go with it),
+     * this node left out. */
+    replicaset_create_request cr = {.spec = *spec};
+    cr.placement.node = pin;
+    candidates c = {0};
+    if (rank_replicaset(a, &cr, true, &c, err) < 0) {
+        candidates_free(&c);
+        return err_prefix(err, "moving it");
+    }
+    int rc = err_set(err, ERR_GPU_NOT_ENOUGH,
+                     "no other node can take it: every other node is unreachable, cordoned or "
+                     "lacks the room (cards, ports) it needs");
+    for (size_t i = 0; i < c.norder; i++) {
+        const fleet_member *m = &c.members[c.order[i]];
+        if (strcmp(m->name, self) == 0)
+            continue;
+        snprintf(node, node_size, "%s", m->name);
+        snprintf(advertise, advertise_size, "%s", m->advertise);
+        err_clear(err);
+        rc = 0;
+        break;
+    }
     candidates_free(&c);
     return rc;
 }

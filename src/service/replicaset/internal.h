@@ -159,6 +159,10 @@ int replicaset_load_settled(app *a, const char *name, replicaset_record *r, gb_e
 
 /* restart (restart.c) of r, loaded under its lock and checked. */
 int replicaset_restart_locked(app *a, replicaset_record *r, bool no_gpu, json_t **out, gb_err *err);
+/* move_in.c: start-up: the containers (keys of known) and owners (keys of
+ * owners) of moves coming here that are not settled yet, so that what
+ * start-up sweeps (env files, staged binds, networks) keeps theirs. */
+void replicaset_move_in_known(app *a, json_t *known, json_t *owners);
 
 /* The kind-specific resumes (each file owns its kind's steps). */
 int replicaset_create_resume(app *a, journal_op *op, const replicaset_record *r, gb_err *err);
@@ -199,7 +203,7 @@ bool replicaset_volumes_ready(app *a, const replicaset_record *r);
  * defined in the file that holds its steps. */
 extern const op_kind replicaset_op_create, replicaset_op_stop, replicaset_op_delete,
     replicaset_op_restart_same, replicaset_op_restart_new, replicaset_op_patch,
-    replicaset_op_rollback;
+    replicaset_op_rollback, replicaset_op_move;
 
 #define RS_STOP_TIMEOUT_S 10
 

@@ -159,6 +159,7 @@ int replicaset_reconcile(app *a, gb_err *err)
     struct replicaset_reconcile_ctx rc = {.a = a, .known = known, .owners = owners};
     if (replicaset_records_each(a->store, replicaset_reconcile_each, &rc, err) < 0)
         return err_prefix(err, "reconciling replica sets");
+    replicaset_move_in_known(a, known, owners);
     replicaset_network_reconcile(a, owners);
     replicaset_report_orphans(a, known);
     replicaset_gpu_env_sweep(a, known);

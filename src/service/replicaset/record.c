@@ -215,7 +215,63 @@ json_t *replicaset_record_to_json(const replicaset_record *r)
         json_object_set_new(j, "queue", json_deep_copy(r->queue));
     if (j && r->services && json_array_size(r->services))
         json_object_set_new(j, "services", json_deep_copy(r->services));
+    const char *key;
+    json_t *value;
+    json_object_foreach(r->unknown, key, value)
+    {
+        if (j && !json_object_get(j, key))
+            json_object_set(j, key, value);
+    }
     return j;
+}
+
+/* Every field replicaset_record_to_json may write: the others are kept in
+ * r->unknown. */
+static const char *const record_known_fields[] = {"name",
+                                                  "version",
+                                                  "state",
+                                                  "spec",
+                                                  "containerName",
+                                                  "containerId",
+                                                  "gpus",
+                                                  "gpuShares",
+                                                  "ports",
+                                                  "createTime",
+                                                  "updateTime",
+                                                  "operation",
+                                                  "owner",
+                                                  "lastGpus",
+                                                  "lastPorts",
+                                                  "cpuset",
+                                                  "lastCpuset",
+                                                  "idleStopSeconds",
+                                                  "maxDurationSeconds",
+                                                  "runningSince",
+                                                  "stopped",
+                                                  "gpusAside",
+                                                  "pendingSpec",
+                                                  "gpuMode",
+                                                  "queue",
+                                                  "services",
+                                                  NULL};
+
+static json_t *record_unknown_fields(const json_t *j)
+{
+    json_t *unknown = NULL;
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)j, key, value)
+    {
+        bool known = false;
+        for (size_t i = 0; record_known_fields[i] && !known; i++)
+            known = strcmp(key, record_known_fields[i]) == 0;
+        if (known)
+            continue;
+        if (!unknown)
+            unknown = json_object();
+        json_object_set(unknown, key, value);
+    }
+    return unknown;
 }
 
 static int copy_field(const json_t *j, const char *field, char *dst, size_t size, gb_err *err);
@@ -438,6 +494,7 @@ int replicaset_record_from_json(const json_t *j, replicaset_record *out, gb_err 
         goto fail;
     }
     out->services = services ? json_deep_copy(services) : NULL;
+    out->unknown = record_unknown_fields(j);
     int s = replicaset_state_parse(state);
     if (s < 0 || version < 0 || version > 1000000000) {
         err_set(err, ERR_INTERNAL, "record of %s has state '%s', version %lld", out->name, state,
@@ -552,6 +609,7 @@ void replicaset_record_copy(const replicaset_record *src, replicaset_record *dst
     dst->pending_spec = src->pending_spec ? json_deep_copy(src->pending_spec) : NULL;
     dst->queue = src->queue ? json_deep_copy(src->queue) : NULL;
     dst->services = src->services ? json_deep_copy(src->services) : NULL;
+    dst->unknown = src->unknown ? json_deep_copy(src->unknown) : NULL;
     dst->cpuset = replicaset_dup(src->cpuset, src->ncpuset, sizeof(*src->cpuset));
     dst->last_cpuset =
         replicaset_dup(src->last_cpuset, src->nlast_cpuset, sizeof(*src->last_cpuset));
@@ -573,6 +631,8 @@ void replicaset_record_free(replicaset_record *r)
     r->ngpus = r->nports = r->ncpuset = 0;
     json_decref(r->gpus_aside);
     r->gpus_aside = NULL;
+    json_decref(r->unknown);
+    r->unknown = NULL;
     json_decref(r->pending_spec);
     r->pending_spec = NULL;
     json_decref(r->queue);

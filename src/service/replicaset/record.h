@@ -160,6 +160,10 @@ typedef struct replicaset_record {
     json_t *queue;        /* queued: {priority, submitTime, timeoutSeconds, why, dropped}
                              (service/queue/queue.h); NULL: none */
     json_t *services;     /* web services behind the proxy (services.h); NULL: none */
+    /* Fields of the stored record this gpuboxd does not know (a newer
+     * one wrote them): kept as they are and written back, so a record
+     * carried whole (a move to another node) loses nothing. NULL: none. */
+    json_t *unknown;
     /* Not stored: what a save's quota check counts instead of what the
      * record holds (a version change holds the old and the new cards at
      * once for a moment; its quota is what the new version keeps). */

@@ -23,6 +23,7 @@
 
 #include "service/journal.h"
 #include "service/replicaset/internal.h"
+#include "service/replicaset/move.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -94,6 +95,10 @@ int replicaset_recover(app *a, gb_err *err)
     for (size_t i = 0; i < n; i++) {
         _cleanup_(replicaset_record_free) replicaset_record r = {0};
         gb_err e = GB_ERR_INIT;
+        /* A move needs the fleet, which the node joins after this: its
+         * thread settles it then (move_settle.c). */
+        if (ops[i].kind == JOURNAL_MOVE_IN || (ops[i].kind == JOURNAL_MOVE && !a->fleet))
+            continue;
         int found = replicaset_record_load(a->store, ops[i].target, &r, &e);
         if (found < 0 || op_resume(a, &ops[i], found ? &r : NULL, &e) < 0)
             log_error("recover: operation %s (%s of %s): %s", ops[i].id,
@@ -147,5 +152,14 @@ int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err)
     if (!found)
         return err_set(err, ERR_NOT_FOUND, "no operation '%s' (finished ones are kept 7 days)", id);
     *out = journal_op_to_json(&op);
+    uint64_t bytes = 0;
+    double seconds = 0;
+    if (*out && (op.kind == JOURNAL_MOVE || op.kind == JOURNAL_MOVE_IN) &&
+        move_progress_get(op.id, &bytes, &seconds))
+        /* A move's data so far (docs/fleet.md): the stream's bytes and rate. */
+        json_object_set_new(*out, "progress",
+                            json_pack("{s:I, s:I, s:f, s:f}", "current", (json_int_t)bytes, "bytes",
+                                      (json_int_t)bytes, "seconds", seconds, "bytesPerSecond",
+                                      seconds > 0 ? (double)bytes / seconds : 0.0));
     return *out ? 0 : err_set(err, ERR_INTERNAL, "out of memory");
 }

@@ -135,6 +135,55 @@ int replicaset_restart_queued(app *a, const struct replicaset_record *q, json_t 
  * plus cancelled: true. */
 int replicaset_cancel_queued(app *a, struct replicaset_record *r, bool purge, json_t **out,
                              gb_err *err);
+/* ---- Moving to another node of a fleet (move.c, move_in.c, move_settle.c) ---- */
+
+typedef struct replicaset_move_request {
+    const char *node;          /* the node it goes to; NULL: placement picks one */
+    const char *authorization; /* the caller's Authorization, for the other node */
+    bool wait;                 /* answer when it is over; false: once the target took the
+                                  room (refusals still come first), the rest running on */
+} replicaset_move_request;
+
+/* POST /replicaSet/{name}/move on the node that holds it: a new version on
+ * the other node with the system disk and the volumes' data (move.c says
+ * how, docs/fleet.md what users see). Refused before anything is copied
+ * when the target lacks room (1013/1014/1118 naming it), a volume is
+ * bound by another set too (1107), or the set is not running, paused or
+ * stopped. data: {name, from, to, node, operationId, containerName,
+ * version, state, gpus, gpuShares, ports, bytes, seconds, bytesPerSecond}. */
+int replicaset_move(app *a, const char *name, const replicaset_move_request *rq, json_t **out,
+                    gb_err *err);
+/* GET .../moves/{id}/data on the source: the set's stream into fd. */
+int replicaset_move_export(app *a, const char *id, int fd, gb_err *err);
+/* PATCH .../restart {"move": true}: replicaset_restart, and when this
+ * node lacks the room (1013, 1014, 1118) in a fleet, a move (stopped) to
+ * the node placement picks and the restart there; data: the restart's
+ * answer from that node, with node, movedFrom and move (the move's). */
+int replicaset_restart_or_move(app *a, const char *name, bool no_gpu, const char *authorization,
+                               json_t **out, gb_err *err);
+/* Bytes of move id's stream sent so far (the source's side of GET .../data),
+ * for its operation's progress; done once it ended. */
+void replicaset_move_progress(const char *id, uint64_t bytes, bool done);
+/* The target's side (move_in.c): prepare (body as move.c sends it), pull
+ * the data, commit, abort. */
+int replicaset_move_in_prepare(app *a, const json_t *body, json_t **out, gb_err *err);
+int replicaset_move_in_pull(app *a, const char *id, const char *authorization, json_t **out,
+                            gb_err *err);
+int replicaset_move_in_commit(app *a, const char *id, json_t **out, gb_err *err);
+int replicaset_move_in_abort(app *a, const char *id, const char *why, json_t **out, gb_err *err);
+/* POST /operations/{id}/abandon (admin): give up this node's half of a
+ * move coming here (move-in) whose source is lost for good before the
+ * set's name moved; data: the operation, undone. */
+int replicaset_move_abandon(app *a, const char *id, json_t **out, gb_err *err);
+/* Settle every unfinished move of this node (move_settle.c), now; and the
+ * thread that does it every few seconds once the node joined. */
+size_t replicaset_moves_settle(app *a); /* how many unfinished moves it saw */
+/* A move began here: the thread reads the journal again. */
+void replicaset_moves_poke(void);
+void replicaset_moves_start(app *a);
+void replicaset_moves_stop(app *a);
+/* Wait for the moves that answered early to end (before the app goes). */
+void replicaset_moves_wait(void);
 
 /* GET /api/v1/operations/{id}: the operation record (journal.h). */
 int replicaset_operation(app *a, const char *id, json_t **out, gb_err *err);
@@ -261,6 +310,6 @@ int replicaset_recover(app *a, gb_err *err);
 struct op_kind;
 extern const struct op_kind replicaset_op_create, replicaset_op_stop, replicaset_op_delete,
     replicaset_op_restart_same, replicaset_op_restart_new, replicaset_op_patch,
-    replicaset_op_rollback;
+    replicaset_op_rollback, replicaset_op_move;
 
 #endif

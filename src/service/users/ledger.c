@@ -121,8 +121,12 @@ int users_ledger_usage_of(app *a, const char *owner, users_ledger_usage *u, gb_e
 }
 
 /* Does the entry e say what h says? */
+static bool entry_foreign(const app *a, const json_t *e);
+
 static bool entry_same(const app *a, const json_t *e, const users_ledger_hold *h)
 {
+    if (!h->exists && entry_foreign(a, e))
+        return true; /* another node's now (a set that moved): not this node's to remove */
     if (!e || !h->exists)
         return !e && !h->exists;
     const char *node = json_string_value(json_object_get(e, "node"));
@@ -132,6 +136,13 @@ static bool entry_same(const app *a, const json_t *e, const users_ledger_hold *h
         return field(e, "bytes") == h->volume_bytes;
     return field(e, "cards") == h->cards && field(e, "shareMiB") == h->share_mib &&
            field(e, "cores") == h->cores;
+}
+
+/* An entry another node wrote: the name moved there (replicaset/move.c). */
+static bool entry_foreign(const app *a, const json_t *e)
+{
+    const char *node = e ? json_string_value(json_object_get(e, "node")) : NULL;
+    return node && node[0] && node_of(a)[0] && strcmp(node, node_of(a)) != 0;
 }
 
 /* One quota dimension: refuse when it grows past the limit. */
@@ -412,4 +423,34 @@ int users_ledger_record_save(app *a, const records_kind *k, const char *name, co
     struct users_ledger_save s = {.a = a, .h = h, .check = check};
     return records_save_via(a->store, k, name, value, mod_revision, extra, nextra,
                             users_ledger_save_txn, &s, err);
+}
+
+int users_ledger_hand_over(app *a, const char *owner, bool volume, const char *name,
+                           const char *node, gb_err *err)
+{
+    if (!owner || !owner[0] || !a->users)
+        return 0;
+    char lkey[STORE_KEY_MAX];
+    keys_ledger(lkey, sizeof(lkey), users_up(a), owner);
+    for (int attempt = 0; attempt < LEDGER_ATTEMPTS; attempt++) {
+        _cleanup_json_ json_t *lj = NULL;
+        int64_t rev = 0;
+        if (users_ledger_read(a, owner, &lj, &rev, err) < 0)
+            return -1;
+        json_t *e = json_object_get(json_object_get(lj, volume ? "volumes" : "sets"), name);
+        const char *n = json_string_value(json_object_get(e, "node"));
+        if (!e || !n || strcmp(n, node_of(a)) != 0)
+            return 0; /* not this node's to hand over */
+        json_object_set_new(e, "node", json_string(node));
+        _cleanup_free_ char *text = json_dumps(lj, JSON_COMPACT | JSON_SORT_KEYS);
+        store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = lkey, .mod_revision = rev};
+        store_op op = {.kind = STORE_OP_PUT, .key = lkey, .value = text};
+        bool ok = false;
+        if (store_txn(a->store, &cmp, 1, &op, 1, &ok, NULL, err) < 0)
+            return -1;
+        if (ok)
+            return 0;
+    }
+    return err_set(err, ERR_CONFLICT, "the ledger of %s kept changing under %d attempts; try again",
+                   owner, LEDGER_ATTEMPTS);
 }

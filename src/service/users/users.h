@@ -190,6 +190,12 @@ int users_ledger_reserve(app *a, const users_ledger_hold *h, bool *reserved, gb_
  * of this node (a record that took it over keeps it). A reservation a
  * crash left is removed by users_ledger_sync at the next start. */
 int users_ledger_release(app *a, const users_ledger_hold *h, gb_err *err);
+/* owner's entry for name (a volume's or a set's), if this node's, now
+ * node's: a move undone on the node it was going to gives the entry back
+ * to the node the name stays on, before its own copy goes
+ * (replicaset/move_in.c). A node removes another node's entry never. */
+int users_ledger_hand_over(app *a, const char *owner, bool volume, const char *name,
+                           const char *node, gb_err *err);
 
 /* Make this node's entries in every ledger agree with holds, what its
  * records hold (start-up: records from before users, and anything a store

@@ -33,6 +33,7 @@
 
 #include "service/engine.h"
 #include "service/keys.h"
+#include "service/namelock.h"
 #include "service/ops_timer.h"
 #include "service/volumes/internal.h"
 #include "util/cleanup.h"
@@ -59,6 +60,8 @@ static int volumes_create_code(gb_err *err)
         err->code = ERR_VOLUME_CREATE_FAILED;
     return -1;
 }
+
+static int volumes_delete_run(app *a, volumes_record *r, size_t from, gb_err *err);
 
 /* What one create or delete works with (engine.h). */
 typedef struct volumes_cd {
@@ -163,9 +166,72 @@ static int volumes_make(app *a, volumes_record *r, gb_err *err)
     return 0;
 }
 
+static int volumes_create_as(app *a, const char *name, const char *size_text, const char *owner,
+                             json_t **out, gb_err *err);
+
 int volumes_create(app *a, const char *name, const char *size_text, json_t **out, gb_err *err)
 {
     OPS_TIMED(a, "volume_create", out, err);
+    return volumes_create_as(a, name, size_text, users_caller_owner(), out, err);
+}
+
+int volumes_move_in(app *a, const char *name, const char *size_text, const char *owner, gb_err *err)
+{
+    _cleanup_json_ json_t *out = NULL;
+    return volumes_create_as(a, name, size_text, owner, &out, err);
+}
+
+int volumes_move_remove(app *a, const char *name, gb_err *err)
+{
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "vol", name);
+    _cleanup_(volumes_record_free) volumes_record r = {0};
+    int found = volumes_record_load(a->store, name, &r, err);
+    if (found <= 0)
+        return found;
+    /* Not marked "deleting" first: that save would write this node's
+     * ledger entry over the one of the node the volume lives on now; a
+     * crash part way is finished by the move, which runs this again. */
+    if (volumes_delete_run(a, &r, 1, err) < 0)
+        return -1;
+    log_info("volume %s: removed from this node (moved away)", name);
+    return 0;
+}
+
+int volumes_move_check(app *a, const char *name, const char *set, json_t **record, gb_err *err)
+{
+    _cleanup_(volumes_record_free) volumes_record r = {0};
+    _cleanup_json_ json_t *sets = NULL;
+    if (volumes_load_existing(a, name, &r, err) < 0 || volumes_bound_by(a, name, &sets, err) < 0)
+        return -1;
+    if (r.state != VOL_STATE_READY || r.resizing_to)
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "volume '%s' is %s; a move takes only a ready volume: try again when it "
+                       "is done",
+                       name, r.resizing_to ? "being resized" : volumes_state_name(r.state));
+    size_t i;
+    json_t *s;
+    char others[300] = "";
+    json_array_foreach(sets, i, s)
+    {
+        const char *n = json_string_value(json_object_get(s, "name"));
+        if (n && strcmp(n, set) != 0) {
+            size_t len = strlen(others);
+            snprintf(others + len, sizeof(others) - len, "%s%s", len ? ", " : "", n);
+        }
+    }
+    if (others[0])
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "volume '%s' is also bound by replica set(s) %s: a move takes a volume only "
+                       "with every set that binds it; move those first or take the volume out of "
+                       "them (gpubox update NAME --volume-rm DEST)",
+                       name, others);
+    *record = volumes_record_to_json(&r);
+    return 0;
+}
+
+static int volumes_create_as(app *a, const char *name, const char *size_text, const char *owner,
+                             json_t **out, gb_err *err)
+{
     uint64_t size = 0;
     if (name_check_volume(name, err) < 0 || size_parse(size_text, &size, err) < 0)
         return -1;
@@ -183,7 +249,7 @@ int volumes_create(app *a, const char *name, const char *size_text, json_t **out
                        name, r.size_text, volumes_state_name(r.state));
     const volume_env *env = &a->volumes->env;
     snprintf(r.name, sizeof(r.name), "%s", name);
-    snprintf(r.owner, sizeof(r.owner), "%s", users_caller_owner());
+    snprintf(r.owner, sizeof(r.owner), "%s", owner);
     r.state = VOL_STATE_CREATING;
     r.version = 1;
     r.size = size;

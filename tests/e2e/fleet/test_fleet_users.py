@@ -195,3 +195,39 @@ def test_a_user_sees_only_their_own_through_any_node(two):
         as_(a, ADMIN, "DELETE", rs_path(mine) + "?purge=true")
         as_(a, ADMIN, "DELETE", f"/api/v1/users/{u1}")
         as_(a, ADMIN, "DELETE", f"/api/v1/users/{u2}")
+
+
+def test_a_move_keeps_the_owner_and_the_quota_counts_it_once(two, fleet):
+    """A user moves their set, with a volume, from a to b with their own
+    token (the nodes pass it on to each other); the set stays theirs, and
+    their usage counts its card and volume once, before and after. Another
+    user cannot move it (as unknown as any name not theirs)."""
+    a, b = two
+    u1, u2 = "m" + secrets.token_hex(3), "n" + secrets.token_hex(3)
+    t1 = make_user(a, u1, quota={"cards": 1})
+    t2 = make_user(a, u2)
+    within(2.5, lambda: as_(b, t1, "GET", "/api/v1/whoami").status == 200 and
+           as_(b, t2, "GET", "/api/v1/whoami").status == 200)
+    name, vol = f"fm{secrets.token_hex(3)}", f"fmv{secrets.token_hex(3)}"
+    try:
+        ok(as_(a, t1, "POST", "/api/v1/volumes", {"name": vol, "size": "20MB", "node": "a"}))
+        ok(as_(a, t1, "POST", "/api/v1/replicaSet",
+               body(name, 1, node="a", binds=[{"src": vol, "dest": "/data"}])))
+        before = ok(as_(b, t1, "GET", "/api/v1/whoami"))["usage"]
+        assert before["cards"] == 1 and before["instances"] == 1, before
+        r = as_(b, t2, "POST", rs_path(name, "/move"), {"node": "b"})
+        assert (r.status, r.code) == (404, 1100), r.json
+        moved = ok(as_(b, t1, "POST", rs_path(name, "/move"), {"node": "b"}))
+        assert moved["to"] == "b" and moved["state"] == "running"
+        assert [s["owner"] for s in ok(as_(a, ADMIN, "GET", "/api/v1/replicaSet"))["replicaSets"]
+                if s["name"] == name] == [u1]
+        vols = {v["name"]: v for v in ok(as_(a, t1, "GET", "/api/v1/volumes"))["volumes"]}
+        assert vols[vol]["node"] == "b"
+        for d in (a, b):
+            after = ok(as_(d, t1, "GET", "/api/v1/whoami"))["usage"]
+            assert after == before, (after, before)
+    finally:
+        as_(a, ADMIN, "DELETE", rs_path(name) + "?purge=true")
+        as_(a, ADMIN, "DELETE", f"/api/v1/volumes/{vol}")
+        as_(a, ADMIN, "DELETE", f"/api/v1/users/{u1}")
+        as_(a, ADMIN, "DELETE", f"/api/v1/users/{u2}")

@@ -17,6 +17,7 @@ import {
   CommitDialog,
   DeleteDialog,
   ExecDialog,
+  MoveDialog,
   RollbackDialog,
   ScaleDialog,
   StartWithoutGpusDialog,
@@ -52,7 +53,17 @@ function infoOf(d: { info: Info } & Live): Info {
   };
 }
 
-type DialogKind = 'scale' | 'autostop' | 'rollback' | 'commit' | 'exec' | 'delete' | 'nogpu' | 'image' | 'configure';
+type DialogKind =
+  | 'scale'
+  | 'autostop'
+  | 'rollback'
+  | 'commit'
+  | 'exec'
+  | 'delete'
+  | 'nogpu'
+  | 'image'
+  | 'configure'
+  | 'move';
 
 /** "2 GPUs", "1 GPU": what a set started without cards keeps aside. */
 export function asideText(a: GpusAside): string {
@@ -77,7 +88,7 @@ function ActionButton({ label, run, primary }: { label: string; run: () => Promi
 }
 
 /** The buttons a state allows, in the order a user reaches for them. */
-function Actions({ info, act, open }: { info: Info; act: Act; open: (d: DialogKind) => void }) {
+function Actions({ info, act, open, fleet }: { info: Info; act: Act; open: (d: DialogKind) => void; fleet?: boolean }) {
   const s: SetState = info.state;
   const live = s === 'running' || s === 'paused';
   const patch = (action: string) => () => api('PATCH', setPath(info.name, action));
@@ -107,6 +118,7 @@ function Actions({ info, act, open }: { info: Info; act: Act; open: (d: DialogKi
       {(live || s === 'stopped') && opener('Change image', 'image')}
       {live && hasCards && opener('Restart without GPUs', 'nogpu')}
       {(live || s === 'stopped') && opener('Auto-stop', 'autostop')}
+      {fleet && (live || s === 'stopped') && opener('Move', 'move')}
       {(live || s === 'stopped') && opener('Delete', 'delete', 'danger')}
       {s === 'queued' && opener('Cancel', 'delete', 'danger')}
       {s === 'deleted' && opener('Purge history', 'delete', 'danger')}
@@ -481,7 +493,7 @@ export function InstanceDetail({ name }: { name: string }) {
             {info.stopped.detail && <span class="hint"> {info.stopped.detail}</span>}
           </p>
         )}
-        {info && canWrite && <Actions info={info} act={act} open={setDialog} />}
+        {info && canWrite && <Actions info={info} act={act} open={setDialog} fleet={fleet} />}
         {/* In the dialog while one is open, here otherwise. */}
         {!dialog && steps}
         {info && <Details info={info} fleet={fleet} />}
@@ -514,6 +526,9 @@ export function InstanceDetail({ name }: { name: string }) {
       {info && dialog === 'exec' && <ExecDialog info={info} act={act} onClose={close} />}
       {info && dialog === 'nogpu' && <StartWithoutGpusDialog info={info} act={act} onClose={close} steps={steps} />}
       {info && dialog === 'image' && <ChangeImageDialog info={info} act={act} onClose={close} steps={steps} />}
+      {info && dialog === 'move' && (
+        <MoveDialog info={info} act={act} onClose={close} steps={steps} here={info.node} />
+      )}
       {info && dialog === 'delete' && <DeleteDialog info={info} act={act} onClose={close} steps={steps} />}
     </>
   );

@@ -9,7 +9,7 @@ import { Confirm, Dialog, ErrorNote } from '../components/ui';
 import { useAction, usePoll } from '../hooks';
 import { navigate } from '../router';
 import { useSession } from '../session';
-import type { ExecResult, HistoryEntry, ReplicaSetInfo } from '../types';
+import type { ExecResult, FleetNode, HistoryEntry, ReplicaSetInfo } from '../types';
 import {
   commitImageSuggestion,
   gpusText,
@@ -637,6 +637,66 @@ export function ChangeImageDialog({ info, act, onClose, steps }: DialogProps) {
           </button>
           <button type="submit" class="primary" disabled={a.busy || !image.trim()}>
             Change image
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+/**
+ * Move: the set becomes a new version on another node of the fleet, with
+ * its system disk and volumes (docs/fleet.md); the node it is on is not
+ * offered, nor a node that takes no new sets.
+ */
+export function MoveDialog({ info, act, onClose, steps, here }: DialogProps & { here?: string }) {
+  const nodes = usePoll(
+    () => api<{ nodes: FleetNode[] }>('GET', '/api/v1/nodes').then((d) => d.nodes),
+    info.name,
+  );
+  const [node, setNode] = useState('');
+  const a = useAction();
+  const others = (nodes.data ?? []).filter((n) => n.name !== here && n.state === 'ready');
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const ok = await a.run(async () => {
+      await act.long(() => api<LongAnswer>('POST', setPath(info.name, 'move'), node ? { node } : {}));
+      return true;
+    });
+    if (ok) onClose();
+  };
+
+  return (
+    <Dialog title={`Move ${info.name}`} onClose={onClose}>
+      <form onSubmit={submit}>
+        <p class="hint">
+          It becomes a new version on the other node, with its disk and volumes.{' '}
+          {info.state === 'running'
+            ? 'It stops while its data is copied, then runs there.'
+            : `It stays ${info.state} there.`}{' '}
+          Its host ports change.
+        </p>
+        <ErrorNote error={nodes.error} />
+        <div class="field">
+          <label for="mv-node">Node</label>
+          <select id="mv-node" value={node} onChange={(e) => setNode((e.currentTarget as HTMLSelectElement).value)}>
+            <option value="">Where it fits best</option>
+            {others.map((n) => (
+              <option key={n.name} value={n.name}>
+                {n.name} ({n.gpus.free}/{n.gpus.total} GPUs free)
+              </option>
+            ))}
+          </select>
+        </div>
+        {steps}
+        <ErrorNote error={a.error} />
+        <div class="actions">
+          <button type="button" onClick={onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={a.busy}>
+            Move
           </button>
         </div>
       </form>

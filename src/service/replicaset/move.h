@@ -1,0 +1,71 @@
+/*
+ * move.h - what the two sides of a move between nodes share (move.c, the
+ * node the set leaves; move_in.c, the node it goes to; move_settle.c,
+ * both after a crash). Not for use outside src/service/replicaset/.
+ *
+ * The conversation, every request signed as from a node of the fleet
+ * (docs/fleet.md, "Moving a replica set"), under one id: the source's
+ * journal operation's, which the target's own operation takes too:
+ *
+ *   source -> target  POST MOVE_PATH                 prepare: room taken,
+ *                                                    volumes and container made
+ *   source -> target  POST MOVE_PATH/{id}/pull       the target pulls the data:
+ *   target -> source  GET  MOVE_PATH/{id}/data       the carry stream (tar)
+ *   source            the fleet's name index handed over (point of no return)
+ *   source -> target  POST MOVE_PATH/{id}/commit     records written, started
+ *   source -> target  POST MOVE_PATH/{id}/abort      before the point: undone
+ *
+ * The name index decides after a crash: the node that owns the name owns
+ * the set (move_settle.c).
+ */
+#ifndef GPUBOX_SERVICE_REPLICASET_MOVE_H
+#define GPUBOX_SERVICE_REPLICASET_MOVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "service/app.h"
+#include "service/journal.h"
+#include "util/err.h"
+
+#define MOVE_PATH "/api/v1/internal/moves"
+
+/* One request to another node and its envelope's data: 0 with *data
+ * (may be NULL) when it answered 2xx, -1 with err set to its answer's
+ * code and message (ERR_NODE_UNAVAILABLE when it did not answer). */
+int move_call(app *a, const char *advertise, const char *method, const char *path,
+              const char *authorization, const json_t *body, long timeout_ms, json_t **data,
+              gb_err *err);
+
+/* A move from this node, waited for (on_prepared NULL) or with
+ * on_prepared(ctx, answer so far) called once the target took the room
+ * (move.c). */
+struct replicaset_move_request;
+int move_out_run(app *a, const char *name, const struct replicaset_move_request *rq,
+                 void (*on_prepared)(void *, const json_t *), void *ctx, json_t **out, gb_err *err);
+
+/* The source's undo and finish, from wherever its operation got to (also
+ * after a crash): the operation op on record r. */
+int move_out_resume(app *a, journal_op *op, const struct replicaset_record *r, gb_err *err);
+
+/* The target's commit and undo of move-in operation op (loaded, running),
+ * with the set's name lock held. */
+int move_in_commit_op(app *a, journal_op *op, json_t **out, gb_err *err);
+int move_in_undo_op(app *a, journal_op *op, const char *why, gb_err *err);
+
+/* Live progress of this node's moves (bytes of the stream so far), by id,
+ * for GET /operations/{id}: 1 found. */
+int move_progress_get(const char *id, uint64_t *bytes, double *seconds);
+void move_progress_set(const char *id, uint64_t bytes, double seconds, int done);
+
+/* move_zstd.c: in_fd to out_fd as mode says ("auto" | "zstd" | "none";
+ * NULL: auto), *compressed whether it went compressed, *out_bytes what
+ * was written; and the target's side, which decompresses a zstd stream and
+ * copies any other. */
+int move_zstd_encode(int in_fd, int out_fd, const char *mode, bool *compressed, uint64_t *out_bytes,
+                     gb_err *err);
+int move_zstd_decode(int in_fd, int out_fd, gb_err *err);
+
+#endif

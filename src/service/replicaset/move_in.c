@@ -1,0 +1,704 @@
+/*
+ * move_in.c - moving a replica set to another node: the side of the node
+ * it goes to (move.h has the conversation, move.c the other side).
+ *
+ * Its own operation ("move-in", the source's operation id), written before
+ * anything is made, so a crash at any step leaves something to settle:
+ *   begin       prepare: the operation (with the record and volumes the
+ *               source sent), then the volumes made empty, the cards,
+ *               ports and cores taken, the container made, never started
+ *               (the operation written again with what it holds). A node
+ *               without room refuses here, before any data moves.
+ *   copied      pull: the source's stream (GET .../data: the carry's
+ *               portable form, then each volume's files) extracted into
+ *               the container, as it arrives: nothing is staged on disk
+ *   committed   commit, once the fleet's name index says this node owns
+ *               the set: the record (a new version: the source's + 1),
+ *               every history entry and the operation done, in one
+ *               transaction; a running set started, a paused one left
+ *               holding its cards, a stopped one giving them back
+ * Undone (abort, or move_settle.c when the source gave up): the
+ * container, the volumes and the holdings go; the source keeps the set.
+ *
+ * The record travels whole (replicaset_record.unknown keeps the fields
+ * this gpuboxd does not know), so what a newer node added to it moves too.
+ */
+#include "util/xalloc.h"
+#include "service/replicaset/replicaset.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "carry/carry.h"
+#include "service/keys.h"
+#include "service/namelock.h"
+#include "service/nodes/nodes.h"
+#include "service/replicaset/internal.h"
+#include "service/replicaset/move.h"
+#include "service/volumes/volumes.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#define MOVE_PULL_ATTEMPTS 3
+
+static const char *const move_in_steps[] = {OP_STEP_BEGIN, OP_STEP_COPIED, OP_STEP_COMMITTED};
+
+/* ---- this process's moves: progress, and what the pools hold for them ---------------- */
+
+typedef struct move_live {
+    char id[JOURNAL_ID_MAX];
+    _Atomic uint64_t bytes;
+    int64_t start_ns;
+    double seconds; /* once done */
+    bool done;
+    bool holds; /* the pools hold the record's cards and ports for it (taken by prepare) */
+    struct move_live *next;
+} move_live;
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static move_live *live_moves;
+
+/* The entry of id, made when absent (create). Entries live as long as the
+ * process: one per move, a few hundred bytes. */
+static move_live *live_get(const char *id, bool create)
+{
+    pthread_mutex_lock(&live_lock);
+    move_live *m = live_moves;
+    while (m && strcmp(m->id, id) != 0)
+        m = m->next;
+    if (!m && create) {
+        m = xcalloc(1, sizeof(*m));
+        snprintf(m->id, sizeof(m->id), "%s", id);
+        m->start_ns = time_mono_ns();
+        m->next = live_moves;
+        live_moves = m;
+    }
+    pthread_mutex_unlock(&live_lock);
+    return m;
+}
+
+static void live_hold(const char *id, bool holds)
+{
+    move_live *m = live_get(id, true);
+    pthread_mutex_lock(&live_lock);
+    m->holds = holds;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static bool live_holds(const char *id)
+{
+    move_live *m = live_get(id, false);
+    pthread_mutex_lock(&live_lock);
+    bool h = m && m->holds;
+    pthread_mutex_unlock(&live_lock);
+    return h;
+}
+
+int move_progress_get(const char *id, uint64_t *bytes, double *seconds)
+{
+    move_live *m = live_get(id, false);
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&live_lock);
+    *bytes = m->bytes;
+    *seconds = m->done ? m->seconds : time_since_s(m->start_ns);
+    pthread_mutex_unlock(&live_lock);
+    return 1;
+}
+
+void move_progress_set(const char *id, uint64_t bytes, double seconds, int done)
+{
+    move_live *m = live_get(id, true);
+    pthread_mutex_lock(&live_lock);
+    m->bytes = bytes;
+    if (done) {
+        m->done = true;
+        m->seconds = seconds;
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+void replicaset_move_progress(const char *id, uint64_t bytes, bool done)
+{
+    move_live *m = live_get(id, true);
+    pthread_mutex_lock(&live_lock);
+    m->bytes = bytes;
+    if (done) {
+        m->done = true;
+        m->seconds = time_since_s(m->start_ns);
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+/* ---- the record the set will have here -------------------------------------------------- */
+
+/* r as it arrived, made this node's: a new version, holding nothing yet. */
+static void move_in_fresh(replicaset_record *r)
+{
+    free(r->gpus);
+    gpus_grant_free(&r->grant);
+    free(r->ports);
+    free(r->cpuset);
+    r->gpus = NULL;
+    r->ports = NULL;
+    r->cpuset = NULL;
+    r->ngpus = r->nports = r->ncpuset = 0;
+    replicaset_record_forget_last(r);
+    r->operation[0] = '\0';
+    r->mod_revision = 0;
+    r->version++;
+    snprintf(r->container_name, sizeof(r->container_name), "%s-%d", r->name, r->version);
+    r->container_id[0] = '\0';
+    time_iso_now(r->update_time, sizeof(r->update_time));
+}
+
+static int op_record(const journal_op *op, replicaset_record *r, gb_err *err)
+{
+    return replicaset_record_from_json(json_object_get(op->data, "record"), r, err);
+}
+
+static void op_set_record(journal_op *op, const replicaset_record *r)
+{
+    json_object_set_new(op->data, "record", replicaset_record_to_json(r));
+}
+
+static const char *op_str(const journal_op *op, const char *key)
+{
+    const char *s = json_string_value(json_object_get(op->data, key));
+    return s ? s : "";
+}
+
+static json_t *move_in_answer(app *a, const replicaset_record *r, const char *state)
+{
+    json_t *j =
+        json_pack("{s:s, s:s, s:s, s:i, s:s, s:o, s:o, s:o}", "node", nodes_self(a), "name",
+                  r->name, "containerName", r->container_name, "version", r->version, "state",
+                  state, "gpus", replicaset_record_gpus_json(r), "gpuShares",
+                  replicaset_record_gpu_shares_json(r), "ports", replicaset_record_ports_json(r));
+    return j;
+}
+
+/* ---- undo -------------------------------------------------------------------------------- */
+
+int move_in_undo_op(app *a, journal_op *op, const char *why, gb_err *err)
+{
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (op_record(op, &r, err) < 0)
+        return -1;
+    if (docker_container_remove(a->docker, r.container_name, true, err) < 0)
+        return err_prefix(err, "move %s: removing container %s", op->id, r.container_name);
+    replicaset_container_forget(a, r.container_name);
+    if (live_holds(op->id)) {
+        replicaset_alloc_give_back(a, &r);
+        live_hold(op->id, false);
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(op->data, "volumes"), i, v)
+    {
+        const char *vname = json_string_value(json_object_get(v, "name"));
+        const char *vowner = json_string_value(json_object_get(v, "owner"));
+        /* The owner's ledger counts the volume where it stays, the source. */
+        if (vname && users_ledger_hand_over(a, vowner ? vowner : r.owner, true, vname,
+                                            op_str(op, "source"), err) < 0)
+            return err_prefix(err, "move %s: volume %s in the ledger", op->id, vname);
+        if (vname && volumes_move_remove(a, vname, err) < 0)
+            return err_prefix(err, "move %s: removing volume %s", op->id, vname);
+    }
+    journal_finish(op, JOURNAL_UNDONE, why);
+    if (journal_save(a->store, op, err) < 0)
+        return -1;
+    move_progress_set(op->id, 0, 0, 1);
+    nodes_poke(a);
+    log_info("move %s: %s does not come to this node: %s", op->id, r.name, why);
+    return 0;
+}
+
+/* ---- prepare ------------------------------------------------------------------------------ */
+
+/* The volumes, the holdings, the container; op written again with them. */
+static int move_in_make(app *a, journal_op *op, replicaset_record *r, gb_err *err)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(op->data, "volumes"), i, v)
+    {
+        const char *vname = json_string_value(json_object_get(v, "name"));
+        const char *size = json_string_value(json_object_get(v, "sizeText"));
+        const char *owner = json_string_value(json_object_get(v, "owner"));
+        if (!vname || !size || volumes_move_in(a, vname, size, owner ? owner : r->owner, err) < 0)
+            return err_prefix(err, "node %s: making volume %s", nodes_self(a),
+                              vname ? vname : "(unnamed)");
+    }
+    if (replicaset_alloc_take(a, r, err) < 0)
+        return err_prefix(err, "node %s cannot take it", nodes_self(a));
+    live_hold(op->id, true);
+    _cleanup_free_ char *id = NULL;
+    if (replicaset_container_create(a, r, &id, err) < 0)
+        return err_prefix(err, "node %s: making container %s", nodes_self(a), r->container_name);
+    snprintf(r->container_id, sizeof(r->container_id), "%s", id);
+    op_set_record(op, r);
+    return journal_save(a->store, op, err);
+}
+
+int replicaset_move_in_prepare(app *a, const json_t *body, json_t **out, gb_err *err)
+{
+    const char *id = json_string_value(json_object_get(body, "id"));
+    const char *source = json_string_value(json_object_get(body, "source"));
+    const char *name = json_string_value(json_object_get(body, "name"));
+    json_t *record = json_object_get(body, "record");
+    json_t *volumes = json_object_get(body, "volumes");
+    json_t *history = json_object_get(body, "history");
+    if (!id || !journal_id_valid(id) || !source || !name || !json_is_object(record) ||
+        !json_is_array(volumes) || !json_is_array(history))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "a move's prepare needs id, source, name, record, volumes and history");
+    if (name_check_replicaset(name, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(journal_op_free) journal_op op = {0};
+    int found = journal_load(a->store, id, &op, err);
+    if (found < 0)
+        return -1;
+    if (found) { /* asked again: the answer it had */
+        _cleanup_(replicaset_record_free) replicaset_record r = {0};
+        if (op.kind != JOURNAL_MOVE_IN || op.state != JOURNAL_RUNNING ||
+            op_record(&op, &r, err) < 0)
+            return err_set(err, ERR_CONFLICT, "move %s is over on node %s", id, nodes_self(a));
+        *out = move_in_answer(a, &r, op_str(&op, "state"));
+        return 0;
+    }
+    _cleanup_(replicaset_record_free) replicaset_record old = {0};
+    found = replicaset_record_load(a->store, name, &old, err);
+    if (found < 0)
+        return -1;
+    if (found && !replicaset_record_is_tombstone(&old))
+        return err_set(err, ERR_EXISTS,
+                       "node %s keeps a record of '%s' already (%s); a set moves only to a node "
+                       "that has none (delete it there with purge)",
+                       nodes_self(a), name, replicaset_state_name(old.state));
+    if (nodes_check_uncordoned(a, NODES_REPLICASET, NULL, err) < 0)
+        return -1;
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (replicaset_record_from_json(record, &r, err) < 0)
+        return err_prefix(err, "the record sent for the move");
+    if (strcmp(r.name, name) != 0)
+        return err_set(err, ERR_INVALID_PARAMS, "the record sent is %s's, not %s's", r.name, name);
+    const char *state = replicaset_state_name(r.state);
+    move_in_fresh(&r);
+    if (images_ensure(a, r.spec.image, IMAGE_PULL_MISSING, NULL, err) < 0)
+        return err_prefix(err, "node %s", nodes_self(a));
+    /* The volumes by name only: their records are made afresh here. */
+    json_t *vols = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(volumes, i, v)
+    {
+        json_array_append_new(
+            vols, json_pack("{s:O?, s:O?, s:O?}", "name", json_object_get(v, "name"), "sizeText",
+                            json_object_get(v, "sizeText"), "owner", json_object_get(v, "owner")));
+    }
+    json_t *data =
+        json_pack("{s:s, s:s, s:o, s:O, s:o}", "source", source, "state", state, "record",
+                  replicaset_record_to_json(&r), "history", history, "volumes", vols);
+    if (journal_op_init(&op, JOURNAL_MOVE_IN, name, move_in_steps, ARRAY_SIZE(move_in_steps), data,
+                        err) < 0)
+        return -1;
+    snprintf(op.id, sizeof(op.id), "%s", id);
+    snprintf(op.owner, sizeof(op.owner), "%s", r.owner);
+    journal_mark(&op, OP_STEP_BEGIN);
+    if (journal_save(a->store, &op, err) < 0)
+        return -1;
+    replicaset_moves_poke();
+    if (move_in_make(a, &op, &r, err) < 0) {
+        char why[sizeof(err->msg)];
+        snprintf(why, sizeof(why), "%s", err->msg);
+        op_set_record(&op, &r); /* the container's name, what it holds */
+        gb_err e = GB_ERR_INIT;
+        if (move_in_undo_op(a, &op, why, &e) < 0)
+            log_error("move %s: undoing a failed prepare: %s", id, e.msg);
+        return -1;
+    }
+    journal_fault("move-in", "prepared");
+    log_info("move %s: %s prepared here as %s (from node %s)", id, name, r.container_name, source);
+    *out = move_in_answer(a, &r, state);
+    return 0;
+}
+
+/* ---- pull ------------------------------------------------------------------------------- */
+
+struct put_job {
+    app *a;
+    const char *container;
+    int fd;
+    int rc;
+    gb_err err;
+};
+
+static void *put_thread(void *arg)
+{
+    struct put_job *j = arg;
+    j->rc = docker_container_archive_put(j->a->docker, j->container, "/", j->fd, &j->err);
+    close(j->fd); /* the writer sees EPIPE if the PUT ended early */
+    j->fd = -1;
+    return NULL;
+}
+
+struct decode_job {
+    int in_fd, out_fd; /* both closed by the thread */
+    int rc;
+    gb_err err;
+};
+
+static void *decode_thread(void *arg)
+{
+    struct decode_job *j = arg;
+    j->rc = move_zstd_decode(j->in_fd, j->out_fd, &j->err);
+    close(j->in_fd); /* the transfer still writing stops */
+    close(j->out_fd);
+    return NULL;
+}
+
+/* Source's stream into the container, as it comes: curl -> pipe ->
+ * decoder -> pipe -> Docker's archive PUT. */
+static int move_in_stream(app *a, journal_op *op, const replicaset_record *r, const char *auth,
+                          move_live *live, gb_err *err)
+{
+    char advertise[NODES_URL_MAX];
+    if (nodes_reach(a, op_str(op, "source"), advertise, sizeof(advertise), err) < 0)
+        return -1;
+    int p[2], q[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", op->id, strerror(errno));
+    if (pipe2(q, O_CLOEXEC) < 0) {
+        close(p[0]);
+        close(p[1]);
+        return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", op->id, strerror(errno));
+    }
+    carry_pipe_widen(p[1]);
+    carry_pipe_widen(q[1]);
+    struct put_job job = {.a = a, .container = r->container_id, .fd = q[0]};
+    job.err = (gb_err)GB_ERR_INIT;
+    struct decode_job dec = {.in_fd = p[0], .out_fd = q[1]};
+    dec.err = (gb_err)GB_ERR_INIT;
+    pthread_t t, td;
+    if (pthread_create(&t, NULL, put_thread, &job) != 0) {
+        close(p[0]);
+        close(p[1]);
+        close(q[0]);
+        close(q[1]);
+        return err_set(err, ERR_INTERNAL, "move %s: starting a thread", op->id);
+    }
+    if (pthread_create(&td, NULL, decode_thread, &dec) != 0) {
+        close(p[0]);
+        close(q[1]); /* the PUT sees its end */
+        close(p[1]);
+        pthread_join(t, NULL);
+        return err_set(err, ERR_INTERNAL, "move %s: starting a thread", op->id);
+    }
+    char path[128];
+    snprintf(path, sizeof(path), MOVE_PATH "/%s/data", op->id);
+    nodes_request rq = {.method = "GET", .path_query = path, .authorization = auth};
+    nodes_answer ans = {0};
+    gb_err get_err = GB_ERR_INIT;
+    int rc = nodes_send_to_fd(a, advertise, &rq, p[1], &live->bytes, &ans, &get_err);
+    close(p[1]);
+    pthread_join(td, NULL);
+    pthread_join(t, NULL);
+    if (rc == 0 && ans.status != 200) {
+        _cleanup_json_ json_t *env = ans.body ? json_loads(ans.body, 0, NULL) : NULL;
+        const char *msg = json_string_value(json_object_get(env, "msg"));
+        rc = err_set(&get_err, ERR_INTERNAL, "node %s did not send the data: %s",
+                     op_str(op, "source"), msg ? msg : "no reason given");
+    }
+    nodes_answer_clear(&ans);
+    if (rc < 0) {
+        *err = get_err;
+        return -1;
+    }
+    if (job.rc < 0) {
+        *err = job.err;
+        return err_prefix(err, "extracting the data into %s", r->container_name);
+    }
+    if (dec.rc < 0) {
+        *err = dec.err;
+        return -1;
+    }
+    return 0;
+}
+
+/* Load id's running move-in op; ERR_NOT_FOUND when there is none. */
+static int move_in_load(app *a, const char *id, journal_op *op, gb_err *err)
+{
+    if (!journal_id_valid(id))
+        return err_set(err, ERR_NOT_FOUND, "no move '%.64s' on this node", id ? id : "");
+    int found = journal_load(a->store, id, op, err);
+    if (found < 0)
+        return -1;
+    if (!found || op->kind != JOURNAL_MOVE_IN)
+        return err_set(err, ERR_NOT_FOUND, "no move '%s' on node %s", id, nodes_self(a));
+    return 0;
+}
+
+int replicaset_move_in_pull(app *a, const char *id, const char *auth, json_t **out, gb_err *err)
+{
+    _cleanup_(journal_op_free) journal_op op = {0};
+    if (move_in_load(a, id, &op, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", op.target);
+    journal_op_free(&op);
+    if (move_in_load(a, id, &op, err) < 0)
+        return -1;
+    if (op.state != JOURNAL_RUNNING)
+        return err_set(err, ERR_STATE_CONFLICT, "move %s is %s on node %s", id,
+                       journal_state_name(op.state), nodes_self(a));
+    if (journal_step_done(&op, OP_STEP_COPIED)) {
+        *out = json_deep_copy(json_object_get(op.data, "copied"));
+        return 0;
+    }
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (op_record(&op, &r, err) < 0)
+        return -1;
+    move_live *live = live_get(id, true);
+    live->done = false;
+    int64_t start = time_mono_ns();
+    /* A connection that drops part way (no whole answer: ERR_NODE_UNAVAILABLE)
+     * is tried again from the start: the extraction of what came twice
+     * writes the same files again (a deletion's placeholder replaces what
+     * the first try extracted, as it replaced the image's). */
+    for (int attempt = 1;; attempt++) {
+        live->bytes = 0;
+        if (move_in_stream(a, &op, &r, auth, live, err) == 0)
+            break;
+        if (err->code != ERR_NODE_UNAVAILABLE || attempt == MOVE_PULL_ATTEMPTS)
+            return -1;
+        log_warn("move %s: the data stream from node %s broke off after %llu bytes (%s); "
+                 "pulling it again (try %d of %d)",
+                 id, op_str(&op, "source"), (unsigned long long)live->bytes, err->msg, attempt + 1,
+                 MOVE_PULL_ATTEMPTS);
+        err_clear(err);
+        sleep(1);
+    }
+    double seconds = time_since_s(start);
+    uint64_t bytes = live->bytes;
+    move_progress_set(id, bytes, seconds, 1);
+    json_object_set_new(op.data, "copied",
+                        json_pack("{s:I, s:f, s:f}", "bytes", (json_int_t)bytes, "seconds", seconds,
+                                  "bytesPerSecond", seconds > 0 ? (double)bytes / seconds : 0.0));
+    if (journal_record_step(a->store, &op, OP_STEP_COPIED, err) < 0)
+        return -1;
+    log_info("move %s: %llu bytes from node %s into %s in %.3f s", id, (unsigned long long)bytes,
+             op_str(&op, "source"), r.container_name, seconds);
+    *out = json_deep_copy(json_object_get(op.data, "copied"));
+    return 0;
+}
+
+/* ---- commit -------------------------------------------------------------------------------- */
+
+/* What the set holds here as it lands in state: taken again after a
+ * restart of this gpuboxd (the pools forgot prepare's), given back for a
+ * stopped set. Returns the state it lands in. */
+static enum replicaset_state move_in_settle_holdings(app *a, journal_op *op, replicaset_record *r,
+                                                     enum replicaset_state state)
+{
+    bool holds = live_holds(op->id);
+    if (state == RS_STATE_STOPPED) {
+        if (holds)
+            replicaset_alloc_give_back(a, r);
+        replicaset_record_remember_holdings(r);
+        return state;
+    }
+    if (holds)
+        return state;
+    replicaset_record_remember_holdings(r);
+    gb_err e = GB_ERR_INIT;
+    if (replicaset_alloc_retake_last(a, r, &e) < 0) {
+        log_warn("move %s: %s lands stopped: the cards it was given are taken (%s)", op->id,
+                 r->name, e.msg);
+        return RS_STATE_STOPPED;
+    }
+    replicaset_record_forget_last(r);
+    return state;
+}
+
+int move_in_commit_op(app *a, journal_op *op, json_t **out, gb_err *err)
+{
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (op_record(op, &r, err) < 0)
+        return -1;
+    int st = -1;
+    for (int s = RS_STATE_CREATING; s <= RS_STATE_DELETED; s++)
+        if (strcmp(replicaset_state_name((enum replicaset_state)s), op_str(op, "state")) == 0)
+            st = s;
+    enum replicaset_state state =
+        move_in_settle_holdings(a, op, &r, st < 0 ? RS_STATE_STOPPED : (enum replicaset_state)st);
+    live_hold(op->id, false);
+    r.state = state;
+    time_iso_now(r.update_time, sizeof(r.update_time));
+    /* The history it had, and this version's entry. */
+    json_t *history = json_object_get(op->data, "history");
+    size_t nh = json_array_size(history);
+    store_op *ops = xcalloc(nh + 2, sizeof(*ops));
+    char(*keys)[STORE_KEY_MAX] = xcalloc(nh + 1, sizeof(*keys));
+    char **values = xcalloc(nh + 1, sizeof(*values));
+    size_t n = 0;
+    for (size_t i = 0; i < nh; i++) {
+        json_t *e = json_array_get(history, i);
+        json_int_t v = json_integer_value(json_object_get(e, "version"));
+        if (v <= 0 || v >= r.version)
+            continue;
+        keys_replicaset_history(keys[n], sizeof(keys[n]), r.name, (long)v);
+        values[n] = json_dumps(e, JSON_COMPACT);
+        ops[n] = (store_op){.kind = STORE_OP_PUT, .key = keys[n], .value = values[n]};
+        n++;
+    }
+    char reason[96];
+    snprintf(reason, sizeof(reason), "move from %s", op_str(op, "source"));
+    _cleanup_json_ json_t *entry = replicaset_record_history_entry(&r, reason);
+    keys_replicaset_history(keys[n], sizeof(keys[n]), r.name, r.version);
+    values[n] = json_dumps(entry, JSON_COMPACT);
+    ops[n] = (store_op){.kind = STORE_OP_PUT, .key = keys[n], .value = values[n]};
+    n++;
+    journal_mark(op, OP_STEP_COMMITTED);
+    journal_finish(op, JOURNAL_DONE, NULL);
+    char okey[STORE_KEY_MAX];
+    _cleanup_free_ char *oval = NULL;
+    int rc = journal_txn_op(op, okey, &oval, &ops[n], err);
+    if (rc == 0)
+        rc = replicaset_record_save(a, &r, ops, n + 1, err);
+    for (size_t i = 0; i < n; i++)
+        free(values[i]);
+    free(values);
+    free(keys);
+    free(ops);
+    if (rc < 0) {
+        op->state = JOURNAL_RUNNING;
+        return err_prefix(err, "move %s: writing the record here", op->id);
+    }
+    journal_fault("move-in", "committed");
+    gb_err e = GB_ERR_INIT;
+    if (state == RS_STATE_RUNNING) {
+        if (replicaset_container_start(a, &r, &e) < 0)
+            log_error("move %s: starting %s: %s (started again at the next start of gpuboxd)",
+                      op->id, r.container_name, e.msg);
+        else
+            replicaset_ssh_after_start(a, &r, NULL, NULL);
+    }
+    nodes_poke(a);
+    log_info("move %s: %s is on this node now, %s, version %d", op->id, r.name,
+             replicaset_state_name(state), r.version);
+    if (out)
+        *out = move_in_answer(a, &r, replicaset_state_name(state));
+    return 0;
+}
+
+int replicaset_move_in_commit(app *a, const char *id, json_t **out, gb_err *err)
+{
+    _cleanup_(journal_op_free) journal_op op = {0};
+    if (move_in_load(a, id, &op, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", op.target);
+    journal_op_free(&op);
+    if (move_in_load(a, id, &op, err) < 0)
+        return -1;
+    if (op.state == JOURNAL_DONE) {
+        _cleanup_(replicaset_record_free) replicaset_record r = {0};
+        if (replicaset_record_load(a->store, op.target, &r, err) <= 0)
+            return err_set(err, ERR_NOT_FOUND, "move %s: no record of %s here", id, op.target);
+        *out = move_in_answer(a, &r, replicaset_state_name(r.state));
+        return 0;
+    }
+    if (op.state != JOURNAL_RUNNING)
+        return err_set(err, ERR_STATE_CONFLICT, "move %s is %s on node %s", id,
+                       journal_state_name(op.state), nodes_self(a));
+    if (!journal_step_done(&op, OP_STEP_COPIED))
+        return err_set(err, ERR_STATE_CONFLICT, "move %s: the data has not come yet", id);
+    char owner[NODES_NAME_MAX] = "";
+    if (nodes_name_owner(a, NODES_REPLICASET, op.target, owner, sizeof(owner), err) < 0)
+        return -1;
+    if (strcmp(owner, nodes_self(a)) != 0)
+        return err_set(err, ERR_CONFLICT,
+                       "move %s: the fleet's name index says %s belongs to node %s, not this one",
+                       id, op.target, owner[0] ? owner : "none");
+    return move_in_commit_op(a, &op, out, err);
+}
+
+int replicaset_move_in_abort(app *a, const char *id, const char *why, json_t **out, gb_err *err)
+{
+    _cleanup_(journal_op_free) journal_op op = {0};
+    if (move_in_load(a, id, &op, err) < 0)
+        return -1;
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", op.target);
+    journal_op_free(&op);
+    if (move_in_load(a, id, &op, err) < 0)
+        return -1;
+    if (op.state == JOURNAL_DONE)
+        return err_set(err, ERR_STATE_CONFLICT, "move %s is committed: %s is on node %s now", id,
+                       op.target, nodes_self(a));
+    if (op.state == JOURNAL_RUNNING &&
+        move_in_undo_op(a, &op, why && why[0] ? why : "the source gave the move up", err) < 0)
+        return -1;
+    *out = json_pack("{s:s, s:s}", "id", id, "state", journal_state_name(op.state));
+    return 0;
+}
+
+int replicaset_move_abandon(app *a, const char *id, json_t **out, gb_err *err)
+{
+    _cleanup_(journal_op_free) journal_op op = {0};
+    if (!journal_id_valid(id))
+        return err_set(err, ERR_NOT_FOUND, "no operation '%.64s'", id ? id : "");
+    int found = journal_load(a->store, id, &op, err);
+    if (found < 0)
+        return -1;
+    if (!found)
+        return err_set(err, ERR_NOT_FOUND, "no operation '%s' (finished ones are kept 7 days)", id);
+    if (op.kind != JOURNAL_MOVE_IN)
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "operation %s is a %s: only the half of a move on the node a set was going "
+                       "to (move-in) can be abandoned; the others settle by themselves",
+                       id, journal_kind_name(op.kind));
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", op.target);
+    journal_op_free(&op);
+    if (move_in_load(a, id, &op, err) < 0)
+        return -1;
+    if (op.state == JOURNAL_RUNNING) {
+        char owner[NODES_NAME_MAX] = "";
+        if (nodes_name_owner(a, NODES_REPLICASET, op.target, owner, sizeof(owner), err) < 0)
+            return -1;
+        if (strcmp(owner, nodes_self(a)) == 0)
+            return err_set(err, ERR_STATE_CONFLICT,
+                           "move %s: %s is this node's already (the name index says so): it is "
+                           "committed, not abandoned",
+                           id, op.target);
+        if (move_in_undo_op(a, &op, "abandoned by an admin", err) < 0)
+            return -1;
+    }
+    *out = journal_op_to_json(&op);
+    return 0;
+}
+
+void replicaset_move_in_known(app *a, json_t *known, json_t *owners)
+{
+    journal_op *ops = NULL;
+    size_t n = 0;
+    gb_err e = GB_ERR_INIT;
+    if (journal_unfinished(a->store, &ops, &n, &e) < 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].kind != JOURNAL_MOVE_IN)
+            continue;
+        json_t *rec = json_object_get(ops[i].data, "record");
+        const char *container = json_string_value(json_object_get(rec, "containerName"));
+        const char *owner = json_string_value(json_object_get(rec, "owner"));
+        if (container)
+            json_object_set_new(known, container, json_true());
+        json_object_set_new(owners, owner && owner[0] ? owner : USER_ANONYMOUS, json_true());
+    }
+    journal_ops_free(ops, n);
+}

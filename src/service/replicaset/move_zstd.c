@@ -1,0 +1,239 @@
+/*
+ * move_zstd.c - a move's data on the wire, compressed when it helps
+ * (--move-compress; docs/fleet.md).
+ *
+ * The source encodes: the carry's tar read from one pipe, written to the
+ * stream as it is (none), as zstd frames (zstd), or (auto) as one or the
+ * other by a sample: the first MOVE_ZSTD_SAMPLE bytes compressed at level
+ * 1; when they shrink to less than MOVE_ZSTD_WORTH of their size the whole
+ * stream is compressed, else it goes as it is (already compressed data,
+ * model weights, archives gain little and would cost the CPU time). The
+ * target decodes without being told: a stream that begins with zstd's
+ * magic number is decompressed, any other is copied (a tar archive begins
+ * with a path name, never with those four bytes).
+ *
+ * zstd runs with two worker threads, so compressing keeps up with a fast
+ * network; memory stays bounded (the sample and zstd's own windows).
+ */
+#include "util/xalloc.h"
+#include "service/replicaset/move.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zstd.h>
+
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define MOVE_ZSTD_SAMPLE (4u * 1024 * 1024)
+#define MOVE_ZSTD_WORTH 0.85
+#define MOVE_ZSTD_LEVEL 1
+#define MOVE_ZSTD_BUF (256u * 1024)
+
+static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+
+/* Read up to n bytes (fewer only at the end); -1 on error. */
+static ssize_t read_full(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = write(fd, (const char *)buf + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+/* The rest of in_fd as it is, after head. */
+static int copy_rest(int in_fd, int out_fd, const void *head, size_t nhead, uint64_t *out_bytes,
+                     gb_err *err)
+{
+    if (nhead && write_full(out_fd, head, nhead) < 0)
+        return err_set(err, ERR_INTERNAL, "sending a move's data: %s", strerror(errno));
+    *out_bytes += nhead;
+    char *buf = xmalloc(MOVE_ZSTD_BUF);
+    int rc = 0;
+    for (;;) {
+        ssize_t n = read(in_fd, buf, MOVE_ZSTD_BUF);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = err_set(err, ERR_INTERNAL, "reading a move's data: %s", strerror(errno));
+            break;
+        }
+        if (n == 0)
+            break;
+        if (write_full(out_fd, buf, (size_t)n) < 0) {
+            rc = err_set(err, ERR_INTERNAL, "sending a move's data: %s", strerror(errno));
+            break;
+        }
+        *out_bytes += (uint64_t)n;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Feed in (may be empty) through cctx to out_fd; end: the frame's end. */
+static int zstd_push(ZSTD_CCtx *cctx, const void *data, size_t n, bool end, char *obuf, int out_fd,
+                     uint64_t *out_bytes, gb_err *err)
+{
+    ZSTD_inBuffer in = {data, n, 0};
+    for (;;) {
+        ZSTD_outBuffer out = {obuf, ZSTD_CStreamOutSize(), 0};
+        size_t left = ZSTD_compressStream2(cctx, &out, &in, end ? ZSTD_e_end : ZSTD_e_continue);
+        if (ZSTD_isError(left))
+            return err_set(err, ERR_INTERNAL, "compressing a move's data: %s",
+                           ZSTD_getErrorName(left));
+        if (out.pos && write_full(out_fd, obuf, out.pos) < 0)
+            return err_set(err, ERR_INTERNAL, "sending a move's data: %s", strerror(errno));
+        *out_bytes += out.pos;
+        if (end ? left == 0 : in.pos == in.size)
+            return 0;
+    }
+}
+
+static int compress_rest(int in_fd, int out_fd, const void *head, size_t nhead, uint64_t *out_bytes,
+                         gb_err *err)
+{
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    if (!cctx)
+        return err_set(err, ERR_INTERNAL, "compressing a move's data: no zstd context");
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, MOVE_ZSTD_LEVEL);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, 2); /* ignored by a libzstd without threads */
+    /* A checksum per frame: a stream changed on the way is refused, not extracted. */
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    char *ibuf = xmalloc(MOVE_ZSTD_BUF);
+    char *obuf = xmalloc(ZSTD_CStreamOutSize());
+    int rc = nhead ? zstd_push(cctx, head, nhead, false, obuf, out_fd, out_bytes, err) : 0;
+    while (rc == 0) {
+        ssize_t n = read(in_fd, ibuf, MOVE_ZSTD_BUF);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = err_set(err, ERR_INTERNAL, "reading a move's data: %s", strerror(errno));
+            break;
+        }
+        rc = zstd_push(cctx, ibuf, (size_t)n, n == 0, obuf, out_fd, out_bytes, err);
+        if (n == 0)
+            break;
+    }
+    free(ibuf);
+    free(obuf);
+    ZSTD_freeCCtx(cctx);
+    return rc;
+}
+
+/* Whether data compresses to less than MOVE_ZSTD_WORTH of its size. */
+static bool worth_it(const void *data, size_t n)
+{
+    if (n < 4096)
+        return false;
+    size_t cap = ZSTD_compressBound(n);
+    void *out = xmalloc(cap);
+    size_t z = ZSTD_compress(out, cap, data, n, MOVE_ZSTD_LEVEL);
+    free(out);
+    return !ZSTD_isError(z) && (double)z < MOVE_ZSTD_WORTH * (double)n;
+}
+
+int move_zstd_encode(int in_fd, int out_fd, const char *mode, bool *compressed, uint64_t *out_bytes,
+                     gb_err *err)
+{
+    *out_bytes = 0;
+    *compressed = false;
+    if (mode && strcmp(mode, "none") == 0)
+        return copy_rest(in_fd, out_fd, NULL, 0, out_bytes, err);
+    if (mode && strcmp(mode, "zstd") == 0) {
+        *compressed = true;
+        return compress_rest(in_fd, out_fd, NULL, 0, out_bytes, err);
+    }
+    char *sample = xmalloc(MOVE_ZSTD_SAMPLE);
+    ssize_t n = read_full(in_fd, sample, MOVE_ZSTD_SAMPLE);
+    int rc;
+    if (n < 0) {
+        rc = err_set(err, ERR_INTERNAL, "reading a move's data: %s", strerror(errno));
+    } else {
+        *compressed = worth_it(sample, (size_t)n);
+        rc = *compressed ? compress_rest(in_fd, out_fd, sample, (size_t)n, out_bytes, err)
+                         : copy_rest(in_fd, out_fd, sample, (size_t)n, out_bytes, err);
+    }
+    free(sample);
+    return rc;
+}
+
+int move_zstd_decode(int in_fd, int out_fd, gb_err *err)
+{
+    unsigned char head[4];
+    ssize_t n = read_full(in_fd, head, sizeof(head));
+    if (n < 0)
+        return err_set(err, ERR_INTERNAL, "reading a move's data: %s", strerror(errno));
+    uint64_t ignored = 0;
+    if (n < (ssize_t)sizeof(head) || memcmp(head, zstd_magic, sizeof(head)) != 0)
+        return copy_rest(in_fd, out_fd, head, (size_t)n, &ignored, err);
+    ZSTD_DCtx *dctx = ZSTD_createDCtx();
+    if (!dctx)
+        return err_set(err, ERR_INTERNAL, "decompressing a move's data: no zstd context");
+    size_t isize = ZSTD_DStreamInSize(), osize = ZSTD_DStreamOutSize();
+    char *ibuf = xmalloc(isize), *obuf = xmalloc(osize);
+    memcpy(ibuf, head, sizeof(head));
+    size_t have = sizeof(head);
+    int rc = 0;
+    bool ended = false, frame_done = true;
+    while (rc == 0 && !ended) {
+        if (have == 0) {
+            ssize_t r = read(in_fd, ibuf, isize);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0) {
+                rc = err_set(err, ERR_INTERNAL, "reading a move's data: %s", strerror(errno));
+                break;
+            }
+            if (r == 0) {
+                ended = true;
+                break;
+            }
+            have = (size_t)r;
+        }
+        ZSTD_inBuffer in = {ibuf, have, 0};
+        bool full = false; /* the output filled: zstd may hold more to give */
+        while ((in.pos < in.size || full) && rc == 0) {
+            ZSTD_outBuffer out = {obuf, osize, 0};
+            size_t left = ZSTD_decompressStream(dctx, &out, &in);
+            if (ZSTD_isError(left))
+                rc = err_set(err, ERR_INTERNAL, "decompressing a move's data: %s",
+                             ZSTD_getErrorName(left));
+            else if (out.pos && write_full(out_fd, obuf, out.pos) < 0)
+                rc = err_set(err, ERR_INTERNAL, "extracting a move's data: %s", strerror(errno));
+            frame_done = left == 0;
+            full = out.pos == out.size;
+        }
+        have = 0;
+    }
+    if (rc == 0 && !frame_done)
+        rc = err_set(err, ERR_INTERNAL, "a move's data ended in the middle of a zstd frame");
+    free(ibuf);
+    free(obuf);
+    ZSTD_freeDCtx(dctx);
+    return rc;
+}

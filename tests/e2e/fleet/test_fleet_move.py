@@ -1,0 +1,398 @@
+"""Moving a replica set to another node (docs/fleet.md, "Moving a replica
+set"): POST /api/v1/replicaSet/{name}/move, with its system disk (files,
+deletions of image files, symlinks, modes) and the data of the volumes it
+binds; refused before anything is copied when the target has no room; and
+crash-safe: a kill -9 of either side at a step leaves the set on exactly one
+node, whole, with nothing left over on the other.
+
+Node a has 4 A100-80GB, node b 2 T4-16GB, node c 8 A10-24GB (fleetutil).
+"""
+import time
+
+import pytest
+
+from rsutil import call, create, delete, execute_ok, history, info, lifecycle, rs_path, wait_until
+
+PREFIX = "/fleetmove"
+
+# What a set writes on its system disk and its volume, and what must read
+# back the same on the other node.
+WRITE = ("echo hello > /root/f && mkdir -p /opt/d && echo x > /opt/d/g && ln -s f /root/link"
+         " && touch /root/suid && chmod 4755 /root/suid && rm /bin/vi"
+         " && echo vol > /data/v && mkdir /data/sub && echo deep > /data/sub/w"
+         " && dd if=/dev/urandom of=/data/big bs=1k count=300 2>/dev/null"
+         " && md5sum /data/big | cut -c1-32 > /root/big.md5")
+READ = ("cat /root/f /opt/d/g; readlink /root/link; stat -c %a /root/suid;"
+        " test -e /bin/vi && echo vi || echo novi; cat /data/v /data/sub/w;"
+        " md5sum /data/big | cut -c1-32; cat /root/big.md5")
+
+
+@pytest.fixture(scope="module")
+def nodes(start_node_module, fleet, etcd_cluster):
+    ds = {n.label: start_node_module(n, store=etcd_cluster.url(PREFIX), fleet_flags=True)
+          for n in fleet.nodes}
+    wait_until(lambda: all(len(d.get("/api/v1/nodes").data["nodes"]) == 3 for d in ds.values()),
+               timeout=30)
+    return ds
+
+
+def where(fleet, name):
+    """The labels of the nodes whose dockerd holds a container of set name."""
+    return sorted(n.label for n in fleet.nodes if n.containers(name))
+
+
+def volumes_on(fleet, name):
+    """The labels of the nodes whose dockerd has gpubox volume name."""
+    out = []
+    for n in fleet.nodes:
+        r = n.docker("GET", "/volumes")
+        if any(v["Name"] == f"gpubox_{name}" for v in (r.json.get("Volumes") or [])):
+            out.append(n.label)
+    return out
+
+
+def node_of(d, name):
+    sets = {s["name"]: s for s in d.get("/api/v1/replicaSet").data["replicaSets"]}
+    return sets[name]["node"] if name in sets else None
+
+
+def move(d, name, **body):
+    return call(d, "POST", rs_path(name, "/move"), body)
+
+
+@pytest.fixture
+def made(nodes, fleet):
+    """Names (sets, then volumes after a ':') a test made: purged after it."""
+    names = []
+    yield names
+    for name in names:
+        if name.startswith("vol:"):
+            call(nodes["a"], "DELETE", "/api/v1/volumes/" + name[4:])
+        else:
+            delete(nodes["a"], name, purge=True)
+
+
+def make_set_with_volume(nodes, made, name, vol, node="a"):
+    made += [name, "vol:" + vol]
+    r = call(nodes["b"], "POST", "/api/v1/volumes", {"name": vol, "size": "30MB", "node": node})
+    assert r.status == 200, r.json
+    r = create(nodes["c"], name, 1, node=node, binds=[{"src": vol, "dest": "/data"}],
+               env=["MOVED_ENV=1"])
+    assert r.status == 200, r.json
+    execute_ok(nodes["a"], name, ["sh", "-c", WRITE])
+
+
+def read_back(d, name):
+    out = execute_ok(d, name, ["sh", "-c", READ])["stdout"].split()
+    assert out[:7] == ["hello", "x", "f", "4755", "novi", "vol", "deep"], out
+    assert out[7] == out[8], out  # the volume's 300 KB of random data came whole
+
+
+def test_clients_cannot_call_the_nodes_routes(nodes):
+    for method, path in [("POST", "/api/v1/internal/moves"),
+                         ("GET", "/api/v1/internal/moves/x/data"),
+                         ("POST", "/api/v1/internal/moves/x/commit")]:
+        r = call(nodes["a"], method, path, {} if method == "POST" else None)
+        assert (r.status, r.code) == (403, 1109), (path, r.json)
+
+
+def test_a_stopped_set_moves_with_its_system_disk_and_volume(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mv1", "mvv1")
+    before = info(nodes["a"], "mv1").data["info"]
+    assert lifecycle(nodes["b"], "mv1", "stop").status == 200
+    r = move(nodes["c"], "mv1", node="b")  # asked of a third node: forwarded to a
+    assert r.status == 200, r.json
+    assert r.data["from"] == "a" and r.data["to"] == "b" and r.data["state"] == "stopped"
+    assert r.data["bytes"] > 300 * 1024 and r.data["operationId"]
+    assert where(fleet, "mv1") == ["b"] and volumes_on(fleet, "mvv1") == ["b"]
+    assert node_of(nodes["a"], "mv1") == "b"
+    vols = {v["name"]: v for v in nodes["c"].get("/api/v1/volumes").data["volumes"]}
+    assert vols["mvv1"]["node"] == "b"
+    i = info(nodes["a"], "mv1").data["info"]
+    assert i["state"] == "stopped" and i["version"] == before["version"] + 1
+    assert i["spec"]["env"] == before["spec"]["env"]
+    h = history(nodes["a"], "mv1").data["history"]
+    assert [e["version"] for e in h] == [2, 1] and h[0]["reason"] == "move from a"
+    # it starts there, with everything it had
+    r = lifecycle(nodes["a"], "mv1", "restart")
+    assert r.status == 200, r.json
+    assert "T4" in str(nodes["b"].get("/api/v1/resources/gpus").data)
+    read_back(nodes["a"], "mv1")
+
+
+def test_a_running_set_runs_on_the_node_placement_picks(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mv2", "mvv2")
+    r = move(nodes["a"], "mv2")
+    assert r.status == 200, r.json
+    to = r.data["to"]
+    assert to in ("b", "c") and r.data["state"] == "running"
+    assert where(fleet, "mv2") == [to] and volumes_on(fleet, "mvv2") == [to]
+    assert r.data["ports"] == [] and len(r.data["gpus"]) == 1
+    i = info(nodes["b"], "mv2").data["info"]
+    assert i["status"] == "running"
+    read_back(nodes["b"], "mv2")
+
+
+def test_a_paused_set_stays_paused(nodes, fleet, made):
+    made.append("mv3")
+    r = create(nodes["a"], "mv3", 1, node="a", ports=[{"containerPort": 80}])
+    assert r.status == 200, r.json
+    execute_ok(nodes["a"], "mv3", ["sh", "-c", "echo p > /root/p"])
+    assert lifecycle(nodes["a"], "mv3", "pause").status == 200
+    r = move(nodes["a"], "mv3", node="c")
+    assert r.status == 200, r.json
+    assert r.data["state"] == "paused" and len(r.data["ports"]) == 1
+    assert where(fleet, "mv3") == ["c"]
+    assert lifecycle(nodes["a"], "mv3", "continue").status == 200
+    out = execute_ok(nodes["a"], "mv3", ["cat", "/root/p"])["stdout"]
+    assert out.strip() == "p"
+
+
+def test_no_room_is_refused_before_anything_is_copied(nodes, fleet, made):
+    made.append("mv4")
+    r = create(nodes["a"], "mv4", 3, node="a")
+    assert r.status == 200, r.json
+    r = move(nodes["a"], "mv4", node="b")  # b has 2 cards
+    assert (r.status, r.code) == (409, 1013), r.json
+    assert where(fleet, "mv4") == ["a"]
+    assert info(nodes["a"], "mv4").data["info"]["status"] == "running"
+    r = move(nodes["a"], "mv4", node="a")
+    assert r.status == 400, r.json
+
+
+def test_a_volume_bound_by_another_set_is_refused(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mv5", "mvv5")
+    made.insert(0, "mv5b")
+    r = create(nodes["a"], "mv5b", 0, node="a", binds=[{"src": "mvv5", "dest": "/data"}])
+    assert r.status == 200, r.json
+    r = move(nodes["a"], "mv5", node="c")
+    assert (r.status, r.code) == (409, 1107), r.json
+    assert "mv5b" in r.msg
+    assert where(fleet, "mv5") == ["a"] and volumes_on(fleet, "mvv5") == ["a"]
+
+
+def crash_move(nodes, fleet, side, fault, name, to):
+    """Run a move with GPUBOX_FAULT=fault on node `side`, which exits there;
+    restart it without the fault."""
+    d = nodes[side]
+    d.stop()
+    d.env["GPUBOX_FAULT"] = fault
+    d.restart()
+    try:
+        move(nodes["a"] if side != "a" else nodes["c"], name, node=to)
+    finally:
+        deadline = time.monotonic() + 60
+        while d.proc.poll() is None:
+            assert time.monotonic() < deadline, f"{d} did not stop at {fault}"
+            time.sleep(0.2)
+        d.proc.stdout.close()
+        d.log_file.close()
+        del d.env["GPUBOX_FAULT"]
+        d.restart()
+
+
+@pytest.mark.parametrize("fault,lands", [("move:copied", "a"), ("move:switched", "b"),
+                                         ("move:committed", "b")])
+def test_the_source_killed_at_a_step(nodes, fleet, made, fault, lands):
+    name = "mvk" + fault.split(":")[1][:3]
+    make_set_with_volume(nodes, made, name, name + "v")
+    assert lifecycle(nodes["a"], name, "stop").status == 200
+    crash_move(nodes, fleet, "a", fault, name, "b")
+    wait_until(lambda: where(fleet, name) == [lands] and volumes_on(fleet, name + "v") == [lands],
+               timeout=60)
+    wait_until(lambda: node_of(nodes["c"], name) == lands, timeout=30)
+    assert lifecycle(nodes["c"], name, "restart").status == 200
+    read_back(nodes["c"], name)
+
+
+@pytest.mark.parametrize("fault,lands", [("move-in:prepared", "a"), ("move-in:copied", "a"),
+                                         ("move-in:committed", "b")])
+def test_the_target_killed_at_a_step(nodes, fleet, made, fault, lands):
+    name = "mvt" + fault.split(":")[1][:3]
+    make_set_with_volume(nodes, made, name, name + "v")
+    crash_move(nodes, fleet, "b", fault, name, "b")
+    wait_until(lambda: where(fleet, name) == [lands] and volumes_on(fleet, name + "v") == [lands],
+               timeout=60)
+    wait_until(lambda: node_of(nodes["c"], name) == lands, timeout=30)
+    wait_until(lambda: info(nodes["c"], name).data["info"]["status"] == "running", timeout=30)
+    read_back(nodes["c"], name)
+
+
+def cli(d, *args):
+    """The gpubox CLI against node d (from the hub, as a user would)."""
+    import os
+    import subprocess
+    e = dict(os.environ, GPUBOX_HOST=d.url)
+    e.pop("GPUBOX_TOKEN", None)
+    p = subprocess.run([os.environ.get("GPUBOX_CLI", "gpubox"), *args], capture_output=True,
+                       text=True, env=e, timeout=180)
+    assert "Sanitizer" not in p.stderr, p.stderr
+    return p
+
+
+def test_the_cli_moves_a_set(nodes, fleet, made):
+    made.append("mvc1")
+    r = create(nodes["a"], "mvc1", 0, node="a", ports=[{"containerPort": 22}])
+    assert r.status == 200, r.json
+    p = cli(nodes["b"], "move", "mvc1", "--node", "c")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert p.stdout.startswith("mvc1: moved from a to c (version 2, running)"), p.stdout
+    assert "ports 22->" in p.stdout, p.stdout
+    assert where(fleet, "mvc1") == ["c"]
+    p = cli(nodes["b"], "move", "mvc1", "--node", "c")
+    assert p.returncode != 0 and "already" in p.stderr, (p.stdout, p.stderr)
+
+
+def test_an_answer_at_once_then_progress_in_the_operation(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mva1", "mvav1")
+    r = move(nodes["b"], "mva1", node="c", wait=False)
+    assert r.status == 200, r.json
+    assert r.data["state"] == "moving" and r.data["operationId"]
+    op_path = "/api/v1/operations/" + r.data["operationId"]
+    wait_until(lambda: call(nodes["b"], "GET", op_path).data["state"] == "done", timeout=60)
+    op = call(nodes["b"], "GET", op_path).data
+    assert op["kind"] == "move" and op["progress"]["bytes"] > 300 * 1024, op
+    assert op["progress"]["bytesPerSecond"] > 0
+    assert where(fleet, "mva1") == ["c"]
+    read_back(nodes["a"], "mva1")
+
+
+def test_a_restart_that_does_not_fit_moves_when_asked(nodes, fleet, made):
+    made += ["mvr1", "mvr2"]
+    assert create(nodes["a"], "mvr1", 2, node="b").status == 200
+    assert lifecycle(nodes["a"], "mvr1", "stop").status == 200
+    # the cards it gave back are taken meanwhile
+    assert create(nodes["a"], "mvr2", 2, node="b").status == 200
+    r = call(nodes["a"], "PATCH", rs_path("mvr1", "/restart"), {})
+    assert (r.status, r.code) == (409, 1013), r.json
+    r = call(nodes["c"], "PATCH", rs_path("mvr1", "/restart"), {"move": True})
+    assert r.status == 200, r.json
+    assert r.data["movedFrom"] == "b" and r.data["node"] in ("a", "c"), r.data
+    assert where(fleet, "mvr1") == [r.data["node"]]
+    assert info(nodes["a"], "mvr1").data["info"]["status"] == "running"
+
+
+def test_drain_moves_every_set_off_a_node(nodes, fleet, made):
+    names = [f"mvd{i}" for i in range(5)]
+    made += names
+    for n in names:
+        assert create(nodes["a"], n, 0, node="c").status == 200
+    execute_ok(nodes["a"], "mvd0", ["sh", "-c", "echo kept > /root/k"])
+    assert lifecycle(nodes["a"], "mvd1", "stop").status == 200
+    assert lifecycle(nodes["a"], "mvd2", "pause").status == 200
+    try:
+        p = cli(nodes["a"], "node", "drain", "c")
+        assert p.returncode == 0, (p.stdout, p.stderr)
+        assert "node c: 5 set(s) moved, 0 could not move" in p.stdout, p.stdout
+        for n in names:
+            assert where(fleet, n) != ["c"] and len(where(fleet, n)) == 1, n
+        states = {n: info(nodes["b"], n).data["info"]["state"] for n in names}
+        assert states == {"mvd0": "running", "mvd1": "stopped", "mvd2": "paused",
+                          "mvd3": "running", "mvd4": "running"}
+        out = execute_ok(nodes["b"], "mvd0", ["cat", "/root/k"])["stdout"]
+        assert out.strip() == "kept"
+        h = history(nodes["b"], "mvd0").data["history"]
+        assert h[0]["reason"] == "move from c"
+        nodes_ = {n["name"]: n for n in nodes["a"].get("/api/v1/nodes").data["nodes"]}
+        assert nodes_["c"]["state"] == "cordoned"
+    finally:
+        assert call(nodes["a"], "PATCH", "/api/v1/nodes/c/uncordon").status == 200
+
+
+def test_an_admin_abandons_the_half_of_a_move_whose_source_is_lost(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mvl1", "mvlv1")
+    a = nodes["a"]
+    a.stop()
+    a.env["GPUBOX_FAULT"] = "move:prepared"
+    a.restart()
+    try:
+        move(nodes["c"], "mvl1", node="b")
+        deadline = time.monotonic() + 60
+        while a.proc.poll() is None:
+            assert time.monotonic() < deadline, "a did not stop at move:prepared"
+            time.sleep(0.2)
+        a.proc.stdout.close()
+        a.log_file.close()
+        # a is gone; b keeps its half, waiting
+        assert where(fleet, "mvl1") == ["a", "b"]
+        time.sleep(4)
+        assert where(fleet, "mvl1") == ["a", "b"]
+        ops = [k for k in fleet.node("b").containers("mvl1")]
+        assert len(ops) == 1
+        wait_until(lambda: node_of(nodes["c"], "mvl1") == "a", timeout=30)
+        op_id = None
+        log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
+        for line in log.splitlines():
+            if "mvl1 prepared here" in line:
+                op_id = line.split("move ")[1].split(":")[0]
+        assert op_id, log[-2000:]
+        r = call(nodes["c"], "POST", f"/api/v1/operations/{op_id}/abandon")
+        assert r.status == 200 and r.data["state"] == "undone", r.json
+        assert where(fleet, "mvl1") == ["a"] and volumes_on(fleet, "mvlv1") == ["a"]
+    finally:
+        a.env.pop("GPUBOX_FAULT", None)
+        a.restart()
+    wait_until(lambda: info(nodes["c"], "mvl1").data["info"]["status"] == "running", timeout=60)
+    assert where(fleet, "mvl1") == ["a"]
+    read_back(nodes["c"], "mvl1")
+
+
+def test_a_stream_that_breaks_off_is_pulled_again(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mvx1", "mvxv1")
+    a = nodes["a"]
+    a.stop()
+    a.env["GPUBOX_MOVE_CUT_AFTER"] = "200000"  # test hook: the first stream breaks off there
+    a.restart()
+    try:
+        r = move(nodes["c"], "mvx1", node="b")
+        assert r.status == 200, r.json
+        log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
+        assert "broke off after" in log and "pulling it again (try 2 of 3)" in log, log[-3000:]
+        assert where(fleet, "mvx1") == ["b"] and volumes_on(fleet, "mvxv1") == ["b"]
+        read_back(nodes["c"], "mvx1")
+    finally:
+        a.stop()
+        del a.env["GPUBOX_MOVE_CUT_AFTER"]
+        a.restart()
+
+
+@pytest.mark.parametrize("fault", ["move:begin", "move:old-stopped"])
+def test_a_running_set_runs_again_where_it_was_when_the_source_dies_early(nodes, fleet, made,
+                                                                          fault):
+    name = "mvr" + fault.split(":")[1][:3]
+    make_set_with_volume(nodes, made, name, name + "v")
+    crash_move(nodes, fleet, "a", fault, name, "b")
+    wait_until(lambda: where(fleet, name) == ["a"] and volumes_on(fleet, name + "v") == ["a"],
+               timeout=60)
+    wait_until(lambda: info(nodes["c"], name).data["info"]["status"] == "running", timeout=60)
+    read_back(nodes["c"], name)
+
+
+def test_both_nodes_killed_after_the_hand_over(nodes, fleet, made):
+    """The source dies right after the names moved, the target is killed
+    then too, before it heard the commit; both start again: the set is on
+    the target, once, running, its data whole."""
+    make_set_with_volume(nodes, made, "mvbo", "mvbov")
+    a, b = nodes["a"], nodes["b"]
+    a.stop()
+    a.env["GPUBOX_FAULT"] = "move:switched"
+    a.restart()
+    try:
+        move(nodes["c"], "mvbo", node="b")
+        deadline = time.monotonic() + 60
+        while a.proc.poll() is None:
+            assert time.monotonic() < deadline, "a did not stop at move:switched"
+            time.sleep(0.2)
+        a.proc.stdout.close()
+        a.log_file.close()
+        b.kill9()
+    finally:
+        a.env.pop("GPUBOX_FAULT", None)
+        if b.proc.poll() is not None:
+            b.restart()
+        a.restart()
+    wait_until(lambda: where(fleet, "mvbo") == ["b"] and volumes_on(fleet, "mvbov") == ["b"],
+               timeout=90)
+    wait_until(lambda: info(nodes["c"], "mvbo").data["info"]["status"] == "running", timeout=60)
+    assert node_of(nodes["c"], "mvbo") == "b"
+    read_back(nodes["c"], "mvbo")
