@@ -48,7 +48,7 @@ int main(int argc, char **argv)
     placement_card *cards = calloc(nnodes * 8, sizeof(*cards)),
                    *work_cards = calloc(nnodes * 8, sizeof(*cards));
     placement_node *nodes = calloc(nnodes, sizeof(*nodes)), *work = calloc(nnodes, sizeof(*nodes));
-    char(*names)[16] = calloc(nnodes, sizeof(*names));
+    char(*names)[24] = calloc(nnodes, sizeof(*names));
     for (size_t n = 0; n < nnodes; n++) {
         for (size_t k = 0; k < 8; k++) {
             placement_card *c = &cards[n * 8 + k];

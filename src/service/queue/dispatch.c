@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -120,6 +121,15 @@ static void queue_drop_expired(app *a, queue_snapshot *s, int64_t now)
     }
 }
 
+/* why[size] = prefix and msg: a short explanation for the queue's list,
+ * where a message cut at its end (marked "...") still says enough. */
+static void queue_why_set(char *why, size_t size, const char *prefix, const char *msg)
+{
+    int n = snprintf(why, size, "%s%s", prefix, msg);
+    if (n >= (int)size && size > 4)
+        memcpy(why + size - 4, "...", 4);
+}
+
 /* Start the queued set r; *why set when it keeps waiting. 1 started. */
 static int queue_start_one(app *a, const replicaset_record *r, int64_t now, char *why,
                            size_t why_size)
@@ -141,11 +151,11 @@ static int queue_start_one(app *a, const replicaset_record *r, int64_t now, char
         return 1;
     }
     if (e.code == ERR_CONFLICT) {
-        snprintf(why, why_size, "%s", e.msg);
+        queue_why_set(why, why_size, "", e.msg);
         return 0; /* cancelled, or changed meanwhile: the next pass sees it */
     }
     if (queue_waitable(e.code)) {
-        snprintf(why, why_size, "%s%s", e.code == ERR_QUOTA_EXCEEDED ? "quota: " : "", e.msg);
+        queue_why_set(why, why_size, e.code == ERR_QUOTA_EXCEEDED ? "quota: " : "", e.msg);
         return 0;
     }
     /* A wait cannot cure it (image gone, volume deleted, Docker refused). */
@@ -156,7 +166,7 @@ static int queue_start_one(app *a, const replicaset_record *r, int64_t now, char
     } else {
         log_warn("queue: %s could not start (%s), nor be dropped: %s", r->name, e.msg, d.msg);
     }
-    snprintf(why, why_size, "could not start: %s", e.msg);
+    queue_why_set(why, why_size, "could not start: ", e.msg);
     return 0;
 }
 
