@@ -175,6 +175,7 @@ void queue_plan_free(queue_plan *p)
     free(p->entries);
     free(p->usage);
     free(p->rel);
+    free(p->labels);
     placement_node_free(&p->node);
     nodes_view_free(&p->view);
     memset(p, 0, sizeof(*p));
@@ -201,6 +202,7 @@ int queue_plan_make(app *a, const queue_snapshot *s, int64_t now_ms, size_t max_
     p->entries = xcalloc(s->n ? s->n : 1, sizeof(*p->entries));
     p->usage = xcalloc(s->n ? s->n : 1, sizeof(*p->usage));
     p->rel = xcalloc(s->nrel ? s->nrel : 1, sizeof(*p->rel));
+    p->labels = xcalloc(s->n ? s->n * RS_MAX_SELECTOR : 1, sizeof(*p->labels));
     queue_usages(a, s, p->usage, now_ms);
     for (size_t i = 0; i < s->n; i++) {
         const replicaset_record *r = &s->sets[i];
@@ -226,8 +228,20 @@ int queue_plan_make(app *a, const queue_snapshot *s, int64_t now_ms, size_t max_
             .model = sp->gpu_model,
             .ports_needed = (unsigned)sp->nports,
             .policy = GPUS_POLICY_BINPACK,
-            .node = restart ? home : NULL,
+            .node = restart ? home : json_string_value(json_object_get(r->queue, "node")),
         };
+        json_t *sel = json_object_get(r->queue, "nodeSelector");
+        if (json_object_size(sel)) {
+            placement_label *l = &p->labels[i * RS_MAX_SELECTOR];
+            const char *k;
+            json_t *v;
+            json_object_foreach(sel, k, v)
+            {
+                if (e->req.nselector < RS_MAX_SELECTOR)
+                    l[e->req.nselector++] = (placement_label){k, json_string_value(v)};
+            }
+            e->req.selector = l;
+        }
     }
     if (a->fleet) {
         if (nodes_view_read(a, &p->view, err) < 0) {
@@ -349,7 +363,11 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
     char why[sizeof(err->msg)] = "others wait before it: the queue decides when it starts";
     /* While others wait, a queued request goes through the queue even if
      * it fits now: it must not take what the head has reserved. */
-    if (!req->queue || !queue_waiting(a)) {
+    /* In a fleet, placement tried every node already; a create pinned by
+     * node or nodeSelector must not be made here unless the queue puts it
+     * here. */
+    bool pinned = a->fleet && (req->placement.node || req->placement.nselector);
+    if (!req->queue || (!queue_waiting(a) && !pinned)) {
         if (replicaset_create(a, req, out, err) == 0)
             return 0;
         if (!req->queue || !queue_waitable(err->code))
@@ -362,6 +380,16 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
         json_pack("{s:i, s:s, s:I, s:I, s:s}", "priority", priority, "submitTime", now, "submitMs",
                   (json_int_t)queue_now_ms(), "timeoutSeconds", (json_int_t)req->queue_timeout_s,
                   "firstWhy", why);
+    /* Where it may go (a fleet's dispatcher respects it). */
+    if (req->placement.node)
+        json_object_set_new(q, "node", json_string(req->placement.node));
+    if (req->placement.nselector) {
+        json_t *sel = json_object();
+        for (size_t i = 0; i < req->placement.nselector; i++)
+            json_object_set_new(sel, req->placement.selector[i].key,
+                                json_string(req->placement.selector[i].value));
+        json_object_set_new(q, "nodeSelector", sel);
+    }
     err_clear(err);
     if (replicaset_enqueue(a, req, q, err) < 0)
         return -1;
@@ -415,9 +443,9 @@ int queue_restart(app *a, const char *name, bool no_gpu, int priority, int64_t t
 
 bool queue_may_wait_here(app *a, const replicaset_create_request *req, const gb_err *err)
 {
-    if (!err || !queue_waitable(err->code) || req->placement.nselector)
-        return false;
-    return !req->placement.node || (a->cfg.node && strcmp(req->placement.node, a->cfg.node) == 0);
+    (void)a;
+    (void)req;
+    return err && queue_waitable(err->code);
 }
 
 /* ---- reading ---- */

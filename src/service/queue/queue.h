@@ -66,8 +66,9 @@ int queue_restart(app *a, const char *name, bool no_gpu, int priority, int64_t t
                   json_t **out, bool *queued, gb_err *err);
 
 /* In a fleet, after placement found no node for req (err says why): may
- * it wait in this node's queue? Yes for room or quota (1013, 1014, 1118,
- * 1115) when req does not pin another node or ask for labels. */
+ * it wait in the fleet's queue (its record on this node, which received
+ * it)? Yes for room or quota (1013, 1014, 1118, 1115); its node and
+ * nodeSelector are kept in the queued record for the dispatcher. */
 bool queue_may_wait_here(app *a, const replicaset_create_request *req, const gb_err *err);
 
 /* GET /api/v1/queue: {queue: [{position, name, owner, priority, asks,

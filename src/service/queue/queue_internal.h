@@ -38,9 +38,10 @@ typedef struct queue_plan {
     size_t n;
     double *usage;
     placement_queue_release *rel;
-    placement_node node;   /* a single server */
-    nodes_view view;       /* a fleet */
-    placement_node *nodes; /* &node, or view.nodes */
+    placement_label *labels; /* the entries' nodeSelectors, RS_MAX_SELECTOR each */
+    placement_node node;     /* a single server */
+    nodes_view view;         /* a fleet */
+    placement_node *nodes;   /* &node, or view.nodes */
     size_t nnodes;
     placement_queue_reservation res;
 } queue_plan;

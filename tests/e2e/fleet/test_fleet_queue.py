@@ -13,6 +13,7 @@ Each node has one simulated card.
 import itertools
 import json
 import os
+import time
 
 import pytest
 
@@ -59,9 +60,9 @@ def body(name, **more):
     return b
 
 
-def hold_all(ds):
+def hold_all(ds, tag=""):
     for label in ("a", "b", "c"):
-        r = call(ds["a"], "POST", "/api/v1/replicaSet", body(f"hold{label}", node=label))
+        r = call(ds["a"], "POST", "/api/v1/replicaSet", body(f"hold{label}{tag}", node=label))
         assert r.status == 200, r.json
 
 
@@ -116,6 +117,29 @@ def test_queued_through_a_starts_on_b_and_every_node_lists_it(nodes, fleet):
     assert call(nodes["a"], "PATCH", "/api/v1/nodes/c/uncordon").status == 200
 
 
+def test_a_pinned_request_waits_for_its_node(nodes, fleet):
+    """node and nodeSelector are kept while it waits: a card freed on
+    another node does not start it."""
+    a = nodes["a"]
+    hold_all(nodes)
+    r = call(a, "POST", "/api/v1/replicaSet", body("pinned", queue=True, node="c"))
+    assert (r.status, r.code) == (202, 200), r.json
+    r = call(a, "POST", "/api/v1/replicaSet", body("picky", queue=True,
+                                                   nodeSelector={"nosuch": "label"}))
+    assert (r.status, r.code) == (202, 200), r.json
+    q = nodes["b"].get("/api/v1/queue").data["queue"]
+    assert {e["name"] for e in q} == {"pinned", "picky"}, q
+    assert delete(a, "holdb", purge=True).status == 200
+    assert delete(a, "holda", purge=True).status == 200
+    time.sleep(5)
+    assert state(a, "pinned") == "queued" and state(a, "picky") == "queued"
+    assert delete(a, "holdc", purge=True).status == 200
+    wait_until(lambda: state(a, "pinned") == "running", timeout=20)
+    assert where(fleet, "pinned") == ["c"]
+    assert state(a, "picky") == "queued"
+    assert delete(a, "picky").data["cancelled"] is True
+
+
 @pytest.mark.parametrize("step", ["queue.dispatch.decided", "queue.dispatch.moved"])
 def test_kill_of_the_dispatcher_hands_the_role_over(start_node, fleet, etcd_cluster, step):
     """a dispatches and dies (as kill -9) at step of a dispatch: before the
@@ -123,27 +147,29 @@ def test_kill_of_the_dispatcher_hands_the_role_over(start_node, fleet, etcd_clus
     starts it). Either way it runs once, the role goes to b or c within the
     lease, and the new dispatcher serves the queue."""
     ds, prefix = start_fleet(start_node, fleet, etcd_cluster, {"GPUBOX_FAULT": step})
+    # a killed node's containers stay in its dockerd: names of this run's own
+    t = step.rsplit(".", 1)[-1]
     b = ds["b"]
-    hold_all(ds)
-    r = call(b, "POST", "/api/v1/replicaSet", body("survivor", queue=True))
+    hold_all(ds, t)
+    r = call(b, "POST", "/api/v1/replicaSet", body(f"survivor{t}", queue=True))
     assert (r.status, r.code) == (202, 200), r.json
-    assert delete(b, "holdc", purge=True).status == 200
-    # a decides to start survivor on c, and dies at step
+    assert delete(b, f"holdc{t}", purge=True).status == 200
+    # a decides to start it on c, and dies at step
     wait_until(lambda: ds["a"].proc.poll() is not None, timeout=20)
     assert ds["a"].proc.returncode == 99
     ds["a"].proc.stdout.close()
     ds["a"].log_file.close()
     ds["a"].killed = True
     wait_until(lambda: leader(etcd_cluster, prefix) in ("b", "c"), timeout=30)
-    wait_until(lambda: state(b, "survivor") == "running", timeout=30)
-    assert where(fleet, "survivor") == ["c"]
-    r = info(ds["c"], "survivor")
+    wait_until(lambda: state(b, f"survivor{t}") == "running", timeout=30)
+    assert where(fleet, f"survivor{t}") == ["c"]
+    r = info(ds["c"], f"survivor{t}")
     assert r.data["info"]["version"] == 1, r.json
     # the new dispatcher serves the queue
-    r = call(ds["c"], "POST", "/api/v1/replicaSet", body("next", queue=True))
+    r = call(ds["c"], "POST", "/api/v1/replicaSet", body(f"next{t}", queue=True))
     assert (r.status, r.code) == (202, 200), r.json
-    assert delete(ds["c"], "holdb", purge=True).status == 200
-    wait_until(lambda: state(b, "next") == "running", timeout=20)
-    assert where(fleet, "next") == ["b"]
-    assert where(fleet, "survivor") == ["c"]
+    assert delete(ds["c"], f"holdb{t}", purge=True).status == 200
+    wait_until(lambda: state(b, f"next{t}") == "running", timeout=20)
+    assert where(fleet, f"next{t}") == ["b"]
+    assert where(fleet, f"survivor{t}") == ["c"]
     assert b.get("/api/v1/queue").data["queue"] == []
