@@ -38,8 +38,8 @@ def start_fleet(start_node, fleet, etcd_cluster, first_env=None):
         env = {**os.environ, **first_env} if first_env and n.label == "a" else None
         ds[n.label] = start_node(n, store=store, fleet_flags=True, gpus="1xA100-80GB", env=env)
         if n.label == "a":
-            wait_until(lambda: leader(etcd_cluster, prefix) == "a", timeout=20)
-    wait_until(lambda: all(states(d) == {"a": "ready", "b": "ready", "c": "ready"}
+            assert wait_until(lambda: leader(etcd_cluster, prefix) == "a", timeout=20)
+    assert wait_until(lambda: all(states(d) == {"a": "ready", "b": "ready", "c": "ready"}
                            for d in ds.values()), timeout=30)
     return ds, prefix
 
@@ -88,7 +88,7 @@ def test_queue_waits_on_the_receiving_node_and_starts_there(nodes, fleet):
     assert got.status == 200 and got.data["info"]["state"] == "queued", got.json
     assert call(nodes["b"], "POST", "/api/v1/replicaSet", body("waiter")).code == 1008
     assert delete(a, "holda", purge=True).status == 200
-    wait_until(lambda: state(a, "waiter") == "running", timeout=20)
+    assert wait_until(lambda: state(a, "waiter") == "running", timeout=20)
     assert where(fleet, "waiter") == ["a"]
 
 
@@ -107,10 +107,10 @@ def test_queued_through_a_starts_on_b_and_every_node_lists_it(nodes, fleet):
         assert all(n in q[0]["why"] for n in ("a", "b", "c")), q[0]["why"]
     # cordoned: the why says so
     assert call(nodes["a"], "PATCH", "/api/v1/nodes/c/cordon").status == 200
-    wait_until(lambda: "cordoned" in nodes["b"].get("/api/v1/queue").data["queue"][0]["why"],
+    assert wait_until(lambda: "cordoned" in nodes["b"].get("/api/v1/queue").data["queue"][0]["why"],
                timeout=10)
     assert delete(nodes["b"], "holdb", purge=True).status == 200
-    wait_until(lambda: state(a, "wanderer") == "running", timeout=20)
+    assert wait_until(lambda: state(a, "wanderer") == "running", timeout=20)
     assert where(fleet, "wanderer") == ["b"]
     for label in ("a", "b", "c"):
         assert nodes[label].get("/api/v1/queue").data["queue"] == []
@@ -134,7 +134,7 @@ def test_a_pinned_request_waits_for_its_node(nodes, fleet):
     time.sleep(5)
     assert state(a, "pinned") == "queued" and state(a, "picky") == "queued"
     assert delete(a, "holdc", purge=True).status == 200
-    wait_until(lambda: state(a, "pinned") == "running", timeout=20)
+    assert wait_until(lambda: state(a, "pinned") == "running", timeout=20)
     assert where(fleet, "pinned") == ["c"]
     assert state(a, "picky") == "queued"
     assert delete(a, "picky").data["cancelled"] is True
@@ -155,13 +155,13 @@ def test_kill_of_the_dispatcher_hands_the_role_over(start_node, fleet, etcd_clus
     assert (r.status, r.code) == (202, 200), r.json
     assert delete(b, f"holdc{t}", purge=True).status == 200
     # a decides to start it on c, and dies at step
-    wait_until(lambda: ds["a"].proc.poll() is not None, timeout=20)
+    assert wait_until(lambda: ds["a"].proc.poll() is not None, timeout=20)
     assert ds["a"].proc.returncode == 99
     ds["a"].proc.stdout.close()
     ds["a"].log_file.close()
     ds["a"].killed = True
-    wait_until(lambda: leader(etcd_cluster, prefix) in ("b", "c"), timeout=30)
-    wait_until(lambda: state(b, f"survivor{t}") == "running", timeout=30)
+    assert wait_until(lambda: leader(etcd_cluster, prefix) in ("b", "c"), timeout=30)
+    assert wait_until(lambda: state(b, f"survivor{t}") == "running", timeout=30)
     assert where(fleet, f"survivor{t}") == ["c"]
     r = info(ds["c"], f"survivor{t}")
     assert r.data["info"]["version"] == 1, r.json
@@ -169,7 +169,7 @@ def test_kill_of_the_dispatcher_hands_the_role_over(start_node, fleet, etcd_clus
     r = call(ds["c"], "POST", "/api/v1/replicaSet", body(f"next{t}", queue=True))
     assert (r.status, r.code) == (202, 200), r.json
     assert delete(ds["c"], f"holdb{t}", purge=True).status == 200
-    wait_until(lambda: state(b, f"next{t}") == "running", timeout=20)
+    assert wait_until(lambda: state(b, f"next{t}") == "running", timeout=20)
     assert where(fleet, f"next{t}") == ["b"]
     assert where(fleet, f"survivor{t}") == ["c"]
     assert b.get("/api/v1/queue").data["queue"] == []
