@@ -30,6 +30,9 @@
 
 /* The fleet's role of the one dispatcher (fleet_lead). */
 #define QUEUE_ROLE "queue-dispatcher"
+/* How long a request moved to a node is left to that node before the
+ * dispatcher may send it elsewhere (a few of the node's passes). */
+#define QUEUE_ASSIGN_GRACE_MS (3 * QUEUE_TICK_MS)
 
 struct queue {
     app *a;
@@ -190,6 +193,7 @@ static int queue_assign(app *a, const replicaset_record *r, const char *home, co
     if (!qj)
         return 0;
     json_object_set_new(qj, "assigned", json_string(target));
+    json_object_set_new(qj, "assignedMs", json_integer((json_int_t)queue_now_ms()));
     _cleanup_free_ char *value = json_dumps(j, JSON_COMPACT);
     gb_err e = GB_ERR_INIT;
     int moved =
@@ -230,6 +234,27 @@ static int queue_collect_assigned(void *ctx, replicaset_record *r, gb_err *err)
 static int queue_start_one(app *a, const replicaset_record *r, int64_t now, char *why,
                            size_t why_size);
 
+/* An assigned request that did not start here (the dispatcher's view of
+ * this node was stale): back to the dispatcher, which places it again
+ * (compared against its revision; a change meanwhile wins). */
+static void queue_unassign(app *a, const char *name, const char *why)
+{
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    gb_err e = GB_ERR_INIT;
+    if (replicaset_record_load(a->store, name, &r, &e) <= 0 || r.state != RS_STATE_QUEUED ||
+        !json_object_get(r.queue, "assigned"))
+        return;
+    json_object_del(r.queue, "assigned");
+    json_object_del(r.queue, "assignedMs");
+    _cleanup_json_ json_t *j = replicaset_record_to_json(&r);
+    _cleanup_free_ char *value = json_dumps(j, JSON_COMPACT);
+    const char *self = nodes_self(a);
+    if (value && nodes_move_queued(a, name, self, self, r.mod_revision, value, &e) < 0)
+        log_warn("queue: giving %s back to the dispatcher: %s", name, e.msg);
+    else
+        log_info("queue: %s did not start on this node (%s); back to the dispatcher", name, why);
+}
+
 /* Start what the dispatcher assigned to this node (moved here for it):
  * the ordinary start, compared against the record's revision. One that
  * does not fit after all keeps waiting here, and the dispatcher may send
@@ -242,10 +267,19 @@ static void queue_start_assigned(app *a, int64_t now)
         log_warn("queue: reading the sets assigned to this node: %s", e.msg);
     for (size_t i = 0; i < q.n; i++) {
         char why[512];
-        queue_start_one(a, &q.sets[i], now, why, sizeof(why));
+        if (queue_start_one(a, &q.sets[i], now, why, sizeof(why)) == 0)
+            queue_unassign(a, q.sets[i].name, why);
         replicaset_record_free(&q.sets[i]);
     }
     free(q.sets);
+}
+
+static bool queue_node_alive(const queue_plan *p, const char *node)
+{
+    for (size_t i = 0; i < p->nnodes; i++)
+        if (strcmp(p->nodes[i].name, node) == 0)
+            return p->nodes[i].alive;
+    return false;
 }
 
 static int queue_pass_locked(app *a, queue *q, gb_err *err);
@@ -315,9 +349,16 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
             const char *home = queue_snapshot_node(&s, r->name);
             const char *target = p.nodes[e->start].name;
             const char *assigned = json_string_value(json_object_get(r->queue, "assigned"));
-            if (leads && home && (!assigned || strcmp(assigned, target) != 0) &&
+            /* Sent to a node that is alive a moment ago: that node starts it
+             * (or finds it does not fit) before it is sent anywhere else. */
+            int64_t since = (int64_t)json_integer_value(json_object_get(r->queue, "assignedMs"));
+            bool pending =
+                assigned && now - since < QUEUE_ASSIGN_GRACE_MS && queue_node_alive(&p, assigned);
+            if (leads && home && !pending && (!assigned || strcmp(assigned, target) != 0) &&
                 queue_assign(a, r, home, target) == 1)
                 continue;
+            if (pending)
+                target = assigned;
             if (!leads || (assigned && strcmp(assigned, target) == 0))
                 snprintf(why, sizeof(why), "starting on node %s", target);
         } else if (e->start >= 0 && queue_start_one(a, r, now, why, sizeof(why)) == 1) {
