@@ -8,7 +8,17 @@
  * (service/replicaset/queued.c). The queue is those records: in the store,
  * so it survives kill -9 and restarts, and nothing else needs saving.
  *
- * One dispatcher thread serves it. A pass (queue_pass) reads the queued
+ * In a fleet the queue is every node's queued records, read from etcd by
+ * every node (the list and positions are the fleet's), and one node at a
+ * time dispatches: the one that leads the role "queue-dispatcher" (on its
+ * claim's lease, nodes_lead). A start on another node than the one whose
+ * records hold the request is a move first (nodes_move_queued: record and
+ * name in one transaction, marked queue.assigned), then that node's
+ * ordinary start; an assigned request that does not start there goes back
+ * to the dispatcher. docs/queue.md, "In a fleet", says what a crash at
+ * each step leaves.
+ *
+ * One dispatcher thread per gpuboxd serves it. A pass (queue_pass) reads the queued
  * records, drops those past their queueTimeout (record and event say so),
  * orders the rest - priority, then the owner's fair-share usage
  * (users_fairshare_usage, --fairshare-half-life), then submit time - and
