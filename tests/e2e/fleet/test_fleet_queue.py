@@ -173,3 +173,22 @@ def test_kill_of_the_dispatcher_hands_the_role_over(start_node, fleet, etcd_clus
     assert where(fleet, f"next{t}") == ["b"]
     assert where(fleet, f"survivor{t}") == ["c"]
     assert b.get("/api/v1/queue").data["queue"] == []
+
+
+def test_a_request_outlives_the_node_that_received_it(start_node, fleet, etcd_cluster):
+    """b received the request and is killed: its queued record is in etcd,
+    still listed, and the dispatcher (a) starts it on c when a card frees
+    there."""
+    ds, prefix = start_fleet(start_node, fleet, etcd_cluster)
+    a, b = ds["a"], ds["b"]
+    hold_all(ds, "o")
+    r = call(b, "POST", "/api/v1/replicaSet", body("orphan", queue=True))
+    assert (r.status, r.code) == (202, 200), r.json
+    b.kill9()
+    assert wait_until(lambda: states(a).get("b") == "unreachable", timeout=30)
+    assert [e["name"] for e in a.get("/api/v1/queue").data["queue"]] == ["orphan"]
+    assert "unreachable" in a.get("/api/v1/queue").data["queue"][0]["why"]
+    assert delete(a, "holdco", purge=True).status == 200
+    assert wait_until(lambda: state(a, "orphan") == "running", timeout=30)
+    assert where(fleet, "orphan") == ["c"]
+    assert a.get("/api/v1/queue").data["queue"] == []
