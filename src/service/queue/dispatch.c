@@ -246,6 +246,9 @@ static void queue_unassign(app *a, const char *name, const char *why)
         return;
     json_object_del(r.queue, "assigned");
     json_object_del(r.queue, "assignedMs");
+    json_object_set_new(r.queue, "refused",
+                        json_pack("{s:s, s:s, s:I}", "node", nodes_self(a), "why", why, "ms",
+                                  (json_int_t)queue_now_ms()));
     _cleanup_json_ json_t *j = replicaset_record_to_json(&r);
     _cleanup_free_ char *value = json_dumps(j, JSON_COMPACT);
     const char *self = nodes_self(a);
@@ -354,12 +357,18 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
             int64_t since = (int64_t)json_integer_value(json_object_get(r->queue, "assignedMs"));
             bool pending =
                 assigned && now - since < QUEUE_ASSIGN_GRACE_MS && queue_node_alive(&p, assigned);
-            if (leads && home && !pending && (!assigned || strcmp(assigned, target) != 0) &&
+            /* Refused there a moment ago (its owner's quota, a stale view):
+             * not sent again at once; the why is that node's. */
+            const char *refused = queue_refused_why(r, now);
+            if (leads && home && !pending && !refused &&
+                (!assigned || strcmp(assigned, target) != 0) &&
                 queue_assign(a, r, home, target) == 1)
                 continue;
             if (pending)
                 target = assigned;
-            if (!leads || (assigned && strcmp(assigned, target) == 0))
+            if (refused)
+                snprintf(why, sizeof(why), "%s", refused);
+            else if (!leads || (assigned && strcmp(assigned, target) == 0))
                 snprintf(why, sizeof(why), "starting on node %s", target);
         } else if (e->start >= 0 && queue_start_one(a, r, now, why, sizeof(why)) == 1) {
             continue;

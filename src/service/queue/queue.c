@@ -168,6 +168,15 @@ static void queue_usages(app *a, const queue_snapshot *s, double *usage, int64_t
     }
 }
 
+const char *queue_refused_why(const replicaset_record *r, int64_t now_ms)
+{
+    json_t *ref = json_object_get(r->queue, "refused");
+    int64_t at = (int64_t)json_integer_value(json_object_get(ref, "ms"));
+    if (!ref || now_ms - at >= QUEUE_REFUSED_FOR_MS)
+        return NULL;
+    return json_string_value(json_object_get(ref, "why"));
+}
+
 /* ---- the plan ---- */
 
 void queue_plan_free(queue_plan *p)
@@ -476,7 +485,11 @@ json_t *queue_entry_json(const queue_plan *p, size_t i, const queue_snapshot *s,
     json_object_set_new(j, "waitedSeconds",
                         json_integer((json_int_t)((now_ms - e->submit_ms) / 1000)));
     json_object_set_new(j, "queueTimeoutSeconds", json_integer((json_int_t)queue_timeout_s_of(r)));
-    json_object_set_new(j, "why", json_string(e->start >= 0 ? "starting now" : e->why));
+    const char *refused = queue_refused_why(r, now_ms);
+    json_object_set_new(j, "why",
+                        json_string(e->start < 0 ? e->why
+                                    : refused    ? refused
+                                                 : "starting now"));
     if (e->head && p->res.held) {
         json_t *res =
             json_pack("{s:s, s:i}", "node", p->nodes[p->res.node].name, "cards", (int)p->res.cards);

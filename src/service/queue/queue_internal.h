@@ -57,6 +57,13 @@ json_t *queue_entry_json(const queue_plan *p, size_t i, const queue_snapshot *s,
 /* The node whose records hold the queued set named (NULL: a single server). */
 const char *queue_snapshot_node(const queue_snapshot *s, const char *name);
 
+/* A fleet: how long a node's refusal of a request sent to it (queue.refused
+ * {node, why, ms}: its owner's quota, or a view of the node that was
+ * stale) keeps the dispatcher from sending it again, and is its why. */
+#define QUEUE_REFUSED_FOR_MS 10000
+/* The why of a refusal within QUEUE_REFUSED_FOR_MS of now_ms, or NULL. */
+const char *queue_refused_why(const replicaset_record *r, int64_t now_ms);
+
 int queue_priority_of(const replicaset_record *r);
 int64_t queue_submit_ms_of(const replicaset_record *r);
 int64_t queue_timeout_s_of(const replicaset_record *r);
