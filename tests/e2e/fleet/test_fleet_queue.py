@@ -8,16 +8,20 @@ fleet's queue, why per node. kill -9 of the dispatching node (GPUBOX_FAULT
 at a named step of a dispatch, which exits as kill -9 would) hands the role
 over within the lease's TTL: the request runs once, nothing is lost.
 
-Each node has one simulated card.
+Each node has one simulated card (the quota test: the harness's default cards).
 """
 import itertools
 import json
 import os
+import secrets
 import time
 
 import pytest
 
 from rsutil import IMAGE, call, delete, info, wait_until
+from secutil import as_
+
+from .fleetutil import start_pair
 
 _prefixes = itertools.count()
 
@@ -192,3 +196,34 @@ def test_a_request_outlives_the_node_that_received_it(start_node, fleet, etcd_cl
     assert wait_until(lambda: state(a, "orphan") == "running", timeout=30)
     assert where(fleet, "orphan") == ["c"]
     assert a.get("/api/v1/queue").data["queue"] == []
+
+
+def test_the_owners_quota_is_checked_where_it_starts(start_node, fleet, etcd_cluster):
+    """A user with a quota of one card queues a second while the first runs:
+    the dispatcher sends it to a node with a free card, which refuses it for
+    the quota; the list says `quota: ...`, and it starts once the first is
+    deleted."""
+    admin = "fq-admin-" + secrets.token_hex(16)
+    prefix = f"/fleetqueue{os.getpid()}-quota"
+    a, b = start_pair(start_node, etcd_cluster, prefix, admin)
+    name = "fq" + secrets.token_hex(3)
+    r = as_(a, admin, "POST", "/api/v1/users", {"name": name, "role": "user",
+                                                 "quota": {"cards": 1}})
+    assert r.status == 200, r.json
+    token = r.data["token"]
+    assert wait_until(lambda: as_(b, token, "GET", "/api/v1/whoami").status == 200, timeout=5)
+    r = as_(a, token, "POST", "/api/v1/replicaSet", body("quotafirst"))
+    assert r.status == 200, r.json
+    r = as_(b, token, "POST", "/api/v1/replicaSet", body("quotasecond", queue=True))
+    assert (r.status, r.code) == (202, 200), r.json
+
+    def why():
+        q = as_(a, admin, "GET", "/api/v1/queue").data["queue"]
+        return q[0]["why"] if q else ""
+
+    assert wait_until(lambda: why().startswith("quota:"), timeout=20), why()
+    assert as_(a, token, "DELETE", "/api/v1/replicaSet/quotafirst?purge=true").status == 200
+    assert wait_until(lambda: (as_(b, token, "GET", "/api/v1/replicaSet/quotasecond").data or {})
+                      .get("info", {}).get("state") == "running", timeout=30)
+    assert as_(a, admin, "GET", "/api/v1/queue").data["queue"] == []
+    assert as_(a, token, "DELETE", "/api/v1/replicaSet/quotasecond?purge=true").status == 200
