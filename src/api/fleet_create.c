@@ -116,8 +116,9 @@ int api_fleet_create(app *a, http_request *req, const http_route *route, enum fl
     int rc = nodes_place_create(a, &p, &calls, err);
     nodes_answer_clear(&c.held);
     if (rc < 0 && !vol && cr.queue && queue_may_wait_here(a, &cr, err)) {
-        /* No node can take it now: it waits in this node's queue, placed
-         * on this node's cards when they free (docs/queue.md, "In a fleet"). */
+        /* No node can take it now: it waits in the fleet's queue, its
+         * record on this node, and the fleet's dispatcher starts it on
+         * any node where it fits (docs/queue.md, "In a fleet"). */
         err_clear(err);
         return api_fleet_run_here(a, req, route, scope, resp, err);
     }

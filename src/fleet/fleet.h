@@ -18,6 +18,9 @@
  *   names/replicasets/<name>    {node, since}: which node owns a name;
  *   names/volumes/<name>        written by "absent -> put", so a name is
  *                               unique in the fleet
+ *   leaders/<role>              {node, lease, since}: the node that leads
+ *                               role (the queue's dispatcher), on its
+ *                               claim's lease (fleet_lead)
  *   secret                      {secret, created}: the key that signs
  *                               requests between nodes (fleet_auth.h);
  *                               made at random by the first node that
@@ -156,6 +159,22 @@ int fleet_name_release(fleet *f, enum fleet_name_kind kind, const char *name, co
  * count as moved. */
 int fleet_names_move(fleet *f, const enum fleet_name_kind *kinds, const char *const *names,
                      size_t n, const char *from, const char *to, gb_err *err);
+/* The queued replica set name (its record at record_key, revision
+ * from_rev on node from, which owns the name) moves to node to, its record
+ * there becoming value: in one transaction the name entry goes to `to`, the
+ * record is put there and deleted on from (from == to: only the record is
+ * put). 1 moved; 0 when the name entry or the record changed meanwhile
+ * (nothing done); -1 error. */
+int fleet_name_move(fleet *f, const char *name, const char *from, const char *to,
+                    const char *record_key, int64_t from_rev, const char *value, gb_err *err);
+
+/* ---- roles (fleet_names.c) -------------------------------------------------- */
+
+/* Lead role (leaders/<role>, on the lease of this node's claim): 1 this
+ * node leads it now (taken when nobody did), 0 another node does (holder
+ * filled) or this node has no lease, -1 error. The key goes with the
+ * lease, so a node killed hands the role over within STORE_CLAIM_TTL_S. */
+int fleet_lead(fleet *f, const char *role, char *holder, size_t size, gb_err *err);
 
 /* A read-only handle on another node's records (to list the sets of an
  * unreachable node); cached, owned by the fleet. */

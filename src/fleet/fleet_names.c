@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "util/cleanup.h"
+#include "util/log.h"
 
 static char *name_key(enum fleet_name_kind kind, const char *name)
 {
@@ -192,4 +193,88 @@ store *fleet_node_store(fleet *f, const char *node, gb_err *err)
     f->peer_stores[f->n_peer_stores++] = (struct fleet_peer_store){xstrdup(node), s};
     pthread_mutex_unlock(&f->lock);
     return s;
+}
+
+/* ---- a queued set moving between nodes ------------------------------------------ */
+
+int fleet_name_move(fleet *f, const char *name, const char *from, const char *to,
+                    const char *record_key, int64_t from_rev, const char *value, gb_err *err)
+{
+    /* One transaction on this node's handle, through keys relative to its
+     * prefix (<root>/nodes/<self>/): the name entry, the record where it is
+     * and where it goes. */
+    _cleanup_free_ char *key = name_key(FLEET_NAME_REPLICASET, name);
+    char holder[FLEET_NODE_MAX] = "";
+    int64_t since = 0, rev = 0;
+    int found = name_read(f, key, holder, sizeof(holder), &since, &rev, err);
+    if (found < 0)
+        return -1;
+    if (!found || strcmp(holder, from) != 0)
+        return 0;
+    _cleanup_free_ char *entry_rel = xasprintf("../../fleet/%s", key);
+    _cleanup_free_ char *from_rel = xasprintf("../%s/%s", from, record_key);
+    _cleanup_free_ char *to_rel = xasprintf("../%s/%s", to, record_key);
+    _cleanup_json_ json_t *v = json_pack("{s:s, s:I}", "node", to, "since", (json_int_t)time(NULL));
+    _cleanup_free_ char *entry_value = json_dumps(v, JSON_COMPACT);
+    store_cmp cmps[] = {
+        {.kind = STORE_CMP_MOD_REVISION, .key = entry_rel, .mod_revision = rev},
+        {.kind = STORE_CMP_MOD_REVISION, .key = from_rel, .mod_revision = from_rev},
+    };
+    store_op ops[] = {
+        {.kind = STORE_OP_PUT, .key = to_rel, .value = value},
+        {.kind = STORE_OP_PUT, .key = entry_rel, .value = entry_value},
+        {.kind = STORE_OP_DELETE, .key = from_rel},
+    };
+    bool same = strcmp(from, to) == 0;
+    bool ok = false;
+    if (store_txn(f->node_store, cmps, 2, ops, same ? 1 : 3, &ok, NULL, err) < 0)
+        return err_prefix(err, "moving queued replica set '%s' from node %s to %s", name, from, to);
+    return ok ? 1 : 0;
+}
+
+/* ---- roles held on the claim's lease ------------------------------------------------ */
+
+int fleet_lead(fleet *f, const char *role, char *holder, size_t size, gb_err *err)
+{
+    if (holder && size)
+        holder[0] = '\0';
+    int64_t lease = store_claim_lease(f->node_store);
+    if (!lease)
+        return 0;
+    _cleanup_free_ char *key = xasprintf("leaders/%s", role);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        store_kv kv = {0};
+        int found = store_get(f->store, key, &kv, err);
+        if (found < 0)
+            return err_prefix(err, "reading who leads %s", role);
+        int64_t rev = found ? kv.mod_revision : 0;
+        if (found) {
+            _cleanup_json_ json_t *v = json_loads(kv.value, 0, NULL);
+            store_kv_free(&kv);
+            const char *n = json_string_value(json_object_get(v, "node"));
+            json_int_t l = json_integer_value(json_object_get(v, "lease"));
+            if (n && strcmp(n, f->node) == 0 && l == (json_int_t)lease)
+                return 1;
+            /* Ours from an earlier lease (the claim was taken again) goes
+             * with that lease: taken over now. Another node's: it leads. */
+            if (!n || strcmp(n, f->node) != 0) {
+                if (holder)
+                    snprintf(holder, size, "%s", n ? n : "");
+                return 0;
+            }
+        }
+        _cleanup_json_ json_t *v = json_pack("{s:s, s:I, s:I}", "node", f->node, "lease",
+                                             (json_int_t)lease, "since", (json_int_t)time(NULL));
+        _cleanup_free_ char *value = json_dumps(v, JSON_COMPACT);
+        store_cmp cmp = {.kind = STORE_CMP_MOD_REVISION, .key = key, .mod_revision = rev};
+        store_op op = {.kind = STORE_OP_PUT, .key = key, .value = value, .lease = lease};
+        bool ok = false;
+        if (store_txn(f->store, &cmp, 1, &op, 1, &ok, NULL, err) < 0)
+            return err_prefix(err, "taking the lead of %s", role);
+        if (ok) {
+            log_info("fleet: this node now leads %s", role);
+            return 1;
+        }
+    }
+    return 0;
 }

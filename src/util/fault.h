@@ -10,6 +10,9 @@
  *     "<kind>:before:<step>", such as "patch:carried";
  *   - volume steps (docs/volumes.md): "<area>.<operation>.<point>", such
  *     as "volume.resize.marked".
+ *   - "queue.dispatch.decided", "queue.dispatch.moved": a fleet's queue
+ *     dispatcher right before, and right after, it moved a queued request
+ *     to the node that starts it (docs/queue.md, "In a fleet").
  *   - "quota.create.reserved": a create right after its owner's quota was
  *     reserved, before it takes anything from the pools (docs/users.md).
  * Unset, a step costs one getenv.

@@ -30,7 +30,9 @@
 
 #include <jansson.h>
 
+#include "sched/placement.h"
 #include "service/app.h"
+#include "store/store.h"
 #include "util/err.h"
 
 /* As fleet/fleet.h's FLEET_NODE_MAX and FLEET_URL_MAX, and its headers
@@ -218,5 +220,30 @@ struct store *nodes_peer_store(app *a, const char *node, gb_err *err);
  * answer passed); -1 with err (1013 naming every node's refusal when none
  * took it, ERR_VOLUME_CREATE_FAILED for a volume). */
 int nodes_place_create(app *a, const nodes_place *p, const nodes_create_calls *calls, gb_err *err);
+
+/* ---- the queue in a fleet (queue_view.c) ------------------------------------------- */
+
+/* Every registered node as placement sees it (capacity, alive, cordon,
+ * labels), sorted by name. */
+typedef struct nodes_view {
+    placement_node *nodes;
+    size_t n;
+    /* owned, internal */
+    struct fleet_member *members;
+    placement_label *labels;
+} nodes_view;
+
+int nodes_view_read(app *a, nodes_view *v, gb_err *err);
+void nodes_view_free(nodes_view *v);
+/* The records of node (this node's: a->store; another's: read-only). */
+store *nodes_store_of(app *a, const char *node, gb_err *err);
+/* Whether this node leads role in the fleet now (fleet_lead): 1 yes (a
+ * single server always), 0 no (holder filled), -1 error. */
+int nodes_lead(app *a, const char *role, char *holder, size_t size, gb_err *err);
+/* Move queued set name (revision rev on node from) to node to, its record
+ * there becoming value, in one transaction with the name entry
+ * (fleet_name_move): 1 moved, 0 it changed meanwhile, -1 error. */
+int nodes_move_queued(app *a, const char *name, const char *from, const char *to, int64_t rev,
+                      const char *value, gb_err *err);
 
 #endif

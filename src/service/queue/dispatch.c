@@ -23,9 +23,17 @@
 #include "service/monitor/monitor.h"
 #include "service/replicaset/replicaset.h"
 #include "service/users/caller.h"
+#include "service/nodes/nodes.h"
 #include "util/cleanup.h"
+#include "util/fault.h"
 #include "util/log.h"
 #include "util/prom.h"
+
+/* The fleet's role of the one dispatcher (fleet_lead). */
+#define QUEUE_ROLE "queue-dispatcher"
+/* How long a request moved to a node is left to that node before the
+ * dispatcher may send it elsewhere (a few of the node's passes). */
+#define QUEUE_ASSIGN_GRACE_MS (3 * QUEUE_TICK_MS)
 
 struct queue {
     app *a;
@@ -95,13 +103,22 @@ static void queue_outcome(queue *q, const char *what)
 
 /* ---- one pass ---- */
 
-/* Drop the requests past their queueTimeout; the others stay in s. */
+/* Whether the queued set s->sets[i] is among this node's records (always
+ * on a single server). */
+static bool queue_is_here(app *a, const queue_snapshot *s, size_t i)
+{
+    const char *self = nodes_self(a);
+    return !self || !s->set_node[i] || strcmp(s->set_node[i], self) == 0;
+}
+
+/* Drop the requests past their queueTimeout; the others stay in s. In a
+ * fleet each node drops its own. */
 static void queue_drop_expired(app *a, queue_snapshot *s, int64_t now)
 {
     for (size_t i = 0; i < s->n;) {
         replicaset_record *r = &s->sets[i];
         int64_t t = queue_timeout_s_of(r);
-        if (!t || queue_submit_ms_of(r) + t * 1000 > now) {
+        if (!t || queue_submit_ms_of(r) + t * 1000 > now || !queue_is_here(a, s, i)) {
             i++;
             continue;
         }
@@ -116,7 +133,9 @@ static void queue_drop_expired(app *a, queue_snapshot *s, int64_t now)
             log_warn("queue: dropping %s after its timeout: %s", r->name, e.msg);
         }
         replicaset_record_free(r);
+        free(s->set_node[i]);
         memmove(r, r + 1, (s->n - i - 1) * sizeof(*r));
+        memmove(&s->set_node[i], &s->set_node[i + 1], (s->n - i - 1) * sizeof(*s->set_node));
         s->n--;
     }
 }
@@ -170,6 +189,112 @@ static int queue_start_one(app *a, const replicaset_record *r, int64_t now, char
     return 0;
 }
 
+/* A fleet's dispatcher decided that r, waiting on node home, starts on
+ * node target: it moves there (one transaction with the name entry,
+ * compared against its revision), marked queue.assigned, and the target
+ * starts it (queue_start_assigned). A dispatcher killed before the move
+ * leaves it waiting where it was; after, the target starts it alone. 1
+ * moved, 0 it changed meanwhile. */
+static int queue_assign(app *a, const replicaset_record *r, const char *home, const char *target)
+{
+    fault_point("queue.dispatch.decided");
+    _cleanup_json_ json_t *j = replicaset_record_to_json(r);
+    json_t *qj = json_object_get(j, "queue");
+    if (!qj)
+        return 0;
+    json_object_set_new(qj, "assigned", json_string(target));
+    json_object_set_new(qj, "assignedMs", json_integer((json_int_t)queue_now_ms()));
+    _cleanup_free_ char *value = json_dumps(j, JSON_COMPACT);
+    gb_err e = GB_ERR_INIT;
+    int moved =
+        value ? nodes_move_queued(a, r->name, home, target, r->mod_revision, value, &e) : -1;
+    if (moved < 0)
+        log_warn("queue: moving %s from node %s to %s: %s", r->name, home, target, e.msg);
+    else if (moved)
+        log_info("queue: %s (queued on node %s) goes to node %s", r->name, home, target);
+    if (moved == 1)
+        fault_point("queue.dispatch.moved");
+    return moved == 1;
+}
+
+/* This node's queued sets that a dispatcher assigned to it. */
+typedef struct queue_assigned {
+    const char *self;
+    replicaset_record *sets;
+    size_t n, cap;
+} queue_assigned;
+
+static int queue_collect_assigned(void *ctx, replicaset_record *r, gb_err *err)
+{
+    (void)err;
+    queue_assigned *q = ctx;
+    const char *to = json_string_value(json_object_get(r->queue, "assigned"));
+    if (r->state != RS_STATE_QUEUED || !to || strcmp(to, q->self) != 0)
+        return 0;
+    if (q->n == q->cap) {
+        q->cap = q->cap ? q->cap * 2 : 8;
+        q->sets = xrealloc(q->sets, q->cap * sizeof(*q->sets));
+    }
+    replicaset_record_copy(r, &q->sets[q->n]);
+    q->sets[q->n].mod_revision = r->mod_revision;
+    q->n++;
+    return 0;
+}
+
+static int queue_start_one(app *a, const replicaset_record *r, int64_t now, char *why,
+                           size_t why_size);
+
+/* An assigned request that did not start here (the dispatcher's view of
+ * this node was stale): back to the dispatcher, which places it again
+ * (compared against its revision; a change meanwhile wins). */
+static void queue_unassign(app *a, const char *name, const char *why)
+{
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    gb_err e = GB_ERR_INIT;
+    if (replicaset_record_load(a->store, name, &r, &e) <= 0 || r.state != RS_STATE_QUEUED ||
+        !json_object_get(r.queue, "assigned"))
+        return;
+    json_object_del(r.queue, "assigned");
+    json_object_del(r.queue, "assignedMs");
+    json_object_set_new(r.queue, "refused",
+                        json_pack("{s:s, s:s, s:I}", "node", nodes_self(a), "why", why, "ms",
+                                  (json_int_t)queue_now_ms()));
+    _cleanup_json_ json_t *j = replicaset_record_to_json(&r);
+    _cleanup_free_ char *value = json_dumps(j, JSON_COMPACT);
+    const char *self = nodes_self(a);
+    if (value && nodes_move_queued(a, name, self, self, r.mod_revision, value, &e) < 0)
+        log_warn("queue: giving %s back to the dispatcher: %s", name, e.msg);
+    else
+        log_info("queue: %s did not start on this node (%s); back to the dispatcher", name, why);
+}
+
+/* Start what the dispatcher assigned to this node (moved here for it):
+ * the ordinary start, compared against the record's revision. One that
+ * does not fit after all keeps waiting here, and the dispatcher may send
+ * it elsewhere. */
+static void queue_start_assigned(app *a, int64_t now)
+{
+    queue_assigned q = {.self = nodes_self(a)};
+    gb_err e = GB_ERR_INIT;
+    if (replicaset_records_each(a->store, queue_collect_assigned, &q, &e) < 0)
+        log_warn("queue: reading the sets assigned to this node: %s", e.msg);
+    for (size_t i = 0; i < q.n; i++) {
+        char why[512];
+        if (queue_start_one(a, &q.sets[i], now, why, sizeof(why)) == 0)
+            queue_unassign(a, q.sets[i].name, why);
+        replicaset_record_free(&q.sets[i]);
+    }
+    free(q.sets);
+}
+
+static bool queue_node_alive(const queue_plan *p, const char *node)
+{
+    for (size_t i = 0; i < p->nnodes; i++)
+        if (strcmp(p->nodes[i].name, node) == 0)
+            return p->nodes[i].alive;
+    return false;
+}
+
 static int queue_pass_locked(app *a, queue *q, gb_err *err);
 
 int queue_pass(app *a, gb_err *err)
@@ -212,6 +337,18 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     prom_histogram_observe(
         q->decide, NULL, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    /* In a fleet one node decides for all (the role on its claim's lease:
+     * killed, it goes to another node within the lease's TTL); the others
+     * only order the queue for their answers. */
+    bool leads = true;
+    if (a->fleet) {
+        gb_err le = GB_ERR_INIT;
+        char holder[64];
+        int l = nodes_lead(a, QUEUE_ROLE, holder, sizeof(holder), &le);
+        if (l < 0)
+            log_warn("queue: who dispatches: %s", le.msg);
+        leads = l == 1;
+    }
     json_t *status = json_object();
     size_t waiting = 0;
     for (size_t i = 0; i < p.n; i++) {
@@ -221,8 +358,31 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
             continue;
         char why[sizeof(e->why)];
         snprintf(why, sizeof(why), "%s", e->why);
-        if (e->start >= 0 && queue_start_one(a, r, now, why, sizeof(why)) == 1)
+        if (e->start >= 0 && a->fleet) {
+            const char *home = queue_snapshot_node(&s, r->name);
+            const char *target = p.nodes[e->start].name;
+            const char *assigned = json_string_value(json_object_get(r->queue, "assigned"));
+            /* Sent to a node that is alive a moment ago: that node starts it
+             * (or finds it does not fit) before it is sent anywhere else. */
+            int64_t since = (int64_t)json_integer_value(json_object_get(r->queue, "assignedMs"));
+            bool pending =
+                assigned && now - since < QUEUE_ASSIGN_GRACE_MS && queue_node_alive(&p, assigned);
+            /* Refused there a moment ago (its owner's quota, a stale view):
+             * not sent again at once; the why is that node's. */
+            const char *refused = queue_refused_why(r, now);
+            if (leads && home && !pending && !refused &&
+                (!assigned || strcmp(assigned, target) != 0) &&
+                queue_assign(a, r, home, target) == 1)
+                continue;
+            if (pending)
+                target = assigned;
+            if (refused)
+                snprintf(why, sizeof(why), "%s", refused);
+            else if (!leads || (assigned && strcmp(assigned, target) == 0))
+                snprintf(why, sizeof(why), "starting on node %s", target);
+        } else if (e->start >= 0 && queue_start_one(a, r, now, why, sizeof(why)) == 1) {
             continue;
+        }
         waiting++;
         json_object_set_new(status, r->name,
                             json_pack("{s:I, s:s, s:b}", "position", (json_int_t)waiting, "why",
@@ -235,6 +395,8 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
     pthread_mutex_unlock(&q->mu);
     queue_plan_free(&p);
     queue_snapshot_free(&s);
+    if (a->fleet)
+        queue_start_assigned(a, now);
     rc = 0;
 out:
     return rc;

@@ -39,11 +39,17 @@ int64_t queue_now_ms(void)
 
 void queue_snapshot_free(queue_snapshot *s)
 {
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
         replicaset_record_free(&s->sets[i]);
+        free(s->set_node[i]);
+    }
+    for (size_t i = 0; i < s->nrel; i++)
+        free(s->rel_node[i]);
     free(s->sets);
+    free(s->set_node);
     free(s->rel_at);
     free(s->rel_cards);
+    free(s->rel_node);
     memset(s, 0, sizeof(*s));
 }
 
@@ -55,7 +61,9 @@ static int queue_snapshot_one(void *ctx, replicaset_record *r, gb_err *err)
         if (s->n == s->cap) {
             s->cap = s->cap ? s->cap * 2 : 16;
             s->sets = xrealloc(s->sets, s->cap * sizeof(*s->sets));
+            s->set_node = xrealloc(s->set_node, s->cap * sizeof(*s->set_node));
         }
+        s->set_node[s->n] = s->reading ? xstrdup(s->reading) : NULL;
         replicaset_record_copy(r, &s->sets[s->n]);
         s->sets[s->n].mod_revision = r->mod_revision;
         s->n++;
@@ -70,7 +78,9 @@ static int queue_snapshot_one(void *ctx, replicaset_record *r, gb_err *err)
                 s->relcap = s->relcap ? s->relcap * 2 : 16;
                 s->rel_at = xrealloc(s->rel_at, s->relcap * sizeof(*s->rel_at));
                 s->rel_cards = xrealloc(s->rel_cards, s->relcap * sizeof(*s->rel_cards));
+                s->rel_node = xrealloc(s->rel_node, s->relcap * sizeof(*s->rel_node));
             }
+            s->rel_node[s->nrel] = s->reading ? xstrdup(s->reading) : NULL;
             s->rel_at[s->nrel] = ((int64_t)since + r->max_duration_s) * 1000;
             s->rel_cards[s->nrel] = (unsigned)r->ngpus;
             s->nrel++;
@@ -79,10 +89,33 @@ static int queue_snapshot_one(void *ctx, replicaset_record *r, gb_err *err)
     return 0;
 }
 
+/* A fleet: every registered node's records (this node's through its own
+ * handle, the others' read-only), each set tagged with its node. */
+static int queue_snapshot_read_fleet(app *a, queue_snapshot *s, gb_err *err)
+{
+    nodes_peer *peers = NULL;
+    size_t npeers = 0;
+    if (nodes_peers(a, &peers, &npeers, err) < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i <= npeers && rc == 0; i++) {
+        const char *node = i < npeers ? peers[i].name : nodes_self(a);
+        store *st = nodes_store_of(a, node, err);
+        s->reading = node;
+        rc = st ? replicaset_records_each(st, queue_snapshot_one, s, err) : -1;
+        if (rc < 0)
+            err_prefix(err, "node %s", node);
+    }
+    s->reading = NULL;
+    free(peers);
+    return rc;
+}
+
 int queue_snapshot_read(app *a, queue_snapshot *s, gb_err *err)
 {
     memset(s, 0, sizeof(*s));
-    if (replicaset_records_each(a->store, queue_snapshot_one, s, err) < 0) {
+    if ((a->fleet ? queue_snapshot_read_fleet(a, s, err)
+                  : replicaset_records_each(a->store, queue_snapshot_one, s, err)) < 0) {
         queue_snapshot_free(s);
         return err_prefix(err, "reading the queue");
     }
@@ -135,6 +168,15 @@ static void queue_usages(app *a, const queue_snapshot *s, double *usage, int64_t
     }
 }
 
+const char *queue_refused_why(const replicaset_record *r, int64_t now_ms)
+{
+    json_t *ref = json_object_get(r->queue, "refused");
+    int64_t at = (int64_t)json_integer_value(json_object_get(ref, "ms"));
+    if (!ref || now_ms - at >= QUEUE_REFUSED_FOR_MS)
+        return NULL;
+    return json_string_value(json_object_get(ref, "why"));
+}
+
 /* ---- the plan ---- */
 
 void queue_plan_free(queue_plan *p)
@@ -142,7 +184,9 @@ void queue_plan_free(queue_plan *p)
     free(p->entries);
     free(p->usage);
     free(p->rel);
+    free(p->labels);
     placement_node_free(&p->node);
+    nodes_view_free(&p->view);
     memset(p, 0, sizeof(*p));
 }
 
@@ -167,6 +211,7 @@ int queue_plan_make(app *a, const queue_snapshot *s, int64_t now_ms, size_t max_
     p->entries = xcalloc(s->n ? s->n : 1, sizeof(*p->entries));
     p->usage = xcalloc(s->n ? s->n : 1, sizeof(*p->usage));
     p->rel = xcalloc(s->nrel ? s->nrel : 1, sizeof(*p->rel));
+    p->labels = xcalloc(s->n ? s->n * RS_MAX_SELECTOR : 1, sizeof(*p->labels));
     queue_usages(a, s, p->usage, now_ms);
     for (size_t i = 0; i < s->n; i++) {
         const replicaset_record *r = &s->sets[i];
@@ -178,6 +223,12 @@ int queue_plan_make(app *a, const queue_snapshot *s, int64_t now_ms, size_t max_
         e->submit_ms = queue_submit_ms_of(r);
         e->max_duration_s = r->max_duration_s;
         bool no_gpu = json_is_true(json_object_get(r->queue, "noGpu"));
+        const char *home = s->set_node[i];
+        /* A queued restart keeps its container, and a set binding a named
+         * volume needs that volume's node: they start where they wait. */
+        bool restart = json_is_true(json_object_get(r->queue, "restart"));
+        for (size_t b = 0; b < sp->nbinds && !restart; b++)
+            restart = sp->binds[b].src[0] != '/';
         e->req = (placement_request){
             .gpu_count =
                 no_gpu ? 0 : (unsigned)(sp->gpu_count ? sp->gpu_count : (int)sp->ngpu_uuids),
@@ -186,23 +237,64 @@ int queue_plan_make(app *a, const queue_snapshot *s, int64_t now_ms, size_t max_
             .model = sp->gpu_model,
             .ports_needed = (unsigned)sp->nports,
             .policy = GPUS_POLICY_BINPACK,
+            .node = restart ? home : json_string_value(json_object_get(r->queue, "node")),
         };
+        json_t *sel = json_object_get(r->queue, "nodeSelector");
+        if (json_object_size(sel)) {
+            placement_label *l = &p->labels[i * RS_MAX_SELECTOR];
+            const char *k;
+            json_t *v;
+            json_object_foreach(sel, k, v)
+            {
+                if (e->req.nselector < RS_MAX_SELECTOR)
+                    l[e->req.nselector++] = (placement_label){k, json_string_value(v)};
+            }
+            e->req.selector = l;
+        }
     }
-    for (size_t i = 0; i < s->nrel; i++)
-        p->rel[i] =
-            (placement_queue_release){.node = 0, .at_ms = s->rel_at[i], .cards = s->rel_cards[i]};
-    if (queue_local_node(a, &p->node, err) < 0) {
-        queue_plan_free(p);
-        return -1;
+    if (a->fleet) {
+        if (nodes_view_read(a, &p->view, err) < 0) {
+            queue_plan_free(p);
+            return err_prefix(err, "reading the fleet's nodes");
+        }
+        p->nodes = p->view.nodes;
+        p->nnodes = p->view.n;
+    } else {
+        if (queue_local_node(a, &p->node, err) < 0) {
+            queue_plan_free(p);
+            return -1;
+        }
+        p->nodes = &p->node;
+        p->nnodes = 1;
+    }
+    size_t nrel = 0;
+    for (size_t i = 0; i < s->nrel; i++) {
+        size_t node = 0;
+        if (a->fleet) {
+            while (node < p->nnodes && strcmp(p->nodes[node].name, s->rel_node[i]) != 0)
+                node++;
+            if (node == p->nnodes)
+                continue;
+        }
+        p->rel[nrel++] = (placement_queue_release){
+            .node = node, .at_ms = s->rel_at[i], .cards = s->rel_cards[i]};
     }
     placement_queue_sort(p->entries, s->n);
     p->n = s->n;
-    if (placement_queue_plan(p->entries, s->n, &p->node, 1, p->rel, s->nrel, now_ms, max_starts,
-                             &p->res, err) < 0) {
+    if (placement_queue_plan(p->entries, s->n, p->nodes, p->nnodes, p->rel, nrel, now_ms,
+                             max_starts, &p->res, err) < 0) {
         queue_plan_free(p);
         return -1;
     }
     return 0;
+}
+
+const char *queue_snapshot_node(const queue_snapshot *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->sets[i].name, name) == 0)
+            return s->set_node[i];
+    return NULL;
 }
 
 const replicaset_record *queue_snapshot_find(const queue_snapshot *s, const char *name)
@@ -280,7 +372,11 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
     char why[sizeof(err->msg)] = "others wait before it: the queue decides when it starts";
     /* While others wait, a queued request goes through the queue even if
      * it fits now: it must not take what the head has reserved. */
-    if (!req->queue || !queue_waiting(a)) {
+    /* In a fleet, placement tried every node already; a create pinned by
+     * node or nodeSelector must not be made here unless the queue puts it
+     * here. */
+    bool pinned = a->fleet && (req->placement.node || req->placement.nselector);
+    if (!req->queue || (!queue_waiting(a) && !pinned)) {
         if (replicaset_create(a, req, out, err) == 0)
             return 0;
         if (!req->queue || !queue_waitable(err->code))
@@ -293,6 +389,16 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
         json_pack("{s:i, s:s, s:I, s:I, s:s}", "priority", priority, "submitTime", now, "submitMs",
                   (json_int_t)queue_now_ms(), "timeoutSeconds", (json_int_t)req->queue_timeout_s,
                   "firstWhy", why);
+    /* Where it may go (a fleet's dispatcher respects it). */
+    if (req->placement.node)
+        json_object_set_new(q, "node", json_string(req->placement.node));
+    if (req->placement.nselector) {
+        json_t *sel = json_object();
+        for (size_t i = 0; i < req->placement.nselector; i++)
+            json_object_set_new(sel, req->placement.selector[i].key,
+                                json_string(req->placement.selector[i].value));
+        json_object_set_new(q, "nodeSelector", sel);
+    }
     err_clear(err);
     if (replicaset_enqueue(a, req, q, err) < 0)
         return -1;
@@ -346,9 +452,9 @@ int queue_restart(app *a, const char *name, bool no_gpu, int priority, int64_t t
 
 bool queue_may_wait_here(app *a, const replicaset_create_request *req, const gb_err *err)
 {
-    if (!err || !queue_waitable(err->code) || req->placement.nselector)
-        return false;
-    return !req->placement.node || (a->cfg.node && strcmp(req->placement.node, a->cfg.node) == 0);
+    (void)a;
+    (void)req;
+    return err && queue_waitable(err->code);
 }
 
 /* ---- reading ---- */
@@ -379,9 +485,14 @@ json_t *queue_entry_json(const queue_plan *p, size_t i, const queue_snapshot *s,
     json_object_set_new(j, "waitedSeconds",
                         json_integer((json_int_t)((now_ms - e->submit_ms) / 1000)));
     json_object_set_new(j, "queueTimeoutSeconds", json_integer((json_int_t)queue_timeout_s_of(r)));
-    json_object_set_new(j, "why", json_string(e->start >= 0 ? "starting now" : e->why));
+    const char *refused = queue_refused_why(r, now_ms);
+    json_object_set_new(j, "why",
+                        json_string(e->start < 0 ? e->why
+                                    : refused    ? refused
+                                                 : "starting now"));
     if (e->head && p->res.held) {
-        json_t *res = json_pack("{s:s, s:i}", "node", p->node.name, "cards", (int)p->res.cards);
+        json_t *res =
+            json_pack("{s:s, s:i}", "node", p->nodes[p->res.node].name, "cards", (int)p->res.cards);
         if (p->res.due_ms != INT64_MAX)
             json_object_set_new(res, "dueInSeconds",
                                 json_integer((json_int_t)((p->res.due_ms - now_ms) / 1000)));

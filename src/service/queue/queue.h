@@ -8,7 +8,17 @@
  * (service/replicaset/queued.c). The queue is those records: in the store,
  * so it survives kill -9 and restarts, and nothing else needs saving.
  *
- * One dispatcher thread serves it. A pass (queue_pass) reads the queued
+ * In a fleet the queue is every node's queued records, read from etcd by
+ * every node (the list and positions are the fleet's), and one node at a
+ * time dispatches: the one that leads the role "queue-dispatcher" (on its
+ * claim's lease, nodes_lead). A start on another node than the one whose
+ * records hold the request is a move first (nodes_move_queued: record and
+ * name in one transaction, marked queue.assigned), then that node's
+ * ordinary start; an assigned request that does not start there goes back
+ * to the dispatcher. docs/queue.md, "In a fleet", says what a crash at
+ * each step leaves.
+ *
+ * One dispatcher thread per gpuboxd serves it. A pass (queue_pass) reads the queued
  * records, drops those past their queueTimeout (record and event say so),
  * orders the rest - priority, then the owner's fair-share usage
  * (users_fairshare_usage, --fairshare-half-life), then submit time - and
@@ -66,8 +76,9 @@ int queue_restart(app *a, const char *name, bool no_gpu, int priority, int64_t t
                   json_t **out, bool *queued, gb_err *err);
 
 /* In a fleet, after placement found no node for req (err says why): may
- * it wait in this node's queue? Yes for room or quota (1013, 1014, 1118,
- * 1115) when req does not pin another node or ask for labels. */
+ * it wait in the fleet's queue (its record on this node, which received
+ * it)? Yes for room or quota (1013, 1014, 1118, 1115); its node and
+ * nodeSelector are kept in the queued record for the dispatcher. */
 bool queue_may_wait_here(app *a, const replicaset_create_request *req, const gb_err *err);
 
 /* GET /api/v1/queue: {queue: [{position, name, owner, priority, asks,

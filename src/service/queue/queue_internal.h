@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "sched/placement_queue.h"
+#include "service/nodes/nodes.h"
 #include "service/queue/queue.h"
 #include "service/replicaset/record.h"
 
@@ -16,25 +17,32 @@
  * maxDuration, read in one scan. */
 typedef struct queue_snapshot {
     replicaset_record *sets; /* state queued, with their revisions */
+    char **set_node;         /* the node whose records hold sets[i] (a fleet); NULL entries alone */
     size_t n, cap;
     int64_t *rel_at; /* Unix ms */
     unsigned *rel_cards;
+    char **rel_node;
     size_t nrel, relcap;
+    const char *reading; /* the node being read (a fleet), while reading */
 } queue_snapshot;
 
 int queue_snapshot_read(app *a, queue_snapshot *s, gb_err *err);
 void queue_snapshot_free(queue_snapshot *s);
 const replicaset_record *queue_snapshot_find(const queue_snapshot *s, const char *name);
 
-/* The plan of one pass over a snapshot (sched/placement_queue.h), this
- * node as its one node. entries[] in serving order; their names point
- * into the snapshot. */
+/* The plan of one pass over a snapshot (sched/placement_queue.h): a
+ * single server as its one node, a fleet's nodes as nodes_view reads
+ * them. entries[] in serving order; their names point into the snapshot. */
 typedef struct queue_plan {
     placement_queue_entry *entries;
     size_t n;
     double *usage;
     placement_queue_release *rel;
-    placement_node node;
+    placement_label *labels; /* the entries' nodeSelectors, RS_MAX_SELECTOR each */
+    placement_node node;     /* a single server */
+    nodes_view view;         /* a fleet */
+    placement_node *nodes;   /* &node, or view.nodes */
+    size_t nnodes;
     placement_queue_reservation res;
 } queue_plan;
 
@@ -45,6 +53,16 @@ void queue_plan_free(queue_plan *p);
  * position, priority and head. */
 json_t *queue_entry_json(const queue_plan *p, size_t i, const queue_snapshot *s, int64_t now_ms,
                          bool named);
+
+/* The node whose records hold the queued set named (NULL: a single server). */
+const char *queue_snapshot_node(const queue_snapshot *s, const char *name);
+
+/* A fleet: how long a node's refusal of a request sent to it (queue.refused
+ * {node, why, ms}: its owner's quota, or a view of the node that was
+ * stale) keeps the dispatcher from sending it again, and is its why. */
+#define QUEUE_REFUSED_FOR_MS 10000
+/* The why of a refusal within QUEUE_REFUSED_FOR_MS of now_ms, or NULL. */
+const char *queue_refused_why(const replicaset_record *r, int64_t now_ms);
 
 int queue_priority_of(const replicaset_record *r);
 int64_t queue_submit_ms_of(const replicaset_record *r);

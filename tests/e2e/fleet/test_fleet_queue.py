@@ -1,15 +1,29 @@
-"""The queue in a fleet (issue 29; docs/queue.md, "In a fleet"): a create
-with "queue": true that no node can take waits in the queue of the node
-that received it (202), the name claimed for that node, and starts there
-when a card frees; without queue the fleet answers 1013 as before.
+"""The queue in a fleet (issue 29; docs/queue.md, "In a fleet"): queued
+requests are the fleet's, whichever node received them. One dispatcher,
+elected through an etcd lease (the role on its claim's lease), decides for
+the whole fleet: a request queued through one node starts on any node where
+a card frees, moved there in one transaction with its name and started by
+the ordinary create on that node. GET /api/v1/queue from any node lists the
+fleet's queue, why per node. kill -9 of the dispatching node (GPUBOX_FAULT
+at a named step of a dispatch, which exits as kill -9 would) hands the role
+over within the lease's TTL: the request runs once, nothing is lost.
 
-Each node has one simulated card.
+Each node has one simulated card (the quota test: the harness's default cards).
 """
+import itertools
+import json
+import os
+import secrets
+import time
+
 import pytest
 
 from rsutil import IMAGE, call, delete, info, wait_until
+from secutil import as_
 
-PREFIX = "/fleetqueue"
+from .fleetutil import start_pair
+
+_prefixes = itertools.count()
 
 
 def states(d):
@@ -18,14 +32,30 @@ def states(d):
     return {n["name"]: n["state"] for n in r.data["nodes"]}
 
 
+def start_fleet(start_node, fleet, etcd_cluster, first_env=None):
+    """Nodes a, b, c on a prefix of their own; a started first (so that it
+    takes the dispatcher's role), with first_env's variables."""
+    prefix = f"/fleetqueue{os.getpid()}-{next(_prefixes)}"
+    store = etcd_cluster.url(prefix)
+    ds = {}
+    for n in fleet.nodes:
+        env = {**os.environ, **first_env} if first_env and n.label == "a" else None
+        ds[n.label] = start_node(n, store=store, fleet_flags=True, gpus="1xA100-80GB", env=env)
+        if n.label == "a":
+            assert wait_until(lambda: leader(etcd_cluster, prefix) == "a", timeout=20)
+    assert wait_until(lambda: all(states(d) == {"a": "ready", "b": "ready", "c": "ready"}
+                           for d in ds.values()), timeout=30)
+    return ds, prefix
+
+
+def leader(etcd_cluster, prefix):
+    v = etcd_cluster.range(f"{prefix}/fleet/leaders/queue-dispatcher")
+    return json.loads(next(iter(v.values())))["node"] if v else None
+
+
 @pytest.fixture
 def nodes(start_node, fleet, etcd_cluster):
-    ds = {n.label: start_node(n, store=etcd_cluster.url(PREFIX), fleet_flags=True,
-                              gpus="1xA100-80GB")
-          for n in fleet.nodes}
-    wait_until(lambda: all(states(d) == {"a": "ready", "b": "ready", "c": "ready"}
-                           for d in ds.values()), timeout=30)
-    return ds
+    return start_fleet(start_node, fleet, etcd_cluster)[0]
 
 
 def body(name, **more):
@@ -34,11 +64,24 @@ def body(name, **more):
     return b
 
 
+def hold_all(ds, tag=""):
+    for label in ("a", "b", "c"):
+        r = call(ds["a"], "POST", "/api/v1/replicaSet", body(f"hold{label}{tag}", node=label))
+        assert r.status == 200, r.json
+
+
+def state(d, name):
+    r = info(d, name)
+    return r.data["info"]["state"] if r.status == 200 else None
+
+
+def where(fleet, name):
+    return [n.label for n in fleet.nodes if n.containers(name)]
+
+
 def test_queue_waits_on_the_receiving_node_and_starts_there(nodes, fleet):
     a = nodes["a"]
-    for label in ("a", "b", "c"):
-        r = call(a, "POST", "/api/v1/replicaSet", body(f"hold{label}", node=label))
-        assert r.status == 200, r.json
+    hold_all(nodes)
     r = call(a, "POST", "/api/v1/replicaSet", body("nowait"))
     assert (r.status, r.code) == (409, 1013), r.json
     r = call(a, "POST", "/api/v1/replicaSet", body("waiter", queue=True))
@@ -49,5 +92,138 @@ def test_queue_waits_on_the_receiving_node_and_starts_there(nodes, fleet):
     assert got.status == 200 and got.data["info"]["state"] == "queued", got.json
     assert call(nodes["b"], "POST", "/api/v1/replicaSet", body("waiter")).code == 1008
     assert delete(a, "holda", purge=True).status == 200
-    wait_until(lambda: info(a, "waiter").data["info"]["state"] == "running", timeout=20)
-    assert [n.label for n in fleet.nodes if n.containers("waiter")] == ["a"]
+    assert wait_until(lambda: state(a, "waiter") == "running", timeout=20)
+    assert where(fleet, "waiter") == ["a"]
+
+
+def test_queued_through_a_starts_on_b_and_every_node_lists_it(nodes, fleet):
+    a = nodes["a"]
+    hold_all(nodes)
+    r = call(a, "POST", "/api/v1/replicaSet", body("wanderer", queue=True))
+    assert (r.status, r.code) == (202, 200), r.json
+    for label in ("a", "b", "c"):
+        got = nodes[label].get("/api/v1/queue")
+        assert got.status == 200, got.json
+        q = got.data["queue"]
+        assert [e["name"] for e in q] == ["wanderer"], (label, q)
+        assert q[0]["position"] == 1 and q[0]["owner"], q
+        # why, per node: each of them is full
+        assert all(n in q[0]["why"] for n in ("a", "b", "c")), q[0]["why"]
+    # cordoned: the why says so
+    assert call(nodes["a"], "PATCH", "/api/v1/nodes/c/cordon").status == 200
+    assert wait_until(lambda: "cordoned" in nodes["b"].get("/api/v1/queue").data["queue"][0]["why"],
+               timeout=10)
+    assert delete(nodes["b"], "holdb", purge=True).status == 200
+    assert wait_until(lambda: state(a, "wanderer") == "running", timeout=20)
+    assert where(fleet, "wanderer") == ["b"]
+    for label in ("a", "b", "c"):
+        assert nodes[label].get("/api/v1/queue").data["queue"] == []
+    assert call(nodes["a"], "PATCH", "/api/v1/nodes/c/uncordon").status == 200
+
+
+def test_a_pinned_request_waits_for_its_node(nodes, fleet):
+    """node and nodeSelector are kept while it waits: a card freed on
+    another node does not start it."""
+    a = nodes["a"]
+    hold_all(nodes)
+    r = call(a, "POST", "/api/v1/replicaSet", body("pinned", queue=True, node="c"))
+    assert (r.status, r.code) == (202, 200), r.json
+    r = call(a, "POST", "/api/v1/replicaSet", body("picky", queue=True,
+                                                   nodeSelector={"nosuch": "label"}))
+    assert (r.status, r.code) == (202, 200), r.json
+    q = nodes["b"].get("/api/v1/queue").data["queue"]
+    assert {e["name"] for e in q} == {"pinned", "picky"}, q
+    assert delete(a, "holdb", purge=True).status == 200
+    assert delete(a, "holda", purge=True).status == 200
+    time.sleep(5)
+    assert state(a, "pinned") == "queued" and state(a, "picky") == "queued"
+    assert delete(a, "holdc", purge=True).status == 200
+    assert wait_until(lambda: state(a, "pinned") == "running", timeout=20)
+    assert where(fleet, "pinned") == ["c"]
+    assert state(a, "picky") == "queued"
+    assert delete(a, "picky").data["cancelled"] is True
+
+
+@pytest.mark.parametrize("step", ["queue.dispatch.decided", "queue.dispatch.moved"])
+def test_kill_of_the_dispatcher_hands_the_role_over(start_node, fleet, etcd_cluster, step):
+    """a dispatches and dies (as kill -9) at step of a dispatch: before the
+    request moved (the next dispatcher places it) or after (its target
+    starts it). Either way it runs once, the role goes to b or c within the
+    lease, and the new dispatcher serves the queue."""
+    ds, prefix = start_fleet(start_node, fleet, etcd_cluster, {"GPUBOX_FAULT": step})
+    # a killed node's containers stay in its dockerd: names of this run's own
+    t = step.rsplit(".", 1)[-1]
+    b = ds["b"]
+    hold_all(ds, t)
+    r = call(b, "POST", "/api/v1/replicaSet", body(f"survivor{t}", queue=True))
+    assert (r.status, r.code) == (202, 200), r.json
+    assert delete(b, f"holdc{t}", purge=True).status == 200
+    # a decides to start it on c, and dies at step
+    assert wait_until(lambda: ds["a"].proc.poll() is not None, timeout=20)
+    assert ds["a"].proc.returncode == 99
+    ds["a"].proc.stdout.close()
+    ds["a"].log_file.close()
+    ds["a"].killed = True
+    assert wait_until(lambda: leader(etcd_cluster, prefix) in ("b", "c"), timeout=30)
+    assert wait_until(lambda: state(b, f"survivor{t}") == "running", timeout=30)
+    assert where(fleet, f"survivor{t}") == ["c"]
+    r = info(ds["c"], f"survivor{t}")
+    assert r.data["info"]["version"] == 1, r.json
+    # the new dispatcher serves the queue
+    r = call(ds["c"], "POST", "/api/v1/replicaSet", body(f"next{t}", queue=True))
+    assert (r.status, r.code) == (202, 200), r.json
+    assert delete(ds["c"], f"holdb{t}", purge=True).status == 200
+    assert wait_until(lambda: state(b, f"next{t}") == "running", timeout=20)
+    assert where(fleet, f"next{t}") == ["b"]
+    assert where(fleet, f"survivor{t}") == ["c"]
+    assert b.get("/api/v1/queue").data["queue"] == []
+
+
+def test_a_request_outlives_the_node_that_received_it(start_node, fleet, etcd_cluster):
+    """b received the request and is killed: its queued record is in etcd,
+    still listed, and the dispatcher (a) starts it on c when a card frees
+    there."""
+    ds, prefix = start_fleet(start_node, fleet, etcd_cluster)
+    a, b = ds["a"], ds["b"]
+    hold_all(ds, "o")
+    r = call(b, "POST", "/api/v1/replicaSet", body("orphan", queue=True))
+    assert (r.status, r.code) == (202, 200), r.json
+    b.kill9()
+    assert wait_until(lambda: states(a).get("b") == "unreachable", timeout=30)
+    assert [e["name"] for e in a.get("/api/v1/queue").data["queue"]] == ["orphan"]
+    assert "unreachable" in a.get("/api/v1/queue").data["queue"][0]["why"]
+    assert delete(a, "holdco", purge=True).status == 200
+    assert wait_until(lambda: state(a, "orphan") == "running", timeout=30)
+    assert where(fleet, "orphan") == ["c"]
+    assert a.get("/api/v1/queue").data["queue"] == []
+
+
+def test_the_owners_quota_is_checked_where_it_starts(start_node, fleet, etcd_cluster):
+    """A user with a quota of one card queues a second while the first runs:
+    the dispatcher sends it to a node with a free card, which refuses it for
+    the quota; the list says `quota: ...`, and it starts once the first is
+    deleted."""
+    admin = "fq-admin-" + secrets.token_hex(16)
+    prefix = f"/fleetqueue{os.getpid()}-quota"
+    a, b = start_pair(start_node, etcd_cluster, prefix, admin)
+    name = "fq" + secrets.token_hex(3)
+    r = as_(a, admin, "POST", "/api/v1/users", {"name": name, "role": "user",
+                                                 "quota": {"cards": 1}})
+    assert r.status == 200, r.json
+    token = r.data["token"]
+    assert wait_until(lambda: as_(b, token, "GET", "/api/v1/whoami").status == 200, timeout=5)
+    r = as_(a, token, "POST", "/api/v1/replicaSet", body("quotafirst"))
+    assert r.status == 200, r.json
+    r = as_(b, token, "POST", "/api/v1/replicaSet", body("quotasecond", queue=True))
+    assert (r.status, r.code) == (202, 200), r.json
+
+    def why():
+        q = as_(a, admin, "GET", "/api/v1/queue").data["queue"]
+        return q[0]["why"] if q else ""
+
+    assert wait_until(lambda: why().startswith("quota:"), timeout=20), why()
+    assert as_(a, token, "DELETE", "/api/v1/replicaSet/quotafirst?purge=true").status == 200
+    assert wait_until(lambda: (as_(b, token, "GET", "/api/v1/replicaSet/quotasecond").data or {})
+                      .get("info", {}).get("state") == "running", timeout=30)
+    assert as_(a, admin, "GET", "/api/v1/queue").data["queue"] == []
+    assert as_(a, token, "DELETE", "/api/v1/replicaSet/quotasecond?purge=true").status == 200
