@@ -403,10 +403,12 @@ void app_close(app *a)
     if (!a)
         return;
     replicaset_moves_stop(a); /* it talks to the fleet and takes name locks */
-    fleet_close(a->fleet);    /* first: the others see this node go at once */
+    queue_stop(a);            /* it reads every node's queue through the fleet, and creates
+                                 sets: before the fleet and what a create needs go */
+    fleet_close(a->fleet);    /* then: the others see this node go at once */
     monitor_stop(a);          /* it stops sets: before what a stop needs goes */
     replicaset_doubt_stop(a); /* it takes name locks and gives back to the pools */
-    queue_stop(a);            /* it creates sets: before what a create needs goes */
+    queue_free(a);
     volumes_close(a->volumes);
     images_close(a); /* stops running pulls: before Docker's client goes */
     users_close(a->users);

@@ -168,7 +168,7 @@ def test_bash_completion(d, tmp_path):
     assert complete(d, script, "ve") == {"version"}
     assert complete(d, script, "volume", "") == {"create", "ls", "inspect", "resize", "rm"}
     assert complete(d, script, "no") == {"node", "nodes"}
-    assert complete(d, script, "node", "") == {"cordon", "uncordon"}
+    assert complete(d, script, "node", "") == {"cordon", "uncordon", "drain"}
     assert complete(d, script, "node", "cordon", "") == set()  # not in a fleet: no names
     assert complete(d, script, "run", "x", "--node") >= {"--node", "--node-selector"}
     assert complete(d, script, "run", "x", "--node-selector", "") == set()  # a value

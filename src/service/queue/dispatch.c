@@ -470,7 +470,7 @@ int queue_start(app *a, gb_err *err)
                                    outcome);
     a->queue = q;
     if (pthread_create(&q->thread, NULL, queue_thread, q) != 0) {
-        queue_stop(a);
+        queue_free(a);
         return err_set(err, ERR_INTERNAL, "cannot start the queue's dispatcher thread");
     }
     q->running = true;
@@ -481,15 +481,22 @@ int queue_start(app *a, gb_err *err)
 void queue_stop(app *a)
 {
     queue *q = a->queue;
+    if (!q || !q->running)
+        return;
+    pthread_mutex_lock(&q->mu);
+    q->stopping = true;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->thread, NULL);
+    q->running = false;
+}
+
+void queue_free(app *a)
+{
+    queue *q = a->queue;
     if (!q)
         return;
-    if (q->running) {
-        pthread_mutex_lock(&q->mu);
-        q->stopping = true;
-        pthread_cond_signal(&q->cv);
-        pthread_mutex_unlock(&q->mu);
-        pthread_join(q->thread, NULL);
-    }
+    queue_stop(a);
     a->queue = NULL;
     json_decref(q->status);
     prom_family_free(q->wait);

@@ -59,9 +59,12 @@
 
 typedef struct queue queue;
 
-/* Start the dispatcher (a->queue); queue_stop ends it. */
+/* Start the dispatcher (a->queue); queue_stop ends its thread (a kick
+ * after it is harmless: the threads still running at shutdown may give
+ * back cards), queue_free (after every such thread) frees it. */
 int queue_start(app *a, gb_err *err);
 void queue_stop(app *a);
+void queue_free(app *a);
 
 /* POST /api/v1/replicaSet (and /containers): the create, or, when req
  * asks to queue and it cannot be placed now, a queued set: *queued true,
