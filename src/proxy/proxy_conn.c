@@ -53,7 +53,7 @@
 #define PROXY_SEND_TIMEOUT_S 120
 #define PROXY_PIPE (1024 * 1024) /* a pipe's size for splice: as much as one read moves */
 
-static bool write_all(int fd, const char *buf, size_t len)
+bool proxy_send_all(int fd, const char *buf, size_t len)
 {
     while (len > 0) {
         ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
@@ -75,8 +75,8 @@ static int answer(int fd, int status, const char *reason, const char *extra_head
                   "Content-Length: %zu\r\nCache-Control: no-store\r\n"
                   "X-Content-Type-Options: nosniff\r\nConnection: close\r\n%s\r\n",
                   status, reason, strlen(body), extra_headers ? extra_headers : "");
-    if (write_all(fd, head, strlen(head)))
-        write_all(fd, body, strlen(body));
+    if (proxy_send_all(fd, head, strlen(head)))
+        proxy_send_all(fd, body, strlen(body));
     return 0;
 }
 
@@ -257,11 +257,11 @@ typedef struct relay {
 static bool relay_from_client(relay *r, const char *buf, size_t n)
 {
     if (r->upgraded)
-        return write_all(r->up, buf, n);
+        return proxy_send_all(r->up, buf, n);
     long part = proxy_body_feed(&r->body, buf, n);
     if (part < 0)
         return false;
-    return part == 0 || write_all(r->up, buf, (size_t)part);
+    return part == 0 || proxy_send_all(r->up, buf, (size_t)part);
 }
 
 /* Bytes from the container: the answer's head collected and closed (or
@@ -269,7 +269,7 @@ static bool relay_from_client(relay *r, const char *buf, size_t n)
 static bool relay_from_up(relay *r, const char *buf, size_t n)
 {
     if (r->head_done)
-        return r->sent_any = true, write_all(r->client, buf, n);
+        return r->sent_any = true, proxy_send_all(r->client, buf, n);
     if (r->rlen + n > PROXY_RESPONSE_HEAD_MAX)
         return false;
     r->rhead = xrealloc(r->rhead, r->rlen + n + 1);
@@ -285,14 +285,14 @@ static bool relay_from_up(relay *r, const char *buf, size_t n)
         r->sent_any = true;
         if (status == 101 && r->upgrade_asked) {
             r->upgraded = r->head_done = true;
-            if (!write_all(r->client, r->rhead, r->rlen))
+            if (!proxy_send_all(r->client, r->rhead, r->rlen))
                 return false;
             r->rlen = 0;
             return true;
         }
         if (status >= 100 && status < 200 && status != 101) {
             /* 100 Continue and other interim answers pass; the final one follows */
-            if (!write_all(r->client, r->rhead, end))
+            if (!proxy_send_all(r->client, r->rhead, end))
                 return false;
             memmove(r->rhead, r->rhead + end, r->rlen - end);
             r->rlen -= end;
@@ -300,8 +300,8 @@ static bool relay_from_up(relay *r, const char *buf, size_t n)
         }
         out_buf head = {0};
         close_head(r->rhead, end, &head);
-        bool ok = write_all(r->client, head.p, head.len) &&
-                  write_all(r->client, r->rhead + end, r->rlen - end);
+        bool ok = proxy_send_all(r->client, head.p, head.len) &&
+                  proxy_send_all(r->client, r->rhead + end, r->rlen - end);
         free(head.p);
         r->head_done = true;
         r->rlen = 0;
@@ -536,7 +536,7 @@ static int conn_serve(const proxy_config *cfg, int fd, const char *peer)
                       "the service does not answer on its port; is it running?\n");
     out_buf head = {0};
     forward_head(cfg, &h, &route, strip_auth, r.upgrade_asked, peer, &head);
-    bool ok = write_all(r.up, head.p, head.len) &&
+    bool ok = proxy_send_all(r.up, head.p, head.len) &&
               (have == end || relay_from_client(&r, buf + end, have - end));
     free(head.p);
     if (ok)

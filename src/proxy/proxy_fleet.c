@@ -61,20 +61,6 @@ static int connect_addr(const char *addr)
     return fd;
 }
 
-static bool send_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return true;
-}
-
 /* Bytes both ways until the node closes (or nothing moves for
  * PROXY_IDLE_S). */
 static void pipe_both(int client, int node)
@@ -91,7 +77,7 @@ static void pipe_both(int client, int node)
             break;
         if (fds[1].revents) {
             ssize_t n = recv(node, buf, 64 * 1024, 0);
-            if (n <= 0 || !send_all(client, buf, (size_t)n))
+            if (n <= 0 || !proxy_send_all(client, buf, (size_t)n))
                 break;
         }
         if (client_open && fds[0].revents) {
@@ -99,7 +85,7 @@ static void pipe_both(int client, int node)
             if (n <= 0) {
                 client_open = false;
                 shutdown(node, SHUT_WR);
-            } else if (!send_all(node, buf, (size_t)n)) {
+            } else if (!proxy_send_all(node, buf, (size_t)n)) {
                 break;
             }
         }
@@ -135,7 +121,7 @@ int proxy_fleet_forward(const proxy_config *cfg, int fd, const proxy_head *h, co
         fprintf(f, "%s: %s\r\n", h->headers[i].name, h->headers[i].value);
     fprintf(f, PROXY_PROXIED_BY ": %s\r\n\r\n", self);
     fclose(f);
-    if (send_all(node, head, len) && (!rest_len || send_all(node, rest, rest_len)))
+    if (proxy_send_all(node, head, len) && (!rest_len || proxy_send_all(node, rest, rest_len)))
         pipe_both(fd, node);
     free(head);
     close(node);

@@ -28,4 +28,8 @@ int proxy_fleet_forward(const proxy_config *cfg, int fd, const proxy_head *h, co
  * text), then return; the caller closes fd. */
 void proxy_conn_serve(const proxy_config *cfg, int fd, const char *peer);
 
+/* All of buf[len] to the socket fd (EINTR retried, no SIGPIPE): false when
+ * the peer went or the send timed out. */
+bool proxy_send_all(int fd, const char *buf, size_t len);
+
 #endif
