@@ -15,17 +15,19 @@
  * and then copies bytes both ways: bodies stream in both directions and a
  * WebSocket upgrade passes as it is.
  *
- * One request per connection: the request goes on with "Connection:
- * close" and its answer comes back with it, and nothing the client sends
- * after the request's body is passed on. So every request is authorised
- * for its own path, and no second request on a connection (say, for
- * another set's service, with that service's cookie) can reach the first
- * one's container. Browsers open new connections as they need them.
+ * Keep-alive, each request authorised for its own path: a connection
+ * carries request after request, served one at a time; every head is
+ * read, authenticated and authorised again (no request rides on the
+ * first one's credentials), and nothing after a request's body is read
+ * or passed on before its answer has ended. The container connection is
+ * kept for the next request when it goes to the same set and service,
+ * and belongs to that one client connection only (proxy_conn.c).
  *
  * Threads: one accepting thread and one thread per connection, at most
  * max_connections at a time (more are answered 503 at once). Limits: the
  * head must come within PROXY_HEAD_TIMEOUT_S and be at most
- * PROXY_HEAD_MAX bytes (431); a connection idle in both directions for
+ * PROXY_HEAD_MAX bytes (431); a kept connection waits PROXY_KEEPALIVE_S
+ * for its next request; an exchange idle in both directions for
  * PROXY_IDLE_S is closed; the container must accept within
  * PROXY_CONNECT_TIMEOUT_S (502).
  */
@@ -41,6 +43,7 @@
 struct app;
 
 #define PROXY_HEAD_TIMEOUT_S 30
+#define PROXY_KEEPALIVE_S 30 /* a kept connection waits this long for its next request */
 #define PROXY_IDLE_S 3600
 #define PROXY_CONNECT_TIMEOUT_S 5
 #define PROXY_MAX_CONNECTIONS 1024

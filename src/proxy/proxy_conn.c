@@ -1,11 +1,13 @@
 /*
- * proxy_conn.c - one connection of the service proxy (proxy.h): read the
- * request's head, decide who the caller is and whether they may use the
- * service, then pass the request to the container and its answer back.
+ * proxy_conn.c - one connection of the service proxy (proxy.h): request
+ * after request, read each one's head, decide who the caller is and
+ * whether they may use the service it names, then pass the request to
+ * the container and its answer back.
  *
- * The steps, in order:
- *   1. the head (at most PROXY_HEAD_MAX bytes, within PROXY_HEAD_TIMEOUT_S;
- *      malformed: 400);
+ * The steps of one request, in order:
+ *   1. the head (at most PROXY_HEAD_MAX bytes, within PROXY_HEAD_TIMEOUT_S
+ *      of its first byte; the first byte of a later request within
+ *      PROXY_KEEPALIVE_S; malformed: 400);
  *   2. the service it names (path or host name; none: 404), and
  *      /s/SET/SERVICE without its '/' redirected to it with one;
  *   3. a ticket (?gpubox-ticket=) or a link (?gpubox-link=): spent or
@@ -13,15 +15,32 @@
  *      URL without it, so the credential never reaches the service;
  *   4. the caller: a bearer token, else the cookie; the service decides
  *      (replicaset_service_resolve): no is 404 whatever the reason;
- *   5. the container's address and port, connected (502 when it does not
- *      accept);
+ *   5. the container's address and port: the connection the previous
+ *      request of this client connection used when it went to the same
+ *      set, service, address and port and was kept open, else a new one
+ *      (502 when it does not accept);
  *   6. the head passed on without the proxy's credentials (a gpubox
- *      token in Authorization, its cookie) and with "Connection: close"
- *      (or the client's Upgrade), X-Forwarded-* added; then the body, as
- *      far as its framing says; the answer's head gets "Connection:
- *      close" too (101 Switching Protocols passes as it is and both ways
- *      are copied from then on); the rest of the answer is copied as it
- *      comes, until the container closes.
+ *      token in Authorization, its cookie) and with "Connection:
+ *      keep-alive" (or "close" when the client closes after it, or the
+ *      client's Upgrade), X-Forwarded-* added; then the body, as far as
+ *      its framing says;
+ *   7. the answer: its head with the container's Connection headers
+ *      replaced (101 Switching Protocols passes as it is and both ways
+ *      are copied from then on, until either side closes), then its body
+ *      as far as its framing says (Content-Length, chunked, nothing for
+ *      HEAD, 1xx, 204 and 304), or until the container closes when the
+ *      answer is framed by the close.
+ *
+ * Keep-alive without weaker authorisation: requests are served one at a
+ * time. Nothing after a request's body is read or passed on before its
+ * answer has ended; then the next head is parsed and goes through steps
+ * 2 to 4 again for its own path, whatever the requests before it were.
+ * A container connection belongs to one client connection (never
+ * pooled between clients) and serves only requests for its set and
+ * service. The client connection ends after an answer framed by the
+ * container's close, a 101, "Connection: close" or HTTP/1.0 from the
+ * client, a refusal of a request with a body, or a broken exchange; the
+ * container's "Connection: close" only ends the container connection.
  */
 #include "util/xalloc.h"
 #include "proxy/proxy_internal.h"
@@ -67,54 +86,112 @@ bool proxy_send_all(int fd, const char *buf, size_t len)
     return true;
 }
 
-static int answer(int fd, int status, const char *reason, const char *extra_headers,
-                  const char *body)
+/* One client connection: the bytes it sent that no request has used yet,
+ * and the container connection the last request used. */
+typedef struct conn {
+    const proxy_config *cfg;
+    int fd;
+    const char *peer;
+    char *in;
+    size_t in_len, in_cap;
+    int up; /* -1: none kept */
+    char up_set[64], up_service[64], up_address[64];
+    uint16_t up_port;
+    int pipe_fds[2]; /* for splice; -1 when none could be made */
+    char *buf;       /* PROXY_BUF bytes for what is in flight */
+} conn;
+
+static void in_append(conn *c, const char *p, size_t n)
+{
+    if (c->in_len + n + 1 > c->in_cap) {
+        c->in_cap = (c->in_len + n + 1) * 2;
+        c->in = xrealloc(c->in, c->in_cap);
+    }
+    memcpy(c->in + c->in_len, p, n);
+    c->in_len += n;
+}
+
+/* The first n bytes of c->in are used up. */
+static void in_drop(conn *c, size_t n)
+{
+    memmove(c->in, c->in + n, c->in_len - n);
+    c->in_len -= n;
+}
+
+static void up_drop(conn *c)
+{
+    if (c->up >= 0)
+        close(c->up);
+    c->up = -1;
+}
+
+/* An answer of the proxy's own; keep: the connection goes on after it. */
+static bool answer(int fd, bool keep, int status, const char *reason, const char *extra_headers,
+                   const char *body)
 {
     _cleanup_free_ char *head =
         xasprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
                   "Content-Length: %zu\r\nCache-Control: no-store\r\n"
-                  "X-Content-Type-Options: nosniff\r\nConnection: close\r\n%s\r\n",
-                  status, reason, strlen(body), extra_headers ? extra_headers : "");
-    if (proxy_send_all(fd, head, strlen(head)))
-        proxy_send_all(fd, body, strlen(body));
-    return 0;
+                  "X-Content-Type-Options: nosniff\r\n%s%s\r\n",
+                  status, reason, strlen(body), keep ? "" : "Connection: close\r\n",
+                  extra_headers ? extra_headers : "");
+    return proxy_send_all(fd, head, strlen(head)) && proxy_send_all(fd, body, strlen(body)) && keep;
 }
 
-static int answer_not_found(int fd)
+static bool answer_not_found(int fd, bool keep)
 {
-    return answer(fd, 404, "Not Found", NULL, "404 page not found\n");
+    return answer(fd, keep, 404, "Not Found", NULL, "404 page not found\n");
 }
 
-/* Step 1: the head into buf; its length, or 0 (answered or gone). */
-static size_t read_head(int fd, char *buf, size_t *have)
+static long ms_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t->tv_sec) * 1000L + (now.tv_nsec - t->tv_nsec) / 1000000L;
+}
+
+/* Step 1: a whole head at the start of c->in; its length, or 0 (answered
+ * or gone). first: the connection's first request, whose head must come
+ * within PROXY_HEAD_TIMEOUT_S of the accept; a later one's first byte may
+ * take PROXY_KEEPALIVE_S, its whole head PROXY_HEAD_TIMEOUT_S more. */
+static size_t read_head(conn *c, bool first)
 {
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
+    bool waiting = !first && c->in_len == 0; /* for a later request's first byte */
     for (;;) {
-        size_t end = proxy_head_end(buf, *have);
+        size_t look = c->in_len < PROXY_HEAD_MAX ? c->in_len : PROXY_HEAD_MAX;
+        size_t end = proxy_head_end(c->in, look);
         if (end)
             return end;
-        if (*have >= PROXY_HEAD_MAX) {
-            answer(fd, 431, "Request Header Fields Too Large", NULL,
+        if (c->in_len >= PROXY_HEAD_MAX) {
+            answer(c->fd, false, 431, "Request Header Fields Too Large", NULL,
                    "the request head is larger than 16 KiB\n");
             return 0;
         }
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long left_ms = PROXY_HEAD_TIMEOUT_S * 1000L - (now.tv_sec - start.tv_sec) * 1000L -
-                       (now.tv_nsec - start.tv_nsec) / 1000000L;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
+        long left_ms =
+            (waiting ? PROXY_KEEPALIVE_S : PROXY_HEAD_TIMEOUT_S) * 1000L - ms_since(&start);
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
         if (left_ms <= 0 || poll(&p, 1, (int)left_ms) <= 0) {
-            if (*have)
-                answer(fd, 408, "Request Timeout", NULL, "the request head came too slowly\n");
+            if (c->in_len)
+                answer(c->fd, false, 408, "Request Timeout", NULL,
+                       "the request head came too slowly\n");
             return 0;
         }
-        ssize_t n = recv(fd, buf + *have, PROXY_HEAD_MAX - *have, 0);
+        if (c->in_len + PROXY_HEAD_MAX + 1 > c->in_cap) {
+            c->in_cap = c->in_len + PROXY_HEAD_MAX + 1;
+            c->in = xrealloc(c->in, c->in_cap);
+        }
+        ssize_t n = recv(c->fd, c->in + c->in_len, PROXY_HEAD_MAX - c->in_len, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return 0;
-        *have += (size_t)n;
+        c->in_len += (size_t)n;
+        if (waiting) {
+            waiting = false;
+            clock_gettime(CLOCK_MONOTONIC, &start);
+        }
     }
 }
 
@@ -148,10 +225,37 @@ static int connect_target(const char *address, uint16_t port)
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct timeval send_timeout = {.tv_sec = PROXY_SEND_TIMEOUT_S};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
     return fd;
 }
 
-/* ---- the head passed on --------------------------------------------------- */
+/* Step 5: the container connection for route at target: the one kept
+ * from the previous request when it is for the same service and still
+ * open with nothing unread, else a new one. -1 when none. */
+static int up_for(conn *c, const proxy_route *route, const replicaset_service_target *target,
+                  bool *reused)
+{
+    *reused = false;
+    if (c->up >= 0 && strcmp(c->up_set, route->set) == 0 &&
+        strcmp(c->up_service, route->service) == 0 && strcmp(c->up_address, target->address) == 0 &&
+        c->up_port == target->port) {
+        struct pollfd p = {.fd = c->up, .events = POLLIN};
+        if (poll(&p, 1, 0) == 0) {
+            *reused = true;
+            return c->up;
+        }
+    }
+    up_drop(c);
+    c->up = connect_target(target->address, target->port);
+    snprintf(c->up_set, sizeof(c->up_set), "%s", route->set);
+    snprintf(c->up_service, sizeof(c->up_service), "%s", route->service);
+    snprintf(c->up_address, sizeof(c->up_address), "%s", target->address);
+    c->up_port = target->port;
+    return c->up;
+}
+
+/* ---- the heads passed on ------------------------------------------------------ */
 
 typedef struct out_buf {
     char *p;
@@ -178,10 +282,12 @@ static bool header_is(const proxy_header *h, const char *name)
     return strcasecmp(h->name, name) == 0;
 }
 
-/* The request's head as the container gets it. */
+/* The request's head as the container gets it; connection: the value of
+ * its Connection header ("keep-alive", "close" or "Upgrade"). */
 static void forward_head(const proxy_config *cfg, const proxy_head *h, const proxy_route *route,
-                         bool strip_auth, bool upgrade, const char *peer, out_buf *out)
+                         bool strip_auth, const char *connection, const char *peer, out_buf *out)
 {
+    bool upgrade = strcmp(connection, "Upgrade") == 0;
     out_add(out, "%s %s %s\r\n", h->method, h->target, h->version);
     static const char *const dropped[] = {
         "Connection",       "Keep-Alive",         "Proxy-Connection",
@@ -204,7 +310,7 @@ static void forward_head(const proxy_config *cfg, const proxy_head *h, const pro
         out_add(out, "%s: %s\r\n", x->name, x->value);
     }
     const char *host = proxy_head_get(h, "Host");
-    out_add(out, "Connection: %s\r\n", upgrade ? "Upgrade" : "close");
+    out_add(out, "Connection: %s\r\n", connection);
     out_add(out, "X-Forwarded-For: %s\r\nX-Forwarded-Proto: %s\r\n", peer,
             cfg->secure_cookies ? "https" : "http");
     if (host)
@@ -214,9 +320,10 @@ static void forward_head(const proxy_config *cfg, const proxy_head *h, const pro
     out_add(out, "\r\n");
 }
 
-/* The answer's head (buf[0..len), a whole head) with "Connection: close"
- * in place of its Connection and Keep-Alive headers. */
-static void close_head(const char *buf, size_t len, out_buf *out)
+/* The answer's head (buf[0..len), a whole head) without its Connection
+ * and Keep-Alive headers (they are the container connection's), with
+ * "Connection: close" when the client's connection ends after it. */
+static void answer_head(const char *buf, size_t len, bool keep, out_buf *out)
 {
     size_t pos = 0;
     bool first = true;
@@ -229,7 +336,7 @@ static void close_head(const char *buf, size_t len, out_buf *out)
         while (content && (line[content - 1] == '\n' || line[content - 1] == '\r'))
             content--;
         if (content == 0) {
-            out_add(out, "Connection: close\r\n\r\n");
+            out_add(out, "%s\r\n", keep ? "" : "Connection: close\r\n");
             return;
         }
         bool drop = !first && (strncasecmp(line, "Connection:", 11) == 0 ||
@@ -240,36 +347,76 @@ static void close_head(const char *buf, size_t len, out_buf *out)
     }
 }
 
-/* ---- copying ------------------------------------------------------------------ */
+/* ---- one exchange: the request's body up, the answer down ------------------------ */
 
 typedef struct relay {
-    int client, up;
+    conn *c;
     bool upgrade_asked, upgraded;
-    proxy_body body;
+    bool client_keep;   /* the client's connection may carry another request */
+    const char *method; /* the request's, for the answer's framing */
+    proxy_body body;    /* the request body still to pass on */
+    proxy_response resp;
     bool head_done; /* the answer's (final) head went to the client */
+    bool done;      /* the answer has ended */
+    bool up_kept;   /* false once anything makes the container connection unfit for more */
     char *rhead;    /* the answer's head as it comes */
     size_t rlen;
-    bool sent_any;
+    bool sent_any; /* something went to the client */
+    bool client_open;
 } relay;
 
-/* Bytes from the client: the request body as far as it goes (all of it
- * once upgraded); what follows the body is dropped. false: stop. */
+/* Bytes from the client: the request body as far as it goes (all of them
+ * once upgraded); what follows the body waits in c->in for the next
+ * request. false: stop. */
 static bool relay_from_client(relay *r, const char *buf, size_t n)
 {
     if (r->upgraded)
-        return proxy_send_all(r->up, buf, n);
+        return proxy_send_all(r->c->up, buf, n);
     long part = proxy_body_feed(&r->body, buf, n);
     if (part < 0)
         return false;
-    return part == 0 || proxy_send_all(r->up, buf, (size_t)part);
+    if ((size_t)part < n)
+        in_append(r->c, buf + part, n - (size_t)part);
+    return part == 0 || proxy_send_all(r->c->up, buf, (size_t)part);
 }
 
-/* Bytes from the container: the answer's head collected and closed (or
- * passed as it is for 101), the rest as it comes. false: stop. */
+/* Answer body bytes from the container to the client, as far as the
+ * answer's framing goes; anything after it spoils the connection. */
+static bool relay_body(relay *r, const char *buf, size_t n)
+{
+    long part = proxy_body_feed(&r->resp.body, buf, n);
+    if (part < 0)
+        return false;
+    if ((size_t)part < n)
+        r->up_kept = false;
+    r->done = r->resp.body.done;
+    return part == 0 || proxy_send_all(r->c->fd, buf, (size_t)part);
+}
+
+/* The final answer's head (rhead[0..end)) and what came after it. */
+static bool relay_final_head(relay *r, size_t end)
+{
+    if (r->resp.body.kind == PROXY_BODY_CLOSE || !r->body.done)
+        r->client_keep = false; /* the end is the close, or the request's body is unread */
+    if (!r->resp.keep_alive)
+        r->up_kept = false;
+    out_buf head = {0};
+    answer_head(r->rhead, end, r->client_keep, &head);
+    bool ok = proxy_send_all(r->c->fd, head.p, head.len);
+    free(head.p);
+    r->head_done = true;
+    r->done = r->resp.body.done;
+    return ok && (r->rlen == end || relay_body(r, r->rhead + end, r->rlen - end));
+}
+
+/* Bytes from the container: the answer's head collected and rewritten
+ * (passed as it is for 101), then its body. false: stop. */
 static bool relay_from_up(relay *r, const char *buf, size_t n)
 {
+    if (r->upgraded)
+        return r->sent_any = true, proxy_send_all(r->c->fd, buf, n);
     if (r->head_done)
-        return r->sent_any = true, proxy_send_all(r->client, buf, n);
+        return relay_body(r, buf, n);
     if (r->rlen + n > PROXY_RESPONSE_HEAD_MAX)
         return false;
     r->rhead = xrealloc(r->rhead, r->rlen + n + 1);
@@ -279,59 +426,64 @@ static bool relay_from_up(relay *r, const char *buf, size_t n)
         size_t end = proxy_head_end(r->rhead, r->rlen);
         if (!end)
             return true;
-        int status = 0;
-        if (sscanf(r->rhead, "HTTP/1.%*d %d", &status) != 1)
+        if (proxy_response_parse(r->rhead, end, r->method, &r->resp) < 0)
             return false;
         r->sent_any = true;
-        if (status == 101 && r->upgrade_asked) {
-            r->upgraded = r->head_done = true;
-            if (!proxy_send_all(r->client, r->rhead, r->rlen))
+        if (r->resp.status == 101) {
+            if (!r->upgrade_asked)
                 return false;
-            r->rlen = 0;
-            return true;
+            /* a tunnel from now on: what the client sent after its head too */
+            r->upgraded = r->head_done = true;
+            r->client_keep = r->up_kept = false;
+            bool ok = proxy_send_all(r->c->fd, r->rhead, r->rlen) &&
+                      (!r->c->in_len || proxy_send_all(r->c->up, r->c->in, r->c->in_len));
+            r->c->in_len = r->rlen = 0;
+            return ok;
         }
-        if (status >= 100 && status < 200 && status != 101) {
+        if (r->resp.status < 200) {
             /* 100 Continue and other interim answers pass; the final one follows */
-            if (!proxy_send_all(r->client, r->rhead, end))
+            if (!proxy_send_all(r->c->fd, r->rhead, end))
                 return false;
             memmove(r->rhead, r->rhead + end, r->rlen - end);
             r->rlen -= end;
             continue;
         }
-        out_buf head = {0};
-        close_head(r->rhead, end, &head);
-        bool ok = proxy_send_all(r->client, head.p, head.len) &&
-                  proxy_send_all(r->client, r->rhead + end, r->rlen - end);
-        free(head.p);
-        r->head_done = true;
-        r->rlen = 0;
-        return ok;
+        return relay_final_head(r, end);
     }
 }
 
-/* Once the answer's head has gone, its body moves from the container's
- * socket to the client's through a pipe (splice), without a copy through
- * this process: 1 moved (or nothing was there yet), 0 the container
- * closed, -1 the client is gone. A pipe that cannot be made leaves the
- * copy through relay_from_up (relay_run). */
-static int relay_splice(relay *r, int pipe_fds[2])
+/* Once the answer's head has gone, a body framed by its length or by the
+ * close (or a tunnel) moves from the container's socket to the client's
+ * through a pipe (splice), without a copy through this process: 1 moved
+ * (or nothing was there yet), 0 the container closed, -1 the client is
+ * gone. */
+static int relay_splice(relay *r)
 {
+    int *pipe_fds = r->c->pipe_fds;
+    bool counted = !r->upgraded && r->resp.body.kind == PROXY_BODY_LENGTH;
     /* as long as the container has more ready (a few rounds), before
      * polling again: fewer wake-ups for a large answer */
-    for (int round = 0; round < 8; round++) {
+    for (int round = 0; round < 8 && !r->done; round++) {
         /* the socket blocks: read again only what is there (SPLICE_F_NONBLOCK
          * is the pipe's), or a WebSocket's other direction would wait */
-        struct pollfd ready = {.fd = r->up, .events = POLLIN};
+        struct pollfd ready = {.fd = r->c->up, .events = POLLIN};
         if (round > 0 && poll(&ready, 1, 0) <= 0)
             return 1;
+        size_t want = PROXY_PIPE;
+        if (counted && r->resp.body.left < want)
+            want = (size_t)r->resp.body.left;
         ssize_t n =
-            splice(r->up, NULL, pipe_fds[1], NULL, PROXY_PIPE, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            splice(r->c->up, NULL, pipe_fds[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return 1;
         if (n <= 0)
             return (int)n;
+        if (counted) {
+            r->resp.body.left -= (uint64_t)n;
+            r->done = r->resp.body.done = r->resp.body.left == 0;
+        }
         while (n > 0) {
-            ssize_t m = splice(pipe_fds[0], NULL, r->client, NULL, (size_t)n, SPLICE_F_MOVE);
+            ssize_t m = splice(pipe_fds[0], NULL, r->c->fd, NULL, (size_t)n, SPLICE_F_MOVE);
             if (m < 0 && errno == EINTR)
                 continue;
             if (m <= 0)
@@ -342,51 +494,71 @@ static int relay_splice(relay *r, int pipe_fds[2])
     return 1;
 }
 
-static void relay_run(relay *r)
+/* The container closed its connection (or it broke): the end of an
+ * answer framed by the close or of a tunnel; else the exchange failed. */
+static bool relay_up_closed(relay *r)
 {
-    char *buf = xmalloc(PROXY_BUF);
-    bool client_open = true, up_open = true;
-    int pipe_fds[2] = {-1, -1};
-    if (pipe2(pipe_fds, O_CLOEXEC) == 0)
-        fcntl(pipe_fds[1], F_SETPIPE_SZ, PROXY_PIPE);
-    while (up_open) {
-        struct pollfd fds[2] = {{.fd = client_open ? r->client : -1, .events = POLLIN},
-                                {.fd = r->up, .events = POLLIN}};
+    r->up_kept = false;
+    if (r->upgraded || (r->head_done && r->resp.body.kind == PROXY_BODY_CLOSE)) {
+        r->done = true;
+        return true;
+    }
+    return false;
+}
+
+/* Copy both ways until the answer ends (or a tunnel closes): true when it
+ * did, false when the exchange broke. The client is read only while the
+ * request's body is coming (or in a tunnel), and otherwise only watched
+ * for a hang-up. */
+static bool relay_run(relay *r)
+{
+    conn *c = r->c;
+    while (!r->done) {
+        bool read_client = r->client_open && (r->upgraded || !r->body.done);
+        struct pollfd fds[2] = {
+            {.fd = r->client_open ? c->fd : -1, .events = read_client ? POLLIN : 0},
+            {.fd = c->up, .events = POLLIN}};
         int ready = poll(fds, 2, PROXY_IDLE_S * 1000);
         if (ready < 0 && errno == EINTR)
             continue;
         if (ready <= 0)
-            break;
-        if (fds[1].revents && r->head_done && pipe_fds[0] >= 0) {
-            r->sent_any = true;
-            if (relay_splice(r, pipe_fds) <= 0)
-                up_open = false;
-        } else if (fds[1].revents) {
-            ssize_t n = recv(r->up, buf, PROXY_BUF, 0);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0 || !relay_from_up(r, buf, (size_t)n))
-                up_open = false;
-        }
-        if (client_open && fds[0].revents) {
-            ssize_t n = recv(r->client, buf, PROXY_BUF, 0);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0) {
-                client_open = false;
-                shutdown(r->up, SHUT_WR);
-            } else if (!relay_from_client(r, buf, (size_t)n)) {
-                break;
+            return false;
+        if (fds[1].revents) {
+            bool spliced = r->head_done && c->pipe_fds[0] >= 0 &&
+                           (r->upgraded || r->resp.body.kind == PROXY_BODY_LENGTH ||
+                            r->resp.body.kind == PROXY_BODY_CLOSE);
+            if (spliced) {
+                r->sent_any = true;
+                int moved = relay_splice(r);
+                if (moved < 0 || (moved == 0 && !relay_up_closed(r)))
+                    return false;
+            } else {
+                ssize_t n = recv(c->up, c->buf, PROXY_BUF, 0);
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n <= 0 && !relay_up_closed(r))
+                    return false;
+                if (n > 0 && !relay_from_up(r, c->buf, (size_t)n))
+                    return false;
             }
         }
+        if (r->done || !r->client_open || !fds[0].revents)
+            continue;
+        if (!read_client)
+            return false; /* hung up (or cut by proxy_stop) while waiting */
+        ssize_t n = recv(c->fd, c->buf, PROXY_BUF, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n > 0 && !relay_from_client(r, c->buf, (size_t)n))
+            return false;
+        if (n <= 0) {
+            if (!r->upgraded)
+                return false; /* gone before its request's body was all there */
+            r->client_open = false;
+            shutdown(c->up, SHUT_WR);
+        }
     }
-    if (!r->sent_any)
-        answer(r->client, 502, "Bad Gateway", NULL, "the service gave no answer\n");
-    if (pipe_fds[0] >= 0) {
-        close(pipe_fds[0]);
-        close(pipe_fds[1]);
-    }
-    free(buf);
+    return true;
 }
 
 /* ---- one request ---------------------------------------------------------------- */
@@ -397,7 +569,7 @@ static const char *cookie_path(const proxy_route *route)
 }
 
 /* Step 3: answer a ticket or a link with the cookie and a redirect. */
-static void answer_with_cookie(const proxy_config *cfg, int fd, const proxy_route *route,
+static bool answer_with_cookie(const proxy_config *cfg, int fd, bool keep, const proxy_route *route,
                                const char *value, const char *location)
 {
     _cleanup_free_ char *headers =
@@ -405,12 +577,13 @@ static void answer_with_cookie(const proxy_config *cfg, int fd, const proxy_rout
                   "SameSite=Lax%s\r\nLocation: %s\r\n",
                   value, cookie_path(route), PROXY_COOKIE_TTL_S,
                   cfg->secure_cookies ? "; Secure" : "", location);
-    answer(fd, 303, "See Other", headers, "signed in; go on to the service\n");
+    return answer(fd, keep, 303, "See Other", headers, "signed in; go on to the service\n");
 }
 
-/* Step 3. 1: answered; 0: no ticket or link in the request. */
+/* Step 3. 1: answered (*keep: the connection goes on); 0: no ticket or
+ * link in the request. */
 static int exchange_credential(const proxy_config *cfg, int fd, const proxy_head *h,
-                               const proxy_route *route)
+                               const proxy_route *route, bool *keep)
 {
     char value[TICKET_SIZE + 16], rest[PROXY_HEAD_MAX];
     char object[160];
@@ -426,22 +599,22 @@ static int exchange_credential(const proxy_config *cfg, int fd, const proxy_head
         char cookie[PROXY_COOKIE_MAX];
         if (!ok || (rc < 0 && err.code == ERR_NOT_FOUND) ||
             proxy_cookie_user(&who, route->set, route->service, cookie, sizeof(cookie)) < 0) {
-            answer_not_found(fd);
+            *keep = answer_not_found(fd, *keep);
             return 1;
         }
-        answer_with_cookie(cfg, fd, route, cookie, rest);
+        *keep = answer_with_cookie(cfg, fd, *keep, route, cookie, rest);
         return 1;
     }
     if (proxy_query_take(h->target, "gpubox-link", value, sizeof(value), rest, sizeof(rest))) {
         int rc = replicaset_service_resolve(cfg->app, route->set, route->service, NULL, value,
                                             &target, &err);
         if ((rc < 0 && err.code == ERR_NOT_FOUND) || !*target.link) {
-            answer_not_found(fd);
+            *keep = answer_not_found(fd, *keep);
             return 1;
         }
         char cookie[PROXY_COOKIE_MAX];
         snprintf(cookie, sizeof(cookie), "l.%s", value);
-        answer_with_cookie(cfg, fd, route, cookie, rest);
+        *keep = answer_with_cookie(cfg, fd, *keep, route, cookie, rest);
         return 1;
     }
     return 0;
@@ -478,36 +651,99 @@ static const caller *identify(const proxy_config *cfg, const proxy_head *h,
     return got == 1 ? who : NULL;
 }
 
-static int conn_serve(const proxy_config *cfg, int fd, const char *peer)
+/* Steps 5 to 7 for an authorised request (head h, c->in[0..end)): true
+ * when the client's connection may carry another request. */
+static bool conn_pass(conn *c, const proxy_head *h, size_t end, const proxy_route *route,
+                      const replicaset_service_target *target, bool strip_auth, relay *r)
 {
-    struct timeval send_timeout = {.tv_sec = PROXY_SEND_TIMEOUT_S};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    _cleanup_free_ char *buf = xmalloc(PROXY_HEAD_MAX + 1);
-    size_t have = 0;
-    size_t end = read_head(fd, buf, &have);
+    const char *connection = proxy_head_get(h, "Connection");
+    r->upgrade_asked =
+        proxy_head_get(h, "Upgrade") && connection && proxy_header_has_token(connection, "upgrade");
+    bool reused;
+    if (up_for(c, route, target, &reused) < 0)
+        return answer(c->fd, false, 502, "Bad Gateway", NULL,
+                      "the service does not answer on its port; is it running?\n");
+    out_buf head = {0};
+    forward_head(c->cfg, h, route, strip_auth,
+                 r->upgrade_asked ? "Upgrade"
+                 : r->client_keep ? "keep-alive"
+                                  : "close",
+                 c->peer, &head);
+    r->method = strcmp(h->method, "HEAD") == 0 ? "HEAD" : "GET";
+    /* the head is used up: what follows it is the body, then the next request */
+    in_drop(c, end);
+    long part = proxy_body_feed(&r->body, c->in, c->in_len);
+    bool ok = part >= 0 && proxy_send_all(c->up, head.p, head.len) &&
+              (part <= 0 || proxy_send_all(c->up, c->in, (size_t)part));
+    if (part > 0)
+        in_drop(c, (size_t)part);
+    ok = ok && relay_run(r);
+    if (!ok && reused && !r->sent_any && r->rlen == 0 && r->body.kind == PROXY_BODY_NONE) {
+        /* the kept connection was closed by the container as the request
+         * went: once more on a new one */
+        up_drop(c);
+        r->up_kept = true;
+        r->done = false;
+        if (up_for(c, route, target, &reused) >= 0 && proxy_send_all(c->up, head.p, head.len))
+            ok = relay_run(r);
+    }
+    free(head.p);
+    if (!ok && !r->sent_any)
+        answer(c->fd, false, 502, "Bad Gateway", NULL, "the service gave no answer\n");
+    if (!ok || !r->up_kept || !r->client_keep)
+        up_drop(c);
+    return ok && r->client_keep;
+}
+
+/* One request of the connection, steps 1 to 7: true when the connection
+ * goes on to the next. */
+static bool conn_serve_one(conn *c, bool first)
+{
+    const proxy_config *cfg = c->cfg;
+    int fd = c->fd;
+    size_t end = read_head(c, first);
     if (!end)
-        return 0;
+        return false;
     proxy_head h;
     proxy_route route;
-    if (proxy_head_parse(buf, end, &h) < 0)
-        return answer(fd, 400, "Bad Request", NULL, "malformed request head\n");
+    if (proxy_head_parse(c->in, end, &h) < 0)
+        return answer(fd, false, 400, "Bad Request", NULL, "malformed request head\n");
+    const char *connection = proxy_head_get(&h, "Connection");
+    relay r = {.c = c, .up_kept = true, .client_open = true};
+    bool framed = proxy_body_init(&h, &r.body) == 0;
+    r.client_keep = strcmp(h.version, "HTTP/1.1") == 0 &&
+                    !(connection && proxy_header_has_token(connection, "close"));
+    /* after an answer of the proxy's own, the connection goes on only when
+     * there is no request body to skip */
+    bool keep = r.client_keep && framed && r.body.kind == PROXY_BODY_NONE;
     const char *host = proxy_head_get(&h, "Host");
     if (!host && strcmp(h.version, "HTTP/1.1") == 0)
-        return answer(fd, 400, "Bad Request", NULL, "a request needs a Host header\n");
-    if (proxy_route_of(h.target, host, cfg->domain, &route) < 0)
-        return answer_not_found(fd);
-    int forwarded = proxy_fleet_forward(cfg, fd, &h, route.set, buf + end, have - end);
-    if (forwarded)
-        return forwarded < 0 ? answer_not_found(fd) : 0;
-    if (route.add_slash) {
+        return answer(fd, false, 400, "Bad Request", NULL, "a request needs a Host header\n");
+    bool answered = true;
+    if (proxy_route_of(h.target, host, cfg->domain, &route) < 0) {
+        keep = answer_not_found(fd, keep);
+    } else {
+        /* in a fleet, a set another node runs: the rest of the connection
+         * goes to that node's proxy, which authorises each request again */
+        int forwarded = proxy_fleet_forward(cfg, fd, &h, route.set, c->in + end, c->in_len - end);
+        if (forwarded)
+            return forwarded < 0 ? answer_not_found(fd, false) : false;
+        answered = false;
+    }
+    if (!answered && route.add_slash) {
         const char *query = h.target + 3 + strlen(route.set) + 1 + strlen(route.service);
         _cleanup_free_ char *location = xasprintf("Location: %s/%s\r\n", route.prefix, query);
-        return answer(fd, 308, "Permanent Redirect", location, "the service is under its '/'\n");
+        keep =
+            answer(fd, keep, 308, "Permanent Redirect", location, "the service is under its '/'\n");
+        answered = true;
     }
-    if (exchange_credential(cfg, fd, &h, &route))
-        return 0;
+    if (!answered && exchange_credential(cfg, fd, &h, &route, &keep))
+        answered = true;
+    if (answered) {
+        if (keep)
+            in_drop(c, end);
+        return keep;
+    }
     caller who = {0};
     char link[RS_SERVICE_LINK_MAX];
     bool strip_auth = false;
@@ -517,41 +753,31 @@ static int conn_serve(const proxy_config *cfg, int fd, const char *peer)
     if (replicaset_service_resolve(cfg->app, route.set, route.service, w, link[0] ? link : NULL,
                                    &target, &err) < 0) {
         if (err.code == ERR_NOT_FOUND)
-            return answer_not_found(fd);
-        log_debug("service proxy: %s/%s: %s", route.set, route.service, err.msg);
-        if (err.code == ERR_STATE_CONFLICT)
-            return answer(fd, 503, "Service Unavailable", "Retry-After: 5\r\n",
+            keep = answer_not_found(fd, keep);
+        else if (err.code == ERR_STATE_CONFLICT)
+            keep = answer(fd, keep, 503, "Service Unavailable", "Retry-After: 5\r\n",
                           "the instance is not running; start it and try again\n");
-        return answer(fd, 502, "Bad Gateway", NULL, "the service cannot be reached now\n");
+        else
+            keep =
+                answer(fd, keep, 502, "Bad Gateway", NULL, "the service cannot be reached now\n");
+        if (err.code != ERR_NOT_FOUND)
+            log_debug("service proxy: %s/%s: %s", route.set, route.service, err.msg);
+        if (keep)
+            in_drop(c, end);
+        return keep;
     }
-    relay r = {.client = fd};
-    if (proxy_body_init(&h, &r.body) < 0)
-        return answer(fd, 400, "Bad Request", NULL, "the request body's framing is not clear\n");
-    const char *connection = proxy_head_get(&h, "Connection");
-    r.upgrade_asked = proxy_head_get(&h, "Upgrade") && connection &&
-                      proxy_header_has_token(connection, "upgrade");
-    r.up = connect_target(target.address, target.port);
-    if (r.up < 0)
-        return answer(fd, 502, "Bad Gateway", NULL,
-                      "the service does not answer on its port; is it running?\n");
-    out_buf head = {0};
-    forward_head(cfg, &h, &route, strip_auth, r.upgrade_asked, peer, &head);
-    bool ok = proxy_send_all(r.up, head.p, head.len) &&
-              (have == end || relay_from_client(&r, buf + end, have - end));
-    free(head.p);
-    if (ok)
-        relay_run(&r);
-    else
-        answer(fd, 502, "Bad Gateway", NULL, "the service closed the connection\n");
+    if (!framed)
+        return answer(fd, false, 400, "Bad Request", NULL,
+                      "the request body's framing is not clear\n");
+    bool more = conn_pass(c, &h, end, &route, &target, strip_auth, &r);
     free(r.rhead);
-    close(r.up);
-    return 0;
+    return more;
 }
 
 /* A lingering close: what the client still sends (the rest of a refused
- * head, a request after the first) is read and dropped for a moment, so
- * that closing with unread bytes does not reset the connection before
- * the client has read the answer. */
+ * head, a request after the last one served) is read and dropped for a
+ * moment, so that closing with unread bytes does not reset the
+ * connection before the client has read the answer. */
 static void conn_linger(int fd)
 {
     shutdown(fd, SHUT_WR);
@@ -569,6 +795,24 @@ static void conn_linger(int fd)
 
 void proxy_conn_serve(const proxy_config *cfg, int fd, const char *peer)
 {
-    conn_serve(cfg, fd, peer);
+    struct timeval send_timeout = {.tv_sec = PROXY_SEND_TIMEOUT_S};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    conn c = {.cfg = cfg, .fd = fd, .peer = peer, .up = -1, .pipe_fds = {-1, -1}};
+    c.in_cap = PROXY_HEAD_MAX + 1;
+    c.in = xmalloc(c.in_cap);
+    c.buf = xmalloc(PROXY_BUF);
+    if (pipe2(c.pipe_fds, O_CLOEXEC) == 0)
+        fcntl(c.pipe_fds[1], F_SETPIPE_SZ, PROXY_PIPE);
+    for (bool first = true; conn_serve_one(&c, first); first = false)
+        ;
+    up_drop(&c);
+    if (c.pipe_fds[0] >= 0) {
+        close(c.pipe_fds[0]);
+        close(c.pipe_fds[1]);
+    }
+    free(c.in);
+    free(c.buf);
     conn_linger(fd);
 }

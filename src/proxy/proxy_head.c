@@ -354,10 +354,104 @@ long proxy_body_feed(proxy_body *b, const char *buf, size_t len)
 {
     if (b->done)
         return 0;
+    if (b->kind == PROXY_BODY_CLOSE)
+        return (long)len;
     if (b->kind == PROXY_BODY_CHUNKED)
         return chunked_feed(b, buf, len);
     size_t n = len < b->left ? len : (size_t)b->left;
     b->left -= n;
     b->done = b->left == 0;
     return (long)n;
+}
+
+/* The last coding of a Transfer-Encoding value ("gzip, chunked": chunked). */
+static bool last_coding_is_chunked(const char *v, size_t n)
+{
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    size_t start = n;
+    while (start && v[start - 1] != ',')
+        start--;
+    while (start < n && (v[start] == ' ' || v[start] == '\t'))
+        start++;
+    return n - start == 7 && strncasecmp(v + start, "chunked", 7) == 0;
+}
+
+int proxy_response_parse(const char *buf, size_t end, const char *method, proxy_response *out)
+{
+    memset(out, 0, sizeof(*out));
+    int minor = -1, status = 0;
+    if (end < 12 || strncmp(buf, "HTTP/1.", 7) != 0 || (buf[7] != '0' && buf[7] != '1') ||
+        buf[8] != ' ' || !isdigit((unsigned char)buf[9]) || !isdigit((unsigned char)buf[10]) ||
+        !isdigit((unsigned char)buf[11]) || (end > 12 && !strchr(" \r\n", buf[12])))
+        return -1;
+    minor = buf[7] - '0';
+    status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+    if (status < 100)
+        return -1;
+    out->status = status;
+    bool close = minor == 0, chunked = false, te = false, cl = false;
+    uint64_t length = 0;
+    for (size_t pos = 0; pos < end;) {
+        const char *line = buf + pos;
+        const char *nl = memchr(line, '\n', end - pos);
+        size_t n = nl ? (size_t)(nl - line) : end - pos;
+        pos += n + 1;
+        if (line == buf)
+            continue;
+        if (n && line[n - 1] == '\r')
+            n--;
+        const char *colon = memchr(line, ':', n);
+        if (!colon)
+            continue;
+        size_t name = (size_t)(colon - line);
+        const char *v = colon + 1;
+        size_t vn = n - name - 1;
+        while (vn && (*v == ' ' || *v == '\t'))
+            v++, vn--;
+        while (vn && (v[vn - 1] == ' ' || v[vn - 1] == '\t'))
+            vn--;
+        if (name == 14 && strncasecmp(line, "Content-Length", 14) == 0) {
+            uint64_t x = 0;
+            if (vn == 0 || vn > 18)
+                return -1;
+            for (size_t i = 0; i < vn; i++) {
+                if (!isdigit((unsigned char)v[i]))
+                    return -1;
+                x = x * 10 + (uint64_t)(v[i] - '0');
+            }
+            if (cl && x != length)
+                return -1;
+            cl = true;
+            length = x;
+        } else if (name == 17 && strncasecmp(line, "Transfer-Encoding", 17) == 0) {
+            te = true;
+            chunked = last_coding_is_chunked(v, vn);
+        } else if (name == 10 && strncasecmp(line, "Connection", 10) == 0) {
+            char value[256];
+            snprintf(value, sizeof(value), "%.*s", (int)(vn < 255 ? vn : 255), v);
+            if (proxy_header_has_token(value, "close"))
+                close = true;
+        }
+    }
+    bool no_body =
+        (method && strcmp(method, "HEAD") == 0) || status < 200 || status == 204 || status == 304;
+    if (no_body) {
+        out->body.kind = PROXY_BODY_NONE;
+        out->body.done = true;
+    } else if (te) {
+        /* Transfer-Encoding wins over Content-Length; both is a smell: the
+         * connection is not used again */
+        out->body.kind = chunked ? PROXY_BODY_CHUNKED : PROXY_BODY_CLOSE;
+        close = close || cl || !chunked;
+    } else if (cl) {
+        out->body.kind = PROXY_BODY_LENGTH;
+        out->body.left = length;
+        out->body.done = length == 0;
+    } else {
+        out->body.kind = PROXY_BODY_CLOSE;
+        close = true;
+    }
+    out->keep_alive = !close;
+    return 0;
 }

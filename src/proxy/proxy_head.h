@@ -1,7 +1,8 @@
 /*
  * proxy_head.h - what the service proxy reads of a request: its head
  * (request line and headers), which service it is for (path or host
- * name), the proxy's own query parameters, and where its body ends.
+ * name), the proxy's own query parameters, and where its body ends; and
+ * of the container's answer, where it ends (proxy_response_parse).
  *
  * Everything here works on bytes the caller read and owns; nothing does
  * I/O, so the parsers are unit-tested and fuzzed alone
@@ -73,8 +74,9 @@ int proxy_route_of(const char *target, const char *host, const char *domain, pro
 int proxy_query_take(const char *target, const char *name, char *out, size_t size, char *rest,
                      size_t rest_size);
 
-/* Where a request body ends. */
-enum proxy_body_kind { PROXY_BODY_NONE, PROXY_BODY_LENGTH, PROXY_BODY_CHUNKED };
+/* Where a body ends: no body, after Content-Length bytes, after the last
+ * chunk, or (answers only) when the container closes its connection. */
+enum proxy_body_kind { PROXY_BODY_NONE, PROXY_BODY_LENGTH, PROXY_BODY_CHUNKED, PROXY_BODY_CLOSE };
 
 typedef struct proxy_body {
     enum proxy_body_kind kind;
@@ -89,7 +91,24 @@ int proxy_body_init(const proxy_head *h, proxy_body *b);
 
 /* Feed len bytes that follow what was fed before: how many of them belong
  * to the body (the rest comes after it, and b->done is true), or -1 when
- * chunked framing is malformed. */
+ * chunked framing is malformed. A PROXY_BODY_CLOSE body takes everything
+ * and is never done. */
 long proxy_body_feed(proxy_body *b, const char *buf, size_t len);
+
+/* What the proxy reads of an answer's head, to know where the answer
+ * ends and whether the container's connection can carry the next
+ * request. */
+typedef struct proxy_response {
+    int status;
+    bool keep_alive; /* HTTP/1.1, no "Connection: close", framing that cannot be misread */
+    proxy_body body; /* NONE for HEAD, 1xx, 204, 304; else as the head frames it */
+} proxy_response;
+
+/* The answer head in buf[0..end) (end from proxy_head_end; not changed)
+ * to a request with method: 0, or -1 when its status line or its framing
+ * (Content-Length values that differ or are not numbers) is not
+ * understood. A Transfer-Encoding whose last coding is not chunked, or
+ * neither header, ends the body with the connection. */
+int proxy_response_parse(const char *buf, size_t end, const char *method, proxy_response *out);
 
 #endif

@@ -3,21 +3,31 @@
  * proxy's tests (test_services_proxy.py) and bench/proxy.sh, built
  * there with `gcc -static` and run inside the busybox test image.
  *
- *   services_echo PORT
+ *   services_echo PORT [log]
  *
- * For every connection (one process each):
+ * For every connection (one process each), request after request while
+ * the client keeps it open (HTTP/1.1 without "Connection: close"):
  *   - a WebSocket upgrade (RFC 6455): the handshake, then every data
  *     frame comes back with its opcode, unmasked; a close frame is
  *     answered with one and ends the connection;
  *   - GET /.../big?mb=N: N MiB of the bytes 0..255 repeated, with no
  *     Content-Length (the end is the close), written in 64 KiB pieces;
+ *   - GET /.../chunked?n=N: N chunks "chunk I\n", chunked;
+ *   - /.../nocontent: 204;
  *   - any other request: 200 with the request's head as it came
  *     (request line and headers), then "body-bytes=N" for a body framed
- *     by Content-Length.
+ *     by Content-Length (HEAD: the head alone).
+ * Every answer but /big's and the WebSocket's carries X-Echo-Conn (the
+ * serving process, one per connection) and X-Echo-Request (the request's
+ * number on its connection), so a test sees whether a connection was
+ * reused. With "log" after the port, every request line is written to
+ * stdout as it comes (the container's log: what reached it).
  */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,69 +207,136 @@ static void websocket(int fd, const char *key)
     }
 }
 
-static void serve(int fd)
+static bool log_requests; /* services_echo PORT log */
+
+/* Bytes the client sent that the current request has not used yet. */
+static char in[131072];
+static size_t have;
+
+/* More bytes into in: 0, or -1 when the client closed or in is full. */
+static int read_more(int fd)
 {
-    static char head[65536];
-    size_t have = 0;
-    char *end = NULL;
-    while (!end) {
-        if (have == sizeof(head) - 1)
-            return;
-        ssize_t r = read(fd, head + have, sizeof(head) - 1 - have);
-        if (r <= 0)
-            return;
-        have += (size_t)r;
-        head[have] = '\0';
-        end = strstr(head, "\r\n\r\n");
-    }
-    size_t head_len = (size_t)(end - head) + 4;
+    if (have == sizeof(in) - 1)
+        return -1;
+    ssize_t r = read(fd, in + have, sizeof(in) - 1 - have);
+    if (r <= 0)
+        return -1;
+    have += (size_t)r;
+    in[have] = '\0';
+    return 0;
+}
+
+static void drop_in(size_t n)
+{
+    memmove(in, in + n, have - n);
+    have -= n;
+    in[have] = '\0';
+}
+
+/* One request of the connection; nth counts them from 1. 1: the
+ * connection stays open for the next; 0: it ends. */
+static int serve_one(int fd, int nth)
+{
+    char *end;
+    while (!(end = strstr(in, "\r\n\r\n")))
+        if (read_more(fd) < 0)
+            return 0;
+    size_t head_len = (size_t)(end - in) + 4;
+    static char head[131072];
+    memcpy(head, in, head_len);
+    head[head_len] = '\0';
+    char seen[600]; /* the request line in the container's log */
+    int sl = snprintf(seen, sizeof(seen), "services_echo: %.*s\n",
+                      (int)(strstr(head, "\r\n") - head), head);
+    if (log_requests && write_all(1, seen, sl < (int)sizeof(seen) ? (size_t)sl : sizeof(seen) - 1))
+        log_requests = false;
     char value[256];
     if (header(head, "Upgrade", value, sizeof(value)) && strcasecmp(value, "websocket") == 0 &&
         header(head, "Sec-WebSocket-Key", value, sizeof(value))) {
         websocket(fd, value);
-        return;
+        return 0;
     }
+    const char *line_end = strstr(head, "\r\n");
+    bool keep = strstr(head, " HTTP/1.1\r\n") == line_end - 9 &&
+                !(header(head, "Connection", value, sizeof(value)) && strcasestr(value, "close"));
     char *q = strstr(head, "/big?mb=");
-    if (q && q < strstr(head, "\r\n")) {
+    if (q && q < line_end) {
         long mb = atol(q + 8);
         static const char h[] = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
                                 "Connection: close\r\n\r\n";
         if (write_all(fd, h, sizeof(h) - 1) < 0)
-            return;
+            return 0;
         static unsigned char block[65536];
         for (size_t i = 0; i < sizeof(block); i++)
             block[i] = (unsigned char)i;
         for (long i = 0; i < mb * 16; i++)
             if (write_all(fd, block, sizeof(block)) < 0)
-                return;
-        return;
+                return 0;
+        return 0;
     }
     long body = 0;
+    drop_in(head_len);
     if (header(head, "Content-Length", value, sizeof(value))) {
-        long want = atol(value), got = (long)(have - head_len);
-        static char buf[65536];
-        while (got < want) {
-            ssize_t r = read(fd, buf, sizeof(buf));
-            if (r <= 0)
-                break;
-            got += r;
+        for (long want = atol(value); body < want;) {
+            if (!have && read_more(fd) < 0)
+                return 0;
+            size_t take = have < (size_t)(want - body) ? have : (size_t)(want - body);
+            drop_in(take);
+            body += (long)take;
         }
-        body = got;
+    }
+    char conn_id[64];
+    snprintf(conn_id, sizeof(conn_id), "X-Echo-Conn: %ld\r\nX-Echo-Request: %d\r\n", (long)getpid(),
+             nth);
+    const char *connection = keep ? "" : "Connection: close\r\n";
+    char resp[512];
+    q = strstr(head, "/chunked?n=");
+    if (q && q < line_end) {
+        /* N chunks "chunk I\n", each written alone, then the last chunk */
+        int n = snprintf(resp, sizeof(resp),
+                         "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                         "Transfer-Encoding: chunked\r\n%s%s\r\n",
+                         conn_id, connection);
+        if (write_all(fd, resp, (size_t)n) < 0)
+            return 0;
+        for (long i = 0, count = atol(q + 11); i < count; i++) {
+            char text[32], chunk[64];
+            int tl = snprintf(text, sizeof(text), "chunk %ld\n", i);
+            int cl = snprintf(chunk, sizeof(chunk), "%x\r\n%s\r\n", tl, text);
+            if (write_all(fd, chunk, (size_t)cl) < 0)
+                return 0;
+        }
+        return write_all(fd, "0\r\n\r\n", 5) == 0 && keep;
+    }
+    q = strstr(head, "/nocontent");
+    if (q && q < line_end) {
+        int n = snprintf(resp, sizeof(resp), "HTTP/1.1 204 No Content\r\n%s%s\r\n", conn_id,
+                         connection);
+        return write_all(fd, resp, (size_t)n) == 0 && keep;
     }
     char tail[64];
     int tl = snprintf(tail, sizeof(tail), "body-bytes=%ld\n", body);
-    char resp[256];
     int n = snprintf(resp, sizeof(resp),
                      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n",
-                     head_len + (size_t)tl);
-    if (write_all(fd, resp, (size_t)n) == 0 && write_all(fd, head, head_len) == 0)
-        write_all(fd, tail, (size_t)tl);
+                     "%s%s\r\n",
+                     head_len + (size_t)tl, conn_id, connection);
+    if (write_all(fd, resp, (size_t)n) < 0)
+        return 0;
+    if (strncmp(head, "HEAD ", 5) == 0)
+        return keep;
+    return write_all(fd, head, head_len) == 0 && write_all(fd, tail, (size_t)tl) == 0 && keep;
+}
+
+static void serve(int fd)
+{
+    for (int nth = 1; serve_one(fd, nth); nth++)
+        ;
 }
 
 int main(int argc, char **argv)
 {
     int port = argc > 1 ? atoi(argv[1]) : 9000;
+    log_requests = argc > 2 && strcmp(argv[2], "log") == 0;
     signal(SIGCHLD, SIG_IGN);
     int s = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;

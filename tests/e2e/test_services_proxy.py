@@ -81,7 +81,7 @@ def users(daemon):
 def start_cmd(name):
     www = f"/www/s/{name}/web"
     return ["sh", "-c", f"mkdir -p {www} && echo hello-from-httpd > {www}/index.html && "
-            "httpd -p 8080 -h /www && exec /opt/svc/services_echo 9000"]
+            "httpd -p 8080 -h /www && exec /opt/svc/services_echo 9000 log"]
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +233,8 @@ def test_the_owner_reaches_httpd_and_the_path_and_query_pass_intact(users, svcse
     # the gpubox token never reaches the instance; its own cookies do
     assert users["alice"] not in text and "Authorization" not in text, text
     assert "Cookie: theirs=1; other=2" in text, text
-    assert "Connection: close" in text and f"X-Forwarded-Prefix: /s/{name}/echo" in text, text
+    # keep-alive: the proxy asks the container to keep its connection for the next request
+    assert "Connection: keep-alive" in text and f"X-Forwarded-Prefix: /s/{name}/echo" in text, text
     # the prefix alone is redirected to the prefix with its '/'
     r = get(h, p, f"/s/{name}/web?x=1", token=users["alice"])
     assert r.status == 308 and r.headers["Location"] == f"/s/{name}/web/?x=1"
@@ -382,16 +383,200 @@ def test_malformed_or_oversized_heads_are_refused(svcset):
     assert raw_exchange(h, p, both).startswith(b"HTTP/1.1 400")
 
 
-def test_a_second_request_on_the_connection_never_reaches_the_container(users, svcset):
-    """A second request pipelined behind the first (here for another path)
-    is not passed on: every request is authorised for its own path."""
+# --- keep-alive: many requests on one connection, each authorised alone ---------------
+
+
+@pytest.fixture(scope="module")
+def bobset(daemon, users, echo_dir):
+    """bob's set running services_echo, beside alice's."""
+    name = f"{PREFIX}b"
+    ok(as_(daemon, users["bob"], "POST", "/api/v1/replicaSet",
+           {"imageName": IMAGE, "replicaSetName": name, "gpuCount": 0,
+            "cmd": ["/opt/svc/services_echo", "9000", "log"], "services": [SERVICES[1]],
+            "binds": [{"src": str(echo_dir), "dest": "/opt/svc"}]}))
+    info = ok(as_(daemon, users["bob"], "GET", rs_path(name)))["info"]
+    parsed = urllib.parse.urlsplit(info["services"][0]["url"])
+    wait_up(parsed.hostname, parsed.port, f"/s/{name}/echo/", users["bob"])
+    return {"name": name}
+
+
+def request_bytes(path, token=None, method="GET", headers=None, body=b""):
+    h = {"Host": "x"}
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    h.update(headers or {})
+    if body:
+        h["Content-Length"] = str(len(body))
+    head = "".join(f"{k}: {v}\r\n" for k, v in h.items())
+    return f"{method} {path} HTTP/1.1\r\n{head}\r\n".encode() + body
+
+
+def read_answer(f, method="GET"):
+    """One answer from the file f of a connection, framed as HTTP/1.1 says;
+    headers keyed in lower case."""
+    line = f.readline()
+    assert line.startswith(b"HTTP/1.1 "), line
+    status = int(line.split()[1])
+    headers = {}
+    while True:
+        h = f.readline()
+        assert h, "closed inside a head"
+        if h in (b"\r\n", b"\n"):
+            break
+        k, v = h.decode().split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        body = b""
+    elif headers.get("transfer-encoding", "").lower() == "chunked":
+        body = b""
+        while True:
+            size = int(f.readline().split(b";")[0], 16)
+            if size == 0:
+                while f.readline() not in (b"\r\n", b""):
+                    pass
+                break
+            body += f.read(size)
+            assert f.readline() == b"\r\n"
+    elif "content-length" in headers:
+        body = f.read(int(headers["content-length"]))
+    else:
+        body = f.read()
+    return Raw(status, headers, body)
+
+
+def closed(s, f):
+    """Does the proxy close the connection (nothing more comes)?"""
+    s.settimeout(5)
+    return f.read() == b""
+
+
+def container_log(daemon, name):
+    r = as_(daemon, ADMIN, "GET", rs_path(name, "/logs?tail=all"))
+    assert r.status == 200, (r.status, r.json)
+    return json.dumps(r.json)
+
+
+def test_two_requests_on_one_connection_are_served_through_one_container_connection(
+        users, svcset):
+    """Keep-alive both ways: the second request is authorised again, its
+    token stripped, and goes over the container connection the first used."""
     h, p, name = svcset["host"], svcset["port"], svcset["name"]
-    two = (f"GET /s/{name}/echo/one HTTP/1.1\r\nHost: x\r\n"
-           f"Authorization: Bearer {users['alice']}\r\n\r\n"
-           f"GET /s/{name}/echo/two HTTP/1.1\r\nHost: x\r\n\r\n").encode()
-    out = raw_exchange(h, p, two)
-    assert b"GET /s/%s/echo/one" % name.encode() in out
-    assert b"/echo/two" not in out and out.count(b"HTTP/1.1 200") == 1, out
+    with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+        s.sendall(request_bytes(f"/s/{name}/echo/first", users["alice"]))
+        one = read_answer(f)
+        s.sendall(request_bytes(f"/s/{name}/echo/second?x=2", users["alice"]))
+        two = read_answer(f)
+        assert one.status == two.status == 200, (one.body, two.body)
+        assert "connection" not in one.headers, one.headers
+        assert two.body.startswith(f"GET /s/{name}/echo/second?x=2 HTTP/1.1".encode()), two.body
+        for r in (one, two):
+            assert users["alice"].encode() not in r.body and b"Authorization" not in r.body
+        assert one.headers["x-echo-conn"] == two.headers["x-echo-conn"]
+        assert (one.headers["x-echo-request"], two.headers["x-echo-request"]) == ("1", "2")
+        # a body on the same connection, then the client's close ends it
+        s.sendall(request_bytes(f"/s/{name}/echo/up", users["alice"], "POST",
+                                {"Connection": "close"}, b"x" * 70000))
+        three = read_answer(f)
+        assert three.status == 200 and three.body.endswith(b"body-bytes=70000\n"), three.body
+        assert three.headers["connection"] == "close" and closed(s, f)
+
+
+def test_chunked_empty_and_head_answers_keep_the_connection(users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    tok = users["alice"]
+    with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+        s.sendall(request_bytes(f"/s/{name}/echo/chunked?n=300", tok))
+        r = read_answer(f)
+        assert r.status == 200 and r.headers["transfer-encoding"] == "chunked"
+        assert r.body == b"".join(b"chunk %d\n" % i for i in range(300))
+        s.sendall(request_bytes(f"/s/{name}/echo/nocontent", tok))
+        assert read_answer(f).status == 204
+        s.sendall(request_bytes(f"/s/{name}/echo/h", tok, "HEAD"))
+        head = read_answer(f, "HEAD")
+        assert head.status == 200 and int(head.headers["content-length"]) > 0
+        s.sendall(request_bytes(f"/s/{name}/echo/last", tok))
+        last = read_answer(f)
+        assert last.status == 200 and last.body.startswith(b"GET /s/%s/echo/last" % name.encode())
+        assert last.headers["x-echo-conn"] == r.headers["x-echo-conn"]
+        assert last.headers["x-echo-request"] == "4"
+        # an answer that ends with the container's close ends the client's connection too
+        s.sendall(request_bytes(f"/s/{name}/echo/big?mb=1", tok))
+        big = read_answer(f)
+        assert big.status == 200 and len(big.body) == 1 << 20
+        assert big.headers.get("connection") == "close"
+
+
+def test_a_pipelined_request_for_another_users_set_or_without_credentials_reaches_nothing(
+        daemon, users, svcset, bobset):
+    """Requests pipelined behind an authorised one (one write): each is
+    authorised for its own path, so one for bob's set with alice's token,
+    or one without credentials, gets 404 and reaches no container, while
+    alice's next request on the same connection is served."""
+    h, p, name, bob = svcset["host"], svcset["port"], svcset["name"], bobset["name"]
+    mark = secrets.token_hex(4)
+    data = (request_bytes(f"/s/{name}/echo/one-{mark}", users["alice"])
+            + request_bytes(f"/s/{bob}/echo/bob-{mark}", users["alice"])
+            + request_bytes(f"/s/{name}/echo/anon-{mark}")
+            + request_bytes(f"/s/{bob}/echo/bobanon-{mark}")
+            + request_bytes(f"/s/{name}/echo/four-{mark}", users["alice"],
+                            headers={"Connection": "close"}))
+    with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+        s.sendall(data)
+        got = [read_answer(f) for _ in range(5)]
+        assert [r.status for r in got] == [200, 404, 404, 404, 200], [r.body for r in got]
+        assert got[0].body.startswith(f"GET /s/{name}/echo/one-{mark}".encode())
+        assert got[4].body.startswith(f"GET /s/{name}/echo/four-{mark}".encode())
+        assert got[1].body == got[2].body == got[3].body
+        assert closed(s, f)
+    alice_log, bob_log = container_log(daemon, name), container_log(daemon, bob)
+    assert f"one-{mark}" in alice_log and f"four-{mark}" in alice_log, alice_log[-2000:]
+    for refused in (f"bob-{mark}", f"anon-{mark}", f"bobanon-{mark}"):
+        assert refused not in alice_log and refused not in bob_log
+
+
+def test_a_request_for_another_set_on_the_connection_is_authorised_for_it(
+        daemon, users, svcset, bobset):
+    """An admin (who may use both) switches sets on one connection: each
+    request goes to its own set's container, over a connection of its own."""
+    h, p, name, bob = svcset["host"], svcset["port"], svcset["name"], bobset["name"]
+    with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+        got = []
+        for path, token in ((f"/s/{name}/echo/a1", ADMIN), (f"/s/{bob}/echo/b1", ADMIN),
+                            (f"/s/{bob}/echo/b2", users["alice"]),
+                            (f"/s/{bob}/echo/b3", users["bob"]), (f"/s/{name}/echo/a2", ADMIN)):
+            s.sendall(request_bytes(path, token))
+            got.append(read_answer(f))
+        assert [r.status for r in got] == [200, 200, 404, 200, 200]
+        for r, path in zip(got, ("a1", "b1", None, "b3", "a2")):
+            if path:
+                assert r.body.split(b" ")[1].endswith(path.encode()), (path, r.body[:80])
+        a1, b1, _, b3, a2 = got
+        assert a1.headers["x-echo-conn"] != b1.headers["x-echo-conn"]
+        assert b3.headers["x-echo-conn"] == b1.headers["x-echo-conn"]  # the refusal between
+        assert a2.headers["x-echo-request"] == "1"  # a new connection to alice's container
+
+
+def test_the_cookie_authorises_a_later_request_and_is_stripped_from_it(daemon, users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    t = ok(as_(daemon, users["alice"], "POST", rs_path(name, "/services/echo/ticket")))
+    parts = urllib.parse.urlsplit(t["url"])
+    with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+        s.sendall(request_bytes(f"/s/{name}/echo/first", users["alice"]))
+        assert read_answer(f).status == 200
+        # the ticket exchanged on the same connection, then the cookie alone
+        s.sendall(request_bytes(f"{parts.path}?{parts.query}"))
+        first = read_answer(f)
+        assert first.status == 303, first.body
+        pair = first.headers["set-cookie"].split(";", 1)[0]
+        s.sendall(request_bytes(f"/s/{name}/echo/by-cookie", headers={"Cookie": f"a=1; {pair}"}))
+        r = read_answer(f)
+        assert r.status == 200, r.body
+        assert b"gpubox_service" not in r.body and b"Cookie: a=1\r\n" in r.body, r.body
+        # the cookie is for this service only, on this connection as on any
+        s.sendall(request_bytes(f"/s/{name}/web/index.html", headers={"Cookie": pair}))
+        assert read_answer(f).status == 404
+        s.sendall(request_bytes(f"/s/{name}/echo/again", headers={"Cookie": pair}))
+        assert read_answer(f).status == 200
 
 
 def test_services_change_in_place_and_public_or_link_open_them(daemon, users, svcset):

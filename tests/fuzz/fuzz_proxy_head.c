@@ -7,7 +7,9 @@
  * head is no longer than the input and its route names a set and a
  * service of letters, digits, '_' and '.' only; a query parameter taken
  * leaves a target no longer than before; body framing consumes no more
- * than it is fed and, once done, nothing more.
+ * than it is fed and, once done, nothing more. The same bytes read as a
+ * container's answer head: no crash, and a body that is done takes
+ * nothing more.
  */
 #include "fuzz_util.h"
 
@@ -53,6 +55,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (b.done)
                 FUZZ_CHECK(proxy_body_feed(&b, "x", 1) == 0, "took bytes after its end");
         }
+    }
+    proxy_response resp;
+    if (end && proxy_response_parse(buf, end, size % 2 ? "HEAD" : "GET", &resp) == 0) {
+        FUZZ_CHECK(resp.status >= 100 && resp.status <= 999, "status %d", resp.status);
+        size_t left = size - end;
+        long n = proxy_body_feed(&resp.body, buf + end, left);
+        FUZZ_CHECK(n <= (long)left, "fed %zu, took %ld", left, n);
+        if (resp.body.done)
+            FUZZ_CHECK(proxy_body_feed(&resp.body, "x", 1) == 0, "took bytes after its end");
     }
     free(buf);
     return 0;

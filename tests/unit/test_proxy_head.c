@@ -185,11 +185,101 @@ static void test_cookies(void **state)
     assert_false(proxy_cookie_strip(PROXY_COOKIE_NAME "=x", kept, sizeof(kept)));
 }
 
+static int answer_of(const char *text, const char *method, proxy_response *r)
+{
+    size_t end = proxy_head_end(text, strlen(text));
+    if (!end)
+        return -2;
+    return proxy_response_parse(text, end, method, r);
+}
+
+/* Where an answer ends, and whether its connection can carry another
+ * request (the proxy's keep-alive). */
+static void test_answers(void **state)
+{
+    (void)state;
+    proxy_response r;
+    assert_int_equal(answer_of("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", "GET", &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body.kind, PROXY_BODY_LENGTH);
+    assert_int_equal(r.body.left, 12);
+    assert_true(r.keep_alive);
+    assert_int_equal(proxy_body_feed(&r.body, "hello world!GET", 15), 12);
+    assert_true(r.body.done);
+
+    assert_int_equal(
+        answer_of("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, Chunked\r\n\r\n", "GET", &r), 0);
+    assert_int_equal(r.body.kind, PROXY_BODY_CHUNKED);
+    assert_true(r.keep_alive);
+    const char chunks[] = "5\r\nhello\r\n0\r\nX-T: 1\r\n\r\nnext";
+    assert_int_equal(proxy_body_feed(&r.body, chunks, sizeof(chunks) - 1), sizeof(chunks) - 5);
+    assert_true(r.body.done);
+
+    /* the end is the close: never done, and the connection is not kept */
+    assert_int_equal(answer_of("HTTP/1.1 200 OK\r\nContent-Type: x\r\n\r\n", "GET", &r), 0);
+    assert_int_equal(r.body.kind, PROXY_BODY_CLOSE);
+    assert_false(r.keep_alive);
+    assert_int_equal(proxy_body_feed(&r.body, "abc", 3), 3);
+    assert_false(r.body.done);
+    assert_int_equal(answer_of("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "GET", &r), 0);
+    assert_int_equal(r.body.kind, PROXY_BODY_CLOSE);
+    assert_false(r.keep_alive);
+    /* both framings: Transfer-Encoding wins, the connection goes */
+    assert_int_equal(answer_of("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n"
+                               "Transfer-Encoding: chunked\r\n\r\n",
+                               "GET", &r),
+                     0);
+    assert_int_equal(r.body.kind, PROXY_BODY_CHUNKED);
+    assert_false(r.keep_alive);
+
+    /* no body: HEAD, 1xx, 204, 304, whatever the headers say */
+    assert_int_equal(answer_of("HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n", "HEAD", &r), 0);
+    assert_int_equal(r.body.kind, PROXY_BODY_NONE);
+    assert_true(r.body.done && r.keep_alive);
+    assert_int_equal(answer_of("HTTP/1.1 204 No Content\r\n\r\n", "GET", &r), 0);
+    assert_true(r.body.done && r.keep_alive);
+    assert_int_equal(answer_of("HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", "GET", &r),
+                     0);
+    assert_true(r.body.done);
+    assert_int_equal(answer_of("HTTP/1.1 100 Continue\r\n\r\n", "POST", &r), 0);
+    assert_int_equal(r.status, 100);
+    assert_true(r.body.done);
+    assert_int_equal(answer_of("HTTP/1.1 101 Switching Protocols\r\n\r\n", "GET", &r), 0);
+    assert_int_equal(r.status, 101);
+
+    /* Connection: close, or HTTP/1.0: the container's connection goes */
+    assert_int_equal(answer_of("HTTP/1.1 200 OK\r\nConnection: Keep-Alive, close\r\n"
+                               "Content-Length: 0\r\n\r\n",
+                               "GET", &r),
+                     0);
+    assert_false(r.keep_alive);
+    assert_true(r.body.done);
+    assert_int_equal(answer_of("HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", "GET", &r), 0);
+    assert_false(r.keep_alive);
+    assert_int_equal(r.body.kind, PROXY_BODY_LENGTH);
+
+    /* not understood */
+    assert_int_equal(
+        answer_of("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "GET", &r),
+        -1);
+    assert_int_equal(
+        answer_of("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", "GET", &r),
+        0);
+    assert_int_equal(answer_of("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "GET", &r), -1);
+    assert_int_equal(answer_of("HTTP/1.1 200 OK\r\nContent-Length: 1 2\r\n\r\n", "GET", &r), -1);
+    assert_int_equal(answer_of("HTTP/2 200 OK\r\n\r\n", "GET", &r), -1);
+    assert_int_equal(answer_of("HTTP/1.1 2000 OK\r\n\r\n", "GET", &r), -1);
+    assert_int_equal(answer_of("HTTP/1.1 099 Low\r\n\r\n", "GET", &r), -1);
+    assert_int_equal(answer_of("HTTP/1.1 20\r\n\r\n", "GET", &r), -1);
+    assert_int_equal(answer_of("HTTP/1.1 200\r\n\r\n", "GET", &r), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_heads),  cmocka_unit_test(test_routes),  cmocka_unit_test(test_query),
-        cmocka_unit_test(test_bodies), cmocka_unit_test(test_cookies),
+        cmocka_unit_test(test_heads),   cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_query),   cmocka_unit_test(test_bodies),
+        cmocka_unit_test(test_cookies), cmocka_unit_test(test_answers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
