@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -320,11 +321,15 @@ static int serve_one(int fd, int nth)
                      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
                      "%s%s\r\n",
                      head_len + (size_t)tl, conn_id, connection);
-    if (write_all(fd, resp, (size_t)n) < 0)
-        return 0;
     if (strncmp(head, "HEAD ", 5) == 0)
-        return keep;
-    return write_all(fd, head, head_len) == 0 && write_all(fd, tail, (size_t)tl) == 0 && keep;
+        return write_all(fd, resp, (size_t)n) == 0 && keep;
+    /* one write: the answer's pieces in separate small writes would wait
+     * for the client's delayed ACK (Nagle) on a kept connection */
+    static char out[sizeof(resp) + sizeof(head) + sizeof(tail)];
+    memcpy(out, resp, (size_t)n);
+    memcpy(out + n, head, head_len);
+    memcpy(out + (size_t)n + head_len, tail, (size_t)tl);
+    return write_all(fd, out, (size_t)n + head_len + (size_t)tl) == 0 && keep;
 }
 
 static void serve(int fd)
@@ -350,6 +355,7 @@ int main(int argc, char **argv)
         int c = accept(s, NULL, NULL);
         if (c < 0)
             continue;
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (fork() == 0) {
             close(s);
             serve(c);
