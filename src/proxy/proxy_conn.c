@@ -97,8 +97,9 @@ typedef struct conn {
     int up; /* -1: none kept */
     char up_set[64], up_service[64], up_address[64];
     uint16_t up_port;
-    int pipe_fds[2]; /* for splice; -1 when none could be made */
-    char *buf;       /* PROXY_BUF bytes for what is in flight */
+    int pipe_fds[2]; /* for splice, made when a first body needs it; -1: none */
+    bool pipe_tried;
+    char *buf; /* PROXY_BUF bytes for what is in flight */
 } conn;
 
 static void in_append(conn *c, const char *p, size_t n)
@@ -402,11 +403,21 @@ static bool relay_final_head(relay *r, size_t end)
         r->up_kept = false;
     out_buf head = {0};
     answer_head(r->rhead, end, r->client_keep, &head);
-    bool ok = proxy_send_all(r->c->fd, head.p, head.len);
-    free(head.p);
     r->head_done = true;
+    /* the body bytes that came with the head go in the same send: one
+     * packet for a small answer */
+    long part = proxy_body_feed(&r->resp.body, r->rhead + end, r->rlen - end);
+    if (part >= 0 && (size_t)part < r->rlen - end)
+        r->up_kept = false;
     r->done = r->resp.body.done;
-    return ok && (r->rlen == end || relay_body(r, r->rhead + end, r->rlen - end));
+    if (part > 0) {
+        head.p = xrealloc(head.p, head.len + (size_t)part + 1);
+        memcpy(head.p + head.len, r->rhead + end, (size_t)part);
+        head.len += (size_t)part;
+    }
+    bool ok = part >= 0 && proxy_send_all(r->c->fd, head.p, head.len);
+    free(head.p);
+    return ok;
 }
 
 /* Bytes from the container: the answer's head collected and rewritten
@@ -524,9 +535,16 @@ static bool relay_run(relay *r)
         if (ready <= 0)
             return false;
         if (fds[1].revents) {
-            bool spliced = r->head_done && c->pipe_fds[0] >= 0 &&
-                           (r->upgraded || r->resp.body.kind == PROXY_BODY_LENGTH ||
-                            r->resp.body.kind == PROXY_BODY_CLOSE);
+            bool spliced = r->head_done && (r->upgraded || r->resp.body.kind == PROXY_BODY_LENGTH ||
+                                            r->resp.body.kind == PROXY_BODY_CLOSE);
+            if (spliced && !c->pipe_tried) {
+                /* small answers come whole with their head and never get
+                 * here: the pipe is made only for a body that streams */
+                c->pipe_tried = true;
+                if (pipe2(c->pipe_fds, O_CLOEXEC) == 0)
+                    fcntl(c->pipe_fds[1], F_SETPIPE_SZ, PROXY_PIPE);
+            }
+            spliced = spliced && c->pipe_fds[0] >= 0;
             if (spliced) {
                 r->sent_any = true;
                 int moved = relay_splice(r);
@@ -673,10 +691,15 @@ static bool conn_pass(conn *c, const proxy_head *h, size_t end, const proxy_rout
     /* the head is used up: what follows it is the body, then the next request */
     in_drop(c, end);
     long part = proxy_body_feed(&r->body, c->in, c->in_len);
-    bool ok = part >= 0 && proxy_send_all(c->up, head.p, head.len) &&
-              (part <= 0 || proxy_send_all(c->up, c->in, (size_t)part));
-    if (part > 0)
+    size_t head_len = head.len;
+    if (part > 0) {
+        /* with the body bytes that came with the head, in one send */
+        head.p = xrealloc(head.p, head.len + (size_t)part + 1);
+        memcpy(head.p + head.len, c->in, (size_t)part);
+        head.len += (size_t)part;
         in_drop(c, (size_t)part);
+    }
+    bool ok = part >= 0 && proxy_send_all(c->up, head.p, head.len);
     ok = ok && relay_run(r);
     if (!ok && reused && !r->sent_any && r->rlen == 0 && r->body.kind == PROXY_BODY_NONE) {
         /* the kept connection was closed by the container as the request
@@ -684,7 +707,7 @@ static bool conn_pass(conn *c, const proxy_head *h, size_t end, const proxy_rout
         up_drop(c);
         r->up_kept = true;
         r->done = false;
-        if (up_for(c, route, target, &reused) >= 0 && proxy_send_all(c->up, head.p, head.len))
+        if (up_for(c, route, target, &reused) >= 0 && proxy_send_all(c->up, head.p, head_len))
             ok = relay_run(r);
     }
     free(head.p);
@@ -803,8 +826,6 @@ void proxy_conn_serve(const proxy_config *cfg, int fd, const char *peer)
     c.in_cap = PROXY_HEAD_MAX + 1;
     c.in = xmalloc(c.in_cap);
     c.buf = xmalloc(PROXY_BUF);
-    if (pipe2(c.pipe_fds, O_CLOEXEC) == 0)
-        fcntl(c.pipe_fds[1], F_SETPIPE_SZ, PROXY_PIPE);
     for (bool first = true; conn_serve_one(&c, first); first = false)
         ;
     up_drop(&c);

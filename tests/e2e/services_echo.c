@@ -14,6 +14,8 @@
  *     Content-Length (the end is the close), written in 64 KiB pieces;
  *   - GET /.../chunked?n=N: N chunks "chunk I\n", chunked;
  *   - /.../nocontent: 204;
+ *   - /.../quietclose: as any other request below, but the connection
+ *     ends after the answer although the answer does not say so;
  *   - any other request: 200 with the request's head as it came
  *     (request line and headers), then "body-bytes=N" for a body framed
  *     by Content-Length (HEAD: the head alone).
@@ -315,6 +317,11 @@ static int serve_one(int fd, int nth)
                          connection);
         return write_all(fd, resp, (size_t)n) == 0 && keep;
     }
+    /* /.../quietclose: the answer says nothing of closing, then the
+     * connection ends (as a server whose idle connections time out) */
+    q = strstr(head, "/quietclose");
+    if (q && q < line_end)
+        keep = false, connection = "";
     char tail[64];
     int tl = snprintf(tail, sizeof(tail), "body-bytes=%ld\n", body);
     int n = snprintf(resp, sizeof(resp),

@@ -506,6 +506,43 @@ def test_chunked_empty_and_head_answers_keep_the_connection(users, svcset):
         assert big.headers.get("connection") == "close"
 
 
+def test_a_container_connection_closed_between_requests_is_made_again(users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+        s.sendall(request_bytes(f"/s/{name}/echo/quietclose", users["alice"]))
+        first = read_answer(f)
+        assert first.status == 200 and "connection" not in first.headers
+        time.sleep(0.3)  # the container has closed its side by now
+        s.sendall(request_bytes(f"/s/{name}/echo/after", users["alice"]))
+        after = read_answer(f)
+        assert after.status == 200 and after.headers["x-echo-request"] == "1"
+        assert after.headers["x-echo-conn"] != first.headers["x-echo-conn"]
+
+
+def test_http_1_0_and_an_upgrade_after_a_request_on_the_connection(users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+        s.sendall(f"GET /s/{name}/echo/old HTTP/1.0\r\n"
+                  f"Authorization: Bearer {users['alice']}\r\n\r\n".encode())
+        line = f.readline()
+        assert line.startswith(b"HTTP/1.1 200"), line
+        rest = f.read()  # the connection ends after the answer
+        assert b"Connection: close" in rest and b"GET /s/%s/echo/old" % name.encode() in rest
+    key = base64.b64encode(os.urandom(16)).decode()
+    with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+        s.sendall(request_bytes(f"/s/{name}/echo/before", users["alice"]))
+        assert read_answer(f).status == 200
+        s.sendall(request_bytes(f"/s/{name}/echo/ws", users["alice"], headers={
+            "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Key": key,
+            "Sec-WebSocket-Version": "13"}))
+        assert f.readline().startswith(b"HTTP/1.1 101")
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        s.sendall(ws_frame(1, b"after a request"))
+        b0, b1 = f.read(2)
+        assert (b0 & 15, f.read(b1 & 127)) == (1, b"after a request")
+
+
 def test_a_pipelined_request_for_another_users_set_or_without_credentials_reaches_nothing(
         daemon, users, svcset, bobset):
     """Requests pipelined behind an authorised one (one write): each is
