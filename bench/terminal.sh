@@ -3,7 +3,10 @@
 # one byte through gpuboxd's WebSocket to a Docker exec with a TTY and its
 # echo back, against the same exec reached through Docker's own hijacked
 # stream, measured in the same run (bench/terminal.py does the timing and
-# prints the ratio; target: at most 1.2x).
+# prints the ratio; target: at most 1.2x). Measure a release build (make
+# build-opt): the ASan test build adds its own cost to every message.
+# gpuboxd is one more hop each way; docs/access.md ("How fast") gives the
+# figures and what a trace of the terminal's thread shows.
 #
 # Usage: bench/terminal.sh BUILD_DIR   (env: ROUNDS=500 GPUBOX_TEST_IMAGE=gpubox-test:latest)
 set -euo pipefail

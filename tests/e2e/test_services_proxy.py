@@ -519,6 +519,21 @@ def test_a_container_connection_closed_between_requests_is_made_again(users, svc
         assert after.headers["x-echo-conn"] != first.headers["x-echo-conn"]
 
 
+def test_a_port_nothing_listens_on_answers_502(daemon, users, svcset):
+    h, p, name = svcset["host"], svcset["port"], svcset["name"]
+    ok(as_(daemon, users["alice"], "PATCH", rs_path(name),
+           {"services": SERVICES + [{"name": "none", "port": 7777}]}))
+    try:
+        with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+            s.sendall(request_bytes(f"/s/{name}/echo/first", users["alice"]))
+            assert read_answer(f).status == 200
+            s.sendall(request_bytes(f"/s/{name}/none/", users["alice"]))
+            r = read_answer(f)
+            assert r.status == 502 and b"does not answer on its port" in r.body, r.body
+    finally:
+        ok(as_(daemon, users["alice"], "PATCH", rs_path(name), {"services": SERVICES}))
+
+
 def test_http_1_0_and_an_upgrade_after_a_request_on_the_connection(users, svcset):
     h, p, name = svcset["host"], svcset["port"], svcset["name"]
     with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
