@@ -24,12 +24,12 @@
  *      keep-alive" (or "close" when the client closes after it, or the
  *      client's Upgrade), X-Forwarded-* added; then the body, as far as
  *      its framing says;
- *   7. the answer: its head with the container's Connection headers
- *      replaced (101 Switching Protocols passes as it is and both ways
- *      are copied from then on, until either side closes), then its body
- *      as far as its framing says (Content-Length, chunked, nothing for
- *      HEAD, 1xx, 204 and 304), or until the container closes when the
- *      answer is framed by the close.
+ *   7. the answer (proxy_relay.c): its head with the container's
+ *      Connection headers replaced (101 Switching Protocols passes as it
+ *      is and both ways are copied from then on, until either side
+ *      closes), then its body as far as its framing says (Content-Length,
+ *      chunked, nothing for HEAD, 1xx, 204 and 304), or until the
+ *      container closes when the answer is framed by the close.
  *
  * Keep-alive without weaker authorisation: requests are served one at a
  * time. Nothing after a request's body is read or passed on before its
@@ -67,10 +67,7 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
-#define PROXY_BUF (64 * 1024)
-#define PROXY_RESPONSE_HEAD_MAX (64 * 1024)
 #define PROXY_SEND_TIMEOUT_S 120
-#define PROXY_PIPE (1024 * 1024) /* a pipe's size for splice: as much as one read moves */
 
 bool proxy_send_all(int fd, const char *buf, size_t len)
 {
@@ -86,23 +83,7 @@ bool proxy_send_all(int fd, const char *buf, size_t len)
     return true;
 }
 
-/* One client connection: the bytes it sent that no request has used yet,
- * and the container connection the last request used. */
-typedef struct conn {
-    const proxy_config *cfg;
-    int fd;
-    const char *peer;
-    char *in;
-    size_t in_len, in_cap;
-    int up; /* -1: none kept */
-    char up_set[64], up_service[64], up_address[64];
-    uint16_t up_port;
-    int pipe_fds[2]; /* for splice, made when a first body needs it; -1: none */
-    bool pipe_tried;
-    char *buf; /* PROXY_BUF bytes for what is in flight */
-} conn;
-
-static void in_append(conn *c, const char *p, size_t n)
+void proxy_conn_keep(proxy_conn *c, const char *p, size_t n)
 {
     if (c->in_len + n + 1 > c->in_cap) {
         c->in_cap = (c->in_len + n + 1) * 2;
@@ -113,13 +94,13 @@ static void in_append(conn *c, const char *p, size_t n)
 }
 
 /* The first n bytes of c->in are used up. */
-static void in_drop(conn *c, size_t n)
+static void in_drop(proxy_conn *c, size_t n)
 {
     memmove(c->in, c->in + n, c->in_len - n);
     c->in_len -= n;
 }
 
-static void up_drop(conn *c)
+static void up_drop(proxy_conn *c)
 {
     if (c->up >= 0)
         close(c->up);
@@ -155,7 +136,7 @@ static long ms_since(const struct timespec *t)
  * or gone). first: the connection's first request, whose head must come
  * within PROXY_HEAD_TIMEOUT_S of the accept; a later one's first byte may
  * take PROXY_KEEPALIVE_S, its whole head PROXY_HEAD_TIMEOUT_S more. */
-static size_t read_head(conn *c, bool first)
+static size_t read_head(proxy_conn *c, bool first)
 {
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
@@ -231,7 +212,7 @@ static int connect_target(const char *address, uint16_t port)
 /* Step 5: the container connection for route at target: the one kept
  * from the previous request when it is for the same service and still
  * open with nothing unread, else a new one. -1 when none. */
-static int up_for(conn *c, const proxy_route *route, const replicaset_service_target *target,
+static int up_for(proxy_conn *c, const proxy_route *route, const replicaset_service_target *target,
                   bool *reused)
 {
     *reused = false;
@@ -253,7 +234,7 @@ static int up_for(conn *c, const proxy_route *route, const replicaset_service_ta
     return c->up;
 }
 
-/* ---- the heads passed on ------------------------------------------------------ */
+/* ---- the head passed on ------------------------------------------------------- */
 
 typedef struct out_buf {
     char *p;
@@ -316,264 +297,6 @@ static void forward_head(const proxy_config *cfg, const proxy_head *h, const pro
     if (route->prefix[0])
         out_add(out, "X-Forwarded-Prefix: %s\r\n", route->prefix);
     out_add(out, "\r\n");
-}
-
-/* The answer's head (buf[0..len), a whole head) without its Connection
- * and Keep-Alive headers (they are the container connection's), with
- * "Connection: close" when the client's connection ends after it. */
-static void answer_head(const char *buf, size_t len, bool keep, out_buf *out)
-{
-    size_t pos = 0;
-    bool first = true;
-    while (pos < len) {
-        const char *line = buf + pos;
-        const char *nl = memchr(line, '\n', len - pos);
-        size_t n = nl ? (size_t)(nl - line) + 1 : len - pos;
-        pos += n;
-        size_t content = n;
-        while (content && (line[content - 1] == '\n' || line[content - 1] == '\r'))
-            content--;
-        if (content == 0) {
-            out_add(out, "%s\r\n", keep ? "" : "Connection: close\r\n");
-            return;
-        }
-        bool drop = !first && (strncasecmp(line, "Connection:", 11) == 0 ||
-                               strncasecmp(line, "Keep-Alive:", 11) == 0);
-        if (!drop)
-            out_add(out, "%.*s\r\n", (int)content, line);
-        first = false;
-    }
-}
-
-/* ---- one exchange: the request's body up, the answer down ------------------------ */
-
-typedef struct relay {
-    conn *c;
-    bool upgrade_asked, upgraded;
-    bool client_keep;   /* the client's connection may carry another request */
-    const char *method; /* the request's, for the answer's framing */
-    proxy_body body;    /* the request body still to pass on */
-    proxy_response resp;
-    bool head_done; /* the answer's (final) head went to the client */
-    bool done;      /* the answer has ended */
-    bool up_kept;   /* false once anything makes the container connection unfit for more */
-    char *rhead;    /* the answer's head as it comes */
-    size_t rlen;
-    bool sent_any; /* something went to the client */
-    bool client_open;
-} relay;
-
-/* Bytes from the client: the request body as far as it goes (all of them
- * once upgraded); what follows the body waits in c->in for the next
- * request. false: stop. */
-static bool relay_from_client(relay *r, const char *buf, size_t n)
-{
-    if (r->upgraded)
-        return proxy_send_all(r->c->up, buf, n);
-    long part = proxy_body_feed(&r->body, buf, n);
-    if (part < 0)
-        return false;
-    if ((size_t)part < n)
-        in_append(r->c, buf + part, n - (size_t)part);
-    return part == 0 || proxy_send_all(r->c->up, buf, (size_t)part);
-}
-
-/* Answer body bytes from the container to the client, as far as the
- * answer's framing goes; anything after it spoils the connection. */
-static bool relay_body(relay *r, const char *buf, size_t n)
-{
-    long part = proxy_body_feed(&r->resp.body, buf, n);
-    if (part < 0)
-        return false;
-    if ((size_t)part < n)
-        r->up_kept = false;
-    r->done = r->resp.body.done;
-    return part == 0 || proxy_send_all(r->c->fd, buf, (size_t)part);
-}
-
-/* The final answer's head (rhead[0..end)) and what came after it. */
-static bool relay_final_head(relay *r, size_t end)
-{
-    if (r->resp.body.kind == PROXY_BODY_CLOSE || !r->body.done)
-        r->client_keep = false; /* the end is the close, or the request's body is unread */
-    if (!r->resp.keep_alive)
-        r->up_kept = false;
-    out_buf head = {0};
-    answer_head(r->rhead, end, r->client_keep, &head);
-    r->head_done = true;
-    /* the body bytes that came with the head go in the same send: one
-     * packet for a small answer */
-    long part = proxy_body_feed(&r->resp.body, r->rhead + end, r->rlen - end);
-    if (part >= 0 && (size_t)part < r->rlen - end)
-        r->up_kept = false;
-    r->done = r->resp.body.done;
-    if (part > 0) {
-        head.p = xrealloc(head.p, head.len + (size_t)part + 1);
-        memcpy(head.p + head.len, r->rhead + end, (size_t)part);
-        head.len += (size_t)part;
-    }
-    bool ok = part >= 0 && proxy_send_all(r->c->fd, head.p, head.len);
-    free(head.p);
-    return ok;
-}
-
-/* Bytes from the container: the answer's head collected and rewritten
- * (passed as it is for 101), then its body. false: stop. */
-static bool relay_from_up(relay *r, const char *buf, size_t n)
-{
-    if (r->upgraded)
-        return r->sent_any = true, proxy_send_all(r->c->fd, buf, n);
-    if (r->head_done)
-        return relay_body(r, buf, n);
-    if (r->rlen + n > PROXY_RESPONSE_HEAD_MAX)
-        return false;
-    r->rhead = xrealloc(r->rhead, r->rlen + n + 1);
-    memcpy(r->rhead + r->rlen, buf, n);
-    r->rlen += n;
-    for (;;) {
-        size_t end = proxy_head_end(r->rhead, r->rlen);
-        if (!end)
-            return true;
-        if (proxy_response_parse(r->rhead, end, r->method, &r->resp) < 0)
-            return false;
-        r->sent_any = true;
-        if (r->resp.status == 101) {
-            if (!r->upgrade_asked)
-                return false;
-            /* a tunnel from now on: what the client sent after its head too */
-            r->upgraded = r->head_done = true;
-            r->client_keep = r->up_kept = false;
-            bool ok = proxy_send_all(r->c->fd, r->rhead, r->rlen) &&
-                      (!r->c->in_len || proxy_send_all(r->c->up, r->c->in, r->c->in_len));
-            r->c->in_len = r->rlen = 0;
-            return ok;
-        }
-        if (r->resp.status < 200) {
-            /* 100 Continue and other interim answers pass; the final one follows */
-            if (!proxy_send_all(r->c->fd, r->rhead, end))
-                return false;
-            memmove(r->rhead, r->rhead + end, r->rlen - end);
-            r->rlen -= end;
-            continue;
-        }
-        return relay_final_head(r, end);
-    }
-}
-
-/* Once the answer's head has gone, a body framed by its length or by the
- * close (or a tunnel) moves from the container's socket to the client's
- * through a pipe (splice), without a copy through this process: 1 moved
- * (or nothing was there yet), 0 the container closed, -1 the client is
- * gone. */
-static int relay_splice(relay *r)
-{
-    int *pipe_fds = r->c->pipe_fds;
-    bool counted = !r->upgraded && r->resp.body.kind == PROXY_BODY_LENGTH;
-    /* as long as the container has more ready (a few rounds), before
-     * polling again: fewer wake-ups for a large answer */
-    for (int round = 0; round < 8 && !r->done; round++) {
-        /* the socket blocks: read again only what is there (SPLICE_F_NONBLOCK
-         * is the pipe's), or a WebSocket's other direction would wait */
-        struct pollfd ready = {.fd = r->c->up, .events = POLLIN};
-        if (round > 0 && poll(&ready, 1, 0) <= 0)
-            return 1;
-        size_t want = PROXY_PIPE;
-        if (counted && r->resp.body.left < want)
-            want = (size_t)r->resp.body.left;
-        ssize_t n =
-            splice(r->c->up, NULL, pipe_fds[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return 1;
-        if (n <= 0)
-            return (int)n;
-        if (counted) {
-            r->resp.body.left -= (uint64_t)n;
-            r->done = r->resp.body.done = r->resp.body.left == 0;
-        }
-        while (n > 0) {
-            ssize_t m = splice(pipe_fds[0], NULL, r->c->fd, NULL, (size_t)n, SPLICE_F_MOVE);
-            if (m < 0 && errno == EINTR)
-                continue;
-            if (m <= 0)
-                return -1;
-            n -= m;
-        }
-    }
-    return 1;
-}
-
-/* The container closed its connection (or it broke): the end of an
- * answer framed by the close or of a tunnel; else the exchange failed. */
-static bool relay_up_closed(relay *r)
-{
-    r->up_kept = false;
-    if (r->upgraded || (r->head_done && r->resp.body.kind == PROXY_BODY_CLOSE)) {
-        r->done = true;
-        return true;
-    }
-    return false;
-}
-
-/* Copy both ways until the answer ends (or a tunnel closes): true when it
- * did, false when the exchange broke. The client is read only while the
- * request's body is coming (or in a tunnel), and otherwise only watched
- * for a hang-up. */
-static bool relay_run(relay *r)
-{
-    conn *c = r->c;
-    while (!r->done) {
-        bool read_client = r->client_open && (r->upgraded || !r->body.done);
-        struct pollfd fds[2] = {
-            {.fd = r->client_open ? c->fd : -1, .events = read_client ? POLLIN : 0},
-            {.fd = c->up, .events = POLLIN}};
-        int ready = poll(fds, 2, PROXY_IDLE_S * 1000);
-        if (ready < 0 && errno == EINTR)
-            continue;
-        if (ready <= 0)
-            return false;
-        if (fds[1].revents) {
-            bool spliced = r->head_done && (r->upgraded || r->resp.body.kind == PROXY_BODY_LENGTH ||
-                                            r->resp.body.kind == PROXY_BODY_CLOSE);
-            if (spliced && !c->pipe_tried) {
-                /* small answers come whole with their head and never get
-                 * here: the pipe is made only for a body that streams */
-                c->pipe_tried = true;
-                if (pipe2(c->pipe_fds, O_CLOEXEC) == 0)
-                    fcntl(c->pipe_fds[1], F_SETPIPE_SZ, PROXY_PIPE);
-            }
-            spliced = spliced && c->pipe_fds[0] >= 0;
-            if (spliced) {
-                r->sent_any = true;
-                int moved = relay_splice(r);
-                if (moved < 0 || (moved == 0 && !relay_up_closed(r)))
-                    return false;
-            } else {
-                ssize_t n = recv(c->up, c->buf, PROXY_BUF, 0);
-                if (n < 0 && errno == EINTR)
-                    continue;
-                if (n <= 0 && !relay_up_closed(r))
-                    return false;
-                if (n > 0 && !relay_from_up(r, c->buf, (size_t)n))
-                    return false;
-            }
-        }
-        if (r->done || !r->client_open || !fds[0].revents)
-            continue;
-        if (!read_client)
-            return false; /* hung up (or cut by proxy_stop) while waiting */
-        ssize_t n = recv(c->fd, c->buf, PROXY_BUF, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n > 0 && !relay_from_client(r, c->buf, (size_t)n))
-            return false;
-        if (n <= 0) {
-            if (!r->upgraded)
-                return false; /* gone before its request's body was all there */
-            r->client_open = false;
-            shutdown(c->up, SHUT_WR);
-        }
-    }
-    return true;
 }
 
 /* ---- one request ---------------------------------------------------------------- */
@@ -668,8 +391,8 @@ static const caller *identify(const proxy_config *cfg, const proxy_head *h,
 
 /* Steps 5 to 7 for an authorised request (head h, c->in[0..end)): true
  * when the client's connection may carry another request. */
-static bool conn_pass(conn *c, const proxy_head *h, size_t end, const proxy_route *route,
-                      const replicaset_service_target *target, bool strip_auth, relay *r)
+static bool conn_pass(proxy_conn *c, const proxy_head *h, size_t end, const proxy_route *route,
+                      const replicaset_service_target *target, bool strip_auth, proxy_relay *r)
 {
     const char *connection = proxy_head_get(h, "Connection");
     r->upgrade_asked =
@@ -697,7 +420,7 @@ static bool conn_pass(conn *c, const proxy_head *h, size_t end, const proxy_rout
         in_drop(c, (size_t)part);
     }
     bool ok = part >= 0 && proxy_send_all(c->up, head.p, head.len);
-    ok = ok && relay_run(r);
+    ok = ok && proxy_relay_run(r);
     if (!ok && reused && !r->sent_any && r->rlen == 0 && r->body.kind == PROXY_BODY_NONE) {
         /* the kept connection was closed by the container as the request
          * went: once more on a new one */
@@ -705,7 +428,7 @@ static bool conn_pass(conn *c, const proxy_head *h, size_t end, const proxy_rout
         r->up_kept = true;
         r->done = false;
         if (up_for(c, route, target, &reused) >= 0 && proxy_send_all(c->up, head.p, head_len))
-            ok = relay_run(r);
+            ok = proxy_relay_run(r);
     }
     free(head.p);
     if (!ok && !r->sent_any)
@@ -717,7 +440,7 @@ static bool conn_pass(conn *c, const proxy_head *h, size_t end, const proxy_rout
 
 /* One request of the connection, steps 1 to 7: true when the connection
  * goes on to the next. */
-static bool conn_serve_one(conn *c, bool first)
+static bool conn_serve_one(proxy_conn *c, bool first)
 {
     const proxy_config *cfg = c->cfg;
     int fd = c->fd;
@@ -729,7 +452,7 @@ static bool conn_serve_one(conn *c, bool first)
     if (proxy_head_parse(c->in, end, &h) < 0)
         return answer(fd, false, 400, "Bad Request", NULL, "malformed request head\n");
     const char *connection = proxy_head_get(&h, "Connection");
-    relay r = {.c = c, .up_kept = true, .client_open = true};
+    proxy_relay r = {.c = c, .up_kept = true, .client_open = true};
     bool framed = proxy_body_init(&h, &r.body) == 0;
     r.client_keep = strcmp(h.version, "HTTP/1.1") == 0 &&
                     !(connection && proxy_header_has_token(connection, "close"));
@@ -819,7 +542,7 @@ void proxy_conn_serve(const proxy_config *cfg, int fd, const char *peer)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    conn c = {.cfg = cfg, .fd = fd, .peer = peer, .up = -1, .pipe_fds = {-1, -1}};
+    proxy_conn c = {.cfg = cfg, .fd = fd, .peer = peer, .up = -1, .pipe_fds = {-1, -1}};
     c.in_cap = PROXY_HEAD_MAX + 1;
     c.in = xmalloc(c.in_cap);
     c.buf = xmalloc(PROXY_BUF);

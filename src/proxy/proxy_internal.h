@@ -32,4 +32,50 @@ void proxy_conn_serve(const proxy_config *cfg, int fd, const char *peer);
  * the peer went or the send timed out. */
 bool proxy_send_all(int fd, const char *buf, size_t len);
 
+#define PROXY_BUF (64 * 1024)
+#define PROXY_RESPONSE_HEAD_MAX (64 * 1024)
+#define PROXY_PIPE (1024 * 1024) /* a pipe's size for splice: as much as one read moves */
+
+/* One client connection (proxy_conn.c): the bytes it sent that no request
+ * has used yet, and the container connection the last request used. */
+typedef struct proxy_conn {
+    const proxy_config *cfg;
+    int fd;
+    const char *peer;
+    char *in;
+    size_t in_len, in_cap;
+    int up; /* -1: none kept */
+    char up_set[64], up_service[64], up_address[64];
+    uint16_t up_port;
+    int pipe_fds[2]; /* for splice, made when a first body needs it; -1: none */
+    bool pipe_tried;
+    char *buf; /* PROXY_BUF bytes for what is in flight */
+} proxy_conn;
+
+/* Keep p[0..n) (what the client sent after a request's body) for the
+ * next request of c. */
+void proxy_conn_keep(proxy_conn *c, const char *p, size_t n);
+
+/* One exchange (proxy_relay.c): the request's head has gone to c->up,
+ * with the body bytes that came with it. */
+typedef struct proxy_relay {
+    proxy_conn *c;
+    bool upgrade_asked, upgraded;
+    bool client_keep;   /* the client's connection may carry another request */
+    const char *method; /* the request's, for the answer's framing */
+    proxy_body body;    /* the request body still to pass on */
+    proxy_response resp;
+    bool head_done; /* the answer's (final) head went to the client */
+    bool done;      /* the answer has ended */
+    bool up_kept;   /* false once anything makes the container connection unfit for more */
+    char *rhead;    /* the answer's head as it comes */
+    size_t rlen;
+    bool sent_any; /* something went to the client */
+    bool client_open;
+} proxy_relay;
+
+/* Copy both ways until the answer ends (or a tunnel closes): true when it
+ * did, false when the exchange broke. */
+bool proxy_relay_run(proxy_relay *r);
+
 #endif
