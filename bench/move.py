@@ -4,7 +4,8 @@ the same data between the same namespaces; bench/move.sh makes the fleet
 and runs this in the hub's netns (see there for what each side means).
 
 Usage: move.py URL_A URL_B IMAGE   (env SIZE_MB, NODE_A_NETNS, NODE_B_NETNS,
-DOCKER_A, ADDR_B, WORK; stdlib only)
+DOCKER_A, ADDR_B, WORK, PERF_OUT: a `perf record -a -g` file of the
+stopped move; stdlib only)
 """
 import http.client
 import json
@@ -111,9 +112,18 @@ def run(url_a, url_b, image):
     subprocess.run(["bash", "-c", f"cat {upper}/root/blob {vol}/blob > /dev/null"], check=True)
     base_s = baseline([upper, vol], f"{work}/baseline")
     subprocess.run(["rm", "-rf", f"{work}/baseline"], check=True)
+    perf = None
+    if os.environ.get("PERF_OUT"):  # a profile of the whole machine during the move
+        perf = subprocess.Popen(["perf", "record", "-a", "-g", "-F", "499", "-o",
+                                 os.environ["PERF_OUT"]], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(1)
     t = time.monotonic()
     moved = call(url_a, "POST", "/api/v1/replicaSet/benchmove/move", {"node": "b"})
     move_s = time.monotonic() - t
+    if perf:
+        perf.send_signal(2)
+        perf.wait()
     base_rate, move_rate = data_mb / base_s, data_mb / move_s
     print(f"move: baseline tar | nc   {base_s:7.2f} s  {base_rate:8.1f} MB/s")
     print(f"move: move (stopped)      {move_s:7.2f} s  {move_rate:8.1f} MB/s  "

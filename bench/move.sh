@@ -29,6 +29,7 @@
 #   needs what scripts/test-fleet.sh needs (root, iproute2, nsenter,
 #   dockerd, etcd, busybox-static)
 #   env: SIZE_MB=1024 MOVE_COMPRESS=auto GPUBOX_TEST_IMAGE=gpubox-test:latest
+#        PERF_OUT=FILE (perf record -a -g of the whole machine during the stopped move)
 #        FLEET_NET=10.77.0 ETCD=etcd
 # An EXIT trap ends the gpuboxd, etcd, the dockerds and the namespaces it
 # started, by their pids (netns-dockerd.sh's nsd_destroy).
@@ -208,7 +209,7 @@ url_b="http://$(fleet_node_addr 2):$api_port"
 echo "move: hub $hub_addr (etcd), a $url_a, b $url_b; gpuboxd $build/gpuboxd"
 # In the background and waited for: a TERM or INT to this script runs the
 # trap at once (a foreground child would hold it until it ended).
-nsenter --net="/var/run/netns/$hub" env SIZE_MB="$size_mb" NODE_A_NETNS="${nodes[0]}" \
+nsenter --net="/var/run/netns/$hub" env SIZE_MB="$size_mb" PERF_OUT="${PERF_OUT:-}" NODE_A_NETNS="${nodes[0]}" \
     NODE_B_NETNS="${nodes[1]}" DOCKER_A="$(nsd_docker_host "${nodes[0]}")" \
     ADDR_B="$(fleet_node_addr 2)" WORK="$work" \
     /usr/bin/python3 "$here/move.py" "$url_a" "$url_b" "$image" </dev/null &

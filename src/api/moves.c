@@ -62,9 +62,19 @@ int api_move_prepare(http_request *req, http_response *resp, gb_err *err)
 
 int api_move_pull(http_request *req, http_response *resp, gb_err *err)
 {
+    static const char *const fields[] = {"phase", NULL};
+    json_t *body = NULL;
+    const char *phase = NULL;
+    if (api_body(req, fields, false, &body, err) < 0 ||
+        (body && json_field_string(body, NULL, "phase", &phase, false, err) < 0))
+        return -1;
+    if (phase && strcmp(phase, "pre") != 0 && strcmp(phase, "final") != 0)
+        return err_set(err, ERR_INVALID_PARAMS, "phase is \"pre\" or \"final\", not \"%s\"",
+                       phase);
     json_t *data = NULL;
     int rc = replicaset_move_in_pull(req->ctx, http_request_param(req, "id"),
-                                     http_request_header(req, "Authorization"), &data, err);
+                                     http_request_header(req, "Authorization"),
+                                     phase && strcmp(phase, "pre") == 0, &data, err);
     return answer(rc, data, resp, err);
 }
 
@@ -100,6 +110,7 @@ int api_move_abandon(http_request *req, http_response *resp, gb_err *err)
 typedef struct move_data {
     app *a;
     char *id;
+    replicaset_move_part part;
     int read_fd, write_fd;
     pthread_t thread;
     int rc;
@@ -109,7 +120,7 @@ typedef struct move_data {
 static void *export_thread(void *arg)
 {
     move_data *d = arg;
-    d->rc = replicaset_move_export(d->a, d->id, d->write_fd, &d->err);
+    d->rc = replicaset_move_export(d->a, d->id, &d->part, d->write_fd, &d->err);
     if (d->rc < 0)
         log_error("move %s: sending the data: %s", d->id, d->err.msg);
     close(d->write_fd);
@@ -133,7 +144,7 @@ static void data_run(http_stream *s, void *ctx)
 {
     move_data *d = ctx;
     char *buf = xmalloc(256 * 1024);
-    uint64_t sent = 0;
+    uint64_t sent = 0, told = 0;
     for (;;) {
         if (data_cut_due(sent)) {
             log_warn("move %s: GPUBOX_MOVE_CUT_AFTER: breaking the stream off after %llu bytes "
@@ -148,9 +159,10 @@ static void data_run(http_stream *s, void *ctx)
         if (n <= 0 || http_stream_write(s, buf, (size_t)n) < 0)
             break;
         sent += (uint64_t)n;
-        replicaset_move_progress(d->id, sent, false);
+        replicaset_move_progress_add(d->id, sent - told, false);
+        told = sent;
     }
-    replicaset_move_progress(d->id, sent, true);
+    replicaset_move_progress_add(d->id, sent - told, true);
     free(buf);
     close(d->read_fd); /* an export still writing stops with EPIPE */
     d->read_fd = -1;
@@ -169,11 +181,39 @@ static void data_free(void *ctx)
 int api_move_data(http_request *req, http_response *resp, gb_err *err)
 {
     const char *id = http_request_param(req, "id");
+    /* ?part=K (the tree way's part), ?phase=pre|final, ?offset=N (resumed) */
+    replicaset_move_part part = {0};
+    const char *q_part = http_request_query(req, "part");
+    const char *q_phase = http_request_query(req, "phase");
+    const char *q_offset = http_request_query(req, "offset");
+    char *end = NULL;
+    if (q_part) {
+        unsigned long v = strtoul(q_part, &end, 10);
+        if (!q_part[0] || *end || v > 1000)
+            return err_set(err, ERR_INVALID_PARAMS, "part is a small number, not '%.32s'", q_part);
+        part.tree = true;
+        part.part = (unsigned)v;
+    }
+    if (q_phase && strcmp(q_phase, "pre") != 0 && strcmp(q_phase, "final") != 0)
+        return err_set(err, ERR_INVALID_PARAMS, "phase is pre or final, not '%.32s'", q_phase);
+    part.pre = q_phase && strcmp(q_phase, "pre") == 0;
+    if (q_offset) {
+        errno = 0;
+        unsigned long long v = strtoull(q_offset, &end, 10);
+        if (!q_offset[0] || *end || errno)
+            return err_set(err, ERR_INVALID_PARAMS, "offset is a byte count, not '%.32s'",
+                           q_offset);
+        part.offset = v;
+    }
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(err, ERR_INTERNAL, "pipe: %s", strerror(errno));
     move_data *d = xcalloc(1, sizeof(*d));
-    *d = (move_data){.a = req->ctx, .id = xstrdup(id ? id : ""), .read_fd = p[0], .write_fd = p[1]};
+    *d = (move_data){.a = req->ctx,
+                     .id = xstrdup(id ? id : ""),
+                     .part = part,
+                     .read_fd = p[0],
+                     .write_fd = p[1]};
     d->err = (gb_err)GB_ERR_INIT;
     if (pthread_create(&d->thread, NULL, export_thread, d) != 0) {
         close(p[1]);

@@ -41,6 +41,7 @@ typedef struct app_config {
     const char *gpu_attach;     /* "nvidia" | "cdi" | "runtime" */
     const char *carry_method;   /* "auto" | "overlay" | "portable" (carry/carry.h) */
     const char *move_compress;  /* a move's data sent: "auto" | "zstd" | "none" (NULL: auto) */
+    uint64_t move_disk_reserve; /* bytes a move here leaves free on each disk (--move-disk-reserve) */
     const char *volume_backend; /* "loop" | "xfsquota" | "plain" (volumes.h) */
     const char *volume_fs;      /* loop: "ext4" | "xfs" for new volumes; NULL: ext4 */
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */

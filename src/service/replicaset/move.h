@@ -31,6 +31,8 @@
 #include "util/err.h"
 
 #define MOVE_PATH "/api/v1/internal/moves"
+/* A host directory a move's tree way reads or writes. */
+#define MOVE_DIR_MAX 1024
 
 /* One request to another node and its envelope's data: 0 with *data
  * (may be NULL) when it answered 2xx, -1 with err set to its answer's
@@ -67,5 +69,9 @@ void move_progress_set(const char *id, uint64_t bytes, double seconds, int done)
 int move_zstd_encode(int in_fd, int out_fd, const char *mode, bool *compressed, uint64_t *out_bytes,
                      gb_err *err);
 int move_zstd_decode(int in_fd, int out_fd, gb_err *err);
+/* The same after dropping the first skip bytes of in_fd (a resumed pull):
+ * refused (ERR_CONFLICT) when no tar entry begins there. */
+int move_zstd_encode_at(int in_fd, int out_fd, const char *mode, uint64_t skip, bool *compressed,
+                        uint64_t *out_bytes, gb_err *err);
 
 #endif

@@ -25,6 +25,7 @@
 
 #include <zstd.h>
 
+#include "carry/carry.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -157,29 +158,63 @@ static bool worth_it(const void *data, size_t n)
     return !ZSTD_isError(z) && (double)z < MOVE_ZSTD_WORTH * (double)n;
 }
 
-int move_zstd_encode(int in_fd, int out_fd, const char *mode, bool *compressed, uint64_t *out_bytes,
-                     gb_err *err)
+/* Read and drop n bytes of fd: 0, or -1 when it ends first or fails. */
+static int discard(int fd, uint64_t n, gb_err *err)
+{
+    char *buf = xmalloc(MOVE_ZSTD_BUF);
+    int rc = 0;
+    while (n > 0 && rc == 0) {
+        ssize_t r = read(fd, buf, n < MOVE_ZSTD_BUF ? (size_t)n : MOVE_ZSTD_BUF);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            rc = err_set(err, r == 0 ? ERR_CONFLICT : ERR_INTERNAL,
+                         "resuming a move's data: %s",
+                         r == 0 ? "the stream is shorter than the offset asked" : strerror(errno));
+        else
+            n -= (uint64_t)r;
+    }
+    free(buf);
+    return rc;
+}
+
+int move_zstd_encode_at(int in_fd, int out_fd, const char *mode, uint64_t skip, bool *compressed,
+                        uint64_t *out_bytes, gb_err *err)
 {
     *out_bytes = 0;
     *compressed = false;
-    if (mode && strcmp(mode, "none") == 0)
+    bool none = mode && strcmp(mode, "none") == 0, zstd = mode && strcmp(mode, "zstd") == 0;
+    if (skip == 0 && none)
         return copy_rest(in_fd, out_fd, NULL, 0, out_bytes, err);
-    if (mode && strcmp(mode, "zstd") == 0) {
+    if (skip == 0 && zstd) {
         *compressed = true;
         return compress_rest(in_fd, out_fd, NULL, 0, out_bytes, err);
     }
-    char *sample = xmalloc(MOVE_ZSTD_SAMPLE);
-    ssize_t n = read_full(in_fd, sample, MOVE_ZSTD_SAMPLE);
+    if (skip > 0 && discard(in_fd, skip, err) < 0)
+        return -1;
+    /* auto: a sample decides; resumed: the first block must begin an entry. */
+    size_t want = none || zstd ? 512 : MOVE_ZSTD_SAMPLE;
+    char *sample = xmalloc(want);
+    ssize_t n = read_full(in_fd, sample, want);
     int rc;
     if (n < 0) {
         rc = err_set(err, ERR_INTERNAL, "reading a move's data: %s", strerror(errno));
+    } else if (skip > 0 && (n < 512 || !carry_tar_block_starts_entry((unsigned char *)sample))) {
+        rc = err_set(err, ERR_CONFLICT,
+                     "the stream changed: no entry begins at the offset asked to resume at");
     } else {
-        *compressed = worth_it(sample, (size_t)n);
+        *compressed = zstd || (!none && worth_it(sample, (size_t)n));
         rc = *compressed ? compress_rest(in_fd, out_fd, sample, (size_t)n, out_bytes, err)
                          : copy_rest(in_fd, out_fd, sample, (size_t)n, out_bytes, err);
     }
     free(sample);
     return rc;
+}
+
+int move_zstd_encode(int in_fd, int out_fd, const char *mode, bool *compressed, uint64_t *out_bytes,
+                     gb_err *err)
+{
+    return move_zstd_encode_at(in_fd, out_fd, mode, 0, compressed, out_bytes, err);
 }
 
 int move_zstd_decode(int in_fd, int out_fd, gb_err *err)
