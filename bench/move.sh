@@ -211,6 +211,7 @@ echo "move: hub $hub_addr (etcd), a $url_a, b $url_b; gpuboxd $build/gpuboxd"
 # trap at once (a foreground child would hold it until it ended).
 nsenter --net="/var/run/netns/$hub" env SIZE_MB="$size_mb" PERF_OUT="${PERF_OUT:-}" NODE_A_NETNS="${nodes[0]}" \
     NODE_B_NETNS="${nodes[1]}" DOCKER_A="$(nsd_docker_host "${nodes[0]}")" \
+    DOCKER_B="$(nsd_docker_host "${nodes[1]}")" \
     ADDR_B="$(fleet_node_addr 2)" WORK="$work" \
     /usr/bin/python3 "$here/move.py" "$url_a" "$url_b" "$image" </dev/null &
 py_pid=$!

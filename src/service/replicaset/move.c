@@ -111,9 +111,16 @@ int move_call(app *a, const char *advertise, const char *method, const char *pat
     nodes_answer_clear(&ans);
     json_t *code = json_object_get(env, "code");
     const char *msg = json_string_value(json_object_get(env, "msg"));
-    if (status / 100 != 2 || (json_is_integer(code) && json_integer_value(code) != ERR_OK))
-        return err_set(err, json_is_integer(code) ? (int)json_integer_value(code) : ERR_INTERNAL,
-                       "%s", msg && msg[0] ? msg : "the other node refused without saying why");
+    if (status / 100 != 2 || (json_is_integer(code) && json_integer_value(code) != ERR_OK)) {
+        err_set(err, json_is_integer(code) ? (int)json_integer_value(code) : ERR_INTERNAL, "%s",
+                msg && msg[0] ? msg : "the other node refused without saying why");
+        /* The particulars of its refusal (a 1185's bytes) go on to the caller. */
+        json_t *d = json_object_get(env, "data");
+        _cleanup_free_ char *dtext = json_is_object(d) ? json_dumps(d, JSON_COMPACT) : NULL;
+        if (dtext && strlen(dtext) < sizeof(err->data))
+            snprintf(err->data, sizeof(err->data), "%s", dtext);
+        return -1;
+    }
     if (data) {
         json_t *d = json_object_get(env, "data");
         *data = d ? json_incref(d) : NULL;
