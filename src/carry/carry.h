@@ -107,6 +107,12 @@ bool carry_tar_block_starts_entry(const unsigned char *block);
  * the first entry not received whole (its PAX or long-name headers
  * included). -1 when out_fd stopped taking data. */
 int carry_tar_relay(int in_fd, int out_fd, uint64_t *whole, bool *complete, gb_err *err);
+/* The same pushed: each piece as it comes (-1 with errno once out_fd
+ * stopped taking data), then the end (which frees r). */
+typedef struct carry_relay carry_relay;
+carry_relay *carry_relay_new(int out_fd);
+int carry_relay_feed(carry_relay *r, const void *data, size_t n);
+int carry_relay_end(carry_relay *r, uint64_t *whole, bool *complete, gb_err *err);
 
 /* ---- The tree way of a move (carry_tree.c) ---- */
 

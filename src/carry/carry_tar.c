@@ -509,28 +509,28 @@ static bool tar_prefix_type(char t)
  * entry ended. Headers that only describe the next entry (PAX, GNU long
  * names) are held back with their data until that entry's header came, so
  * a cut leaves at most one entry's data unfinished. */
-struct relay {
+struct carry_relay {
     int out_fd;
     bool failed;
     unsigned char header[CARRY_TAR_BLOCK];
-    size_t hlen;       /* bytes of the header block being read */
-    uint64_t left;     /* data and padding of the current entry still to come */
-    bool in_prefix;    /* the current data belongs to a held-back header */
-    bool in_data;      /* inside a real entry's data */
-    char *held;        /* held-back headers and their data */
+    size_t hlen;    /* bytes of the header block being read */
+    uint64_t left;  /* data and padding of the current entry still to come */
+    bool in_prefix; /* the current data belongs to a held-back header */
+    bool in_data;   /* inside a real entry's data */
+    char *held;     /* held-back headers and their data */
     size_t held_len;
-    uint64_t offset;   /* bytes read so far */
-    uint64_t whole;    /* end of the last whole entry */
-    bool ended;        /* the end blocks came (or a block no tar reader follows) */
+    uint64_t offset; /* bytes read so far */
+    uint64_t whole;  /* end of the last whole entry */
+    bool ended;      /* the end blocks came (or a block no tar reader follows) */
 };
 
-static void relay_out(struct relay *r, const void *p, size_t n)
+static void relay_out(struct carry_relay *r, const void *p, size_t n)
 {
     if (!r->failed && carry_write_all(r->out_fd, p, n) < 0)
         r->failed = true;
 }
 
-static void relay_hold(struct relay *r, const void *p, size_t n)
+static void relay_hold(struct carry_relay *r, const void *p, size_t n)
 {
     if (r->held_len + n > PAX_MAX + 4 * CARRY_TAR_BLOCK) { /* no resume point: pass it on */
         relay_out(r, r->held, r->held_len);
@@ -543,7 +543,7 @@ static void relay_hold(struct relay *r, const void *p, size_t n)
     r->held_len += n;
 }
 
-static void relay_header(struct relay *r)
+static void relay_header(struct carry_relay *r)
 {
     if (is_zero_block(r->header)) {
         r->ended = true;
@@ -577,7 +577,7 @@ static void relay_header(struct relay *r)
         r->whole = r->offset;
 }
 
-static void relay_feed(struct relay *r, const unsigned char *p, size_t n)
+static void relay_feed(struct carry_relay *r, const unsigned char *p, size_t n)
 {
     size_t pos = 0;
     while (pos < n) {
@@ -615,9 +615,52 @@ static void relay_feed(struct relay *r, const unsigned char *p, size_t n)
     }
 }
 
+carry_relay *carry_relay_new(int out_fd)
+{
+    carry_relay *r = xcalloc(1, sizeof(*r));
+    r->out_fd = out_fd;
+    return r;
+}
+
+int carry_relay_feed(carry_relay *r, const void *data, size_t n)
+{
+    relay_feed(r, data, n);
+    if (r->failed)
+        errno = EPIPE;
+    return r->failed ? -1 : 0;
+}
+
+int carry_relay_end(carry_relay *r, uint64_t *whole, bool *complete, gb_err *err)
+{
+    *whole = r->whole;
+    *complete = r->ended;
+    if (!r->ended) {
+        /* Cut off: the entry under way completed with zeros (the resumed
+         * stream writes it again whole), held-back headers and a partial
+         * header dropped, then the end blocks: what came whole is
+         * extracted. */
+        unsigned char *zeros = xcalloc(1, RELAY_BUF);
+        uint64_t pad = r->in_data ? r->left : 0;
+        while (pad > 0 && !r->failed) {
+            size_t w = pad < RELAY_BUF ? (size_t)pad : RELAY_BUF;
+            relay_out(r, zeros, w);
+            pad -= w;
+        }
+        relay_out(r, zeros, 2 * CARRY_TAR_BLOCK);
+        free(zeros);
+    }
+    bool failed = r->failed;
+    free(r->held);
+    free(r);
+    if (failed)
+        return err_set(err, ERR_INTERNAL,
+                       "extracting a move's data: the extraction stopped reading");
+    return 0;
+}
+
 int carry_tar_relay(int in_fd, int out_fd, uint64_t *whole, bool *complete, gb_err *err)
 {
-    struct relay r = {.out_fd = out_fd};
+    carry_relay *r = carry_relay_new(out_fd);
     unsigned char *buf = xmalloc(RELAY_BUF);
     for (;;) {
         ssize_t n = read(in_fd, buf, RELAY_BUF);
@@ -625,28 +668,8 @@ int carry_tar_relay(int in_fd, int out_fd, uint64_t *whole, bool *complete, gb_e
             continue;
         if (n <= 0)
             break;
-        relay_feed(&r, buf, (size_t)n);
-    }
-    *whole = r.whole;
-    *complete = r.ended;
-    if (!r.ended) {
-        /* Cut off: the entry under way completed with zeros (the resumed
-         * stream writes it again whole), held-back headers and a partial
-         * header dropped, then the end blocks: what came whole is
-         * extracted. */
-        memset(buf, 0, RELAY_BUF);
-        uint64_t pad = r.in_data ? r.left : 0;
-        while (pad > 0 && !r.failed) {
-            size_t w = pad < RELAY_BUF ? (size_t)pad : RELAY_BUF;
-            relay_out(&r, buf, w);
-            pad -= w;
-        }
-        relay_out(&r, buf, 2 * CARRY_TAR_BLOCK);
+        relay_feed(r, buf, (size_t)n);
     }
     free(buf);
-    free(r.held);
-    if (r.failed)
-        return err_set(err, ERR_INTERNAL, "extracting a move's data: the extraction stopped "
-                                          "reading");
-    return 0;
+    return carry_relay_end(r, whole, complete, err);
 }

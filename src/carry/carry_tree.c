@@ -138,8 +138,8 @@ static int tree_wait(pid_t pid, int errfd, bool live, const char *what, gb_err *
         return 0;
     }
     if (WIFSIGNALED(status))
-        return err_set(err, ERR_INTERNAL, "%s: tar ended by signal %d%s%s", what,
-                       WTERMSIG(status), msg[0] ? ": " : "", msg);
+        return err_set(err, ERR_INTERNAL, "%s: tar ended by signal %d%s%s", what, WTERMSIG(status),
+                       msg[0] ? ": " : "", msg);
     return err_set(err, ERR_INTERNAL, "%s: tar failed (exit %d): %s", what, WEXITSTATUS(status),
                    msg[0] ? msg : "no reason given");
 }
@@ -161,8 +161,7 @@ static int copy_file(const char *from, const char *to, gb_err *err)
         if (n == 0)
             return 0;
         if (carry_write_all(out, buf, (size_t)n) < 0)
-            return err_set(err, ERR_INTERNAL, "moving a tree: writing %s: %s", to,
-                           strerror(errno));
+            return err_set(err, ERR_INTERNAL, "moving a tree: writing %s: %s", to, strerror(errno));
     }
 }
 
@@ -176,7 +175,7 @@ static int skip_then_copy(int fd, uint64_t skip, int out_fd, gb_err *err)
     size_t have = 0;
     bool checked = false;
     for (;;) {
-        size_t want = skip > 0 ? (skip < cap ? (size_t)skip : cap)
+        size_t want = skip > 0   ? (skip < cap ? (size_t)skip : cap)
                       : !checked ? sizeof(block) - have
                                  : cap;
         ssize_t n = read(fd, skip > 0 || checked ? buf : block + have, want);

@@ -122,8 +122,7 @@ int docker_container_inspect(docker_client *c, const char *id_or_name, json_t **
     return docker_get(c, path, out, err, "inspecting container '%s'", id_or_name);
 }
 
-int docker_container_size_rw(docker_client *c, const char *id_or_name, uint64_t *bytes,
-                             gb_err *err)
+int docker_container_size_rw(docker_client *c, const char *id_or_name, uint64_t *bytes, gb_err *err)
 {
     *bytes = 0;
     _cleanup_free_ char *path = docker_container_path(id_or_name, "/json?size=1", err);

@@ -232,5 +232,10 @@ void fleet_answer_clear(fleet_answer *a);
  * in out->body, as fleet_send's. -1 when no whole answer came. */
 int fleet_send_to_fd(fleet *f, const char *advertise, const fleet_request *req, int out_fd,
                      _Atomic uint64_t *bytes, fleet_answer *out, gb_err *err);
+/* The same with a 200's body handed to sink(ctx, data, n) as it arrives,
+ * on the calling thread (no pipe between): sink < 0 ends the transfer. */
+int fleet_send_to_sink(fleet *f, const char *advertise, const fleet_request *req,
+                       int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
+                       _Atomic uint64_t *bytes, fleet_answer *out, gb_err *err);
 
 #endif

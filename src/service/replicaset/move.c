@@ -68,11 +68,10 @@
 #include "util/time.h"
 
 static const op_step_def move_steps[] = {
-    {OP_STEP_BEGIN, NULL, NULL},       {OP_STEP_PREPARED, NULL, NULL},
-    {OP_STEP_PRE_COPIED, NULL, NULL},  {OP_STEP_OLD_STOPPED, NULL, NULL},
-    {OP_STEP_COPIED, NULL, NULL},
-    {OP_STEP_SWITCHED, NULL, NULL},    {OP_STEP_COMMITTED, NULL, NULL},
-    {OP_STEP_OLD_REMOVED, NULL, NULL},
+    {OP_STEP_BEGIN, NULL, NULL},      {OP_STEP_PREPARED, NULL, NULL},
+    {OP_STEP_PRE_COPIED, NULL, NULL}, {OP_STEP_OLD_STOPPED, NULL, NULL},
+    {OP_STEP_COPIED, NULL, NULL},     {OP_STEP_SWITCHED, NULL, NULL},
+    {OP_STEP_COMMITTED, NULL, NULL},  {OP_STEP_OLD_REMOVED, NULL, NULL},
 };
 
 /* Before `switched`: the target gives back what it made and a set that ran
@@ -427,9 +426,9 @@ static json_t *move_answer(const move_out *m)
     const json_t *p = m->prepared;
     const json_t *copied = json_object_get(m->op->data, "copied");
     /* What went over the wire: the pre-copy's and the final stream's. */
-    json_int_t bytes = json_integer_value(json_object_get(copied, "bytes")) +
-                       json_integer_value(json_object_get(json_object_get(copied, "preCopied"),
-                                                          "bytes"));
+    json_int_t bytes =
+        json_integer_value(json_object_get(copied, "bytes")) +
+        json_integer_value(json_object_get(json_object_get(copied, "preCopied"), "bytes"));
     double seconds = time_since_s(m->start_ns);
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:f, s:f}", "name", m->r->name, "from",
                           nodes_self(m->a), "to", m->target, "node", m->target, "operationId",
@@ -629,7 +628,8 @@ static int move_export_tree_job(app *a, const char *id, const replicaset_record 
     return 0;
 }
 
-int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p, int fd,
+int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p,
+                           int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
                            gb_err *err)
 {
     if (!journal_id_valid(id))
@@ -683,7 +683,7 @@ int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p
     uint64_t sent = 0;
     gb_err enc = GB_ERR_INIT;
     /* The tree way skips inside tar's stream itself (carry_tree_export). */
-    int rc = move_zstd_encode_at(pp[0], fd, a->cfg.move_compress, p->tree ? 0 : p->offset,
+    int rc = move_zstd_encode_to(pp[0], sink, ctx, a->cfg.move_compress, p->tree ? 0 : p->offset,
                                  &compressed, &sent, &enc);
     close(pp[0]); /* an export still writing stops with EPIPE */
     pthread_join(t, NULL);

@@ -458,38 +458,29 @@ static void *put_thread(void *arg)
     return NULL;
 }
 
-struct decode_job {
-    int in_fd, out_fd; /* both closed by the thread */
-    int rc;
+/* The stream as curl hands it over, on the calling thread: decoded
+ * (move_zstd.c), then through the relay that notes where whole entries
+ * end (carry_tar_relay), into the pipe the extraction reads. */
+struct pull_sink {
+    move_zstd_decoder *dec;
+    carry_relay *rel;
+    bool failed;
     gb_err err;
 };
 
-static void *decode_thread(void *arg)
+static int relay_sink(void *ctx, const void *data, size_t n)
 {
-    struct decode_job *j = arg;
-    j->rc = move_zstd_decode(j->in_fd, j->out_fd, &j->err);
-    close(j->in_fd); /* the transfer still writing stops */
-    close(j->out_fd);
-    return NULL;
+    return carry_relay_feed(ctx, data, n);
 }
 
-/* Between the decoder and the extraction: where the last whole entry
- * ended, and the stream ended cleanly when it is cut off. */
-struct relay_job {
-    int in_fd, out_fd; /* both closed by the thread */
-    uint64_t whole;
-    bool complete;
-    int rc;
-    gb_err err;
-};
-
-static void *relay_thread(void *arg)
+static int curl_sink(void *ctx, const void *data, size_t n)
 {
-    struct relay_job *j = arg;
-    j->rc = carry_tar_relay(j->in_fd, j->out_fd, &j->whole, &j->complete, &j->err);
-    close(j->in_fd);
-    close(j->out_fd);
-    return NULL;
+    struct pull_sink *ps = ctx;
+    if (ps->failed || move_zstd_decoder_push(ps->dec, data, n, &ps->err) < 0) {
+        ps->failed = true;
+        return -1;
+    }
+    return 0;
 }
 
 /* One part of a pull: which, and into where. */
@@ -500,9 +491,9 @@ typedef struct move_part {
 } move_part;
 
 /* One attempt: the source's stream of part from offset into the
- * container or directory, as it comes: curl -> pipe -> decoder -> pipe ->
- * relay -> pipe -> Docker's archive PUT or tar. *whole: bytes of the
- * stream (from offset) extracted whole; *complete: it reached its end. */
+ * container or directory, as it comes: curl -> decoder -> relay -> pipe
+ * -> Docker's archive PUT or tar. *whole: bytes of the stream (from
+ * offset) extracted whole; *complete: it reached its end. */
 static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, const char *auth,
                            move_live *live, const move_part *pt, uint64_t offset, uint64_t *whole,
                            bool *complete, gb_err *err)
@@ -512,62 +503,41 @@ static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, c
     char advertise[NODES_URL_MAX];
     if (nodes_reach(a, op_str(op, "source"), advertise, sizeof(advertise), err) < 0)
         return -1;
-    int p[2] = {-1, -1}, q[2] = {-1, -1}, s[2] = {-1, -1};
-    if (pipe2(p, O_CLOEXEC) < 0 || pipe2(q, O_CLOEXEC) < 0 || pipe2(s, O_CLOEXEC) < 0) {
-        int e = errno;
-        int *fds[] = {p, q, s};
-        for (size_t i = 0; i < 3; i++)
-            for (size_t k = 0; k < 2; k++)
-                if (fds[i][k] >= 0)
-                    close(fds[i][k]);
-        return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", op->id, strerror(e));
-    }
-    carry_pipe_widen(p[1]);
-    carry_pipe_widen(q[1]);
+    int s[2];
+    if (pipe2(s, O_CLOEXEC) < 0)
+        return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", op->id, strerror(errno));
     carry_pipe_widen(s[1]);
     struct put_job job = {.a = a, .container = r->container_id, .dir = pt->dir, .fd = s[0]};
     job.err = (gb_err)GB_ERR_INIT;
-    struct relay_job rel = {.in_fd = q[0], .out_fd = s[1]};
-    rel.err = (gb_err)GB_ERR_INIT;
-    struct decode_job dec = {.in_fd = p[0], .out_fd = q[1]};
-    dec.err = (gb_err)GB_ERR_INIT;
-    pthread_t t, tr, td;
-    bool put_started = pthread_create(&t, NULL, put_thread, &job) == 0;
-    if (!put_started)
+    pthread_t t;
+    if (pthread_create(&t, NULL, put_thread, &job) != 0) {
         close(s[0]);
-    bool relay_started = pthread_create(&tr, NULL, relay_thread, &rel) == 0;
-    if (!relay_started) {
-        close(q[0]);
         close(s[1]);
+        return err_set(err, ERR_INTERNAL, "move %s: starting a thread", op->id);
     }
-    bool decode_started = pthread_create(&td, NULL, decode_thread, &dec) == 0;
-    if (!decode_started) {
-        close(p[0]);
-        close(q[1]);
-    }
-    int rc = 0;
-    gb_err get_err = GB_ERR_INIT;
+    struct pull_sink ps = {.rel = carry_relay_new(s[1])};
+    ps.err = (gb_err)GB_ERR_INIT;
+    ps.dec = move_zstd_decoder_new(relay_sink, ps.rel);
+    char path[192];
+    if (pt->part >= 0)
+        snprintf(path, sizeof(path), MOVE_PATH "/%s/data?part=%d&phase=%s&offset=%llu", op->id,
+                 pt->part, pt->pre ? "pre" : "final", (unsigned long long)offset);
+    else
+        snprintf(path, sizeof(path), MOVE_PATH "/%s/data?offset=%llu", op->id,
+                 (unsigned long long)offset);
+    nodes_request rq = {.method = "GET", .path_query = path, .authorization = auth};
     nodes_answer ans = {0};
-    if (!put_started || !relay_started || !decode_started) {
-        rc = err_set(&get_err, ERR_INTERNAL, "move %s: starting a thread", op->id);
-    } else {
-        char path[192];
-        if (pt->part >= 0)
-            snprintf(path, sizeof(path), MOVE_PATH "/%s/data?part=%d&phase=%s&offset=%llu",
-                     op->id, pt->part, pt->pre ? "pre" : "final", (unsigned long long)offset);
-        else
-            snprintf(path, sizeof(path), MOVE_PATH "/%s/data?offset=%llu", op->id,
-                     (unsigned long long)offset);
-        nodes_request rq = {.method = "GET", .path_query = path, .authorization = auth};
-        rc = nodes_send_to_fd(a, advertise, &rq, p[1], &live->bytes, &ans, &get_err);
-    }
-    close(p[1]);
-    if (decode_started)
-        pthread_join(td, NULL);
-    if (relay_started)
-        pthread_join(tr, NULL);
-    if (put_started)
-        pthread_join(t, NULL);
+    gb_err get_err = GB_ERR_INIT;
+    int rc = nodes_send_to_sink(a, advertise, &rq, curl_sink, &ps, &live->bytes, &ans, &get_err);
+    gb_err dec_err = GB_ERR_INIT;
+    bool dec_failed = ps.failed || move_zstd_decoder_end(ps.dec, &dec_err) < 0;
+    if (ps.failed)
+        dec_err = ps.err;
+    gb_err rel_err = GB_ERR_INIT;
+    int rel_rc = carry_relay_end(ps.rel, whole, complete, &rel_err);
+    move_zstd_decoder_free(ps.dec);
+    close(s[1]);
+    pthread_join(t, NULL);
     if (rc == 0 && ans.status != 200) {
         _cleanup_json_ json_t *env = ans.body ? json_loads(ans.body, 0, NULL) : NULL;
         const char *msg = json_string_value(json_object_get(env, "msg"));
@@ -575,8 +545,8 @@ static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, c
                      op_str(op, "source"), msg ? msg : "no reason given");
     }
     nodes_answer_clear(&ans);
-    *whole = rel.whole;
-    *complete = rel.rc == 0 && rel.complete;
+    if (rel_rc < 0)
+        *complete = false;
     if (job.rc < 0) {
         *err = job.err;
         return err_prefix(err, "extracting the data into %s", r->container_name);
@@ -585,12 +555,12 @@ static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, c
         *err = get_err;
         return -1;
     }
-    if (rel.rc < 0) {
-        *err = rel.err;
+    if (rel_rc < 0) {
+        *err = rel_err;
         return -1;
     }
-    if (dec.rc < 0) {
-        *err = dec.err;
+    if (dec_failed && *complete) {
+        *err = dec_err;
         return -1;
     }
     return 0;
@@ -620,11 +590,12 @@ static int move_in_part(app *a, journal_op *op, const replicaset_record *r, cons
         uint64_t from = pt->pre ? 0 : offset > 0 && whole == 0 ? 0 : offset + whole;
         log_warn("move %s: the data stream from node %s broke off after %llu bytes (%s); "
                  "pulling it again (try %d of %d) from byte %llu",
-                 op->id, op_str(op, "source"), (unsigned long long)(live->bytes - before),
-                 err->msg, attempt + 1, MOVE_PULL_ATTEMPTS, (unsigned long long)from);
+                 op->id, op_str(op, "source"), (unsigned long long)(live->bytes - before), err->msg,
+                 attempt + 1, MOVE_PULL_ATTEMPTS, (unsigned long long)from);
         if (from > 0)
-            json_array_append_new(resumed, json_pack("{s:i, s:I}", "part", pt->part < 0 ? 0 : pt->part,
-                                                     "from", (json_int_t)from));
+            json_array_append_new(resumed,
+                                  json_pack("{s:i, s:I}", "part", pt->part < 0 ? 0 : pt->part,
+                                            "from", (json_int_t)from));
         offset = from;
         err_clear(err);
         sleep(1);
@@ -712,8 +683,9 @@ int replicaset_move_in_pull(app *a, const char *id, const char *auth, bool pre, 
         return -1;
     move_live *live = live_get(id, true);
     live->done = false;
-    uint64_t pre_bytes = pre ? 0 : (uint64_t)json_integer_value(json_object_get(
-                                       json_object_get(op.data, "preCopied"), "bytes"));
+    uint64_t pre_bytes = pre ? 0
+                             : (uint64_t)json_integer_value(
+                                   json_object_get(json_object_get(op.data, "preCopied"), "bytes"));
     live->bytes = pre_bytes;
     int64_t start = time_mono_ns();
     _cleanup_json_ json_t *resumed = json_array();

@@ -153,7 +153,8 @@ typedef struct replicaset_move_request {
  * version, state, gpus, gpuShares, ports, bytes, seconds, bytesPerSecond}. */
 int replicaset_move(app *a, const char *name, const replicaset_move_request *rq, json_t **out,
                     gb_err *err);
-/* GET .../moves/{id}/data on the source: the set's stream into fd.
+/* GET .../moves/{id}/data on the source: the set's stream, encoded, into
+ * sink(ctx, data, n) on the calling thread (< 0 stops it).
  * tree: part of the tree way (0 the system disk, 1.. each volume), else
  * the portable stream (the carry's, Docker's archive API) of it all.
  * phase "pre" (tree way, a running set: the copy while it runs) or
@@ -166,7 +167,8 @@ typedef struct replicaset_move_part {
     bool pre;
     uint64_t offset;
 } replicaset_move_part;
-int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p, int fd,
+int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p,
+                           int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
                            gb_err *err);
 /* PATCH .../restart {"move": true}: replicaset_restart, and when this
  * node lacks the room (1013, 1014, 1118) in a fleet, a move (stopped) to
