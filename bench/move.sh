@@ -17,13 +17,18 @@
 #             (bash's /dev/tcp) read in node b's namespace (python's socket
 #             in 1 MiB reads, as nc does) into tar -x on the disk
 #   stopped   POST .../move {"node": "b"} of the set, stopped: until the
-#             answer (the data extracted, the records written)
+#             answer (the data extracted, the records written); "the copy"
+#             is the data alone as node b timed it
 #   running   the set started on b, then moved back to a while it runs:
-#             the time it does not run (its downtime; no copy while it
-#             runs yet, so it is the whole copy plus a start)
+#             on the tree way (both nodes overlay2, docs/fleet.md) it is
+#             copied while it runs, then stopped and only what changed
+#             sent; its downtime is measured from the dockerds (polled
+#             every 10 ms: no container of the set running on b, until
+#             one runs on a) and printed against the pre-copy's time
 # Prints each side's MB/s over the file data (2 x SIZE_MB) and the ratio.
 # Target (reported, never enforced; the words): the move at least
-# 0.8x the baseline's throughput.
+# 0.8x the baseline's throughput, and a running set's downtime no more than
+# the transfer of what changed plus Docker's start.
 #
 # Usage: bench/move.sh BUILD_DIR   (a non-Debug build is fairer; any works)
 #   needs what scripts/test-fleet.sh needs (root, iproute2, nsenter,
