@@ -108,11 +108,13 @@ def baseline(src_dirs, dest):
                 "out.flush()\n")
     rx = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{os.environ['NODE_B_NETNS']}",
                            "bash", "-c", f"python3 -c \"$0\" | tar -C {dest} -xf -", receiver])
-    time.sleep(0.5)
+    time.sleep(2)  # the receiver listening (a loaded machine is slow to start python)
     start = time.monotonic()
     parts = " ".join(f"-C {d} ." for d in src_dirs)
+    dest_tcp = f"/dev/tcp/{os.environ['ADDR_B']}/{PORT}"
     in_ns(os.environ["NODE_A_NETNS"],
-          ["bash", "-c", f"tar -cf - {parts} > /dev/tcp/{os.environ['ADDR_B']}/{PORT}"],
+          ["bash", "-c", f"for i in $(seq 1 100); do exec 3>{dest_tcp} && break; sleep 0.1;"
+                         f" done 2>/dev/null; tar -cf - {parts} >&3"],
           check=True)
     rx.wait()
     return time.monotonic() - start

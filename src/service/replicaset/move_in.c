@@ -462,6 +462,7 @@ static void *put_thread(void *arg)
  * (move_zstd.c), then through the relay that notes where whole entries
  * end (carry_tar_relay), into the pipe the extraction reads. */
 struct pull_sink {
+    uint64_t received; /* bytes curl handed over */
     move_zstd_decoder *dec;
     carry_relay *rel;
     bool failed;
@@ -476,6 +477,7 @@ static int relay_sink(void *ctx, const void *data, size_t n)
 static int curl_sink(void *ctx, const void *data, size_t n)
 {
     struct pull_sink *ps = ctx;
+    ps->received += n;
     if (ps->failed || move_zstd_decoder_push(ps->dec, data, n, &ps->err) < 0) {
         ps->failed = true;
         return -1;
@@ -496,8 +498,9 @@ typedef struct move_part {
  * offset) extracted whole; *complete: it reached its end. */
 static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, const char *auth,
                            move_live *live, const move_part *pt, uint64_t offset, uint64_t *whole,
-                           bool *complete, gb_err *err)
+                           bool *complete, uint64_t *received, gb_err *err)
 {
+    *received = 0;
     *whole = 0;
     *complete = false;
     char advertise[NODES_URL_MAX];
@@ -529,6 +532,7 @@ static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, c
     nodes_answer ans = {0};
     gb_err get_err = GB_ERR_INIT;
     int rc = nodes_send_to_sink(a, advertise, &rq, curl_sink, &ps, &live->bytes, &ans, &get_err);
+    *received = ps.received;
     gb_err dec_err = GB_ERR_INIT;
     bool dec_failed = ps.failed || move_zstd_decoder_end(ps.dec, &dec_err) < 0;
     if (ps.failed)
@@ -566,6 +570,9 @@ static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, c
     return 0;
 }
 
+/* The parts of one pull run at once and note their resumes in one list. */
+static pthread_mutex_t resumed_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* A part, whole: pulled again after a dropped connection from where the
  * extraction stopped taking whole entries (a pre-copy, read while the set
  * runs, from its start: its bytes are not the same twice). resumed gets
@@ -575,9 +582,10 @@ static int move_in_part(app *a, journal_op *op, const replicaset_record *r, cons
 {
     uint64_t offset = 0;
     for (int attempt = 1;; attempt++) {
-        uint64_t before = live->bytes, whole = 0;
+        uint64_t received = 0, whole = 0;
         bool complete = false;
-        int rc = move_in_attempt(a, op, r, auth, live, pt, offset, &whole, &complete, err);
+        int rc =
+            move_in_attempt(a, op, r, auth, live, pt, offset, &whole, &complete, &received, err);
         if (rc == 0 && complete)
             return 0;
         if (rc == 0) /* the source ended its stream early (it says why in its log) */
@@ -590,12 +598,15 @@ static int move_in_part(app *a, journal_op *op, const replicaset_record *r, cons
         uint64_t from = pt->pre ? 0 : offset > 0 && whole == 0 ? 0 : offset + whole;
         log_warn("move %s: the data stream from node %s broke off after %llu bytes (%s); "
                  "pulling it again (try %d of %d) from byte %llu",
-                 op->id, op_str(op, "source"), (unsigned long long)(live->bytes - before), err->msg,
-                 attempt + 1, MOVE_PULL_ATTEMPTS, (unsigned long long)from);
-        if (from > 0)
+                 op->id, op_str(op, "source"), (unsigned long long)received, err->msg, attempt + 1,
+                 MOVE_PULL_ATTEMPTS, (unsigned long long)from);
+        if (from > 0) {
+            pthread_mutex_lock(&resumed_lock);
             json_array_append_new(resumed,
                                   json_pack("{s:i, s:I}", "part", pt->part < 0 ? 0 : pt->part,
                                             "from", (json_int_t)from));
+            pthread_mutex_unlock(&resumed_lock);
+        }
         offset = from;
         err_clear(err);
         sleep(1);
@@ -626,6 +637,30 @@ static int move_in_tree_dirs(app *a, const journal_op *op, const replicaset_reco
 }
 
 /* Every part of the data (the tree way) or the one stream (portable). */
+struct part_job {
+    app *a;
+    journal_op *op;
+    const replicaset_record *r;
+    const char *auth;
+    move_live *live;
+    move_part pt;
+    json_t *resumed;
+    pthread_t thread;
+    bool started;
+    int rc;
+    gb_err err;
+};
+
+static void *part_thread(void *arg)
+{
+    struct part_job *j = arg;
+    j->rc = move_in_part(j->a, j->op, j->r, j->auth, j->live, &j->pt, j->resumed, &j->err);
+    return NULL;
+}
+
+/* Every part of the data (the tree way: the system disk and each volume,
+ * side by side, each its own stream, so one's reading and another's
+ * writing overlap) or the one stream (portable). */
 static int move_in_stream(app *a, journal_op *op, const replicaset_record *r, const char *auth,
                           move_live *live, bool pre, json_t *resumed, gb_err *err)
 {
@@ -636,10 +671,29 @@ static int move_in_stream(app *a, journal_op *op, const replicaset_record *r, co
     char(*dirs)[MOVE_DIR_MAX] = xcalloc(MOVE_IN_PARTS, MOVE_DIR_MAX);
     size_t n = 0;
     int rc = move_in_tree_dirs(a, op, r, dirs, MOVE_IN_PARTS, &n, err);
+    struct part_job *jobs = xcalloc(n ? n : 1, sizeof(*jobs));
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        move_part pt = {.part = (int)i, .pre = pre, .dir = dirs[i]};
-        rc = move_in_part(a, op, r, auth, live, &pt, resumed, err);
+        jobs[i] = (struct part_job){.a = a,
+                                    .op = op,
+                                    .r = r,
+                                    .auth = auth,
+                                    .live = live,
+                                    .pt = {.part = (int)i, .pre = pre, .dir = dirs[i]},
+                                    .resumed = resumed};
+        jobs[i].err = (gb_err)GB_ERR_INIT;
+        jobs[i].started = pthread_create(&jobs[i].thread, NULL, part_thread, &jobs[i]) == 0;
+        if (!jobs[i].started) /* no thread: on this one */
+            part_thread(&jobs[i]);
     }
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].started)
+            pthread_join(jobs[i].thread, NULL);
+        if (rc == 0 && jobs[i].rc < 0) {
+            *err = jobs[i].err;
+            rc = -1;
+        }
+    }
+    free(jobs);
     free(dirs);
     return rc;
 }

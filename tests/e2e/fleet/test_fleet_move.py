@@ -446,9 +446,11 @@ def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made):
 
 
 # A loop that keeps changing the system disk and the volume while the set
-# runs: each turn makes file n, says n, and deletes file n-1.
+# runs: each turn makes file n, says n (renamed into place: never seen
+# half written), and deletes file n-1.
 CHURN = ("i=0; while true; do i=$((i+1)); echo $i > /root/n$i; echo $i > /data/n$i;"
-         " echo $i > /root/count; rm -f /root/n$((i-1)) /data/n$((i-1)); done")
+         " echo $i > /root/count.new; mv /root/count.new /root/count;"
+         " rm -f /root/n$((i-1)) /data/n$((i-1)); done")
 # After the move (the loop is gone): every file but the newest two deleted,
 # the newest named in /root/count there.
 CHECK = ("c=$(cat /root/count); ls /root | grep '^n' | sort -n -k1.2 | tr '\\n' ' ';"
