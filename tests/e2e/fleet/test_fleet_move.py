@@ -409,27 +409,34 @@ def op_of(d, name, text):
     return op_id
 
 
-def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made):
+@pytest.mark.parametrize("way", ["tree", "portable"])
+def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made, way):
     """A stopped set's stream cut part way is pulled again from the last
     whole entry the target extracted, not from its start: the source sends
-    little more than the data once, and the answer says where it resumed."""
-    make_set_with_volume(nodes, made, "mvx2", "mvxv2")
-    execute_ok(nodes["a"], "mvx2", ["sh", "-c", "for i in 0 1 2 3 4 5 6 7 8 9; do dd if=/dev/urandom"
+    little more than the data once, and the answer says where it resumed.
+    Both ways: the tree way's stream of the volume, the portable way's
+    stream of everything through Docker's archive API."""
+    name, vol = "mvx2" + way[0], "mvxv2" + way[0]
+    make_set_with_volume(nodes, made, name, vol)
+    execute_ok(nodes["a"], name, ["sh", "-c", "for i in 0 1 2 3 4 5 6 7 8 9; do dd if=/dev/urandom"
                                     " of=/data/r$i bs=1k count=100 2>/dev/null; done;"
                                     " md5sum /data/r* > /root/r.md5"])
-    assert lifecycle(nodes["a"], "mvx2", "stop").status == 200
+    assert lifecycle(nodes["a"], name, "stop").status == 200
     a = nodes["a"]
     a.stop()
     a.env["GPUBOX_MOVE_CUT_AFTER"] = "700000"  # the first stream breaks off there
+    if way == "portable":
+        a.env["GPUBOX_MOVE_WAY"] = "portable"  # test hook: not the tree way
     a.restart()
     try:
-        r = move(nodes["c"], "mvx2", node="b")
+        r = move(nodes["c"], name, node="b")
         assert r.status == 200, r.json
+        assert r.data["copy"]["way"] == way, r.data
         resumed = r.data["copy"]["resumed"]
         assert len(resumed) == 1 and resumed[0]["from"] >= 500000, r.data
         # Sent by the source, every stream counted: the data once and at
         # most the entry the cut fell in again (from the start: + 700000).
-        op = call(a, "GET", "/api/v1/operations/" + op_of(a, "mvx2", "to node b")).data
+        op = call(a, "GET", "/api/v1/operations/" + op_of(a, name, "to node b")).data
         data = 1024000 + 300 * 1024
         assert data < op["progress"]["bytes"] < data + 250000, op
         log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
@@ -437,11 +444,12 @@ def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made):
     finally:
         a.stop()
         del a.env["GPUBOX_MOVE_CUT_AFTER"]
+        a.env.pop("GPUBOX_MOVE_WAY", None)
         a.restart()
-    assert where(fleet, "mvx2") == ["b"] and volumes_on(fleet, "mvxv2") == ["b"]
-    assert lifecycle(nodes["c"], "mvx2", "restart").status == 200
-    read_back(nodes["c"], "mvx2")
-    out = execute_ok(nodes["c"], "mvx2", ["sh", "-c", "md5sum /data/r* | cmp - /root/r.md5 && echo same"])
+    assert where(fleet, name) == ["b"] and volumes_on(fleet, vol) == ["b"]
+    assert lifecycle(nodes["c"], name, "restart").status == 200
+    read_back(nodes["c"], name)
+    out = execute_ok(nodes["c"], name, ["sh", "-c", "md5sum /data/r* | cmp - /root/r.md5 && echo same"])
     assert out["stdout"].strip() == "same", out
 
 
