@@ -35,6 +35,7 @@
 #   dockerd, etcd, busybox-static)
 #   env: SIZE_MB=1024 MOVE_COMPRESS=auto GPUBOX_TEST_IMAGE=gpubox-test:latest
 #        PERF_OUT=FILE (perf record -a -g of the whole machine during the stopped move)
+#        KEEP_LOGS=DIR (the nodes' gpuboxd logs copied there at the end)
 #        FLEET_NET=10.77.0 ETCD=etcd
 # An EXIT trap ends the gpuboxd, etcd, the dockerds and the namespaces it
 # started, by their pids (netns-dockerd.sh's nsd_destroy).
@@ -95,6 +96,10 @@ cleanup() {
     if [ -n "$etcd_pid" ]; then
         kill -TERM "$etcd_pid" 2>/dev/null || true
         wait "$etcd_pid" 2>/dev/null || true
+    fi
+    if [ -n "${KEEP_LOGS:-}" ]; then # the nodes' logs, for where the time went
+        mkdir -p "$KEEP_LOGS"
+        for l in "${labels[@]}"; do cp "$work/$l/gpuboxd.log" "$KEEP_LOGS/gpuboxd-$l.log" 2>/dev/null || true; done
     fi
     # the sandboxes at once: containers, dockerds, the tmpfs, the namespaces
     for name in ${NSD_CREATED[@]+"${NSD_CREATED[@]}"}; do
