@@ -438,13 +438,16 @@ def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made, way):
         r = move(nodes["c"], name, node="b")
         assert r.status == 200, r.json
         assert r.data["copy"]["way"] == way, r.data
+        # Resumed well into the stream (what was in flight when it broke
+        # off is lost, so not right at the cut) ...
         resumed = r.data["copy"]["resumed"]
-        assert len(resumed) == 1 and resumed[0]["from"] >= 550000, r.data
-        # Sent by the source, every stream counted: the data once and at
-        # most the file the cut fell in again (from the start: + 700000).
+        assert len(resumed) == 1 and resumed[0]["from"] >= 300000, r.data
+        # ... so the source sent the data once plus what came after that
+        # point before the cut; pulled again from the start it would have
+        # sent it once plus all 700000 bytes.
         op = call(a, "GET", "/api/v1/operations/" + op_of(a, name, "to node b")).data
         data = 1024000
-        assert data < op["progress"]["bytes"] < data + 250000, op
+        assert data < op["progress"]["bytes"] < data + 450000, op
         log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
         assert "broke off after" in log and "pulling it again (try 2 of 3) from byte" in log
     finally:
