@@ -9,8 +9,12 @@
  *
  *   source -> target  POST MOVE_PATH                 prepare: room taken,
  *                                                    volumes and container made
- *   source -> target  POST MOVE_PATH/{id}/pull       the target pulls the data:
- *   target -> source  GET  MOVE_PATH/{id}/data       the carry stream (tar)
+ *   source -> target  POST MOVE_PATH/{id}/pull       the target pulls the data
+ *                     {"phase": "pre"}               (tree way, a running set: while
+ *                                                    it runs), then "final" (stopped):
+ *   target -> source  GET  MOVE_PATH/{id}/data       the carry stream (tar), or
+ *                     ?part=K&phase=P                one part of the tree way;
+ *                     &offset=N                      resumed from byte N
  *   source            the fleet's name index handed over (point of no return)
  *   source -> target  POST MOVE_PATH/{id}/commit     records written, started
  *   source -> target  POST MOVE_PATH/{id}/abort      before the point: undone
