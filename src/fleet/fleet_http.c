@@ -35,10 +35,8 @@ struct exchange {
     struct curl_slist *headers;
     char url[FLEET_URL_MAX + 2048];
     bool too_large;
-    /* fleet_send_to_fd: a 200's body goes here */
     CURL *h;
-    int out_fd;
-    int (*sink)(void *ctx, const void *data, size_t n); /* fleet_send_to_sink: instead of out_fd */
+    int (*sink)(void *ctx, const void *data, size_t n); /* fleet_send_to_sink: a 200's body */
     void *sink_ctx;
     _Atomic uint64_t *bytes;
     int status; /* known once the body begins; 0 before */
@@ -57,19 +55,6 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     if (x->h && x->status == 200 && x->sink) {
         if (x->sink(x->sink_ctx, data, len) < 0)
             return 0; /* the receiver gave up: curl ends the transfer */
-        if (x->bytes)
-            *x->bytes += len;
-        return len;
-    }
-    if (x->h && x->status == 200) {
-        for (size_t off = 0; off < len;) {
-            ssize_t w = write(x->out_fd, data + off, len - off);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return 0; /* the reader is gone: curl ends the transfer */
-            off += (size_t)w;
-        }
         if (x->bytes)
             *x->bytes += len;
         return len;
@@ -217,18 +202,11 @@ static int send_streamed(fleet *f, const char *advertise, const fleet_request *r
     return 0;
 }
 
-int fleet_send_to_fd(fleet *f, const char *advertise, const fleet_request *req, int out_fd,
-                     _Atomic uint64_t *bytes, fleet_answer *out, gb_err *err)
-{
-    struct exchange x = {.out_fd = out_fd, .bytes = bytes};
-    return send_streamed(f, advertise, req, &x, out, err);
-}
-
 int fleet_send_to_sink(fleet *f, const char *advertise, const fleet_request *req,
                        int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
                        _Atomic uint64_t *bytes, fleet_answer *out, gb_err *err)
 {
-    struct exchange x = {.out_fd = -1, .sink = sink, .sink_ctx = ctx, .bytes = bytes};
+    struct exchange x = {.sink = sink, .sink_ctx = ctx, .bytes = bytes};
     return send_streamed(f, advertise, req, &x, out, err);
 }
 

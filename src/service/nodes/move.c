@@ -31,16 +31,6 @@ static fleet_request request_of(const nodes_request *req)
                            .timeout_ms = req->timeout_ms};
 }
 
-int nodes_send_to_fd(app *a, const char *advertise, const nodes_request *req, int out_fd,
-                     _Atomic uint64_t *bytes, nodes_answer *out, gb_err *err)
-{
-    fleet_request fr = request_of(req);
-    fleet_answer fa;
-    int rc = fleet_send_to_fd(a->fleet, advertise, &fr, out_fd, bytes, &fa, err);
-    answer_from(&fa, out);
-    return rc;
-}
-
 int nodes_send_to_sink(app *a, const char *advertise, const nodes_request *req,
                        int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
                        _Atomic uint64_t *bytes, nodes_answer *out, gb_err *err)

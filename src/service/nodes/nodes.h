@@ -202,10 +202,7 @@ int nodes_move_target(app *a, const struct replicaset_spec *spec, const char *pi
 
 /* ---- moves between nodes (move.c) ------------------------------------------------ */
 
-/* nodes_send for an answer streamed into out_fd (fleet_send_to_fd). */
-int nodes_send_to_fd(app *a, const char *advertise, const nodes_request *req, int out_fd,
-                     _Atomic uint64_t *bytes, nodes_answer *out, gb_err *err);
-/* The same with a 200's body handed to sink as it arrives (fleet_send_to_sink). */
+/* nodes_send for an answer streamed to sink as it arrives (fleet_send_to_sink). */
 int nodes_send_to_sink(app *a, const char *advertise, const nodes_request *req,
                        int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
                        _Atomic uint64_t *bytes, nodes_answer *out, gb_err *err);
