@@ -4,10 +4,12 @@ the same data between the same namespaces; bench/move.sh makes the fleet
 and runs this in the hub's netns (see there for what each side means).
 
 Usage: move.py URL_A URL_B IMAGE   (env SIZE_MB, NODE_A_NETNS, NODE_B_NETNS,
-DOCKER_A, ADDR_B, WORK; stdlib only)
+DOCKER_A, DOCKER_B, ADDR_B, WORK, PERF_OUT: a `perf record -a -g` file of the
+stopped move; stdlib only)
 """
 import http.client
 import json
+import threading
 import os
 import socket
 import subprocess
@@ -40,6 +42,53 @@ def docker_a(path):
     return json.loads(out.stdout)
 
 
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost", timeout=10)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.path)
+
+
+def running_on(sock, prefix):
+    """Whether a container named prefix-* runs on the dockerd at sock."""
+    conn = UnixConnection(sock[len("unix://"):])
+    q = urllib.parse.quote(json.dumps({"name": [prefix]}))
+    conn.request("GET", f"/containers/json?filters={q}")
+    body = json.loads(conn.getresponse().read() or b"[]")
+    conn.close()
+    return any(c.get("State") == "running" for c in body)
+
+
+class Downtime(threading.Thread):
+    """Polls both dockerds every 10 ms: the seconds from the moment no
+    container of the set runs on `from` until one runs on `to`."""
+
+    def __init__(self, sock_from, sock_to, prefix):
+        super().__init__(daemon=True)
+        self.sock_from, self.sock_to, self.prefix = sock_from, sock_to, prefix
+        self.stopped_at = self.started_at = None
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            now = time.monotonic()
+            if self.stopped_at is None:
+                if not running_on(self.sock_from, self.prefix):
+                    self.stopped_at = now
+            elif running_on(self.sock_to, self.prefix):
+                self.started_at = now
+                return
+            time.sleep(0.01)
+
+    def seconds(self):
+        if self.stopped_at is None or self.started_at is None:
+            return None
+        return self.started_at - self.stopped_at
+
+
 def in_ns(netns, args, **kw):
     return subprocess.run(["nsenter", f"--net=/var/run/netns/{netns}", *args], **kw)
 
@@ -59,11 +108,13 @@ def baseline(src_dirs, dest):
                 "out.flush()\n")
     rx = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{os.environ['NODE_B_NETNS']}",
                            "bash", "-c", f"python3 -c \"$0\" | tar -C {dest} -xf -", receiver])
-    time.sleep(0.5)
+    time.sleep(2)  # the receiver listening (a loaded machine is slow to start python)
     start = time.monotonic()
     parts = " ".join(f"-C {d} ." for d in src_dirs)
+    dest_tcp = f"/dev/tcp/{os.environ['ADDR_B']}/{PORT}"
     in_ns(os.environ["NODE_A_NETNS"],
-          ["bash", "-c", f"tar -cf - {parts} > /dev/tcp/{os.environ['ADDR_B']}/{PORT}"],
+          ["bash", "-c", f"for i in $(seq 1 100); do exec 3>{dest_tcp} && break; sleep 0.1;"
+                         f" done 2>/dev/null; tar -cf - {parts} >&3"],
           check=True)
     rx.wait()
     return time.monotonic() - start
@@ -111,9 +162,18 @@ def run(url_a, url_b, image):
     subprocess.run(["bash", "-c", f"cat {upper}/root/blob {vol}/blob > /dev/null"], check=True)
     base_s = baseline([upper, vol], f"{work}/baseline")
     subprocess.run(["rm", "-rf", f"{work}/baseline"], check=True)
+    perf = None
+    if os.environ.get("PERF_OUT"):  # a profile of the whole machine during the move
+        perf = subprocess.Popen(["perf", "record", "-a", "-g", "-F", "499", "-o",
+                                 os.environ["PERF_OUT"]], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(1)
     t = time.monotonic()
     moved = call(url_a, "POST", "/api/v1/replicaSet/benchmove/move", {"node": "b"})
     move_s = time.monotonic() - t
+    if perf:
+        perf.send_signal(2)
+        perf.wait()
     base_rate, move_rate = data_mb / base_s, data_mb / move_s
     print(f"move: baseline tar | nc   {base_s:7.2f} s  {base_rate:8.1f} MB/s")
     print(f"move: move (stopped)      {move_s:7.2f} s  {move_rate:8.1f} MB/s  "
@@ -126,14 +186,28 @@ def run(url_a, url_b, image):
     ratio = move_rate / base_rate
     print(f"move: ratio {ratio:.2f}x of tar | nc (target >= {TARGET}x): "
           f"{'met' if ratio >= TARGET else 'NOT met'}")
-    # A running set moved back: how long it does not run.
+    # A running set moved back: how long it does not run (its downtime),
+    # against the time of the copy made while it ran.
     call(url_b, "PATCH", "/api/v1/replicaSet/benchmove/restart", {})
+    watch = Downtime(os.environ["DOCKER_B"], os.environ["DOCKER_A"], "benchmove")
+    watch.start()
     t = time.monotonic()
     back = call(url_b, "POST", "/api/v1/replicaSet/benchmove/move", {"node": "a"})
-    down_s = time.monotonic() - t
-    print(f"move: running set moved back in {down_s:.2f} s (its downtime: the copy of "
-          f"{back['bytes'] / 1e6:.1f} MB and a start; no copy while it runs yet)")
-
+    move_s = time.monotonic() - t
+    watch.done.set()
+    watch.join()
+    copy = back.get("copy") or {}
+    pre = copy.get("preCopied") or {}
+    down = watch.seconds()
+    print(f"move: running set moved back in {move_s:.2f} s ({copy.get('way', '?')} way), "
+          f"{back['bytes'] / 1e6:.1f} MB on the wire")
+    if pre:
+        print(f"move:   copied while it ran     {pre['seconds']:7.2f} s  {pre['bytes'] / 1e6:9.1f} MB")
+    print(f"move:   after the stop (diff)   {copy.get('seconds', 0):7.2f} s  "
+          f"{copy.get('bytes', 0) / 1e6:9.1f} MB")
+    print(f"move:   downtime (not running)  " + (f"{down:7.2f} s" if down is not None else "unmeasured")
+          + f"   (the stop, the difference, Docker's start; the whole copy at "
+          f"{base_rate:.0f} MB/s of tar | nc would take {data_mb / base_rate:.2f} s)")
 
 if __name__ == "__main__":
     main()

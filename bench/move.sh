@@ -17,18 +17,25 @@
 #             (bash's /dev/tcp) read in node b's namespace (python's socket
 #             in 1 MiB reads, as nc does) into tar -x on the disk
 #   stopped   POST .../move {"node": "b"} of the set, stopped: until the
-#             answer (the data extracted, the records written)
+#             answer (the data extracted, the records written); "the copy"
+#             is the data alone as node b timed it
 #   running   the set started on b, then moved back to a while it runs:
-#             the time it does not run (its downtime; no copy while it
-#             runs yet, so it is the whole copy plus a start)
+#             on the tree way (both nodes overlay2, docs/fleet.md) it is
+#             copied while it runs, then stopped and only what changed
+#             sent; its downtime is measured from the dockerds (polled
+#             every 10 ms: no container of the set running on b, until
+#             one runs on a) and printed against the pre-copy's time
 # Prints each side's MB/s over the file data (2 x SIZE_MB) and the ratio.
 # Target (reported, never enforced; the issue's words): the move at least
-# 0.8x the baseline's throughput.
+# 0.8x the baseline's throughput, and a running set's downtime no more than
+# the transfer of what changed plus Docker's start.
 #
 # Usage: bench/move.sh BUILD_DIR   (a non-Debug build is fairer; any works)
 #   needs what scripts/test-fleet.sh needs (root, iproute2, nsenter,
 #   dockerd, etcd, busybox-static)
 #   env: SIZE_MB=1024 MOVE_COMPRESS=auto GPUBOX_TEST_IMAGE=gpubox-test:latest
+#        PERF_OUT=FILE (perf record -a -g of the whole machine during the stopped move)
+#        KEEP_LOGS=DIR (the nodes' gpuboxd logs copied there at the end)
 #        FLEET_NET=10.77.0 ETCD=etcd
 # An EXIT trap ends the gpuboxd, etcd, the dockerds and the namespaces it
 # started, by their pids (netns-dockerd.sh's nsd_destroy).
@@ -89,6 +96,10 @@ cleanup() {
     if [ -n "$etcd_pid" ]; then
         kill -TERM "$etcd_pid" 2>/dev/null || true
         wait "$etcd_pid" 2>/dev/null || true
+    fi
+    if [ -n "${KEEP_LOGS:-}" ]; then # the nodes' logs, for where the time went
+        mkdir -p "$KEEP_LOGS"
+        for l in "${labels[@]}"; do cp "$work/$l/gpuboxd.log" "$KEEP_LOGS/gpuboxd-$l.log" 2>/dev/null || true; done
     fi
     # the sandboxes at once: containers, dockerds, the tmpfs, the namespaces
     for name in ${NSD_CREATED[@]+"${NSD_CREATED[@]}"}; do
@@ -208,8 +219,9 @@ url_b="http://$(fleet_node_addr 2):$api_port"
 echo "move: hub $hub_addr (etcd), a $url_a, b $url_b; gpuboxd $build/gpuboxd"
 # In the background and waited for: a TERM or INT to this script runs the
 # trap at once (a foreground child would hold it until it ended).
-nsenter --net="/var/run/netns/$hub" env SIZE_MB="$size_mb" NODE_A_NETNS="${nodes[0]}" \
+nsenter --net="/var/run/netns/$hub" env SIZE_MB="$size_mb" PERF_OUT="${PERF_OUT:-}" NODE_A_NETNS="${nodes[0]}" \
     NODE_B_NETNS="${nodes[1]}" DOCKER_A="$(nsd_docker_host "${nodes[0]}")" \
+    DOCKER_B="$(nsd_docker_host "${nodes[1]}")" \
     ADDR_B="$(fleet_node_addr 2)" WORK="$work" \
     /usr/bin/python3 "$here/move.py" "$url_a" "$url_b" "$image" </dev/null &
 py_pid=$!

@@ -8,8 +8,6 @@
 #include "api/api.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,9 +60,18 @@ int api_move_prepare(http_request *req, http_response *resp, gb_err *err)
 
 int api_move_pull(http_request *req, http_response *resp, gb_err *err)
 {
+    static const char *const fields[] = {"phase", NULL};
+    json_t *body = NULL;
+    const char *phase = NULL;
+    if (api_body(req, fields, false, &body, err) < 0 ||
+        (body && json_field_string(body, NULL, "phase", &phase, false, err) < 0))
+        return -1;
+    if (phase && strcmp(phase, "pre") != 0 && strcmp(phase, "final") != 0)
+        return err_set(err, ERR_INVALID_PARAMS, "phase is \"pre\" or \"final\", not \"%s\"", phase);
     json_t *data = NULL;
     int rc = replicaset_move_in_pull(req->ctx, http_request_param(req, "id"),
-                                     http_request_header(req, "Authorization"), &data, err);
+                                     http_request_header(req, "Authorization"),
+                                     phase && strcmp(phase, "pre") == 0, &data, err);
     return answer(rc, data, resp, err);
 }
 
@@ -100,68 +107,67 @@ int api_move_abandon(http_request *req, http_response *resp, gb_err *err)
 typedef struct move_data {
     app *a;
     char *id;
-    int read_fd, write_fd;
-    pthread_t thread;
-    int rc;
-    gb_err err;
+    replicaset_move_part part;
+    http_stream *s;
+    uint64_t sent;
 } move_data;
-
-static void *export_thread(void *arg)
-{
-    move_data *d = arg;
-    d->rc = replicaset_move_export(d->a, d->id, d->write_fd, &d->err);
-    if (d->rc < 0)
-        log_error("move %s: sending the data: %s", d->id, d->err.msg);
-    close(d->write_fd);
-    d->write_fd = -1;
-    return NULL;
-}
 
 /* Test hook (GPUBOX_MOVE_CUT_AFTER=BYTES): the first stream of this process
  * breaks off after BYTES bytes, as a dropped connection would cut it, so
- * the receiving node's retry is tested on the same path. */
-static bool data_cut_due(uint64_t sent)
+ * the receiving node's retry is tested on the same path. 0: not now; else
+ * the bytes of this write still to send before the cut. */
+static bool data_cut_due(uint64_t sent, size_t n, size_t *keep)
 {
     static atomic_bool cut_done;
     const char *env = getenv("GPUBOX_MOVE_CUT_AFTER");
-    if (!env || atomic_load(&cut_done) || sent < strtoull(env, NULL, 10))
+    if (!env || atomic_load(&cut_done))
         return false;
+    uint64_t at = strtoull(env, NULL, 10);
+    if (sent + n <= at)
+        return false;
+    *keep = at > sent ? (size_t)(at - sent) : 0;
     return !atomic_exchange(&cut_done, true);
+}
+
+/* The encoded stream, written to the client as the export makes it. */
+static int data_sink(void *ctx, const void *data, size_t n)
+{
+    move_data *d = ctx;
+    size_t keep = 0;
+    if (data_cut_due(d->sent, n, &keep)) {
+        if (keep && http_stream_write(d->s, data, keep) == 0) {
+            d->sent += keep;
+            replicaset_move_progress_add(d->id, keep, false);
+        }
+        log_warn("move %s: GPUBOX_MOVE_CUT_AFTER: breaking the stream off after %llu bytes "
+                 "(test hook)",
+                 d->id, (unsigned long long)d->sent);
+        http_stream_abort(d->s);
+        errno = EPIPE;
+        return -1;
+    }
+    if (http_stream_write(d->s, data, n) < 0) {
+        errno = EPIPE;
+        return -1;
+    }
+    d->sent += n;
+    replicaset_move_progress_add(d->id, n, false);
+    return 0;
 }
 
 static void data_run(http_stream *s, void *ctx)
 {
     move_data *d = ctx;
-    char *buf = xmalloc(256 * 1024);
-    uint64_t sent = 0;
-    for (;;) {
-        if (data_cut_due(sent)) {
-            log_warn("move %s: GPUBOX_MOVE_CUT_AFTER: breaking the stream off after %llu bytes "
-                     "(test hook)",
-                     d->id, (unsigned long long)sent);
-            http_stream_abort(s);
-            break;
-        }
-        ssize_t n = read(d->read_fd, buf, 256 * 1024);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0 || http_stream_write(s, buf, (size_t)n) < 0)
-            break;
-        sent += (uint64_t)n;
-        replicaset_move_progress(d->id, sent, false);
-    }
-    replicaset_move_progress(d->id, sent, true);
-    free(buf);
-    close(d->read_fd); /* an export still writing stops with EPIPE */
-    d->read_fd = -1;
-    pthread_join(d->thread, NULL);
+    d->s = s;
+    gb_err err = GB_ERR_INIT;
+    if (replicaset_move_export(d->a, d->id, &d->part, data_sink, d, &err) < 0)
+        log_error("move %s: sending the data: %s", d->id, err.msg);
+    replicaset_move_progress_add(d->id, 0, true);
 }
 
 static void data_free(void *ctx)
 {
     move_data *d = ctx;
-    if (d->read_fd >= 0)
-        close(d->read_fd);
     free(d->id);
     free(d);
 }
@@ -169,16 +175,31 @@ static void data_free(void *ctx)
 int api_move_data(http_request *req, http_response *resp, gb_err *err)
 {
     const char *id = http_request_param(req, "id");
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return err_set(err, ERR_INTERNAL, "pipe: %s", strerror(errno));
-    move_data *d = xcalloc(1, sizeof(*d));
-    *d = (move_data){.a = req->ctx, .id = xstrdup(id ? id : ""), .read_fd = p[0], .write_fd = p[1]};
-    d->err = (gb_err)GB_ERR_INIT;
-    if (pthread_create(&d->thread, NULL, export_thread, d) != 0) {
-        close(p[1]);
-        data_free(d);
-        return err_set(err, ERR_INTERNAL, "starting a thread");
+    /* ?part=K (the tree way's part), ?phase=pre|final, ?offset=N (resumed) */
+    replicaset_move_part part = {0};
+    const char *q_part = http_request_query(req, "part");
+    const char *q_phase = http_request_query(req, "phase");
+    const char *q_offset = http_request_query(req, "offset");
+    char *end = NULL;
+    if (q_part) {
+        unsigned long v = strtoul(q_part, &end, 10);
+        if (!q_part[0] || *end || v > 1000)
+            return err_set(err, ERR_INVALID_PARAMS, "part is a small number, not '%.32s'", q_part);
+        part.tree = true;
+        part.part = (unsigned)v;
     }
+    if (q_phase && strcmp(q_phase, "pre") != 0 && strcmp(q_phase, "final") != 0)
+        return err_set(err, ERR_INVALID_PARAMS, "phase is pre or final, not '%.32s'", q_phase);
+    part.pre = q_phase && strcmp(q_phase, "pre") == 0;
+    if (q_offset) {
+        errno = 0;
+        unsigned long long v = strtoull(q_offset, &end, 10);
+        if (!q_offset[0] || *end || errno)
+            return err_set(err, ERR_INVALID_PARAMS, "offset is a byte count, not '%.32s'",
+                           q_offset);
+        part.offset = v;
+    }
+    move_data *d = xcalloc(1, sizeof(*d));
+    *d = (move_data){.a = req->ctx, .id = xstrdup(id ? id : ""), .part = part};
     return http_response_stream(resp, 200, "application/x-tar", data_run, d, data_free, err);
 }

@@ -29,6 +29,8 @@
 #ifndef GPUBOX_CARRY_CARRY_H
 #define GPUBOX_CARRY_CARRY_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "docker/docker.h"
@@ -90,5 +92,58 @@ void carry_pipe_widen(int fd);
 
 int carry_export(docker_client *c, const char *from, const char *const *volumes, size_t nvolumes,
                  int out_fd, carry_stats *stats, gb_err *err);
+
+/* ---- A move's stream cut and resumed (carry_tar.c) ---- */
+
+/* Whether the 512-byte block is a tar header (its checksum holds) or an
+ * end block: where a resumed stream may begin. */
+bool carry_tar_block_starts_entry(const unsigned char *block);
+
+/* Copy the tar stream read from in_fd to out_fd (an extraction), noting
+ * where each whole entry ends. *complete: the stream reached its end
+ * blocks. Otherwise (cut off) the entry under way is completed with zeros
+ * and the archive ended there, so the extraction takes every whole entry
+ * and ends cleanly; *whole is then the offset to resume from: the start of
+ * the first entry not received whole (its PAX or long-name headers
+ * included). -1 when out_fd stopped taking data. */
+int carry_tar_relay(int in_fd, int out_fd, uint64_t *whole, bool *complete, gb_err *err);
+/* The same pushed: each piece as it comes (-1 with errno once out_fd
+ * stopped taking data), then the end (which frees r). */
+typedef struct carry_relay carry_relay;
+carry_relay *carry_relay_new(int out_fd);
+int carry_relay_feed(carry_relay *r, const void *data, size_t n);
+int carry_relay_end(carry_relay *r, uint64_t *whole, bool *complete, gb_err *err);
+
+/* ---- The tree way of a move (carry_tree.c) ---- */
+
+/* Where a container's system disk lies on this host for the tree way: its
+ * overlay2 upper directory, reachable here. -1 with why in err
+ * (ERR_INVALID_PARAMS) when the tree way cannot be used. */
+int carry_tree_upper(docker_client *c, const char *container, char *path, size_t size, gb_err *err);
+
+/* Whether this host has the GNU tar the tree way runs. */
+bool carry_tree_tar_ok(void);
+
+/* The tree at dir as a tar stream into out_fd, by GNU tar in listed-
+ * incremental mode: snapshot_in (NULL: none, everything goes) says what an
+ * earlier stream sent, and snapshot_out (NULL: not kept) gets this
+ * stream's, so a later stream with it carries only what changed since -
+ * new and changed files, mode, owner and xattr changes - and the
+ * directories' listings, from which the extraction deletes what is gone.
+ * Overlay's whiteouts and opaque directories (device nodes, trusted.*
+ * xattrs) travel as they are. skip: bytes of the stream not written (a
+ * resumed pull); refused (ERR_CONFLICT) when no entry begins there.
+ * live: the tree may change as it is read (a running set): files that
+ * change are sent as read, and a later stream carries them again.
+ * work: a file of the caller's for tar's snapshot as it runs (removed, or
+ * renamed to snapshot_out). */
+int carry_tree_export(const char *dir, const char *snapshot_in, const char *snapshot_out,
+                      const char *work, uint64_t skip, bool live, int out_fd, gb_err *err);
+
+/* Extract the tar stream read from in_fd into dir (carry_tree_export's,
+ * through carry_tar_relay): files, owners, modes, xattrs, device nodes,
+ * and deletions of what the stream's listings no longer name. in_fd is
+ * closed (tar holds it), so a writer sees a broken pipe if tar stops. */
+int carry_tree_import(const char *dir, int in_fd, gb_err *err);
 
 #endif

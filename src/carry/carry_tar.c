@@ -489,3 +489,187 @@ void carry_pipe_widen(int fd)
 {
     (void)fcntl(fd, F_SETPIPE_SZ, 1024 * 1024);
 }
+
+/* ---- Cutting a stream at its last whole entry (a move resumed) ---- */
+
+bool carry_tar_block_starts_entry(const unsigned char *block)
+{
+    return is_zero_block(block) || checksum_ok(block);
+}
+
+/* Types whose header only describes the entry that follows. */
+static bool tar_prefix_type(char t)
+{
+    return t == 'x' || t == 'g' || t == 'L' || t == 'K';
+}
+
+#define RELAY_BUF (1u << 20)
+
+/* The relay's state: what of the stream went on, and where the last whole
+ * entry ended. Headers that only describe the next entry (PAX, GNU long
+ * names) are held back with their data until that entry's header came, so
+ * a cut leaves at most one entry's data unfinished. */
+struct carry_relay {
+    int out_fd;
+    bool failed;
+    unsigned char header[CARRY_TAR_BLOCK];
+    size_t hlen;    /* bytes of the header block being read */
+    uint64_t left;  /* data and padding of the current entry still to come */
+    bool in_prefix; /* the current data belongs to a held-back header */
+    bool in_data;   /* inside a real entry's data */
+    char *held;     /* held-back headers and their data */
+    size_t held_len;
+    uint64_t offset; /* bytes read so far */
+    uint64_t whole;  /* end of the last whole entry */
+    bool ended;      /* the end blocks came (or a block no tar reader follows) */
+};
+
+static void relay_out(struct carry_relay *r, const void *p, size_t n)
+{
+    if (!r->failed && carry_write_all(r->out_fd, p, n) < 0)
+        r->failed = true;
+}
+
+static void relay_hold(struct carry_relay *r, const void *p, size_t n)
+{
+    if (r->held_len + n > PAX_MAX + 4 * CARRY_TAR_BLOCK) { /* no resume point: pass it on */
+        relay_out(r, r->held, r->held_len);
+        relay_out(r, p, n);
+        r->held_len = 0;
+        return;
+    }
+    r->held = xrealloc(r->held, r->held_len + n);
+    memcpy(r->held + r->held_len, p, n);
+    r->held_len += n;
+}
+
+static void relay_header(struct carry_relay *r)
+{
+    if (is_zero_block(r->header)) {
+        r->ended = true;
+        relay_out(r, r->held, r->held_len);
+        r->held_len = 0;
+        relay_out(r, r->header, CARRY_TAR_BLOCK);
+        return;
+    }
+    uint64_t size = 0;
+    char type = (char)r->header[156];
+    if (!checksum_ok(r->header) || !parse_number(r->header + 124, 12, &size)) {
+        r->ended = true; /* not a tar this follows: everything passes, no resume point */
+        relay_out(r, r->held, r->held_len);
+        r->held_len = 0;
+        relay_out(r, r->header, CARRY_TAR_BLOCK);
+        return;
+    }
+    if (type == '1' || type == '2' || type == '3' || type == '4' || type == '5' || type == '6')
+        size = 0; /* entries that carry no data, whatever their size field says */
+    r->left = (size + CARRY_TAR_BLOCK - 1) / CARRY_TAR_BLOCK * CARRY_TAR_BLOCK;
+    r->in_prefix = tar_prefix_type(type);
+    if (r->in_prefix) {
+        relay_hold(r, r->header, CARRY_TAR_BLOCK);
+        return;
+    }
+    relay_out(r, r->held, r->held_len);
+    r->held_len = 0;
+    relay_out(r, r->header, CARRY_TAR_BLOCK);
+    r->in_data = r->left > 0;
+    if (!r->in_data)
+        r->whole = r->offset;
+}
+
+static void relay_feed(struct carry_relay *r, const unsigned char *p, size_t n)
+{
+    size_t pos = 0;
+    while (pos < n) {
+        if (r->ended) {
+            relay_out(r, p + pos, n - pos);
+            r->offset += n - pos;
+            return;
+        }
+        if (r->left > 0) {
+            size_t take = n - pos < r->left ? n - pos : (size_t)r->left;
+            if (r->in_prefix)
+                relay_hold(r, p + pos, take);
+            else
+                relay_out(r, p + pos, take);
+            pos += take;
+            r->offset += take;
+            r->left -= take;
+            if (r->left == 0 && !r->in_prefix) {
+                r->in_data = false;
+                r->whole = r->offset;
+            }
+            continue;
+        }
+        size_t take = CARRY_TAR_BLOCK - r->hlen;
+        if (take > n - pos)
+            take = n - pos;
+        memcpy(r->header + r->hlen, p + pos, take);
+        r->hlen += take;
+        pos += take;
+        r->offset += take;
+        if (r->hlen == CARRY_TAR_BLOCK) {
+            r->hlen = 0;
+            relay_header(r);
+        }
+    }
+}
+
+carry_relay *carry_relay_new(int out_fd)
+{
+    carry_relay *r = xcalloc(1, sizeof(*r));
+    r->out_fd = out_fd;
+    return r;
+}
+
+int carry_relay_feed(carry_relay *r, const void *data, size_t n)
+{
+    relay_feed(r, data, n);
+    if (r->failed)
+        errno = EPIPE;
+    return r->failed ? -1 : 0;
+}
+
+int carry_relay_end(carry_relay *r, uint64_t *whole, bool *complete, gb_err *err)
+{
+    *whole = r->whole;
+    *complete = r->ended;
+    if (!r->ended) {
+        /* Cut off: the entry under way completed with zeros (the resumed
+         * stream writes it again whole), held-back headers and a partial
+         * header dropped, then the end blocks: what came whole is
+         * extracted. */
+        unsigned char *zeros = xcalloc(1, RELAY_BUF);
+        uint64_t pad = r->in_data ? r->left : 0;
+        while (pad > 0 && !r->failed) {
+            size_t w = pad < RELAY_BUF ? (size_t)pad : RELAY_BUF;
+            relay_out(r, zeros, w);
+            pad -= w;
+        }
+        relay_out(r, zeros, 2 * CARRY_TAR_BLOCK);
+        free(zeros);
+    }
+    bool failed = r->failed;
+    free(r->held);
+    free(r);
+    if (failed)
+        return err_set(err, ERR_INTERNAL,
+                       "extracting a move's data: the extraction stopped reading");
+    return 0;
+}
+
+int carry_tar_relay(int in_fd, int out_fd, uint64_t *whole, bool *complete, gb_err *err)
+{
+    carry_relay *r = carry_relay_new(out_fd);
+    unsigned char *buf = xmalloc(RELAY_BUF);
+    for (;;) {
+        ssize_t n = read(in_fd, buf, RELAY_BUF);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        relay_feed(r, buf, (size_t)n);
+    }
+    free(buf);
+    return carry_relay_end(r, whole, complete, err);
+}

@@ -33,6 +33,7 @@
 #include "service/replicaset/replicaset.h"
 #include "store/store.h"
 #include "util/cleanup.h"
+#include "util/size.h"
 #include "util/time.h"
 
 enum config_kind { OPT_STRING, OPT_UINT, OPT_SWITCH, OPT_CHOICE, OPT_FUNC, OPT_CLI_ONLY };
@@ -130,6 +131,15 @@ static int apply_terminal_idle(daemon_config *cfg, const char *value, gb_err *er
 static int apply_port_range(daemon_config *cfg, const char *value, gb_err *err)
 {
     return ports_range_parse(value, &cfg->app.port_start, &cfg->app.port_end, err);
+}
+
+static int apply_move_disk_reserve(daemon_config *cfg, const char *value, gb_err *err)
+{
+    uint64_t bytes = 0;
+    if (strcmp(value, "0") != 0 && size_parse(value, &bytes, err) < 0)
+        return err_prefix(err, "--move-disk-reserve '%s'", value);
+    cfg->app.move_disk_reserve = bytes;
+    return 0;
 }
 
 static int apply_gpu_source(daemon_config *cfg, const char *value, gb_err *err)
@@ -361,6 +371,11 @@ static const config_option config_options[] = {
                "not at all (none), or when a sample of it compresses well (auto) "
                "(docs/fleet.md)",
                move_compress),
+    OPT_FN("move-disk-reserve", "SIZE", "1GB",
+           "a fleet's moves: space kept free on Docker's disk and the volumes' disk when a set "
+           "moves here; a move that would eat into it is refused before anything is copied "
+           "(code 1185, docs/fleet.md); 0 for none",
+           apply_move_disk_reserve),
     OPT_STR("bind-prefixes", "DIR[,DIR...]", "none",
             "host directories under which replica sets may bind-mount host paths; none allows "
             "only gpubox volumes",
@@ -643,7 +658,8 @@ int config_init(daemon_config *cfg, gb_err *err)
         set_string(&cfg->volume_backend, "loop", err) < 0 ||
         set_string(&cfg->volume_fs, "ext4", err) < 0 ||
         set_string(&cfg->share_overrun, "report", err) < 0 ||
-        apply_port_range(cfg, CONFIG_PORT_RANGE_DEFAULT, err) < 0) {
+        apply_port_range(cfg, CONFIG_PORT_RANGE_DEFAULT, err) < 0 ||
+        apply_move_disk_reserve(cfg, "1GB", err) < 0) {
         config_free(cfg);
         return -1;
     }

@@ -260,6 +260,10 @@ int docker_container_start(docker_client *c, const char *id_or_name, gb_err *err
  * stopped container is success. */
 int docker_container_stop(docker_client *c, const char *id_or_name, int timeout_s, gb_err *err);
 int docker_container_inspect(docker_client *c, const char *id_or_name, json_t **out, gb_err *err);
+/* Bytes of the container's own writable layer (inspect's SizeRw, which
+ * Docker measures by walking the layer: slow for a large one). */
+int docker_container_size_rw(docker_client *c, const char *id_or_name, uint64_t *bytes,
+                             gb_err *err);
 /* The container's IPv4 address on network (NetworkSettings.Networks;
  * NULL or not there: the first network that gave it one) into addr.
  * ERR_NOT_FOUND when there is no container, ERR_STATE_CONFLICT when it has

@@ -122,6 +122,20 @@ int docker_container_inspect(docker_client *c, const char *id_or_name, json_t **
     return docker_get(c, path, out, err, "inspecting container '%s'", id_or_name);
 }
 
+int docker_container_size_rw(docker_client *c, const char *id_or_name, uint64_t *bytes, gb_err *err)
+{
+    *bytes = 0;
+    _cleanup_free_ char *path = docker_container_path(id_or_name, "/json?size=1", err);
+    if (!path)
+        return -1;
+    _cleanup_json_ json_t *inspect = NULL;
+    if (docker_get(c, path, &inspect, err, "measuring container '%s'", id_or_name) < 0)
+        return -1;
+    json_int_t v = json_integer_value(json_object_get(inspect, "SizeRw"));
+    *bytes = v > 0 ? (uint64_t)v : 0;
+    return 0;
+}
+
 int docker_container_address(docker_client *c, const char *id_or_name, const char *network,
                              char *addr, size_t size, gb_err *err)
 {

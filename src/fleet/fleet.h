@@ -226,11 +226,12 @@ void fleet_send_many(fleet *f, const char *const *advertise, size_t n, const fle
                      fleet_answer *answers);
 void fleet_answer_clear(fleet_answer *a);
 /* fleet_send for an answer that is a stream (a move's data): a 200's body
- * is written into out_fd as it arrives (blocking while the reader is
- * slow; a reader that is gone ends the transfer), *bytes (may be NULL)
- * counting it as it goes, for progress; any other status's body is kept
- * in out->body, as fleet_send's. -1 when no whole answer came. */
-int fleet_send_to_fd(fleet *f, const char *advertise, const fleet_request *req, int out_fd,
-                     _Atomic uint64_t *bytes, fleet_answer *out, gb_err *err);
+ * is handed to sink(ctx, data, n) as it arrives, on the calling thread
+ * (sink < 0 ends the transfer), *bytes (may be NULL) counting it as it
+ * goes, for progress; any other status's body is kept in out->body, as
+ * fleet_send's. -1 when no whole answer came. */
+int fleet_send_to_sink(fleet *f, const char *advertise, const fleet_request *req,
+                       int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
+                       _Atomic uint64_t *bytes, fleet_answer *out, gb_err *err);
 
 #endif

@@ -35,9 +35,9 @@ struct exchange {
     struct curl_slist *headers;
     char url[FLEET_URL_MAX + 2048];
     bool too_large;
-    /* fleet_send_to_fd: a 200's body goes here */
     CURL *h;
-    int out_fd;
+    int (*sink)(void *ctx, const void *data, size_t n); /* fleet_send_to_sink: a 200's body */
+    void *sink_ctx;
     _Atomic uint64_t *bytes;
     int status; /* known once the body begins; 0 before */
 };
@@ -52,15 +52,9 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
         curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
         x->status = (int)status;
     }
-    if (x->h && x->status == 200) {
-        for (size_t off = 0; off < len;) {
-            ssize_t w = write(x->out_fd, data + off, len - off);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return 0; /* the reader is gone: curl ends the transfer */
-            off += (size_t)w;
-        }
+    if (x->h && x->status == 200 && x->sink) {
+        if (x->sink(x->sink_ctx, data, len) < 0)
+            return 0; /* the receiver gave up: curl ends the transfer */
         if (x->bytes)
             *x->bytes += len;
         return len;
@@ -181,8 +175,8 @@ int fleet_send(fleet *f, const char *advertise, const fleet_request *req, fleet_
     return 0;
 }
 
-int fleet_send_to_fd(fleet *f, const char *advertise, const fleet_request *req, int out_fd,
-                     _Atomic uint64_t *bytes, fleet_answer *out, gb_err *err)
+static int send_streamed(fleet *f, const char *advertise, const fleet_request *req,
+                         struct exchange *x, fleet_answer *out, gb_err *err)
 {
     *out = (fleet_answer){.err = GB_ERR_INIT};
     /* A reader that is gone gives EPIPE here, never the signal. */
@@ -193,18 +187,27 @@ int fleet_send_to_fd(fleet *f, const char *advertise, const fleet_request *req, 
     CURL *h = curl_easy_init();
     if (!h)
         return err_set(err, ERR_INTERNAL, "curl_easy_init failed");
-    struct exchange x = {.answer = out, .h = h, .out_fd = out_fd, .bytes = bytes};
-    exchange_setup(f, h, &x, advertise, req);
+    x->answer = out;
+    x->h = h;
+    exchange_setup(f, h, x, advertise, req);
     /* A stream of data: larger reads, fewer calls (curl's default is 16 KiB). */
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
     CURLcode rc = curl_easy_perform(h);
-    exchange_finish(h, &x, rc, advertise);
+    exchange_finish(h, x, rc, advertise);
     curl_easy_cleanup(h);
     if (out->status == 0) {
         *err = out->err;
         return -1;
     }
     return 0;
+}
+
+int fleet_send_to_sink(fleet *f, const char *advertise, const fleet_request *req,
+                       int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
+                       _Atomic uint64_t *bytes, fleet_answer *out, gb_err *err)
+{
+    struct exchange x = {.sink = sink, .sink_ctx = ctx, .bytes = bytes};
+    return send_streamed(f, advertise, req, &x, out, err);
 }
 
 static CURLM *multi_borrow(fleet *f)

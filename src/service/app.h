@@ -33,14 +33,16 @@ typedef struct app_config {
     const char *docker_host;
     uint16_t port_start, port_end;
     enum gpu_source_kind gpu_source;
-    const char *simulate_gpus;  /* spec, for GPU_SOURCE_SIMULATED */
-    const char *simulate_cpus;  /* "2x16x2": a made-up CPU topology (docs/cpus.md); NULL: sysfs */
-    const char *reserved_cpus;  /* cpulist never handed out; NULL: none */
-    const char *nvml_library;   /* NULL: libnvidia-ml.so.1 */
-    const char *nvidia_smi;     /* NULL: nvidia-smi on PATH */
-    const char *gpu_attach;     /* "nvidia" | "cdi" | "runtime" */
-    const char *carry_method;   /* "auto" | "overlay" | "portable" (carry/carry.h) */
-    const char *move_compress;  /* a move's data sent: "auto" | "zstd" | "none" (NULL: auto) */
+    const char *simulate_gpus; /* spec, for GPU_SOURCE_SIMULATED */
+    const char *simulate_cpus; /* "2x16x2": a made-up CPU topology (docs/cpus.md); NULL: sysfs */
+    const char *reserved_cpus; /* cpulist never handed out; NULL: none */
+    const char *nvml_library;  /* NULL: libnvidia-ml.so.1 */
+    const char *nvidia_smi;    /* NULL: nvidia-smi on PATH */
+    const char *gpu_attach;    /* "nvidia" | "cdi" | "runtime" */
+    const char *carry_method;  /* "auto" | "overlay" | "portable" (carry/carry.h) */
+    const char *move_compress; /* a move's data sent: "auto" | "zstd" | "none" (NULL: auto) */
+    uint64_t
+        move_disk_reserve; /* bytes a move here leaves free on each disk (--move-disk-reserve) */
     const char *volume_backend; /* "loop" | "xfsquota" | "plain" (volumes.h) */
     const char *volume_fs;      /* loop: "ext4" | "xfs" for new volumes; NULL: ext4 */
     unsigned docker_wait_s;     /* how long start-up waits for Docker to answer */

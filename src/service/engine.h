@@ -65,6 +65,7 @@ struct replicaset_record;
 #define OP_STEP_COMMITTED "committed"
 /* A move between nodes (replicaset/move.c, move_in.c). */
 #define OP_STEP_PREPARED "prepared"
+#define OP_STEP_PRE_COPIED "pre-copied"
 #define OP_STEP_COPIED "copied"
 #define OP_STEP_SWITCHED "switched"
 /* Volume operations' fault points (not journalled). */

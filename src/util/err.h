@@ -83,7 +83,8 @@ enum err_code {
     ERR_TERMINAL_LIMIT = 1160,     /* 429: the caller has as many terminals open as allowed */
     ERR_PROXY_OFF = 1165,          /* 409: the service proxy is off (--proxy-listen) */
     ERR_PRIORITY_NOT_ALLOWED = 1170, /* 403: a queue priority above the user's maxPriority */
-    ERR_INTERNAL = 1199,             /* 500 */
+    ERR_MOVE_NO_DISK = 1185, /* 507: a move's target cannot hold the disks (docs/fleet.md) */
+    ERR_INTERNAL = 1199,     /* 500 */
 };
 
 typedef struct gb_err {

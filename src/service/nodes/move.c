@@ -10,24 +10,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-int nodes_send_to_fd(app *a, const char *advertise, const nodes_request *req, int out_fd,
-                     _Atomic uint64_t *bytes, nodes_answer *out, gb_err *err)
+static void answer_from(fleet_answer *fa, nodes_answer *out)
 {
-    fleet_request fr = {.method = req->method,
-                        .path_query = req->path_query,
-                        .authorization = req->authorization,
-                        .body = req->body,
-                        .body_len = req->body_len,
-                        .timeout_ms = req->timeout_ms};
+    out->status = fa->status;
+    snprintf(out->content_type, sizeof(out->content_type), "%s", fa->content_type);
+    out->body = fa->body;
+    out->body_len = fa->body_len;
+    out->err = fa->err;
+    fa->body = NULL;
+    fleet_answer_clear(fa);
+}
+
+static fleet_request request_of(const nodes_request *req)
+{
+    return (fleet_request){.method = req->method,
+                           .path_query = req->path_query,
+                           .authorization = req->authorization,
+                           .body = req->body,
+                           .body_len = req->body_len,
+                           .timeout_ms = req->timeout_ms};
+}
+
+int nodes_send_to_sink(app *a, const char *advertise, const nodes_request *req,
+                       int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
+                       _Atomic uint64_t *bytes, nodes_answer *out, gb_err *err)
+{
+    fleet_request fr = request_of(req);
     fleet_answer fa;
-    int rc = fleet_send_to_fd(a->fleet, advertise, &fr, out_fd, bytes, &fa, err);
-    out->status = fa.status;
-    snprintf(out->content_type, sizeof(out->content_type), "%s", fa.content_type);
-    out->body = fa.body;
-    out->body_len = fa.body_len;
-    out->err = fa.err;
-    fa.body = NULL;
-    fleet_answer_clear(&fa);
+    int rc = fleet_send_to_sink(a->fleet, advertise, &fr, sink, ctx, bytes, &fa, err);
+    answer_from(&fa, out);
     return rc;
 }
 

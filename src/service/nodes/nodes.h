@@ -202,9 +202,10 @@ int nodes_move_target(app *a, const struct replicaset_spec *spec, const char *pi
 
 /* ---- moves between nodes (move.c) ------------------------------------------------ */
 
-/* nodes_send for an answer streamed into out_fd (fleet_send_to_fd). */
-int nodes_send_to_fd(app *a, const char *advertise, const nodes_request *req, int out_fd,
-                     _Atomic uint64_t *bytes, nodes_answer *out, gb_err *err);
+/* nodes_send for an answer streamed to sink as it arrives (fleet_send_to_sink). */
+int nodes_send_to_sink(app *a, const char *advertise, const nodes_request *req,
+                       int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
+                       _Atomic uint64_t *bytes, nodes_answer *out, gb_err *err);
 /* Which node owns name: 1 with node filled, 0 nobody. */
 int nodes_name_owner(app *a, enum nodes_kind kind, const char *name, char *node, size_t size,
                      gb_err *err);

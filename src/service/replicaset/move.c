@@ -11,10 +11,13 @@
  *   prepared      the target took the room (cards, ports, cores, disk),
  *                 made the volumes and the container: a target without
  *                 room refused here, before anything was copied
+ *   pre-copied    a running set's system disk and volumes copied while it
+ *                 runs (the tree way only; others pass this step at once)
  *   old-stopped   a running set's container stopped here (a paused or
  *                 stopped one is stopped already)
  *   copied        the target pulled the system disk and the volumes' data
- *                 from this node (GET .../data) into its container
+ *                 from this node (GET .../data) into its container: all of
+ *                 it, or after a pre-copy only what changed since
  *   switched      the fleet's name index says the target owns the set and
  *                 its volumes: the point of no return
  *   committed     the target wrote the records and started the set
@@ -25,9 +28,21 @@
  * goes forward: the target commits by itself if it never hears the commit
  * (move_settle.c), and this node removes its copy.
  *
- * A running set is stopped for the copy (its downtime is the copy's time
- * plus a start); a paused set moves paused (its container stopped, its
- * cards held on the target) and a stopped set stopped.
+ * Two ways for the data. The tree way, when both nodes keep containers on
+ * overlay2 and reach the directories (carry_tree.c): the system disk is
+ * the container's upper directory and each volume its host directory,
+ * one stream (a "part") each, read and written by GNU tar past Docker;
+ * a running set is copied while it runs and then, stopped, only what
+ * changed since (tar's listed-incremental snapshots, kept under
+ * <data-dir>/moves/ until the move ends), so its downtime is that
+ * difference plus a start. Otherwise the portable way: the carry's
+ * stream through Docker's archive API (carry_export), all of it with the
+ * set stopped. Either way a stream cut off resumes where the target's
+ * extraction stopped taking whole entries (carry_tar_relay): the target
+ * asks for it again from that offset.
+ *
+ * A paused set moves paused (its container stopped, its cards held on
+ * the target) and a stopped set stopped.
  */
 #include "util/xalloc.h"
 #include "service/replicaset/replicaset.h"
@@ -38,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "carry/carry.h"
@@ -52,10 +68,10 @@
 #include "util/time.h"
 
 static const op_step_def move_steps[] = {
-    {OP_STEP_BEGIN, NULL, NULL},       {OP_STEP_PREPARED, NULL, NULL},
-    {OP_STEP_OLD_STOPPED, NULL, NULL}, {OP_STEP_COPIED, NULL, NULL},
-    {OP_STEP_SWITCHED, NULL, NULL},    {OP_STEP_COMMITTED, NULL, NULL},
-    {OP_STEP_OLD_REMOVED, NULL, NULL},
+    {OP_STEP_BEGIN, NULL, NULL},      {OP_STEP_PREPARED, NULL, NULL},
+    {OP_STEP_PRE_COPIED, NULL, NULL}, {OP_STEP_OLD_STOPPED, NULL, NULL},
+    {OP_STEP_COPIED, NULL, NULL},     {OP_STEP_SWITCHED, NULL, NULL},
+    {OP_STEP_COMMITTED, NULL, NULL},  {OP_STEP_OLD_REMOVED, NULL, NULL},
 };
 
 /* Before `switched`: the target gives back what it made and a set that ran
@@ -94,9 +110,16 @@ int move_call(app *a, const char *advertise, const char *method, const char *pat
     nodes_answer_clear(&ans);
     json_t *code = json_object_get(env, "code");
     const char *msg = json_string_value(json_object_get(env, "msg"));
-    if (status / 100 != 2 || (json_is_integer(code) && json_integer_value(code) != ERR_OK))
-        return err_set(err, json_is_integer(code) ? (int)json_integer_value(code) : ERR_INTERNAL,
-                       "%s", msg && msg[0] ? msg : "the other node refused without saying why");
+    if (status / 100 != 2 || (json_is_integer(code) && json_integer_value(code) != ERR_OK)) {
+        err_set(err, json_is_integer(code) ? (int)json_integer_value(code) : ERR_INTERNAL, "%s",
+                msg && msg[0] ? msg : "the other node refused without saying why");
+        /* The particulars of its refusal (a 1185's bytes) go on to the caller. */
+        json_t *d = json_object_get(env, "data");
+        _cleanup_free_ char *dtext = json_is_object(d) ? json_dumps(d, JSON_COMPACT) : NULL;
+        if (dtext && strlen(dtext) < sizeof(err->data))
+            snprintf(err->data, sizeof(err->data), "%s", dtext);
+        return -1;
+    }
     if (data) {
         json_t *d = json_object_get(env, "data");
         *data = d ? json_incref(d) : NULL;
@@ -122,6 +145,48 @@ static size_t move_volume_names(const replicaset_record *r, const char **names, 
 }
 
 #define MOVE_VOLUMES_MAX 32
+
+/* The tree way on this side: the container's upper directory and every
+ * volume's directory reachable here. */
+static bool move_tree_ok(app *a, const replicaset_record *r, const char *const *vols, size_t n)
+{
+    char path[MOVE_DIR_MAX];
+    gb_err e = GB_ERR_INIT;
+    /* Test hook: the portable way where the tree way would do. */
+    const char *way = getenv("GPUBOX_MOVE_WAY");
+    if (way && strcmp(way, "portable") == 0) {
+        log_info("move: %s goes the portable way: GPUBOX_MOVE_WAY=portable (test hook)", r->name);
+        return false;
+    }
+    if (carry_tree_upper(a->docker, r->container_name, path, sizeof(path), &e) < 0) {
+        log_info("move: %s goes the portable way: %s", r->name, e.msg);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (volumes_host_dir(a, vols[i], path, sizeof(path), &e) < 0) {
+            log_info("move: %s goes the portable way: %s", r->name, e.msg);
+            return false;
+        }
+    return true;
+}
+
+/* <data-dir>/moves/<id>.<part>.snar: the tree way's snapshot of what the
+ * pre-copy sent; with suffix, a working copy. */
+static void move_snapshot_path(app *a, const char *id, unsigned part, const char *suffix,
+                               char *path, size_t size)
+{
+    snprintf(path, size, "%s/moves/%s.%u.snar%s", a->cfg.data_dir, id, part, suffix);
+}
+
+/* The snapshots of move id go (it ended, either way). */
+static void move_snapshots_remove(app *a, const char *id, size_t parts)
+{
+    char path[MOVE_DIR_MAX + 128];
+    for (unsigned i = 0; i < parts; i++) {
+        move_snapshot_path(a, id, i, "", path, sizeof(path));
+        unlink(path);
+    }
+}
 
 /* The prepare request's body: the record whole, its history, its volumes. */
 static int move_prepare_body(app *a, const replicaset_record *r, const char *id, json_t **body,
@@ -150,6 +215,15 @@ static int move_prepare_body(app *a, const replicaset_record *r, const char *id,
         if (entry)
             json_array_append_new(history, entry);
     }
+    /* Whether this side can take the tree way, and what the target's disk
+     * must hold. */
+    json_object_set_new(*body, "tree", json_boolean(move_tree_ok(a, r, vols, nvols)));
+    uint64_t system_disk = 0;
+    gb_err e = GB_ERR_INIT;
+    if (r->container_name[0] &&
+        docker_container_size_rw(a->docker, r->container_name, &system_disk, &e) < 0)
+        log_warn("move %s: cannot measure the system disk of %s: %s", id, r->name, e.msg);
+    json_object_set_new(*body, "systemDiskBytes", json_integer((json_int_t)system_disk));
     return 0;
 }
 
@@ -207,6 +281,7 @@ static int move_undo(move_out *m, const char *why, gb_err *err)
 {
     move_tell_abort(m, why);
     replicaset_record *r = m->r;
+    move_snapshots_remove(m->a, m->op->id, 1 + MOVE_VOLUMES_MAX);
     gb_err e = GB_ERR_INIT;
     if (r->state == RS_STATE_RUNNING && replicaset_container_start(m->a, r, &e) < 0)
         log_error("move %s: starting %s again after the move failed: %s", m->op->id,
@@ -265,6 +340,7 @@ static int move_finish(move_out *m, gb_err *err)
                           : err_set(err, ERR_CONFLICT,
                                     "move %s: the record of %s changed meanwhile", op->id, r->name);
     replicaset_logs_forget(a, r->name);
+    move_snapshots_remove(a, op->id, 1 + MOVE_VOLUMES_MAX);
     replicaset_alloc_give_back(a, r);
     replicaset_network_release(a, r->owner);
     nodes_poke(a);
@@ -312,6 +388,22 @@ static int move_forward(move_out *m, gb_err *err)
             m->on_prepared(m->ctx, early);
         }
     }
+    if (!journal_step_done(op, OP_STEP_PRE_COPIED)) {
+        /* A running set on the tree way: copied while it runs; the stop
+         * below then waits only for what changed meanwhile. */
+        bool tree = json_is_true(json_object_get(m->prepared, "tree"));
+        if (tree && r->state == RS_STATE_RUNNING) {
+            snprintf(path, sizeof(path), MOVE_PATH "/%s/pull", op->id);
+            _cleanup_json_ json_t *body = json_pack("{s:s}", "phase", "pre");
+            _cleanup_json_ json_t *pre = NULL;
+            if (move_call(a, m->advertise, "POST", path, m->auth, body, 0, &pre, err) < 0)
+                return err_prefix(err, "copying to node %s while %s runs", m->target, r->name);
+            if (pre)
+                json_object_set(op->data, "preCopied", pre);
+        }
+        if (op_step(a, op, OP_STEP_PRE_COPIED, err) < 0)
+            return -1;
+    }
     if (!journal_step_done(op, OP_STEP_OLD_STOPPED)) {
         if (r->state == RS_STATE_RUNNING &&
             replicaset_container_stop(a, r->container_name, err) < 0)
@@ -321,7 +413,8 @@ static int move_forward(move_out *m, gb_err *err)
     }
     if (!journal_step_done(op, OP_STEP_COPIED)) {
         snprintf(path, sizeof(path), MOVE_PATH "/%s/pull", op->id);
-        if (move_call(a, m->advertise, "POST", path, m->auth, NULL, 0, &m->pulled, err) < 0)
+        _cleanup_json_ json_t *body = json_pack("{s:s}", "phase", "final");
+        if (move_call(a, m->advertise, "POST", path, m->auth, body, 0, &m->pulled, err) < 0)
             return err_prefix(err, "copying to node %s", m->target);
         if (m->pulled)
             json_object_set(op->data, "copied", m->pulled);
@@ -338,7 +431,10 @@ static json_t *move_answer(const move_out *m)
 {
     const json_t *p = m->prepared;
     const json_t *copied = json_object_get(m->op->data, "copied");
-    json_int_t bytes = json_integer_value(json_object_get(copied, "bytes"));
+    /* What went over the wire: the pre-copy's and the final stream's. */
+    json_int_t bytes =
+        json_integer_value(json_object_get(copied, "bytes")) +
+        json_integer_value(json_object_get(json_object_get(copied, "preCopied"), "bytes"));
     double seconds = time_since_s(m->start_ns);
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:f, s:f}", "name", m->r->name, "from",
                           nodes_self(m->a), "to", m->target, "node", m->target, "operationId",
@@ -473,13 +569,18 @@ int move_out_resume(app *a, journal_op *op, const replicaset_record *cur, gb_err
     return rc;
 }
 
-/* The carry's tar of a stopped container into a pipe, on a thread of its
- * own, while the caller encodes it into the stream. */
+/* What writes the stream into a pipe, on a thread of its own, while the
+ * caller encodes it: the carry's tar of the stopped container (portable
+ * way), or tar of one directory (tree way). */
 struct export_job {
     app *a;
     const char *container;
     const char *const *mounts;
     size_t n;
+    /* the tree way */
+    bool tree, live;
+    const char *dir, *snapshot_in, *snapshot_out, *work;
+    uint64_t skip;
     int fd; /* closed by the thread */
     int rc;
     gb_err err;
@@ -489,12 +590,53 @@ struct export_job {
 static void *export_thread(void *arg)
 {
     struct export_job *j = arg;
-    j->rc = carry_export(j->a->docker, j->container, j->mounts, j->n, j->fd, &j->st, &j->err);
+    if (j->tree)
+        j->rc = carry_tree_export(j->dir, j->snapshot_in, j->snapshot_out, j->work, j->skip,
+                                  j->live, j->fd, &j->err);
+    else
+        j->rc = carry_export(j->a->docker, j->container, j->mounts, j->n, j->fd, &j->st, &j->err);
     close(j->fd);
     return NULL;
 }
 
-int replicaset_move_export(app *a, const char *id, int fd, gb_err *err)
+/* The directory part p of the tree way reads, and the snapshot files. */
+static int move_export_tree_job(app *a, const char *id, const replicaset_record *r,
+                                const replicaset_move_part *p, struct export_job *job,
+                                char dir[MOVE_DIR_MAX], char snap[MOVE_DIR_MAX + 128],
+                                char work[MOVE_DIR_MAX + 160], gb_err *err)
+{
+    const char *vols[MOVE_VOLUMES_MAX];
+    size_t nvols = move_volume_names(r, vols, MOVE_VOLUMES_MAX);
+    if (p->part > nvols)
+        return err_set(err, ERR_NOT_FOUND, "move %s has no part %u", id, p->part);
+    if (p->pre && p->offset > 0)
+        return err_set(err, ERR_INVALID_PARAMS, "a pre-copy is pulled again from its start");
+    if ((p->part == 0 ? carry_tree_upper(a->docker, r->container_name, dir, MOVE_DIR_MAX, err)
+                      : volumes_host_dir(a, vols[p->part - 1], dir, MOVE_DIR_MAX, err)) < 0)
+        return -1;
+    char moves[MOVE_DIR_MAX + 16];
+    snprintf(moves, sizeof(moves), "%s/moves", a->cfg.data_dir);
+    if (mkdir(moves, 0700) < 0 && errno != EEXIST)
+        return err_set(err, ERR_INTERNAL, "making %s: %s", moves, strerror(errno));
+    move_snapshot_path(a, id, p->part, "", snap, MOVE_DIR_MAX + 128);
+    static _Atomic unsigned seq;
+    snprintf(work, MOVE_DIR_MAX + 160, "%s.%u.%u", snap, (unsigned)getpid(), ++seq);
+    job->tree = true;
+    job->dir = dir;
+    job->work = work;
+    job->skip = p->offset;
+    job->live = p->pre;
+    if (p->pre) { /* everything, while it runs; what it sent kept in snap */
+        job->snapshot_out = snap;
+    } else if (access(snap, F_OK) == 0) { /* after a pre-copy: what changed since */
+        job->snapshot_in = snap;
+    }
+    return 0;
+}
+
+int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p,
+                           int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
+                           gb_err *err)
 {
     if (!journal_id_valid(id))
         return err_set(err, ERR_NOT_FOUND, "no move '%.64s'", id);
@@ -502,9 +644,14 @@ int replicaset_move_export(app *a, const char *id, int fd, gb_err *err)
     int found = journal_load(a->store, id, &op, err);
     if (found < 0)
         return -1;
-    if (!found || op.kind != JOURNAL_MOVE || op.state != JOURNAL_RUNNING ||
-        !journal_step_done(&op, OP_STEP_OLD_STOPPED) || journal_step_done(&op, OP_STEP_SWITCHED))
+    bool ready = p->pre ? journal_step_done(&op, OP_STEP_PREPARED) &&
+                              !journal_step_done(&op, OP_STEP_OLD_STOPPED)
+                        : journal_step_done(&op, OP_STEP_OLD_STOPPED);
+    if (!found || op.kind != JOURNAL_MOVE || op.state != JOURNAL_RUNNING || !ready ||
+        journal_step_done(&op, OP_STEP_SWITCHED))
         return err_set(err, ERR_NOT_FOUND, "no move '%s' waiting for its data here", id);
+    if (p->pre && !p->tree)
+        return err_set(err, ERR_INVALID_PARAMS, "only the tree way copies while the set runs");
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     found = replicaset_record_load(a->store, op.target, &r, err);
     if (found < 0)
@@ -524,23 +671,32 @@ int replicaset_move_export(app *a, const char *id, int fd, gb_err *err)
     }
     struct export_job job = {.a = a, .container = r.container_name, .mounts = mounts, .n = n};
     job.err = (gb_err)GB_ERR_INIT;
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
+    char dir[MOVE_DIR_MAX], snap[MOVE_DIR_MAX + 128], work[MOVE_DIR_MAX + 160];
+    if (p->tree && move_export_tree_job(a, id, &r, p, &job, dir, snap, work, err) < 0)
+        return -1;
+    int pp[2];
+    if (pipe2(pp, O_CLOEXEC) < 0)
         return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", id, strerror(errno));
-    job.fd = p[1];
-    carry_pipe_widen(p[1]);
+    job.fd = pp[1];
+    carry_pipe_widen(pp[1]);
     pthread_t t;
     if (pthread_create(&t, NULL, export_thread, &job) != 0) {
-        close(p[0]);
-        close(p[1]);
+        close(pp[0]);
+        close(pp[1]);
         return err_set(err, ERR_INTERNAL, "move %s: starting a thread", id);
     }
     bool compressed = false;
     uint64_t sent = 0;
     gb_err enc = GB_ERR_INIT;
-    int rc = move_zstd_encode(p[0], fd, a->cfg.move_compress, &compressed, &sent, &enc);
-    close(p[0]); /* an export still writing stops with EPIPE */
+    /* The tree way skips inside tar's stream itself (carry_tree_export). */
+    int rc = move_zstd_encode_to(pp[0], sink, ctx, a->cfg.move_compress, p->tree ? 0 : p->offset,
+                                 &compressed, &sent, &enc);
+    close(pp[0]); /* an export still writing stops with EPIPE */
     pthread_join(t, NULL);
+    if (rc < 0 && enc.code == ERR_CONFLICT) {
+        *err = enc;
+        return -1;
+    }
     if (job.rc < 0) {
         *err = job.err;
         return -1;
@@ -549,8 +705,16 @@ int replicaset_move_export(app *a, const char *id, int fd, gb_err *err)
         *err = enc;
         return -1;
     }
-    log_info("move %s: sent %llu bytes (%llu bytes of file data in the tar, %s)", id,
-             (unsigned long long)sent, (unsigned long long)job.st.bytes,
-             compressed ? "zstd" : "not compressed");
+    if (p->tree)
+        log_info("move %s: sent part %u (%s, %s%s) from byte %llu: %llu bytes (%s)", id, p->part,
+                 dir, p->pre ? "pre-copy while it runs" : "final",
+                 job.snapshot_in ? ", what changed since the pre-copy" : "",
+                 (unsigned long long)p->offset, (unsigned long long)sent,
+                 compressed ? "zstd" : "not compressed");
+    else
+        log_info("move %s: sent %llu bytes from byte %llu (%llu bytes of file data in the tar, "
+                 "%s)",
+                 id, (unsigned long long)sent, (unsigned long long)p->offset,
+                 (unsigned long long)job.st.bytes, compressed ? "zstd" : "not compressed");
     return 0;
 }

@@ -9,8 +9,12 @@
  *
  *   source -> target  POST MOVE_PATH                 prepare: room taken,
  *                                                    volumes and container made
- *   source -> target  POST MOVE_PATH/{id}/pull       the target pulls the data:
- *   target -> source  GET  MOVE_PATH/{id}/data       the carry stream (tar)
+ *   source -> target  POST MOVE_PATH/{id}/pull       the target pulls the data
+ *                     {"phase": "pre"}               (tree way, a running set: while
+ *                                                    it runs), then "final" (stopped):
+ *   target -> source  GET  MOVE_PATH/{id}/data       the carry stream (tar), or
+ *                     ?part=K&phase=P                one part of the tree way;
+ *                     &offset=N                      resumed from byte N
  *   source            the fleet's name index handed over (point of no return)
  *   source -> target  POST MOVE_PATH/{id}/commit     records written, started
  *   source -> target  POST MOVE_PATH/{id}/abort      before the point: undone
@@ -22,6 +26,7 @@
 #define GPUBOX_SERVICE_REPLICASET_MOVE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -31,6 +36,8 @@
 #include "util/err.h"
 
 #define MOVE_PATH "/api/v1/internal/moves"
+/* A host directory a move's tree way reads or writes. */
+#define MOVE_DIR_MAX 1024
 
 /* One request to another node and its envelope's data: 0 with *data
  * (may be NULL) when it answered 2xx, -1 with err set to its answer's
@@ -67,5 +74,22 @@ void move_progress_set(const char *id, uint64_t bytes, double seconds, int done)
 int move_zstd_encode(int in_fd, int out_fd, const char *mode, bool *compressed, uint64_t *out_bytes,
                      gb_err *err);
 int move_zstd_decode(int in_fd, int out_fd, gb_err *err);
+/* Where encoded or decoded bytes go: < 0 to stop (errno set). */
+typedef int (*move_sink_fn)(void *ctx, const void *data, size_t n);
+/* The same after dropping the first skip bytes of in_fd (a resumed pull):
+ * refused (ERR_CONFLICT) when no tar entry begins there. */
+int move_zstd_encode_at(int in_fd, int out_fd, const char *mode, uint64_t skip, bool *compressed,
+                        uint64_t *out_bytes, gb_err *err);
+/* The same into sink instead of a descriptor. */
+int move_zstd_encode_to(int in_fd, move_sink_fn sink, void *sctx, const char *mode, uint64_t skip,
+                        bool *compressed, uint64_t *out_bytes, gb_err *err);
+/* The decoder pushed: each piece of the stream as it arrives, the
+ * decoded bytes to sink; end once the stream ended (refused when it ends
+ * inside a zstd frame). */
+typedef struct move_zstd_decoder move_zstd_decoder;
+move_zstd_decoder *move_zstd_decoder_new(move_sink_fn sink, void *ctx);
+int move_zstd_decoder_push(move_zstd_decoder *d, const void *data, size_t n, gb_err *err);
+int move_zstd_decoder_end(move_zstd_decoder *d, gb_err *err);
+void move_zstd_decoder_free(move_zstd_decoder *d);
 
 #endif

@@ -32,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "carry/carry.h"
@@ -43,9 +45,15 @@
 #include "service/volumes/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/size.h"
 #include "util/time.h"
 
 #define MOVE_PULL_ATTEMPTS 3
+/* The tree way's parts at most: the system disk and each volume. */
+#define MOVE_IN_PARTS 33
+
+static int move_in_tree_dirs(app *a, const journal_op *op, const struct replicaset_record *r,
+                             char (*dirs)[MOVE_DIR_MAX], size_t max, size_t *n, gb_err *err);
 
 static const char *const move_in_steps[] = {OP_STEP_BEGIN, OP_STEP_COPIED, OP_STEP_COMMITTED};
 
@@ -124,11 +132,11 @@ void move_progress_set(const char *id, uint64_t bytes, double seconds, int done)
     pthread_mutex_unlock(&live_lock);
 }
 
-void replicaset_move_progress(const char *id, uint64_t bytes, bool done)
+void replicaset_move_progress_add(const char *id, uint64_t bytes, bool done)
 {
     move_live *m = live_get(id, true);
     pthread_mutex_lock(&live_lock);
-    m->bytes = bytes;
+    m->bytes += bytes;
     if (done) {
         m->done = true;
         m->seconds = time_since_s(m->start_ns);
@@ -222,6 +230,81 @@ int move_in_undo_op(app *a, journal_op *op, const char *why, gb_err *err)
 
 /* ---- prepare ------------------------------------------------------------------------------ */
 
+/* Free bytes for gpubox on the filesystem of path (less the reserve), and
+ * the filesystem's id. */
+static int disk_free(const char *path, uint64_t reserve, uint64_t *free_bytes, dev_t *dev,
+                     gb_err *err)
+{
+    struct statvfs vfs;
+    struct stat st;
+    if (statvfs(path, &vfs) < 0 || stat(path, &st) < 0)
+        return err_set(err, ERR_INTERNAL, "cannot read the free space of %s: %s", path,
+                       strerror(errno));
+    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    *free_bytes = avail > reserve ? avail - reserve : 0;
+    *dev = st.st_dev;
+    return 0;
+}
+
+/* Refused (ERR_MOVE_NO_DISK) before anything is made when Docker's disk
+ * here cannot hold the system disk, or the volumes' disk their data (the
+ * sum when both are one filesystem), keeping --move-disk-reserve free. */
+static int move_in_disk_check(app *a, const json_t *body, gb_err *err)
+{
+    uint64_t system_disk = (uint64_t)json_integer_value(json_object_get(body, "systemDiskBytes"));
+    uint64_t volumes = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(body, "volumes"), i, v)
+    {
+        json_int_t used = json_integer_value(json_object_get(v, "used"));
+        volumes += used > 0 ? (uint64_t)used : 0;
+    }
+    char vdir[MOVE_DIR_MAX];
+    volumes_dir_of_data(a, vdir, sizeof(vdir));
+    const char *ddir = a->docker_root_dir[0] ? a->docker_root_dir : "/var/lib/docker";
+    uint64_t reserve = a->cfg.move_disk_reserve;
+    uint64_t dfree = 0, vfree = 0;
+    dev_t ddev = 0, vdev = 0;
+    if (disk_free(ddir, reserve, &dfree, &ddev, err) < 0)
+        return -1;
+    if (volumes > 0 && disk_free(vdir, reserve, &vfree, &vdev, err) < 0)
+        return -1;
+    bool one = volumes == 0 || ddev == vdev;
+    uint64_t need_d = system_disk + (one ? volumes : 0);
+    char need[32], have[32], res[32], sys[32], vol[32];
+    size_format(reserve, res, sizeof(res));
+    size_format(system_disk, sys, sizeof(sys));
+    size_format(volumes, vol, sizeof(vol));
+    if (need_d > dfree) {
+        size_format(need_d, need, sizeof(need));
+        size_format(dfree, have, sizeof(have));
+        err_set(err, ERR_MOVE_NO_DISK,
+                "node %s cannot hold the set: it needs %s (%llu bytes: system disk %s%s%s) on "
+                "Docker's disk %s, which has %s (%llu bytes) free beyond the reserve of %s "
+                "(--move-disk-reserve); nothing was copied: free space there or move it to "
+                "another node",
+                nodes_self(a), need, (unsigned long long)need_d, sys, one ? ", volumes " : "",
+                one ? vol : "", ddir, have, (unsigned long long)dfree, res);
+    } else if (!one && volumes > vfree) {
+        size_format(volumes, need, sizeof(need));
+        size_format(vfree, have, sizeof(have));
+        err_set(err, ERR_MOVE_NO_DISK,
+                "node %s cannot hold the set's volumes: they need %s (%llu bytes) in %s, which "
+                "has %s (%llu bytes) free beyond the reserve of %s (--move-disk-reserve); "
+                "nothing was copied: free space there or move it to another node",
+                nodes_self(a), need, (unsigned long long)volumes, vdir, have,
+                (unsigned long long)vfree, res);
+    } else {
+        return 0;
+    }
+    snprintf(err->data, sizeof(err->data),
+             "{\"node\":\"%s\",\"neededBytes\":%llu,\"freeBytes\":%llu,\"reserveBytes\":%llu}",
+             nodes_self(a), (unsigned long long)(need_d > dfree ? need_d : volumes),
+             (unsigned long long)(need_d > dfree ? dfree : vfree), (unsigned long long)reserve);
+    return -1;
+}
+
 /* The volumes, the holdings, the container; op written again with them. */
 static int move_in_make(app *a, journal_op *op, replicaset_record *r, gb_err *err)
 {
@@ -283,7 +366,8 @@ int replicaset_move_in_prepare(app *a, const json_t *body, json_t **out, gb_err 
                        "node %s keeps a record of '%s' already (%s); a set moves only to a node "
                        "that has none (delete it there with purge)",
                        nodes_self(a), name, replicaset_state_name(old.state));
-    if (nodes_check_uncordoned(a, NODES_REPLICASET, NULL, err) < 0)
+    if (nodes_check_uncordoned(a, NODES_REPLICASET, NULL, err) < 0 ||
+        move_in_disk_check(a, body, err) < 0)
         return -1;
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     if (replicaset_record_from_json(record, &r, err) < 0)
@@ -325,17 +409,37 @@ int replicaset_move_in_prepare(app *a, const json_t *body, json_t **out, gb_err 
             log_error("move %s: undoing a failed prepare: %s", id, e.msg);
         return -1;
     }
+    /* The tree way when both sides reach their directories. */
+    bool tree = json_is_true(json_object_get(body, "tree"));
+    if (tree) {
+        char(*dirs)[MOVE_DIR_MAX] = xcalloc(MOVE_IN_PARTS, MOVE_DIR_MAX);
+        size_t n = 0;
+        gb_err e = GB_ERR_INIT;
+        if (move_in_tree_dirs(a, &op, &r, dirs, MOVE_IN_PARTS, &n, &e) < 0) {
+            log_info("move %s: the portable way: %s", id, e.msg);
+            tree = false;
+        }
+        free(dirs);
+    }
+    json_object_set_new(op.data, "tree", json_boolean(tree));
+    if (journal_save(a->store, &op, err) < 0)
+        return -1;
     journal_fault("move-in", "prepared");
-    log_info("move %s: %s prepared here as %s (from node %s)", id, name, r.container_name, source);
+    log_info("move %s: %s prepared here as %s (from node %s, the %s way)", id, name,
+             r.container_name, source, tree ? "tree" : "portable");
     *out = move_in_answer(a, &r, state);
+    json_object_set_new(*out, "tree", json_boolean(tree));
     return 0;
 }
 
 /* ---- pull ------------------------------------------------------------------------------- */
 
+/* Where one attempt's stream ends up: Docker's archive PUT into the
+ * container (the portable way), or tar into a directory (the tree way). */
 struct put_job {
     app *a;
     const char *container;
+    const char *dir; /* the tree way */
     int fd;
     int rc;
     gb_err err;
@@ -344,72 +448,99 @@ struct put_job {
 static void *put_thread(void *arg)
 {
     struct put_job *j = arg;
-    j->rc = docker_container_archive_put(j->a->docker, j->container, "/", j->fd, &j->err);
-    close(j->fd); /* the writer sees EPIPE if the PUT ended early */
+    if (j->dir) {
+        j->rc = carry_tree_import(j->dir, j->fd, &j->err); /* closes fd */
+    } else {
+        j->rc = docker_container_archive_put(j->a->docker, j->container, "/", j->fd, &j->err);
+        close(j->fd); /* the writer sees EPIPE if the PUT ended early */
+    }
     j->fd = -1;
     return NULL;
 }
 
-struct decode_job {
-    int in_fd, out_fd; /* both closed by the thread */
-    int rc;
+/* The stream as curl hands it over, on the calling thread: decoded
+ * (move_zstd.c), then through the relay that notes where whole entries
+ * end (carry_tar_relay), into the pipe the extraction reads. */
+struct pull_sink {
+    uint64_t received; /* bytes curl handed over */
+    move_zstd_decoder *dec;
+    carry_relay *rel;
+    bool failed;
     gb_err err;
 };
 
-static void *decode_thread(void *arg)
+static int relay_sink(void *ctx, const void *data, size_t n)
 {
-    struct decode_job *j = arg;
-    j->rc = move_zstd_decode(j->in_fd, j->out_fd, &j->err);
-    close(j->in_fd); /* the transfer still writing stops */
-    close(j->out_fd);
-    return NULL;
+    return carry_relay_feed(ctx, data, n);
 }
 
-/* Source's stream into the container, as it comes: curl -> pipe ->
- * decoder -> pipe -> Docker's archive PUT. */
-static int move_in_stream(app *a, journal_op *op, const replicaset_record *r, const char *auth,
-                          move_live *live, gb_err *err)
+static int curl_sink(void *ctx, const void *data, size_t n)
 {
+    struct pull_sink *ps = ctx;
+    ps->received += n;
+    if (ps->failed || move_zstd_decoder_push(ps->dec, data, n, &ps->err) < 0) {
+        ps->failed = true;
+        return -1;
+    }
+    return 0;
+}
+
+/* One part of a pull: which, and into where. */
+typedef struct move_part {
+    int part;        /* the tree way's part (0 the system disk, 1.. volumes); -1 portable */
+    bool pre;        /* the pre-copy, while the set runs */
+    const char *dir; /* the tree way: the directory it goes into */
+} move_part;
+
+/* One attempt: the source's stream of part from offset into the
+ * container or directory, as it comes: curl -> decoder -> relay -> pipe
+ * -> Docker's archive PUT or tar. *whole: bytes of the stream (from
+ * offset) extracted whole; *complete: it reached its end. */
+static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, const char *auth,
+                           move_live *live, const move_part *pt, uint64_t offset, uint64_t *whole,
+                           bool *complete, uint64_t *received, gb_err *err)
+{
+    *received = 0;
+    *whole = 0;
+    *complete = false;
     char advertise[NODES_URL_MAX];
     if (nodes_reach(a, op_str(op, "source"), advertise, sizeof(advertise), err) < 0)
         return -1;
-    int p[2], q[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
+    int s[2];
+    if (pipe2(s, O_CLOEXEC) < 0)
         return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", op->id, strerror(errno));
-    if (pipe2(q, O_CLOEXEC) < 0) {
-        close(p[0]);
-        close(p[1]);
-        return err_set(err, ERR_INTERNAL, "move %s: pipe: %s", op->id, strerror(errno));
-    }
-    carry_pipe_widen(p[1]);
-    carry_pipe_widen(q[1]);
-    struct put_job job = {.a = a, .container = r->container_id, .fd = q[0]};
+    carry_pipe_widen(s[1]);
+    struct put_job job = {.a = a, .container = r->container_id, .dir = pt->dir, .fd = s[0]};
     job.err = (gb_err)GB_ERR_INIT;
-    struct decode_job dec = {.in_fd = p[0], .out_fd = q[1]};
-    dec.err = (gb_err)GB_ERR_INIT;
-    pthread_t t, td;
+    pthread_t t;
     if (pthread_create(&t, NULL, put_thread, &job) != 0) {
-        close(p[0]);
-        close(p[1]);
-        close(q[0]);
-        close(q[1]);
+        close(s[0]);
+        close(s[1]);
         return err_set(err, ERR_INTERNAL, "move %s: starting a thread", op->id);
     }
-    if (pthread_create(&td, NULL, decode_thread, &dec) != 0) {
-        close(p[0]);
-        close(q[1]); /* the PUT sees its end */
-        close(p[1]);
-        pthread_join(t, NULL);
-        return err_set(err, ERR_INTERNAL, "move %s: starting a thread", op->id);
-    }
-    char path[128];
-    snprintf(path, sizeof(path), MOVE_PATH "/%s/data", op->id);
+    struct pull_sink ps = {.rel = carry_relay_new(s[1])};
+    ps.err = (gb_err)GB_ERR_INIT;
+    ps.dec = move_zstd_decoder_new(relay_sink, ps.rel);
+    char path[192];
+    if (pt->part >= 0)
+        snprintf(path, sizeof(path), MOVE_PATH "/%s/data?part=%d&phase=%s&offset=%llu", op->id,
+                 pt->part, pt->pre ? "pre" : "final", (unsigned long long)offset);
+    else
+        snprintf(path, sizeof(path), MOVE_PATH "/%s/data?offset=%llu", op->id,
+                 (unsigned long long)offset);
     nodes_request rq = {.method = "GET", .path_query = path, .authorization = auth};
     nodes_answer ans = {0};
     gb_err get_err = GB_ERR_INIT;
-    int rc = nodes_send_to_fd(a, advertise, &rq, p[1], &live->bytes, &ans, &get_err);
-    close(p[1]);
-    pthread_join(td, NULL);
+    int rc = nodes_send_to_sink(a, advertise, &rq, curl_sink, &ps, &live->bytes, &ans, &get_err);
+    *received = ps.received;
+    gb_err dec_err = GB_ERR_INIT;
+    bool dec_failed = ps.failed || move_zstd_decoder_end(ps.dec, &dec_err) < 0;
+    if (ps.failed)
+        dec_err = ps.err;
+    gb_err rel_err = GB_ERR_INIT;
+    int rel_rc = carry_relay_end(ps.rel, whole, complete, &rel_err);
+    move_zstd_decoder_free(ps.dec);
+    close(s[1]);
     pthread_join(t, NULL);
     if (rc == 0 && ans.status != 200) {
         _cleanup_json_ json_t *env = ans.body ? json_loads(ans.body, 0, NULL) : NULL;
@@ -418,19 +549,153 @@ static int move_in_stream(app *a, journal_op *op, const replicaset_record *r, co
                      op_str(op, "source"), msg ? msg : "no reason given");
     }
     nodes_answer_clear(&ans);
-    if (rc < 0) {
-        *err = get_err;
-        return -1;
-    }
+    if (rel_rc < 0)
+        *complete = false;
     if (job.rc < 0) {
         *err = job.err;
         return err_prefix(err, "extracting the data into %s", r->container_name);
     }
-    if (dec.rc < 0) {
-        *err = dec.err;
+    if (rc < 0) {
+        *err = get_err;
+        return -1;
+    }
+    if (rel_rc < 0) {
+        *err = rel_err;
+        return -1;
+    }
+    if (dec_failed && *complete) {
+        *err = dec_err;
         return -1;
     }
     return 0;
+}
+
+/* The parts of one pull run at once and note their resumes in one list. */
+static pthread_mutex_t resumed_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A part, whole: pulled again after a dropped connection from where the
+ * extraction stopped taking whole entries (a pre-copy, read while the set
+ * runs, from its start: its bytes are not the same twice). resumed gets
+ * [{part, from}] for each resumed pull. */
+static int move_in_part(app *a, journal_op *op, const replicaset_record *r, const char *auth,
+                        move_live *live, const move_part *pt, json_t *resumed, gb_err *err)
+{
+    uint64_t offset = 0;
+    for (int attempt = 1;; attempt++) {
+        uint64_t received = 0, whole = 0;
+        bool complete = false;
+        int rc =
+            move_in_attempt(a, op, r, auth, live, pt, offset, &whole, &complete, &received, err);
+        if (rc == 0 && complete)
+            return 0;
+        if (rc == 0) /* the source ended its stream early (it says why in its log) */
+            err_set(err, ERR_NODE_UNAVAILABLE, "node %s ended the stream early",
+                    op_str(op, "source"));
+        if (err->code != ERR_NODE_UNAVAILABLE || attempt == MOVE_PULL_ATTEMPTS)
+            return -1;
+        /* Resumed where the whole entries end; a resumed pull that brought
+         * nothing (the source's stream no longer matches) starts over. */
+        uint64_t from = pt->pre ? 0 : offset > 0 && whole == 0 ? 0 : offset + whole;
+        log_warn("move %s: the data stream from node %s broke off after %llu bytes (%s); "
+                 "pulling it again (try %d of %d) from byte %llu",
+                 op->id, op_str(op, "source"), (unsigned long long)received, err->msg, attempt + 1,
+                 MOVE_PULL_ATTEMPTS, (unsigned long long)from);
+        if (from > 0) {
+            pthread_mutex_lock(&resumed_lock);
+            json_array_append_new(resumed,
+                                  json_pack("{s:i, s:I}", "part", pt->part < 0 ? 0 : pt->part,
+                                            "from", (json_int_t)from));
+            pthread_mutex_unlock(&resumed_lock);
+        }
+        offset = from;
+        err_clear(err);
+        sleep(1);
+    }
+}
+
+/* The directories of the tree way: the container's upper directory, then
+ * each volume's, in the order the source sends them. */
+static int move_in_tree_dirs(app *a, const journal_op *op, const replicaset_record *r,
+                             char (*dirs)[MOVE_DIR_MAX], size_t max, size_t *n, gb_err *err)
+{
+    *n = 0;
+    if (carry_tree_upper(a->docker, r->container_id, dirs[0], MOVE_DIR_MAX, err) < 0)
+        return -1;
+    *n = 1;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(op->data, "volumes"), i, v)
+    {
+        const char *vname = json_string_value(json_object_get(v, "name"));
+        if (*n == max)
+            return err_set(err, ERR_INVALID_PARAMS, "too many volumes");
+        if (!vname || volumes_host_dir(a, vname, dirs[*n], MOVE_DIR_MAX, err) < 0)
+            return -1;
+        (*n)++;
+    }
+    return 0;
+}
+
+/* Every part of the data (the tree way) or the one stream (portable). */
+struct part_job {
+    app *a;
+    journal_op *op;
+    const replicaset_record *r;
+    const char *auth;
+    move_live *live;
+    move_part pt;
+    json_t *resumed;
+    pthread_t thread;
+    bool started;
+    int rc;
+    gb_err err;
+};
+
+static void *part_thread(void *arg)
+{
+    struct part_job *j = arg;
+    j->rc = move_in_part(j->a, j->op, j->r, j->auth, j->live, &j->pt, j->resumed, &j->err);
+    return NULL;
+}
+
+/* Every part of the data (the tree way: the system disk and each volume,
+ * side by side, each its own stream, so one's reading and another's
+ * writing overlap) or the one stream (portable). */
+static int move_in_stream(app *a, journal_op *op, const replicaset_record *r, const char *auth,
+                          move_live *live, bool pre, json_t *resumed, gb_err *err)
+{
+    if (!json_is_true(json_object_get(op->data, "tree"))) {
+        move_part pt = {.part = -1};
+        return move_in_part(a, op, r, auth, live, &pt, resumed, err);
+    }
+    char(*dirs)[MOVE_DIR_MAX] = xcalloc(MOVE_IN_PARTS, MOVE_DIR_MAX);
+    size_t n = 0;
+    int rc = move_in_tree_dirs(a, op, r, dirs, MOVE_IN_PARTS, &n, err);
+    struct part_job *jobs = xcalloc(n ? n : 1, sizeof(*jobs));
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        jobs[i] = (struct part_job){.a = a,
+                                    .op = op,
+                                    .r = r,
+                                    .auth = auth,
+                                    .live = live,
+                                    .pt = {.part = (int)i, .pre = pre, .dir = dirs[i]},
+                                    .resumed = resumed};
+        jobs[i].err = (gb_err)GB_ERR_INIT;
+        jobs[i].started = pthread_create(&jobs[i].thread, NULL, part_thread, &jobs[i]) == 0;
+        if (!jobs[i].started) /* no thread: on this one */
+            part_thread(&jobs[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].started)
+            pthread_join(jobs[i].thread, NULL);
+        if (rc == 0 && jobs[i].rc < 0) {
+            *err = jobs[i].err;
+            rc = -1;
+        }
+    }
+    free(jobs);
+    free(dirs);
+    return rc;
 }
 
 /* Load id's running move-in op; ERR_NOT_FOUND when there is none. */
@@ -446,7 +711,8 @@ static int move_in_load(app *a, const char *id, journal_op *op, gb_err *err)
     return 0;
 }
 
-int replicaset_move_in_pull(app *a, const char *id, const char *auth, json_t **out, gb_err *err)
+int replicaset_move_in_pull(app *a, const char *id, const char *auth, bool pre, json_t **out,
+                            gb_err *err)
 {
     _cleanup_(journal_op_free) journal_op op = {0};
     if (move_in_load(a, id, &op, err) < 0)
@@ -462,39 +728,49 @@ int replicaset_move_in_pull(app *a, const char *id, const char *auth, json_t **o
         *out = json_deep_copy(json_object_get(op.data, "copied"));
         return 0;
     }
+    bool tree = json_is_true(json_object_get(op.data, "tree"));
+    if (pre && !tree)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "move %s goes the portable way, which copies only a stopped set", id);
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     if (op_record(&op, &r, err) < 0)
         return -1;
     move_live *live = live_get(id, true);
     live->done = false;
+    uint64_t pre_bytes = pre ? 0
+                             : (uint64_t)json_integer_value(
+                                   json_object_get(json_object_get(op.data, "preCopied"), "bytes"));
+    live->bytes = pre_bytes;
     int64_t start = time_mono_ns();
-    /* A connection that drops part way (no whole answer: ERR_NODE_UNAVAILABLE)
-     * is tried again from the start: the extraction of what came twice
-     * writes the same files again (a deletion's placeholder replaces what
-     * the first try extracted, as it replaced the image's). */
-    for (int attempt = 1;; attempt++) {
-        live->bytes = 0;
-        if (move_in_stream(a, &op, &r, auth, live, err) == 0)
-            break;
-        if (err->code != ERR_NODE_UNAVAILABLE || attempt == MOVE_PULL_ATTEMPTS)
-            return -1;
-        log_warn("move %s: the data stream from node %s broke off after %llu bytes (%s); "
-                 "pulling it again (try %d of %d)",
-                 id, op_str(&op, "source"), (unsigned long long)live->bytes, err->msg, attempt + 1,
-                 MOVE_PULL_ATTEMPTS);
-        err_clear(err);
-        sleep(1);
-    }
+    _cleanup_json_ json_t *resumed = json_array();
+    if (move_in_stream(a, &op, &r, auth, live, pre, resumed, err) < 0)
+        return -1;
     double seconds = time_since_s(start);
-    uint64_t bytes = live->bytes;
-    move_progress_set(id, bytes, seconds, 1);
-    json_object_set_new(op.data, "copied",
-                        json_pack("{s:I, s:f, s:f}", "bytes", (json_int_t)bytes, "seconds", seconds,
-                                  "bytesPerSecond", seconds > 0 ? (double)bytes / seconds : 0.0));
+    uint64_t bytes = live->bytes - pre_bytes;
+    json_t *got = json_pack("{s:I, s:f, s:f, s:s, s:O}", "bytes", (json_int_t)bytes, "seconds",
+                            seconds, "bytesPerSecond", seconds > 0 ? (double)bytes / seconds : 0.0,
+                            "way", tree ? "tree" : "portable", "resumed", resumed);
+    if (pre) { /* kept for the final pull's answer; no step: before it, a crash undoes */
+        json_object_set(op.data, "preCopied", got);
+        if (journal_save(a->store, &op, err) < 0) {
+            json_decref(got);
+            return -1;
+        }
+        log_info("move %s: %llu bytes from node %s copied while the set runs, in %.3f s", id,
+                 (unsigned long long)bytes, op_str(&op, "source"), seconds);
+        *out = got;
+        return 0;
+    }
+    json_t *pc = json_object_get(op.data, "preCopied");
+    if (pc)
+        json_object_set(got, "preCopied", pc);
+    move_progress_set(id, live->bytes, seconds, 1);
+    json_object_set_new(op.data, "copied", got);
     if (journal_record_step(a->store, &op, OP_STEP_COPIED, err) < 0)
         return -1;
-    log_info("move %s: %llu bytes from node %s into %s in %.3f s", id, (unsigned long long)bytes,
-             op_str(&op, "source"), r.container_name, seconds);
+    log_info("move %s: %llu bytes from node %s into %s in %.3f s (%s way%s)", id,
+             (unsigned long long)bytes, op_str(&op, "source"), r.container_name, seconds,
+             tree ? "tree" : "portable", pc ? ", after a pre-copy" : "");
     *out = json_deep_copy(json_object_get(op.data, "copied"));
     return 0;
 }

@@ -153,22 +153,38 @@ typedef struct replicaset_move_request {
  * version, state, gpus, gpuShares, ports, bytes, seconds, bytesPerSecond}. */
 int replicaset_move(app *a, const char *name, const replicaset_move_request *rq, json_t **out,
                     gb_err *err);
-/* GET .../moves/{id}/data on the source: the set's stream into fd. */
-int replicaset_move_export(app *a, const char *id, int fd, gb_err *err);
+/* GET .../moves/{id}/data on the source: the set's stream, encoded, into
+ * sink(ctx, data, n) on the calling thread (< 0 stops it).
+ * tree: part of the tree way (0 the system disk, 1.. each volume), else
+ * the portable stream (the carry's, Docker's archive API) of it all.
+ * phase "pre" (tree way, a running set: the copy while it runs) or
+ * "final" (the set stopped: everything, or after a pre-copy only what
+ * changed). offset: bytes of the stream not sent again (a resumed pull;
+ * ERR_CONFLICT when the stream no longer has an entry there). */
+typedef struct replicaset_move_part {
+    bool tree;
+    unsigned part;
+    bool pre;
+    uint64_t offset;
+} replicaset_move_part;
+int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p,
+                           int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
+                           gb_err *err);
 /* PATCH .../restart {"move": true}: replicaset_restart, and when this
  * node lacks the room (1013, 1014, 1118) in a fleet, a move (stopped) to
  * the node placement picks and the restart there; data: the restart's
  * answer from that node, with node, movedFrom and move (the move's). */
 int replicaset_restart_or_move(app *a, const char *name, bool no_gpu, const char *authorization,
                                json_t **out, gb_err *err);
-/* Bytes of move id's stream sent so far (the source's side of GET .../data),
- * for its operation's progress; done once it ended. */
-void replicaset_move_progress(const char *id, uint64_t bytes, bool done);
+/* Bytes of move id's streams sent (the source's side of GET .../data):
+ * added to its operation's progress, every stream and every resumed
+ * pull counted; done once a stream ended. */
+void replicaset_move_progress_add(const char *id, uint64_t bytes, bool done);
 /* The target's side (move_in.c): prepare (body as move.c sends it), pull
  * the data, commit, abort. */
 int replicaset_move_in_prepare(app *a, const json_t *body, json_t **out, gb_err *err);
-int replicaset_move_in_pull(app *a, const char *id, const char *authorization, json_t **out,
-                            gb_err *err);
+int replicaset_move_in_pull(app *a, const char *id, const char *authorization, bool pre,
+                            json_t **out, gb_err *err);
 int replicaset_move_in_commit(app *a, const char *id, json_t **out, gb_err *err);
 int replicaset_move_in_abort(app *a, const char *id, const char *why, json_t **out, gb_err *err);
 /* POST /operations/{id}/abandon (admin): give up this node's half of a

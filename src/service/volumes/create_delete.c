@@ -29,6 +29,7 @@
 #include "service/volumes/volumes.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "service/engine.h"
@@ -226,6 +227,41 @@ int volumes_move_check(app *a, const char *name, const char *set, json_t **recor
                        "them (gpubox update NAME --volume-rm DEST)",
                        name, others);
     *record = volumes_record_to_json(&r);
+    /* What the data takes, for the target's check of its disk (0 when it
+     * cannot be measured now: the copy then finds out). */
+    uint64_t used = 0, fs_size = 0;
+    gb_err e = GB_ERR_INIT;
+    if (volume_usage(&a->volumes->env, r.name, r.docker_mountpoint, &used, &fs_size, &e) < 0)
+        used = 0;
+    json_object_set_new(*record, "used", json_integer((json_int_t)used));
+    return 0;
+}
+
+int volumes_host_dir(app *a, const char *name, char *path, size_t size, gb_err *err)
+{
+    _cleanup_(volumes_record_free) volumes_record r = {0};
+    if (volumes_load_existing(a, name, &r, err) < 0)
+        return -1;
+    _cleanup_json_ json_t *inspect = NULL;
+    if (docker_volume_inspect(a->docker, r.docker_volume, &inspect, err) < 0)
+        return -1;
+    json_t *opts = json_object_get(inspect, "Options");
+    const char *o = json_string_value(json_object_get(opts, "o"));
+    const char *device = json_string_value(json_object_get(opts, "device"));
+    const char *mountpoint = json_string_value(json_object_get(inspect, "Mountpoint"));
+    /* A bind volume's data is its device; Docker's own is its mount point. */
+    const char *dir = o && strstr(o, "bind") && device ? device : mountpoint;
+    struct stat st;
+    if (!dir || dir[0] != '/' || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "volume '%s': its data directory cannot be reached here", name);
+    snprintf(path, size, "%s", dir);
+    return 0;
+}
+
+int volumes_dir_of_data(app *a, char *path, size_t size)
+{
+    snprintf(path, size, "%s", a->volumes->env.volumes_dir);
     return 0;
 }
 

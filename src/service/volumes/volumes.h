@@ -73,7 +73,8 @@ int volumes_delete(app *a, const char *name, json_t **out, gb_err *err);
 /* A move of a replica set to another node (replicaset/move.c):
  * volumes_move_check: *record gets volume name's record (JSON), refused
  * (ERR_STATE_CONFLICT naming them) when a set other than `set` binds it
- * too, or it is not ready. volumes_move_in: made here empty, as a create
+ * too, or it is not ready; the record has "used" (bytes of data, 0 when
+ * it cannot be measured). volumes_move_in: made here empty, as a create
  * for owner (the data follows in the move's stream). volumes_move_remove:
  * the Docker volume, storage, data and record go from this node, without
  * the check for sets that bind it (the set has left); 0 when absent. */
@@ -81,6 +82,12 @@ int volumes_move_check(app *a, const char *name, const char *set, json_t **recor
 int volumes_move_in(app *a, const char *name, const char *size_text, const char *owner,
                     gb_err *err);
 int volumes_move_remove(app *a, const char *name, gb_err *err);
+/* The host directory that holds volume name's data (a move's tree way
+ * reads and writes it past Docker): ERR_INVALID_PARAMS when it cannot be
+ * reached here. */
+int volumes_host_dir(app *a, const char *name, char *path, size_t size, gb_err *err);
+/* Where this node keeps the volumes' storage (for a move's disk check). */
+int volumes_dir_of_data(app *a, char *path, size_t size);
 /* For GET /metrics: [{name, backend, state, size, used}] of every volume,
  * used in bytes (null when it cannot be measured now), from the store and
  * the storage layer; no Docker call. */

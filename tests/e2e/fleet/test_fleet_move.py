@@ -356,7 +356,7 @@ def test_a_stream_that_breaks_off_is_pulled_again(nodes, fleet, made):
         a.restart()
 
 
-@pytest.mark.parametrize("fault", ["move:begin", "move:old-stopped"])
+@pytest.mark.parametrize("fault", ["move:begin", "move:pre-copied", "move:old-stopped"])
 def test_a_running_set_runs_again_where_it_was_when_the_source_dies_early(nodes, fleet, made,
                                                                           fault):
     name = "mvr" + fault.split(":")[1][:3]
@@ -396,3 +396,130 @@ def test_both_nodes_killed_after_the_hand_over(nodes, fleet, made):
     wait_until(lambda: info(nodes["c"], "mvbo").data["info"]["status"] == "running", timeout=60)
     assert node_of(nodes["c"], "mvbo") == "b"
     read_back(nodes["c"], "mvbo")
+
+
+def op_of(d, name, text):
+    """The id of the last move whose log line on d names set `name` and says text."""
+    op_id = None
+    log = "".join(p.read_text(errors="replace") for p in d.log_paths)
+    for line in log.splitlines():
+        if f": {name} " in line and text in line and "move " in line:
+            op_id = line.split("move ")[1].split(":")[0]
+    assert op_id, log[-2000:]
+    return op_id
+
+
+@pytest.mark.parametrize("way", ["tree", "portable"])
+def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made, way):
+    """A stopped set's stream cut part way is pulled again from the last
+    whole entry the target extracted, not from its start: the source sends
+    little more than the data once, and the answer says where it resumed.
+    Both ways: the tree way's stream of the volume, the portable way's
+    stream of everything through Docker's archive API."""
+    name, vol = "mvx2" + way[0], "mvxv2" + way[0]
+    made += [name, "vol:" + vol]
+    r = call(nodes["b"], "POST", "/api/v1/volumes", {"name": vol, "size": "30MB", "node": "a"})
+    assert r.status == 200, r.json
+    r = create(nodes["c"], name, 1, node="a", binds=[{"src": vol, "dest": "/data"}])
+    assert r.status == 200, r.json
+    # Ten files of random data (auto does not compress them), 100 KB each:
+    # the cut falls inside one of them, on either way.
+    execute_ok(nodes["a"], name, ["sh", "-c", "for i in 0 1 2 3 4 5 6 7 8 9; do dd if=/dev/urandom"
+                                    " of=/data/r$i bs=1k count=100 2>/dev/null; done;"
+                                    " md5sum /data/r* > /root/r.md5"])
+    assert lifecycle(nodes["a"], name, "stop").status == 200
+    a = nodes["a"]
+    a.stop()
+    a.env["GPUBOX_MOVE_CUT_AFTER"] = "700000"  # the first stream breaks off there
+    if way == "portable":
+        a.env["GPUBOX_MOVE_WAY"] = "portable"  # test hook: not the tree way
+    a.restart()
+    try:
+        r = move(nodes["c"], name, node="b")
+        assert r.status == 200, r.json
+        assert r.data["copy"]["way"] == way, r.data
+        # Resumed well into the stream (what was in flight when it broke
+        # off is lost, so not right at the cut) ...
+        resumed = r.data["copy"]["resumed"]
+        assert len(resumed) == 1 and resumed[0]["from"] >= 300000, r.data
+        # ... so the source sent the data once plus what came after that
+        # point before the cut; pulled again from the start it would have
+        # sent it once plus all 700000 bytes.
+        op = call(a, "GET", "/api/v1/operations/" + op_of(a, name, "to node b")).data
+        data = 1024000
+        assert data < op["progress"]["bytes"] < data + 450000, op
+        log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
+        assert "broke off after" in log and "pulling it again (try 2 of 3) from byte" in log
+    finally:
+        a.stop()
+        del a.env["GPUBOX_MOVE_CUT_AFTER"]
+        a.env.pop("GPUBOX_MOVE_WAY", None)
+        a.restart()
+    assert where(fleet, name) == ["b"] and volumes_on(fleet, vol) == ["b"]
+    assert lifecycle(nodes["c"], name, "restart").status == 200
+    out = execute_ok(nodes["c"], name, ["sh", "-c", "md5sum /data/r* | cmp - /root/r.md5 && echo same"])
+    assert out["stdout"].strip() == "same", out
+
+
+# A loop that keeps changing the system disk and the volume while the set
+# runs: each turn makes file n, says n (renamed into place: never seen
+# half written), and deletes file n-1.
+CHURN = ("i=0; while true; do i=$((i+1)); echo $i > /root/n$i; echo $i > /data/n$i;"
+         " echo $i > /root/count.new; mv /root/count.new /root/count;"
+         " rm -f /root/n$((i-1)) /data/n$((i-1)); done")
+# After the move (the loop is gone): every file but the newest two deleted,
+# the newest named in /root/count there.
+CHECK = ("c=$(cat /root/count); ls /root | grep '^n' | sort -n -k1.2 | tr '\\n' ' ';"
+         " echo; ls /data | grep '^n' | tr '\\n' ' '; echo; echo $c")
+
+
+def test_a_running_set_is_copied_first_then_only_what_changed(nodes, fleet, made):
+    """Copied while it runs and then, stopped, only the difference: new
+    files, changed ones and deletions made after the copy began land on the
+    target exactly as they were when the set stopped."""
+    make_set_with_volume(nodes, made, "mvp1", "mvpv1")
+    d = nodes["a"]
+    info_ = info(d, "mvp1").data["info"]
+    container = info_["containerName"]
+    node_a = fleet.node("a")
+    r = node_a.docker("POST", f"/containers/{container}/exec",
+                      {"Cmd": ["sh", "-c", CHURN], "AttachStdout": False})
+    assert r.status == 201, r.json
+    r = node_a.docker("POST", f"/exec/{r.json['Id']}/start", {"Detach": True})
+    assert r.status == 200, r.json
+    time.sleep(1)
+    r = move(nodes["c"], "mvp1", node="b")
+    assert r.status == 200, r.json
+    copy = r.data["copy"]
+    assert copy["way"] == "tree" and copy["preCopied"]["bytes"] > 300 * 1024, copy
+    assert copy["bytes"] < copy["preCopied"]["bytes"] / 4, copy
+    wait_until(lambda: info(nodes["c"], "mvp1").data["info"]["status"] == "running", timeout=30)
+    out = execute_ok(nodes["c"], "mvp1", ["sh", "-c", CHECK])["stdout"].split("\n")
+    count = int(out[2])
+    root = [int(x[1:]) for x in out[0].split()]
+    vol = [int(x[1:]) for x in out[1].split()]
+    assert count > 50, out  # the loop ran on well past the copy's start
+    assert root and all(count - 1 <= n <= count + 1 for n in root), out
+    assert vol and all(count - 1 <= n <= count + 1 for n in vol), out
+    read_back(nodes["c"], "mvp1")
+
+
+def test_a_target_whose_disk_cannot_hold_it_refuses_before_copying(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mvn1", "mvnv1")
+    b = nodes["b"]
+    b.stop()
+    b.args += ["--move-disk-reserve", "900TB"]
+    b.restart()
+    try:
+        r = move(nodes["c"], "mvn1", node="b")
+        assert (r.status, r.code) == (507, 1185), r.json
+        assert "node b cannot hold the set" in r.msg and "bytes" in r.msg, r.msg
+        assert "--move-disk-reserve" in r.msg, r.msg
+        assert r.json["data"]["neededBytes"] > 300 * 1024, r.json
+        assert where(fleet, "mvn1") == ["a"] and volumes_on(fleet, "mvnv1") == ["a"]
+        assert info(nodes["c"], "mvn1").data["info"]["status"] == "running"
+    finally:
+        b.stop()
+        b.args = b.args[:-2]
+        b.restart()
+    read_back(nodes["c"], "mvn1")
