@@ -459,3 +459,25 @@ def test_cli_run_queue_waits_showing_position_then_runs(two):
     assert f"{w}: running as {w}-1" in out, out
     for marker in SANITIZER_MARKERS:
         assert marker not in err, err
+
+
+def test_a_restarts_priority_is_checked_against_max_priority(two):
+    """A priority on a restart is the caller's to ask up to their quota's
+    maxPriority, as on a create: with queue, with move and queue (which may
+    start at once, no wait at all), and alone."""
+    d = two
+    name = f"rp{secrets.token_hex(3)}"
+    tok = make_user(d, name)
+    s = f"{PREFIX}rp"
+    ok(post(d, tok, body(s, 1)))
+    ok(as_(d, tok, "PATCH", rs_path(s, "/stop")))
+    for extra in ({"queue": True}, {"move": True, "queue": True}, {}):
+        r = as_(d, tok, "PATCH", rs_path(s, "/restart"), {"priority": 60, **extra})
+        assert (r.status, r.code) == (403, 1170), (extra, r.json)
+        assert "maxPriority 50" in r.json["msg"], r.json
+        assert state(d, s)["state"] == "stopped", extra
+    ok(as_(d, tok, "PATCH", rs_path(s, "/restart"), {"priority": 50, "move": True, "queue": True}))
+    assert state(d, s)["state"] == "running"
+    # admins ask any
+    ok(as_(d, ADMIN, "PATCH", rs_path(s, "/stop")))
+    ok(as_(d, ADMIN, "PATCH", rs_path(s, "/restart"), {"priority": 90, "queue": True}))

@@ -363,6 +363,35 @@ static json_t *queue_answer(app *a, const char *name, const char *why)
     return out;
 }
 
+/* The queue object of a request submitted now. */
+static json_t *queue_request_json(int priority, int64_t timeout_s, const char *why)
+{
+    char now[RS_TIME_MAX];
+    time_iso_now(now, sizeof(now));
+    return json_pack("{s:i, s:s, s:I, s:I, s:s}", "priority",
+                     priority < 0 ? QUEUE_PRIORITY_DEFAULT : priority, "submitTime", now,
+                     "submitMs", (json_int_t)queue_now_ms(), "timeoutSeconds",
+                     (json_int_t)timeout_s, "firstWhy", why);
+}
+
+/* After name was queued: a pass (the answer's position, and a start if room
+ * came meanwhile), then the answer. */
+static int queue_after_submit(app *a, const char *name, const char *why, json_t **out, bool *queued,
+                              gb_err *err)
+{
+    gb_err pe = GB_ERR_INIT;
+    if (queue_pass(a, &pe) < 0)
+        log_warn("queue: a pass after queueing %s: %s", name, pe.msg);
+    _cleanup_(replicaset_record_free) replicaset_record now_r = {0};
+    if (replicaset_record_load(a->store, name, &now_r, err) < 0)
+        return -1;
+    if (now_r.state != RS_STATE_QUEUED)
+        return queue_started_answer(a, name, out, err);
+    *out = queue_answer(a, name, why);
+    *queued = true;
+    return 0;
+}
+
 int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *queued, gb_err *err)
 {
     *queued = false;
@@ -383,12 +412,7 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
             return -1;
         snprintf(why, sizeof(why), "%s", err->msg);
     }
-    char now[RS_TIME_MAX];
-    time_iso_now(now, sizeof(now));
-    _cleanup_json_ json_t *q =
-        json_pack("{s:i, s:s, s:I, s:I, s:s}", "priority", priority, "submitTime", now, "submitMs",
-                  (json_int_t)queue_now_ms(), "timeoutSeconds", (json_int_t)req->queue_timeout_s,
-                  "firstWhy", why);
+    _cleanup_json_ json_t *q = queue_request_json(priority, req->queue_timeout_s, why);
     /* Where it may go (a fleet's dispatcher respects it). */
     if (req->placement.node)
         json_object_set_new(q, "node", json_string(req->placement.node));
@@ -402,52 +426,47 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
     err_clear(err);
     if (replicaset_enqueue(a, req, q, err) < 0)
         return -1;
-    /* A pass now: the answer's position, and a start if room came meanwhile. */
-    gb_err pe = GB_ERR_INIT;
-    if (queue_pass(a, &pe) < 0)
-        log_warn("queue: a pass after queueing %s: %s", req->name, pe.msg);
-    _cleanup_(replicaset_record_free) replicaset_record now_r = {0};
-    if (replicaset_record_load(a->store, req->name, &now_r, err) < 0)
-        return -1;
-    if (now_r.state != RS_STATE_QUEUED) /* the pass started it at once */
-        return queue_started_answer(a, req->name, out, err);
-    *out = queue_answer(a, req->name, why);
-    *queued = true;
-    return 0;
+    return queue_after_submit(a, req->name, why, out, queued, err);
 }
 
-int queue_restart(app *a, const char *name, bool no_gpu, int priority, int64_t timeout_s,
-                  json_t **out, bool *queued, gb_err *err)
+/* The restart with queue of a stopped set (err: why it did not start). */
+static int queue_restart_wait(app *a, const char *name, const queue_restart_request *rq,
+                              json_t **out, bool *queued, gb_err *err)
 {
-    *queued = false;
-    int prio = priority < 0 ? QUEUE_PRIORITY_DEFAULT : priority;
-    if (priority >= 0 && queue_priority_check(a, prio, err) < 0)
-        return -1;
-    if (replicaset_restart(a, name, no_gpu, out, err) == 0)
-        return 0;
-    if (!queue_waitable(err->code))
-        return -1;
     char why[sizeof(err->msg)];
     snprintf(why, sizeof(why), "%s", err->msg);
-    char now[RS_TIME_MAX];
-    time_iso_now(now, sizeof(now));
-    _cleanup_json_ json_t *q = json_pack("{s:i, s:s, s:I, s:I, s:s}", "priority", prio,
-                                         "submitTime", now, "submitMs", (json_int_t)queue_now_ms(),
-                                         "timeoutSeconds", (json_int_t)timeout_s, "firstWhy", why);
+    _cleanup_json_ json_t *q = queue_request_json(rq->priority, rq->timeout_s, why);
     err_clear(err);
-    if (replicaset_enqueue_restart(a, name, no_gpu, q, err) < 0)
+    if (replicaset_enqueue_restart(a, name, rq->no_gpu, q, err) < 0)
         return -1;
-    gb_err pe = GB_ERR_INIT;
-    if (queue_pass(a, &pe) < 0)
-        log_warn("queue: a pass after queueing the restart of %s: %s", name, pe.msg);
-    _cleanup_(replicaset_record_free) replicaset_record now_r = {0};
-    if (replicaset_record_load(a->store, name, &now_r, err) < 0)
+    return queue_after_submit(a, name, why, out, queued, err);
+}
+
+/* Room refusals: what a move to another node, or a wait, may cure. */
+static bool queue_room_refusal(int code)
+{
+    return code == ERR_GPU_NOT_ENOUGH || code == ERR_PORT_NOT_ENOUGH || code == ERR_CPU_NOT_ENOUGH;
+}
+
+int queue_restart(app *a, const char *name, const queue_restart_request *rq, json_t **out,
+                  bool *queued, gb_err *err)
+{
+    *queued = false;
+    if (rq->priority >= 0 && queue_priority_check(a, rq->priority, err) < 0)
         return -1;
-    if (now_r.state != RS_STATE_QUEUED)
-        return queue_started_answer(a, name, out, err);
-    *out = queue_answer(a, name, why);
-    *queued = true;
-    return 0;
+    if (rq->move) {
+        if (replicaset_restart_or_move(a, name, rq->no_gpu, rq->authorization, out, err) == 0)
+            return 0;
+        /* No node can take it now: with queue it waits, as a restart with
+         * queue alone would (docs/queue.md). */
+        if (!rq->queue || !queue_room_refusal(err->code))
+            return -1;
+    } else if (replicaset_restart(a, name, rq->no_gpu, out, err) == 0) {
+        return 0;
+    } else if (!rq->queue || !queue_waitable(err->code)) {
+        return -1;
+    }
+    return queue_restart_wait(a, name, rq, out, queued, err);
 }
 
 bool queue_may_wait_here(app *a, const replicaset_create_request *req, const gb_err *err)
