@@ -64,6 +64,8 @@ static const http_route api_routes[] = {
      "Replica sets with live status (?all=true includes deleted ones)"},
     {"GET", "/api/v1/queue", api_queue_list, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,
      "Queued replica sets in serving order: position, priority, fair share, why each waits"},
+    {"DELETE", "/api/v1/queue/{name}", api_queue_cancel, HTTP_ACCESS_USER, SCOPE_RS_OWNER,
+     "Take a replica set out of the queue: a queued create is cancelled, a waiting move ends"},
     {"GET", "/api/v1/replicaSet/{name}", api_replicaset_info, HTTP_ACCESS_VIEWER, SCOPE_RS_OWNER,
      "One replica set: spec, version, container, status, GPUs, ports"},
     {"GET", "/api/v1/replicaSet/{name}/history", api_replicaset_history, HTTP_ACCESS_VIEWER,

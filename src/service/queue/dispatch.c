@@ -47,6 +47,8 @@ struct queue {
     prom_family *wait;     /* gpubox_queue_wait_seconds */
     prom_family *decide;   /* gpubox_queue_dispatch_seconds */
     prom_family *outcomes; /* gpubox_queue_outcomes_total */
+    json_t *moving;        /* names of this node's sets whose waited move runs now (mu) */
+    pthread_cond_t moved;  /* signalled as each of them ends */
 };
 
 static const double queue_wait_buckets[] = {1,    5,    15,    60,    300,   900,
@@ -125,7 +127,12 @@ static void queue_drop_expired(app *a, queue_snapshot *s, int64_t now)
         char detail[160];
         snprintf(detail, sizeof(detail), "waited %llds, its queueTimeout", (long long)t);
         gb_err e = GB_ERR_INIT;
-        if (replicaset_drop_queued(a, r->name, r->mod_revision, "queueTimeout", detail, &e) == 0) {
+        /* A move that waited too long: the set stays as and where it is. */
+        int dropped =
+            replicaset_move_waits(r)
+                ? replicaset_move_wait_end(a, r->name, r->mod_revision, "queueTimeout", detail, &e)
+                : replicaset_drop_queued(a, r->name, r->mod_revision, "queueTimeout", detail, &e);
+        if (dropped == 0) {
             monitor_event(a, "queue.timeout", r->name, r->owner, NULL, "queueTimeout", detail,
                           NULL);
             queue_outcome(a->queue, "timeout");
@@ -197,6 +204,9 @@ static int queue_start_one(app *a, const replicaset_record *r, int64_t now, char
  * moved, 0 it changed meanwhile. */
 static int queue_assign(app *a, const replicaset_record *r, const char *home, const char *target)
 {
+    /* A waiting move stays on its node, told where it goes: that node
+     * moves it (queue_start_assigned). */
+    bool move = replicaset_move_waits(r);
     fault_point("queue.dispatch.decided");
     _cleanup_json_ json_t *j = replicaset_record_to_json(r);
     json_t *qj = json_object_get(j, "queue");
@@ -206,8 +216,9 @@ static int queue_assign(app *a, const replicaset_record *r, const char *home, co
     json_object_set_new(qj, "assignedMs", json_integer((json_int_t)queue_now_ms()));
     _cleanup_free_ char *value = json_dumps(j, JSON_COMPACT);
     gb_err e = GB_ERR_INIT;
-    int moved =
-        value ? nodes_move_queued(a, r->name, home, target, r->mod_revision, value, &e) : -1;
+    int moved = value ? nodes_move_queued(a, r->name, home, move ? home : target, r->mod_revision,
+                                          value, &e)
+                      : -1;
     if (moved < 0)
         log_warn("queue: moving %s from node %s to %s: %s", r->name, home, target, e.msg);
     else if (moved)
@@ -229,7 +240,10 @@ static int queue_collect_assigned(void *ctx, replicaset_record *r, gb_err *err)
     (void)err;
     queue_assigned *q = ctx;
     const char *to = json_string_value(json_object_get(r->queue, "assigned"));
-    if (r->state != RS_STATE_QUEUED || !to || strcmp(to, q->self) != 0)
+    /* Queued sets sent here to start; sets here whose move was decided
+     * (to another node: it runs from here; to this node: it landed). */
+    bool move = replicaset_move_waits(r) && !r->operation[0];
+    if (!to || (!move && (r->state != RS_STATE_QUEUED || strcmp(to, q->self) != 0)))
         return 0;
     if (q->n == q->cap) {
         q->cap = q->cap ? q->cap * 2 : 8;
@@ -251,7 +265,8 @@ static void queue_unassign(app *a, const char *name, const char *why)
 {
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     gb_err e = GB_ERR_INIT;
-    if (replicaset_record_load(a->store, name, &r, &e) <= 0 || r.state != RS_STATE_QUEUED ||
+    if (replicaset_record_load(a->store, name, &r, &e) <= 0 ||
+        (r.state != RS_STATE_QUEUED && !replicaset_move_waits(&r)) ||
         !json_object_get(r.queue, "assigned"))
         return;
     json_object_del(r.queue, "assigned");
@@ -268,6 +283,99 @@ static void queue_unassign(app *a, const char *name, const char *why)
         log_info("queue: %s did not start on this node (%s); back to the dispatcher", name, why);
 }
 
+/* ---- a waiting move, decided ---- */
+
+typedef struct queue_move_job {
+    app *a;
+    replicaset_record r; /* as assigned */
+    char target[NODES_NAME_MAX];
+    int64_t now;
+} queue_move_job;
+
+static void queue_move_done(queue *q, const char *name)
+{
+    pthread_mutex_lock(&q->mu);
+    json_object_del(q->moving, name);
+    pthread_cond_broadcast(&q->moved);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* The move the dispatcher decided, journalled as any move (move.c), on a
+ * thread of its own: the copy may take minutes. Refused there (the view
+ * was stale): back to the dispatcher. A failure a wait cannot cure (the
+ * set changed, a volume is bound by another set): the wait ends, saying
+ * why. A crash during it is settled as any move's; one undone leaves the
+ * wait assigned, and the next pass here runs it again. */
+static void *queue_move_thread(void *arg)
+{
+    queue_move_job *j = arg;
+    app *a = j->a;
+    const replicaset_record *r = &j->r;
+    replicaset_move_request rq = {.node = j->target, .wait = true};
+    _cleanup_json_ json_t *out = NULL;
+    gb_err e = GB_ERR_INIT;
+    if (replicaset_move(a, r->name, &rq, &out, &e) == 0) {
+        double waited = (double)(j->now - queue_submit_ms_of(r)) / 1000.0;
+        prom_histogram_observe(a->queue->wait, NULL, waited < 0 ? 0 : waited);
+        queue_outcome(a->queue, "started");
+        char detail[192];
+        snprintf(detail, sizeof(detail), "moved to node %s after waiting %.0fs (priority %d)",
+                 j->target, waited, queue_priority_of(r));
+        monitor_event(a, "queue.start", r->name, r->owner, NULL, "queue", detail, NULL);
+        log_info("queue: %s", detail);
+    } else if (queue_waitable(e.code) || e.code == ERR_NODE_UNAVAILABLE) {
+        queue_unassign(a, r->name, e.msg);
+    } else {
+        gb_err d = GB_ERR_INIT;
+        if (replicaset_move_wait_end(a, r->name, 0, "startFailed", e.msg, &d) == 0) {
+            monitor_event(a, "queue.drop", r->name, r->owner, NULL, "startFailed", e.msg, NULL);
+            queue_outcome(a->queue, "dropped");
+        }
+        log_warn("queue: the move of %s to node %s failed: %s", r->name, j->target, e.msg);
+    }
+    queue_move_done(a->queue, r->name);
+    replicaset_record_free(&j->r);
+    free(j);
+    return NULL;
+}
+
+/* r, a set of this node whose move the dispatcher decided: landed here
+ * (its wait ends), or to run from here (unless it runs already). */
+static void queue_move_assigned(app *a, const replicaset_record *r, int64_t now)
+{
+    const char *to = json_string_value(json_object_get(r->queue, "assigned"));
+    gb_err e = GB_ERR_INIT;
+    if (strcmp(to, nodes_self(a)) == 0) {
+        if (replicaset_move_wait_end(a, r->name, r->mod_revision, NULL, NULL, &e) < 0 &&
+            e.code != ERR_CONFLICT)
+            log_warn("queue: %s moved here; ending its wait: %s", r->name, e.msg);
+        return;
+    }
+    queue *q = a->queue;
+    pthread_mutex_lock(&q->mu);
+    bool busy = q->stopping || json_object_get(q->moving, r->name);
+    if (!busy)
+        json_object_set_new(q->moving, r->name, json_true());
+    pthread_mutex_unlock(&q->mu);
+    if (busy)
+        return;
+    queue_move_job *j = xcalloc(1, sizeof(*j));
+    j->a = a;
+    j->now = now;
+    replicaset_record_copy(r, &j->r);
+    snprintf(j->target, sizeof(j->target), "%s", to);
+    pthread_t t;
+    if (pthread_create(&t, NULL, queue_move_thread, j) != 0) {
+        log_warn("queue: cannot start a thread for the move of %s (tried again next pass)",
+                 r->name);
+        replicaset_record_free(&j->r);
+        free(j);
+        queue_move_done(q, r->name);
+        return;
+    }
+    pthread_detach(t);
+}
+
 /* Start what the dispatcher assigned to this node (moved here for it):
  * the ordinary start, compared against the record's revision. One that
  * does not fit after all keeps waiting here, and the dispatcher may send
@@ -280,7 +388,9 @@ static void queue_start_assigned(app *a, int64_t now)
         log_warn("queue: reading the sets assigned to this node: %s", e.msg);
     for (size_t i = 0; i < q.n; i++) {
         char why[512];
-        if (queue_start_one(a, &q.sets[i], now, why, sizeof(why)) == 0)
+        if (replicaset_move_waits(&q.sets[i]))
+            queue_move_assigned(a, &q.sets[i], now);
+        else if (queue_start_one(a, &q.sets[i], now, why, sizeof(why)) == 0)
             queue_unassign(a, q.sets[i].name, why);
         replicaset_record_free(&q.sets[i]);
     }
@@ -367,6 +477,11 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
             int64_t since = (int64_t)json_integer_value(json_object_get(r->queue, "assignedMs"));
             bool pending =
                 assigned && now - since < QUEUE_ASSIGN_GRACE_MS && queue_node_alive(&p, assigned);
+            /* A move's node runs it, or hands it back, however long it
+             * takes (while that node lives). */
+            bool move = replicaset_move_waits(r);
+            if (move && assigned && home && queue_node_alive(&p, home))
+                pending = true;
             /* Refused there a moment ago (its owner's quota, a stale view):
              * not sent again at once; the why is that node's. */
             const char *refused = queue_refused_why(r, now);
@@ -379,7 +494,8 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
             if (refused)
                 snprintf(why, sizeof(why), "%s", refused);
             else if (!leads || (assigned && strcmp(assigned, target) == 0))
-                snprintf(why, sizeof(why), "starting on node %s", target);
+                snprintf(why, sizeof(why), "%s node %s", move ? "moving to" : "starting on",
+                         target);
         } else if (e->start >= 0 && queue_start_one(a, r, now, why, sizeof(why)) == 1) {
             continue;
         }
@@ -449,12 +565,14 @@ int queue_start(app *a, gb_err *err)
     queue *q = xcalloc(1, sizeof(*q));
     q->a = a;
     q->status = json_object();
+    q->moving = json_object();
     pthread_mutex_init(&q->mu, NULL);
     pthread_mutex_init(&q->pass_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&q->cv, &ca);
+    pthread_cond_init(&q->moved, &ca);
     pthread_condattr_destroy(&ca);
     static const char *const none[] = {NULL};
     static const char *const outcome[] = {"outcome", NULL};
@@ -488,6 +606,11 @@ void queue_stop(app *a)
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
     pthread_join(q->thread, NULL);
+    /* The waited moves running now end first: they need the fleet. */
+    pthread_mutex_lock(&q->mu);
+    while (json_object_size(q->moving))
+        pthread_cond_wait(&q->moved, &q->mu);
+    pthread_mutex_unlock(&q->mu);
     q->running = false;
 }
 
@@ -499,11 +622,13 @@ void queue_free(app *a)
     queue_stop(a);
     a->queue = NULL;
     json_decref(q->status);
+    json_decref(q->moving);
     prom_family_free(q->wait);
     prom_family_free(q->decide);
     prom_family_free(q->outcomes);
     pthread_mutex_destroy(&q->mu);
     pthread_mutex_destroy(&q->pass_lock);
     pthread_cond_destroy(&q->cv);
+    pthread_cond_destroy(&q->moved);
     free(q);
 }
