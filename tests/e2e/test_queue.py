@@ -481,3 +481,18 @@ def test_a_restarts_priority_is_checked_against_max_priority(two):
     # admins ask any
     ok(as_(d, ADMIN, "PATCH", rs_path(s, "/stop")))
     ok(as_(d, ADMIN, "PATCH", rs_path(s, "/restart"), {"priority": 90, "queue": True}))
+
+
+def test_delete_of_the_queue_entry_cancels_a_queued_create(two):
+    """DELETE /api/v1/queue/{name}: a queued create is cancelled as DELETE
+    of the set cancels it; a set that does not wait is 404 (1100)."""
+    d = two
+    full, w = f"{PREFIX}full", f"{PREFIX}qc"
+    ok(post(d, ADMIN, body(full, 2)))
+    queued(d, ADMIN, body(w, queue=True))
+    r = ok(as_(d, ADMIN, "DELETE", f"/api/v1/queue/{w}"))
+    assert r["cancelled"] is True, r
+    assert state(d, w) is None and queue(d)["length"] == 0
+    r = as_(d, ADMIN, "DELETE", f"/api/v1/queue/{full}")
+    assert (r.status, r.code) == (404, 1100), r.json
+    assert state(d, full)["state"] == "running"

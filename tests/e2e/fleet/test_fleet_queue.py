@@ -19,6 +19,7 @@ import time
 import pytest
 
 from rsutil import IMAGE, call, delete, info, wait_until
+from schema import response_schema, validate
 from secutil import as_
 
 from .fleetutil import start_pair
@@ -233,6 +234,12 @@ def move_q(d, name, **more):
     return call(d, "POST", f"/api/v1/replicaSet/{name}/move", {"queue": True, **more})
 
 
+def conforms(d, pattern, method, r):
+    doc = d.get("/openapi.json").json
+    errors = validate(r.json, response_schema(doc, pattern, method, r.status), doc)
+    assert not errors, f"{method} {pattern} answered {r.status} {r.json}:\n" + "\n".join(errors)
+
+
 def node_of(d, name):
     sets = {s["name"]: s for s in d.get("/api/v1/replicaSet").data["replicaSets"]}
     return sets[name]["node"] if name in sets else None
@@ -254,6 +261,9 @@ def test_a_move_with_queue_waits_for_a_node_then_moves(nodes, fleet):
     r = move_q(nodes["c"], "mover")
     assert (r.status, r.code) == (202, 200), r.json
     assert r.data["state"] == "queued" and r.data["move"] is True and r.data["why"], r.data
+    conforms(a, "/api/v1/replicaSet/{name}/move", "POST", r)
+    conforms(a, "/api/v1/queue", "GET", a.get("/api/v1/queue"))
+    conforms(a, "/api/v1/replicaSet/{name}", "GET", info(a, "mover"))
     q = nodes["b"].get("/api/v1/queue").data["queue"]
     assert [(e["name"], e.get("move"), e.get("state"), e.get("node")) for e in q] == \
         [("mover", True, "running", "a")], q
@@ -301,6 +311,7 @@ def test_a_waiting_move_is_cancelled_or_times_out(nodes, fleet):
     assert (r.status, r.code) == (202, 200), r.json
     r = call(nodes["c"], "DELETE", "/api/v1/queue/stayer")
     assert r.status == 200 and r.data["cancelled"] is True and r.data["move"] is True, r.json
+    conforms(a, "/api/v1/queue/{name}", "DELETE", r)
     assert a.get("/api/v1/queue").data["queue"] == []
     assert call(a, "DELETE", "/api/v1/queue/stayer").code == 1100
     assert delete(a, "holdb", purge=True).status == 200
