@@ -24,3 +24,17 @@ int api_queue_cancel(http_request *req, http_response *resp, gb_err *err)
         return -1;
     return http_response_data(resp, data, err);
 }
+
+/* Only another node of the fleet reaches it (SCOPE_NODE: its proof is
+ * checked before this runs), so it needs no token: it only wakes a pass. */
+int api_queue_tell(http_request *req, http_response *resp, gb_err *err)
+{
+    static const char *const fields[] = {"what", NULL};
+    json_t *body = NULL;
+    const char *what = NULL;
+    if (api_body(req, fields, true, &body, err) < 0 ||
+        json_field_string(body, NULL, "what", &what, true, err) < 0 ||
+        queue_told(req->ctx, what, err) < 0)
+        return -1;
+    return http_response_data(resp, json_object(), err);
+}

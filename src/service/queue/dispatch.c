@@ -39,7 +39,9 @@ struct queue {
     app *a;
     pthread_t thread;
     bool running, stopping, kicked;
-    pthread_mutex_t mu; /* kicked, stopping, status, length */
+    bool freed;         /* room went back here since the last wake */
+    bool told_assigned; /* another node assigned something here */
+    pthread_mutex_t mu; /* kicked, freed, told_assigned, stopping, status, length */
     pthread_cond_t cv;
     pthread_mutex_t pass_lock; /* one pass at a time */
     json_t *status;            /* name -> {position, why, head} of the last pass */
@@ -113,14 +115,68 @@ static bool queue_is_here(app *a, const queue_snapshot *s, size_t i)
     return !self || !s->set_node[i] || strcmp(s->set_node[i], self) == 0;
 }
 
+/* Another node's request past its timeout, dropped by the dispatcher: its
+ * record rewritten as dropped in one transaction with its name entry,
+ * compared against the revision read (that node may be down: its
+ * requests must not wait for it to come back). 0 done, -1 (ERR_CONFLICT:
+ * it changed meanwhile, its node dropped or started it). */
+static int queue_drop_elsewhere(app *a, const replicaset_record *r, const char *node,
+                                const char *detail, gb_err *err)
+{
+    _cleanup_(replicaset_record_free) replicaset_record d = {0};
+    replicaset_record_copy(r, &d);
+    replicaset_queued_mark_dropped(&d, "queueTimeout", detail);
+    _cleanup_json_ json_t *j = replicaset_record_to_json(&d);
+    _cleanup_free_ char *value = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    int moved = value ? nodes_move_queued(a, r->name, node, node, r->mod_revision, value, err) : -1;
+    if (moved == 0)
+        return err_set(err, ERR_CONFLICT, "queued replica set '%s' changed meanwhile", r->name);
+    return moved < 0 ? -1 : 0;
+}
+
+/* Whether this node dispatches (a single server always); holder: who does
+ * when another node (may be NULL). */
+static bool queue_leads(app *a, char *holder, size_t size)
+{
+    if (holder && size)
+        holder[0] = '\0';
+    if (!a->fleet)
+        return true;
+    gb_err le = GB_ERR_INIT;
+    char who[NODES_NAME_MAX];
+    int l = nodes_lead(a, QUEUE_ROLE, who, sizeof(who), &le);
+    if (l < 0)
+        log_warn("queue: who dispatches: %s", le.msg);
+    if (l == 0 && holder)
+        snprintf(holder, size, "%s", who);
+    return l == 1;
+}
+
+/* The nodes a pass assigned something to (names, keys of tell) act at once
+ * instead of at their next tick; this node acts at the end of the pass. */
+static void queue_tell_assigned(app *a, json_t *tell)
+{
+    const char *node;
+    json_t *v;
+    json_object_foreach(tell, node, v)
+    {
+        (void)v;
+        gb_err e = GB_ERR_INIT;
+        if (strcmp(node, nodes_self(a)) != 0 && nodes_queue_tell(a, node, "assigned", &e) < 0)
+            log_info("queue: telling node %s of its requests: %s (it finds them within %dms)", node,
+                     e.msg, QUEUE_TICK_MS);
+    }
+}
+
 /* Drop the requests past their queueTimeout; the others stay in s. In a
- * fleet each node drops its own. */
-static void queue_drop_expired(app *a, queue_snapshot *s, int64_t now)
+ * fleet each node drops its own, and the dispatcher (leads) any node's. */
+static void queue_drop_expired(app *a, queue_snapshot *s, int64_t now, bool leads)
 {
     for (size_t i = 0; i < s->n;) {
         replicaset_record *r = &s->sets[i];
         int64_t t = queue_timeout_s_of(r);
-        if (!t || queue_submit_ms_of(r) + t * 1000 > now || !queue_is_here(a, s, i)) {
+        bool here = queue_is_here(a, s, i);
+        if (!t || queue_submit_ms_of(r) + t * 1000 > now || (!here && !leads)) {
             i++;
             continue;
         }
@@ -128,10 +184,15 @@ static void queue_drop_expired(app *a, queue_snapshot *s, int64_t now)
         snprintf(detail, sizeof(detail), "waited %llds, its queueTimeout", (long long)t);
         gb_err e = GB_ERR_INIT;
         /* A move that waited too long: the set stays as and where it is. */
-        int dropped =
-            replicaset_move_waits(r)
-                ? replicaset_move_wait_end(a, r->name, r->mod_revision, "queueTimeout", detail, &e)
-                : replicaset_drop_queued(a, r->name, r->mod_revision, "queueTimeout", detail, &e);
+        int dropped;
+        if (!here)
+            dropped = queue_drop_elsewhere(a, r, s->set_node[i], detail, &e);
+        else if (replicaset_move_waits(r))
+            dropped =
+                replicaset_move_wait_end(a, r->name, r->mod_revision, "queueTimeout", detail, &e);
+        else
+            dropped =
+                replicaset_drop_queued(a, r->name, r->mod_revision, "queueTimeout", detail, &e);
         if (dropped == 0) {
             monitor_event(a, "queue.timeout", r->name, r->owner, NULL, "queueTimeout", detail,
                           NULL);
@@ -233,12 +294,15 @@ typedef struct queue_assigned {
     const char *self;
     replicaset_record *sets;
     size_t n, cap;
+    size_t waiting; /* this node's records that wait (queued, or a move) */
 } queue_assigned;
 
 static int queue_collect_assigned(void *ctx, replicaset_record *r, gb_err *err)
 {
     (void)err;
     queue_assigned *q = ctx;
+    if (r->state == RS_STATE_QUEUED || replicaset_move_waits(r))
+        q->waiting++;
     const char *to = json_string_value(json_object_get(r->queue, "assigned"));
     /* Queued sets sent here to start; sets here whose move was decided
      * (to another node: it runs from here; to this node: it landed). */
@@ -379,8 +443,8 @@ static void queue_move_assigned(app *a, const replicaset_record *r, int64_t now)
 /* Start what the dispatcher assigned to this node (moved here for it):
  * the ordinary start, compared against the record's revision. One that
  * does not fit after all keeps waiting here, and the dispatcher may send
- * it elsewhere. */
-static void queue_start_assigned(app *a, int64_t now)
+ * it elsewhere. Returns how many of this node's records wait. */
+static size_t queue_start_assigned(app *a, int64_t now)
 {
     queue_assigned q = {.self = nodes_self(a)};
     gb_err e = GB_ERR_INIT;
@@ -395,6 +459,7 @@ static void queue_start_assigned(app *a, int64_t now)
         replicaset_record_free(&q.sets[i]);
     }
     free(q.sets);
+    return q.waiting;
 }
 
 static bool queue_node_alive(const queue_plan *p, const char *node)
@@ -436,8 +501,12 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
     queue_plan p = {0};
     if (queue_snapshot_read(a, &s, err) < 0)
         goto out;
+    /* In a fleet one node decides for all (the role on its claim's lease:
+     * killed, it goes to another node within the lease's TTL); the others
+     * only order the queue for their answers. */
+    bool leads = queue_leads(a, NULL, 0);
     int64_t now = queue_now_ms();
-    queue_drop_expired(a, &s, now);
+    queue_drop_expired(a, &s, now, leads);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (queue_plan_make(a, &s, now, 0, &p, err) < 0) {
@@ -447,19 +516,8 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     prom_histogram_observe(
         q->decide, NULL, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-    /* In a fleet one node decides for all (the role on its claim's lease:
-     * killed, it goes to another node within the lease's TTL); the others
-     * only order the queue for their answers. */
-    bool leads = true;
-    if (a->fleet) {
-        gb_err le = GB_ERR_INIT;
-        char holder[64];
-        int l = nodes_lead(a, QUEUE_ROLE, holder, sizeof(holder), &le);
-        if (l < 0)
-            log_warn("queue: who dispatches: %s", le.msg);
-        leads = l == 1;
-    }
     json_t *status = json_object();
+    json_t *tell = json_object(); /* nodes told of what this pass assigned them */
     size_t waiting = 0;
     for (size_t i = 0; i < p.n; i++) {
         placement_queue_entry *e = &p.entries[i];
@@ -487,8 +545,11 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
             const char *refused = queue_refused_why(r, now);
             if (leads && home && !pending && !refused &&
                 (!assigned || strcmp(assigned, target) != 0) &&
-                queue_assign(a, r, home, target) == 1)
+                queue_assign(a, r, home, target) == 1) {
+                /* A move is run by the set's node; a start by the target. */
+                json_object_set_new(tell, move ? home : target, json_true());
                 continue;
+            }
             if (pending)
                 target = assigned;
             if (refused)
@@ -511,6 +572,8 @@ static int queue_pass_locked(app *a, queue *q, gb_err *err)
     pthread_mutex_unlock(&q->mu);
     queue_plan_free(&p);
     queue_snapshot_free(&s);
+    queue_tell_assigned(a, tell);
+    json_decref(tell);
     if (a->fleet)
         queue_start_assigned(a, now);
     rc = 0;
@@ -531,6 +594,71 @@ void queue_kick(app *a)
     pthread_mutex_unlock(&q->mu);
 }
 
+void queue_capacity_freed(app *a)
+{
+    queue *q = a->queue;
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->mu);
+    q->kicked = q->freed = true;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+int queue_told(app *a, const char *what, gb_err *err)
+{
+    queue *q = a->queue;
+    bool freed = strcmp(what, "freed") == 0;
+    if (!freed && strcmp(what, "assigned") != 0)
+        return err_set(err, ERR_INVALID_PARAMS, "what is \"freed\" or \"assigned\", not '%.32s'",
+                       what);
+    if (!q)
+        return 0;
+    pthread_mutex_lock(&q->mu);
+    if (freed)
+        q->kicked = true;
+    else
+        q->told_assigned = true;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+
+/* What one wake of the thread does. A single server, and the fleet's
+ * dispatcher: a pass. Another node of a fleet: room freed here is told to
+ * the dispatcher (which passes at once instead of at its tick); then what
+ * was assigned here starts (its own records, read alone); and only while
+ * requests wait among its own records, at a tick, the fleet-wide pass that
+ * keeps their position and why fresh for GET. GET /api/v1/queue reads the
+ * fleet when asked (queue_list), so a node with nothing waiting does not
+ * read every node's records every QUEUE_TICK_MS. */
+static void queue_wake(app *a, bool freed, bool tick)
+{
+    gb_err e = GB_ERR_INIT;
+    char holder[NODES_NAME_MAX];
+    if (!a->fleet || queue_leads(a, holder, sizeof(holder))) {
+        if (queue_pass(a, &e) < 0)
+            log_warn("queue: a dispatch pass failed: %s (tried again in %dms)", e.msg,
+                     QUEUE_TICK_MS);
+        return;
+    }
+    if (freed && holder[0] && nodes_queue_tell(a, holder, "freed", &e) < 0)
+        log_info("queue: telling node %s (it dispatches) of room freed here: %s", holder, e.msg);
+    queue *q = a->queue;
+    pthread_mutex_lock(&q->pass_lock);
+    size_t here = queue_start_assigned(a, queue_now_ms());
+    pthread_mutex_unlock(&q->pass_lock);
+    if (!here) {
+        pthread_mutex_lock(&q->mu);
+        json_decref(q->status);
+        q->status = json_object();
+        q->length = 0;
+        pthread_mutex_unlock(&q->mu);
+    } else if (tick && queue_pass(a, &e) < 0) {
+        log_warn("queue: a pass failed: %s (tried again in %dms)", e.msg, QUEUE_TICK_MS);
+    }
+}
+
 static void *queue_thread(void *arg)
 {
     queue *q = arg;
@@ -544,18 +672,19 @@ static void *queue_thread(void *arg)
             until.tv_sec++;
             until.tv_nsec -= 1000000000L;
         }
-        while (!q->stopping && !q->kicked &&
-               pthread_cond_timedwait(&q->cv, &q->mu, &until) != ETIMEDOUT)
-            ;
-        bool stop = q->stopping;
-        q->kicked = false;
+        bool tick = false;
+        while (!q->stopping && !q->kicked && !q->told_assigned)
+            if (pthread_cond_timedwait(&q->cv, &q->mu, &until) == ETIMEDOUT) {
+                tick = true;
+                break;
+            }
+        bool stop = q->stopping, freed = q->freed;
+        tick = tick || q->kicked;
+        q->kicked = q->freed = q->told_assigned = false;
         pthread_mutex_unlock(&q->mu);
         if (stop)
             break;
-        gb_err e = GB_ERR_INIT;
-        if (queue_pass(q->a, &e) < 0)
-            log_warn("queue: a dispatch pass failed: %s (tried again in %dms)", e.msg,
-                     QUEUE_TICK_MS);
+        queue_wake(q->a, freed, tick);
     }
     return NULL;
 }

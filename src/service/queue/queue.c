@@ -423,6 +423,11 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
      * node or nodeSelector must not be made here unless the queue puts it
      * here. */
     bool pinned = a->fleet && (req->placement.node || req->placement.nselector);
+    /* In a fleet a node that does not dispatch reads the fleet's queue
+     * when asked (dispatch.c, queue_wake): now. */
+    gb_err fe = GB_ERR_INIT;
+    if (req->queue && a->fleet && !pinned && queue_pass(a, &fe) < 0)
+        log_warn("queue: reading the fleet's queue: %s", fe.msg);
     if (!req->queue || (!queue_waiting(a) && !pinned)) {
         if (replicaset_create(a, req, out, err) == 0)
             return 0;

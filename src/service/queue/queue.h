@@ -133,8 +133,18 @@ int queue_list(app *a, json_t **out, gb_err *err);
 /* One pass now (the dispatcher's; tests and benchmarks call it too). */
 int queue_pass(app *a, gb_err *err);
 
-/* Wake the dispatcher (app_hooks.capacity_freed). */
+/* Wake the dispatcher. */
 void queue_kick(app *a);
+/* Cards, ports or cores went back here (app_hooks.capacity_freed): a pass
+ * here, and in a fleet, when another node dispatches, that node told
+ * (nodes_queue_tell "freed", after this node's capacity is published), so
+ * a request waiting anywhere starts without waiting for a tick. */
+void queue_capacity_freed(app *a);
+/* Another node told this one (POST /api/v1/internal/queue/tell): "freed"
+ * (room on that node: a pass if this node dispatches) or "assigned" (a
+ * request assigned here: start it, or run its move). ERR_INVALID_PARAMS
+ * for another word. */
+int queue_told(app *a, const char *what, gb_err *err);
 /* {position, why, head} of queued set name from the last pass, or NULL
  * (app_hooks.queue_status). */
 json_t *queue_status(app *a, const char *name);

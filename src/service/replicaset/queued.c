@@ -106,6 +106,27 @@ static int replicaset_queued_load(app *a, const char *name, int64_t rev, replica
     return 0;
 }
 
+void replicaset_queued_mark_dropped(replicaset_record *r, const char *reason, const char *detail)
+{
+    char at[RS_TIME_MAX];
+    time_iso_now(at, sizeof(at));
+    json_t *dropped =
+        json_pack("{s:s, s:s, s:s}", "reason", reason, "at", at, "detail", detail ? detail : "");
+    if (replicaset_move_waits(r)) {
+        /* A move that waited: the set is as it was; its record says why
+         * the move did not happen. */
+        json_t *q = r->queue;
+        r->queue = json_pack("{s:b, s:O?, s:o}", "moveDropped", true, "submitTime",
+                             json_object_get(q, "submitTime"), "dropped", dropped);
+        json_decref(q);
+        return;
+    }
+    json_object_set_new(r->queue, "dropped", dropped);
+    /* A queued create leaves a deleted record saying why; a queued restart
+     * is the stopped set it was, its container kept. */
+    r->state = r->container_name[0] ? RS_STATE_STOPPED : RS_STATE_DELETED;
+}
+
 int replicaset_drop_queued(app *a, const char *name, int64_t rev, const char *reason,
                            const char *detail, gb_err *err)
 {
@@ -113,14 +134,7 @@ int replicaset_drop_queued(app *a, const char *name, int64_t rev, const char *re
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     if (replicaset_queued_load(a, name, rev, &r, err) < 0)
         return -1;
-    char at[RS_TIME_MAX];
-    time_iso_now(at, sizeof(at));
-    json_object_set_new(
-        r.queue, "dropped",
-        json_pack("{s:s, s:s, s:s}", "reason", reason, "at", at, "detail", detail ? detail : ""));
-    /* A queued create leaves a deleted record saying why; a queued restart
-     * is the stopped set it was, its container kept. */
-    r.state = r.container_name[0] ? RS_STATE_STOPPED : RS_STATE_DELETED;
+    replicaset_queued_mark_dropped(&r, reason, detail);
     if (replicaset_record_save(a, &r, NULL, 0, err) < 0)
         return -1;
     log_info("replica set %s: dropped from the queue (%s%s%s)", name, reason, detail ? ": " : "",
@@ -203,16 +217,12 @@ int replicaset_move_wait_end(app *a, const char *name, int64_t rev, const char *
     if (!found || !replicaset_move_waits(&r) || (rev && r.mod_revision != rev))
         return err_set(err, ERR_CONFLICT, "the move of replica set '%s' does not wait (any longer)",
                        name);
-    json_t *q = r.queue;
-    r.queue = NULL;
     if (reason) {
-        char at[RS_TIME_MAX];
-        time_iso_now(at, sizeof(at));
-        r.queue = json_pack("{s:b, s:O?, s:{s:s, s:s, s:s}}", "moveDropped", true, "submitTime",
-                            json_object_get(q, "submitTime"), "dropped", "reason", reason, "at", at,
-                            "detail", detail ? detail : "");
+        replicaset_queued_mark_dropped(&r, reason, detail);
+    } else {
+        json_decref(r.queue);
+        r.queue = NULL;
     }
-    json_decref(q);
     if (replicaset_record_save(a, &r, NULL, 0, err) < 0)
         return err_prefix(err, "ending the wait of %s's move", name);
     log_info("replica set %s: its move waits no longer (%s%s%s)", name, reason ? reason : "done",

@@ -124,6 +124,11 @@ int replicaset_start_queued(app *a, const struct replicaset_record *q, json_t **
  * its record as deleted with queue.dropped {reason, at, detail}. */
 int replicaset_drop_queued(app *a, const char *name, int64_t rev, const char *reason,
                            const char *detail, gb_err *err);
+/* r (a queued set, or a set whose move waits) as replicaset_drop_queued
+ * and replicaset_move_wait_end leave it, unsaved: the dispatcher writes
+ * another node's record so (service/queue/dispatch.c). */
+void replicaset_queued_mark_dropped(struct replicaset_record *r, const char *reason,
+                                    const char *detail);
 /* PATCH .../restart with queue of a stopped set that cannot start now: it
  * waits in the queue as state queued, keeping its container and system
  * disk (queue gets restart: true, noGpu). ERR_STATE_CONFLICT unless stopped. */
