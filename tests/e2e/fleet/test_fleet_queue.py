@@ -317,3 +317,28 @@ def test_a_waiting_move_is_cancelled_or_times_out(nodes, fleet):
     assert delete(a, "holdb", purge=True).status == 200
     time.sleep(5)
     assert where(fleet, "stayer") == ["a"] and state(a, "stayer") == "running"
+
+
+def test_a_timeout_is_applied_while_its_node_is_down(start_node, fleet, etcd_cluster):
+    """b received a request with a queueTimeout and is killed: the
+    dispatcher (a) drops it when its time is up (its record in etcd says
+    why), without waiting for b to come back."""
+    ds, prefix = start_fleet(start_node, fleet, etcd_cluster)
+    a, b = ds["a"], ds["b"]
+    hold_all(ds, "t")
+    r = call(b, "POST", "/api/v1/replicaSet", body("expiring", queue=True, queueTimeout="4s"))
+    assert (r.status, r.code) == (202, 200), r.json
+    b.kill9()
+    assert wait_until(lambda: states(a).get("b") == "unreachable", timeout=30)
+
+    def listed():
+        return [e["name"] for e in a.get("/api/v1/queue").data["queue"]]
+
+    assert wait_until(lambda: listed() == [], timeout=15), listed()
+    events = a.get("/api/v1/events").data["events"]
+    assert any(e["kind"] == "queue.timeout" and e["replicaSet"] == "expiring"
+               for e in events), events
+    # a card freed now does not start it
+    assert delete(a, "holdat", purge=True).status == 200
+    time.sleep(3)
+    assert where(fleet, "expiring") == []
