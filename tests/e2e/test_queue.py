@@ -496,3 +496,7 @@ def test_delete_of_the_queue_entry_cancels_a_queued_create(two):
     r = as_(d, ADMIN, "DELETE", f"/api/v1/queue/{full}")
     assert (r.status, r.code) == (404, 1100), r.json
     assert state(d, full)["state"] == "running"
+    # the nodes' tell route is not a client's, with a token or without
+    for token in (ADMIN, None):
+        r = as_(d, token, "POST", "/api/v1/internal/queue/tell", {"what": "freed"})
+        assert (r.status, r.code) == (403, 1109), r.json
