@@ -342,3 +342,23 @@ def test_a_timeout_is_applied_while_its_node_is_down(start_node, fleet, etcd_clu
     assert delete(a, "holdat", purge=True).status == 200
     time.sleep(3)
     assert where(fleet, "expiring") == []
+
+
+def test_a_waiting_move_outlives_the_dispatcher(start_node, fleet, etcd_cluster):
+    """The waiting move is in the set's record in etcd: kill -9 of the
+    dispatching node (a) loses nothing; the node that takes the role over
+    has the set moved when a card frees."""
+    ds, prefix = start_fleet(start_node, fleet, etcd_cluster)
+    a, b = ds["a"], ds["b"]
+    for name, label in (("wmover", "b"), ("holdaw", "a"), ("holdcw", "c")):
+        r = call(b, "POST", "/api/v1/replicaSet", body(name, node=label))
+        assert r.status == 200, r.json
+    r = move_q(b, "wmover")
+    assert (r.status, r.code) == (202, 200), r.json
+    a.kill9()
+    assert wait_until(lambda: leader(etcd_cluster, prefix) in ("b", "c"), timeout=30)
+    assert [e["name"] for e in b.get("/api/v1/queue").data["queue"]] == ["wmover"]
+    assert delete(b, "holdcw", purge=True).status == 200
+    assert wait_until(lambda: where(fleet, "wmover") == ["c"] and state(b, "wmover") == "running",
+                      timeout=30)
+    assert wait_until(lambda: b.get("/api/v1/queue").data["queue"] == [], timeout=10)
