@@ -26,7 +26,8 @@ int api_queue_cancel(http_request *req, http_response *resp, gb_err *err)
 }
 
 /* Only another node of the fleet reaches it (SCOPE_NODE: its proof is
- * checked before this runs), so it needs no token: it only wakes a pass. */
+ * checked before this runs), as itself (api_node_acting): it only wakes a
+ * pass. */
 int api_queue_tell(http_request *req, http_response *resp, gb_err *err)
 {
     static const char *const fields[] = {"what", NULL};

@@ -107,7 +107,7 @@ static const http_route api_routes[] = {
      "Move the set to another node {node?}: system disk and volumes, a new version there"},
 
     /* between the nodes of a move (docs/fleet.md): only with the fleet's proof */
-    {"POST", "/api/v1/internal/queue/tell", api_queue_tell, HTTP_ACCESS_OPEN, SCOPE_NODE,
+    {"POST", "/api/v1/internal/queue/tell", api_queue_tell, HTTP_ACCESS_USER, SCOPE_NODE,
      "Another node tells this one's queue what changed: room freed there, a request assigned"},
     {"POST", "/api/v1/internal/moves", api_move_prepare, HTTP_ACCESS_USER, SCOPE_NODE,
      "A move's target: take the room, make the volumes and the container"},

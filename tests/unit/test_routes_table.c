@@ -72,7 +72,7 @@ static const struct {
     {"POST", "/api/v1/replicaSet/{name}/services/{service}/ticket", api_replicaset_service_ticket,
      WHO_USER, SCOPE_RS_OWNER},
     {"POST", "/api/v1/replicaSet/{name}/move", api_replicaset_move, WHO_USER, SCOPE_RS_OWNER},
-    {"POST", "/api/v1/internal/queue/tell", api_queue_tell, WHO_ANYONE, SCOPE_NODE},
+    {"POST", "/api/v1/internal/queue/tell", api_queue_tell, WHO_USER, SCOPE_NODE},
     {"POST", "/api/v1/internal/moves", api_move_prepare, WHO_USER, SCOPE_NODE},
     {"POST", "/api/v1/internal/moves/{id}/pull", api_move_pull, WHO_USER, SCOPE_NODE},
     {"POST", "/api/v1/internal/moves/{id}/commit", api_move_commit, WHO_USER, SCOPE_NODE},

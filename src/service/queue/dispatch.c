@@ -387,6 +387,10 @@ static void *queue_move_thread(void *arg)
                  j->target, waited, queue_priority_of(r));
         monitor_event(a, "queue.start", r->name, r->owner, NULL, "queue", detail, NULL);
         log_info("queue: %s", detail);
+        /* The node it landed on ends the wait now, not at its tick. */
+        gb_err te = GB_ERR_INIT;
+        if (nodes_queue_tell(a, j->target, "assigned", &te) < 0)
+            log_info("queue: telling node %s that %s landed: %s", j->target, r->name, te.msg);
     } else if (queue_waitable(e.code) || e.code == ERR_NODE_UNAVAILABLE) {
         queue_unassign(a, r->name, e.msg);
     } else {

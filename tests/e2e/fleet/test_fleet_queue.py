@@ -362,3 +362,31 @@ def test_a_waiting_move_outlives_the_dispatcher(start_node, fleet, etcd_cluster)
     assert wait_until(lambda: where(fleet, "wmover") == ["c"] and state(b, "wmover") == "running",
                       timeout=30)
     assert wait_until(lambda: b.get("/api/v1/queue").data["queue"] == [], timeout=10)
+
+
+def test_a_waiting_move_in_a_fleet_with_tokens(start_node, fleet, etcd_cluster):
+    """With --token-file the move the dispatcher starts carries no user's
+    token: the nodes still make it (a user's own set, moved as the fleet
+    decided)."""
+    admin = "fq-admin-" + secrets.token_hex(16)
+    prefix = f"/fleetqueue{os.getpid()}-tokens"
+    a, b = start_pair(start_node, etcd_cluster, prefix, admin)
+    name = "fm" + secrets.token_hex(3)
+    r = as_(a, admin, "POST", "/api/v1/users", {"name": name, "role": "user"})
+    assert r.status == 200, r.json
+    token = r.data["token"]
+    assert wait_until(lambda: as_(b, token, "GET", "/api/v1/whoami").status == 200, timeout=5)
+    r = as_(a, token, "POST", "/api/v1/replicaSet", body("tmover", node="a"))
+    assert r.status == 200, r.json
+    r = as_(a, admin, "POST", "/api/v1/replicaSet", body("tholdb", node="b",
+                                                         gpuCount=2))
+    assert r.status == 200, r.json
+    r = as_(a, token, "POST", "/api/v1/replicaSet/tmover/move", {"queue": True})
+    assert (r.status, r.code) == (202, 200), r.json
+    assert as_(a, admin, "DELETE", "/api/v1/replicaSet/tholdb?purge=true").status == 200
+    assert wait_until(lambda: [n.label for n in fleet.nodes if n.containers("tmover")] == ["b"],
+                      timeout=30), as_(a, admin, "GET", "/api/v1/replicaSet/tmover").json
+    assert wait_until(lambda: "queue" not in as_(b, token, "GET", "/api/v1/replicaSet/tmover")
+                      .data["info"], timeout=10)
+    assert as_(b, token, "GET", "/api/v1/replicaSet/tmover").data["info"]["state"] == "running"
+    assert as_(a, token, "DELETE", "/api/v1/replicaSet/tmover?purge=true").status == 200
