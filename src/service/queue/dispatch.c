@@ -1,8 +1,10 @@
 /*
  * dispatch.c - the queue's dispatcher: one thread per gpuboxd, woken by
- * queue_kick (cards freed, a request queued) or every QUEUE_TICK_MS, that
- * runs passes; the status of the last pass for GET /replicaSet/{name}; the
- * queue's metrics.
+ * queue_kick (a request queued or cancelled), queue_capacity_freed, another
+ * node's tell (queue_told), or every QUEUE_TICK_MS, that runs passes
+ * (queue_wake says which node reads what); the moves the dispatcher
+ * decided, each on a thread of its own; the status of the last pass for
+ * GET /replicaSet/{name}; the queue's metrics.
  *
  * Passes are serialized by pass_lock, so the thread and a pass asked for
  * by a submit never decide on the same snapshot twice; and a start is the

@@ -37,9 +37,16 @@
  *     the reason in its record and an event, as a wait cannot cure it.
  *
  * A pass runs when cards, ports or cores go back to the pools (app_hooks.
- * capacity_freed, called by every stop, delete, patch and failed create),
- * after a request is queued, and every QUEUE_TICK_MS otherwise (timeouts,
- * maxDuration reservations falling due, other nodes' changes).
+ * capacity_freed, called by every stop, delete, patch and failed create;
+ * in a fleet the node tells the dispatcher, which passes at once, and the
+ * dispatcher tells the nodes it assigned work to), after a request is
+ * queued, and every QUEUE_TICK_MS otherwise (timeouts, maxDuration
+ * reservations falling due, a tell that did not arrive).
+ *
+ * A move can wait too (queue_move, a fleet): the set stays as it is where
+ * it is, its record saying queue.move; the dispatcher writes the node it
+ * goes to into that record, and the set's node moves it (replicaset_move)
+ * on a thread of its own. docs/queue.md, "Moves that wait".
  */
 #ifndef GPUBOX_SERVICE_QUEUE_QUEUE_H
 #define GPUBOX_SERVICE_QUEUE_QUEUE_H
