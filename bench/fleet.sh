@@ -42,11 +42,17 @@
 # figure when other work on the machine comes and goes during the run.
 # Takes about 1.5 min at the defaults on 2 cores (ROUNDS=40: 2.5 min).
 #
+# BENCH=queue runs bench/queue_fleet.py instead (use with CARDS=1): from a
+# card's release on one node to a request queued through the other node
+# (the dispatcher) running there, against a direct create on the releasing
+# node at that moment (issue 29: target <= 1.2x).
+#
 # Usage: bench/fleet.sh BUILD_DIR   (a non-Debug build, e.g. build/release)
 #   needs what scripts/test-fleet.sh needs: iproute2, util-linux (nsenter),
 #   dockerd, etcd (etcd-server), busybox-static (the test image)
 #   env: ROUNDS=20 GETS=10 STANDING=4 GPUBOX_TEST_IMAGE=gpubox-test:latest
-#        FLEET_NET=10.77.0 ETCD=etcd
+#        FLEET_NET=10.77.0 ETCD=etcd BENCH=fleet|queue CARDS=8 (per node)
+#        LOG_LEVEL=warn LOGS=DIR (the gpuboxd logs copied there at the end)
 # Needs root (network namespaces); where none can be made it says so and
 # exits 0. An EXIT trap ends the gpuboxd, etcd, the dockerds and the
 # namespaces it started, by their pids (netns-dockerd.sh's nsd_destroy).
@@ -61,6 +67,8 @@ gpubox_root=$(cd "$here/.." && pwd)
 rounds=${ROUNDS:-20}
 gets=${GETS:-10}
 standing=${STANDING:-4}
+bench=${BENCH:-fleet}
+cards=${CARDS:-8}
 image=${GPUBOX_TEST_IMAGE:-gpubox-test:latest}
 etcd_bin=${ETCD:-etcd}
 api_port=2378
@@ -115,6 +123,10 @@ cleanup() {
         destroyers+=($!)
     done
     [ ${#destroyers[@]} -eq 0 ] || wait "${destroyers[@]}" || true
+    if [ -n "${LOGS:-}" ]; then
+        mkdir -p "$LOGS"
+        for l in "${labels[@]}"; do cp "$work/$l/gpuboxd.log" "$LOGS/gpuboxd-$l.log" 2>/dev/null || true; done
+    fi
     rm -rf "$work"
     exit $rc
 }
@@ -197,9 +209,9 @@ for i in "${!nodes[@]}"; do
     nsenter --net="/var/run/netns/${nodes[i]}" env DOCKER_HOST="$(nsd_docker_host "${nodes[i]}")" \
         "$build/gpuboxd" --node "$l" --advertise "http://$addr:$api_port" \
         --listen "$addr:$api_port" --store "etcd://$hub_addr:$etcd_port/bench" \
-        --simulate-gpus 8xA100-80GB --insecure-no-auth --data-dir "$work/$l/data" \
+        --simulate-gpus "${cards}xA100-80GB" --insecure-no-auth --data-dir "$work/$l/data" \
         --fleet-secret-file "$secret_file" \
-        --port-range 61300-61399 --docker-wait 30 --log-level warn \
+        --port-range 61300-61399 --docker-wait 30 --log-level "${LOG_LEVEL:-warn}" \
         >"$work/$l/gpuboxd.out" 2>"$work/$l/gpuboxd.log" &
     daemon_pids+=($!)
 done
@@ -221,9 +233,15 @@ url_b="http://$(fleet_node_addr 2):$api_port"
 echo "fleet: hub $hub_addr (etcd), a $url_a, b $url_b; gpuboxd $build/gpuboxd"
 # In the background and waited for: a TERM or INT to this script runs the
 # trap at once (a foreground child would hold it until it ended).
-nsenter --net="/var/run/netns/$hub" env ROUNDS="$rounds" GETS="$gets" STANDING="$standing" \
-    FLEET_SECRET_FILE="$secret_file" \
-    /usr/bin/python3 "$here/fleet.py" "$url_a" "$url_b" "$image" </dev/null &
+if [ "$bench" = queue ]; then
+    nsenter --net="/var/run/netns/$hub" env ROUNDS="$rounds" PYTHONPATH="$here" \
+        /usr/bin/python3 "$here/queue_fleet.py" "$url_a" "$url_b" "$image" "$client" bench \
+        </dev/null &
+else
+    nsenter --net="/var/run/netns/$hub" env ROUNDS="$rounds" GETS="$gets" STANDING="$standing" \
+        FLEET_SECRET_FILE="$secret_file" \
+        /usr/bin/python3 "$here/fleet.py" "$url_a" "$url_b" "$image" </dev/null &
+fi
 py_pid=$!
 wait "$py_pid"
 py_pid=""

@@ -8,7 +8,7 @@ _gpubox() {
         [[ $w == -* ]] && continue
         words+=("$w")
     done
-    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-cores --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key --priority --queue-timeout --gpus -g --gpu-memory --gpu-cores --cpu-count --idle-stop --max-duration --image -i --ssh-key --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart --gpu-cores --workdir -w --timeout --tail -n --since --username -u --name --node --node --role --cards --share-mib --share --instances --volume-bytes --cores --role --cards --share-mib --share --instances --volume-bytes --cores --cards --share-mib --share --instances --volume-bytes --cores --user -u --set -s --from --to --host -H --token"
+    local valued=" --interval -n --iterations --limit --image -i --pull --gpus -g --gpu-memory --gpu-cores --gpu-policy --gpu-uuid --gpu-model --volume -v --publish -p --env -e --label -l --cpus --cpu-count --memory -m --shm-size --restart --node --node-selector --placement --idle-stop --max-duration --ssh-key --priority --queue-timeout --gpus -g --gpu-memory --gpu-cores --cpu-count --idle-stop --max-duration --image -i --ssh-key --env -e --env-rm --volume -v --volume-rm --publish -p --publish-rm --cpus --memory -m --shm-size --restart --gpu-cores --workdir -w --timeout --tail -n --since --username -u --name --node --node --role --cards --share-mib --share --instances --volume-bytes --cores --max-priority --role --cards --share-mib --share --instances --volume-bytes --cores --max-priority --cards --share-mib --share --instances --volume-bytes --cores --max-priority --user -u --set -s --from --to --host -H --token"
     [[ " $valued " == *" $prev "* ]] && return 0
     local cmd=${words[0]} sub=${words[1]}
     local globals=" --host -H --token --json --help -h"
@@ -107,9 +107,9 @@ _gpubox() {
     user)
         case "$sub" in
         create)
-            _gpubox_args 0 2 " --role --cards --share-mib --share --instances --volume-bytes --cores $globals" ;;
+            _gpubox_args 0 2 " --role --cards --share-mib --share --instances --volume-bytes --cores --max-priority $globals" ;;
         set)
-            _gpubox_args 5 2 " --role --cards --share-mib --share --instances --volume-bytes --cores $globals" ;;
+            _gpubox_args 5 2 " --role --cards --share-mib --share --instances --volume-bytes --cores --max-priority $globals" ;;
         rm)
             _gpubox_args 5 2 " $globals" ;;
         token)
@@ -121,7 +121,7 @@ _gpubox() {
     quota)
         case "$sub" in
         defaults)
-            _gpubox_args 0 2 " --cards --share-mib --share --instances --volume-bytes --cores $globals" ;;
+            _gpubox_args 0 2 " --cards --share-mib --share --instances --volume-bytes --cores --max-priority $globals" ;;
         *)  COMPREPLY=($(compgen -W " defaults" -- "$cur")) ;;
         esac ;;
     usage)

@@ -76,6 +76,8 @@ bool api_ticket_check(void *ctx, const http_route *route, const http_request *re
                       const char *ticket, http_identity *who);
 /* GET /api/v1/queue (api/queue.c). */
 int api_queue_list(http_request *req, http_response *resp, gb_err *err);
+int api_queue_cancel(http_request *req, http_response *resp, gb_err *err);
+int api_queue_tell(http_request *req, http_response *resp, gb_err *err);
 int api_replicaset_service_ticket(http_request *req, http_response *resp, gb_err *err);
 /* moves.c: a move to another node, and the nodes' side of it. */
 int api_replicaset_move(http_request *req, http_response *resp, gb_err *err);

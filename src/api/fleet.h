@@ -20,6 +20,11 @@
 enum fleet_scope api_fleet_scope(const http_route *route);
 
 /* http_server_config.intercept. */
+/* http_server_config.node_acting: a route between nodes (SCOPE_NODE)
+ * asked without a token by a node of this fleet (its proof checked) is
+ * that node acting itself: who is "fleet", an admin. */
+bool api_node_acting(void *ctx, const http_route *route, const http_request *req,
+                     http_identity *who);
 int api_fleet_intercept(http_request *req, const http_route *route, http_response *resp,
                         gb_err *err);
 

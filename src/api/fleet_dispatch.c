@@ -148,6 +148,21 @@ static int sent_by_node(app *a, http_request *req, gb_err *err)
     return 1;
 }
 
+bool api_node_acting(void *ctx, const http_route *route, const http_request *req,
+                     http_identity *who)
+{
+    app *a = ctx;
+    gb_err ignored = GB_ERR_INIT;
+    if (!a->fleet || api_fleet_scope(route) != SCOPE_NODE)
+        return false;
+    if (sent_by_node(a, (http_request *)req, &ignored) != 1)
+        return false;
+    snprintf(who->name, sizeof(who->name), "%s", "fleet");
+    who->role = HTTP_ROLE_ADMIN;
+    who->bad_token = false;
+    return true;
+}
+
 static int fleet_dispatch(http_request *req, const http_route *route, http_response *resp,
                           gb_err *err)
 {

@@ -15,6 +15,7 @@
 
 #include "http/stream.h"
 #include "service/app.h"
+#include "service/queue/queue.h"
 #include "service/replicaset/replicaset.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -28,24 +29,37 @@ static int answer(int rc, json_t *data, http_response *resp, gb_err *err)
     return http_response_data(resp, data, err);
 }
 
+/* {"node", "wait", "queue", "queueTimeout", "priority"}: with queue, a
+ * move that no node can take now waits in the queue (202; docs/queue.md). */
 int api_replicaset_move(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"node", "wait", NULL};
+    static const char *const fields[] = {"node", "wait", "queue", "queueTimeout", "priority", NULL};
     const char *name = NULL;
     json_t *body = NULL;
     const char *node = NULL;
     bool wait = true;
+    replicaset_create_request q = {.priority = -1};
     if (api_path_name(req, &name, err) < 0 || api_body(req, fields, false, &body, err) < 0 ||
         (body && json_field_string(body, NULL, "node", &node, false, err) < 0) ||
-        (body && json_field_bool(body, NULL, "wait", &wait, false, err) < 0))
+        (body && json_field_bool(body, NULL, "wait", &wait, false, err) < 0) ||
+        (body && replicaset_queue_fields_parse(body, &q, err) < 0))
         return -1;
     if (node && !node[0])
         node = NULL;
-    replicaset_move_request rq = {
-        .node = node, .authorization = http_request_header(req, "Authorization"), .wait = wait};
+    queue_move_request rq = {.node = node,
+                             .queue = q.queue,
+                             .wait = wait,
+                             .priority = q.priority,
+                             .timeout_s = q.queue_timeout_s,
+                             .authorization = http_request_header(req, "Authorization")};
     json_t *data = NULL;
-    int rc = replicaset_move(req->ctx, name, &rq, &data, err);
-    return answer(rc, data, resp, err);
+    bool queued = false;
+    int rc = queue_move(req->ctx, name, &rq, &data, &queued, err);
+    if (answer(rc, data, resp, err) < 0)
+        return -1;
+    if (queued)
+        resp->status = 202;
+    return 0;
 }
 
 int api_move_prepare(http_request *req, http_response *resp, gb_err *err)

@@ -350,30 +350,18 @@ int api_replicaset_restart(http_request *req, http_response *resp, gb_err *err)
                        "gpuCount on a restart is 0 (start without cards) or absent (start with "
                        "the set's cards); %lld cards is a change of the set: scale it instead",
                        count);
-    replicaset_create_request q = {0};
+    replicaset_create_request q = {.priority = -1};
     if (body && replicaset_queue_fields_parse(body, &q, err) < 0)
         return -1;
+    queue_restart_request rq = {.no_gpu = no_gpu,
+                                .move = move,
+                                .queue = q.queue,
+                                .priority = q.priority,
+                                .timeout_s = q.queue_timeout_s,
+                                .authorization = http_request_header(req, "Authorization")};
     json_t *data = NULL;
-    int rc;
     bool queued = false;
-    if (move) {
-        rc = replicaset_restart_or_move(req->ctx, name, no_gpu,
-                                        http_request_header(req, "Authorization"), &data, err);
-        /* No node can take it now: with queue it waits, as a restart
-         * with queue alone would (docs/queue.md). */
-        if (rc < 0 && q.queue && err &&
-            (err->code == ERR_GPU_NOT_ENOUGH || err->code == ERR_PORT_NOT_ENOUGH ||
-             err->code == ERR_CPU_NOT_ENOUGH)) {
-            *err = (gb_err)GB_ERR_INIT;
-            rc = queue_restart(req->ctx, name, no_gpu, q.priority, q.queue_timeout_s, &data,
-                               &queued, err);
-        }
-    } else if (q.queue) {
-        rc = queue_restart(req->ctx, name, no_gpu, q.priority, q.queue_timeout_s, &data, &queued,
-                           err);
-    } else {
-        rc = replicaset_restart(req->ctx, name, no_gpu, &data, err);
-    }
+    int rc = queue_restart(req->ctx, name, &rq, &data, &queued, err);
     if (answer(rc, data, resp, err) < 0)
         return -1;
     if (queued)

@@ -64,6 +64,8 @@ static const http_route api_routes[] = {
      "Replica sets with live status (?all=true includes deleted ones)"},
     {"GET", "/api/v1/queue", api_queue_list, HTTP_ACCESS_VIEWER, SCOPE_LOCAL,
      "Queued replica sets in serving order: position, priority, fair share, why each waits"},
+    {"DELETE", "/api/v1/queue/{name}", api_queue_cancel, HTTP_ACCESS_USER, SCOPE_RS_OWNER,
+     "Take a replica set out of the queue: a queued create is cancelled, a waiting move ends"},
     {"GET", "/api/v1/replicaSet/{name}", api_replicaset_info, HTTP_ACCESS_VIEWER, SCOPE_RS_OWNER,
      "One replica set: spec, version, container, status, GPUs, ports"},
     {"GET", "/api/v1/replicaSet/{name}/history", api_replicaset_history, HTTP_ACCESS_VIEWER,
@@ -105,6 +107,8 @@ static const http_route api_routes[] = {
      "Move the set to another node {node?}: system disk and volumes, a new version there"},
 
     /* between the nodes of a move (docs/fleet.md): only with the fleet's proof */
+    {"POST", "/api/v1/internal/queue/tell", api_queue_tell, HTTP_ACCESS_USER, SCOPE_NODE,
+     "Another node tells this one's queue what changed: room freed there, a request assigned"},
     {"POST", "/api/v1/internal/moves", api_move_prepare, HTTP_ACCESS_USER, SCOPE_NODE,
      "A move's target: take the room, make the volumes and the container"},
     {"POST", "/api/v1/internal/moves/{id}/pull", api_move_pull, HTTP_ACCESS_USER, SCOPE_NODE,

@@ -419,12 +419,13 @@ void cli_quota_cell(const json_t *used, const json_t *quota, enum cli_quota_kind
 /* --role: admin, user or viewer; else CLI_EXIT_USAGE with msg. */
 int cli_check_role(const char *role, char *msg, size_t size);
 /* The quota options given in a (--cards, --share-mib or --share,
- * --instances, --volume-bytes) into the object quota as its fields (cards,
- * shareMiB, instances, volumeBytes): a number, or null for "none"
- * (unlimited). Returns how many were given (0: none), or -1 after a usage
- * error's message in msg: a value that is not a whole number 0 or more, a
- * size that is not one (or, for --share, not whole MiB), or both --share
- * and --share-mib. */
+ * --instances, --volume-bytes, --cores, --max-priority 0-100) into the
+ * object quota as its fields (cards, shareMiB, instances, volumeBytes,
+ * cores, maxPriority): a number, or null for "none" (unlimited). Returns
+ * how many were given (0: none), or -1 after a usage error's message in
+ * msg: a value that is not a whole number 0 or more (0-100 for
+ * --max-priority), a size that is not one (or, for --share, not whole
+ * MiB), or both --share and --share-mib. */
 int cli_quota_flags(const cli_args *a, json_t *quota, char *msg, size_t size);
 /* The body of POST /api/v1/users (create) or PATCH /api/v1/users/{name}
  * from a's arguments, checked: 0 and *out, or CLI_EXIT_USAGE with msg. */

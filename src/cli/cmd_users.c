@@ -38,6 +38,8 @@
 /* The largest count a quota takes from the command line: far above any
  * host, well inside a JSON integer. */
 #define QUOTA_COUNT_MAX 1000000000LL
+/* maxPriority: queue priorities run 0-100 (docs/queue.md). */
+#define QUOTA_PRIORITY_MAX 100
 
 /* The quota fields, in the order they are shown, with the option that
  * sets each and what they count. */
@@ -164,6 +166,7 @@ int cli_quota_flags(const cli_args *a, json_t *quota, char *msg, size_t size)
         {"instances", "instances", CLI_QUOTA_COUNT},
         {"volume-bytes", "volumeBytes", CLI_QUOTA_BYTES},
         {"cores", "cores", CLI_QUOTA_COUNT},
+        {"max-priority", "maxPriority", CLI_QUOTA_COUNT},
     };
     if (cli_get(a, "share") && cli_get(a, "share-mib")) {
         snprintf(msg, size, "give --share or --share-mib, not both");
@@ -183,6 +186,15 @@ int cli_quota_flags(const cli_args *a, json_t *quota, char *msg, size_t size)
         else
             rc = quota_size(options[i].option, text, options[i].kind == CLI_QUOTA_MIB, &value, msg,
                             size);
+        if (rc == 0 && json_is_integer(value) && !strcmp(options[i].option, "max-priority") &&
+            json_integer_value(value) > QUOTA_PRIORITY_MAX) {
+            json_decref(value);
+            rc = CLI_EXIT_USAGE;
+        }
+        if (rc && !strcmp(options[i].option, "max-priority"))
+            snprintf(msg, size,
+                     "--max-priority must be a whole number from 0 to %d, or none (any); got '%s'",
+                     QUOTA_PRIORITY_MAX, text);
         if (rc)
             return -1;
         json_object_set_new(quota, options[i].field, value);
@@ -207,7 +219,7 @@ int cli_user_body(const cli_args *a, bool create, json_t **out, char *msg, size_
     if (!create && !role && given == 0) {
         snprintf(msg, size,
                  "nothing to change: give --role, or a quota option (--cards, --share-mib or "
-                 "--share, --instances, --volume-bytes)");
+                 "--share, --instances, --volume-bytes, --cores, --max-priority)");
         return CLI_EXIT_USAGE;
     }
     json_t *body = json_object();

@@ -210,7 +210,9 @@ static const cli_opt nodes_opts[] = {
     {"instances", 0, CLI_OPT_VALUE, "N", "replica sets, stopped ones included (none: unlimited)"}, \
     {"volume-bytes", 0, CLI_OPT_VALUE, "SIZE",                                                     \
      "the sizes of their volumes, summed: \"500GB\" or bytes (none: unlimited)"},                  \
-    {"cores", 0, CLI_OPT_VALUE, "N", "logical CPUs of their own (cpuCount) (none: unlimited)"}
+    {"cores", 0, CLI_OPT_VALUE, "N", "logical CPUs of their own (cpuCount) (none: unlimited)"}, \
+    {"max-priority", 0, CLI_OPT_VALUE, "N",                                                        \
+     "the highest queue priority they may ask, 0-100 (none: any)"}
 // clang-format on
 
 static const cli_opt users_opts[] = {

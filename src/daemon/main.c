@@ -134,6 +134,7 @@ static int serve(daemon_config *cfg, const daemon_security *sec, const sigset_t 
             .intercept = api_fleet_intercept,
             .statics = &gpubox_console,
             .ticket = api_ticket_check,
+            .node_acting = api_node_acting,
         };
         server = http_server_start(&hc, router, a, &err);
     }

@@ -280,6 +280,11 @@ static void *fleet_heartbeat_main(void *arg)
     return NULL;
 }
 
+int fleet_publish_now(fleet *f, gb_err *err)
+{
+    return f ? fleet_publish(f, err) : 0;
+}
+
 void fleet_poke(fleet *f)
 {
     if (!f)

@@ -113,6 +113,10 @@ int fleet_open(const fleet_config *cfg, fleet **out, gb_err *err);
 void fleet_close(fleet *f);
 /* Publish the capacity record soon (after an allocation changed). */
 void fleet_poke(fleet *f);
+/* Publish this node's membership and capacity now, on the caller's thread
+ * (what fleet_poke asks the heartbeat to do soon): a change another node
+ * is told of at once must be in etcd before the telling. */
+int fleet_publish_now(fleet *f, gb_err *err);
 const char *fleet_node(const fleet *f);
 const char *fleet_root_url(const fleet *f);
 

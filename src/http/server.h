@@ -78,6 +78,13 @@ typedef struct http_server_config {
      * tickets. */
     bool (*ticket)(void *ctx, const http_route *route, const http_request *req, const char *ticket,
                    http_identity *who);
+    /* Another node of a fleet acting for itself, not for a caller (the
+     * queue's dispatcher having a set moved, a move settled after a
+     * crash): asked when a matched route's request has no Authorization
+     * header; true with *who filled when the route is one between nodes
+     * and the request carries that node's valid proof. NULL: none. */
+    bool (*node_acting)(void *ctx, const http_route *route, const http_request *req,
+                        http_identity *who);
 } http_server_config;
 
 typedef struct http_server http_server;

@@ -359,7 +359,7 @@ int app_open(const app_config *cfg, app **out, gb_err *err)
                            .set_exec = monitor_note_exec,
                            .op_done = app_op_done,
                            .queue_status = queue_status,
-                           .capacity_freed = queue_kick};
+                           .capacity_freed = queue_capacity_freed};
     if (app_make_dir(cfg->data_dir, err) < 0 || app_open_store(a, err) < 0 ||
         app_claim_store(a, err) < 0 || nodes_migrate(a, err) < 0 || users_open(a, err) < 0 ||
         app_lock_data_dir(a, err) < 0 || app_connect_docker(a, err) < 0 ||

@@ -459,3 +459,44 @@ def test_cli_run_queue_waits_showing_position_then_runs(two):
     assert f"{w}: running as {w}-1" in out, out
     for marker in SANITIZER_MARKERS:
         assert marker not in err, err
+
+
+def test_a_restarts_priority_is_checked_against_max_priority(two):
+    """A priority on a restart is the caller's to ask up to their quota's
+    maxPriority, as on a create: with queue, with move and queue (which may
+    start at once, no wait at all), and alone."""
+    d = two
+    name = f"rp{secrets.token_hex(3)}"
+    tok = make_user(d, name)
+    s = f"{PREFIX}rp"
+    ok(post(d, tok, body(s, 1)))
+    ok(as_(d, tok, "PATCH", rs_path(s, "/stop")))
+    for extra in ({"queue": True}, {"move": True, "queue": True}, {}):
+        r = as_(d, tok, "PATCH", rs_path(s, "/restart"), {"priority": 60, **extra})
+        assert (r.status, r.code) == (403, 1170), (extra, r.json)
+        assert "maxPriority 50" in r.json["msg"], r.json
+        assert state(d, s)["state"] == "stopped", extra
+    ok(as_(d, tok, "PATCH", rs_path(s, "/restart"), {"priority": 50, "move": True, "queue": True}))
+    assert state(d, s)["state"] == "running"
+    # admins ask any
+    ok(as_(d, ADMIN, "PATCH", rs_path(s, "/stop")))
+    ok(as_(d, ADMIN, "PATCH", rs_path(s, "/restart"), {"priority": 90, "queue": True}))
+
+
+def test_delete_of_the_queue_entry_cancels_a_queued_create(two):
+    """DELETE /api/v1/queue/{name}: a queued create is cancelled as DELETE
+    of the set cancels it; a set that does not wait is 404 (1100)."""
+    d = two
+    full, w = f"{PREFIX}full", f"{PREFIX}qc"
+    ok(post(d, ADMIN, body(full, 2)))
+    queued(d, ADMIN, body(w, queue=True))
+    r = ok(as_(d, ADMIN, "DELETE", f"/api/v1/queue/{w}"))
+    assert r["cancelled"] is True, r
+    assert state(d, w) is None and queue(d)["length"] == 0
+    r = as_(d, ADMIN, "DELETE", f"/api/v1/queue/{full}")
+    assert (r.status, r.code) == (404, 1100), r.json
+    assert state(d, full)["state"] == "running"
+    # the nodes' tell route is not a client's, with a token or without
+    for token in (ADMIN, None):
+        r = as_(d, token, "POST", "/api/v1/internal/queue/tell", {"what": "freed"})
+        assert (r.status, r.code) == (403, 1109), r.json

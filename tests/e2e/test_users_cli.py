@@ -308,6 +308,24 @@ def test_quota_defaults(d):
     assert p.returncode == 1 and p.stderr.startswith("gpubox: ")
 
 
+def test_max_priority_is_set_from_the_cli(d):
+    """--max-priority sets the quota's maxPriority (docs/queue.md): the
+    highest queue priority the user may ask; none: any (100)."""
+    def max_priority():
+        data = api(d, "GET", "/api/v1/users/mona").data
+        return data.get("user", data)["quota"].get("maxPriority")
+    create_user(d, "mona", "--max-priority", "60")
+    assert max_priority() == 60
+    ok(d, "user", "set", "mona", "--max-priority", "70")
+    assert max_priority() == 70
+    ok(d, "user", "set", "mona", "--max-priority", "none")
+    assert max_priority() is None
+    for bad in ("101", "-1", "high"):
+        p = gpubox(d, "user", "set", "mona", "--max-priority", bad, token=ADMIN)
+        assert p.returncode == 2 and "--max-priority must be a whole number from 0 to 100" in \
+            p.stderr, (bad, p.stderr)
+
+
 # ---- tokens ----
 
 def test_token_rotate_then_revoke(d):

@@ -20,14 +20,14 @@
 #include "http/auth.h"
 #include "util/cleanup.h"
 
-    /* Who may call a route with --token-file, as http_auth_check decides. */
-    enum who {
-        WHO_ANYONE,    /* no token needed */
-        WHO_ANY_TOKEN, /* any valid token: viewer, user or admin */
-        WHO_OBSERVER,  /* a viewer's or an admin's token */
-        WHO_USER,      /* a user's or an admin's token */
-        WHO_ADMIN,     /* an admin's token */
-    };
+/* Who may call a route with --token-file, as http_auth_check decides. */
+enum who {
+    WHO_ANYONE,    /* no token needed */
+    WHO_ANY_TOKEN, /* any valid token: viewer, user or admin */
+    WHO_OBSERVER,  /* a viewer's or an admin's token */
+    WHO_USER,      /* a user's or an admin's token */
+    WHO_ADMIN,     /* an admin's token */
+};
 
 static const struct {
     const char *method, *pattern;
@@ -48,6 +48,7 @@ static const struct {
     {"POST", "/api/v1/replicaSet", api_replicaset_create, WHO_USER, SCOPE_RS_CREATE},
     {"GET", "/api/v1/replicaSet", api_replicaset_list, WHO_ANY_TOKEN, SCOPE_MERGE},
     {"GET", "/api/v1/queue", api_queue_list, WHO_ANY_TOKEN, SCOPE_LOCAL},
+    {"DELETE", "/api/v1/queue/{name}", api_queue_cancel, WHO_USER, SCOPE_RS_OWNER},
     {"GET", "/api/v1/replicaSet/{name}", api_replicaset_info, WHO_ANY_TOKEN, SCOPE_RS_OWNER},
     {"GET", "/api/v1/replicaSet/{name}/history", api_replicaset_history, WHO_ANY_TOKEN,
      SCOPE_RS_OWNER},
@@ -71,6 +72,7 @@ static const struct {
     {"POST", "/api/v1/replicaSet/{name}/services/{service}/ticket", api_replicaset_service_ticket,
      WHO_USER, SCOPE_RS_OWNER},
     {"POST", "/api/v1/replicaSet/{name}/move", api_replicaset_move, WHO_USER, SCOPE_RS_OWNER},
+    {"POST", "/api/v1/internal/queue/tell", api_queue_tell, WHO_USER, SCOPE_NODE},
     {"POST", "/api/v1/internal/moves", api_move_prepare, WHO_USER, SCOPE_NODE},
     {"POST", "/api/v1/internal/moves/{id}/pull", api_move_pull, WHO_USER, SCOPE_NODE},
     {"POST", "/api/v1/internal/moves/{id}/commit", api_move_commit, WHO_USER, SCOPE_NODE},

@@ -244,6 +244,12 @@ int nodes_lead(app *a, const char *role, char *holder, size_t size, gb_err *err)
 /* Move queued set name (revision rev on node from) to node to, its record
  * there becoming value, in one transaction with the name entry
  * (fleet_name_move): 1 moved, 0 it changed meanwhile, -1 error. */
+/* Tell node's queue (POST QUEUE_TELL_PATH, signed as from this node) what
+ * changed: "freed" (room was given back here: the dispatcher should pass)
+ * or "assigned" (a request waits on that node for it to act). This node's
+ * capacity record is published first, so the dispatcher reads it. */
+#define NODES_QUEUE_TELL_PATH "/api/v1/internal/queue/tell"
+int nodes_queue_tell(app *a, const char *node, const char *what, gb_err *err);
 int nodes_move_queued(app *a, const char *name, const char *from, const char *to, int64_t rev,
                       const char *value, gb_err *err);
 

@@ -69,6 +69,29 @@ int nodes_lead(app *a, const char *role, char *holder, size_t size, gb_err *err)
     return fleet_lead(a->fleet, role, holder, size, err);
 }
 
+int nodes_queue_tell(app *a, const char *node, const char *what, gb_err *err)
+{
+    if (strcmp(what, "freed") == 0 && fleet_publish_now(a->fleet, err) < 0)
+        return -1;
+    char advertise[NODES_URL_MAX];
+    if (nodes_reach(a, node, advertise, sizeof(advertise), err) < 0)
+        return -1;
+    _cleanup_json_ json_t *body = json_pack("{s:s}", "what", what);
+    _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
+    nodes_request rq = {.method = "POST",
+                        .path_query = NODES_QUEUE_TELL_PATH,
+                        .body = text,
+                        .body_len = text ? strlen(text) : 0,
+                        .timeout_ms = 2000};
+    nodes_answer ans = {0};
+    int rc = nodes_send(a, advertise, &rq, &ans, err);
+    if (rc == 0 && ans.status / 100 != 2)
+        rc = err_set(err, ERR_NODE_UNAVAILABLE, "node %s answered %d to %s", node, ans.status,
+                     NODES_QUEUE_TELL_PATH);
+    nodes_answer_clear(&ans);
+    return rc;
+}
+
 int nodes_move_queued(app *a, const char *name, const char *from, const char *to, int64_t rev,
                       const char *value, gb_err *err)
 {

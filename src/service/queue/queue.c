@@ -57,7 +57,13 @@ static int queue_snapshot_one(void *ctx, replicaset_record *r, gb_err *err)
 {
     (void)err;
     queue_snapshot *s = ctx;
-    if (r->state == RS_STATE_QUEUED) {
+    /* A move that waits, unless it landed here (this node ends the wait)
+     * or its move is under way (the record names the operation). */
+    bool move = replicaset_move_waits(r) && !r->operation[0];
+    const char *to = json_string_value(json_object_get(r->queue, "assigned"));
+    if (move && to && s->reading && strcmp(to, s->reading) == 0)
+        move = false;
+    if (r->state == RS_STATE_QUEUED || move) {
         if (s->n == s->cap) {
             s->cap = s->cap ? s->cap * 2 : 16;
             s->sets = xrealloc(s->sets, s->cap * sizeof(*s->sets));
@@ -67,7 +73,8 @@ static int queue_snapshot_one(void *ctx, replicaset_record *r, gb_err *err)
         replicaset_record_copy(r, &s->sets[s->n]);
         s->sets[s->n].mod_revision = r->mod_revision;
         s->n++;
-        return 0;
+        if (!move)
+            return 0;
     }
     /* A set that holds cards and has a maxDuration gives them back by then. */
     if ((r->state == RS_STATE_RUNNING || r->state == RS_STATE_PAUSED) && r->max_duration_s &&
@@ -185,6 +192,7 @@ void queue_plan_free(queue_plan *p)
     free(p->usage);
     free(p->rel);
     free(p->labels);
+    free(p->allowed);
     placement_node_free(&p->node);
     nodes_view_free(&p->view);
     memset(p, 0, sizeof(*p));
@@ -212,6 +220,22 @@ int queue_plan_make(app *a, const queue_snapshot *s, int64_t now_ms, size_t max_
     p->usage = xcalloc(s->n ? s->n : 1, sizeof(*p->usage));
     p->rel = xcalloc(s->nrel ? s->nrel : 1, sizeof(*p->rel));
     p->labels = xcalloc(s->n ? s->n * RS_MAX_SELECTOR : 1, sizeof(*p->labels));
+    if (a->fleet) {
+        if (nodes_view_read(a, &p->view, err) < 0) {
+            queue_plan_free(p);
+            return err_prefix(err, "reading the fleet's nodes");
+        }
+        p->nodes = p->view.nodes;
+        p->nnodes = p->view.n;
+    } else {
+        if (queue_local_node(a, &p->node, err) < 0) {
+            queue_plan_free(p);
+            return -1;
+        }
+        p->nodes = &p->node;
+        p->nnodes = 1;
+    }
+    p->allowed = xcalloc(s->n * p->nnodes + 1, sizeof(*p->allowed));
     queue_usages(a, s, p->usage, now_ms);
     for (size_t i = 0; i < s->n; i++) {
         const replicaset_record *r = &s->sets[i];
@@ -227,7 +251,8 @@ int queue_plan_make(app *a, const queue_snapshot *s, int64_t now_ms, size_t max_
         /* A queued restart keeps its container, and a set binding a named
          * volume needs that volume's node: they start where they wait. */
         bool restart = json_is_true(json_object_get(r->queue, "restart"));
-        for (size_t b = 0; b < sp->nbinds && !restart; b++)
+        bool move = replicaset_move_waits(r);
+        for (size_t b = 0; b < sp->nbinds && !restart && !move; b++)
             restart = sp->binds[b].src[0] != '/';
         e->req = (placement_request){
             .gpu_count =
@@ -239,6 +264,14 @@ int queue_plan_make(app *a, const queue_snapshot *s, int64_t now_ms, size_t max_
             .policy = GPUS_POLICY_BINPACK,
             .node = restart ? home : json_string_value(json_object_get(r->queue, "node")),
         };
+        /* A move goes to any node but its own (its volumes go with it). */
+        if (move && home) {
+            const char **allowed = &p->allowed[i * p->nnodes];
+            for (size_t k = 0; k < p->nnodes; k++)
+                if (strcmp(p->nodes[k].name, home) != 0)
+                    allowed[e->req.nallowed++] = p->nodes[k].name;
+            e->req.allowed_nodes = allowed;
+        }
         json_t *sel = json_object_get(r->queue, "nodeSelector");
         if (json_object_size(sel)) {
             placement_label *l = &p->labels[i * RS_MAX_SELECTOR];
@@ -251,21 +284,6 @@ int queue_plan_make(app *a, const queue_snapshot *s, int64_t now_ms, size_t max_
             }
             e->req.selector = l;
         }
-    }
-    if (a->fleet) {
-        if (nodes_view_read(a, &p->view, err) < 0) {
-            queue_plan_free(p);
-            return err_prefix(err, "reading the fleet's nodes");
-        }
-        p->nodes = p->view.nodes;
-        p->nnodes = p->view.n;
-    } else {
-        if (queue_local_node(a, &p->node, err) < 0) {
-            queue_plan_free(p);
-            return -1;
-        }
-        p->nodes = &p->node;
-        p->nnodes = 1;
     }
     size_t nrel = 0;
     for (size_t i = 0; i < s->nrel; i++) {
@@ -363,6 +381,35 @@ static json_t *queue_answer(app *a, const char *name, const char *why)
     return out;
 }
 
+/* The queue object of a request submitted now. */
+static json_t *queue_request_json(int priority, int64_t timeout_s, const char *why)
+{
+    char now[RS_TIME_MAX];
+    time_iso_now(now, sizeof(now));
+    return json_pack("{s:i, s:s, s:I, s:I, s:s}", "priority",
+                     priority < 0 ? QUEUE_PRIORITY_DEFAULT : priority, "submitTime", now,
+                     "submitMs", (json_int_t)queue_now_ms(), "timeoutSeconds",
+                     (json_int_t)timeout_s, "firstWhy", why);
+}
+
+/* After name was queued: a pass (the answer's position, and a start if room
+ * came meanwhile), then the answer. */
+static int queue_after_submit(app *a, const char *name, const char *why, json_t **out, bool *queued,
+                              gb_err *err)
+{
+    gb_err pe = GB_ERR_INIT;
+    if (queue_pass(a, &pe) < 0)
+        log_warn("queue: a pass after queueing %s: %s", name, pe.msg);
+    _cleanup_(replicaset_record_free) replicaset_record now_r = {0};
+    if (replicaset_record_load(a->store, name, &now_r, err) < 0)
+        return -1;
+    if (now_r.state != RS_STATE_QUEUED)
+        return queue_started_answer(a, name, out, err);
+    *out = queue_answer(a, name, why);
+    *queued = true;
+    return 0;
+}
+
 int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *queued, gb_err *err)
 {
     *queued = false;
@@ -376,6 +423,11 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
      * node or nodeSelector must not be made here unless the queue puts it
      * here. */
     bool pinned = a->fleet && (req->placement.node || req->placement.nselector);
+    /* In a fleet a node that does not dispatch reads the fleet's queue
+     * when asked (dispatch.c, queue_wake): now. */
+    gb_err fe = GB_ERR_INIT;
+    if (req->queue && a->fleet && !pinned && queue_pass(a, &fe) < 0)
+        log_warn("queue: reading the fleet's queue: %s", fe.msg);
     if (!req->queue || (!queue_waiting(a) && !pinned)) {
         if (replicaset_create(a, req, out, err) == 0)
             return 0;
@@ -383,12 +435,7 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
             return -1;
         snprintf(why, sizeof(why), "%s", err->msg);
     }
-    char now[RS_TIME_MAX];
-    time_iso_now(now, sizeof(now));
-    _cleanup_json_ json_t *q =
-        json_pack("{s:i, s:s, s:I, s:I, s:s}", "priority", priority, "submitTime", now, "submitMs",
-                  (json_int_t)queue_now_ms(), "timeoutSeconds", (json_int_t)req->queue_timeout_s,
-                  "firstWhy", why);
+    _cleanup_json_ json_t *q = queue_request_json(priority, req->queue_timeout_s, why);
     /* Where it may go (a fleet's dispatcher respects it). */
     if (req->placement.node)
         json_object_set_new(q, "node", json_string(req->placement.node));
@@ -402,51 +449,96 @@ int queue_create(app *a, replicaset_create_request *req, json_t **out, bool *que
     err_clear(err);
     if (replicaset_enqueue(a, req, q, err) < 0)
         return -1;
-    /* A pass now: the answer's position, and a start if room came meanwhile. */
+    return queue_after_submit(a, req->name, why, out, queued, err);
+}
+
+/* The restart with queue of a stopped set (err: why it did not start). */
+static int queue_restart_wait(app *a, const char *name, const queue_restart_request *rq,
+                              json_t **out, bool *queued, gb_err *err)
+{
+    char why[sizeof(err->msg)];
+    snprintf(why, sizeof(why), "%s", err->msg);
+    _cleanup_json_ json_t *q = queue_request_json(rq->priority, rq->timeout_s, why);
+    err_clear(err);
+    if (replicaset_enqueue_restart(a, name, rq->no_gpu, q, err) < 0)
+        return -1;
+    return queue_after_submit(a, name, why, out, queued, err);
+}
+
+/* Room refusals: what a move to another node, or a wait, may cure. */
+static bool queue_room_refusal(int code)
+{
+    return code == ERR_GPU_NOT_ENOUGH || code == ERR_PORT_NOT_ENOUGH || code == ERR_CPU_NOT_ENOUGH;
+}
+
+int queue_restart(app *a, const char *name, const queue_restart_request *rq, json_t **out,
+                  bool *queued, gb_err *err)
+{
+    *queued = false;
+    if (rq->priority >= 0 && queue_priority_check(a, rq->priority, err) < 0)
+        return -1;
+    if (rq->move) {
+        if (replicaset_restart_or_move(a, name, rq->no_gpu, rq->authorization, out, err) == 0)
+            return 0;
+        /* No node can take it now: with queue it waits, as a restart with
+         * queue alone would (docs/queue.md). */
+        if (!rq->queue || !queue_room_refusal(err->code))
+            return -1;
+    } else if (replicaset_restart(a, name, rq->no_gpu, out, err) == 0) {
+        return 0;
+    } else if (!rq->queue || !queue_waitable(err->code)) {
+        return -1;
+    }
+    return queue_restart_wait(a, name, rq, out, queued, err);
+}
+
+int queue_move(app *a, const char *name, const queue_move_request *rq, json_t **out, bool *queued,
+               gb_err *err)
+{
+    *queued = false;
+    if (rq->priority >= 0 && queue_priority_check(a, rq->priority, err) < 0)
+        return -1;
+    replicaset_move_request mr = {
+        .node = rq->node, .authorization = rq->authorization, .wait = rq->wait};
+    if (replicaset_move(a, name, &mr, out, err) == 0)
+        return 0;
+    if (!rq->queue || !queue_room_refusal(err->code))
+        return -1;
+    char why[sizeof(err->msg)];
+    snprintf(why, sizeof(why), "%s", err->msg);
+    _cleanup_json_ json_t *q = queue_request_json(rq->priority, rq->timeout_s, why);
+    if (rq->node)
+        json_object_set_new(q, "node", json_string(rq->node));
+    err_clear(err);
+    if (replicaset_enqueue_move(a, name, q, err) < 0)
+        return -1;
     gb_err pe = GB_ERR_INIT;
     if (queue_pass(a, &pe) < 0)
-        log_warn("queue: a pass after queueing %s: %s", req->name, pe.msg);
-    _cleanup_(replicaset_record_free) replicaset_record now_r = {0};
-    if (replicaset_record_load(a->store, req->name, &now_r, err) < 0)
-        return -1;
-    if (now_r.state != RS_STATE_QUEUED) /* the pass started it at once */
-        return queue_started_answer(a, req->name, out, err);
-    *out = queue_answer(a, req->name, why);
+        log_warn("queue: a pass after queueing the move of %s: %s", name, pe.msg);
+    *out = queue_answer(a, name, why);
+    json_object_set_new(*out, "move", json_true());
     *queued = true;
     return 0;
 }
 
-int queue_restart(app *a, const char *name, bool no_gpu, int priority, int64_t timeout_s,
-                  json_t **out, bool *queued, gb_err *err)
+int queue_cancel(app *a, const char *name, json_t **out, gb_err *err)
 {
-    *queued = false;
-    int prio = priority < 0 ? QUEUE_PRIORITY_DEFAULT : priority;
-    if (priority >= 0 && queue_priority_check(a, prio, err) < 0)
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    int found = replicaset_record_load_visible(a->store, name, &r, err);
+    if (found < 0)
         return -1;
-    if (replicaset_restart(a, name, no_gpu, out, err) == 0)
-        return 0;
-    if (!queue_waitable(err->code))
-        return -1;
-    char why[sizeof(err->msg)];
-    snprintf(why, sizeof(why), "%s", err->msg);
-    char now[RS_TIME_MAX];
-    time_iso_now(now, sizeof(now));
-    _cleanup_json_ json_t *q = json_pack("{s:i, s:s, s:I, s:I, s:s}", "priority", prio,
-                                         "submitTime", now, "submitMs", (json_int_t)queue_now_ms(),
-                                         "timeoutSeconds", (json_int_t)timeout_s, "firstWhy", why);
-    err_clear(err);
-    if (replicaset_enqueue_restart(a, name, no_gpu, q, err) < 0)
-        return -1;
-    gb_err pe = GB_ERR_INIT;
-    if (queue_pass(a, &pe) < 0)
-        log_warn("queue: a pass after queueing the restart of %s: %s", name, pe.msg);
-    _cleanup_(replicaset_record_free) replicaset_record now_r = {0};
-    if (replicaset_record_load(a->store, name, &now_r, err) < 0)
-        return -1;
-    if (now_r.state != RS_STATE_QUEUED)
-        return queue_started_answer(a, name, out, err);
-    *out = queue_answer(a, name, why);
-    *queued = true;
+    if (found && r.state == RS_STATE_QUEUED)
+        return replicaset_delete(a, name, false, out, err);
+    if (!found || !replicaset_move_waits(&r))
+        return err_set(err, ERR_NOT_FOUND,
+                       "replica set '%s' does not wait in the queue; GET /api/v1/queue lists what "
+                       "does",
+                       name);
+    if (replicaset_move_wait_end(a, name, 0, NULL, NULL, err) < 0)
+        return err_prefix(err, "cancelling the move of %s", name);
+    *out = json_pack("{s:s, s:b, s:b, s:s}", "name", name, "cancelled", true, "move", true, "state",
+                     replicaset_state_name(r.state));
+    queue_kick(a);
     return 0;
 }
 
@@ -479,6 +571,13 @@ json_t *queue_entry_json(const queue_plan *p, size_t i, const queue_snapshot *s,
         return j;
     json_object_set_new(j, "name", json_string(r->name));
     json_object_set_new(j, "owner", json_string(r->owner));
+    if (replicaset_move_waits(r)) {
+        json_object_set_new(j, "move", json_true());
+        json_object_set_new(j, "state", json_string(replicaset_state_name(r->state)));
+        const char *node = queue_snapshot_node(s, r->name);
+        if (node)
+            json_object_set_new(j, "node", json_string(node));
+    }
     json_object_set_new(j, "asks", queue_asks_json(r));
     json_object_set_new(j, "fairShareUsage", json_real(e->usage));
     json_object_set(j, "submitTime", json_object_get(r->queue, "submitTime"));

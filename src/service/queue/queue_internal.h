@@ -16,8 +16,10 @@
 /* The queued records and the cards the running sets give back by their
  * maxDuration, read in one scan. */
 typedef struct queue_snapshot {
-    replicaset_record *sets; /* state queued, with their revisions */
-    char **set_node;         /* the node whose records hold sets[i] (a fleet); NULL entries alone */
+    /* state queued, or a set whose move waits (replicaset_move_waits), with
+     * their revisions */
+    replicaset_record *sets;
+    char **set_node; /* the node whose records hold sets[i] (a fleet); NULL entries alone */
     size_t n, cap;
     int64_t *rel_at; /* Unix ms */
     unsigned *rel_cards;
@@ -39,6 +41,7 @@ typedef struct queue_plan {
     double *usage;
     placement_queue_release *rel;
     placement_label *labels; /* the entries' nodeSelectors, RS_MAX_SELECTOR each */
+    const char **allowed;    /* a waiting move's nodes (all but its own), nnodes each */
     placement_node node;     /* a single server */
     nodes_view view;         /* a fleet */
     placement_node *nodes;   /* &node, or view.nodes */

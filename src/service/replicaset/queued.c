@@ -22,6 +22,14 @@
  * A queued restart (PATCH .../restart with queue) is a stopped set whose
  * state says queued: it keeps its container, and its start is the
  * stopped set's restart (restart.c: replicaset_restart_queued).
+ *
+ * A waiting move (POST .../move with queue, in a fleet) is not a state:
+ * the set stays running, paused or stopped where it is, its queue object
+ * saying move: true. The fleet's dispatcher writes queue.assigned (the
+ * node it goes to, compared against the record's revision), this node
+ * moves it there (replicaset_move, journalled), and the node it lands on
+ * ends the wait (its record there says assigned is itself). A restart of
+ * the set (restart.c) ends the wait too; a delete takes it with the set.
  */
 #include "service/replicaset/replicaset.h"
 
@@ -98,6 +106,27 @@ static int replicaset_queued_load(app *a, const char *name, int64_t rev, replica
     return 0;
 }
 
+void replicaset_queued_mark_dropped(replicaset_record *r, const char *reason, const char *detail)
+{
+    char at[RS_TIME_MAX];
+    time_iso_now(at, sizeof(at));
+    json_t *dropped =
+        json_pack("{s:s, s:s, s:s}", "reason", reason, "at", at, "detail", detail ? detail : "");
+    if (replicaset_move_waits(r)) {
+        /* A move that waited: the set is as it was; its record says why
+         * the move did not happen. */
+        json_t *q = r->queue;
+        r->queue = json_pack("{s:b, s:O?, s:o}", "moveDropped", true, "submitTime",
+                             json_object_get(q, "submitTime"), "dropped", dropped);
+        json_decref(q);
+        return;
+    }
+    json_object_set_new(r->queue, "dropped", dropped);
+    /* A queued create leaves a deleted record saying why; a queued restart
+     * is the stopped set it was, its container kept. */
+    r->state = r->container_name[0] ? RS_STATE_STOPPED : RS_STATE_DELETED;
+}
+
 int replicaset_drop_queued(app *a, const char *name, int64_t rev, const char *reason,
                            const char *detail, gb_err *err)
 {
@@ -105,14 +134,7 @@ int replicaset_drop_queued(app *a, const char *name, int64_t rev, const char *re
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     if (replicaset_queued_load(a, name, rev, &r, err) < 0)
         return -1;
-    char at[RS_TIME_MAX];
-    time_iso_now(at, sizeof(at));
-    json_object_set_new(
-        r.queue, "dropped",
-        json_pack("{s:s, s:s, s:s}", "reason", reason, "at", at, "detail", detail ? detail : ""));
-    /* A queued create leaves a deleted record saying why; a queued restart
-     * is the stopped set it was, its container kept. */
-    r.state = r.container_name[0] ? RS_STATE_STOPPED : RS_STATE_DELETED;
+    replicaset_queued_mark_dropped(&r, reason, detail);
     if (replicaset_record_save(a, &r, NULL, 0, err) < 0)
         return -1;
     log_info("replica set %s: dropped from the queue (%s%s%s)", name, reason, detail ? ": " : "",
@@ -147,5 +169,63 @@ int replicaset_cancel_queued(app *a, replicaset_record *r, bool purge, json_t **
     log_info("replica set %s: cancelled while queued", r->name);
     *out = json_pack("{s:s, s:b, s:b, s:{s:[], s:[]}}", "name", r->name, "purged", purge,
                      "cancelled", true, "released", "gpus", "ports");
+    return 0;
+}
+
+/* ---- a waiting move ---- */
+
+bool replicaset_move_waits(const replicaset_record *r)
+{
+    return r->queue && json_is_true(json_object_get(r->queue, "move")) &&
+           (r->state == RS_STATE_RUNNING || r->state == RS_STATE_PAUSED ||
+            r->state == RS_STATE_STOPPED);
+}
+
+int replicaset_enqueue_move(app *a, const char *name, json_t *queue, gb_err *err)
+{
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    if (replicaset_load_settled(a, name, &r, err) < 0)
+        return -1;
+    if (r.state != RS_STATE_RUNNING && r.state != RS_STATE_PAUSED && r.state != RS_STATE_STOPPED)
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "replica set '%s' is %s; a move waits in the queue for a running, paused "
+                       "or stopped set",
+                       name, replicaset_state_name(r.state));
+    if (replicaset_move_waits(&r))
+        return err_set(err, ERR_EXISTS,
+                       "the move of replica set '%s' waits in the queue already; cancel it with "
+                       "DELETE /api/v1/queue/%s first",
+                       name, name);
+    json_decref(r.queue);
+    r.queue = json_copy(queue);
+    json_object_set_new(r.queue, "move", json_true());
+    if (replicaset_record_save(a, &r, NULL, 0, err) < 0)
+        return err_prefix(err, "queueing the move of %s", name);
+    log_info("replica set %s: its move waits in the queue", name);
+    return 0;
+}
+
+int replicaset_move_wait_end(app *a, const char *name, int64_t rev, const char *reason,
+                             const char *detail, gb_err *err)
+{
+    _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
+    _cleanup_(replicaset_record_free) replicaset_record r = {0};
+    int found = replicaset_record_load(a->store, name, &r, err);
+    if (found < 0)
+        return -1;
+    if (!found || !replicaset_move_waits(&r) || (rev && r.mod_revision != rev))
+        return err_set(err, ERR_CONFLICT, "the move of replica set '%s' does not wait (any longer)",
+                       name);
+    if (reason) {
+        replicaset_queued_mark_dropped(&r, reason, detail);
+    } else {
+        json_decref(r.queue);
+        r.queue = NULL;
+    }
+    if (replicaset_record_save(a, &r, NULL, 0, err) < 0)
+        return err_prefix(err, "ending the wait of %s's move", name);
+    log_info("replica set %s: its move waits no longer (%s%s%s)", name, reason ? reason : "done",
+             detail ? ": " : "", detail ? detail : "");
     return 0;
 }

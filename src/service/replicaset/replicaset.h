@@ -124,6 +124,11 @@ int replicaset_start_queued(app *a, const struct replicaset_record *q, json_t **
  * its record as deleted with queue.dropped {reason, at, detail}. */
 int replicaset_drop_queued(app *a, const char *name, int64_t rev, const char *reason,
                            const char *detail, gb_err *err);
+/* r (a queued set, or a set whose move waits) as replicaset_drop_queued
+ * and replicaset_move_wait_end leave it, unsaved: the dispatcher writes
+ * another node's record so (service/queue/dispatch.c). */
+void replicaset_queued_mark_dropped(struct replicaset_record *r, const char *reason,
+                                    const char *detail);
 /* PATCH .../restart with queue of a stopped set that cannot start now: it
  * waits in the queue as state queued, keeping its container and system
  * disk (queue gets restart: true, noGpu). ERR_STATE_CONFLICT unless stopped. */
@@ -135,6 +140,19 @@ int replicaset_restart_queued(app *a, const struct replicaset_record *q, json_t 
  * plus cancelled: true. */
 int replicaset_cancel_queued(app *a, struct replicaset_record *r, bool purge, json_t **out,
                              gb_err *err);
+/* A move that waits in the queue (POST .../move with queue; queue.h): the
+ * set stays as it is, its queue object {move: true, priority, submitTime,
+ * submitMs, timeoutSeconds, firstWhy, node?}. ERR_STATE_CONFLICT unless it
+ * is running, paused or stopped, ERR_EXISTS when it waits already. */
+int replicaset_enqueue_move(app *a, const char *name, json_t *queue, gb_err *err);
+/* Whether r is a set whose move waits in the queue. */
+bool replicaset_move_waits(const struct replicaset_record *r);
+/* The wait of name's move ends (at revision rev; 0: any): reason NULL
+ * (done or cancelled) takes the queue object away; otherwise it stays as
+ * queue.dropped {reason, at, detail}. The set is as it was. ERR_CONFLICT
+ * when it does not wait (any longer) or changed meanwhile. */
+int replicaset_move_wait_end(app *a, const char *name, int64_t rev, const char *reason,
+                             const char *detail, gb_err *err);
 /* ---- Moving to another node of a fleet (move.c, move_in.c, move_settle.c) ---- */
 
 typedef struct replicaset_move_request {

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from rsutil import IMAGE, call, delete, info, wait_until
+from schema import response_schema, validate
 from secutil import as_
 
 from .fleetutil import start_pair
@@ -227,3 +228,165 @@ def test_the_owners_quota_is_checked_where_it_starts(start_node, fleet, etcd_clu
                       .get("info", {}).get("state") == "running", timeout=30)
     assert as_(a, admin, "GET", "/api/v1/queue").data["queue"] == []
     assert as_(a, token, "DELETE", "/api/v1/replicaSet/quotasecond?purge=true").status == 200
+
+
+def move_q(d, name, **more):
+    return call(d, "POST", f"/api/v1/replicaSet/{name}/move", {"queue": True, **more})
+
+
+def conforms(d, pattern, method, r):
+    doc = d.get("/openapi.json").json
+    errors = validate(r.json, response_schema(doc, pattern, method, r.status), doc)
+    assert not errors, f"{method} {pattern} answered {r.status} {r.json}:\n" + "\n".join(errors)
+
+
+def node_of(d, name):
+    sets = {s["name"]: s for s in d.get("/api/v1/replicaSet").data["replicaSets"]}
+    return sets[name]["node"] if name in sets else None
+
+
+def test_a_move_with_queue_waits_for_a_node_then_moves(nodes, fleet):
+    """POST .../move with queue when no node can take the set: 202, the set
+    runs on where it is (listed in the queue as a move, with why), and the
+    dispatcher has it moved as soon as a card frees on another node. A
+    stopped set waits stopped, holding nothing, and lands stopped."""
+    a = nodes["a"]
+    r = call(a, "POST", "/api/v1/replicaSet", body("mover", node="a"))
+    assert r.status == 200, r.json
+    for label in ("b", "c"):
+        r = call(a, "POST", "/api/v1/replicaSet", body(f"hold{label}", node=label))
+        assert r.status == 200, r.json
+    r = call(a, "POST", "/api/v1/replicaSet/mover/move", {})
+    assert (r.status, r.code) == (409, 1013), r.json
+    r = move_q(nodes["c"], "mover")
+    assert (r.status, r.code) == (202, 200), r.json
+    assert r.data["state"] == "queued" and r.data["move"] is True and r.data["why"], r.data
+    conforms(a, "/api/v1/replicaSet/{name}/move", "POST", r)
+    conforms(a, "/api/v1/queue", "GET", a.get("/api/v1/queue"))
+    conforms(a, "/api/v1/replicaSet/{name}", "GET", info(a, "mover"))
+    q = nodes["b"].get("/api/v1/queue").data["queue"]
+    assert [(e["name"], e.get("move"), e.get("state"), e.get("node")) for e in q] == \
+        [("mover", True, "running", "a")], q
+    assert all(n in q[0]["why"] for n in ("b", "c")), q[0]["why"]
+    assert state(a, "mover") == "running" and where(fleet, "mover") == ["a"]
+    assert info(a, "mover").data["info"]["queue"]["move"] is True
+    # a second wait for the same set is refused
+    assert move_q(a, "mover").code == 1008
+    assert delete(a, "holdb", purge=True).status == 200
+    assert wait_until(lambda: where(fleet, "mover") == ["b"] and state(a, "mover") == "running",
+                      timeout=30)
+    assert wait_until(lambda: a.get("/api/v1/queue").data["queue"] == [], timeout=10)
+    assert wait_until(lambda: "queue" not in info(a, "mover").data["info"], timeout=10)
+    # stopped, and pinned to c: it waits stopped, holding nothing
+    r = call(a, "POST", "/api/v1/replicaSet", body("holda", node="a"))
+    assert r.status == 200, r.json
+    assert call(a, "PATCH", "/api/v1/replicaSet/mover/stop").status == 200
+    r = move_q(a, "mover", node="c")
+    assert (r.status, r.code) == (202, 200), r.json
+    got = info(a, "mover").data["info"]
+    assert got["state"] == "stopped" and got["gpus"] == [], got
+    time.sleep(3)
+    assert node_of(a, "mover") == "b"
+    assert delete(a, "holdc", purge=True).status == 200
+    assert wait_until(lambda: node_of(a, "mover") == "c", timeout=30)
+    assert state(a, "mover") == "stopped"
+    assert wait_until(lambda: a.get("/api/v1/queue").data["queue"] == [], timeout=10)
+
+
+def test_a_waiting_move_is_cancelled_or_times_out(nodes, fleet):
+    """DELETE /api/v1/queue/{name} ends a move's wait, and so does its
+    queueTimeout: the set stays as and where it is, and a card freed later
+    does not move it."""
+    a = nodes["a"]
+    for label in ("a", "b", "c"):
+        name = "stayer" if label == "a" else f"hold{label}"
+        r = call(a, "POST", "/api/v1/replicaSet", body(name, node=label))
+        assert r.status == 200, r.json
+    r = move_q(a, "stayer", queueTimeout="2s")
+    assert (r.status, r.code) == (202, 200), r.json
+    assert wait_until(lambda: info(a, "stayer").data["info"].get("queue", {})
+                      .get("dropped", {}).get("reason") == "queueTimeout", timeout=15)
+    assert a.get("/api/v1/queue").data["queue"] == []
+    r = move_q(nodes["b"], "stayer")
+    assert (r.status, r.code) == (202, 200), r.json
+    r = call(nodes["c"], "DELETE", "/api/v1/queue/stayer")
+    assert r.status == 200 and r.data["cancelled"] is True and r.data["move"] is True, r.json
+    conforms(a, "/api/v1/queue/{name}", "DELETE", r)
+    assert a.get("/api/v1/queue").data["queue"] == []
+    assert call(a, "DELETE", "/api/v1/queue/stayer").code == 1100
+    assert delete(a, "holdb", purge=True).status == 200
+    time.sleep(5)
+    assert where(fleet, "stayer") == ["a"] and state(a, "stayer") == "running"
+
+
+def test_a_timeout_is_applied_while_its_node_is_down(start_node, fleet, etcd_cluster):
+    """b received a request with a queueTimeout and is killed: the
+    dispatcher (a) drops it when its time is up (its record in etcd says
+    why), without waiting for b to come back."""
+    ds, prefix = start_fleet(start_node, fleet, etcd_cluster)
+    a, b = ds["a"], ds["b"]
+    hold_all(ds, "t")
+    r = call(b, "POST", "/api/v1/replicaSet", body("expiring", queue=True, queueTimeout="4s"))
+    assert (r.status, r.code) == (202, 200), r.json
+    b.kill9()
+    assert wait_until(lambda: states(a).get("b") == "unreachable", timeout=30)
+
+    def listed():
+        return [e["name"] for e in a.get("/api/v1/queue").data["queue"]]
+
+    assert wait_until(lambda: listed() == [], timeout=15), listed()
+    events = a.get("/api/v1/events").data["events"]
+    assert any(e["kind"] == "queue.timeout" and e["replicaSet"] == "expiring"
+               for e in events), events
+    # a card freed now does not start it
+    assert delete(a, "holdat", purge=True).status == 200
+    time.sleep(3)
+    assert where(fleet, "expiring") == []
+
+
+def test_a_waiting_move_outlives_the_dispatcher(start_node, fleet, etcd_cluster):
+    """The waiting move is in the set's record in etcd: kill -9 of the
+    dispatching node (a) loses nothing; the node that takes the role over
+    has the set moved when a card frees."""
+    ds, prefix = start_fleet(start_node, fleet, etcd_cluster)
+    a, b = ds["a"], ds["b"]
+    for name, label in (("wmover", "b"), ("holdaw", "a"), ("holdcw", "c")):
+        r = call(b, "POST", "/api/v1/replicaSet", body(name, node=label))
+        assert r.status == 200, r.json
+    r = move_q(b, "wmover")
+    assert (r.status, r.code) == (202, 200), r.json
+    a.kill9()
+    assert wait_until(lambda: leader(etcd_cluster, prefix) in ("b", "c"), timeout=30)
+    assert [e["name"] for e in b.get("/api/v1/queue").data["queue"]] == ["wmover"]
+    assert delete(b, "holdcw", purge=True).status == 200
+    assert wait_until(lambda: where(fleet, "wmover") == ["c"] and state(b, "wmover") == "running",
+                      timeout=30)
+    assert wait_until(lambda: b.get("/api/v1/queue").data["queue"] == [], timeout=10)
+
+
+def test_a_waiting_move_in_a_fleet_with_tokens(start_node, fleet, etcd_cluster):
+    """With --token-file the move the dispatcher starts carries no user's
+    token: the nodes still make it (a user's own set, moved as the fleet
+    decided)."""
+    admin = "fq-admin-" + secrets.token_hex(16)
+    prefix = f"/fleetqueue{os.getpid()}-tokens"
+    a, b = start_pair(start_node, etcd_cluster, prefix, admin)
+    name = "fm" + secrets.token_hex(3)
+    r = as_(a, admin, "POST", "/api/v1/users", {"name": name, "role": "user"})
+    assert r.status == 200, r.json
+    token = r.data["token"]
+    assert wait_until(lambda: as_(b, token, "GET", "/api/v1/whoami").status == 200, timeout=5)
+    r = as_(a, token, "POST", "/api/v1/replicaSet", body("tmover", node="a"))
+    assert r.status == 200, r.json
+    r = as_(a, admin, "POST", "/api/v1/replicaSet", body("tholdb", node="b",
+                                                         gpuCount=2))
+    assert r.status == 200, r.json
+    r = as_(a, token, "POST", "/api/v1/replicaSet/tmover/move", {"queue": True})
+    assert (r.status, r.code) == (202, 200), r.json
+    assert as_(a, admin, "DELETE", "/api/v1/replicaSet/tholdb?purge=true").status == 200
+    assert wait_until(lambda: [n.label for n in fleet.nodes if n.containers("tmover")] == ["b"],
+                      timeout=30), as_(a, admin, "GET", "/api/v1/replicaSet/tmover").json
+    assert wait_until(lambda: "queue" not in as_(b, token, "GET", "/api/v1/replicaSet/tmover")
+                      .data["info"], timeout=10)
+    assert as_(b, token, "GET", "/api/v1/replicaSet/tmover").data["info"]["state"] == "running"
+    assert as_(a, token, "DELETE", "/api/v1/replicaSet/tmover?purge=true").status == 200

@@ -66,6 +66,41 @@ describe('Queue', () => {
     await waitFor(() => expect(screen.queryByText('eval')).toBeNull());
   });
 
+  it('cancels a waiting move through the queue, leaving the instance', async () => {
+    let left = [
+      {
+        position: 1,
+        priority: 50,
+        head: true,
+        name: 'mover',
+        owner: 'alice',
+        move: true,
+        state: 'running',
+        node: 'a',
+        asks: { gpuCount: 1, gpuMemoryMiB: 0, gpuShared: false, cpuCount: 0 },
+        why: 'no node can take 1 whole card: too few GPUs: b, c',
+      },
+    ];
+    const sent = mockApi(
+      routes({
+        'GET /api/v1/queue': () => ({ data: { length: left.length, queue: left } }),
+        'DELETE /api/v1/queue/*': () => {
+          left = [];
+          return { data: { name: 'mover', cancelled: true, move: true, state: 'running' } };
+        },
+      }),
+    );
+    renderAs('user', <QueuePage />);
+    const table = await screen.findByRole('table', { name: 'Queue' });
+    const row = within(table).getAllByRole('row')[1];
+    expect(row.textContent).toContain('move from a, running meanwhile');
+    fireEvent.click(within(row).getByRole('button', { name: 'Cancel' }));
+    expect(await screen.findByText(/stays where it is/)).toBeTruthy();
+    fireEvent.click(await screen.findByRole('button', { name: 'Cancel the move' }));
+    await waitFor(() => expect(changes(sent)).toEqual([{ method: 'DELETE', url: '/api/v1/queue/mover', body: undefined }]));
+    await waitFor(() => expect(screen.queryByText('mover')).toBeNull());
+  });
+
   it('says when nothing waits, and a viewer gets no buttons', async () => {
     mockApi(routes({ 'GET /api/v1/queue': () => ({ data: { length: 0, queue: [] } }) }));
     renderAs('viewer', <QueuePage />);

@@ -1,7 +1,8 @@
 // The queue (docs/queue.md): the instances waiting for cards, in the order
 // they will start, each with why it waits now; the first in line holds a
 // reservation. A user sees the others' rows without their names, and may
-// cancel their own; an admin any.
+// cancel their own; an admin any. A move that waits (a fleet) is a row too:
+// cancelling it ends the wait and leaves the instance as and where it is.
 import { useState } from 'preact/hooks';
 import { api, seg } from '../api';
 import { Confirm, ErrorNote } from '../components/ui';
@@ -20,6 +21,10 @@ export interface QueueEntry {
   submitTime?: string;
   waitedSeconds?: number;
   why?: string;
+  /** a move that waits: the instance runs on (or stays stopped) on node, in state */
+  move?: boolean;
+  state?: string;
+  node?: string;
   reservation?: { node: string; cards: number; dueInSeconds?: number };
 }
 
@@ -48,14 +53,18 @@ export function waitedText(s: number | undefined): string {
 export function QueuePage() {
   const { canWrite, isAdmin, me } = useSession();
   const q = usePoll(() => api<QueueAnswer>('GET', '/api/v1/queue'));
-  const [cancel, setCancel] = useState<string | null>(null);
+  const [cancel, setCancel] = useState<QueueEntry | null>(null);
   const action = useAction();
   const entries = q.data?.queue ?? [];
   const mayCancel = (e: QueueEntry) => canWrite && !!e.name && (isAdmin || e.owner === me.name);
 
   const confirm = async () => {
     if (!cancel) return;
-    const done = await action.run(() => api('DELETE', `/api/v1/replicaSet/${seg(cancel)}`));
+    const name = seg(cancel.name ?? '');
+    // A queued instance goes; a waiting move only stops waiting.
+    const done = await action.run(() =>
+      api('DELETE', cancel.move ? `/api/v1/queue/${name}` : `/api/v1/replicaSet/${name}`),
+    );
     if (done !== undefined) {
       setCancel(null);
       await q.reload();
@@ -88,7 +97,15 @@ export function QueuePage() {
                   {e.position}
                   {e.head && <span title="first in line: holds a reservation"> ★</span>}
                 </td>
-                <td>{e.name ? <a href={`#/instances/${seg(e.name)}`}>{e.name}</a> : <i>another user's</i>}</td>
+                <td>
+                  {e.name ? <a href={`#/instances/${seg(e.name)}`}>{e.name}</a> : <i>another user's</i>}
+                  {e.move && (
+                    <span class="hint">
+                      {' '}
+                      (move from {e.node ?? 'its node'}, {e.state ?? 'as it is'} meanwhile)
+                    </span>
+                  )}
+                </td>
                 <td>{e.owner ?? '—'}</td>
                 <td>{e.priority}</td>
                 <td>{asksText(e)}</td>
@@ -96,7 +113,7 @@ export function QueuePage() {
                 <td class="why">{e.why ?? '—'}</td>
                 <td>
                   {mayCancel(e) && (
-                    <button type="button" onClick={() => setCancel(e.name ?? null)}>
+                    <button type="button" onClick={() => setCancel(e)}>
                       Cancel
                     </button>
                   )}
@@ -108,9 +125,15 @@ export function QueuePage() {
       )}
       {cancel && (
         <Confirm
-          title={`Cancel ${cancel}?`}
-          message={<p>It leaves the queue and will not start; it holds nothing, so nothing else changes.</p>}
-          action="Cancel the request"
+          title={cancel.move ? `Cancel the move of ${cancel.name}?` : `Cancel ${cancel.name}?`}
+          message={
+            cancel.move ? (
+              <p>It stops waiting to move; the instance stays where it is, as it is.</p>
+            ) : (
+              <p>It leaves the queue and will not start; it holds nothing, so nothing else changes.</p>
+            )
+          }
+          action={cancel.move ? 'Cancel the move' : 'Cancel the request'}
           busy={action.busy}
           error={action.error}
           onConfirm={() => void confirm()}
