@@ -30,19 +30,22 @@ static int answer(int rc, json_t *data, http_response *resp, gb_err *err)
 
 int api_replicaset_move(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"node", "wait", NULL};
+    static const char *const fields[] = {"node", "wait", "withSharers", NULL};
     const char *name = NULL;
     json_t *body = NULL;
     const char *node = NULL;
-    bool wait = true;
+    bool wait = true, with_sharers = false;
     if (api_path_name(req, &name, err) < 0 || api_body(req, fields, false, &body, err) < 0 ||
         (body && json_field_string(body, NULL, "node", &node, false, err) < 0) ||
-        (body && json_field_bool(body, NULL, "wait", &wait, false, err) < 0))
+        (body && json_field_bool(body, NULL, "wait", &wait, false, err) < 0) ||
+        (body && json_field_bool(body, NULL, "withSharers", &with_sharers, false, err) < 0))
         return -1;
     if (node && !node[0])
         node = NULL;
-    replicaset_move_request rq = {
-        .node = node, .authorization = http_request_header(req, "Authorization"), .wait = wait};
+    replicaset_move_request rq = {.node = node,
+                                  .authorization = http_request_header(req, "Authorization"),
+                                  .wait = wait,
+                                  .with_sharers = with_sharers};
     json_t *data = NULL;
     int rc = replicaset_move(req->ctx, name, &rq, &data, err);
     return answer(rc, data, resp, err);

@@ -171,6 +171,48 @@ def test_a_volume_bound_by_another_set_is_refused(nodes, fleet, made):
     assert where(fleet, "mv5") == ["a"] and volumes_on(fleet, "mvv5") == ["a"]
 
 
+
+def test_sets_sharing_a_volume_move_together_when_asked(nodes, fleet, made):
+    make_set_with_volume(nodes, made, "mvs1", "mvsv1")
+    made.insert(0, "mvs1b")
+    r = create(nodes["a"], "mvs1b", 0, node="a", binds=[{"src": "mvsv1", "dest": "/data"}])
+    assert r.status == 200, r.json
+    execute_ok(nodes["a"], "mvs1b", ["sh", "-c", "echo sharer > /root/b"])
+    r = move(nodes["a"], "mvs1", node="c")
+    assert (r.status, r.code) == (409, 1107), r.json
+    assert "mvs1b" in r.msg and "withSharers" in r.msg, r.msg
+    r = move(nodes["b"], "mvs1", node="c", withSharers=True)
+    assert r.status == 200, r.json
+    assert r.data["to"] == "c" and r.data["state"] == "running", r.data
+    assert [s["name"] for s in r.data["sharers"]] == ["mvs1b"], r.data
+    assert r.data["sharers"][0]["to"] == "c" and r.data["sharers"][0]["state"] == "running"
+    assert where(fleet, "mvs1") == ["c"] and where(fleet, "mvs1b") == ["c"]
+    assert volumes_on(fleet, "mvsv1") == ["c"]
+    assert node_of(nodes["a"], "mvs1") == "c" and node_of(nodes["a"], "mvs1b") == "c"
+    read_back(nodes["b"], "mvs1")
+    out = execute_ok(nodes["b"], "mvs1b",
+                     ["sh", "-c", "cat /root/b /data/v; md5sum /data/big | cut -c1-32"])
+    out = out["stdout"].split()
+    assert out[:2] == ["sharer", "vol"], out
+    assert out[2] == execute_ok(nodes["b"], "mvs1", ["cat", "/root/big.md5"])["stdout"].strip()
+
+
+def test_sets_sharing_a_volume_are_refused_when_the_target_cannot_hold_them_all(nodes, fleet,
+                                                                               made):
+    make_set_with_volume(nodes, made, "mvs2", "mvsv2")
+    made.insert(0, "mvs2b")
+    r = create(nodes["a"], "mvs2b", 2, node="a", binds=[{"src": "mvsv2", "dest": "/data"}])
+    assert r.status == 200, r.json
+    r = move(nodes["a"], "mvs2", node="b", withSharers=True)  # b has 2 cards, they need 3
+    assert (r.status, r.code) == (409, 1013), r.json
+    assert "mvs2b" in r.msg, r.msg
+    assert where(fleet, "mvs2") == ["a"] and where(fleet, "mvs2b") == ["a"]
+    assert volumes_on(fleet, "mvsv2") == ["a"]
+    for name in ("mvs2", "mvs2b"):
+        assert info(nodes["a"], name).data["info"]["status"] == "running"
+    read_back(nodes["c"], "mvs2")
+
+
 def crash_move(nodes, fleet, side, fault, name, to):
     """Run a move with GPUBOX_FAULT=fault on node `side`, which exits there;
     restart it without the fault."""
