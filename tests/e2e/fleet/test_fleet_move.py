@@ -173,28 +173,42 @@ def test_a_volume_bound_by_another_set_is_refused(nodes, fleet, made):
 
 
 def test_sets_sharing_a_volume_move_together_when_asked(nodes, fleet, made):
+    # mvs1 and mvs1b share mvsv1; mvs1b and mvs1c (stopped) share mvsv1x
     make_set_with_volume(nodes, made, "mvs1", "mvsv1")
-    made.insert(0, "mvs1b")
-    r = create(nodes["a"], "mvs1b", 0, node="a", binds=[{"src": "mvsv1", "dest": "/data"}])
+    made[:0] = ["mvs1c", "mvs1b"]
+    made.append("vol:mvsv1x")
+    r = call(nodes["a"], "POST", "/api/v1/volumes", {"name": "mvsv1x", "size": "20MB",
+                                                     "node": "a"})
     assert r.status == 200, r.json
-    execute_ok(nodes["a"], "mvs1b", ["sh", "-c", "echo sharer > /root/b"])
+    r = create(nodes["a"], "mvs1b", 0, node="a", binds=[{"src": "mvsv1", "dest": "/data"},
+                                                        {"src": "mvsv1x", "dest": "/x"}])
+    assert r.status == 200, r.json
+    execute_ok(nodes["a"], "mvs1b", ["sh", "-c", "echo sharer > /root/b && echo chain > /x/c"])
+    r = create(nodes["a"], "mvs1c", 0, node="a", binds=[{"src": "mvsv1x", "dest": "/y"}])
+    assert r.status == 200, r.json
+    assert lifecycle(nodes["a"], "mvs1c", "stop").status == 200
     r = move(nodes["a"], "mvs1", node="c")
     assert (r.status, r.code) == (409, 1107), r.json
     assert "mvs1b" in r.msg and "withSharers" in r.msg, r.msg
+    assert where(fleet, "mvs1") == ["a"] and volumes_on(fleet, "mvsv1") == ["a"]
     r = move(nodes["b"], "mvs1", node="c", withSharers=True)
     assert r.status == 200, r.json
     assert r.data["to"] == "c" and r.data["state"] == "running", r.data
-    assert [s["name"] for s in r.data["sharers"]] == ["mvs1b"], r.data
-    assert r.data["sharers"][0]["to"] == "c" and r.data["sharers"][0]["state"] == "running"
-    assert where(fleet, "mvs1") == ["c"] and where(fleet, "mvs1b") == ["c"]
-    assert volumes_on(fleet, "mvsv1") == ["c"]
-    assert node_of(nodes["a"], "mvs1") == "c" and node_of(nodes["a"], "mvs1b") == "c"
+    assert [s["name"] for s in r.data["sharers"]] == ["mvs1b", "mvs1c"], r.data
+    assert [(s["to"], s["state"]) for s in r.data["sharers"]] == [("c", "running"),
+                                                                  ("c", "stopped")]
+    for name in ("mvs1", "mvs1b", "mvs1c"):
+        assert where(fleet, name) == ["c"], name
+        assert node_of(nodes["a"], name) == "c", name
+    assert volumes_on(fleet, "mvsv1") == ["c"] and volumes_on(fleet, "mvsv1x") == ["c"]
     read_back(nodes["b"], "mvs1")
     out = execute_ok(nodes["b"], "mvs1b",
-                     ["sh", "-c", "cat /root/b /data/v; md5sum /data/big | cut -c1-32"])
+                     ["sh", "-c", "cat /root/b /data/v /x/c; md5sum /data/big | cut -c1-32"])
     out = out["stdout"].split()
-    assert out[:2] == ["sharer", "vol"], out
-    assert out[2] == execute_ok(nodes["b"], "mvs1", ["cat", "/root/big.md5"])["stdout"].strip()
+    assert out[:3] == ["sharer", "vol", "chain"], out
+    assert out[3] == execute_ok(nodes["b"], "mvs1", ["cat", "/root/big.md5"])["stdout"].strip()
+    assert lifecycle(nodes["a"], "mvs1c", "restart").status == 200
+    assert execute_ok(nodes["b"], "mvs1c", ["cat", "/y/c"])["stdout"].strip() == "chain"
 
 
 def test_sets_sharing_a_volume_are_refused_when_the_target_cannot_hold_them_all(nodes, fleet,
