@@ -299,6 +299,24 @@ def test_the_cli_moves_a_set(nodes, fleet, made):
     assert p.returncode != 0 and "already" in p.stderr, (p.stdout, p.stderr)
 
 
+def test_the_cli_moves_sets_that_share_a_volume_with_sharers(nodes, fleet, made):
+    made += ["mvc2", "mvc2b", "vol:mvcv2"]
+    r = call(nodes["a"], "POST", "/api/v1/volumes", {"name": "mvcv2", "size": "20MB", "node": "a"})
+    assert r.status == 200, r.json
+    for name in ("mvc2", "mvc2b"):
+        r = create(nodes["a"], name, 0, node="a", binds=[{"src": "mvcv2", "dest": "/data"}])
+        assert r.status == 200, r.json
+    p = cli(nodes["b"], "move", "mvc2", "--node", "c")
+    assert p.returncode != 0 and "--with-sharers" in p.stderr, (p.stdout, p.stderr)
+    p = cli(nodes["b"], "move", "mvc2", "--node", "c", "--with-sharers")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("mvc2: moved from a to c (version 2, running)"), p.stdout
+    assert lines[1].startswith("mvc2b: moved from a to c (version 2, running)"), p.stdout
+    assert where(fleet, "mvc2") == ["c"] and where(fleet, "mvc2b") == ["c"]
+    assert volumes_on(fleet, "mvcv2") == ["c"]
+
+
 def test_an_answer_at_once_then_progress_in_the_operation(nodes, fleet, made):
     make_set_with_volume(nodes, made, "mva1", "mvav1")
     r = move(nodes["b"], "mva1", node="c", wait=False)
