@@ -214,6 +214,7 @@ int move_group_run(app *a, const char *name, const replicaset_move_request *rq,
                    void (*on_prepared)(void *, const json_t *), void *ctx, json_t **out,
                    gb_err *err)
 {
+    *out = NULL;
     _cleanup_(group_free) group g = {0};
     if (group_find(a, name, &g, err) < 0)
         return -1;
