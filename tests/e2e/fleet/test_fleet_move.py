@@ -227,6 +227,23 @@ def test_sets_sharing_a_volume_are_refused_when_the_target_cannot_hold_them_all(
     read_back(nodes["c"], "mvs2")
 
 
+
+def test_sets_sharing_a_volume_move_on_after_an_answer_at_once(nodes, fleet, made):
+    made += ["mvs3", "mvs3b", "vol:mvsv3"]
+    r = call(nodes["a"], "POST", "/api/v1/volumes", {"name": "mvsv3", "size": "20MB", "node": "a"})
+    assert r.status == 200, r.json
+    for name in ("mvs3", "mvs3b"):
+        r = create(nodes["a"], name, 0, node="a", binds=[{"src": "mvsv3", "dest": "/data"}])
+        assert r.status == 200, r.json
+    execute_ok(nodes["a"], "mvs3b", ["sh", "-c", "echo w > /data/w"])
+    r = move(nodes["a"], "mvs3", node="b", withSharers=True, wait=False)
+    assert r.status == 200 and r.data["state"] == "moving", r.json
+    wait_until(lambda: where(fleet, "mvs3") == ["b"] and where(fleet, "mvs3b") == ["b"]
+               and volumes_on(fleet, "mvsv3") == ["b"]
+               and info(nodes["c"], "mvs3b").data["info"]["status"] == "running", timeout=60)
+    assert execute_ok(nodes["c"], "mvs3", ["cat", "/data/w"])["stdout"].strip() == "w"
+
+
 def crash_move(nodes, fleet, side, fault, name, to):
     """Run a move with GPUBOX_FAULT=fault on node `side`, which exits there;
     restart it without the fault."""
