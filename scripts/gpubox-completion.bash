@@ -99,7 +99,7 @@ _gpubox() {
         *)  COMPREPLY=($(compgen -W " cordon uncordon drain" -- "$cur")) ;;
         esac ;;
     move)
-        _gpubox_args 1 1 " --node $globals" ;;
+        _gpubox_args 1 1 " --node --with-sharers $globals" ;;
     whoami)
         _gpubox_args 0 1 " $globals" ;;
     users)

@@ -29,19 +29,21 @@ static int answer(int rc, json_t *data, http_response *resp, gb_err *err)
     return http_response_data(resp, data, err);
 }
 
-/* {"node", "wait", "queue", "queueTimeout", "priority"}: with queue, a
+/* {"node", "wait", "withSharers", "queue", "queueTimeout", "priority"}: with queue, a
  * move that no node can take now waits in the queue (202; docs/queue.md). */
 int api_replicaset_move(http_request *req, http_response *resp, gb_err *err)
 {
-    static const char *const fields[] = {"node", "wait", "queue", "queueTimeout", "priority", NULL};
+    static const char *const fields[] = {"node",         "wait",     "withSharers", "queue",
+                                         "queueTimeout", "priority", NULL};
     const char *name = NULL;
     json_t *body = NULL;
     const char *node = NULL;
-    bool wait = true;
+    bool wait = true, with_sharers = false;
     replicaset_create_request q = {.priority = -1};
     if (api_path_name(req, &name, err) < 0 || api_body(req, fields, false, &body, err) < 0 ||
         (body && json_field_string(body, NULL, "node", &node, false, err) < 0) ||
         (body && json_field_bool(body, NULL, "wait", &wait, false, err) < 0) ||
+        (body && json_field_bool(body, NULL, "withSharers", &with_sharers, false, err) < 0) ||
         (body && replicaset_queue_fields_parse(body, &q, err) < 0))
         return -1;
     if (node && !node[0])
@@ -49,6 +51,7 @@ int api_replicaset_move(http_request *req, http_response *resp, gb_err *err)
     queue_move_request rq = {.node = node,
                              .queue = q.queue,
                              .wait = wait,
+                             .with_sharers = with_sharers,
                              .priority = q.priority,
                              .timeout_s = q.queue_timeout_s,
                              .authorization = http_request_header(req, "Authorization")};

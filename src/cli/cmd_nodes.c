@@ -121,13 +121,15 @@ int cli_cmd_node_uncordon(cli_ctx *ctx, const cli_args *a)
 
 /* One move, waited for (its progress shown while it runs): 0 and *r
  * filled, or the exit code with the reason printed (report) or in *r. */
-static int node_move_one(cli_ctx *ctx, const char *name, const char *node, cli_reply *r,
-                         bool report)
+static int node_move_one(cli_ctx *ctx, const char *name, const char *node, bool with_sharers,
+                         cli_reply *r, bool report)
 {
     _cleanup_free_ char *path = cli_path(ctx, "/api/v1/replicaSet", name, "move");
     _cleanup_json_ json_t *body = json_object();
     if (node)
         json_object_set_new(body, "node", json_string(node));
+    if (with_sharers)
+        json_object_set_new(body, "withSharers", json_true());
     if (report)
         return cli_call_progress(ctx, "move", name, "POST", path, body, r);
     cli_progress_start(ctx, "move", name);
@@ -163,13 +165,21 @@ static void node_move_print(cli_ctx *ctx, const json_t *d)
 int cli_cmd_move(cli_ctx *ctx, const cli_args *a)
 {
     _cleanup_(cli_reply_free) cli_reply r = {0};
-    int rc = node_move_one(ctx, a->pos[0], cli_get(a, "node"), &r, true);
+    int rc =
+        node_move_one(ctx, a->pos[0], cli_get(a, "node"), cli_flag(a, "with-sharers"), &r, true);
     if (rc)
         return rc;
-    if (ctx->json)
+    if (ctx->json) {
         cli_print_json(ctx, r.data);
-    else
-        node_move_print(ctx, r.data);
+        return 0;
+    }
+    node_move_print(ctx, r.data);
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(r.data, "sharers"), i, s)
+    {
+        node_move_print(ctx, s);
+    }
     return 0;
 }
 
@@ -200,7 +210,7 @@ int cli_cmd_node_drain(cli_ctx *ctx, const cli_args *a)
         if (running_only && strcmp(state, "running") != 0)
             continue;
         _cleanup_(cli_reply_free) cli_reply r = {0};
-        int one = node_move_one(ctx, cli_str(s, "name"), NULL, &r, false);
+        int one = node_move_one(ctx, cli_str(s, "name"), NULL, false, &r, false);
         if (one == 0) {
             node_move_print(ctx, r.data);
             moved++;

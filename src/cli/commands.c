@@ -129,6 +129,8 @@ static const cli_opt start_opts[] = {
 
 static const cli_opt move_opts[] = {
     {"node", 0, CLI_OPT_VALUE, "NODE", "the node it goes to (default: where placement puts it)"},
+    {"with-sharers", 0, CLI_OPT_FLAG, NULL,
+     "move every set that shares one of its volumes with it, to the same node"},
     CLI_OPTS_END,
 };
 
@@ -404,8 +406,9 @@ const cli_command cli_commands[] = {
      "A new version on the other node (--node, or where placement puts it): the same name, "
      "owner, history, spec and SSH keys, the system disk and the data of every volume it "
      "binds. A running set runs there, a paused or stopped one stays so. Host ports are new "
-     "there (printed). Refused before anything is copied when the node has no room. Progress "
-     "shows while it runs."},
+     "there (printed). Refused before anything is copied when the node has no room, or when "
+     "another set binds one of its volumes too (--with-sharers moves those sets with it, one "
+     "after the other, when the node has room for all of them). Progress shows while it runs."},
 
     /* users, quotas and accounting */
     {"whoami", "", 0, 0, CLI_COMPLETE_NONE, false, NULL, NULL, cli_cmd_whoami,

@@ -498,8 +498,14 @@ int queue_move(app *a, const char *name, const queue_move_request *rq, json_t **
     *queued = false;
     if (rq->priority >= 0 && queue_priority_check(a, rq->priority, err) < 0)
         return -1;
-    replicaset_move_request mr = {
-        .node = rq->node, .authorization = rq->authorization, .wait = rq->wait};
+    if (rq->queue && rq->with_sharers)
+        return err_set(err, ERR_INVALID_PARAMS,
+                       "a move with withSharers cannot wait in the queue (the group is moved "
+                       "at once or refused): leave out queue, or withSharers");
+    replicaset_move_request mr = {.node = rq->node,
+                                  .authorization = rq->authorization,
+                                  .wait = rq->wait,
+                                  .with_sharers = rq->with_sharers};
     if (replicaset_move(a, name, &mr, out, err) == 0)
         return 0;
     if (!rq->queue || !queue_room_refusal(err->code))

@@ -112,6 +112,7 @@ int queue_restart(app *a, const char *name, const queue_restart_request *rq, jso
 typedef struct queue_move_request {
     const char *node; /* the node it goes to; NULL: any but its own */
     bool queue, wait;
+    bool with_sharers; /* the sets sharing its volumes move too; not with queue */
     int priority;
     int64_t timeout_s;
     const char *authorization;

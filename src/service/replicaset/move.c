@@ -129,13 +129,28 @@ int move_call(app *a, const char *advertise, const char *method, const char *pat
 
 /* ---- what moves -------------------------------------------------------------------- */
 
-/* The gpubox volumes r binds, each once: names (borrowed from r's spec). */
-static size_t move_volume_names(const replicaset_record *r, const char **names, size_t max)
+/* Whether name is a string of array list (NULL: none). */
+static bool move_listed(const json_t *list, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The gpubox volumes r binds, each once, less those listed in skip (a
+ * JSON array of names; NULL: none): names (borrowed from r's spec). */
+static size_t move_volume_names(const replicaset_record *r, const json_t *skip, const char **names,
+                                size_t max)
 {
     size_t n = 0;
     for (size_t i = 0; i < r->spec.nbinds && n < max; i++) {
         const char *src = r->spec.binds[i].src;
-        bool seen = src[0] == '/';
+        bool seen = src[0] == '/' || move_listed(skip, src);
         for (size_t k = 0; k < n && !seen; k++)
             seen = strcmp(names[k], src) == 0;
         if (!seen)
@@ -188,19 +203,23 @@ static void move_snapshots_remove(app *a, const char *id, size_t parts)
     }
 }
 
-/* The prepare request's body: the record whole, its history, its volumes. */
-static int move_prepare_body(app *a, const replicaset_record *r, const char *id, json_t **body,
-                             gb_err *err)
+/* The prepare request's body: the record whole, its history, its volumes.
+ * g: a group's member (rq->group: the volumes already on the target are
+ * left out, the group's other sets may bind its volumes, and the disk
+ * the later sets need counts too); NULL: a set alone. */
+static int move_prepare_body(app *a, const replicaset_record *r, const char *id, const json_t *g,
+                             json_t **body, gb_err *err)
 {
     const char *vols[MOVE_VOLUMES_MAX];
-    size_t nvols = move_volume_names(r, vols, MOVE_VOLUMES_MAX);
+    size_t nvols =
+        move_volume_names(r, json_object_get(g, "sharedVolumes"), vols, MOVE_VOLUMES_MAX);
     json_t *volumes = json_array();
     *body =
         json_pack("{s:s, s:s, s:s, s:o, s:o, s:[]}", "id", id, "source", nodes_self(a), "name",
                   r->name, "record", replicaset_record_to_json(r), "volumes", volumes, "history");
     for (size_t i = 0; i < nvols; i++) {
         json_t *vr = NULL;
-        if (volumes_move_check(a, vols[i], r->name, &vr, err) < 0)
+        if (volumes_move_check(a, vols[i], r->name, json_object_get(g, "sets"), &vr, err) < 0)
             return -1;
         json_array_append_new(volumes, vr);
     }
@@ -223,7 +242,27 @@ static int move_prepare_body(app *a, const replicaset_record *r, const char *id,
     if (r->container_name[0] &&
         docker_container_size_rw(a->docker, r->container_name, &system_disk, &e) < 0)
         log_warn("move %s: cannot measure the system disk of %s: %s", id, r->name, e.msg);
+    /* The first set of a group asks for the room of them all. */
+    json_int_t later = json_integer_value(json_object_get(g, "groupBytes"));
+    system_disk += later > 0 ? (uint64_t)later : 0;
     json_object_set_new(*body, "systemDiskBytes", json_integer((json_int_t)system_disk));
+    return 0;
+}
+
+int move_need_bytes(app *a, const replicaset_record *r, const json_t *group, uint64_t *bytes,
+                    gb_err *err)
+{
+    _cleanup_json_ json_t *body = NULL;
+    if (move_prepare_body(a, r, "check", group, &body, err) < 0)
+        return -1;
+    *bytes = (uint64_t)json_integer_value(json_object_get(body, "systemDiskBytes"));
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(body, "volumes"), i, v)
+    {
+        json_int_t used = json_integer_value(json_object_get(v, "used"));
+        *bytes += used > 0 ? (uint64_t)used : 0;
+    }
     return 0;
 }
 
@@ -323,8 +362,11 @@ static int move_finish(move_out *m, gb_err *err)
     if (docker_container_remove(a->docker, r->container_name, true, err) < 0)
         return err_prefix(err, "move %s: removing container %s", op->id, r->container_name);
     replicaset_container_forget(a, r->container_name);
+    /* A group's volume stays while a later set of the group binds it here;
+     * the last one takes it (docs/fleet.md, "Sets that share a volume"). */
     const char *vols[MOVE_VOLUMES_MAX];
-    size_t nvols = move_volume_names(r, vols, MOVE_VOLUMES_MAX);
+    size_t nvols =
+        move_volume_names(r, json_object_get(op->data, "keepVolumes"), vols, MOVE_VOLUMES_MAX);
     for (size_t i = 0; i < nvols; i++)
         if (volumes_move_remove(a, vols[i], err) < 0)
             return err_prefix(err, "move %s: removing volume %s", op->id, vols[i]);
@@ -355,7 +397,8 @@ static int move_switch(move_out *m, gb_err *err)
     enum nodes_kind kinds[MOVE_VOLUMES_MAX + 1];
     names[0] = m->r->name;
     kinds[0] = NODES_REPLICASET;
-    size_t n = 1 + move_volume_names(m->r, names + 1, MOVE_VOLUMES_MAX);
+    size_t n = 1 + move_volume_names(m->r, json_object_get(m->op->data, "sharedVolumes"), names + 1,
+                                     MOVE_VOLUMES_MAX);
     for (size_t i = 1; i < n; i++)
         kinds[i] = NODES_VOLUME;
     int moved = nodes_names_move(m->a, kinds, names, n, nodes_self(m->a), m->target, err);
@@ -376,7 +419,7 @@ static int move_forward(move_out *m, gb_err *err)
     char path[128];
     if (!journal_step_done(op, OP_STEP_PREPARED)) {
         _cleanup_json_ json_t *body = NULL;
-        if (move_prepare_body(a, r, op->id, &body, err) < 0 ||
+        if (move_prepare_body(a, r, op->id, op->data, &body, err) < 0 ||
             move_call(a, m->advertise, "POST", MOVE_PATH, m->auth, body, 120000, &m->prepared,
                       err) < 0)
             return -1;
@@ -478,11 +521,15 @@ int move_out_run(app *a, const char *name, const replicaset_move_request *rq,
         return err_set(err, ERR_INVALID_PARAMS,
                        "moving a replica set needs a fleet: this gpuboxd is a single server "
                        "(started without --node)");
+    if (rq->with_sharers && !rq->group)
+        return move_group_run(a, name, rq, on_prepared, ctx, out, err);
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     if (replicaset_load_settled(a, name, &r, err) < 0 || move_check(a, &r, err) < 0)
         return -1;
-    if (replicaset_volumes_ready(a, &r) == false && r.state != RS_STATE_STOPPED)
+    /* A later set of a group binds volumes that are on the target now. */
+    if (!json_array_size(json_object_get(rq->group, "sharedVolumes")) &&
+        replicaset_volumes_ready(a, &r) == false && r.state != RS_STATE_STOPPED)
         return err_set(err, ERR_STATE_CONFLICT,
                        "a volume replica set '%s' binds is not available here; see gpubox volume "
                        "ls",
@@ -499,13 +546,18 @@ int move_out_run(app *a, const char *name, const replicaset_move_request *rq,
     /* Every volume checked before anything changes (the body builds again
      * in the step, the same way). */
     _cleanup_json_ json_t *probe = NULL;
-    if (move_prepare_body(a, &r, "check", &probe, err) < 0)
+    if (move_prepare_body(a, &r, "check", rq->group, &probe, err) < 0)
         return -1;
+    json_t *data = json_pack("{s:s, s:s, s:s}", "target", m.target, "source", nodes_self(a),
+                             "state", replicaset_state_name(r.state));
+    const char *group_keys[] = {"sets", "sharedVolumes", "keepVolumes", "groupBytes"};
+    for (size_t i = 0; rq->group && i < ARRAY_SIZE(group_keys); i++) {
+        json_t *v = json_object_get(rq->group, group_keys[i]);
+        if (v)
+            json_object_set_new(data, group_keys[i], json_deep_copy(v));
+    }
     journal_op op = {0};
-    if (op_init(&op, &replicaset_op_move, name,
-                json_pack("{s:s, s:s, s:s}", "target", m.target, "source", nodes_self(a), "state",
-                          replicaset_state_name(r.state)),
-                err) < 0)
+    if (op_init(&op, &replicaset_op_move, name, data, err) < 0)
         return -1;
     m.op = &op;
     replicaset_record before;
@@ -601,12 +653,13 @@ static void *export_thread(void *arg)
 
 /* The directory part p of the tree way reads, and the snapshot files. */
 static int move_export_tree_job(app *a, const char *id, const replicaset_record *r,
-                                const replicaset_move_part *p, struct export_job *job,
-                                char dir[MOVE_DIR_MAX], char snap[MOVE_DIR_MAX + 128],
-                                char work[MOVE_DIR_MAX + 160], gb_err *err)
+                                const json_t *shared, const replicaset_move_part *p,
+                                struct export_job *job, char dir[MOVE_DIR_MAX],
+                                char snap[MOVE_DIR_MAX + 128], char work[MOVE_DIR_MAX + 160],
+                                gb_err *err)
 {
     const char *vols[MOVE_VOLUMES_MAX];
-    size_t nvols = move_volume_names(r, vols, MOVE_VOLUMES_MAX);
+    size_t nvols = move_volume_names(r, shared, vols, MOVE_VOLUMES_MAX);
     if (p->part > nvols)
         return err_set(err, ERR_NOT_FOUND, "move %s has no part %u", id, p->part);
     if (p->pre && p->offset > 0)
@@ -658,12 +711,14 @@ int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p
         return -1;
     if (!found || strcmp(r.operation, id) != 0)
         return err_set(err, ERR_NOT_FOUND, "no move '%s' waiting for its data here", id);
-    /* Each volume at the first place the set binds it. */
+    /* Each volume at the first place the set binds it (a group's volume
+     * already on the target not: it went with an earlier set). */
+    const json_t *shared = json_object_get(op.data, "sharedVolumes");
     const char *mounts[MOVE_VOLUMES_MAX];
     size_t n = 0;
     for (size_t i = 0; i < r.spec.nbinds && n < MOVE_VOLUMES_MAX; i++) {
         const replicaset_bind *b = &r.spec.binds[i];
-        bool seen = b->src[0] == '/';
+        bool seen = b->src[0] == '/' || move_listed(shared, b->src);
         for (size_t k = 0; k < i && !seen; k++)
             seen = strcmp(r.spec.binds[k].src, b->src) == 0;
         if (!seen)
@@ -672,7 +727,7 @@ int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p
     struct export_job job = {.a = a, .container = r.container_name, .mounts = mounts, .n = n};
     job.err = (gb_err)GB_ERR_INIT;
     char dir[MOVE_DIR_MAX], snap[MOVE_DIR_MAX + 128], work[MOVE_DIR_MAX + 160];
-    if (p->tree && move_export_tree_job(a, id, &r, p, &job, dir, snap, work, err) < 0)
+    if (p->tree && move_export_tree_job(a, id, &r, shared, p, &job, dir, snap, work, err) < 0)
         return -1;
     int pp[2];
     if (pipe2(pp, O_CLOEXEC) < 0)

@@ -55,6 +55,16 @@ int move_out_run(app *a, const char *name, const struct replicaset_move_request 
 
 /* The source's undo and finish, from wherever its operation got to (also
  * after a crash): the operation op on record r. */
+/* A move with_sharers (move_group.c): the set and every set that binds one
+ * of its volumes, transitively, one after another to one node (each a
+ * move_out_run with rq->group set). */
+int move_group_run(app *a, const char *name, const struct replicaset_move_request *rq,
+                   void (*on_prepared)(void *, const json_t *), void *ctx, json_t **out,
+                   gb_err *err);
+/* What set r needs on a target's disk (system disk and the volumes not in
+ * group's sharedVolumes), its volumes checked as for the move. */
+int move_need_bytes(app *a, const struct replicaset_record *r, const json_t *group, uint64_t *bytes,
+                    gb_err *err);
 int move_out_resume(app *a, journal_op *op, const struct replicaset_record *r, gb_err *err);
 
 /* The target's commit and undo of move-in operation op (loaded, running),

@@ -24,6 +24,7 @@ typedef struct move_job {
     app *a;
     char name[NAME_MAX_LEN + 1];
     char *node, *auth;
+    bool with_sharers;
     pthread_mutex_t lock;
     pthread_cond_t answered_cond;
     bool answered; /* the request has its answer: from here the worker owns the job */
@@ -71,7 +72,8 @@ static void job_on_prepared(void *ctx, const json_t *answer)
 static void *job_run(void *arg)
 {
     move_job *j = arg;
-    replicaset_move_request rq = {.node = j->node, .authorization = j->auth};
+    replicaset_move_request rq = {
+        .node = j->node, .authorization = j->auth, .with_sharers = j->with_sharers};
     json_t *out = NULL;
     gb_err err = GB_ERR_INIT;
     int rc = move_out_run(j->a, j->name, &rq, job_on_prepared, j, &out, &err);
@@ -100,6 +102,7 @@ int replicaset_move(app *a, const char *name, const replicaset_move_request *rq,
     snprintf(j->name, sizeof(j->name), "%s", name);
     j->node = rq->node ? xstrdup(rq->node) : NULL;
     j->auth = rq->authorization ? xstrdup(rq->authorization) : NULL;
+    j->with_sharers = rq->with_sharers;
     j->err = (gb_err)GB_ERR_INIT;
     pthread_mutex_init(&j->lock, NULL);
     pthread_cond_init(&j->answered_cond, NULL);

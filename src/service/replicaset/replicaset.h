@@ -160,15 +160,24 @@ typedef struct replicaset_move_request {
     const char *authorization; /* the caller's Authorization, for the other node */
     bool wait;                 /* answer when it is over; false: once the target took the
                                   room (refusals still come first), the rest running on */
+    bool with_sharers;         /* every set that binds one of its volumes (transitively)
+                                  moves with it, to the same node (move_group.c) */
+    /* Set by move_group.c for each set of such a group; NULL otherwise. */
+    const json_t *group; /* {"sets": [names], "sharedVolumes": [names already on the
+                            target], "keepVolumes": [names a later set still binds here],
+                            "groupBytes": what the later sets need on the target's disk} */
 } replicaset_move_request;
 
 /* POST /replicaSet/{name}/move on the node that holds it: a new version on
  * the other node with the system disk and the volumes' data (move.c says
  * how, docs/fleet.md what users see). Refused before anything is copied
  * when the target lacks room (1013/1014/1118 naming it), a volume is
- * bound by another set too (1107), or the set is not running, paused or
- * stopped. data: {name, from, to, node, operationId, containerName,
- * version, state, gpus, gpuShares, ports, bytes, seconds, bytesPerSecond}. */
+ * bound by another set too (1107; with_sharers moves those sets too, one
+ * after another, the room for all of them checked first), or the set is
+ * not running, paused or stopped. data: {name, from, to, node,
+ * operationId, containerName, version, state, gpus, gpuShares, ports,
+ * bytes, seconds, bytesPerSecond}, with_sharers adding sharers: [the same
+ * for each other set]. */
 int replicaset_move(app *a, const char *name, const replicaset_move_request *rq, json_t **out,
                     gb_err *err);
 /* GET .../moves/{id}/data on the source: the set's stream, encoded, into

@@ -198,7 +198,8 @@ int volumes_move_remove(app *a, const char *name, gb_err *err)
     return 0;
 }
 
-int volumes_move_check(app *a, const char *name, const char *set, json_t **record, gb_err *err)
+int volumes_move_check(app *a, const char *name, const char *set, const json_t *with,
+                       json_t **record, gb_err *err)
 {
     _cleanup_(volumes_record_free) volumes_record r = {0};
     _cleanup_json_ json_t *sets = NULL;
@@ -215,7 +216,14 @@ int volumes_move_check(app *a, const char *name, const char *set, json_t **recor
     json_array_foreach(sets, i, s)
     {
         const char *n = json_string_value(json_object_get(s, "name"));
-        if (n && strcmp(n, set) != 0) {
+        bool along = false; /* moving with it */
+        size_t k;
+        json_t *w;
+        json_array_foreach(with, k, w)
+        {
+            along = along || (json_is_string(w) && n && strcmp(json_string_value(w), n) == 0);
+        }
+        if (n && strcmp(n, set) != 0 && !along) {
             size_t len = strlen(others);
             snprintf(others + len, sizeof(others) - len, "%s%s", len ? ", " : "", n);
         }
@@ -223,8 +231,9 @@ int volumes_move_check(app *a, const char *name, const char *set, json_t **recor
     if (others[0])
         return err_set(err, ERR_STATE_CONFLICT,
                        "volume '%s' is also bound by replica set(s) %s: a move takes a volume only "
-                       "with every set that binds it; move those first or take the volume out of "
-                       "them (gpubox update NAME --volume-rm DEST)",
+                       "with every set that binds it; move them together (\"withSharers\": true, "
+                       "gpubox move --with-sharers) or take the volume out of them (gpubox update "
+                       "NAME --volume-rm DEST)",
                        name, others);
     *record = volumes_record_to_json(&r);
     /* What the data takes, for the target's check of its disk (0 when it

@@ -78,7 +78,8 @@ int volumes_delete(app *a, const char *name, json_t **out, gb_err *err);
  * for owner (the data follows in the move's stream). volumes_move_remove:
  * the Docker volume, storage, data and record go from this node, without
  * the check for sets that bind it (the set has left); 0 when absent. */
-int volumes_move_check(app *a, const char *name, const char *set, json_t **record, gb_err *err);
+int volumes_move_check(app *a, const char *name, const char *set, const json_t *with,
+                       json_t **record, gb_err *err);
 int volumes_move_in(app *a, const char *name, const char *size_text, const char *owner,
                     gb_err *err);
 int volumes_move_remove(app *a, const char *name, gb_err *err);

@@ -171,6 +171,84 @@ def test_a_volume_bound_by_another_set_is_refused(nodes, fleet, made):
     assert where(fleet, "mv5") == ["a"] and volumes_on(fleet, "mvv5") == ["a"]
 
 
+
+def test_sets_sharing_a_volume_move_together_when_asked(nodes, fleet, made):
+    # mvs1 and mvs1b share mvsv1; mvs1b and mvs1c (stopped) share mvsv1x
+    make_set_with_volume(nodes, made, "mvs1", "mvsv1")
+    made[:0] = ["mvs1c", "mvs1b"]
+    made.append("vol:mvsv1x")
+    r = call(nodes["a"], "POST", "/api/v1/volumes", {"name": "mvsv1x", "size": "20MB",
+                                                     "node": "a"})
+    assert r.status == 200, r.json
+    r = create(nodes["a"], "mvs1b", 0, node="a", binds=[{"src": "mvsv1", "dest": "/data"},
+                                                        {"src": "mvsv1x", "dest": "/x"}])
+    assert r.status == 200, r.json
+    execute_ok(nodes["a"], "mvs1b", ["sh", "-c", "echo sharer > /root/b && echo chain > /x/c"])
+    r = create(nodes["a"], "mvs1c", 0, node="a", binds=[{"src": "mvsv1x", "dest": "/y"}])
+    assert r.status == 200, r.json
+    assert lifecycle(nodes["a"], "mvs1c", "stop").status == 200
+    r = move(nodes["a"], "mvs1", node="c")
+    assert (r.status, r.code) == (409, 1107), r.json
+    assert "mvs1b" in r.msg and "withSharers" in r.msg, r.msg
+    assert where(fleet, "mvs1") == ["a"] and volumes_on(fleet, "mvsv1") == ["a"]
+    r = move(nodes["b"], "mvs1", node="c", withSharers=True)
+    assert r.status == 200, r.json
+    assert r.data["to"] == "c" and r.data["state"] == "running", r.data
+    assert [s["name"] for s in r.data["sharers"]] == ["mvs1b", "mvs1c"], r.data
+    assert [(s["to"], s["state"]) for s in r.data["sharers"]] == [("c", "running"),
+                                                                  ("c", "stopped")]
+    for name in ("mvs1", "mvs1b", "mvs1c"):
+        assert where(fleet, name) == ["c"], name
+        assert node_of(nodes["a"], name) == "c", name
+    assert volumes_on(fleet, "mvsv1") == ["c"] and volumes_on(fleet, "mvsv1x") == ["c"]
+    read_back(nodes["b"], "mvs1")
+    out = execute_ok(nodes["b"], "mvs1b",
+                     ["sh", "-c", "cat /root/b /data/v /x/c; md5sum /data/big | cut -c1-32"])
+    out = out["stdout"].split()
+    assert out[:3] == ["sharer", "vol", "chain"], out
+    assert out[3] == execute_ok(nodes["b"], "mvs1", ["cat", "/root/big.md5"])["stdout"].strip()
+    assert lifecycle(nodes["a"], "mvs1c", "restart").status == 200
+    assert execute_ok(nodes["b"], "mvs1c", ["cat", "/y/c"])["stdout"].strip() == "chain"
+
+
+def test_sets_sharing_a_volume_are_refused_when_the_target_cannot_hold_them_all(nodes, fleet,
+                                                                               made):
+    make_set_with_volume(nodes, made, "mvs2", "mvsv2")
+    made.insert(0, "mvs2b")
+    r = create(nodes["a"], "mvs2b", 2, node="a", binds=[{"src": "mvsv2", "dest": "/data"}])
+    assert r.status == 200, r.json
+    r = move(nodes["a"], "mvs2", node="b", withSharers=True)  # b has 2 cards, they need 3
+    assert (r.status, r.code) == (409, 1013), r.json
+    assert "mvs2b" in r.msg, r.msg
+    assert where(fleet, "mvs2") == ["a"] and where(fleet, "mvs2b") == ["a"]
+    assert volumes_on(fleet, "mvsv2") == ["a"]
+    for name in ("mvs2", "mvs2b"):
+        assert info(nodes["a"], name).data["info"]["status"] == "running"
+    read_back(nodes["c"], "mvs2")
+    # A group is moved at once or refused: it cannot wait in the queue.
+    r = move(nodes["a"], "mvs2", node="b", withSharers=True, queue=True)
+    assert (r.status, r.code) == (400, 1000), r.json
+    assert "withSharers" in r.msg and "queue" in r.msg, r.msg
+    assert where(fleet, "mvs2") == ["a"] and where(fleet, "mvs2b") == ["a"]
+
+
+
+def test_sets_sharing_a_volume_move_on_after_an_answer_at_once(nodes, fleet, made):
+    made += ["mvs3", "mvs3b", "vol:mvsv3"]
+    r = call(nodes["a"], "POST", "/api/v1/volumes", {"name": "mvsv3", "size": "20MB", "node": "a"})
+    assert r.status == 200, r.json
+    for name in ("mvs3", "mvs3b"):
+        r = create(nodes["a"], name, 0, node="a", binds=[{"src": "mvsv3", "dest": "/data"}])
+        assert r.status == 200, r.json
+    execute_ok(nodes["a"], "mvs3b", ["sh", "-c", "echo w > /data/w"])
+    r = move(nodes["a"], "mvs3", node="b", withSharers=True, wait=False)
+    assert r.status == 200 and r.data["state"] == "moving", r.json
+    wait_until(lambda: where(fleet, "mvs3") == ["b"] and where(fleet, "mvs3b") == ["b"]
+               and volumes_on(fleet, "mvsv3") == ["b"]
+               and info(nodes["c"], "mvs3b").data["info"]["status"] == "running", timeout=60)
+    assert execute_ok(nodes["c"], "mvs3", ["cat", "/data/w"])["stdout"].strip() == "w"
+
+
 def crash_move(nodes, fleet, side, fault, name, to):
     """Run a move with GPUBOX_FAULT=fault on node `side`, which exits there;
     restart it without the fault."""
@@ -241,6 +319,24 @@ def test_the_cli_moves_a_set(nodes, fleet, made):
     assert where(fleet, "mvc1") == ["c"]
     p = cli(nodes["b"], "move", "mvc1", "--node", "c")
     assert p.returncode != 0 and "already" in p.stderr, (p.stdout, p.stderr)
+
+
+def test_the_cli_moves_sets_that_share_a_volume_with_sharers(nodes, fleet, made):
+    made += ["mvc2", "mvc2b", "vol:mvcv2"]
+    r = call(nodes["a"], "POST", "/api/v1/volumes", {"name": "mvcv2", "size": "20MB", "node": "a"})
+    assert r.status == 200, r.json
+    for name in ("mvc2", "mvc2b"):
+        r = create(nodes["a"], name, 0, node="a", binds=[{"src": "mvcv2", "dest": "/data"}])
+        assert r.status == 200, r.json
+    p = cli(nodes["b"], "move", "mvc2", "--node", "c")
+    assert p.returncode != 0 and "--with-sharers" in p.stderr, (p.stdout, p.stderr)
+    p = cli(nodes["b"], "move", "mvc2", "--node", "c", "--with-sharers")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("mvc2: moved from a to c (version 2, running)"), p.stdout
+    assert lines[1].startswith("mvc2b: moved from a to c (version 2, running)"), p.stdout
+    assert where(fleet, "mvc2") == ["c"] and where(fleet, "mvc2b") == ["c"]
+    assert volumes_on(fleet, "mvcv2") == ["c"]
 
 
 def test_an_answer_at_once_then_progress_in_the_operation(nodes, fleet, made):
