@@ -66,6 +66,18 @@ int nodes_send(app *a, const char *advertise, const nodes_request *req, nodes_an
     return rc;
 }
 
+int nodes_send_to_sink(app *a, const char *advertise, const nodes_request *req,
+                       int (*sink)(void *ctx, const void *data, size_t n), void *ctx,
+                       _Atomic uint64_t *bytes, nodes_answer *out, gb_err *err)
+{
+    fleet_request fr = fleet_request_of(req);
+    fleet_answer fa;
+    int rc = fleet_send_to_sink(a->fleet, advertise, &fr, sink, ctx, bytes, &fa, err);
+    answer_of(&fa, out);
+    fleet_answer_clear(&fa);
+    return rc;
+}
+
 void nodes_send_many(app *a, const char *const *advertise, size_t n, const nodes_request *req,
                      nodes_answer *answers)
 {
