@@ -24,9 +24,12 @@
 #include "api/api.h"
 #include "api/fleet.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "http/relay.h"
@@ -210,6 +213,13 @@ static void terminal_relay_run(void *ctx, int fd, const char *extra, size_t extr
                                const atomic_bool *stopping)
 {
     terminal_relay *r = ctx;
+    /* A terminal's output comes in small pieces (an echo, a command's
+     * output, then the prompt): each goes on at once, not after the
+     * client's delayed acknowledgement of the one before (Nagle). The
+     * node's pump does the same on its side. */
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(r->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     http_relay(fd, extra, extra_len, r->fd, stopping);
 }
 

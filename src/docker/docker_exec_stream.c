@@ -25,6 +25,8 @@
 #include "docker/docker_internal.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +151,11 @@ static int docker_exec_stream_start(docker_client *c, const char *eid, bool tty,
     _cleanup_close_ int fd = docker_connect_raw(c, err);
     if (fd < 0)
         return -1;
+    /* Over tcp://, a keystroke typed before the last one's echo is back
+     * goes at once, not after Docker's delayed acknowledgement (Nagle); a
+     * Unix socket refuses the option, which is fine. */
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     char body[64];
     int blen =
         snprintf(body, sizeof(body), "{\"Detach\":false,\"Tty\":%s}", tty ? "true" : "false");

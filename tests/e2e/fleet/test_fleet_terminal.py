@@ -3,6 +3,8 @@ node b opened through node a, with the token and with a ticket (issued
 through a, redeemed on b once), its WebSocket forwarded with the upgrade.
 """
 import secrets
+import statistics
+import time
 
 import pytest
 
@@ -58,4 +60,40 @@ def test_a_terminal_of_a_set_on_another_node_opens_through_any_node(two):
         with pytest.raises(wsutil.Refused) as e:
             wsutil.connect(node, rs_path(name, "/terminal"), token=other)
         assert e.value.status == 404
+    ok(as_(a, token, "DELETE", rs_path(name) + "?purge=true"))
+
+
+def test_a_forwarded_terminal_passes_small_output_at_once(two):
+    """Output that comes in pieces a moment apart (a command's output, then
+    the prompt) reaches the client through the forwarding node as it comes:
+    the relay on node a must not hold a small piece back until the client
+    acknowledges the one before (Nagle's algorithm against the client's
+    delayed acknowledgement, some 40 ms each time)."""
+    a, b = two
+    user = "n" + secrets.token_hex(3)
+    token = ok(as_(a, ADMIN, "POST", "/api/v1/users", {"name": user, "role": "user"}))["token"]
+    wait_until(lambda: as_(b, token, "GET", "/api/v1/whoami").status == 200, timeout=10)
+    name = "termn" + secrets.token_hex(3)
+    ok(as_(a, token, "POST", "/api/v1/replicaSet",
+           {"imageName": IMAGE, "replicaSetName": name, "gpuCount": 0, "cmd": LONG_RUNNING,
+            "node": "b"}))
+    script = "while read x; do echo 1-$x; sleep 0.003; echo 2-$x; done"
+    ws = wsutil.connect(a, rs_path(name, "/terminal"), token=token,
+                        query={"cmd": ["sh", "-c", script], "tty": "false"})
+    ws.sock.settimeout(10)
+    took = []
+    for i in range(60):
+        t0 = time.monotonic()
+        ws.send_binary(b"%d\n" % i)
+        got = b""
+        while b"2-%d\n" % i not in got:
+            kind, data = ws.recv()
+            assert kind == "binary", (kind, data)
+            got += data
+        took.append(time.monotonic() - t0)
+    ws.close()
+    # each round is the 3 ms pause plus two hops; a held-back piece waits
+    # for the client's delayed acknowledgement instead (40 ms or more)
+    median = statistics.median(took[20:])
+    assert median < 0.02, f"median {median * 1000:.1f} ms a round: {[round(t * 1000) for t in took]}"
     ok(as_(a, token, "DELETE", rs_path(name) + "?purge=true"))
