@@ -14,7 +14,7 @@
 # the ASan test build adds its own cost to every message. RUNS runs one
 # after another, each reporting its own medians (note `uptime` with them).
 #
-# Usage: bench/terminal.sh BUILD_DIR
+# Usage: bench/terminal.sh BUILD_DIR      e.g. RUNS=5 bench/terminal.sh build/opt-Release
 #   env: ROUNDS=1000 RUNS=1 GPUBOX_TEST_IMAGE=gpubox-test:latest
 #        DOCKER_HOST (a unix:// socket; default /var/run/docker.sock)
 set -euo pipefail
