@@ -760,6 +760,11 @@ def test_a_group_that_moved_in_part_is_moved_on_by_itself(nodes, fleet, made):
         op = call(nodes["a"], "GET", "/api/v1/operations/" + op_id).data
         assert op["kind"] == "move-group" and op["state"] == "running", op
         assert "GPUBOX_MOVE_REFUSE" in op["data"]["lastError"], op
+        # a move of one of them alone says that it follows its group by itself
+        p = cli(nodes["c"], "move", "mvg3b", "--node", "b")
+        assert p.returncode != 0, (p.stdout, p.stderr)
+        assert "waits to follow the sets it shares a volume with to node b" in p.stderr, p.stderr
+        assert op_id in p.stderr and "by itself" in p.stderr, p.stderr
         time.sleep(7)  # tried again, refused again: they wait on a, stopped
         for n in ("mvg3b", "mvg3c"):
             assert where(fleet, n) == ["a"], n
