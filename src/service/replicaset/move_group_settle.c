@@ -140,6 +140,12 @@ int move_group_forward(app *a, journal_op *op, const replicaset_move_request *on
                 return -1;
             if (found && r.operation[0])
                 return 1; /* its own move (or another operation) settles first */
+            if (!found || replicaset_record_is_tombstone(&r) || r.state == RS_STATE_DELETED) {
+                log_warn("move group %s: %s is gone from this node (deleted meanwhile); the "
+                         "group goes on without it",
+                         op->id, name);
+                continue;
+            }
             rq.group = m;
             json_t *ans = NULL;
             if (move_out_run(a, name, &rq, i == 0 ? on_prepared : NULL, ctx, &ans, err) < 0)

@@ -774,3 +774,51 @@ def test_a_group_that_moved_in_part_is_moved_on_by_itself(nodes, fleet, made):
         b.env.pop("GPUBOX_MOVE_REFUSE", None)
         b.restart()
     check_group(nodes, fleet, "mvg3", "b", op_id)
+
+
+def test_a_group_moves_on_when_both_nodes_die_between_two_sets(nodes, fleet, made):
+    """The source dies right after the first set of three moved and the
+    target is killed then too; both start again: the group ends on the
+    target, each set once, its data whole."""
+    make_group(nodes, made, "mvg4")
+    a, b = nodes["a"], nodes["b"]
+    a.stop()
+    a.env["GPUBOX_FAULT"] = "move-group:first-moved"
+    a.restart()
+    try:
+        move(nodes["c"], "mvg4", node="b", withSharers=True)
+        wait_exit(a, "move-group:first-moved")
+        b.kill9()
+    finally:
+        a.env.pop("GPUBOX_FAULT", None)
+        if b.proc.poll() is not None:
+            b.restart()
+        a.restart()
+    check_group(nodes, fleet, "mvg4", "b", group_op(a, "mvg4"))
+
+
+def test_a_group_stays_when_the_source_dies_before_its_first_set_moved(nodes, fleet, made):
+    """kill -9 of the source in the first set's move, before its point of
+    no return: the group is undone, every set stays on the source once, the
+    ones that ran run again (the one stopped for the group too)."""
+    make_group(nodes, made, "mvg5")
+    a = nodes["a"]
+    a.stop()
+    a.env["GPUBOX_FAULT"] = "move:copied"
+    a.restart()
+    try:
+        move(nodes["c"], "mvg5", node="b", withSharers=True)
+        wait_exit(a, "move:copied")
+    finally:
+        a.env.pop("GPUBOX_FAULT", None)
+        a.restart()
+    op_id = group_op(a, "mvg5")
+    wait_until(lambda: call(nodes["c"], "GET", "/api/v1/operations/" + op_id).data["state"]
+               == "undone", timeout=60)
+    wait_until(lambda: group_on(nodes, fleet, "mvg5", "a"), timeout=60)
+    wait_until(lambda: all(info(nodes["c"], n).data["info"]["status"] == "running"
+                           for n in ("mvg5", "mvg5b")), timeout=60)
+    assert info(nodes["c"], "mvg5c").data["info"]["state"] == "stopped"
+    read_back(nodes["c"], "mvg5")
+    out = execute_ok(nodes["c"], "mvg5b", ["sh", "-c", "cat /root/b /data/v /x/c"])["stdout"]
+    assert out.split() == ["sharer", "vol", "chain"], out
