@@ -164,6 +164,7 @@ int move_group_forward(app *a, journal_op *op, const replicaset_move_request *on
         op->state = JOURNAL_RUNNING;
         return err_prefix(err, "move group %s: recording its end", op->id);
     }
+    journal_fault(journal_kind_name(op->kind), OP_STEP_ALL_MOVED);
     log_info("move group %s: every set is on node %s", op->id, target);
     return 0;
 }
