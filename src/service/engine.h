@@ -68,6 +68,9 @@ struct replicaset_record;
 #define OP_STEP_PRE_COPIED "pre-copied"
 #define OP_STEP_COPIED "copied"
 #define OP_STEP_SWITCHED "switched"
+/* Sets sharing volumes moved together (replicaset/move_group.c). */
+#define OP_STEP_FIRST_MOVED "first-moved"
+#define OP_STEP_ALL_MOVED "all-moved"
 /* Volume operations' fault points (not journalled). */
 #define OP_STEP_STORAGE "storage"
 #define OP_STEP_DOCKER "docker"

@@ -25,9 +25,15 @@
 #include "util/time.h"
 
 static const char *const journal_kind_names[] = {
-    [JOURNAL_CREATE] = "create",     [JOURNAL_PATCH] = "patch",     [JOURNAL_RESTART] = "restart",
-    [JOURNAL_ROLLBACK] = "rollback", [JOURNAL_DELETE] = "delete",   [JOURNAL_STOP] = "stop",
-    [JOURNAL_MOVE] = "move",         [JOURNAL_MOVE_IN] = "move-in",
+    [JOURNAL_CREATE] = "create",
+    [JOURNAL_PATCH] = "patch",
+    [JOURNAL_RESTART] = "restart",
+    [JOURNAL_ROLLBACK] = "rollback",
+    [JOURNAL_DELETE] = "delete",
+    [JOURNAL_STOP] = "stop",
+    [JOURNAL_MOVE] = "move",
+    [JOURNAL_MOVE_IN] = "move-in",
+    [JOURNAL_MOVE_GROUP] = "move-group",
 };
 
 static const char *const journal_state_names[] = {
@@ -39,7 +45,7 @@ static const char *const journal_state_names[] = {
 
 const char *journal_kind_name(enum journal_kind k)
 {
-    return k <= JOURNAL_MOVE_IN ? journal_kind_names[k] : "unknown";
+    return k <= JOURNAL_MOVE_GROUP ? journal_kind_names[k] : "unknown";
 }
 
 const char *journal_state_name(enum journal_state s)

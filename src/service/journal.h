@@ -64,8 +64,10 @@ enum journal_kind {
     JOURNAL_ROLLBACK,
     JOURNAL_DELETE,
     JOURNAL_STOP,
-    JOURNAL_MOVE,    /* a set leaving this node (replicaset/move.c) */
-    JOURNAL_MOVE_IN, /* a set arriving on this node (replicaset/move_in.c) */
+    JOURNAL_MOVE,       /* a set leaving this node (replicaset/move.c) */
+    JOURNAL_MOVE_IN,    /* a set arriving on this node (replicaset/move_in.c) */
+    JOURNAL_MOVE_GROUP, /* sets sharing volumes leaving this node together
+                           (replicaset/move_group.c) */
 };
 
 enum journal_state { JOURNAL_RUNNING, JOURNAL_DONE, JOURNAL_UNDONE, JOURNAL_FAILED };

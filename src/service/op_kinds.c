@@ -14,10 +14,19 @@
 #include "service/volumes/volumes.h"
 
 const op_kind *const op_kinds[] = {
-    &replicaset_op_create,       &replicaset_op_stop,        &replicaset_op_delete,
-    &replicaset_op_restart_same, &replicaset_op_restart_new, &replicaset_op_patch,
-    &replicaset_op_rollback,     &replicaset_op_move,        &volumes_op_create,
-    &volumes_op_delete,          &volumes_op_resize,         NULL,
+    &replicaset_op_create,
+    &replicaset_op_stop,
+    &replicaset_op_delete,
+    &replicaset_op_restart_same,
+    &replicaset_op_restart_new,
+    &replicaset_op_patch,
+    &replicaset_op_rollback,
+    &replicaset_op_move,
+    &replicaset_op_move_group,
+    &volumes_op_create,
+    &volumes_op_delete,
+    &volumes_op_resize,
+    NULL,
 };
 
 const op_target op_target_records = {

@@ -123,6 +123,27 @@ static void test_steps_are_recorded_and_read_back(void **state)
     assert_int_equal(journal_load(f->s, "../../etc", &back, &e), 0);
 }
 
+/* A group of moves (move_group.c) is a kind of its own, read back as one
+ * and listed among the unfinished ones until it ends. */
+static void test_move_group_kind_reads_back(void **state)
+{
+    fixture *f = *state;
+    journal_op op, back, *ops = NULL;
+    size_t n = 0;
+    gb_err e = GB_ERR_INIT;
+    assert_string_equal(journal_kind_name(JOURNAL_MOVE_GROUP), "move-group");
+    new_op(&op, JOURNAL_MOVE_GROUP, "mvg");
+    assert_int_equal(journal_record_step(f->s, &op, "begin", &e), 0);
+    assert_int_equal(journal_load(f->s, op.id, &back, &e), 1);
+    assert_int_equal(back.kind, JOURNAL_MOVE_GROUP);
+    journal_op_free(&back);
+    assert_int_equal(journal_unfinished(f->s, &ops, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ops[0].kind, JOURNAL_MOVE_GROUP);
+    journal_ops_free(ops, n);
+    journal_op_free(&op);
+}
+
 /* Each step's time runs from the step before it was recorded to its own
  * record written; a step not done has none (null), and a record read back
  * keeps what its steps took. */
@@ -358,6 +379,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_written_inside_another_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_records_are_errors, setup, teardown),
         cmocka_unit_test(test_ids),
+        cmocka_unit_test_setup_teardown(test_move_group_kind_reads_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fault_injection, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

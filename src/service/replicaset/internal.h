@@ -203,7 +203,7 @@ bool replicaset_volumes_ready(app *a, const replicaset_record *r);
  * defined in the file that holds its steps. */
 extern const op_kind replicaset_op_create, replicaset_op_stop, replicaset_op_delete,
     replicaset_op_restart_same, replicaset_op_restart_new, replicaset_op_patch,
-    replicaset_op_rollback, replicaset_op_move;
+    replicaset_op_rollback, replicaset_op_move, replicaset_op_move_group;
 
 #define RS_STOP_TIMEOUT_S 10
 

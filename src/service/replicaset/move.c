@@ -322,7 +322,10 @@ static int move_undo(move_out *m, const char *why, gb_err *err)
     replicaset_record *r = m->r;
     move_snapshots_remove(m->a, m->op->id, 1 + MOVE_VOLUMES_MAX);
     gb_err e = GB_ERR_INIT;
-    if (r->state == RS_STATE_RUNNING && replicaset_container_start(m->a, r, &e) < 0)
+    /* A later set of a group binds a volume whose name is the target's
+     * now: it waits here, stopped, for its group (move_group_settle.c). */
+    bool waits = json_array_size(json_object_get(m->op->data, "sharedVolumes")) > 0;
+    if (r->state == RS_STATE_RUNNING && !waits && replicaset_container_start(m->a, r, &e) < 0)
         log_error("move %s: starting %s again after the move failed: %s", m->op->id,
                   r->container_name, e.msg);
     if (op_close(m->a, m->op, JOURNAL_UNDONE, why, r, NULL, 0, &e) < 0) {
@@ -550,7 +553,7 @@ int move_out_run(app *a, const char *name, const replicaset_move_request *rq,
         return -1;
     json_t *data = json_pack("{s:s, s:s, s:s}", "target", m.target, "source", nodes_self(a),
                              "state", replicaset_state_name(r.state));
-    const char *group_keys[] = {"sets", "sharedVolumes", "keepVolumes", "groupBytes"};
+    const char *group_keys[] = {"group", "sets", "sharedVolumes", "keepVolumes", "groupBytes"};
     for (size_t i = 0; rq->group && i < ARRAY_SIZE(group_keys); i++) {
         json_t *v = json_object_get(rq->group, group_keys[i]);
         if (v)

@@ -61,6 +61,29 @@ int move_out_run(app *a, const char *name, const struct replicaset_move_request 
 int move_group_run(app *a, const char *name, const struct replicaset_move_request *rq,
                    void (*on_prepared)(void *, const json_t *), void *ctx, json_t **out,
                    gb_err *err);
+/* move_group_settle.c: a group's operation op (move-group) moved on from
+ * wherever it got to: each set not yet on the target, in order, moved with
+ * its part (one is rq for each, with the group's node). 0 all moved (op
+ * done and saved), 1 a set's own operation must settle first, -1 a move
+ * failed (err; *failed its index; before that index every set moved).
+ * answers gets each answer of a set moved now. */
+int move_group_forward(app *a, journal_op *op, const struct replicaset_move_request *one,
+                       void (*on_prepared)(void *, const json_t *), void *ctx, json_t *answers,
+                       size_t *failed, gb_err *err);
+/* No set of op moved: the sets stopped for it run again, op undone. */
+int move_group_undo(app *a, journal_op *op, const char *why, gb_err *err);
+/* Group id is run by this process now (a request or the move thread);
+ * false when it already is, or its next try is not due (after a failure:
+ * release with retry, which puts the next try off, longer each time). */
+bool move_group_claim(const char *id);
+void move_group_release(const char *id, bool retry);
+/* The move thread's pass over unfinished group found. */
+void move_group_settle(app *a, const journal_op *found);
+/* Every set an unfinished group holds here: held[name] = {id, node}. */
+void move_group_held(app *a, json_t *held);
+/* 0 when no unfinished group holds set name here; else -1, ERR_STATE_CONFLICT
+ * saying that it follows its group by itself (a move of it alone). */
+int move_group_check_free(app *a, const char *name, gb_err *err);
 /* What set r needs on a target's disk (system disk and the volumes not in
  * group's sharedVolumes), its volumes checked as for the move. */
 int move_need_bytes(app *a, const struct replicaset_record *r, const json_t *group, uint64_t *bytes,

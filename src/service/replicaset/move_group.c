@@ -20,15 +20,18 @@
  * that a later set still binds stays here ("keepVolumes") until that set
  * leaves, so each set's container here keeps what it binds.
  *
- * Between the first move's point of no return and the last one's, the
- * later sets are still here, stopped, binding this node's copy of a volume
- * whose name is the target's now. A failure or a crash there leaves each
- * set existing once, on one node, with its data: the moved ones on the
- * target, the rest here, stopped (a crash: gpuboxd starts a set whose
- * record says running again at its start), the shared volume's data in
- * both copies as it was when the first set stopped. A move of each
- * remaining set alone then finds its volume owned by the target; those
- * sets are moved by hand as docs/fleet.md says.
+ * The group is journalled as a whole first (operation "move-group",
+ * before any set stops): its node and, in order, each set's part
+ * ("members": its name, sharedVolumes, keepVolumes). The first set's
+ * point of no return (its name handed to the target) is the group's:
+ * before it, a failure or a crash undoes the group (the sets stopped for
+ * it run again here); from it on, the group only goes forward. A later
+ * set's move that fails (the target refuses or does not answer), or a
+ * crash of either node between two sets, leaves the rest here, stopped,
+ * binding this node's copy of a volume whose name is the target's now:
+ * they are never started here (move.c's undo, reconcile.c), and the move
+ * thread moves them on (move_group_settle.c), trying again until the
+ * target takes them, each with the volumes an earlier set took as shared.
  */
 #include "util/xalloc.h"
 #include "service/replicaset/replicaset.h"
@@ -187,8 +190,8 @@ static int group_target(app *a, const group *g, const char *pin, char *node, siz
     return rc;
 }
 
-/* Each set's part of the group: the volumes already on the target when it
- * moves, and those a later set still binds here. */
+/* Each set's part of the group: its name, the volumes already on the
+ * target when it moves, and those a later set still binds here. */
 static json_t *member_of(const group *g, size_t i, uint64_t later_bytes)
 {
     json_t *shared = json_array(), *keep = json_array();
@@ -206,8 +209,62 @@ static json_t *member_of(const group *g, size_t i, uint64_t later_bytes)
         if (after && !listed(keep, src))
             json_array_append_new(keep, json_string(src));
     }
-    return json_pack("{s:O, s:o, s:o, s:I}", "sets", g->sets, "sharedVolumes", shared,
-                     "keepVolumes", keep, "groupBytes", (json_int_t)later_bytes);
+    return json_pack("{s:s, s:O, s:o, s:o, s:I}", "name", r->name, "sets", g->sets, "sharedVolumes",
+                     shared, "keepVolumes", keep, "groupBytes", (json_int_t)later_bytes);
+}
+
+/* "a, b" of the names in list from index from on. */
+static void names_from(const json_t *list, size_t from, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (size_t i = from; i < json_array_size(list); i++) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, size - len, "%s%s", i > from ? ", " : "",
+                 json_string_value(json_array_get(list, i)));
+    }
+}
+
+/* The answer to a group that moved in part: the failing set's code, what
+ * moved and what did not, and that the rest follows by itself. */
+static int group_partial(app *a, const journal_op *op, size_t failed, gb_err *err)
+{
+    const json_t *sets = json_object_get(op->data, "sets");
+    const char *target = json_string_value(json_object_get(op->data, "node"));
+    char done[256], left[256], why[sizeof(err->msg)];
+    _cleanup_json_ json_t *moved = json_array(), *waiting = json_array();
+    for (size_t i = 0; i < json_array_size(sets); i++)
+        json_array_append(i < failed ? moved : waiting, json_array_get(sets, i));
+    names_from(moved, 0, done, sizeof(done));
+    names_from(waiting, 0, left, sizeof(left));
+    snprintf(why, sizeof(why), "%s", err->msg);
+    int code = err->code;
+    err_set(err, code,
+            "%s moved to node %s; %s did not yet and wait%s on node %s, stopped: node %s moves "
+            "them there by itself, trying again until node %s takes them (operation %s; docs/"
+            "fleet.md, \"Sets that share a volume\"). Why: %s",
+            done, target, left, json_array_size(waiting) == 1 ? "s" : "", nodes_self(a),
+            nodes_self(a), target, op->id, why);
+    _cleanup_json_ json_t *data = json_pack("{s:s, s:s, s:O, s:O}", "groupOperationId", op->id,
+                                            "node", target, "moved", moved, "notMoved", waiting);
+    _cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
+    if (text)
+        err_set_data(err, text);
+    return -1;
+}
+
+/* The answer at once ("wait": false) names the group's operation too. */
+struct early {
+    void (*on_prepared)(void *, const json_t *);
+    void *ctx;
+    const char *id;
+};
+
+static void early_answer(void *ctx, const json_t *answer)
+{
+    struct early *e = ctx;
+    _cleanup_json_ json_t *ans = json_deep_copy(answer);
+    json_object_set_new(ans, "groupOperationId", json_string(e->id));
+    e->on_prepared(e->ctx, ans);
 }
 
 int move_group_run(app *a, const char *name, const replicaset_move_request *rq,
@@ -235,66 +292,98 @@ int move_group_run(app *a, const char *name, const replicaset_move_request *rq,
             return err_prefix(err, "'%s' moves with '%s'", g.recs[i].name, name);
         later += bytes;
     }
+    /* The group journalled as a whole before anything changes. */
+    json_t *members = json_array();
+    for (size_t i = 0; i < g.n; i++)
+        json_array_append_new(members, member_of(&g, i, i == 0 ? later : 0));
+    json_t *data = json_pack("{s:s, s:s, s:O, s:o}", "node", target, "source", nodes_self(a),
+                             "sets", g.sets, "members", members);
+    _cleanup_(journal_op_free) journal_op op = {0};
+    if (op_init(&op, &replicaset_op_move_group, name, data, err) < 0)
+        return -1;
+    snprintf(op.owner, sizeof(op.owner), "%s", g.recs[0].owner);
+    for (size_t i = 0; i < g.n; i++) /* each set's move names its group */
+        json_object_set_new(json_array_get(members, i), "group", json_string(op.id));
+    if (!move_group_claim(op.id))
+        return err_set(err, ERR_INTERNAL, "move group %s: already running", op.id);
+    if (journal_record_step(a->store, &op, OP_STEP_BEGIN, err) < 0) {
+        move_group_release(op.id, false);
+        return err_prefix(err, "recording the move of '%s' with the sets that share its volumes",
+                          name);
+    }
+    replicaset_moves_poke();
     char others[512];
     group_others(g.sets, others, sizeof(others));
-    log_info("move: %s to node %s with the sets that share its volumes: %s", name, target, others);
+    log_info("move group %s: %s to node %s with the sets that share its volumes: %s", op.id, name,
+             target, others);
     /* No set writes a shared volume while it is copied. */
-    bool stopped[GROUP_MAX] = {false};
     for (size_t i = 1; i < g.n; i++) {
         if (g.recs[i].state != RS_STATE_RUNNING)
             continue;
         if (replicaset_container_stop(a, g.recs[i].container_name, err) < 0) {
             err_prefix(err, "stopping %s, which shares a volume with %s", g.recs[i].name, name);
-            for (size_t k = 1; k < i; k++) {
-                gb_err e = GB_ERR_INIT;
-                if (stopped[k] && replicaset_container_start(a, &g.recs[k], &e) < 0)
-                    log_error("move: starting %s again: %s", g.recs[k].name, e.msg);
-            }
+            gb_err e = GB_ERR_INIT;
+            if (move_group_undo(a, &op, err->msg, &e) < 0)
+                log_error("move group %s: %s", op.id, e.msg);
+            move_group_release(op.id, false);
             return -1;
         }
-        stopped[i] = true;
     }
     one.node = target;
-    json_t *sharers = json_array();
-    int rc = 0;
-    for (size_t i = 0; i < g.n; i++) {
-        _cleanup_json_ json_t *m = member_of(&g, i, i == 0 ? later : 0);
-        one.group = m;
-        json_t *ans = NULL;
-        if (move_out_run(a, g.recs[i].name, &one, i == 0 ? on_prepared : NULL, ctx, &ans, err) <
-            0) {
-            if (i == 0) { /* nothing moved: the others run again */
-                for (size_t k = 1; k < g.n; k++) {
-                    gb_err e = GB_ERR_INIT;
-                    if (stopped[k] && replicaset_container_start(a, &g.recs[k], &e) < 0)
-                        log_error("move: starting %s again: %s", g.recs[k].name, e.msg);
-                }
-            } else {
-                char done[512] = "";
-                for (size_t k = 0; k < i; k++) {
-                    size_t len = strlen(done);
-                    snprintf(done + len, sizeof(done) - len, "%s%s", k ? ", " : "", g.recs[k].name);
-                }
-                err_prefix(err,
-                           "%s moved to node %s, but %s did not and stays on this node, stopped, "
-                           "with its copy of the shared volumes (docs/fleet.md, \"Sets that "
-                           "share a volume\")",
-                           done, target, g.recs[i].name);
-            }
-            rc = -1;
-            break;
-        }
-        if (i == 0)
-            *out = ans;
-        else
-            json_array_append_new(sharers, ans);
-    }
-    if (rc < 0) {
-        json_decref(sharers);
-        json_decref(*out);
-        *out = NULL;
+    _cleanup_json_ json_t *answers = json_array();
+    size_t failed = 0;
+    struct early early = {.on_prepared = on_prepared, .ctx = ctx, .id = op.id};
+    int rc = move_group_forward(a, &op, &one, on_prepared ? early_answer : NULL, &early, answers,
+                                &failed, err);
+    if (rc < 0 && failed == 0) { /* nothing moved: the others run again */
+        gb_err e = GB_ERR_INIT;
+        if (move_group_undo(a, &op, err->msg, &e) < 0)
+            log_error("move group %s: %s", op.id, e.msg);
+        move_group_release(op.id, false);
         return -1;
     }
+    if (rc != 0) { /* the rest follows from the move thread */
+        if (rc > 0)
+            err_set(err, ERR_STATE_CONFLICT, "a set of the group has an unfinished operation");
+        json_object_set_new(op.data, "lastError", json_string(err->msg));
+        gb_err e = GB_ERR_INIT;
+        if (journal_save(a->store, &op, &e) < 0)
+            log_warn("move group %s: %s", op.id, e.msg);
+        move_group_release(op.id, true);
+        replicaset_moves_poke();
+        return group_partial(a, &op, failed, err);
+    }
+    move_group_release(op.id, false);
+    *out = json_incref(json_array_get(answers, 0));
+    json_t *sharers = json_array();
+    for (size_t i = 1; i < json_array_size(answers); i++)
+        json_array_append(sharers, json_array_get(answers, i));
     json_object_set_new(*out, "sharers", sharers);
+    json_object_set_new(*out, "groupOperationId", json_string(op.id));
     return 0;
 }
+
+/* Not run by move_out_run: every journalled kind needs its entry (the
+ * table lists its fault points); the move thread settles it. */
+static int move_group_resume(app *a, journal_op *op, const replicaset_record *r, gb_err *err)
+{
+    (void)a;
+    (void)r;
+    return err_set(err, ERR_STATE_CONFLICT, "move group %s is settled by the move thread", op->id);
+}
+
+static const op_step_def move_group_steps[] = {
+    {OP_STEP_BEGIN, NULL, NULL},
+    {OP_STEP_FIRST_MOVED, NULL, NULL},
+    {OP_STEP_ALL_MOVED, NULL, NULL},
+};
+
+/* begin: the group and each set's part recorded; first-moved: the first
+ * set is on the target (the group goes forward only); all-moved: done. */
+const op_kind replicaset_op_move_group = {
+    .name = "move-group",
+    .journalled = true,
+    .kind = JOURNAL_MOVE_GROUP,
+    OP_STEPS(move_group_steps),
+    .resume = move_group_resume,
+};

@@ -369,6 +369,12 @@ int replicaset_move_in_prepare(app *a, const json_t *body, json_t **out, gb_err 
     if (nodes_check_uncordoned(a, NODES_REPLICASET, NULL, err) < 0 ||
         move_in_disk_check(a, body, err) < 0)
         return -1;
+    /* Test hook: this node refuses the set so named (a group's later set). */
+    const char *refuse = getenv("GPUBOX_MOVE_REFUSE");
+    if (refuse && strcmp(refuse, name) == 0)
+        return err_set(err, ERR_STATE_CONFLICT,
+                       "node %s refuses '%s' (GPUBOX_MOVE_REFUSE, a test hook)", nodes_self(a),
+                       name);
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     if (replicaset_record_from_json(record, &r, err) < 0)
         return err_prefix(err, "the record sent for the move");

@@ -95,6 +95,9 @@ static void *job_run(void *arg)
 int replicaset_move(app *a, const char *name, const replicaset_move_request *rq, json_t **out,
                     gb_err *err)
 {
+    /* A set left behind by a group that moved in part goes with its group. */
+    if (a->fleet && move_group_check_free(a, name, err) < 0)
+        return -1;
     if (rq->wait)
         return move_out_run(a, name, rq, NULL, NULL, out, err);
     move_job *j = xcalloc(1, sizeof(*j));

@@ -110,6 +110,12 @@ size_t replicaset_moves_settle(app *a)
             settle_in(a, &ops[i]);
         moves += ops[i].kind == JOURNAL_MOVE || ops[i].kind == JOURNAL_MOVE_IN;
     }
+    /* Groups of moves after their sets' own (move_group_settle.c). */
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].kind == JOURNAL_MOVE_GROUP) {
+            move_group_settle(a, &ops[i]);
+            moves++;
+        }
     journal_ops_free(ops, n);
     return moves;
 }

@@ -13,7 +13,9 @@
  *     their container started again: they still hold their GPUs and ports;
  *     but not while a volume they bind is unavailable (volumes_open runs
  *     first and attaches every volume it can; a container started on an
- *     unattached volume would see its bare mountpoint);
+ *     unattached volume would see its bare mountpoint), nor while an
+ *     unfinished move of sets sharing a volume holds it (it starts on the
+ *     node it goes to: move_group_settle.c);
  *   - records whose container Docker no longer has are logged; the API
  *     reports their status as "missing" and they keep what they hold until
  *     the operator deletes or stops them;
@@ -38,6 +40,7 @@
 
 #include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
+#include "service/replicaset/move.h"
 #include "service/volumes/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -64,7 +67,7 @@ static void replicaset_reconcile_binds(app *a, const replicaset_record *r)
         log_error("reconcile: %s: restarting %s: %s", r->name, r->container_name, e.msg);
 }
 
-static void replicaset_reconcile_one(app *a, replicaset_record *r)
+static void replicaset_reconcile_one(app *a, replicaset_record *r, const json_t *held)
 {
     if (r->operation[0]) {
         /* Recovery could not settle it: leave the containers as they are
@@ -97,6 +100,12 @@ static void replicaset_reconcile_one(app *a, replicaset_record *r)
     if (st.running) {
         if (pinned)
             replicaset_reconcile_binds(a, r);
+    } else if (r->state == RS_STATE_RUNNING && json_object_get(held, r->name)) {
+        log_info("reconcile: %s: not started here: it follows the sets it shares a volume with "
+                 "to node %s (operation %s), and starts there",
+                 r->name,
+                 json_string_value(json_object_get(json_object_get(held, r->name), "node")),
+                 json_string_value(json_object_get(json_object_get(held, r->name), "id")));
     } else if (r->state == RS_STATE_RUNNING && replicaset_volumes_ready(a, r)) {
         if (replicaset_container_start(a, r, &err) == 0) {
             log_info("reconcile: %s: started %s again (it was running before gpuboxd stopped)",
@@ -128,6 +137,7 @@ struct replicaset_reconcile_ctx {
     app *a;
     json_t *known;  /* container names of the sets not deleted */
     json_t *owners; /* the owners of those sets */
+    json_t *held;   /* the sets an unfinished group move holds here: name -> {id, node} */
 };
 
 /* One record at start-up (replicaset_record_fn). */
@@ -135,7 +145,7 @@ static int replicaset_reconcile_each(void *ctx, replicaset_record *r, gb_err *er
 {
     struct replicaset_reconcile_ctx *rc = ctx;
     (void)err;
-    replicaset_reconcile_one(rc->a, r);
+    replicaset_reconcile_one(rc->a, r, rc->held);
     /* A share changed in place is recorded before its limits file is
      * rewritten (resize.c): the file follows the record. */
     gb_err e = GB_ERR_INIT;
@@ -156,7 +166,9 @@ int replicaset_reconcile(app *a, gb_err *err)
         return err_prefix(err, "recovering unfinished operations");
     _cleanup_json_ json_t *known = json_object();
     _cleanup_json_ json_t *owners = json_object();
-    struct replicaset_reconcile_ctx rc = {.a = a, .known = known, .owners = owners};
+    _cleanup_json_ json_t *held = json_object();
+    move_group_held(a, held);
+    struct replicaset_reconcile_ctx rc = {.a = a, .known = known, .owners = owners, .held = held};
     if (replicaset_records_each(a->store, replicaset_reconcile_each, &rc, err) < 0)
         return err_prefix(err, "reconciling replica sets");
     replicaset_move_in_known(a, known, owners);

@@ -96,8 +96,10 @@ int replicaset_recover(app *a, gb_err *err)
         _cleanup_(replicaset_record_free) replicaset_record r = {0};
         gb_err e = GB_ERR_INIT;
         /* A move needs the fleet, which the node joins after this: its
-         * thread settles it then (move_settle.c). */
-        if (ops[i].kind == JOURNAL_MOVE_IN || (ops[i].kind == JOURNAL_MOVE && !a->fleet))
+         * thread settles it then (move_settle.c); a group of moves too
+         * (move_group_settle.c: no record names it). */
+        if (ops[i].kind == JOURNAL_MOVE_IN || ops[i].kind == JOURNAL_MOVE_GROUP ||
+            (ops[i].kind == JOURNAL_MOVE && !a->fleet))
             continue;
         int found = replicaset_record_load(a->store, ops[i].target, &r, &e);
         if (found < 0 || op_resume(a, &ops[i], found ? &r : NULL, &e) < 0)

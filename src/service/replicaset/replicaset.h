@@ -353,6 +353,6 @@ int replicaset_recover(app *a, gb_err *err);
 struct op_kind;
 extern const struct op_kind replicaset_op_create, replicaset_op_stop, replicaset_op_delete,
     replicaset_op_restart_same, replicaset_op_restart_new, replicaset_op_patch,
-    replicaset_op_rollback, replicaset_op_move;
+    replicaset_op_rollback, replicaset_op_move, replicaset_op_move_group;
 
 #endif
