@@ -26,6 +26,7 @@
 #include "service/ops_timer.h"
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
+#include "service/replicaset/move.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -249,6 +250,8 @@ int replicaset_continue_locked(app *a, replicaset_record *r, json_t **out, gb_er
 int replicaset_continue(app *a, const char *name, json_t **out, gb_err *err)
 {
     OPS_TIMED(a, "continue", out, err);
+    if (a->fleet && move_group_check_free(a, name, err) < 0) /* its group moves it */
+        return -1;
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     if (replicaset_load_settled(a, name, &r, err) < 0 ||

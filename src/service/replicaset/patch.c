@@ -28,6 +28,7 @@
 #include "service/ops_timer.h"
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
+#include "service/replicaset/move.h"
 #include "service/replicaset/services.h"
 #include "util/cleanup.h"
 #include "util/json.h"
@@ -126,6 +127,8 @@ static int replicaset_patch_apply(app *a, const char *name, const replicaset_pat
 int replicaset_patch(app *a, const char *name, const replicaset_patch_request *patch, json_t **out,
                      gb_err *err)
 {
+    if (a->fleet && move_group_check_free(a, name, err) < 0) /* its group moves it */
+        return -1;
     if (replicaset_patch_apply(a, name, patch, out, err) < 0)
         return -1;
     /* A patch of the services answers them as they are now. */
@@ -239,6 +242,8 @@ int replicaset_rollback(app *a, const char *name, long long version, json_t **ou
         return err_set(err, ERR_VERSION_NEGATIVE, "version is %lld; versions start at 1", version);
     if (version == 0)
         return err_set(err, ERR_INVALID_PARAMS, "version is 0; versions start at 1");
+    if (a->fleet && move_group_check_free(a, name, err) < 0) /* its group moves it */
+        return -1;
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(replicaset_record_free) replicaset_record r = {0};
     _cleanup_(replicaset_spec_free) replicaset_spec spec = {0};

@@ -24,6 +24,7 @@
 #include "service/ops_timer.h"
 #include "service/namelock.h"
 #include "service/replicaset/internal.h"
+#include "service/replicaset/move.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -203,6 +204,8 @@ int replicaset_restart(app *a, const char *name, bool no_gpu, json_t **out, gb_e
 {
     OPS_TIMED(a, "restart", out, err);
     if (name_check_replicaset(name, err) < 0)
+        return -1;
+    if (a->fleet && move_group_check_free(a, name, err) < 0) /* its group moves it */
         return -1;
     _cleanup_(namelock_releasep) namelock *lock = namelock_acquire(a->locks, "rs", name);
     _cleanup_(replicaset_record_free) replicaset_record r = {0};

@@ -765,6 +765,14 @@ def test_a_group_that_moved_in_part_is_moved_on_by_itself(nodes, fleet, made):
         assert p.returncode != 0, (p.stdout, p.stderr)
         assert "waits to follow the sets it shares a volume with to node b" in p.stderr, p.stderr
         assert op_id in p.stderr and "by itself" in p.stderr, p.stderr
+        # nor may it start or change here: it would write this node's old
+        # copy of the volume, which its group leaves behind
+        for action in ("restart", "continue"):
+            r = lifecycle(nodes["c"], "mvg3b", action)
+            assert (r.status, r.code) == (409, 1107), (action, r.json)
+            assert "waits to follow" in r.json["msg"], r.json
+        r = call(nodes["c"], "PATCH", rs_path("mvg3c"), {"envPatch": {"set": ["X=1"]}})
+        assert (r.status, r.code) == (409, 1107), r.json
         time.sleep(7)  # tried again, refused again: they wait on a, stopped
         for n in ("mvg3b", "mvg3c"):
             assert where(fleet, n) == ["a"], n
