@@ -432,6 +432,27 @@ static int sqlite_store_get(store *s, const char *key, store_kv *out, gb_err *er
     return r;
 }
 
+static int sqlite_store_get_revision(store *s, const char *key, int64_t *mod_revision, gb_err *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    sqlite3 *db = NULL;
+    if (sqlite_store_reader_get(ss, &db, err) < 0)
+        return -1;
+    int r = -1;
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    if (sqlite_store_prepare(ss, db, "SELECT mod_revision FROM kv WHERE key = ?1", &st, err) == 0) {
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+            *mod_revision = sqlite3_column_int64(st, 0);
+        r = rc == SQLITE_ROW    ? 1
+            : rc == SQLITE_DONE ? 0
+                                : sqlite_store_fail(ss, db, rc, err, "reading key '%s'", key);
+    }
+    sqlite_store_reader_put(ss, db, r >= 0);
+    return r;
+}
+
 /* The least string above every string that starts with prefix: drop trailing
  * 0xff bytes, then add one to the last byte. NULL when there is none -
  * prefix "" or all 0xff - and the range has no upper bound. */
@@ -785,6 +806,7 @@ const struct store_backend store_backend_sqlite = {
     .open = sqlite_store_open,
     .close = sqlite_store_close,
     .get = sqlite_store_get,
+    .get_revision = sqlite_store_get_revision,
     .range = sqlite_store_range,
     .txn = sqlite_store_txn,
     .revision = sqlite_store_revision,
