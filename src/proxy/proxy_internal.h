@@ -35,6 +35,8 @@ bool proxy_send_all(int fd, const char *buf, size_t len);
 #define PROXY_BUF (64 * 1024)
 #define PROXY_RESPONSE_HEAD_MAX (64 * 1024)
 #define PROXY_PIPE (1024 * 1024) /* a pipe's size for splice: as much as one read moves */
+/* the container socket's receive and the client socket's send buffer once a body streams */
+#define PROXY_SOCKET_BUF (4 * 1024 * 1024)
 
 /* One client connection (proxy_conn.c): the bytes it sent that no request
  * has used yet, and the container connection the last request used. */
