@@ -631,6 +631,61 @@ def test_the_cookie_authorises_a_later_request_and_is_stripped_from_it(daemon, u
         assert read_answer(f).status == 200
 
 
+def test_a_kept_connection_sees_each_change_at_its_next_request(daemon, users, echo_dir):
+    """The proxy keeps what it read of a set's record, but every change
+    applies to the very next request on a connection kept open all along:
+    a service removed, made public then private again, an admin's token
+    demoted or revoked, the set stopped, deleted, and made again by
+    someone else under the same name."""
+    name, alice, bob = f"{PREFIX}kc", users["alice"], users["bob"]
+
+    def create(token, services):
+        ok(as_(daemon, token, "POST", "/api/v1/replicaSet",
+               {"imageName": IMAGE, "replicaSetName": name, "gpuCount": 0,
+                "cmd": ["/opt/svc/services_echo", "9000"], "services": services,
+                "binds": [{"src": str(echo_dir), "dest": "/opt/svc"}]}))
+        info = ok(as_(daemon, token, "GET", rs_path(name)))["info"]
+        parsed = urllib.parse.urlsplit(info["services"][0]["url"])
+        wait_up(parsed.hostname, parsed.port, f"/s/{name}/echo/", token)
+        return parsed.hostname, parsed.port
+
+    def patch(token, services):
+        ok(as_(daemon, token, "PATCH", rs_path(name), {"services": services}))
+
+    echo = {"name": "echo", "port": 9000}
+    h, p = create(alice, [echo, {"name": "web", "port": 8080}])
+    carol, dave = ("carol" + secrets.token_hex(3), "dave" + secrets.token_hex(3))
+    tokens = {who: ok(as_(daemon, ADMIN, "POST", "/api/v1/users",
+                          {"name": who, "role": "admin"}))["token"] for who in (carol, dave)}
+    path = f"/s/{name}/echo/"
+    with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+        def status(token=None):
+            s.sendall(request_bytes(path, token))
+            return read_answer(f).status
+
+        assert [status(alice), status(alice), status(tokens[carol]), status(tokens[dave]),
+                status()] == [200, 200, 200, 200, 404]
+        patch(alice, [{"name": "web", "port": 8080}])  # the service removed
+        assert status(alice) == 404
+        patch(ADMIN, [{**echo, "public": True}])  # back, public
+        assert (status(), status(alice)) == (200, 200)
+        patch(alice, [echo])  # private again
+        assert (status(), status(alice), status(bob)) == (404, 200, 404)
+        ok(as_(daemon, ADMIN, "PATCH", f"/api/v1/users/{dave}", {"role": "user"}))
+        ok(as_(daemon, ADMIN, "DELETE", f"/api/v1/users/{carol}/token"))
+        assert (status(tokens[dave]), status(tokens[carol]), status(alice)) == (404, 404, 200)
+        ok(as_(daemon, alice, "PATCH", rs_path(name, "/stop")))
+        assert (status(alice), status(bob)) == (503, 404)
+        ok(as_(daemon, alice, "DELETE", rs_path(name) + "?purge=true"))
+        assert status(alice) == 404
+        # the same name, another owner: the old owner is a stranger to it
+        create(bob, [echo])
+        assert (status(alice), status(bob), status(alice)) == (404, 200, 404)
+    ok(as_(daemon, bob, "DELETE", rs_path(name) + "?purge=true"))
+    for who in (carol, dave):
+        ok(as_(daemon, ADMIN, "DELETE", f"/api/v1/users/{who}"))
+
+
 def test_services_change_in_place_and_public_or_link_open_them(daemon, users, svcset):
     h, p, name = svcset["host"], svcset["port"], svcset["name"]
     before = ok(as_(daemon, users["alice"], "GET", rs_path(name)))["info"]
