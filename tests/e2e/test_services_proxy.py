@@ -481,6 +481,24 @@ def test_two_requests_on_one_connection_are_served_through_one_container_connect
         assert three.headers["connection"] == "close" and closed(s, f)
 
 
+def test_a_large_body_and_a_request_sent_right_after_it_keep_their_boundary(users, svcset):
+    """A body that streams up (passed on without being read, by splice)
+    ends exactly at its Content-Length: the request written right behind
+    it in the same stream is the connection's next request."""
+    h, p, name, tok = svcset["host"], svcset["port"], svcset["name"], users["alice"]
+    body = os.urandom(3 << 20)
+    data = (request_bytes(f"/s/{name}/echo/up", tok, "POST", body=body)
+            + request_bytes(f"/s/{name}/echo/after?n=1", tok))
+    with socket.create_connection((h, p), timeout=30) as s, s.makefile("rb") as f:
+        s.sendall(data)
+        up, after = read_answer(f), read_answer(f)
+        assert up.status == 200 and up.body.endswith(b"body-bytes=%d\n" % len(body)), up.body
+        assert after.status == 200, after.body
+        assert after.body.startswith(f"GET /s/{name}/echo/after?n=1 HTTP/1.1".encode())
+        assert (up.headers["x-echo-request"], after.headers["x-echo-request"]) == ("1", "2")
+        assert up.headers["x-echo-conn"] == after.headers["x-echo-conn"]
+
+
 def test_chunked_empty_and_head_answers_keep_the_connection(users, svcset):
     h, p, name = svcset["host"], svcset["port"], svcset["name"]
     tok = users["alice"]
