@@ -536,6 +536,18 @@ static void conn_linger(int fd)
     }
 }
 
+void proxy_conn_refuse_over_cap(const proxy_config *cfg, int fd)
+{
+    struct timeval send_timeout = {.tv_sec = PROXY_SEND_TIMEOUT_S};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+    _cleanup_free_ char *body =
+        xasprintf("too many connections from your address: at most %u at once; close some "
+                  "(or wait for them to end) and try again\n",
+                  cfg->max_per_ip);
+    answer(fd, false, 429, "Too Many Requests", "Retry-After: 5\r\n", body);
+    conn_linger(fd);
+}
+
 void proxy_conn_serve(const proxy_config *cfg, int fd, const char *peer)
 {
     struct timeval send_timeout = {.tv_sec = PROXY_SEND_TIMEOUT_S};

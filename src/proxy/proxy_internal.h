@@ -24,6 +24,17 @@
 int proxy_fleet_forward(const proxy_config *cfg, int fd, const proxy_head *h, const char *set,
                         const char *rest, size_t rest_len);
 
+/* A client address without its port (proxy.c counts each one's
+ * connections against cfg.max_per_ip). */
+typedef struct proxy_addr {
+    int family;
+    unsigned char bytes[16];
+} proxy_addr;
+
+/* Answer connection fd, one past its address's cap (cfg->max_per_ip), 429
+ * and close it; the caller closes fd. */
+void proxy_conn_refuse_over_cap(const proxy_config *cfg, int fd);
+
 /* Serve the requests of connection fd from peer (its address in text),
  * one after another, then return; the caller closes fd. */
 void proxy_conn_serve(const proxy_config *cfg, int fd, const char *peer);

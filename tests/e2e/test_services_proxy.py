@@ -14,6 +14,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -805,3 +806,44 @@ def test_host_names_per_service_with_proxy_domain(start_daemon):
         assert r.status == 404
     finally:
         wipe(d, PREFIX + "dom")
+
+
+def test_connections_from_one_address_are_capped(start_daemon):
+    """--proxy-max-per-ip N: an address's connection past N open ones is
+    answered 429 and closed at once; when one of them ends, a new one is
+    served again."""
+    d = start_daemon("--simulate-gpus", "1xA100-80GB", "--proxy-listen", "127.0.0.1:0",
+                     "--proxy-max-per-ip", "2")
+    port = int(re.search(r"service proxy listening on 127\.0\.0\.1:(\d+)",
+                         Path(d.log_path).read_text()).group(1))
+
+    def open_one():
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        f = s.makefile("rb")
+        s.sendall(request_bytes("/nothing"))
+        return s, f, read_answer(f)
+
+    def close_one(s, f):
+        f.close()
+        s.close()
+
+    held = [open_one() for _ in range(2)]
+    assert [r.status for _, _, r in held] == [404, 404]  # kept open: the proxy's own 404
+    s, f, over = open_one()
+    assert over.status == 429 and over.headers["connection"] == "close", over.headers
+    assert b"too many connections from your address" in over.body and b"2" in over.body
+    assert closed(s, f)
+    close_one(s, f)
+    # the held connections still work; one ends, and a new one is served
+    held[0][0].sendall(request_bytes("/still"))
+    assert read_answer(held[0][1]).status == 404
+    close_one(*held[1][:2])
+    deadline = time.monotonic() + 5
+    while True:
+        s, f, r = open_one()
+        close_one(s, f)
+        if r.status == 404 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert r.status == 404, r.body
+    close_one(*held[0][:2])
