@@ -287,6 +287,7 @@ typedef struct service_entry {
 } service_entry;
 
 typedef struct service_view {
+    const store *store; /* whose record: one process may hold more than one store */
     char set[NAME_MAX_LEN + 1];
     int64_t mod_revision; /* of the record these fields came from */
     char owner[USER_NAME_MAX + 1];
@@ -354,7 +355,8 @@ static int service_view_load(app *a, const char *set, service_view *v, gb_err *e
         return found;
     pthread_mutex_lock(&view_lock);
     for (size_t i = 0; i < VIEW_CACHE; i++) {
-        if (view_cache[i].mod_revision == rev && strcmp(view_cache[i].set, set) == 0) {
+        if (view_cache[i].store == a->store && view_cache[i].mod_revision == rev &&
+            strcmp(view_cache[i].set, set) == 0) {
             *v = view_cache[i];
             pthread_mutex_unlock(&view_lock);
             return 1;
@@ -366,6 +368,7 @@ static int service_view_load(app *a, const char *set, service_view *v, gb_err *e
     if (found <= 0)
         return found;
     memset(v, 0, sizeof(*v));
+    v->store = a->store;
     snprintf(v->set, sizeof(v->set), "%s", set);
     v->mod_revision = rev;
     if (!view_from_record(record, v))
@@ -373,7 +376,7 @@ static int service_view_load(app *a, const char *set, service_view *v, gb_err *e
     pthread_mutex_lock(&view_lock);
     size_t slot = VIEW_CACHE;
     for (size_t i = 0; i < VIEW_CACHE && slot == VIEW_CACHE; i++)
-        if (strcmp(view_cache[i].set, set) == 0)
+        if (view_cache[i].store == a->store && strcmp(view_cache[i].set, set) == 0)
             slot = i; /* an older revision of the same set: replaced */
     if (slot == VIEW_CACHE)
         slot = view_next++ % VIEW_CACHE;
