@@ -118,23 +118,23 @@ static void proxy_accept_one(proxy *p)
         else if (p->fds[i] >= 0 && proxy_addr_equal(&p->addrs[i], &addr))
             same++;
     }
-    if (slot == p->cfg.max_connections) {
+    bool over_cap = p->cfg.max_per_ip && same >= p->cfg.max_per_ip;
+    if (slot == p->cfg.max_connections ||
+        (over_cap && same >= p->cfg.max_per_ip + PROXY_REFUSING_MAX)) {
         pthread_mutex_unlock(&p->lock);
         proxy_refuse_busy(fd);
         return;
     }
-    /* one over the cap still gets a slot and a thread, for a moment: the
-     * answer that says why, and a close that lets the client read it */
+    /* one over the cap still gets a slot and a thread, for a moment (at
+     * most PROXY_REFUSING_MAX at a time per address, then they are cut
+     * at once): the answer that says why, and a close that lets the
+     * client read it */
     p->fds[slot] = fd;
     p->addrs[slot] = addr;
     p->active++;
     pthread_mutex_unlock(&p->lock);
     proxy_job *job = xcalloc(1, sizeof(*job));
-    *job = (proxy_job){.p = p,
-                       .fd = fd,
-                       .slot = slot,
-                       .over_cap = p->cfg.max_per_ip && same >= p->cfg.max_per_ip,
-                       .peer = peer};
+    *job = (proxy_job){.p = p, .fd = fd, .slot = slot, .over_cap = over_cap, .peer = peer};
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);

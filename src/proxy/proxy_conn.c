@@ -519,15 +519,19 @@ static bool conn_serve_one(proxy_conn *c, bool first)
 
 /* A lingering close: what the client still sends (the rest of a refused
  * head, a request after the last one served) is read and dropped for a
- * moment, so that closing with unread bytes does not reset the
- * connection before the client has read the answer. */
+ * moment (at most PROXY_LINGER_MS, however slowly it comes), so that
+ * closing with unread bytes does not reset the connection before the
+ * client has read the answer. */
 static void conn_linger(int fd)
 {
     shutdown(fd, SHUT_WR);
     char drop[4096];
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     for (size_t total = 0; total < 256 * 1024;) {
+        long left_ms = PROXY_LINGER_MS - ms_since(&start);
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 500) <= 0)
+        if (left_ms <= 0 || poll(&p, 1, left_ms < 500 ? (int)left_ms : 500) <= 0)
             return;
         ssize_t n = recv(fd, drop, sizeof(drop), 0);
         if (n <= 0)

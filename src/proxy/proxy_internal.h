@@ -31,6 +31,11 @@ typedef struct proxy_addr {
     unsigned char bytes[16];
 } proxy_addr;
 
+/* Connections past an address's cap answered 429 at a time (each for at
+ * most PROXY_LINGER_MS); more are closed at once with a 503. */
+#define PROXY_REFUSING_MAX 16
+#define PROXY_LINGER_MS 2000 /* a closing connection's lingering read, at most */
+
 /* Answer connection fd, one past its address's cap (cfg->max_per_ip), 429
  * and close it; the caller closes fd. */
 void proxy_conn_refuse_over_cap(const proxy_config *cfg, int fd);
