@@ -227,6 +227,7 @@ static int up_for(proxy_conn *c, const proxy_route *route, const replicaset_serv
     }
     up_drop(c);
     c->up = connect_target(target->address, target->port);
+    c->up_grown = false;
     snprintf(c->up_set, sizeof(c->up_set), "%s", route->set);
     snprintf(c->up_service, sizeof(c->up_service), "%s", route->service);
     snprintf(c->up_address, sizeof(c->up_address), "%s", target->address);

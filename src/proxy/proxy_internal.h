@@ -67,7 +67,8 @@ typedef struct proxy_conn {
     uint16_t up_port;
     int pipe_fds[2]; /* for splice, made when a first body needs it; -1: none */
     bool pipe_tried;
-    char *buf; /* PROXY_BUF bytes for what is in flight */
+    bool up_grown; /* c->up's buffers made larger (relay_pipe) */
+    char *buf;     /* PROXY_BUF bytes for what is in flight */
 } proxy_conn;
 
 /* Keep p[0..n) (what the client sent after a request's body) for the

@@ -240,12 +240,17 @@ static bool relay_pipe(proxy_conn *c)
 {
     if (!c->pipe_tried) {
         c->pipe_tried = true;
-        if (pipe2(c->pipe_fds, O_CLOEXEC) == 0) {
+        if (pipe2(c->pipe_fds, O_CLOEXEC) == 0)
             fcntl(c->pipe_fds[1], F_SETPIPE_SZ, PROXY_PIPE);
-            relay_grow_buffers(c);
-        }
     }
-    return c->pipe_fds[0] >= 0;
+    if (c->pipe_fds[0] < 0)
+        return false;
+    if (!c->up_grown) {
+        /* once per container connection (a later request may make a new one) */
+        c->up_grown = true;
+        relay_grow_buffers(c);
+    }
+    return true;
 }
 
 /* The container closed its connection (or it broke): the end of an
