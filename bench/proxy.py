@@ -14,8 +14,15 @@ Each round does, against each side in turn:
     to the proxy against 500 over one persistent connection straight to
     the container (what a browser sees: it keeps its connections, and
     the proxy keeps its own to the container), timed per request;
-  - throughput: one GET of MB MiB (/big?mb=MB, streamed, ended by the
-    close), in MiB/s.
+  - throughput down: one GET of MB MiB (/big?mb=MB, streamed, ended by
+    the close), in MiB/s;
+  - throughput up: one POST of an MB MiB body (Content-Length), counted
+    by services_echo, in MiB/s to its answer.
+Throughput is measured after the latency rounds, in 2 x ROUNDS pairs,
+each a direct and a proxied transfer back to back (in turn which first):
+the ratio printed is the median of the pairs' ratios, so that the load of
+a shared machine, which moves between transfers, moves both sides of a
+pair alike.
 Prints the medians of each side and the ratios, with the targets (reported,
 never enforced): throughput >= 0.8x, latency <= 1.2x (the keep-alive
 figure is the one the target is about: docs/services.md, "Performance").
@@ -42,13 +49,14 @@ def request(base, path, token, sink=None):
               f"Connection: close\r\n{auth}\r\n".encode())
     total = 0
     first = b""
+    buf = bytearray(1 << 20)  # read into one buffer: the client's own cost kept small
     while True:
-        chunk = s.recv(1 << 20)
-        if not chunk:
+        n = s.recv_into(buf)
+        if not n:
             break
         if len(first) < 16:
-            first += chunk[:16]
-        total += len(chunk)
+            first += bytes(buf[:16 - len(first)])
+        total += n
     s.close()
     if not first.startswith(b"HTTP/1.1 200"):
         raise SystemExit(f"proxy.py: {base}{path} answered {first!r}")
@@ -127,6 +135,31 @@ def throughput_mib_s(base, token, mb):
     return mb / dt
 
 
+def upload_mib_s(base, token, mb):
+    """One POST of MB MiB (framed by Content-Length) to /up, which
+    services_echo reads and counts, in MiB/s up to its answer."""
+    s, u = connect(base)
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    n = mb << 20
+    block = bytes(1 << 20)
+    t0 = time.perf_counter()
+    s.sendall(f"POST {u.path}/up HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Length: {n}\r\n"
+              f"Connection: close\r\n{auth}\r\n".encode())
+    for _ in range(mb):
+        s.sendall(block)
+    got = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    dt = time.perf_counter() - t0
+    s.close()
+    if f"body-bytes={n}".encode() not in got:
+        raise SystemExit(f"proxy.py: {base} took the upload as {got[-200:]!r}")
+    return mb / dt
+
+
 def floor_ms(base, n=200, kept=False):
     """The proxy's own path: a request it answers itself (404), no container;
     a new connection each, or all on one kept connection."""
@@ -160,6 +193,7 @@ def main():
     lat = {(k, s): [] for k in kinds for s in ("proxy", "direct")}
     p99 = {(k, s): [] for k in kinds for s in ("proxy", "direct")}
     thr = {"proxy": [], "direct": []}
+    up = {"proxy": [], "direct": []}
     sides = {"proxy": (proxy, token), "direct": (direct, None)}
     for r in range(rounds):
         order = ["proxy", "direct"] if r % 2 == 0 else ["direct", "proxy"]
@@ -169,21 +203,39 @@ def main():
                 med, tail = measure(base, tok)
                 lat[kind, side].append(med)
                 p99[kind, side].append(tail)
-            thr[side].append(throughput_mib_s(base, tok, mb))
+    # throughput in back-to-back pairs (direct then proxy, or the other
+    # way round), so that a change of the machine's load between the two
+    # moves both: the ratio of each pair, then their median
+    ratios = {"down": [], "up": []}
+    for r in range(2 * rounds):
+        order = ["proxy", "direct"] if r % 2 == 0 else ["direct", "proxy"]
+        for kind, measure, into in (("down", throughput_mib_s, thr), ("up", upload_mib_s, up)):
+            got = {}
+            for side in order:
+                base, tok = sides[side]
+                got[side] = measure(base, tok, mb)
+                into[side].append(got[side])
+            ratios[kind].append(got["proxy"] / got["direct"])
     m = {k: statistics.median(v) for k, v in lat.items()}
     q = {k: statistics.median(v) for k, v in p99.items()}
     t = {k: statistics.median(v) for k, v in thr.items()}
-    print(f"service proxy vs direct to the container, {rounds} rounds interleaved")
-    print(f"  {'':8} {'new conn. ms':>13} {'p99':>7} {'keep-alive ms':>14} {'p99':>7} {'MiB/s':>8}")
+    t_up = {k: statistics.median(v) for k, v in up.items()}
+    print(f"service proxy vs direct to the container, {rounds} rounds interleaved "
+          f"(throughput: {2 * rounds} pairs of {mb} MiB each way)")
+    print(f"  {'':8} {'new conn. ms':>13} {'p99':>7} {'keep-alive ms':>14} {'p99':>7} "
+          f"{'MiB/s down':>11} {'MiB/s up':>9}")
     for side in ("direct", "proxy"):
         print(f"  {side:8} {m['new', side]:13.3f} {q['new', side]:7.3f} "
-              f"{m['kept', side]:14.3f} {q['kept', side]:7.3f} {t[side]:8.0f}")
+              f"{m['kept', side]:14.3f} {q['kept', side]:7.3f} {t[side]:11.0f} {t_up[side]:9.0f}")
     print(f"  the proxy's own round trip (a 404 it answers alone): {floor_ms(proxy):.3f} ms "
           f"new connection, {floor_ms(proxy, kept=True):.3f} ms keep-alive")
     for kind, words in (("kept", "keep-alive both sides"), ("new", "new connection per request")):
         print(f"  latency ratio proxy/direct, {words + ':':29} "
               f"{m[kind, 'proxy'] / m[kind, 'direct']:.2f} (target <= 1.2)")
-    print(f"  throughput ratio proxy/direct:{'':29}{t['proxy'] / t['direct']:.2f} (target >= 0.8)")
+    for kind, words in (("down", "an answer down"), ("up", "a body up")):
+        rs = sorted(ratios[kind])
+        print(f"  throughput ratio proxy/direct, {words + ':':15} {statistics.median(rs):.2f} "
+              f"(target >= 0.8; median of {len(rs)} pairs, {rs[0]:.2f}-{rs[-1]:.2f})")
 
 
 main()

@@ -12,10 +12,14 @@
 #   - the latency of small requests over one kept connection, on both
 #     sides (what a browser sees: the proxy authorises every request and
 #     keeps its own connection to the container);
-#   - the throughput of one large streamed answer.
+#   - the throughput of one large streamed answer (down) and of one large
+#     request body (up), both moved by splice through the proxy.
 # Targets (reported, never enforced): throughput >= 0.8x, latency <= 1.2x
 # (keep-alive). It also prints the proxy's own round trip (a 404 it
 # answers alone, no container): the floor a request through it pays on top.
+# The throughput ratio depends on spare cores: through the proxy three
+# processes (client, gpuboxd, service) share the CPUs instead of two, so
+# on a small, busy machine run it several times and note the load.
 # Measure a release build (make build-opt): the ASan test build is several
 # times slower in the proxy's own work and says little about it.
 #

@@ -334,6 +334,10 @@ static const config_option config_options[] = {
             "front of it: its cookies are then Secure); in a fleet give every node the same one "
             "so that URLs do not name a node",
             proxy_url),
+    OPT_NUM("proxy-max-per-ip", "N", "256",
+            "with --proxy-listen: connections one client address may hold open to the proxy "
+            "(0: no cap); one more is answered 429 and closed",
+            proxy_max_per_ip, 0, 1000000),
     OPT_STR("docker-host", "URL", "$DOCKER_HOST or " CONFIG_DOCKER_HOST_DEFAULT,
             "Docker Engine API: unix:///path or tcp://host:port", docker_host),
     OPT_NUM("docker-wait", "SECONDS", "5",
@@ -633,6 +637,7 @@ int config_init(daemon_config *cfg, gb_err *err)
         .log_level = LOG_INFO,
         .max_connections = 1024,
         .max_connections_per_ip = 256,
+        .proxy_max_per_ip = 256,
         .connection_timeout_s = 60,
         .shutdown_timeout_s = 10,
         .app = {.gpu_source = GPU_SOURCE_AUTO,

@@ -53,7 +53,8 @@ typedef struct daemon_config {
     char *proxy_listen, *proxy_listen_host, *proxy_domain, *proxy_url;
     char *proxy_address; /* in a fleet: where the other nodes reach the proxy (daemon/main.c) */
     uint16_t proxy_listen_port;
-    char *node_store_url; /* <store>/nodes/<node>, made by config_finalize */
+    unsigned proxy_max_per_ip; /* --proxy-max-per-ip; 0: no per-address cap */
+    char *node_store_url;      /* <store>/nodes/<node>, made by config_finalize */
 
     app_config app; /* filled by config_finalize */
     enum log_level log_level;

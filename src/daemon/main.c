@@ -49,7 +49,8 @@ static int start_proxy(daemon_config *cfg, const daemon_security *sec, app *a, p
                        .auth = sec->auth,
                        .app = a,
                        .domain = cfg->proxy_domain,
-                       .secure_cookies = https};
+                       .secure_cookies = https,
+                       .max_per_ip = cfg->proxy_max_per_ip};
     if (proxy_start(&pc, out, err) < 0)
         return -1;
     if (!cfg->proxy_url) {

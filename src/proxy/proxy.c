@@ -31,7 +31,8 @@ struct proxy {
     pthread_t acceptor;
     pthread_mutex_t lock;
     pthread_cond_t idle;
-    int *fds; /* cfg.max_connections slots; -1: free */
+    int *fds;          /* cfg.max_connections slots; -1: free */
+    proxy_addr *addrs; /* each slot's client address, for the cap per address */
     unsigned active;
 };
 
@@ -39,8 +40,33 @@ typedef struct proxy_job {
     proxy *p;
     int fd;
     unsigned slot;
+    bool over_cap; /* its address has cfg.max_per_ip others open: refused */
     struct sockaddr_storage peer;
 } proxy_job;
+
+/* A client's address without its port (an IPv4 address mapped into IPv6
+ * is the IPv4 address), for counting an address's connections. */
+static proxy_addr proxy_addr_of(const struct sockaddr_storage *ss)
+{
+    proxy_addr a = {.family = ss->ss_family};
+    if (ss->ss_family == AF_INET) {
+        memcpy(a.bytes, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *v6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(v6)) {
+            a.family = AF_INET;
+            memcpy(a.bytes, v6->s6_addr + 12, 4);
+        } else {
+            memcpy(a.bytes, v6->s6_addr, 16);
+        }
+    }
+    return a;
+}
+
+static bool proxy_addr_equal(const proxy_addr *a, const proxy_addr *b)
+{
+    return a->family == b->family && memcmp(a->bytes, b->bytes, sizeof(a->bytes)) == 0;
+}
 
 static void *proxy_conn_thread(void *arg)
 {
@@ -49,7 +75,13 @@ static void *proxy_conn_thread(void *arg)
     char peer[64] = "";
     getnameinfo((struct sockaddr *)&job->peer, sizeof(job->peer), peer, sizeof(peer), NULL, 0,
                 NI_NUMERICHOST);
-    proxy_conn_serve(&p->cfg, job->fd, peer);
+    if (job->over_cap) {
+        log_debug("service proxy: %s has %u connections open; one more refused", peer,
+                  p->cfg.max_per_ip);
+        proxy_conn_refuse_over_cap(&p->cfg, job->fd);
+    } else {
+        proxy_conn_serve(&p->cfg, job->fd, peer);
+    }
     pthread_mutex_lock(&p->lock);
     p->fds[job->slot] = -1;
     close(job->fd);
@@ -77,20 +109,32 @@ static void proxy_accept_one(proxy *p)
     int fd = accept4(p->listen_fd, (struct sockaddr *)&peer, &len, SOCK_CLOEXEC);
     if (fd < 0)
         return;
+    proxy_addr addr = proxy_addr_of(&peer);
     pthread_mutex_lock(&p->lock);
-    unsigned slot = 0;
-    while (slot < p->cfg.max_connections && p->fds[slot] >= 0)
-        slot++;
-    if (slot == p->cfg.max_connections) {
+    unsigned slot = p->cfg.max_connections, same = 0;
+    for (unsigned i = 0; i < p->cfg.max_connections; i++) {
+        if (p->fds[i] < 0 && slot == p->cfg.max_connections)
+            slot = i;
+        else if (p->fds[i] >= 0 && proxy_addr_equal(&p->addrs[i], &addr))
+            same++;
+    }
+    bool over_cap = p->cfg.max_per_ip && same >= p->cfg.max_per_ip;
+    if (slot == p->cfg.max_connections ||
+        (over_cap && same >= p->cfg.max_per_ip + PROXY_REFUSING_MAX)) {
         pthread_mutex_unlock(&p->lock);
         proxy_refuse_busy(fd);
         return;
     }
+    /* one over the cap still gets a slot and a thread, for a moment (at
+     * most PROXY_REFUSING_MAX at a time per address, then they are cut
+     * at once): the answer that says why, and a close that lets the
+     * client read it */
     p->fds[slot] = fd;
+    p->addrs[slot] = addr;
     p->active++;
     pthread_mutex_unlock(&p->lock);
     proxy_job *job = xcalloc(1, sizeof(*job));
-    *job = (proxy_job){.p = p, .fd = fd, .slot = slot, .peer = peer};
+    *job = (proxy_job){.p = p, .fd = fd, .slot = slot, .over_cap = over_cap, .peer = peer};
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -180,6 +224,7 @@ int proxy_start(const proxy_config *cfg, proxy **out, gb_err *err)
         return err_set(err, ERR_INTERNAL, "the service proxy: pipe: %s", strerror(errno));
     }
     p->fds = xcalloc(p->cfg.max_connections, sizeof(*p->fds));
+    p->addrs = xcalloc(p->cfg.max_connections, sizeof(*p->addrs));
     for (unsigned i = 0; i < p->cfg.max_connections; i++)
         p->fds[i] = -1;
     pthread_mutex_init(&p->lock, NULL);
@@ -189,6 +234,7 @@ int proxy_start(const proxy_config *cfg, proxy **out, gb_err *err)
         close(p->wake[0]);
         close(p->wake[1]);
         free(p->fds);
+        free(p->addrs);
         free(p);
         return err_set(err, ERR_INTERNAL, "the service proxy: no thread");
     }
@@ -221,6 +267,7 @@ void proxy_stop(proxy *p)
     close(p->wake[0]);
     close(p->wake[1]);
     free(p->fds);
+    free(p->addrs);
     free(p);
     log_info("service proxy stopped");
 }

@@ -24,7 +24,10 @@
  * and belongs to that one client connection only (proxy_conn.c).
  *
  * Threads: one accepting thread and one thread per connection, at most
- * max_connections at a time (more are answered 503 at once). Limits: the
+ * max_connections at a time (more are answered 503 at once), and at most
+ * max_per_ip from one client address (one more is answered 429 and
+ * closed; in a fleet, connections another node forwards count against
+ * that node's address). Limits: the
  * head must come within PROXY_HEAD_TIMEOUT_S and be at most
  * PROXY_HEAD_MAX bytes (431); a kept connection waits PROXY_KEEPALIVE_S
  * for its next request; an exchange idle in both directions for
@@ -56,6 +59,7 @@ typedef struct proxy_config {
     const char *domain;       /* --proxy-domain; NULL: path URLs only */
     bool secure_cookies;      /* the proxy's URL is https (TLS ends in front of it) */
     unsigned max_connections; /* 0: PROXY_MAX_CONNECTIONS */
+    unsigned max_per_ip;      /* connections one client address may hold open; 0: no cap */
 } proxy_config;
 
 typedef struct proxy proxy;

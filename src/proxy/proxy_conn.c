@@ -227,6 +227,7 @@ static int up_for(proxy_conn *c, const proxy_route *route, const replicaset_serv
     }
     up_drop(c);
     c->up = connect_target(target->address, target->port);
+    c->up_grown = false;
     snprintf(c->up_set, sizeof(c->up_set), "%s", route->set);
     snprintf(c->up_service, sizeof(c->up_service), "%s", route->service);
     snprintf(c->up_address, sizeof(c->up_address), "%s", target->address);
@@ -519,21 +520,37 @@ static bool conn_serve_one(proxy_conn *c, bool first)
 
 /* A lingering close: what the client still sends (the rest of a refused
  * head, a request after the last one served) is read and dropped for a
- * moment, so that closing with unread bytes does not reset the
- * connection before the client has read the answer. */
+ * moment (at most PROXY_LINGER_MS, however slowly it comes), so that
+ * closing with unread bytes does not reset the connection before the
+ * client has read the answer. */
 static void conn_linger(int fd)
 {
     shutdown(fd, SHUT_WR);
     char drop[4096];
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     for (size_t total = 0; total < 256 * 1024;) {
+        long left_ms = PROXY_LINGER_MS - ms_since(&start);
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 500) <= 0)
+        if (left_ms <= 0 || poll(&p, 1, left_ms < 500 ? (int)left_ms : 500) <= 0)
             return;
         ssize_t n = recv(fd, drop, sizeof(drop), 0);
         if (n <= 0)
             return;
         total += (size_t)n;
     }
+}
+
+void proxy_conn_refuse_over_cap(const proxy_config *cfg, int fd)
+{
+    struct timeval send_timeout = {.tv_sec = PROXY_SEND_TIMEOUT_S};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+    _cleanup_free_ char *body =
+        xasprintf("too many connections from your address: at most %u at once; close some "
+                  "(or wait for them to end) and try again\n",
+                  cfg->max_per_ip);
+    answer(fd, false, 429, "Too Many Requests", "Retry-After: 5\r\n", body);
+    conn_linger(fd);
 }
 
 void proxy_conn_serve(const proxy_config *cfg, int fd, const char *peer)

@@ -24,6 +24,22 @@
 int proxy_fleet_forward(const proxy_config *cfg, int fd, const proxy_head *h, const char *set,
                         const char *rest, size_t rest_len);
 
+/* A client address without its port (proxy.c counts each one's
+ * connections against cfg.max_per_ip). */
+typedef struct proxy_addr {
+    int family;
+    unsigned char bytes[16];
+} proxy_addr;
+
+/* Connections past an address's cap answered 429 at a time (each for at
+ * most PROXY_LINGER_MS); more are closed at once with a 503. */
+#define PROXY_REFUSING_MAX 16
+#define PROXY_LINGER_MS 2000 /* a closing connection's lingering read, at most */
+
+/* Answer connection fd, one past its address's cap (cfg->max_per_ip), 429
+ * and close it; the caller closes fd. */
+void proxy_conn_refuse_over_cap(const proxy_config *cfg, int fd);
+
 /* Serve the requests of connection fd from peer (its address in text),
  * one after another, then return; the caller closes fd. */
 void proxy_conn_serve(const proxy_config *cfg, int fd, const char *peer);
@@ -35,6 +51,8 @@ bool proxy_send_all(int fd, const char *buf, size_t len);
 #define PROXY_BUF (64 * 1024)
 #define PROXY_RESPONSE_HEAD_MAX (64 * 1024)
 #define PROXY_PIPE (1024 * 1024) /* a pipe's size for splice: as much as one read moves */
+/* the container socket's receive and the client socket's send buffer once a body streams */
+#define PROXY_SOCKET_BUF (4 * 1024 * 1024)
 
 /* One client connection (proxy_conn.c): the bytes it sent that no request
  * has used yet, and the container connection the last request used. */
@@ -49,7 +67,8 @@ typedef struct proxy_conn {
     uint16_t up_port;
     int pipe_fds[2]; /* for splice, made when a first body needs it; -1: none */
     bool pipe_tried;
-    char *buf; /* PROXY_BUF bytes for what is in flight */
+    bool up_grown; /* c->up's buffers made larger (relay_pipe) */
+    char *buf;     /* PROXY_BUF bytes for what is in flight */
 } proxy_conn;
 
 /* Keep p[0..n) (what the client sent after a request's body) for the

@@ -9,9 +9,11 @@
  * body goes on as far as the framing says: a length or the close by
  * splice (no copy through this process; a pipe made once per client
  * connection, when a first body streams), chunked through a buffer, whose
- * chunks are read to find the last. 1xx answers pass before the final
- * one; a 101 to a request that asked for an upgrade makes the connection a
- * tunnel, both ways, until either side closes.
+ * chunks are read to find the last. A request's body framed by its
+ * length goes up by splice too, a chunked one through the buffer. 1xx
+ * answers pass before the final one; a 101 to a request that asked for an
+ * upgrade makes the connection a tunnel, both ways by splice, until either
+ * side closes.
  *
  * The client is read only while the request's body is coming (or in a
  * tunnel): what it sends after the body (a pipelined request) is kept in
@@ -171,38 +173,40 @@ static bool relay_from_up(proxy_relay *r, const char *buf, size_t n)
     }
 }
 
-/* Once the answer's head has gone, a body framed by its length or by the
- * close (or a tunnel) moves from the container's socket to the client's
- * through a pipe (splice), without a copy through this process: 1 moved
- * (or nothing was there yet), 0 the container closed, -1 the client is
- * gone. */
-static int relay_splice(proxy_relay *r)
+/* Bytes that need no reading move from socket from to socket to through
+ * the connection's pipe (splice), without a copy through this process:
+ * an answer's body framed by its length or by the close, a request's body
+ * framed by its length, and both ways of a tunnel. counted: the body's
+ * framing when it has a length (no more than its bytes are taken: what
+ * follows is the next request or answer), NULL when everything goes.
+ * Each round empties the pipe before the next, so one pipe serves both
+ * directions. 1 moved (or nothing was there yet), 0 from closed, -1 to
+ * is gone. */
+static int relay_splice(proxy_conn *c, int from, int to, proxy_body *counted)
 {
-    int *pipe_fds = r->c->pipe_fds;
-    bool counted = !r->upgraded && r->resp.body.kind == PROXY_BODY_LENGTH;
-    /* as long as the container has more ready (a few rounds), before
-     * polling again: fewer wake-ups for a large answer */
-    for (int round = 0; round < 8 && !r->done; round++) {
+    /* as long as from has more ready (a few rounds), before polling
+     * again: fewer wake-ups for a large body */
+    for (int round = 0; round < 8 && !(counted && counted->done); round++) {
         /* the socket blocks: read again only what is there (SPLICE_F_NONBLOCK
          * is the pipe's), or a WebSocket's other direction would wait */
-        struct pollfd ready = {.fd = r->c->up, .events = POLLIN};
+        struct pollfd ready = {.fd = from, .events = POLLIN};
         if (round > 0 && poll(&ready, 1, 0) <= 0)
             return 1;
         size_t want = PROXY_PIPE;
-        if (counted && r->resp.body.left < want)
-            want = (size_t)r->resp.body.left;
+        if (counted && counted->left < want)
+            want = (size_t)counted->left;
         ssize_t n =
-            splice(r->c->up, NULL, pipe_fds[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            splice(from, NULL, c->pipe_fds[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return 1;
         if (n <= 0)
             return (int)n;
         if (counted) {
-            r->resp.body.left -= (uint64_t)n;
-            r->done = r->resp.body.done = r->resp.body.left == 0;
+            counted->left -= (uint64_t)n;
+            counted->done = counted->left == 0;
         }
         while (n > 0) {
-            ssize_t m = splice(pipe_fds[0], NULL, r->c->fd, NULL, (size_t)n, SPLICE_F_MOVE);
+            ssize_t m = splice(c->pipe_fds[0], NULL, to, NULL, (size_t)n, SPLICE_F_MOVE);
             if (m < 0 && errno == EINTR)
                 continue;
             if (m <= 0)
@@ -211,6 +215,42 @@ static int relay_splice(proxy_relay *r)
         }
     }
     return 1;
+}
+
+/* Larger socket buffers for the answer's direction once bodies stream:
+ * the container's socket holds more while the client's is busy, and the
+ * client's takes a whole pipe's worth without blocking, so each splice
+ * moves more and the daemon wakes less often. Measured with
+ * bench/proxy.sh on a 2-core machine, it cut the daemon's CPU time per
+ * GiB of answer by about a fifth against the kernel's own tuning; the
+ * same for the request's direction made no difference to uploads, so
+ * that is left to the kernel. The kernel caps the sizes at
+ * net.core.rmem_max and wmem_max; memory is used only for bytes queued. */
+static void relay_grow_buffers(proxy_conn *c)
+{
+    int size = PROXY_SOCKET_BUF;
+    setsockopt(c->up, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+    setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+}
+
+/* The connection's pipe for splice, made when a first body streams (small
+ * answers come whole with their head and never need one); false when
+ * none can be made (then bodies go through the buffer). */
+static bool relay_pipe(proxy_conn *c)
+{
+    if (!c->pipe_tried) {
+        c->pipe_tried = true;
+        if (pipe2(c->pipe_fds, O_CLOEXEC) == 0)
+            fcntl(c->pipe_fds[1], F_SETPIPE_SZ, PROXY_PIPE);
+    }
+    if (c->pipe_fds[0] < 0)
+        return false;
+    if (!c->up_grown) {
+        /* once per container connection (a later request may make a new one) */
+        c->up_grown = true;
+        relay_grow_buffers(c);
+    }
+    return true;
 }
 
 /* The container closed its connection (or it broke): the end of an
@@ -245,17 +285,12 @@ bool proxy_relay_run(proxy_relay *r)
         if (fds[1].revents) {
             bool spliced = r->head_done && (r->upgraded || r->resp.body.kind == PROXY_BODY_LENGTH ||
                                             r->resp.body.kind == PROXY_BODY_CLOSE);
-            if (spliced && !c->pipe_tried) {
-                /* small answers come whole with their head and never get
-                 * here: the pipe is made only for a body that streams */
-                c->pipe_tried = true;
-                if (pipe2(c->pipe_fds, O_CLOEXEC) == 0)
-                    fcntl(c->pipe_fds[1], F_SETPIPE_SZ, PROXY_PIPE);
-            }
-            spliced = spliced && c->pipe_fds[0] >= 0;
-            if (spliced) {
+            if (spliced && relay_pipe(c)) {
                 r->sent_any = true;
-                int moved = relay_splice(r);
+                int moved = relay_splice(
+                    c, c->up, c->fd,
+                    r->upgraded || r->resp.body.kind != PROXY_BODY_LENGTH ? NULL : &r->resp.body);
+                r->done = r->done || (!r->upgraded && r->resp.body.done);
                 if (moved < 0 || (moved == 0 && !relay_up_closed(r)))
                     return false;
             } else {
@@ -272,11 +307,19 @@ bool proxy_relay_run(proxy_relay *r)
             continue;
         if (!read_client)
             return false; /* hung up (or cut by proxy_stop) while waiting */
-        ssize_t n = recv(c->fd, c->buf, PROXY_BUF, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n > 0 && !relay_from_client(r, c->buf, (size_t)n))
-            return false;
+        ssize_t n;
+        if ((r->upgraded || r->body.kind == PROXY_BODY_LENGTH) && relay_pipe(c)) {
+            int moved = relay_splice(c, c->fd, c->up, r->upgraded ? NULL : &r->body);
+            if (moved < 0)
+                return false;
+            n = moved; /* 0: the client closed */
+        } else {
+            n = recv(c->fd, c->buf, PROXY_BUF, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n > 0 && !relay_from_client(r, c->buf, (size_t)n))
+                return false;
+        }
         if (n <= 0) {
             if (!r->upgraded)
                 return false; /* gone before its request's body was all there */

@@ -418,6 +418,22 @@ int store_get(store *s, const char *key, store_kv *out, gb_err *err)
     return s->backend->get(s, key, out, err);
 }
 
+int store_get_revision(store *s, const char *key, int64_t *mod_revision, gb_err *err)
+{
+    *mod_revision = 0;
+    if (store_check_key(s, key, false, err) < 0)
+        return -1;
+    if (s->backend->get_revision)
+        return s->backend->get_revision(s, key, mod_revision, err);
+    store_kv kv;
+    int found = s->backend->get(s, key, &kv, err);
+    if (found > 0) {
+        *mod_revision = kv.mod_revision;
+        store_kv_free(&kv);
+    }
+    return found;
+}
+
 int store_put(store *s, const char *key, const char *value, int64_t *revision, gb_err *err)
 {
     store_op op = {.kind = STORE_OP_PUT, .key = key, .value = value};

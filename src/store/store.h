@@ -162,6 +162,9 @@ struct store_backend {
     int (*open)(const char *url, store **out, gb_err *err);
     void (*close)(store *s);
     int (*get)(store *s, const char *key, store_kv *out, gb_err *err);
+    /* key's mod_revision without its value (1 found, 0 absent); NULL: get
+     * serves it. */
+    int (*get_revision)(store *s, const char *key, int64_t *mod_revision, gb_err *err);
     /* Keys under prefix, from start (NULL: the first) up to end (NULL:
      * past the last); start and end begin with prefix (store.c checks). */
     int (*range)(store *s, const char *prefix, const char *start, const char *end, store_kvs *out,
@@ -212,6 +215,11 @@ bool store_url_is_remote(const char *url);
 
 /* 1 found (out filled, free with store_kv_free), 0 absent, -1 error. */
 int store_get(store *s, const char *key, store_kv *out, gb_err *err);
+/* key's mod_revision alone, without reading or copying its value: 1 found
+ * (*mod_revision filled), 0 absent, -1 error. For a caller that keeps what
+ * it parsed from a value and asks, before using it again, whether the key
+ * has been written since (the service proxy, every request). */
+int store_get_revision(store *s, const char *key, int64_t *mod_revision, gb_err *err);
 /* Put one key unconditionally; *revision (may be NULL) gets the new revision. */
 int store_put(store *s, const char *key, const char *value, int64_t *revision, gb_err *err);
 /* Delete one key (absent is fine). */

@@ -224,6 +224,26 @@ static int etcd_store_get(store *s, const char *key, store_kv *out, gb_err *err)
     return 1;
 }
 
+/* A one-key range with keys_only: the key's revisions without its value. */
+static int etcd_store_get_revision(store *s, const char *key, int64_t *mod_revision, gb_err *err)
+{
+    struct etcd_store *es = (struct etcd_store *)s;
+    _cleanup_json_ json_t *body = json_object();
+    _cleanup_json_ json_t *reply = NULL;
+    json_object_set_new(body, "key", etcd_store_json_key(es, key));
+    json_object_set_new(body, "keys_only", json_true());
+    if (etcd_client_call(es->client, "/v3/kv/range", body, false, &reply, NULL, err) < 0)
+        return err_prefix(err, "reading key '%s'", key);
+    json_t *kvs = json_object_get(reply, "kvs");
+    if (json_array_size(kvs) == 0)
+        return 0;
+    *mod_revision = etcd_json_get_int64(json_array_get(kvs, 0), "mod_revision");
+    if (*mod_revision <= 0)
+        return err_set(err, ERR_INTERNAL, "etcd at %s sent no mod_revision for key '%s'",
+                       etcd_client_endpoints(es->client), key);
+    return 1;
+}
+
 static void etcd_store_kvs_grow(store_kvs *kvs, size_t *cap, size_t more)
 {
     if (kvs->n + more <= *cap)
@@ -479,6 +499,7 @@ const struct store_backend store_backend_etcd = {
     .open = etcd_store_open,
     .close = etcd_store_close,
     .get = etcd_store_get,
+    .get_revision = etcd_store_get_revision,
     .range = etcd_store_range,
     .txn = etcd_store_txn,
     .revision = etcd_store_revision,

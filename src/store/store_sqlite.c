@@ -241,6 +241,15 @@ static int sqlite_store_reader_get(struct sqlite_store *ss, sqlite3 **db, gb_err
     return *db ? 0 : sqlite_store_connect(ss, true, db, err);
 }
 
+/* Close a reader with the statements it keeps (sqlite_store_kept). */
+static void sqlite_store_reader_close(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    while (db && (st = sqlite3_next_stmt(db, NULL)) != NULL)
+        sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
 /* Give a reader back. After a failure it is closed instead: whatever went
  * wrong should not be handed to the next caller. */
 static void sqlite_store_reader_put(struct sqlite_store *ss, sqlite3 *db, bool healthy)
@@ -253,7 +262,25 @@ static void sqlite_store_reader_put(struct sqlite_store *ss, sqlite3 *db, bool h
         }
         pthread_mutex_unlock(&ss->pool_lock);
     }
-    sqlite3_close(db);
+    sqlite_store_reader_close(db);
+}
+
+/* A statement a reader keeps prepared between calls, for a query asked so
+ * often that preparing it each time would be most of its cost (the
+ * service proxy's store_get_revision, every request): found among the
+ * reader's statements by its text, else prepared (persistent) and left
+ * there. The caller resets it after use; sqlite_store_reader_close
+ * finalizes it. */
+static int sqlite_store_kept(const struct sqlite_store *ss, sqlite3 *db, const char *sql,
+                             sqlite3_stmt **st, gb_err *err)
+{
+    for (*st = sqlite3_next_stmt(db, NULL); *st; *st = sqlite3_next_stmt(db, *st))
+        if (strcmp(sqlite3_sql(*st), sql) == 0)
+            return 0;
+    int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+    if (rc != SQLITE_OK)
+        return sqlite_store_fail(ss, db, rc, err, "preparing '%s'", sql);
+    return 0;
 }
 
 /* ---- schema -------------------------------------------------------------- */
@@ -347,7 +374,7 @@ static void sqlite_store_close(store *s)
     sqlite_store_release(s);
     pthread_mutex_destroy(&ss->claim_lock);
     for (size_t i = 0; i < ss->nidle; i++)
-        sqlite3_close(ss->idle[i]);
+        sqlite_store_reader_close(ss->idle[i]);
     sqlite3_close(ss->writer);
     pthread_mutex_destroy(&ss->write_lock);
     pthread_mutex_destroy(&ss->pool_lock);
@@ -428,6 +455,29 @@ static int sqlite_store_get(store *s, const char *key, store_kv *out, gb_err *er
     if (sqlite_store_reader_get(ss, &db, err) < 0)
         return -1;
     int r = sqlite_store_get_on(ss, db, key, out, err);
+    sqlite_store_reader_put(ss, db, r >= 0);
+    return r;
+}
+
+static int sqlite_store_get_revision(store *s, const char *key, int64_t *mod_revision, gb_err *err)
+{
+    struct sqlite_store *ss = (struct sqlite_store *)s;
+    sqlite3 *db = NULL;
+    if (sqlite_store_reader_get(ss, &db, err) < 0)
+        return -1;
+    int r = -1;
+    sqlite3_stmt *st = NULL;
+    if (sqlite_store_kept(ss, db, "SELECT mod_revision FROM kv WHERE key = ?1", &st, err) == 0) {
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+            *mod_revision = sqlite3_column_int64(st, 0);
+        r = rc == SQLITE_ROW    ? 1
+            : rc == SQLITE_DONE ? 0
+                                : sqlite_store_fail(ss, db, rc, err, "reading key '%s'", key);
+        sqlite3_reset(st); /* ends the read; the binding of key goes with the next */
+        sqlite3_clear_bindings(st);
+    }
     sqlite_store_reader_put(ss, db, r >= 0);
     return r;
 }
@@ -785,6 +835,7 @@ const struct store_backend store_backend_sqlite = {
     .open = sqlite_store_open,
     .close = sqlite_store_close,
     .get = sqlite_store_get,
+    .get_revision = sqlite_store_get_revision,
     .range = sqlite_store_range,
     .txn = sqlite_store_txn,
     .revision = sqlite_store_revision,

@@ -14,6 +14,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -481,6 +482,24 @@ def test_two_requests_on_one_connection_are_served_through_one_container_connect
         assert three.headers["connection"] == "close" and closed(s, f)
 
 
+def test_a_large_body_and_a_request_sent_right_after_it_keep_their_boundary(users, svcset):
+    """A body that streams up (passed on without being read, by splice)
+    ends exactly at its Content-Length: the request written right behind
+    it in the same stream is the connection's next request."""
+    h, p, name, tok = svcset["host"], svcset["port"], svcset["name"], users["alice"]
+    body = os.urandom(3 << 20)
+    data = (request_bytes(f"/s/{name}/echo/up", tok, "POST", body=body)
+            + request_bytes(f"/s/{name}/echo/after?n=1", tok))
+    with socket.create_connection((h, p), timeout=30) as s, s.makefile("rb") as f:
+        s.sendall(data)
+        up, after = read_answer(f), read_answer(f)
+        assert up.status == 200 and up.body.endswith(b"body-bytes=%d\n" % len(body)), up.body
+        assert after.status == 200, after.body
+        assert after.body.startswith(f"GET /s/{name}/echo/after?n=1 HTTP/1.1".encode())
+        assert (up.headers["x-echo-request"], after.headers["x-echo-request"]) == ("1", "2")
+        assert up.headers["x-echo-conn"] == after.headers["x-echo-conn"]
+
+
 def test_chunked_empty_and_head_answers_keep_the_connection(users, svcset):
     h, p, name = svcset["host"], svcset["port"], svcset["name"]
     tok = users["alice"]
@@ -631,6 +650,61 @@ def test_the_cookie_authorises_a_later_request_and_is_stripped_from_it(daemon, u
         assert read_answer(f).status == 200
 
 
+def test_a_kept_connection_sees_each_change_at_its_next_request(daemon, users, echo_dir):
+    """The proxy keeps what it read of a set's record, but every change
+    applies to the very next request on a connection kept open all along:
+    a service removed, made public then private again, an admin's token
+    demoted or revoked, the set stopped, deleted, and made again by
+    someone else under the same name."""
+    name, alice, bob = f"{PREFIX}kc", users["alice"], users["bob"]
+
+    def create(token, services):
+        ok(as_(daemon, token, "POST", "/api/v1/replicaSet",
+               {"imageName": IMAGE, "replicaSetName": name, "gpuCount": 0,
+                "cmd": ["/opt/svc/services_echo", "9000"], "services": services,
+                "binds": [{"src": str(echo_dir), "dest": "/opt/svc"}]}))
+        info = ok(as_(daemon, token, "GET", rs_path(name)))["info"]
+        parsed = urllib.parse.urlsplit(info["services"][0]["url"])
+        wait_up(parsed.hostname, parsed.port, f"/s/{name}/echo/", token)
+        return parsed.hostname, parsed.port
+
+    def patch(token, services):
+        ok(as_(daemon, token, "PATCH", rs_path(name), {"services": services}))
+
+    echo = {"name": "echo", "port": 9000}
+    h, p = create(alice, [echo, {"name": "web", "port": 8080}])
+    carol, dave = ("carol" + secrets.token_hex(3), "dave" + secrets.token_hex(3))
+    tokens = {who: ok(as_(daemon, ADMIN, "POST", "/api/v1/users",
+                          {"name": who, "role": "admin"}))["token"] for who in (carol, dave)}
+    path = f"/s/{name}/echo/"
+    with socket.create_connection((h, p), timeout=20) as s, s.makefile("rb") as f:
+        def status(token=None):
+            s.sendall(request_bytes(path, token))
+            return read_answer(f).status
+
+        assert [status(alice), status(alice), status(tokens[carol]), status(tokens[dave]),
+                status()] == [200, 200, 200, 200, 404]
+        patch(alice, [{"name": "web", "port": 8080}])  # the service removed
+        assert status(alice) == 404
+        patch(ADMIN, [{**echo, "public": True}])  # back, public
+        assert (status(), status(alice)) == (200, 200)
+        patch(alice, [echo])  # private again
+        assert (status(), status(alice), status(bob)) == (404, 200, 404)
+        ok(as_(daemon, ADMIN, "PATCH", f"/api/v1/users/{dave}", {"role": "user"}))
+        ok(as_(daemon, ADMIN, "DELETE", f"/api/v1/users/{carol}/token"))
+        assert (status(tokens[dave]), status(tokens[carol]), status(alice)) == (404, 404, 200)
+        ok(as_(daemon, alice, "PATCH", rs_path(name, "/stop")))
+        assert (status(alice), status(bob)) == (503, 404)
+        ok(as_(daemon, alice, "DELETE", rs_path(name) + "?purge=true"))
+        assert status(alice) == 404
+        # the same name, another owner: the old owner is a stranger to it
+        create(bob, [echo])
+        assert (status(alice), status(bob), status(alice)) == (404, 200, 404)
+    ok(as_(daemon, bob, "DELETE", rs_path(name) + "?purge=true"))
+    for who in (carol, dave):
+        ok(as_(daemon, ADMIN, "DELETE", f"/api/v1/users/{who}"))
+
+
 def test_services_change_in_place_and_public_or_link_open_them(daemon, users, svcset):
     h, p, name = svcset["host"], svcset["port"], svcset["name"]
     before = ok(as_(daemon, users["alice"], "GET", rs_path(name)))["info"]
@@ -732,3 +806,44 @@ def test_host_names_per_service_with_proxy_domain(start_daemon):
         assert r.status == 404
     finally:
         wipe(d, PREFIX + "dom")
+
+
+def test_connections_from_one_address_are_capped(start_daemon):
+    """--proxy-max-per-ip N: an address's connection past N open ones is
+    answered 429 and closed at once; when one of them ends, a new one is
+    served again."""
+    d = start_daemon("--simulate-gpus", "1xA100-80GB", "--proxy-listen", "127.0.0.1:0",
+                     "--proxy-max-per-ip", "2")
+    port = int(re.search(r"service proxy listening on 127\.0\.0\.1:(\d+)",
+                         Path(d.log_path).read_text()).group(1))
+
+    def open_one():
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        f = s.makefile("rb")
+        s.sendall(request_bytes("/nothing"))
+        return s, f, read_answer(f)
+
+    def close_one(s, f):
+        f.close()
+        s.close()
+
+    held = [open_one() for _ in range(2)]
+    assert [r.status for _, _, r in held] == [404, 404]  # kept open: the proxy's own 404
+    s, f, over = open_one()
+    assert over.status == 429 and over.headers["connection"] == "close", over.headers
+    assert b"too many connections from your address" in over.body and b"2" in over.body
+    assert closed(s, f)
+    close_one(s, f)
+    # the held connections still work; one ends, and a new one is served
+    held[0][0].sendall(request_bytes("/still"))
+    assert read_answer(held[0][1]).status == 404
+    close_one(*held[1][:2])
+    deadline = time.monotonic() + 5
+    while True:
+        s, f, r = open_one()
+        close_one(s, f)
+        if r.status == 404 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert r.status == 404, r.body
+    close_one(*held[0][:2])

@@ -232,6 +232,30 @@ static void test_get_absent_and_present(void **state)
     assert_false(exists(f->s, "rs/foo1"));
 }
 
+/* store_get_revision: the key's mod_revision without its value, absent
+ * as 0, a write or a delete seen at once. */
+static void test_get_revision(void **state)
+{
+    struct fixture *f = *state;
+    gb_err e = GB_ERR_INIT;
+    int64_t rev = -1;
+    assert_int_equal(store_get_revision(f->s, "rs/foo", &rev, &e), 0);
+    assert_int_equal(rev, 0);
+    int64_t first = put_ok(f->s, "rs/foo", "{\"image\":\"x\"}");
+    put_ok(f->s, "rs/other", "x");
+    assert_int_equal(store_get_revision(f->s, "rs/foo", &rev, &e), 1);
+    assert_int_equal(rev, first);
+    int64_t second = put_ok(f->s, "rs/foo", "{\"image\":\"y\"}");
+    assert_int_equal(store_get_revision(f->s, "rs/foo", &rev, &e), 1);
+    assert_int_equal(rev, second);
+    assert_int_equal(store_delete(f->s, "rs/foo", &e), 0);
+    assert_int_equal(store_get_revision(f->s, "rs/foo", &rev, &e), 0);
+    assert_int_equal(store_get_revision(f->s, "rs/fo", &rev, &e), 0);
+    /* keys are checked as for store_get */
+    assert_int_equal(store_get_revision(f->s, "a/../b", &rev, &e), -1);
+    assert_int_equal(e.code, ERR_INVALID_PARAMS);
+}
+
 static void test_put_overwrite_keeps_create_revision(void **state)
 {
     struct fixture *f = *state;
@@ -1002,6 +1026,7 @@ int main(void)
 #define BACKEND_TEST(fn) cmocka_unit_test_setup_teardown(fn, fixture_setup, fixture_teardown)
     const struct CMUnitTest store_backend_tests[] = {
         BACKEND_TEST(test_get_absent_and_present),
+        BACKEND_TEST(test_get_revision),
         BACKEND_TEST(test_put_overwrite_keeps_create_revision),
         BACKEND_TEST(test_delete),
         BACKEND_TEST(test_range_by_prefix),

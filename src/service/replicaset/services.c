@@ -6,9 +6,11 @@
  * The container's address is asked of Docker once per container and kept
  * in a small cache keyed by container id: a new version is a new
  * container (a new id) and so a new question; a container that restarts
- * keeps its address on a user-defined network. The record itself is read
- * for every request (only the fields the proxy needs: service_view), so
- * who may use a service is always the store's word.
+ * keeps its address on a user-defined network. Who may use a service is
+ * always the store's word: the fields of the record the proxy needs
+ * (service_view) are parsed once per write of the record and kept, and
+ * every request first asks the store whether the record's mod_revision
+ * is still the one they were read at.
  */
 #include "service/replicaset/services.h"
 
@@ -272,29 +274,123 @@ static bool link_equal(const char *a, const char *b)
     return diff == 0;
 }
 
-/* The fields of a set's record the proxy needs, read without the rest
- * of the record (its spec, its holdings): this runs for every request. */
+/* ---- the records the proxy reads, kept while the store says they are current ---- */
+
+/* What the proxy needs of a set's record (its owner, state, container
+ * and services), copied out of it: the record's spec and holdings are
+ * never parsed for a request. */
+typedef struct service_entry {
+    char name[RS_SERVICE_NAME_MAX + 1];
+    uint16_t port;
+    bool public;
+    char link[RS_SERVICE_LINK_MAX]; /* "" when none */
+} service_entry;
+
 typedef struct service_view {
-    json_t *record; /* owned; the strings below point into it */
-    const char *owner, *state, *container_id;
-    const json_t *services;
+    const store *store; /* whose record: one process may hold more than one store */
+    char set[NAME_MAX_LEN + 1];
+    int64_t mod_revision; /* of the record these fields came from */
+    char owner[USER_NAME_MAX + 1];
+    char state[24];
+    char container_id[80];
+    size_t nservices;
+    service_entry services[RS_SERVICES_MAX];
 } service_view;
 
+/* The views read last, one per set, in a small ring. An entry is used
+ * only when the store says the record's mod_revision is still the one it
+ * was read at (store_get_revision: one small read, no value, no parse),
+ * so every write of the record (a service removed or made private, the
+ * set stopped, deleted, made again by someone else) applies to the very
+ * next request. */
+#define VIEW_CACHE 64
+
+static pthread_mutex_t view_lock = PTHREAD_MUTEX_INITIALIZER;
+static service_view view_cache[VIEW_CACHE];
+static size_t view_next;
+
+static bool view_copy(char *dst, size_t size, const char *src)
+{
+    return src && (size_t)snprintf(dst, size, "%s", src) < size;
+}
+
+/* The fields of record into *v; false when one is missing or larger than
+ * a record written by gpubox can hold (then nobody may use the set). */
+static bool view_from_record(const json_t *record, service_view *v)
+{
+    const char *owner = json_string_value(json_object_get(record, "owner"));
+    const char *id = json_string_value(json_object_get(record, "containerId"));
+    if (!view_copy(v->state, sizeof(v->state),
+                   json_string_value(json_object_get(record, "state"))) ||
+        !view_copy(v->owner, sizeof(v->owner), owner ? owner : "") ||
+        !view_copy(v->container_id, sizeof(v->container_id), id ? id : ""))
+        return false;
+    const json_t *list = json_object_get(record, "services");
+    size_t i;
+    json_t *s;
+    json_array_foreach(list, i, s)
+    {
+        if (v->nservices == RS_SERVICES_MAX)
+            return false;
+        service_entry *e = &v->services[v->nservices++];
+        const char *link = json_string_value(json_object_get(s, "linkToken"));
+        if (!view_copy(e->name, sizeof(e->name), json_string_value(json_object_get(s, "name"))) ||
+            !view_copy(e->link, sizeof(e->link), link ? link : ""))
+            return false;
+        e->port = (uint16_t)json_integer_value(json_object_get(s, "port"));
+        e->public = json_is_true(json_object_get(s, "public"));
+    }
+    return true;
+}
+
+/* set's view as the store has it now: 1 filled, 0 no such record (or one
+ * the proxy cannot read), -1 store error. */
 static int service_view_load(app *a, const char *set, service_view *v, gb_err *err)
 {
-    memset(v, 0, sizeof(*v));
     char key[STORE_KEY_MAX];
     keys_replicaset(key, sizeof(key), set);
-    int found = records_get_json(a->store, key, "replica set", &v->record, NULL, err);
+    int64_t rev = 0;
+    int found = store_get_revision(a->store, key, &rev, err);
     if (found <= 0)
         return found;
-    v->owner = json_string_value(json_object_get(v->record, "owner"));
-    v->state = json_string_value(json_object_get(v->record, "state"));
-    v->container_id = json_string_value(json_object_get(v->record, "containerId"));
-    v->services = json_object_get(v->record, "services");
-    if (!v->owner)
-        v->owner = "";
-    return v->state ? 1 : 0;
+    pthread_mutex_lock(&view_lock);
+    for (size_t i = 0; i < VIEW_CACHE; i++) {
+        if (view_cache[i].store == a->store && view_cache[i].mod_revision == rev &&
+            strcmp(view_cache[i].set, set) == 0) {
+            *v = view_cache[i];
+            pthread_mutex_unlock(&view_lock);
+            return 1;
+        }
+    }
+    pthread_mutex_unlock(&view_lock);
+    _cleanup_json_ json_t *record = NULL;
+    found = records_get_json(a->store, key, "replica set", &record, &rev, err);
+    if (found <= 0)
+        return found;
+    memset(v, 0, sizeof(*v));
+    v->store = a->store;
+    snprintf(v->set, sizeof(v->set), "%s", set);
+    v->mod_revision = rev;
+    if (!view_from_record(record, v))
+        return 0;
+    pthread_mutex_lock(&view_lock);
+    size_t slot = VIEW_CACHE;
+    for (size_t i = 0; i < VIEW_CACHE && slot == VIEW_CACHE; i++)
+        if (view_cache[i].store == a->store && strcmp(view_cache[i].set, set) == 0)
+            slot = i; /* an older revision of the same set: replaced */
+    if (slot == VIEW_CACHE)
+        slot = view_next++ % VIEW_CACHE;
+    view_cache[slot] = *v;
+    pthread_mutex_unlock(&view_lock);
+    return 1;
+}
+
+static const service_entry *view_service(const service_view *v, const char *name)
+{
+    for (size_t i = 0; i < v->nservices; i++)
+        if (strcmp(v->services[i].name, name) == 0)
+            return &v->services[i];
+    return NULL;
 }
 
 int replicaset_service_resolve(app *a, const char *set, const char *service, const caller *who,
@@ -302,26 +398,25 @@ int replicaset_service_resolve(app *a, const char *set, const char *service, con
 {
     memset(out, 0, sizeof(*out));
     gb_err ignored = GB_ERR_INIT;
-    service_view v = {0};
+    service_view v;
     bool named = name_check_replicaset(set, &ignored) == 0 &&
                  replicaset_service_name_check(service, &ignored) == 0;
     int found = named ? service_view_load(a, set, &v, err) : 0;
     if (found < 0)
         return -1;
-    _cleanup_json_ json_t *record = v.record;
-    const json_t *s =
-        found > 0 && strcmp(v.state, "deleted") != 0 ? services_find(v.services, service) : NULL;
-    const char *token = s ? json_string_value(json_object_get(s, "linkToken")) : NULL;
+    const service_entry *s =
+        found > 0 && strcmp(v.state, "deleted") != 0 ? view_service(&v, service) : NULL;
+    const char *token = s && s->link[0] ? s->link : NULL;
     bool allowed =
-        s && (!a->cfg.auth_on || json_is_true(json_object_get(s, "public")) ||
+        s && (!a->cfg.auth_on || s->public ||
               (who && (who->role == USER_ROLE_ADMIN || strcmp(who->name, v.owner) == 0)) ||
               (link && token && link_equal(link, token)));
     if (!allowed)
         return err_set(err, ERR_NOT_FOUND, "no service %.40s of a replica set %.64s", service, set);
     if (token)
         snprintf(out->link, sizeof(out->link), "%s", token);
-    out->port = (uint16_t)json_integer_value(json_object_get(s, "port"));
-    if (strcmp(v.state, "running") != 0 || !v.container_id || !*v.container_id)
+    out->port = s->port;
+    if (strcmp(v.state, "running") != 0 || !v.container_id[0])
         return err_set(err, ERR_STATE_CONFLICT, "replica set %s is %s; start it to reach %s", set,
                        v.state, service);
     return service_address(a, v.container_id, v.owner, out->address, sizeof(out->address), err);
