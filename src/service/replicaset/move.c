@@ -22,7 +22,9 @@
  *                 its volumes: the point of no return
  *   committed     the target wrote the records and started the set
  *   old-removed   this node's container, volumes, record and history gone,
- *                 with the operation done, in one transaction
+ *                 with the operation done, in one transaction; a set
+ *                 moved alone answers before this step, which the
+ *                 settle thread runs then (move_leave.c)
  * Before `switched` a failure undoes: the target is told to give back what
  * it made, and a set that ran runs here again. From `switched` on it only
  * goes forward: the target commits by itself if it never hears the commit
@@ -334,11 +336,11 @@ static int move_undo(move_out *m, const char *why, gb_err *err)
     return 0;
 }
 
-/* After `switched`: commit on the target, then this node's copy goes. */
-static int move_finish(move_out *m, gb_err *err)
+/* After `switched`: the target told to commit (it commits by itself when
+ * it does not hear it), step `committed`. */
+static int move_commit_target(move_out *m, gb_err *err)
 {
     app *a = m->a;
-    replicaset_record *r = m->r;
     journal_op *op = m->op;
     if (!journal_step_done(op, OP_STEP_COMMITTED)) {
         char path[128];
@@ -356,12 +358,24 @@ static int move_finish(move_out *m, gb_err *err)
         if (op_step(a, op, OP_STEP_COMMITTED, err) < 0)
             return -1;
     }
+    return 0;
+}
+
+/* After `switched`: commit on the target, then this node's copy goes. */
+static int move_finish(move_out *m, gb_err *err)
+{
+    app *a = m->a;
+    replicaset_record *r = m->r;
+    journal_op *op = m->op;
+    if (move_commit_target(m, err) < 0)
+        return -1;
     /* This node's copy: container, volumes (Docker refuses to remove a
      * volume a container still names), then record, history and operation. */
     replicaset_logs_keep(a, r->name, r->version, r->container_name);
     if (docker_container_remove(a->docker, r->container_name, true, err) < 0)
         return err_prefix(err, "move %s: removing container %s", op->id, r->container_name);
     replicaset_container_forget(a, r->container_name);
+    journal_fault("move", "old-container-removed");
     /* A group's volume stays while a later set of the group binds it here;
      * the last one takes it (docs/fleet.md, "Sets that share a volume"). */
     const char *vols[MOVE_VOLUMES_MAX];
@@ -387,6 +401,22 @@ static int move_finish(move_out *m, gb_err *err)
     replicaset_network_release(a, r->owner);
     nodes_poke(a);
     log_info("move %s: %s left this node for %s", op->id, r->name, op_str(op, "target"));
+    return 0;
+}
+
+/* After `switched`, a set alone: the answer does not wait for this node's
+ * copy to go (move_leave.c). The target commits; the cards, ports and
+ * cores, free since the container stopped, go back to the pools; the
+ * settle thread, woken now, removes the rest (move_finish through
+ * move_out_resume, as after a crash: the journal stays at `committed`). */
+static int move_hand_over(move_out *m, gb_err *err)
+{
+    if (move_commit_target(m, err) < 0)
+        return -1;
+    move_out_release_early(m->a, m->op, m->r);
+    move_out_cleanup_soon();
+    log_info("move %s: %s handed over to node %s; its old copy here goes next", m->op->id,
+             m->r->name, m->target);
     return 0;
 }
 
@@ -577,7 +607,7 @@ int move_out_run(app *a, const char *name, const replicaset_move_request *rq,
         gb_err undo = GB_ERR_INIT;
         if (move_undo(&m, why, &undo) < 0)
             log_error("move %s: %s", op.id, undo.msg);
-    } else if (move_finish(&m, err) < 0) {
+    } else if ((rq->group ? move_finish(&m, err) : move_hand_over(&m, err)) < 0) {
         /* The set is the target's now; this node's copy goes at the next
          * call or start (move_out_resume). */
         log_warn("move %s: %s is on node %s; removing it here: %s", op.id, name, m.target,

@@ -67,6 +67,21 @@ int move_need_bytes(app *a, const struct replicaset_record *r, const json_t *gro
                     gb_err *err);
 int move_out_resume(app *a, journal_op *op, const struct replicaset_record *r, gb_err *err);
 
+/* After the answer (move_leave.c): the source's cards, ports and cores of
+ * record r (its container stopped) back to the pools, the record written
+ * without them; the settle thread woken to remove the old copy
+ * (move_out_cleanup_due says when it may: a test hook can hold it); the
+ * record r of a set that left, not listed here (move_out_left); and, with
+ * name's lock held, the old copy of a set that comes back removed first
+ * (move_out_finish_left: 0 when there was none). */
+void move_out_release_early(app *a, journal_op *op, struct replicaset_record *r);
+void move_out_cleanup_soon(void);
+bool move_out_cleanup_due(const journal_op *op);
+bool move_out_left(app *a, const struct replicaset_record *r);
+int move_out_finish_left(app *a, const char *name, gb_err *err);
+/* The settle thread looks at once (move_settle.c). */
+void move_settle_wake(void);
+
 /* The target's commit and undo of move-in operation op (loaded, running),
  * with the set's name lock held. */
 int move_in_commit_op(app *a, journal_op *op, json_t **out, gb_err *err);

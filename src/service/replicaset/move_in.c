@@ -357,6 +357,9 @@ int replicaset_move_in_prepare(app *a, const json_t *body, json_t **out, gb_err 
         *out = move_in_answer(a, &r, op_str(&op, "state"));
         return 0;
     }
+    /* Moved away from here a moment ago, its old copy not yet removed. */
+    if (move_out_finish_left(a, name, err) < 0)
+        return -1;
     _cleanup_(replicaset_record_free) replicaset_record old = {0};
     found = replicaset_record_load(a->store, name, &old, err);
     if (found < 0)

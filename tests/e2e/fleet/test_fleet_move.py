@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from rsutil import call, create, delete, execute_ok, history, info, lifecycle, rs_path, wait_until
+from rsutil import (call, create, delete, execute_ok, gpu_devices, gpu_map, history, info,
+                    lifecycle, rs_path, wait_until)
 
 PREFIX = "/fleetmove"
 
@@ -619,3 +620,117 @@ def test_a_target_whose_disk_cannot_hold_it_refuses_before_copying(nodes, fleet,
         b.args = b.args[:-2]
         b.restart()
     read_back(nodes["c"], "mvn1")
+
+
+# ---- after the answer: the source removes its copy in the background ----------
+
+def cards_held_on(d, label):
+    """How many cards of node `label` the merged GPU list shows held."""
+    held = gpu_map(d)
+    return sum(1 for x in gpu_devices(d) if x["node"] == label and held.get(x["uuid"]))
+
+
+def listed(d, name):
+    """The nodes the merged list shows set name on (once each time listed)."""
+    return [s["node"] for s in d.get("/api/v1/replicaSet").data["replicaSets"]
+            if s["name"] == name]
+
+
+def with_env(d, **env):
+    """Restart node d with env added (None: removed)."""
+    d.stop()
+    for k, v in env.items():
+        if v is None:
+            d.env.pop(k, None)
+        else:
+            d.env[k] = v
+    d.restart()
+
+
+def test_the_source_answers_before_it_removes_its_copy(nodes, fleet, made):
+    """The answer comes once the target committed: the source's old
+    container and volume go afterwards (held here by a test hook), and
+    meanwhile the set is listed once, on the target, and the source's card
+    shows free (its container stopped before the copy)."""
+    make_set_with_volume(nodes, made, "mva1", "mvav1")
+    a = nodes["a"]
+    with_env(a, GPUBOX_MOVE_CLEANUP_DELAY_MS="8000")  # test hook
+    try:
+        held = cards_held_on(nodes["c"], "a")
+        r = move(nodes["c"], "mva1", node="b")
+        assert r.status == 200 and r.data["to"] == "b", r.json
+        # answered with the old copy still there: container and volume on a
+        assert where(fleet, "mva1") == ["a", "b"], where(fleet, "mva1")
+        assert volumes_on(fleet, "mvav1") == ["a", "b"]
+        assert listed(nodes["c"], "mva1") == ["b"]
+        assert cards_held_on(nodes["c"], "a") == held - 1
+        wait_until(lambda: where(fleet, "mva1") == ["b"] and volumes_on(fleet, "mvav1") == ["b"],
+                   timeout=30)
+        wait_until(lambda: call(a, "GET", "/api/v1/operations/" + r.data["operationId"])
+                   .data["state"] == "done", timeout=30)
+    finally:
+        with_env(a, GPUBOX_MOVE_CLEANUP_DELAY_MS=None)
+    assert cards_held_on(nodes["c"], "a") == held - 1
+    wait_until(lambda: info(nodes["c"], "mva1").data["info"]["status"] == "running", timeout=30)
+    read_back(nodes["c"], "mva1")
+
+
+def test_a_set_moved_back_while_the_source_still_removes_it(nodes, fleet, made):
+    """Moved a to b, then at once back to a while a has not yet removed its
+    old copy: a finishes that first, then takes the set; it runs on a once,
+    holding one card, and the late cleanup takes nothing of the new one."""
+    make_set_with_volume(nodes, made, "mvb1", "mvbv1")
+    a = nodes["a"]
+    held = cards_held_on(nodes["c"], "a")
+    with_env(a, GPUBOX_MOVE_CLEANUP_DELAY_MS="6000")  # test hook
+    try:
+        r = move(nodes["c"], "mvb1", node="b")
+        assert r.status == 200, r.json
+        assert where(fleet, "mvb1") == ["a", "b"]  # the old copy still on a
+        r = move(nodes["c"], "mvb1", node="a")
+        assert r.status == 200 and r.data["to"] == "a", r.json
+        # b removes its copy after its answer in turn
+        wait_until(lambda: where(fleet, "mvb1") == ["a"] and volumes_on(fleet, "mvbv1") == ["a"],
+                   timeout=30)
+        assert listed(nodes["c"], "mvb1") == ["a"]
+        assert cards_held_on(nodes["c"], "a") == held
+        time.sleep(7)  # past the hook's delay: nothing left for the late cleanup
+        assert where(fleet, "mvb1") == ["a"] and volumes_on(fleet, "mvbv1") == ["a"]
+        assert cards_held_on(nodes["c"], "a") == held
+        assert info(nodes["c"], "mvb1").data["info"]["status"] == "running"
+    finally:
+        with_env(a, GPUBOX_MOVE_CLEANUP_DELAY_MS=None)
+    # after a restart the pools, rebuilt from the records, agree
+    assert cards_held_on(nodes["c"], "a") == held
+    read_back(nodes["c"], "mvb1")
+
+
+def test_the_source_killed_after_its_answer_while_removing_its_copy(nodes, fleet, made):
+    """kill at the source between its answer and the end of its cleanup
+    (old container removed, volume not yet): started again it removes the
+    rest; nothing of the set stays on it."""
+    make_set_with_volume(nodes, made, "mvk1", "mvkv1")
+    a = nodes["a"]
+    a.stop()
+    a.env["GPUBOX_FAULT"] = "move:old-container-removed"
+    a.restart()
+    try:
+        r = move(nodes["c"], "mvk1", node="b")
+        assert r.status == 200 and r.data["to"] == "b", r.json
+        deadline = time.monotonic() + 60
+        while a.proc.poll() is None:
+            assert time.monotonic() < deadline, "a did not stop in its cleanup"
+            time.sleep(0.2)
+        a.proc.stdout.close()
+        a.log_file.close()
+    finally:
+        a.env.pop("GPUBOX_FAULT", None)
+        if a.proc.poll() is not None:
+            a.restart()
+    wait_until(lambda: where(fleet, "mvk1") == ["b"] and volumes_on(fleet, "mvkv1") == ["b"],
+               timeout=60)
+    assert listed(nodes["c"], "mvk1") == ["b"]
+    wait_until(lambda: call(a, "GET", "/api/v1/operations/" + r.data["operationId"])
+               .data["state"] == "done", timeout=30)
+    wait_until(lambda: info(nodes["c"], "mvk1").data["info"]["status"] == "running", timeout=30)
+    read_back(nodes["c"], "mvk1")
