@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "docker/docker.h"
 #include "util/err.h"
@@ -139,6 +140,13 @@ bool carry_tree_tar_ok(void);
  * renamed to snapshot_out). */
 int carry_tree_export(const char *dir, const char *snapshot_in, const char *snapshot_out,
                       const char *work, uint64_t skip, bool live, int out_fd, gb_err *err);
+
+/* Date snapshot (carry_tree_export's snapshot_out) back to since when it
+ * is later: a stream made with it then carries everything that changed
+ * since `since` (a resumed pre-copy, whose first bytes were read by an
+ * earlier try). Refused (ERR_CONFLICT) when the file is not a snapshot of
+ * GNU tar's format 2. */
+int carry_tree_snapshot_backdate(const char *snapshot, const struct timespec *since, gb_err *err);
 
 /* Extract the tar stream read from in_fd into dir (carry_tree_export's,
  * through carry_tar_relay): files, owners, modes, xattrs, device nodes,

@@ -278,6 +278,67 @@ int carry_tree_export(const char *dir, const char *snapshot_in, const char *snap
     return 0;
 }
 
+/* GNU tar's snapshot, format 2: "GNU tar-VERSION-2\n", then the time the
+ * stream began as "SECONDS\0NANOSECONDS\0", then the directories. */
+int carry_tree_snapshot_backdate(const char *snapshot, const struct timespec *since, gb_err *err)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    {
+        _cleanup_fclose_ FILE *f = fopen(snapshot, "rb");
+        if (!f)
+            return err_set(err, ERR_INTERNAL, "moving a tree: reading %s: %s", snapshot,
+                           strerror(errno));
+        size_t cap = 1 << 16;
+        text = xmalloc(cap + 1);
+        size_t n;
+        while ((n = fread(text + len, 1, cap - len, f)) > 0) {
+            len += n;
+            if (len == cap) {
+                cap *= 2;
+                text = xrealloc(text, cap + 1);
+            }
+        }
+        if (ferror(f))
+            return err_set(err, ERR_INTERNAL, "moving a tree: reading %s: %s", snapshot,
+                           strerror(errno));
+        text[len] = '\0';
+    }
+    const char *nl = memchr(text, '\n', len);
+    const char *sec = nl ? nl + 1 : NULL;
+    const char *sec_end = sec ? memchr(sec, '\0', len - (size_t)(sec - text)) : NULL;
+    const char *nsec_end =
+        sec_end ? memchr(sec_end + 1, '\0', len - (size_t)(sec_end + 1 - text)) : NULL;
+    if (strncmp(text, "GNU tar-", 8) != 0 || !nl || nl - text < 2 || nl[-2] != '-' ||
+        nl[-1] != '2' || !nsec_end)
+        return err_set(err, ERR_CONFLICT, "moving a tree: %s is not a GNU tar snapshot (format 2)",
+                       snapshot);
+    long long s_then = strtoll(sec, NULL, 10), ns_then = strtoll(sec_end + 1, NULL, 10);
+    if ((long long)since->tv_sec > s_then ||
+        ((long long)since->tv_sec == s_then && (long long)since->tv_nsec >= ns_then))
+        return 0; /* dated no later already */
+    char stamp[64];
+    int slen = snprintf(stamp, sizeof(stamp), "%lld%c%ld%c", (long long)since->tv_sec, '\0',
+                        (long)since->tv_nsec, '\0');
+    _cleanup_free_ char *tmp = xasprintf("%s.backdate", snapshot);
+    _cleanup_fclose_ FILE *out = fopen(tmp, "wb");
+    const char *rest = nsec_end + 1;
+    size_t head = (size_t)(sec - text), tail = len - (size_t)(rest - text);
+    if (!out || fwrite(text, 1, head, out) != head ||
+        fwrite(stamp, 1, (size_t)slen, out) != (size_t)slen || fwrite(rest, 1, tail, out) != tail ||
+        fflush(out) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(err, ERR_INTERNAL, "moving a tree: writing %s: %s", tmp, strerror(e));
+    }
+    if (rename(tmp, snapshot) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(err, ERR_INTERNAL, "moving a tree: keeping %s: %s", snapshot, strerror(e));
+    }
+    return 0;
+}
+
 int carry_tree_import(const char *dir, int in_fd, gb_err *err)
 {
     char tar[512];

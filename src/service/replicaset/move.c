@@ -41,7 +41,8 @@
  * stream through Docker's archive API (carry_export), all of it with the
  * set stopped. Either way a stream cut off resumes where the target's
  * extraction stopped taking whole entries (carry_tar_relay): the target
- * asks for it again from that offset.
+ * asks for it again from that offset (a pre-copy's snapshot is then dated
+ * back to its first try, so the final stream covers the bytes kept).
  *
  * A paused set moves paused (its container stopped, its cards held on
  * the target) and a stopped set stopped.
@@ -56,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "carry/carry.h"
@@ -195,14 +197,48 @@ static void move_snapshot_path(app *a, const char *id, unsigned part, const char
     snprintf(path, size, "%s/moves/%s.%u.snar%s", a->cfg.data_dir, id, part, suffix);
 }
 
-/* The snapshots of move id go (it ended, either way). */
+/* The snapshots of move id go (it ended, either way), with the times
+ * their pre-copies began. */
 static void move_snapshots_remove(app *a, const char *id, size_t parts)
 {
     char path[MOVE_DIR_MAX + 128];
     for (unsigned i = 0; i < parts; i++) {
         move_snapshot_path(a, id, i, "", path, sizeof(path));
         unlink(path);
+        move_snapshot_path(a, id, i, ".began", path, sizeof(path));
+        unlink(path);
     }
+}
+
+/* <snapshot>.began: when the first try of a pre-copy began. A resumed try
+ * keeps the bytes an earlier one sent, read from that time on, so its
+ * snapshot is dated back to it (carry_tree_snapshot_backdate): the final
+ * stream then sends everything that changed since. */
+static int move_precopy_began(const char *snap, bool first, struct timespec *t, gb_err *err)
+{
+    char path[MOVE_DIR_MAX + 192];
+    snprintf(path, sizeof(path), "%s.began", snap);
+    if (first) {
+        /* A second early: file times come from the kernel's coarse clock,
+         * which may lag behind this one. */
+        clock_gettime(CLOCK_REALTIME, t);
+        t->tv_sec -= 1;
+        _cleanup_fclose_ FILE *f = fopen(path, "w");
+        if (!f || fprintf(f, "%lld %ld\n", (long long)t->tv_sec, (long)t->tv_nsec) < 0 ||
+            fflush(f) != 0)
+            return err_set(err, ERR_INTERNAL, "writing %s: %s", path, strerror(errno));
+        return 0;
+    }
+    _cleanup_fclose_ FILE *f = fopen(path, "r");
+    long long sec = 0;
+    long nsec = 0;
+    if (!f || fscanf(f, "%lld %ld", &sec, &nsec) != 2)
+        return err_set(err, ERR_CONFLICT,
+                       "this pre-copy's first try left no time here: it is pulled again from its "
+                       "start");
+    t->tv_sec = (time_t)sec;
+    t->tv_nsec = nsec;
+    return 0;
 }
 
 /* The prepare request's body: the record whole, its history, its volumes.
@@ -663,7 +699,8 @@ struct export_job {
     bool tree, live;
     const char *dir, *snapshot_in, *snapshot_out, *work;
     uint64_t skip;
-    int fd; /* closed by the thread */
+    struct timespec began; /* a pre-copy's first try (move_precopy_began) */
+    int fd;                /* closed by the thread */
     int rc;
     gb_err err;
     carry_stats st;
@@ -692,8 +729,6 @@ static int move_export_tree_job(app *a, const char *id, const replicaset_record 
     size_t nvols = move_volume_names(r, shared, vols, MOVE_VOLUMES_MAX);
     if (p->part > nvols)
         return err_set(err, ERR_NOT_FOUND, "move %s has no part %u", id, p->part);
-    if (p->pre && p->offset > 0)
-        return err_set(err, ERR_INVALID_PARAMS, "a pre-copy is pulled again from its start");
     if ((p->part == 0 ? carry_tree_upper(a->docker, r->container_name, dir, MOVE_DIR_MAX, err)
                       : volumes_host_dir(a, vols[p->part - 1], dir, MOVE_DIR_MAX, err)) < 0)
         return -1;
@@ -711,6 +746,8 @@ static int move_export_tree_job(app *a, const char *id, const replicaset_record 
     job->live = p->pre;
     if (p->pre) { /* everything, while it runs; what it sent kept in snap */
         job->snapshot_out = snap;
+        if (move_precopy_began(snap, p->offset == 0, &job->began, err) < 0)
+            return -1;
     } else if (access(snap, F_OK) == 0) { /* after a pre-copy: what changed since */
         job->snapshot_in = snap;
     }
@@ -789,6 +826,14 @@ int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p
     if (rc < 0) {
         *err = enc;
         return -1;
+    }
+    /* A resumed pre-copy: what changed since its first try began goes in
+     * the final stream; without a snapshot that says so, all of it does. */
+    gb_err back = GB_ERR_INIT;
+    if (p->tree && p->pre && p->offset > 0 &&
+        carry_tree_snapshot_backdate(snap, &job.began, &back) < 0) {
+        log_warn("move %s: part %u goes whole after the stop: %s", id, p->part, back.msg);
+        unlink(snap);
     }
     if (p->tree)
         log_info("move %s: sent part %u (%s, %s%s) from byte %llu: %llu bytes (%s)", id, p->part,

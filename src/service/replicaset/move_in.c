@@ -577,8 +577,11 @@ static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, c
 static pthread_mutex_t resumed_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A part, whole: pulled again after a dropped connection from where the
- * extraction stopped taking whole entries (a pre-copy, read while the set
- * runs, from its start: its bytes are not the same twice). resumed gets
+ * extraction stopped taking whole entries. A pre-copy, read while the set
+ * runs, too: when its files changed size the source finds no entry at
+ * that byte any more and sends nothing, and it is pulled again from its
+ * start; else what changed in the bytes kept goes in the final stream
+ * (the source dates its snapshot back to the first try). resumed gets
  * [{part, from}] for each resumed pull. */
 static int move_in_part(app *a, journal_op *op, const replicaset_record *r, const char *auth,
                         move_live *live, const move_part *pt, json_t *resumed, gb_err *err)
@@ -598,7 +601,7 @@ static int move_in_part(app *a, journal_op *op, const replicaset_record *r, cons
             return -1;
         /* Resumed where the whole entries end; a resumed pull that brought
          * nothing (the source's stream no longer matches) starts over. */
-        uint64_t from = pt->pre ? 0 : offset > 0 && whole == 0 ? 0 : offset + whole;
+        uint64_t from = offset > 0 && whole == 0 ? 0 : offset + whole;
         log_warn("move %s: the data stream from node %s broke off after %llu bytes (%s); "
                  "pulling it again (try %d of %d) from byte %llu",
                  op->id, op_str(op, "source"), (unsigned long long)received, err->msg, attempt + 1,

@@ -558,6 +558,44 @@ def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made, way):
     assert out["stdout"].strip() == "same", out
 
 
+def test_a_cut_pre_copy_resumes_where_it_stopped(nodes, fleet, made):
+    """A running set's pre-copy cut part way is pulled again from the last
+    whole entry, not from its start; what the target kept is checked again
+    by the final stream (the snapshot dated back to the first try)."""
+    name, vol = "mvpc1", "mvpcv1"
+    made += [name, "vol:" + vol]
+    r = call(nodes["b"], "POST", "/api/v1/volumes", {"name": vol, "size": "30MB", "node": "a"})
+    assert r.status == 200, r.json
+    r = create(nodes["c"], name, 0, node="a", binds=[{"src": vol, "dest": "/data"}])
+    assert r.status == 200, r.json
+    execute_ok(nodes["a"], name, ["sh", "-c", "for i in 0 1 2 3 4 5 6 7 8 9; do dd if=/dev/urandom"
+                                    " of=/data/r$i bs=1k count=100 2>/dev/null; done;"
+                                    " md5sum /data/r* > /root/r.md5"])
+    a = nodes["a"]
+    a.stop()
+    a.env["GPUBOX_MOVE_CUT_AFTER"] = "700000"  # the volume's pre-copy breaks off there
+    a.restart()
+    try:
+        r = move(nodes["c"], name, node="b")
+        assert r.status == 200, r.json
+        pre = r.data["copy"]["preCopied"]
+        assert r.data["copy"]["way"] == "tree" and len(pre["resumed"]) == 1, r.data
+        assert pre["resumed"][0]["from"] >= 300000, r.data
+        op = call(a, "GET", "/api/v1/operations/" + op_of(a, name, "to node b")).data
+        assert 1024000 < op["progress"]["bytes"] < 1024000 + 450000, op
+        log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
+        assert "pulling it again (try 2 of 3) from byte" in log
+    finally:
+        a.stop()
+        del a.env["GPUBOX_MOVE_CUT_AFTER"]
+        a.restart()
+    wait_until(lambda: where(fleet, name) == ["b"] and volumes_on(fleet, vol) == ["b"],
+               timeout=30)
+    wait_until(lambda: info(nodes["c"], name).data["info"]["status"] == "running", timeout=30)
+    out = execute_ok(nodes["c"], name, ["sh", "-c", "md5sum /data/r* | cmp - /root/r.md5 && echo same"])
+    assert out["stdout"].strip() == "same", out
+
+
 # A loop that keeps changing the system disk and the volume while the set
 # runs: each turn makes file n, says n (renamed into place: never seen
 # half written), and deletes file n-1.
