@@ -52,6 +52,14 @@ def volumes_on(fleet, name):
     return out
 
 
+def left_for(fleet, name, to, vol=None):
+    """Wait until set name (and volume vol) is on node `to` alone: the node
+    it left removes its old copy just after its answer (docs/fleet.md,
+    "After the answer")."""
+    wait_until(lambda: where(fleet, name) == [to]
+               and (vol is None or volumes_on(fleet, vol) == [to]), timeout=30)
+
+
 def node_of(d, name):
     sets = {s["name"]: s for s in d.get("/api/v1/replicaSet").data["replicaSets"]}
     return sets[name]["node"] if name in sets else None
@@ -105,7 +113,7 @@ def test_a_stopped_set_moves_with_its_system_disk_and_volume(nodes, fleet, made)
     assert r.status == 200, r.json
     assert r.data["from"] == "a" and r.data["to"] == "b" and r.data["state"] == "stopped"
     assert r.data["bytes"] > 300 * 1024 and r.data["operationId"]
-    assert where(fleet, "mv1") == ["b"] and volumes_on(fleet, "mvv1") == ["b"]
+    left_for(fleet, "mv1", "b", "mvv1")
     assert node_of(nodes["a"], "mv1") == "b"
     vols = {v["name"]: v for v in nodes["c"].get("/api/v1/volumes").data["volumes"]}
     assert vols["mvv1"]["node"] == "b"
@@ -127,7 +135,7 @@ def test_a_running_set_runs_on_the_node_placement_picks(nodes, fleet, made):
     assert r.status == 200, r.json
     to = r.data["to"]
     assert to in ("b", "c") and r.data["state"] == "running"
-    assert where(fleet, "mv2") == [to] and volumes_on(fleet, "mvv2") == [to]
+    left_for(fleet, "mv2", to, "mvv2")
     assert r.data["ports"] == [] and len(r.data["gpus"]) == 1
     i = info(nodes["b"], "mv2").data["info"]
     assert i["status"] == "running"
@@ -143,7 +151,7 @@ def test_a_paused_set_stays_paused(nodes, fleet, made):
     r = move(nodes["a"], "mv3", node="c")
     assert r.status == 200, r.json
     assert r.data["state"] == "paused" and len(r.data["ports"]) == 1
-    assert where(fleet, "mv3") == ["c"]
+    left_for(fleet, "mv3", "c")
     assert lifecycle(nodes["a"], "mv3", "continue").status == 200
     out = execute_ok(nodes["a"], "mv3", ["cat", "/root/p"])["stdout"]
     assert out.strip() == "p"
@@ -317,7 +325,7 @@ def test_the_cli_moves_a_set(nodes, fleet, made):
     assert p.returncode == 0, (p.stdout, p.stderr)
     assert p.stdout.startswith("mvc1: moved from a to c (version 2, running)"), p.stdout
     assert "ports 22->" in p.stdout, p.stdout
-    assert where(fleet, "mvc1") == ["c"]
+    left_for(fleet, "mvc1", "c")
     p = cli(nodes["b"], "move", "mvc1", "--node", "c")
     assert p.returncode != 0 and "already" in p.stderr, (p.stdout, p.stderr)
 
@@ -365,7 +373,7 @@ def test_a_restart_that_does_not_fit_moves_when_asked(nodes, fleet, made):
     r = call(nodes["c"], "PATCH", rs_path("mvr1", "/restart"), {"move": True})
     assert r.status == 200, r.json
     assert r.data["movedFrom"] == "b" and r.data["node"] in ("a", "c"), r.data
-    assert where(fleet, "mvr1") == [r.data["node"]]
+    left_for(fleet, "mvr1", r.data["node"])
     assert info(nodes["a"], "mvr1").data["info"]["status"] == "running"
 
 
@@ -382,7 +390,7 @@ def test_drain_moves_every_set_off_a_node(nodes, fleet, made):
         assert p.returncode == 0, (p.stdout, p.stderr)
         assert "node c: 5 set(s) moved, 0 could not move" in p.stdout, p.stdout
         for n in names:
-            assert where(fleet, n) != ["c"] and len(where(fleet, n)) == 1, n
+            wait_until(lambda: where(fleet, n) != ["c"] and len(where(fleet, n)) == 1, timeout=30)
         states = {n: info(nodes["b"], n).data["info"]["state"] for n in names}
         assert states == {"mvd0": "running", "mvd1": "stopped", "mvd2": "paused",
                           "mvd3": "running", "mvd4": "running"}
@@ -445,7 +453,7 @@ def test_a_stream_that_breaks_off_is_pulled_again(nodes, fleet, made):
         assert r.status == 200, r.json
         log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
         assert "broke off after" in log and "pulling it again (try 2 of 3)" in log, log[-3000:]
-        assert where(fleet, "mvx1") == ["b"] and volumes_on(fleet, "mvxv1") == ["b"]
+        left_for(fleet, "mvx1", "b", "mvxv1")
         read_back(nodes["c"], "mvx1")
     finally:
         a.stop()
@@ -552,7 +560,7 @@ def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made, way):
         del a.env["GPUBOX_MOVE_CUT_AFTER"]
         a.env.pop("GPUBOX_MOVE_WAY", None)
         a.restart()
-    assert where(fleet, name) == ["b"] and volumes_on(fleet, vol) == ["b"]
+    left_for(fleet, name, "b", vol)
     assert lifecycle(nodes["c"], name, "restart").status == 200
     out = execute_ok(nodes["c"], name, ["sh", "-c", "md5sum /data/r* | cmp - /root/r.md5 && echo same"])
     assert out["stdout"].strip() == "same", out
