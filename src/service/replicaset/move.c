@@ -450,6 +450,11 @@ static int move_hand_over(move_out *m, gb_err *err)
     if (move_commit_target(m, err) < 0)
         return -1;
     move_out_release_early(m->a, m->op, m->r);
+    const char *vols[MOVE_VOLUMES_MAX];
+    size_t nvols = move_volume_names(m->r, json_object_get(m->op->data, "keepVolumes"), vols,
+                                     MOVE_VOLUMES_MAX);
+    for (size_t i = 0; i < nvols; i++)
+        volumes_move_leaving(m->a, vols[i]);
     move_out_cleanup_soon();
     log_info("move %s: %s handed over to node %s; its old copy here goes next", m->op->id,
              m->r->name, m->target);

@@ -709,6 +709,8 @@ def test_the_source_answers_before_it_removes_its_copy(nodes, fleet, made):
         assert where(fleet, "mva1") == ["a", "b"], where(fleet, "mva1")
         assert volumes_on(fleet, "mvav1") == ["a", "b"]
         assert listed(nodes["c"], "mva1") == ["b"]
+        assert [v["node"] for v in nodes["c"].get("/api/v1/volumes").data["volumes"]
+                if v["name"] == "mvav1"] == ["b"]
         assert cards_held_on(nodes["c"], "a") == held - 1
         wait_until(lambda: where(fleet, "mva1") == ["b"] and volumes_on(fleet, "mvav1") == ["b"],
                    timeout=30)
