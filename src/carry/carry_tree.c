@@ -165,9 +165,38 @@ static int copy_file(const char *from, const char *to, gb_err *err)
     }
 }
 
-/* Read and drop skip bytes of fd, then check a header begins there and
- * pass the rest to out_fd. */
-static int skip_then_copy(int fd, uint64_t skip, int out_fd, gb_err *err)
+/* The first head_len bytes after the skip, read whole: their sum must be
+ * head_hash (the same entry's headers as the receiving side has). */
+static int head_check(int fd, uint64_t head_len, uint64_t head_hash, int out_fd, gb_err *err)
+{
+    if (head_len > (2u << 20))
+        return err_set(err, ERR_CONFLICT, "the headers asked to resume at are too long");
+    _cleanup_free_ unsigned char *head = xmalloc((size_t)head_len);
+    size_t have = 0;
+    while (have < head_len) {
+        ssize_t n = read(fd, head + have, (size_t)head_len - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return err_set(err, ERR_INTERNAL, "moving a tree: reading tar: %s", strerror(errno));
+        if (n == 0)
+            return err_set(err, ERR_CONFLICT,
+                           "the stream is shorter than the offset asked to resume at");
+        have += (size_t)n;
+    }
+    if (carry_tar_head_hash(0, head, have) != head_hash)
+        return err_set(err, ERR_CONFLICT,
+                       "the tree changed: another entry begins at the offset asked to resume at");
+    if (carry_write_all(out_fd, head, have) < 0)
+        return err_set(err, ERR_INTERNAL, "moving a tree: sending: %s", strerror(errno));
+    return 0;
+}
+
+/* Read and drop skip bytes of fd, then check a header begins there (with
+ * head_len, that the same entry's headers do) and pass the rest to
+ * out_fd. */
+static int skip_then_copy(int fd, uint64_t skip, uint64_t head_len, uint64_t head_hash, int out_fd,
+                          gb_err *err)
 {
     size_t cap = 1u << 20;
     _cleanup_free_ unsigned char *buf = xmalloc(cap);
@@ -175,6 +204,11 @@ static int skip_then_copy(int fd, uint64_t skip, int out_fd, gb_err *err)
     size_t have = 0;
     bool checked = false;
     for (;;) {
+        if (skip == 0 && !checked && head_len > 0) {
+            if (head_check(fd, head_len, head_hash, out_fd, err) < 0)
+                return -1;
+            checked = true;
+        }
         size_t want = skip > 0   ? (skip < cap ? (size_t)skip : cap)
                       : !checked ? sizeof(block) - have
                                  : cap;
@@ -211,7 +245,8 @@ static int skip_then_copy(int fd, uint64_t skip, int out_fd, gb_err *err)
 }
 
 int carry_tree_export(const char *dir, const char *snapshot_in, const char *snapshot_out,
-                      const char *work, uint64_t skip, bool live, int out_fd, gb_err *err)
+                      const char *work, uint64_t skip, uint64_t head_len, uint64_t head_hash,
+                      bool live, int out_fd, gb_err *err)
 {
     char tar[512];
     if (tree_tar_path(tar, sizeof(tar), err) < 0)
@@ -257,7 +292,7 @@ int carry_tree_export(const char *dir, const char *snapshot_in, const char *snap
     }
     int copied = 0;
     if (skip > 0) {
-        copied = skip_then_copy(p[0], skip, out_fd, err);
+        copied = skip_then_copy(p[0], skip, head_len, head_hash, out_fd, err);
         close(p[0]); /* tar, if still writing, ends */
     }
     gb_err werr = GB_ERR_INIT;

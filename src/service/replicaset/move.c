@@ -703,7 +703,7 @@ struct export_job {
     /* the tree way */
     bool tree, live;
     const char *dir, *snapshot_in, *snapshot_out, *work;
-    uint64_t skip;
+    uint64_t skip, head_len, head_hash;
     struct timespec began; /* a pre-copy's first try (move_precopy_began) */
     int fd;                /* closed by the thread */
     int rc;
@@ -716,7 +716,7 @@ static void *export_thread(void *arg)
     struct export_job *j = arg;
     if (j->tree)
         j->rc = carry_tree_export(j->dir, j->snapshot_in, j->snapshot_out, j->work, j->skip,
-                                  j->live, j->fd, &j->err);
+                                  j->head_len, j->head_hash, j->live, j->fd, &j->err);
     else
         j->rc = carry_export(j->a->docker, j->container, j->mounts, j->n, j->fd, &j->st, &j->err);
     close(j->fd);
@@ -748,6 +748,12 @@ static int move_export_tree_job(app *a, const char *id, const replicaset_record 
     job->dir = dir;
     job->work = work;
     job->skip = p->offset;
+    job->head_len = p->head_len;
+    job->head_hash = p->head_hash;
+    /* A pre-copy read while the tree changed: resumed only where the same
+     * entry begins again (the receiving side's head). */
+    if (p->pre && p->offset > 0 && p->head_len == 0)
+        return err_set(err, ERR_CONFLICT, "a pre-copy resumes only with the head of its entry");
     job->live = p->pre;
     if (p->pre) { /* everything, while it runs; what it sent kept in snap */
         job->snapshot_out = snap;
