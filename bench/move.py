@@ -73,7 +73,12 @@ class Downtime(threading.Thread):
         self.done = threading.Event()
 
     def run(self):
-        while not self.done.is_set():
+        # The answer may come before this sees the set run on `to` (the
+        # source answers once the target started it): go on polling a while.
+        give_up = None
+        while give_up is None or time.monotonic() < give_up:
+            if give_up is None and self.done.is_set():
+                give_up = time.monotonic() + 30
             now = time.monotonic()
             if self.stopped_at is None:
                 if not running_on(self.sock_from, self.prefix):
