@@ -15,6 +15,7 @@
  *   target -> source  GET  MOVE_PATH/{id}/data       the carry stream (tar), or
  *                     ?part=K&phase=P                one part of the tree way;
  *                     &offset=N                      resumed from byte N
+ *                     &head=LEN.SUM                  where the same entry begins
  *   source            the fleet's name index handed over (point of no return)
  *   source -> target  POST MOVE_PATH/{id}/commit     records written, started
  *   source -> target  POST MOVE_PATH/{id}/abort      before the point: undone
