@@ -17,8 +17,9 @@
 #             (bash's /dev/tcp) read in node b's namespace (python's socket
 #             in 1 MiB reads, as nc does) into tar -x on the disk
 #   stopped   POST .../move {"node": "b"} of the set, stopped: until the
-#             answer (the data extracted, the records written); "the copy"
-#             is the data alone as node b timed it
+#             answer (the data extracted, the records written; node a
+#             removes its old copy after it); "the copy" is the data alone
+#             as node b timed it, "outside the copy" the rest
 #   running   the set started on b, then moved back to a while it runs:
 #             on the tree way (both nodes overlay2, docs/fleet.md) it is
 #             copied while it runs, then stopped and only what changed

@@ -216,6 +216,16 @@ int api_move_data(http_request *req, http_response *resp, gb_err *err)
                            q_offset);
         part.offset = v;
     }
+    /* ?head=LEN.HASH (hex): a resumed pre-copy's entry at offset */
+    const char *q_head = http_request_query(req, "head");
+    if (q_head) {
+        errno = 0;
+        part.head_len = strtoull(q_head, &end, 10);
+        if (*end == '.')
+            part.head_hash = strtoull(end + 1, &end, 16);
+        if (!q_head[0] || *end || errno || part.head_len == 0)
+            return err_set(err, ERR_INVALID_PARAMS, "head is LENGTH.HASH, not '%.48s'", q_head);
+    }
     move_data *d = xcalloc(1, sizeof(*d));
     *d = (move_data){.a = req->ctx, .id = xstrdup(id ? id : ""), .part = part};
     return http_response_stream(resp, 200, "application/x-tar", data_run, d, data_free, err);

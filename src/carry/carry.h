@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "docker/docker.h"
 #include "util/err.h"
@@ -113,6 +114,13 @@ typedef struct carry_relay carry_relay;
 carry_relay *carry_relay_new(int out_fd);
 int carry_relay_feed(carry_relay *r, const void *data, size_t n);
 int carry_relay_end(carry_relay *r, uint64_t *whole, bool *complete, gb_err *err);
+/* Before the end, when the stream was cut inside an entry's data: the
+ * length and sum (carry_tar_head_hash) of that entry's headers, which
+ * begin at *whole - so a stream read while its tree changed is resumed
+ * only where the same entry begins again (carry_tree_export). */
+bool carry_relay_head(const carry_relay *r, uint64_t *len, uint64_t *hash);
+/* FNV-1a of data, going on from hash (0: a new sum). */
+uint64_t carry_tar_head_hash(uint64_t hash, const void *data, size_t n);
 
 /* ---- The tree way of a move (carry_tree.c) ---- */
 
@@ -132,13 +140,23 @@ bool carry_tree_tar_ok(void);
  * directories' listings, from which the extraction deletes what is gone.
  * Overlay's whiteouts and opaque directories (device nodes, trusted.*
  * xattrs) travel as they are. skip: bytes of the stream not written (a
- * resumed pull); refused (ERR_CONFLICT) when no entry begins there.
+ * resumed pull); refused (ERR_CONFLICT) when no entry begins there, or
+ * (head_len not 0) when the head_len bytes there do not sum to head_hash
+ * (carry_relay_head: the entry the receiving side expects).
  * live: the tree may change as it is read (a running set): files that
  * change are sent as read, and a later stream carries them again.
  * work: a file of the caller's for tar's snapshot as it runs (removed, or
  * renamed to snapshot_out). */
 int carry_tree_export(const char *dir, const char *snapshot_in, const char *snapshot_out,
-                      const char *work, uint64_t skip, bool live, int out_fd, gb_err *err);
+                      const char *work, uint64_t skip, uint64_t head_len, uint64_t head_hash,
+                      bool live, int out_fd, gb_err *err);
+
+/* Date snapshot (carry_tree_export's snapshot_out) back to since when it
+ * is later: a stream made with it then carries everything that changed
+ * since `since` (a resumed pre-copy, whose first bytes were read by an
+ * earlier try). Refused (ERR_CONFLICT) when the file is not a snapshot of
+ * GNU tar's format 2. */
+int carry_tree_snapshot_backdate(const char *snapshot, const struct timespec *since, gb_err *err);
 
 /* Extract the tar stream read from in_fd into dir (carry_tree_export's,
  * through carry_tar_relay): files, owners, modes, xattrs, device nodes,

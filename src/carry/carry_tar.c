@@ -522,7 +522,23 @@ struct carry_relay {
     uint64_t offset; /* bytes read so far */
     uint64_t whole;  /* end of the last whole entry */
     bool ended;      /* the end blocks came (or a block no tar reader follows) */
+    /* The entry whose data is under way: its headers (held-back ones
+     * included) from `whole` on, as carry_tar_head_hash sums them. */
+    uint64_t head_len, head_hash;
 };
+
+uint64_t carry_tar_head_hash(uint64_t hash, const void *data, size_t n)
+{
+    /* FNV-1a, 64 bits: only telling one entry's headers from another's. */
+    const unsigned char *p = data;
+    if (hash == 0)
+        hash = 14695981039346656037ULL;
+    for (size_t i = 0; i < n; i++) {
+        hash ^= p[i];
+        hash *= 1099511628211ULL;
+    }
+    return hash;
+}
 
 static void relay_out(struct carry_relay *r, const void *p, size_t n)
 {
@@ -570,6 +586,11 @@ static void relay_header(struct carry_relay *r)
         return;
     }
     relay_out(r, r->held, r->held_len);
+    r->head_len = r->held_len + CARRY_TAR_BLOCK;
+    r->head_hash = carry_tar_head_hash(carry_tar_head_hash(0, r->held, r->held_len), r->header,
+                                       CARRY_TAR_BLOCK);
+    if (r->whole + r->head_len != r->offset)
+        r->head_len = 0; /* held-back headers passed on already: no head to tell */
     r->held_len = 0;
     relay_out(r, r->header, CARRY_TAR_BLOCK);
     r->in_data = r->left > 0;
@@ -628,6 +649,15 @@ int carry_relay_feed(carry_relay *r, const void *data, size_t n)
     if (r->failed)
         errno = EPIPE;
     return r->failed ? -1 : 0;
+}
+
+bool carry_relay_head(const carry_relay *r, uint64_t *len, uint64_t *hash)
+{
+    if (r->ended || !r->in_data || r->head_len == 0)
+        return false;
+    *len = r->head_len;
+    *hash = r->head_hash;
+    return true;
 }
 
 int carry_relay_end(carry_relay *r, uint64_t *whole, bool *complete, gb_err *err)

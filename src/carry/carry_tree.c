@@ -165,9 +165,38 @@ static int copy_file(const char *from, const char *to, gb_err *err)
     }
 }
 
-/* Read and drop skip bytes of fd, then check a header begins there and
- * pass the rest to out_fd. */
-static int skip_then_copy(int fd, uint64_t skip, int out_fd, gb_err *err)
+/* The first head_len bytes after the skip, read whole: their sum must be
+ * head_hash (the same entry's headers as the receiving side has). */
+static int head_check(int fd, uint64_t head_len, uint64_t head_hash, int out_fd, gb_err *err)
+{
+    if (head_len > (2u << 20))
+        return err_set(err, ERR_CONFLICT, "the headers asked to resume at are too long");
+    _cleanup_free_ unsigned char *head = xmalloc((size_t)head_len);
+    size_t have = 0;
+    while (have < head_len) {
+        ssize_t n = read(fd, head + have, (size_t)head_len - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return err_set(err, ERR_INTERNAL, "moving a tree: reading tar: %s", strerror(errno));
+        if (n == 0)
+            return err_set(err, ERR_CONFLICT,
+                           "the stream is shorter than the offset asked to resume at");
+        have += (size_t)n;
+    }
+    if (carry_tar_head_hash(0, head, have) != head_hash)
+        return err_set(err, ERR_CONFLICT,
+                       "the tree changed: another entry begins at the offset asked to resume at");
+    if (carry_write_all(out_fd, head, have) < 0)
+        return err_set(err, ERR_INTERNAL, "moving a tree: sending: %s", strerror(errno));
+    return 0;
+}
+
+/* Read and drop skip bytes of fd, then check a header begins there (with
+ * head_len, that the same entry's headers do) and pass the rest to
+ * out_fd. */
+static int skip_then_copy(int fd, uint64_t skip, uint64_t head_len, uint64_t head_hash, int out_fd,
+                          gb_err *err)
 {
     size_t cap = 1u << 20;
     _cleanup_free_ unsigned char *buf = xmalloc(cap);
@@ -175,6 +204,11 @@ static int skip_then_copy(int fd, uint64_t skip, int out_fd, gb_err *err)
     size_t have = 0;
     bool checked = false;
     for (;;) {
+        if (skip == 0 && !checked && head_len > 0) {
+            if (head_check(fd, head_len, head_hash, out_fd, err) < 0)
+                return -1;
+            checked = true;
+        }
         size_t want = skip > 0   ? (skip < cap ? (size_t)skip : cap)
                       : !checked ? sizeof(block) - have
                                  : cap;
@@ -211,7 +245,8 @@ static int skip_then_copy(int fd, uint64_t skip, int out_fd, gb_err *err)
 }
 
 int carry_tree_export(const char *dir, const char *snapshot_in, const char *snapshot_out,
-                      const char *work, uint64_t skip, bool live, int out_fd, gb_err *err)
+                      const char *work, uint64_t skip, uint64_t head_len, uint64_t head_hash,
+                      bool live, int out_fd, gb_err *err)
 {
     char tar[512];
     if (tree_tar_path(tar, sizeof(tar), err) < 0)
@@ -257,7 +292,7 @@ int carry_tree_export(const char *dir, const char *snapshot_in, const char *snap
     }
     int copied = 0;
     if (skip > 0) {
-        copied = skip_then_copy(p[0], skip, out_fd, err);
+        copied = skip_then_copy(p[0], skip, head_len, head_hash, out_fd, err);
         close(p[0]); /* tar, if still writing, ends */
     }
     gb_err werr = GB_ERR_INIT;
@@ -274,6 +309,67 @@ int carry_tree_export(const char *dir, const char *snapshot_in, const char *snap
                            strerror(errno));
     } else {
         unlink(work);
+    }
+    return 0;
+}
+
+/* GNU tar's snapshot, format 2: "GNU tar-VERSION-2\n", then the time the
+ * stream began as "SECONDS\0NANOSECONDS\0", then the directories. */
+int carry_tree_snapshot_backdate(const char *snapshot, const struct timespec *since, gb_err *err)
+{
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    {
+        _cleanup_fclose_ FILE *f = fopen(snapshot, "rb");
+        if (!f)
+            return err_set(err, ERR_INTERNAL, "moving a tree: reading %s: %s", snapshot,
+                           strerror(errno));
+        size_t cap = 1 << 16;
+        text = xmalloc(cap + 1);
+        size_t n;
+        while ((n = fread(text + len, 1, cap - len, f)) > 0) {
+            len += n;
+            if (len == cap) {
+                cap *= 2;
+                text = xrealloc(text, cap + 1);
+            }
+        }
+        if (ferror(f))
+            return err_set(err, ERR_INTERNAL, "moving a tree: reading %s: %s", snapshot,
+                           strerror(errno));
+        text[len] = '\0';
+    }
+    const char *nl = memchr(text, '\n', len);
+    const char *sec = nl ? nl + 1 : NULL;
+    const char *sec_end = sec ? memchr(sec, '\0', len - (size_t)(sec - text)) : NULL;
+    const char *nsec_end =
+        sec_end ? memchr(sec_end + 1, '\0', len - (size_t)(sec_end + 1 - text)) : NULL;
+    if (strncmp(text, "GNU tar-", 8) != 0 || !nl || nl - text < 2 || nl[-2] != '-' ||
+        nl[-1] != '2' || !nsec_end)
+        return err_set(err, ERR_CONFLICT, "moving a tree: %s is not a GNU tar snapshot (format 2)",
+                       snapshot);
+    long long s_then = strtoll(sec, NULL, 10), ns_then = strtoll(sec_end + 1, NULL, 10);
+    if ((long long)since->tv_sec > s_then ||
+        ((long long)since->tv_sec == s_then && (long long)since->tv_nsec >= ns_then))
+        return 0; /* dated no later already */
+    char stamp[64];
+    int slen = snprintf(stamp, sizeof(stamp), "%lld%c%ld%c", (long long)since->tv_sec, '\0',
+                        (long)since->tv_nsec, '\0');
+    _cleanup_free_ char *tmp = xasprintf("%s.backdate", snapshot);
+    _cleanup_fclose_ FILE *out = fopen(tmp, "wb");
+    const char *rest = nsec_end + 1;
+    size_t head = (size_t)(sec - text), tail = len - (size_t)(rest - text);
+    if (!out || fwrite(text, 1, head, out) != head ||
+        fwrite(stamp, 1, (size_t)slen, out) != (size_t)slen || fwrite(rest, 1, tail, out) != tail ||
+        fflush(out) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(err, ERR_INTERNAL, "moving a tree: writing %s: %s", tmp, strerror(e));
+    }
+    if (rename(tmp, snapshot) < 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(err, ERR_INTERNAL, "moving a tree: keeping %s: %s", snapshot, strerror(e));
     }
     return 0;
 }

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,12 +187,46 @@ static void test_the_resumed_stream_begins_with_an_entry(void **state)
     assert_false(carry_tar_block_starts_entry(archive + 512 + 3));          /* file data */
 }
 
+/* Cut inside an entry's data, the relay names that entry by its headers
+ * (the PAX one included), which begin where the whole entries end; cut
+ * between entries or inside headers, it names none. */
+static void test_a_cut_inside_data_gives_the_entry_head(void **state)
+{
+    (void)state;
+    for (size_t cut = 1; cut < archive_len - 1024; cut += 37) {
+        int out = open("/dev/null", O_WRONLY);
+        carry_relay *r = carry_relay_new(out);
+        assert_int_equal(carry_relay_feed(r, archive, cut), 0);
+        uint64_t len = 0, hash = 0, whole = 0;
+        bool has = carry_relay_head(r, &len, &hash);
+        bool complete = false;
+        gb_err err = GB_ERR_INIT;
+        assert_int_equal(carry_relay_end(r, &whole, &complete, &err), 0);
+        close(out);
+        size_t k = 0;
+        while (k < nentries && ends[k] <= cut)
+            k++;
+        /* where entry k's data begins: after its headers (setup's sizes,
+         * padded to whole blocks; the directory has none) */
+        static const size_t data_len[] = {1024, 0, 3072, 1024};
+        size_t data_at = k < nentries ? ends[k] - data_len[k] : 0;
+        bool in_data = k < nentries && data_len[k] > 0 && cut >= data_at;
+        assert_int_equal(has, in_data);
+        if (has) {
+            assert_int_equal(whole, starts[k]);
+            assert_int_equal(len, data_at - starts[k]);
+            assert_true(hash == carry_tar_head_hash(0, archive + starts[k], (size_t)len));
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_whole_stream_passes_as_it_is),
         cmocka_unit_test(test_a_stream_cut_anywhere_ends_as_a_whole_archive),
         cmocka_unit_test(test_the_resumed_stream_begins_with_an_entry),
+        cmocka_unit_test(test_a_cut_inside_data_gives_the_entry_head),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

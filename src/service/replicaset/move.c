@@ -22,7 +22,9 @@
  *                 its volumes: the point of no return
  *   committed     the target wrote the records and started the set
  *   old-removed   this node's container, volumes, record and history gone,
- *                 with the operation done, in one transaction
+ *                 with the operation done, in one transaction; a set
+ *                 moved alone answers before this step, which the
+ *                 settle thread runs then (move_leave.c)
  * Before `switched` a failure undoes: the target is told to give back what
  * it made, and a set that ran runs here again. From `switched` on it only
  * goes forward: the target commits by itself if it never hears the commit
@@ -39,7 +41,8 @@
  * stream through Docker's archive API (carry_export), all of it with the
  * set stopped. Either way a stream cut off resumes where the target's
  * extraction stopped taking whole entries (carry_tar_relay): the target
- * asks for it again from that offset.
+ * asks for it again from that offset (a pre-copy's snapshot is then dated
+ * back to its first try, so the final stream covers the bytes kept).
  *
  * A paused set moves paused (its container stopped, its cards held on
  * the target) and a stopped set stopped.
@@ -54,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "carry/carry.h"
@@ -193,14 +197,48 @@ static void move_snapshot_path(app *a, const char *id, unsigned part, const char
     snprintf(path, size, "%s/moves/%s.%u.snar%s", a->cfg.data_dir, id, part, suffix);
 }
 
-/* The snapshots of move id go (it ended, either way). */
+/* The snapshots of move id go (it ended, either way), with the times
+ * their pre-copies began. */
 static void move_snapshots_remove(app *a, const char *id, size_t parts)
 {
     char path[MOVE_DIR_MAX + 128];
     for (unsigned i = 0; i < parts; i++) {
         move_snapshot_path(a, id, i, "", path, sizeof(path));
         unlink(path);
+        move_snapshot_path(a, id, i, ".began", path, sizeof(path));
+        unlink(path);
     }
+}
+
+/* <snapshot>.began: when the first try of a pre-copy began. A resumed try
+ * keeps the bytes an earlier one sent, read from that time on, so its
+ * snapshot is dated back to it (carry_tree_snapshot_backdate): the final
+ * stream then sends everything that changed since. */
+static int move_precopy_began(const char *snap, bool first, struct timespec *t, gb_err *err)
+{
+    char path[MOVE_DIR_MAX + 192];
+    snprintf(path, sizeof(path), "%s.began", snap);
+    if (first) {
+        /* A second early: file times come from the kernel's coarse clock,
+         * which may lag behind this one. */
+        clock_gettime(CLOCK_REALTIME, t);
+        t->tv_sec -= 1;
+        _cleanup_fclose_ FILE *f = fopen(path, "w");
+        if (!f || fprintf(f, "%lld %ld\n", (long long)t->tv_sec, (long)t->tv_nsec) < 0 ||
+            fflush(f) != 0)
+            return err_set(err, ERR_INTERNAL, "writing %s: %s", path, strerror(errno));
+        return 0;
+    }
+    _cleanup_fclose_ FILE *f = fopen(path, "r");
+    long long sec = 0;
+    long nsec = 0;
+    if (!f || fscanf(f, "%lld %ld", &sec, &nsec) != 2)
+        return err_set(err, ERR_CONFLICT,
+                       "this pre-copy's first try left no time here: it is pulled again from its "
+                       "start");
+    t->tv_sec = (time_t)sec;
+    t->tv_nsec = nsec;
+    return 0;
 }
 
 /* The prepare request's body: the record whole, its history, its volumes.
@@ -337,11 +375,11 @@ static int move_undo(move_out *m, const char *why, gb_err *err)
     return 0;
 }
 
-/* After `switched`: commit on the target, then this node's copy goes. */
-static int move_finish(move_out *m, gb_err *err)
+/* After `switched`: the target told to commit (it commits by itself when
+ * it does not hear it), step `committed`. */
+static int move_commit_target(move_out *m, gb_err *err)
 {
     app *a = m->a;
-    replicaset_record *r = m->r;
     journal_op *op = m->op;
     if (!journal_step_done(op, OP_STEP_COMMITTED)) {
         char path[128];
@@ -359,12 +397,24 @@ static int move_finish(move_out *m, gb_err *err)
         if (op_step(a, op, OP_STEP_COMMITTED, err) < 0)
             return -1;
     }
+    return 0;
+}
+
+/* After `switched`: commit on the target, then this node's copy goes. */
+static int move_finish(move_out *m, gb_err *err)
+{
+    app *a = m->a;
+    replicaset_record *r = m->r;
+    journal_op *op = m->op;
+    if (move_commit_target(m, err) < 0)
+        return -1;
     /* This node's copy: container, volumes (Docker refuses to remove a
      * volume a container still names), then record, history and operation. */
     replicaset_logs_keep(a, r->name, r->version, r->container_name);
     if (docker_container_remove(a->docker, r->container_name, true, err) < 0)
         return err_prefix(err, "move %s: removing container %s", op->id, r->container_name);
     replicaset_container_forget(a, r->container_name);
+    journal_fault("move", "old-container-removed");
     /* A group's volume stays while a later set of the group binds it here;
      * the last one takes it (docs/fleet.md, "Sets that share a volume"). */
     const char *vols[MOVE_VOLUMES_MAX];
@@ -390,6 +440,27 @@ static int move_finish(move_out *m, gb_err *err)
     replicaset_network_release(a, r->owner);
     nodes_poke(a);
     log_info("move %s: %s left this node for %s", op->id, r->name, op_str(op, "target"));
+    return 0;
+}
+
+/* After `switched`, a set alone: the answer does not wait for this node's
+ * copy to go (move_leave.c). The target commits; the cards, ports and
+ * cores, free since the container stopped, go back to the pools; the
+ * settle thread, woken now, removes the rest (move_finish through
+ * move_out_resume, as after a crash: the journal stays at `committed`). */
+static int move_hand_over(move_out *m, gb_err *err)
+{
+    if (move_commit_target(m, err) < 0)
+        return -1;
+    move_out_release_early(m->a, m->op, m->r);
+    const char *vols[MOVE_VOLUMES_MAX];
+    size_t nvols = move_volume_names(m->r, json_object_get(m->op->data, "keepVolumes"), vols,
+                                     MOVE_VOLUMES_MAX);
+    for (size_t i = 0; i < nvols; i++)
+        volumes_move_leaving(m->a, vols[i]);
+    move_out_cleanup_soon();
+    log_info("move %s: %s handed over to node %s; its old copy here goes next", m->op->id,
+             m->r->name, m->target);
     return 0;
 }
 
@@ -580,7 +651,7 @@ int move_out_run(app *a, const char *name, const replicaset_move_request *rq,
         gb_err undo = GB_ERR_INIT;
         if (move_undo(&m, why, &undo) < 0)
             log_error("move %s: %s", op.id, undo.msg);
-    } else if (move_finish(&m, err) < 0) {
+    } else if ((rq->group ? move_finish(&m, err) : move_hand_over(&m, err)) < 0) {
         /* The set is the target's now; this node's copy goes at the next
          * call or start (move_out_resume). */
         log_warn("move %s: %s is on node %s; removing it here: %s", op.id, name, m.target,
@@ -635,8 +706,9 @@ struct export_job {
     /* the tree way */
     bool tree, live;
     const char *dir, *snapshot_in, *snapshot_out, *work;
-    uint64_t skip;
-    int fd; /* closed by the thread */
+    uint64_t skip, head_len, head_hash;
+    struct timespec began; /* a pre-copy's first try (move_precopy_began) */
+    int fd;                /* closed by the thread */
     int rc;
     gb_err err;
     carry_stats st;
@@ -647,7 +719,7 @@ static void *export_thread(void *arg)
     struct export_job *j = arg;
     if (j->tree)
         j->rc = carry_tree_export(j->dir, j->snapshot_in, j->snapshot_out, j->work, j->skip,
-                                  j->live, j->fd, &j->err);
+                                  j->head_len, j->head_hash, j->live, j->fd, &j->err);
     else
         j->rc = carry_export(j->a->docker, j->container, j->mounts, j->n, j->fd, &j->st, &j->err);
     close(j->fd);
@@ -665,8 +737,6 @@ static int move_export_tree_job(app *a, const char *id, const replicaset_record 
     size_t nvols = move_volume_names(r, shared, vols, MOVE_VOLUMES_MAX);
     if (p->part > nvols)
         return err_set(err, ERR_NOT_FOUND, "move %s has no part %u", id, p->part);
-    if (p->pre && p->offset > 0)
-        return err_set(err, ERR_INVALID_PARAMS, "a pre-copy is pulled again from its start");
     if ((p->part == 0 ? carry_tree_upper(a->docker, r->container_name, dir, MOVE_DIR_MAX, err)
                       : volumes_host_dir(a, vols[p->part - 1], dir, MOVE_DIR_MAX, err)) < 0)
         return -1;
@@ -681,9 +751,17 @@ static int move_export_tree_job(app *a, const char *id, const replicaset_record 
     job->dir = dir;
     job->work = work;
     job->skip = p->offset;
+    job->head_len = p->head_len;
+    job->head_hash = p->head_hash;
+    /* A pre-copy read while the tree changed: resumed only where the same
+     * entry begins again (the receiving side's head). */
+    if (p->pre && p->offset > 0 && p->head_len == 0)
+        return err_set(err, ERR_CONFLICT, "a pre-copy resumes only with the head of its entry");
     job->live = p->pre;
     if (p->pre) { /* everything, while it runs; what it sent kept in snap */
         job->snapshot_out = snap;
+        if (move_precopy_began(snap, p->offset == 0, &job->began, err) < 0)
+            return -1;
     } else if (access(snap, F_OK) == 0) { /* after a pre-copy: what changed since */
         job->snapshot_in = snap;
     }
@@ -762,6 +840,14 @@ int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p
     if (rc < 0) {
         *err = enc;
         return -1;
+    }
+    /* A resumed pre-copy: what changed since its first try began goes in
+     * the final stream; without a snapshot that says so, all of it does. */
+    gb_err back = GB_ERR_INIT;
+    if (p->tree && p->pre && p->offset > 0 &&
+        carry_tree_snapshot_backdate(snap, &job.began, &back) < 0) {
+        log_warn("move %s: part %u goes whole after the stop: %s", id, p->part, back.msg);
+        unlink(snap);
     }
     if (p->tree)
         log_info("move %s: sent part %u (%s, %s%s) from byte %llu: %llu bytes (%s)", id, p->part,

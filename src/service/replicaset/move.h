@@ -15,6 +15,7 @@
  *   target -> source  GET  MOVE_PATH/{id}/data       the carry stream (tar), or
  *                     ?part=K&phase=P                one part of the tree way;
  *                     &offset=N                      resumed from byte N
+ *                     &head=LEN.SUM                  where the same entry begins
  *   source            the fleet's name index handed over (point of no return)
  *   source -> target  POST MOVE_PATH/{id}/commit     records written, started
  *   source -> target  POST MOVE_PATH/{id}/abort      before the point: undone
@@ -89,6 +90,21 @@ int move_group_check_free(app *a, const char *name, gb_err *err);
 int move_need_bytes(app *a, const struct replicaset_record *r, const json_t *group, uint64_t *bytes,
                     gb_err *err);
 int move_out_resume(app *a, journal_op *op, const struct replicaset_record *r, gb_err *err);
+
+/* After the answer (move_leave.c): the source's cards, ports and cores of
+ * record r (its container stopped) back to the pools, the record written
+ * without them; the settle thread woken to remove the old copy
+ * (move_out_cleanup_due says when it may: a test hook can hold it); the
+ * record r of a set that left, not listed here (move_out_left); and, with
+ * name's lock held, the old copy of a set that comes back removed first
+ * (move_out_finish_left: 0 when there was none). */
+void move_out_release_early(app *a, journal_op *op, struct replicaset_record *r);
+void move_out_cleanup_soon(void);
+bool move_out_cleanup_due(const journal_op *op);
+bool move_out_left(app *a, const struct replicaset_record *r);
+int move_out_finish_left(app *a, const char *name, gb_err *err);
+/* The settle thread looks at once (move_settle.c). */
+void move_settle_wake(void);
 
 /* The target's commit and undo of move-in operation op (loaded, running),
  * with the set's name lock held. */

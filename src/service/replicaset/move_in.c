@@ -357,6 +357,9 @@ int replicaset_move_in_prepare(app *a, const json_t *body, json_t **out, gb_err 
         *out = move_in_answer(a, &r, op_str(&op, "state"));
         return 0;
     }
+    /* Moved away from here a moment ago, its old copy not yet removed. */
+    if (move_out_finish_left(a, name, err) < 0)
+        return -1;
     _cleanup_(replicaset_record_free) replicaset_record old = {0};
     found = replicaset_record_load(a->store, name, &old, err);
     if (found < 0)
@@ -503,8 +506,8 @@ typedef struct move_part {
  * -> Docker's archive PUT or tar. *whole: bytes of the stream (from
  * offset) extracted whole; *complete: it reached its end. */
 static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, const char *auth,
-                           move_live *live, const move_part *pt, uint64_t offset, uint64_t *whole,
-                           bool *complete, uint64_t *received, gb_err *err)
+                           move_live *live, const move_part *pt, uint64_t offset, uint64_t head[2],
+                           uint64_t *whole, bool *complete, uint64_t *received, gb_err *err)
 {
     *received = 0;
     *whole = 0;
@@ -527,8 +530,13 @@ static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, c
     struct pull_sink ps = {.rel = carry_relay_new(s[1])};
     ps.err = (gb_err)GB_ERR_INIT;
     ps.dec = move_zstd_decoder_new(relay_sink, ps.rel);
-    char path[192];
-    if (pt->part >= 0)
+    char path[320];
+    if (pt->part >= 0 && head[0])
+        snprintf(path, sizeof(path),
+                 MOVE_PATH "/%s/data?part=%d&phase=%s&offset=%llu&head=%llu.%llx", op->id, pt->part,
+                 pt->pre ? "pre" : "final", (unsigned long long)offset, (unsigned long long)head[0],
+                 (unsigned long long)head[1]);
+    else if (pt->part >= 0)
         snprintf(path, sizeof(path), MOVE_PATH "/%s/data?part=%d&phase=%s&offset=%llu", op->id,
                  pt->part, pt->pre ? "pre" : "final", (unsigned long long)offset);
     else
@@ -544,6 +552,8 @@ static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, c
     if (ps.failed)
         dec_err = ps.err;
     gb_err rel_err = GB_ERR_INIT;
+    if (!carry_relay_head(ps.rel, &head[0], &head[1]))
+        head[0] = head[1] = 0;
     int rel_rc = carry_relay_end(ps.rel, whole, complete, &rel_err);
     move_zstd_decoder_free(ps.dec);
     close(s[1]);
@@ -580,18 +590,24 @@ static int move_in_attempt(app *a, journal_op *op, const replicaset_record *r, c
 static pthread_mutex_t resumed_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A part, whole: pulled again after a dropped connection from where the
- * extraction stopped taking whole entries (a pre-copy, read while the set
- * runs, from its start: its bytes are not the same twice). resumed gets
+ * extraction stopped taking whole entries. A pre-copy, read while the set
+ * runs, too, when the cut fell inside a file's data: the source resumes
+ * only where the same entry's headers (carry_relay_head: their length and
+ * sum, which name the file) begin at that byte again, else it sends
+ * nothing and the pre-copy is pulled again from its start. Entries come
+ * in name order, so the file at that byte being the same, the bytes kept
+ * hold every file before it; what changed in them since the first try
+ * goes in the final stream (the source dates its snapshot back). resumed gets
  * [{part, from}] for each resumed pull. */
 static int move_in_part(app *a, journal_op *op, const replicaset_record *r, const char *auth,
                         move_live *live, const move_part *pt, json_t *resumed, gb_err *err)
 {
-    uint64_t offset = 0;
+    uint64_t offset = 0, head[2] = {0, 0};
     for (int attempt = 1;; attempt++) {
         uint64_t received = 0, whole = 0;
         bool complete = false;
-        int rc =
-            move_in_attempt(a, op, r, auth, live, pt, offset, &whole, &complete, &received, err);
+        int rc = move_in_attempt(a, op, r, auth, live, pt, offset, head, &whole, &complete,
+                                 &received, err);
         if (rc == 0 && complete)
             return 0;
         if (rc == 0) /* the source ended its stream early (it says why in its log) */
@@ -601,7 +617,9 @@ static int move_in_part(app *a, journal_op *op, const replicaset_record *r, cons
             return -1;
         /* Resumed where the whole entries end; a resumed pull that brought
          * nothing (the source's stream no longer matches) starts over. */
-        uint64_t from = pt->pre ? 0 : offset > 0 && whole == 0 ? 0 : offset + whole;
+        uint64_t from = offset > 0 && whole == 0 ? 0 : offset + whole;
+        if (pt->pre && !head[0]) /* cut between entries: no head to find the place by */
+            from = 0;
         log_warn("move %s: the data stream from node %s broke off after %llu bytes (%s); "
                  "pulling it again (try %d of %d) from byte %llu",
                  op->id, op_str(op, "source"), (unsigned long long)received, err->msg, attempt + 1,

@@ -47,6 +47,8 @@ static void settle_out(app *a, const journal_op *found)
     gb_err e = GB_ERR_INIT;
     if (journal_load(a->store, found->id, &op, &e) <= 0 || op.state != JOURNAL_RUNNING)
         return; /* finished meanwhile (the move itself, under the lock) */
+    if (!move_out_cleanup_due(&op))
+        return; /* a test hook holds the removal after the answer */
     int have = replicaset_record_load(a->store, op.target, &r, &e);
     if (have < 0)
         return;
@@ -135,8 +137,19 @@ void replicaset_moves_poke(void)
 
 static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t settle_wake = PTHREAD_COND_INITIALIZER;
-static bool settle_stop, settle_started;
+static bool settle_stop, settle_started, settle_kicked;
 static pthread_t settle_thread;
+
+/* A source answered before removing its old copy (move_leave.c): that
+ * removal starts now, not at the next round. */
+void move_settle_wake(void)
+{
+    replicaset_moves_poke();
+    pthread_mutex_lock(&settle_lock);
+    settle_kicked = true;
+    pthread_cond_broadcast(&settle_wake);
+    pthread_mutex_unlock(&settle_lock);
+}
 
 static void *settle_run(void *arg)
 {
@@ -151,8 +164,9 @@ static void *settle_run(void *arg)
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += MOVE_SETTLE_S;
-        if (!settle_stop)
+        if (!settle_stop && !settle_kicked)
             pthread_cond_timedwait(&settle_wake, &settle_lock, &until);
+        settle_kicked = false;
     }
     pthread_mutex_unlock(&settle_lock);
     return NULL;

@@ -14,6 +14,7 @@
 #include "service/keys.h"
 #include "service/replicaset/gpu_env.h"
 #include "service/replicaset/internal.h"
+#include "service/replicaset/move.h"
 #include "service/replicaset/services.h"
 #include "util/cleanup.h"
 
@@ -181,6 +182,8 @@ static int replicaset_list_one(void *ctx, replicaset_record *r, gb_err *err)
     if ((r->state == RS_STATE_DELETED && !l->include_deleted) ||
         replicaset_record_is_tombstone(r) || !users_caller_sees(r->owner))
         return 0;
+    if (l->a && move_out_left(l->a, r))
+        return 0; /* the target's now: its old copy here is being removed */
     const char *status = json_string_value(json_object_get(l->states, r->container_name));
     char buf[32];
     if (r->state != RS_STATE_DELETED && l->cached &&

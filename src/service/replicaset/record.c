@@ -715,6 +715,16 @@ int replicaset_record_save(app *a, replicaset_record *r, const store_op *extra, 
     return rc;
 }
 
+int replicaset_record_save_unledgered(app *a, replicaset_record *r, gb_err *err)
+{
+    records_stamp(r->create_time, r->update_time, sizeof(r->update_time));
+    _cleanup_json_ json_t *j = replicaset_record_to_json(r);
+    int rc = records_save_plain(a->store, &replicaset_record_kind, r->name, j, &r->mod_revision,
+                                NULL, 0, err);
+    __atomic_add_fetch(&a->records_generation, 1, __ATOMIC_RELEASE);
+    return rc;
+}
+
 int replicaset_record_remove_txn(app *a, const replicaset_record *gone, const store_cmp *cmps,
                                  size_t ncmps, store_op *ops, size_t nops, bool *landed,
                                  gb_err *err)

@@ -247,6 +247,9 @@ int replicaset_run_limits_parse(const json_t *body, int64_t *idle_s, int64_t *ma
  * r->mod_revision is the new revision. */
 int replicaset_record_save(struct app *a, replicaset_record *r, const store_op *extra,
                            size_t nextra, gb_err *err);
+/* The same without the ledger: for a record of a set the ledger counts on
+ * another node now (a move's source after the hand-over, move_leave.c). */
+int replicaset_record_save_unledgered(struct app *a, replicaset_record *r, gb_err *err);
 /* What r holds, as its owner's ledger counts it (users/users.h); inv (may
  * be NULL) gives the memory of the cards its shares are on, to count each
  * share as a part of a card. */

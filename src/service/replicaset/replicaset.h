@@ -193,6 +193,9 @@ typedef struct replicaset_move_part {
     unsigned part;
     bool pre;
     uint64_t offset;
+    /* A resumed pre-copy: the length and sum of the headers of the entry
+     * that begins at offset on the receiving side (carry_relay_head). */
+    uint64_t head_len, head_hash;
 } replicaset_move_part;
 int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p,
                            int (*sink)(void *ctx, const void *data, size_t n), void *ctx,

@@ -194,8 +194,18 @@ int volumes_move_remove(app *a, const char *name, gb_err *err)
      * crash part way is finished by the move, which runs this again. */
     if (volumes_delete_run(a, &r, 1, err) < 0)
         return -1;
+    pthread_mutex_lock(&a->volumes->mutex);
+    json_object_del(a->volumes->leaving, name);
+    pthread_mutex_unlock(&a->volumes->mutex);
     log_info("volume %s: removed from this node (moved away)", name);
     return 0;
+}
+
+void volumes_move_leaving(app *a, const char *name)
+{
+    pthread_mutex_lock(&a->volumes->mutex);
+    json_object_set_new(a->volumes->leaving, name, json_true());
+    pthread_mutex_unlock(&a->volumes->mutex);
 }
 
 int volumes_move_check(app *a, const char *name, const char *set, const json_t *with,

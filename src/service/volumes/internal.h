@@ -22,10 +22,13 @@
 
 struct volumes_ctx {
     volume_env env;
-    pthread_mutex_t mutex; /* guards unavailable */
+    pthread_mutex_t mutex; /* guards unavailable and leaving */
     /* name -> why: volumes that could not be attached (or belong to another
      * backend) at start-up; replica sets binding them are not started. */
     json_t *unavailable;
+    /* name -> true: moved to another node with its set, its removal here
+     * still to come (volumes_move_leaving); not listed. Under mutex too. */
+    json_t *leaving;
 };
 
 /* The locks of one resize or delete: the replica sets binding the volume

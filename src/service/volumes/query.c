@@ -37,8 +37,14 @@ int volumes_list(app *a, json_t **out, gb_err *err)
     if (volumes_records_load_all(a->store, &recs, &n, err) < 0)
         return -1;
     _cleanup_json_ json_t *list = json_array();
+    _cleanup_json_ json_t *leaving = NULL;
+    if (a->volumes) {
+        pthread_mutex_lock(&a->volumes->mutex);
+        leaving = json_copy(a->volumes->leaving);
+        pthread_mutex_unlock(&a->volumes->mutex);
+    }
     for (size_t i = 0; list && i < n; i++)
-        if (users_caller_sees(recs[i].owner))
+        if (users_caller_sees(recs[i].owner) && !json_object_get(leaving, recs[i].name))
             json_array_append_new(list, volumes_summary(&recs[i]));
     volumes_records_free(recs, n);
     if (!list || !(*out = json_pack("{s:O}", "volumes", list)))

@@ -175,6 +175,7 @@ int volumes_open(app *a, gb_err *err)
 {
     volumes_ctx *v = xcalloc(1, sizeof(*v));
     v->unavailable = json_object();
+    v->leaving = json_object();
     pthread_mutex_init(&v->mutex, NULL);
     a->volumes = v;
     const char *root = a->docker_root_dir[0] ? a->docker_root_dir : NULL;
@@ -210,6 +211,7 @@ void volumes_close(volumes_ctx *v)
     if (!v)
         return;
     json_decref(v->unavailable);
+    json_decref(v->leaving);
     pthread_mutex_destroy(&v->mutex);
     free(v);
 }

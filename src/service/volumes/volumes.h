@@ -83,6 +83,9 @@ int volumes_move_check(app *a, const char *name, const char *set, const json_t *
 int volumes_move_in(app *a, const char *name, const char *size_text, const char *owner,
                     gb_err *err);
 int volumes_move_remove(app *a, const char *name, gb_err *err);
+/* Volume name went to another node with its set and is removed here next
+ * (volumes_move_remove): not listed here meanwhile. */
+void volumes_move_leaving(app *a, const char *name);
 /* The host directory that holds volume name's data (a move's tree way
  * reads and writes it past Docker): ERR_INVALID_PARAMS when it cannot be
  * reached here. */

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from rsutil import call, create, delete, execute_ok, history, info, lifecycle, rs_path, wait_until
+from rsutil import (call, create, delete, execute_ok, gpu_devices, gpu_map, history, info,
+                    lifecycle, rs_path, wait_until)
 
 PREFIX = "/fleetmove"
 
@@ -49,6 +50,14 @@ def volumes_on(fleet, name):
         if any(v["Name"] == f"gpubox_{name}" for v in (r.json.get("Volumes") or [])):
             out.append(n.label)
     return out
+
+
+def left_for(fleet, name, to, vol=None):
+    """Wait until set name (and volume vol) is on node `to` alone: the node
+    it left removes its old copy just after its answer (docs/fleet.md,
+    "After the answer")."""
+    wait_until(lambda: where(fleet, name) == [to]
+               and (vol is None or volumes_on(fleet, vol) == [to]), timeout=30)
 
 
 def node_of(d, name):
@@ -104,7 +113,7 @@ def test_a_stopped_set_moves_with_its_system_disk_and_volume(nodes, fleet, made)
     assert r.status == 200, r.json
     assert r.data["from"] == "a" and r.data["to"] == "b" and r.data["state"] == "stopped"
     assert r.data["bytes"] > 300 * 1024 and r.data["operationId"]
-    assert where(fleet, "mv1") == ["b"] and volumes_on(fleet, "mvv1") == ["b"]
+    left_for(fleet, "mv1", "b", "mvv1")
     assert node_of(nodes["a"], "mv1") == "b"
     vols = {v["name"]: v for v in nodes["c"].get("/api/v1/volumes").data["volumes"]}
     assert vols["mvv1"]["node"] == "b"
@@ -126,7 +135,7 @@ def test_a_running_set_runs_on_the_node_placement_picks(nodes, fleet, made):
     assert r.status == 200, r.json
     to = r.data["to"]
     assert to in ("b", "c") and r.data["state"] == "running"
-    assert where(fleet, "mv2") == [to] and volumes_on(fleet, "mvv2") == [to]
+    left_for(fleet, "mv2", to, "mvv2")
     assert r.data["ports"] == [] and len(r.data["gpus"]) == 1
     i = info(nodes["b"], "mv2").data["info"]
     assert i["status"] == "running"
@@ -142,7 +151,7 @@ def test_a_paused_set_stays_paused(nodes, fleet, made):
     r = move(nodes["a"], "mv3", node="c")
     assert r.status == 200, r.json
     assert r.data["state"] == "paused" and len(r.data["ports"]) == 1
-    assert where(fleet, "mv3") == ["c"]
+    left_for(fleet, "mv3", "c")
     assert lifecycle(nodes["a"], "mv3", "continue").status == 200
     out = execute_ok(nodes["a"], "mv3", ["cat", "/root/p"])["stdout"]
     assert out.strip() == "p"
@@ -316,7 +325,7 @@ def test_the_cli_moves_a_set(nodes, fleet, made):
     assert p.returncode == 0, (p.stdout, p.stderr)
     assert p.stdout.startswith("mvc1: moved from a to c (version 2, running)"), p.stdout
     assert "ports 22->" in p.stdout, p.stdout
-    assert where(fleet, "mvc1") == ["c"]
+    left_for(fleet, "mvc1", "c")
     p = cli(nodes["b"], "move", "mvc1", "--node", "c")
     assert p.returncode != 0 and "already" in p.stderr, (p.stdout, p.stderr)
 
@@ -364,7 +373,7 @@ def test_a_restart_that_does_not_fit_moves_when_asked(nodes, fleet, made):
     r = call(nodes["c"], "PATCH", rs_path("mvr1", "/restart"), {"move": True})
     assert r.status == 200, r.json
     assert r.data["movedFrom"] == "b" and r.data["node"] in ("a", "c"), r.data
-    assert where(fleet, "mvr1") == [r.data["node"]]
+    left_for(fleet, "mvr1", r.data["node"])
     assert info(nodes["a"], "mvr1").data["info"]["status"] == "running"
 
 
@@ -381,7 +390,7 @@ def test_drain_moves_every_set_off_a_node(nodes, fleet, made):
         assert p.returncode == 0, (p.stdout, p.stderr)
         assert "node c: 5 set(s) moved, 0 could not move" in p.stdout, p.stdout
         for n in names:
-            assert where(fleet, n) != ["c"] and len(where(fleet, n)) == 1, n
+            wait_until(lambda: where(fleet, n) != ["c"] and len(where(fleet, n)) == 1, timeout=30)
         states = {n: info(nodes["b"], n).data["info"]["state"] for n in names}
         assert states == {"mvd0": "running", "mvd1": "stopped", "mvd2": "paused",
                           "mvd3": "running", "mvd4": "running"}
@@ -444,7 +453,7 @@ def test_a_stream_that_breaks_off_is_pulled_again(nodes, fleet, made):
         assert r.status == 200, r.json
         log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
         assert "broke off after" in log and "pulling it again (try 2 of 3)" in log, log[-3000:]
-        assert where(fleet, "mvx1") == ["b"] and volumes_on(fleet, "mvxv1") == ["b"]
+        left_for(fleet, "mvx1", "b", "mvxv1")
         read_back(nodes["c"], "mvx1")
     finally:
         a.stop()
@@ -551,8 +560,49 @@ def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made, way):
         del a.env["GPUBOX_MOVE_CUT_AFTER"]
         a.env.pop("GPUBOX_MOVE_WAY", None)
         a.restart()
-    assert where(fleet, name) == ["b"] and volumes_on(fleet, vol) == ["b"]
+    left_for(fleet, name, "b", vol)
     assert lifecycle(nodes["c"], name, "restart").status == 200
+    out = execute_ok(nodes["c"], name, ["sh", "-c", "md5sum /data/r* | cmp - /root/r.md5 && echo same"])
+    assert out["stdout"].strip() == "same", out
+
+
+def test_a_cut_pre_copy_resumes_where_it_stopped(nodes, fleet, made):
+    """A running set's pre-copy cut part way is pulled again from the last
+    whole entry, not from its start; what the target kept is checked again
+    by the final stream (the snapshot dated back to the first try)."""
+    name, vol = "mvpc1", "mvpcv1"
+    made += [name, "vol:" + vol]
+    r = call(nodes["b"], "POST", "/api/v1/volumes", {"name": vol, "size": "30MB", "node": "a"})
+    assert r.status == 200, r.json
+    r = create(nodes["c"], name, 0, node="a", binds=[{"src": vol, "dest": "/data"}])
+    assert r.status == 200, r.json
+    execute_ok(nodes["a"], name, ["sh", "-c", "for i in 0 1 2 3 4 5 6 7 8 9; do dd if=/dev/urandom"
+                                    " of=/data/r$i bs=1k count=100 2>/dev/null; done;"
+                                    " md5sum /data/r* > /root/r.md5"])
+    # The files older than the second before the pre-copy began, which the
+    # final stream checks again (a margin for the kernel's coarse clock).
+    time.sleep(1.5)
+    a = nodes["a"]
+    a.stop()
+    a.env["GPUBOX_MOVE_CUT_AFTER"] = "700000"  # the volume's pre-copy breaks off there
+    a.restart()
+    try:
+        r = move(nodes["c"], name, node="b")
+        assert r.status == 200, r.json
+        pre = r.data["copy"]["preCopied"]
+        assert r.data["copy"]["way"] == "tree" and len(pre["resumed"]) == 1, r.data
+        assert pre["resumed"][0]["from"] >= 300000, r.data
+        op = call(a, "GET", "/api/v1/operations/" + op_of(a, name, "to node b")).data
+        assert 1024000 < op["progress"]["bytes"] < 1024000 + 450000, op
+        log = "".join(p.read_text(errors="replace") for p in nodes["b"].log_paths)
+        assert "pulling it again (try 2 of 3) from byte" in log
+    finally:
+        a.stop()
+        del a.env["GPUBOX_MOVE_CUT_AFTER"]
+        a.restart()
+    wait_until(lambda: where(fleet, name) == ["b"] and volumes_on(fleet, vol) == ["b"],
+               timeout=30)
+    wait_until(lambda: info(nodes["c"], name).data["info"]["status"] == "running", timeout=30)
     out = execute_ok(nodes["c"], name, ["sh", "-c", "md5sum /data/r* | cmp - /root/r.md5 && echo same"])
     assert out["stdout"].strip() == "same", out
 
@@ -830,3 +880,117 @@ def test_a_group_stays_when_the_source_dies_before_its_first_set_moved(nodes, fl
     read_back(nodes["c"], "mvg5")
     out = execute_ok(nodes["c"], "mvg5b", ["sh", "-c", "cat /root/b /data/v /x/c"])["stdout"]
     assert out.split() == ["sharer", "vol", "chain"], out
+# ---- after the answer: the source removes its copy in the background ----------
+
+def cards_held_on(d, label):
+    """How many cards of node `label` the merged GPU list shows held."""
+    held = gpu_map(d)
+    return sum(1 for x in gpu_devices(d) if x["node"] == label and held.get(x["uuid"]))
+
+
+def listed(d, name):
+    """The nodes the merged list shows set name on (once each time listed)."""
+    return [s["node"] for s in d.get("/api/v1/replicaSet").data["replicaSets"]
+            if s["name"] == name]
+
+
+def with_env(d, **env):
+    """Restart node d with env added (None: removed)."""
+    d.stop()
+    for k, v in env.items():
+        if v is None:
+            d.env.pop(k, None)
+        else:
+            d.env[k] = v
+    d.restart()
+
+
+def test_the_source_answers_before_it_removes_its_copy(nodes, fleet, made):
+    """The answer comes once the target committed: the source's old
+    container and volume go afterwards (held here by a test hook), and
+    meanwhile the set is listed once, on the target, and the source's card
+    shows free (its container stopped before the copy)."""
+    make_set_with_volume(nodes, made, "mva1", "mvav1")
+    a = nodes["a"]
+    with_env(a, GPUBOX_MOVE_CLEANUP_DELAY_MS="8000")  # test hook
+    try:
+        held = cards_held_on(nodes["c"], "a")
+        r = move(nodes["c"], "mva1", node="b")
+        assert r.status == 200 and r.data["to"] == "b", r.json
+        # answered with the old copy still there: container and volume on a
+        assert where(fleet, "mva1") == ["a", "b"], where(fleet, "mva1")
+        assert volumes_on(fleet, "mvav1") == ["a", "b"]
+        assert listed(nodes["c"], "mva1") == ["b"]
+        assert [v["node"] for v in nodes["c"].get("/api/v1/volumes").data["volumes"]
+                if v["name"] == "mvav1"] == ["b"]
+        assert cards_held_on(nodes["c"], "a") == held - 1
+        wait_until(lambda: where(fleet, "mva1") == ["b"] and volumes_on(fleet, "mvav1") == ["b"],
+                   timeout=30)
+        wait_until(lambda: call(a, "GET", "/api/v1/operations/" + r.data["operationId"])
+                   .data["state"] == "done", timeout=30)
+    finally:
+        with_env(a, GPUBOX_MOVE_CLEANUP_DELAY_MS=None)
+    assert cards_held_on(nodes["c"], "a") == held - 1
+    wait_until(lambda: info(nodes["c"], "mva1").data["info"]["status"] == "running", timeout=30)
+    read_back(nodes["c"], "mva1")
+
+
+def test_a_set_moved_back_while_the_source_still_removes_it(nodes, fleet, made):
+    """Moved a to b, then at once back to a while a has not yet removed its
+    old copy: a finishes that first, then takes the set; it runs on a once,
+    holding one card, and the late cleanup takes nothing of the new one."""
+    make_set_with_volume(nodes, made, "mvb1", "mvbv1")
+    a = nodes["a"]
+    held = cards_held_on(nodes["c"], "a")
+    with_env(a, GPUBOX_MOVE_CLEANUP_DELAY_MS="6000")  # test hook
+    try:
+        r = move(nodes["c"], "mvb1", node="b")
+        assert r.status == 200, r.json
+        assert where(fleet, "mvb1") == ["a", "b"]  # the old copy still on a
+        r = move(nodes["c"], "mvb1", node="a")
+        assert r.status == 200 and r.data["to"] == "a", r.json
+        # b removes its copy after its answer in turn
+        wait_until(lambda: where(fleet, "mvb1") == ["a"] and volumes_on(fleet, "mvbv1") == ["a"],
+                   timeout=30)
+        assert listed(nodes["c"], "mvb1") == ["a"]
+        assert cards_held_on(nodes["c"], "a") == held
+        time.sleep(7)  # past the hook's delay: nothing left for the late cleanup
+        assert where(fleet, "mvb1") == ["a"] and volumes_on(fleet, "mvbv1") == ["a"]
+        assert cards_held_on(nodes["c"], "a") == held
+        assert info(nodes["c"], "mvb1").data["info"]["status"] == "running"
+    finally:
+        with_env(a, GPUBOX_MOVE_CLEANUP_DELAY_MS=None)
+    # after a restart the pools, rebuilt from the records, agree
+    assert cards_held_on(nodes["c"], "a") == held
+    read_back(nodes["c"], "mvb1")
+
+
+def test_the_source_killed_after_its_answer_while_removing_its_copy(nodes, fleet, made):
+    """kill at the source between its answer and the end of its cleanup
+    (old container removed, volume not yet): started again it removes the
+    rest; nothing of the set stays on it."""
+    make_set_with_volume(nodes, made, "mvk1", "mvkv1")
+    a = nodes["a"]
+    a.stop()
+    a.env["GPUBOX_FAULT"] = "move:old-container-removed"
+    a.restart()
+    try:
+        r = move(nodes["c"], "mvk1", node="b")
+        assert r.status == 200 and r.data["to"] == "b", r.json
+        deadline = time.monotonic() + 60
+        while a.proc.poll() is None:
+            assert time.monotonic() < deadline, "a did not stop in its cleanup"
+            time.sleep(0.2)
+        a.proc.stdout.close()
+        a.log_file.close()
+    finally:
+        a.env.pop("GPUBOX_FAULT", None)
+        if a.proc.poll() is not None:
+            a.restart()
+    wait_until(lambda: where(fleet, "mvk1") == ["b"] and volumes_on(fleet, "mvkv1") == ["b"],
+               timeout=60)
+    assert listed(nodes["c"], "mvk1") == ["b"]
+    wait_until(lambda: call(a, "GET", "/api/v1/operations/" + r.data["operationId"])
+               .data["state"] == "done", timeout=30)
+    wait_until(lambda: info(nodes["c"], "mvk1").data["info"]["status"] == "running", timeout=30)
+    read_back(nodes["c"], "mvk1")
