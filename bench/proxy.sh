@@ -37,6 +37,8 @@
 #
 # Usage: bench/proxy.sh BUILD_DIR   e.g. RUNS=3 bench/proxy.sh build/opt-Release
 #   env: ROUNDS=5 MB=256 RUNS=1 GPUBOX_TEST_IMAGE=gpubox-test:latest
+#        FLOOR_BUF (bytes each relay asks for every socket buffer; default
+#        4 MiB, 0 leaves them to the kernel's tuning)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: proxy.sh BUILD_DIR}" && pwd)
@@ -84,7 +86,7 @@ done
 floor_pids=""
 floor_bases=()
 for mode in thread poll; do
-    "$work/proxy_floor" "$mode" "$ip" 9000 >"$work/floor-$mode.port" &
+    "$work/proxy_floor" "$mode" "$ip" 9000 ${FLOOR_BUF:-} >"$work/floor-$mode.port" &
     floor_pids="$floor_pids $!"
     for _ in $(seq 1 50); do
         [ -s "$work/floor-$mode.port" ] && break
