@@ -12,7 +12,8 @@ direction, one polling: the better of the two, for each measure by
 itself, is the floor: what any process between client and container
 costs on this machine).
 Each round does, against each of the four paths in turn (the order
-rotating from round to round):
+changing from round to round, each path first and after each other
+path as often as the others):
   - latency, new connection per request: 200 GET requests one after
     another, a new connection each on every path (what a client that
     never reuses connections pays: through the proxy or a relay a TCP
@@ -26,7 +27,7 @@ rotating from round to round):
   - throughput up: one POST of an MB MiB body (Content-Length), counted
     by services_echo, in MiB/s to its answer.
 Throughput is measured after the latency rounds, in 2 x ROUNDS groups,
-each the four paths' transfers back to back (the order rotating): the
+each the four paths' transfers back to back (the order changing likewise): the
 ratios printed (proxy/direct, floor/direct, proxy/floor) are the medians
 of the groups' ratios, so that the load of a shared machine, which moves
 between transfers, moves all paths of a group alike.
@@ -196,6 +197,14 @@ def floor_ms(base, n=200, kept=False):
 
 SIDES = ("direct", "floor-thread", "floor-poll", "proxy")
 FLOORS = ("floor-thread", "floor-poll")
+# the order of the paths from round to round (group to group): a balanced
+# Latin square (Williams), so that each path comes first as often as the
+# others and follows each other path once in four, not always the same one
+ORDERS = ((0, 1, 3, 2), (1, 2, 0, 3), (2, 3, 1, 0), (3, 0, 2, 1))
+
+
+def order_of(r):
+    return [SIDES[i] for i in ORDERS[r % len(ORDERS)]]
 
 
 def rng(values, fmt):
@@ -213,7 +222,7 @@ def main():
     lat = {(k, s): [] for k in kinds for s in SIDES}
     p99 = {(k, s): [] for k in kinds for s in SIDES}
     for r in range(rounds):
-        order = SIDES[r % 4:] + SIDES[:r % 4]
+        order = order_of(r)
         for side in order:
             base, tok = sides[side]
             for kind, measure in (("new", latency_new_ms), ("kept", latency_kept_ms)):
@@ -221,12 +230,12 @@ def main():
                 lat[kind, side].append(med)
                 p99[kind, side].append(tail)
     # throughput in back-to-back groups of the four paths (the order
-    # rotating from group to group), so that a change of the machine's
+    # changing from group to group), so that a change of the machine's
     # load between transfers moves all of a group alike: the ratios within
     # each group, then their medians
     thr = {(k, s): [] for k in ("down", "up") for s in SIDES}
     for r in range(2 * rounds):
-        order = SIDES[r % 4:] + SIDES[:r % 4]
+        order = order_of(r)
         for kind, measure in (("down", throughput_mib_s), ("up", upload_mib_s)):
             for side in order:
                 base, tok = sides[side]

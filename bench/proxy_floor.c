@@ -14,8 +14,9 @@
  *
  *   thread  two threads per connection, one per direction, each blocking
  *           in splice (socket to pipe, then pipe to socket);
- *   poll    one thread per connection polling both non-blocking sockets
- *           and splicing whichever way is ready (gpuboxd's shape).
+ *   poll    one thread per connection polling both sockets and splicing
+ *           whichever way is ready (what is there, a few rounds while
+ *           more comes), the pipe emptied blocking: gpuboxd's shape.
  *
  * The better of the two in a run is the floor: what any process placed
  * between the client and the container costs on that machine.
@@ -55,8 +56,6 @@ static void die(const char *what)
 
 static void tune(int fd)
 {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (socket_buf > 0) {
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &socket_buf, sizeof(socket_buf));
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &socket_buf, sizeof(socket_buf));
@@ -67,9 +66,7 @@ static void tune(int fd)
 typedef struct way {
     int from, to;
     int p[2];
-    size_t in_pipe; /* bytes in p not yet sent on */
-    int eof;        /* from has closed (to has been shut for writing once in_pipe is 0) */
-    int done;
+    int done; /* from has closed, to has been shut for writing */
 } way;
 
 static int way_open(way *w, int from, int to)
@@ -122,49 +119,32 @@ static void *way_thread(void *arg)
     return NULL;
 }
 
-/* Non-blocking: move what can be moved now; -1 when either side broke. */
+/* Polled: move what from has ready now (the socket blocks, the pipe does
+ * not: SPLICE_F_NONBLOCK takes only what is there), and again while more
+ * is ready, a few rounds before polling again; each time the pipe is
+ * emptied into to, blocking. 1 moved, 0 from closed, -1 broken. */
 static int way_step(way *w)
 {
-    for (;;) {
-        if (w->in_pipe) {
-            ssize_t m =
-                splice(w->p[0], NULL, w->to, NULL, w->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-            if (m < 0 && errno == EINTR)
-                continue;
-            if (m < 0)
-                return errno == EAGAIN ? 0 : -1;
-            w->in_pipe -= (size_t)m;
-            continue;
-        }
-        if (w->eof) {
-            if (!w->done)
-                shutdown(w->to, SHUT_WR);
-            w->done = 1;
-            return 0;
-        }
+    for (int round = 0; round < 8; round++) {
+        struct pollfd ready = {.fd = w->from, .events = POLLIN};
+        if (round > 0 && poll(&ready, 1, 0) <= 0)
+            return 1;
         ssize_t n =
             splice(w->from, NULL, w->p[1], NULL, PIPE_SIZE, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return errno == EAGAIN ? 0 : -1;
-        if (n == 0)
-            w->eof = 1;
-        w->in_pipe += (size_t)n;
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return 1;
+        if (n <= 0)
+            return (int)n;
+        while (n > 0) {
+            ssize_t m = splice(w->p[0], NULL, w->to, NULL, (size_t)n, SPLICE_F_MOVE);
+            if (m < 0 && errno == EINTR)
+                continue;
+            if (m <= 0)
+                return -1;
+            n -= m;
+        }
     }
-}
-
-/* The events way w waits for on fd. */
-static short way_events(const way *w, int fd)
-{
-    short ev = 0;
-    if (w->done)
-        return 0;
-    if (w->in_pipe && w->to == fd)
-        ev |= POLLOUT;
-    if (!w->in_pipe && !w->eof && w->from == fd)
-        ev |= POLLIN;
-    return ev;
+    return 1;
 }
 
 static void run_polled(int c, int s)
@@ -176,21 +156,28 @@ static void run_polled(int c, int s)
         way_close(&up);
         return;
     }
-    fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK);
-    fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
     while (!(up.done && down.done)) {
-        struct pollfd fds[2] = {{.fd = c, .events = way_events(&up, c) | way_events(&down, c)},
-                                {.fd = s, .events = way_events(&up, s) | way_events(&down, s)}};
+        struct pollfd fds[2] = {{.fd = up.done ? -1 : c, .events = POLLIN},
+                                {.fd = down.done ? -1 : s, .events = POLLIN}};
         if (poll(fds, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;
         }
-        /* a way runs when one of its two sockets has news (an error or a
-         * hang-up included) */
-        if ((fds[0].revents || fds[1].revents) && !up.done && way_step(&up) < 0)
-            break;
-        if ((fds[0].revents || fds[1].revents) && !down.done && way_step(&down) < 0)
+        way *ways[2] = {&up, &down};
+        int broken = 0;
+        for (int k = 0; k < 2 && !broken; k++) {
+            if (!fds[k].revents)
+                continue;
+            int r = way_step(ways[k]);
+            if (r < 0)
+                broken = 1;
+            else if (r == 0) {
+                shutdown(ways[k]->to, SHUT_WR);
+                ways[k]->done = 1;
+            }
+        }
+        if (broken)
             break;
     }
     way_close(&up);
@@ -220,8 +207,12 @@ static void *serve(void *arg)
     int c = (int)(intptr_t)arg;
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s >= 0) {
-        tune(s);
         if (connect(s, (struct sockaddr *)&target, sizeof(target)) == 0) {
+            /* after the handshakes, as gpuboxd does */
+            int one = 1;
+            setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            tune(s);
+            tune(c);
             if (polled)
                 run_polled(c, s);
             else
@@ -255,7 +246,6 @@ int main(int argc, char **argv)
     socklen_t sl = sizeof(sa);
     if (ls < 0)
         die("socket");
-    tune(ls); /* accepted sockets inherit the buffers (and the window scale they imply) */
     if (bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 128) < 0 ||
         getsockname(ls, (struct sockaddr *)&sa, &sl) < 0)
         die("listening");
