@@ -13,13 +13,14 @@
 # and the container costs on this machine. bench/proxy.py then measures,
 # in interleaved rounds, through the proxy (with a bearer token, as a
 # program sends it), through each relay and directly:
-#   - the latency of small requests with a new connection each, on both
-#     sides (two TCP handshakes through the proxy against one);
-#   - the latency of small requests over one kept connection, on both
-#     sides (what a browser sees: the proxy authorises every request and
+#   - the latency of small requests with a new connection each, on each
+#     path (two TCP handshakes through the proxy or a relay against one);
+#   - the latency of small requests over one kept connection, on each
+#     path (what a browser sees: the proxy authorises every request and
 #     keeps its own connection to the container);
 #   - the throughput of one large streamed answer (down) and of one large
-#     request body (up), both moved by splice through the proxy.
+#     request body (up), both moved by splice through the proxy (and the
+#     relays).
 # Targets (reported, never enforced): throughput >= 0.8x, latency <= 1.2x
 # (keep-alive); for each it prints the ratios proxy/direct, floor/direct
 # and proxy/floor (the last is gpuboxd's cost over what any relay costs).
