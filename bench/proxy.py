@@ -267,9 +267,10 @@ def main():
         print(f"  latency {words + ',':16} ratios of medians: proxy/direct {pd:.2f} "
               f"(target <= 1.2), floor/direct {fd:.2f}, proxy/floor {pf:.2f} (floor: {f})")
         result.update({f"{kind}_direct": f"{m[kind, 'direct']:.3f}",
-                       f"{kind}_floor": f"{m[kind, f]:.3f}", f"{kind}_proxy": f"{m[kind, 'proxy']:.3f}",
-                       f"{kind}_pd": f"{pd:.2f}", f"{kind}_fd": f"{fd:.2f}", f"{kind}_pf": f"{pf:.2f}",
-                       f"{kind}_floor_is": f})
+                       f"{kind}_floor": f"{m[kind, f]:.3f}",
+                       f"{kind}_proxy": f"{m[kind, 'proxy']:.3f}",
+                       f"{kind}_pd": f"{pd:.2f}", f"{kind}_fd": f"{fd:.2f}",
+                       f"{kind}_pf": f"{pf:.2f}", f"{kind}_floor_is": f})
     for kind, words in (("down", "an answer down"), ("up", "a body up")):
         f = floor[kind]
         d, fl, p = thr[kind, "direct"], thr[kind, f], thr[kind, "proxy"]
@@ -280,7 +281,8 @@ def main():
               f"proxy/direct {rng(pd, '.2f')} (target >= 0.8), floor/direct {rng(fd, '.2f')}, "
               f"proxy/floor {rng(pf, '.2f')} (floor: {f})")
         result.update({f"{kind}_direct": f"{t[kind, 'direct']:.0f}",
-                       f"{kind}_floor": f"{t[kind, f]:.0f}", f"{kind}_proxy": f"{t[kind, 'proxy']:.0f}",
+                       f"{kind}_floor": f"{t[kind, f]:.0f}",
+                       f"{kind}_proxy": f"{t[kind, 'proxy']:.0f}",
                        f"{kind}_pd": f"{statistics.median(pd):.2f}",
                        f"{kind}_fd": f"{statistics.median(fd):.2f}",
                        f"{kind}_pf": f"{statistics.median(pf):.2f}",

@@ -54,7 +54,10 @@ chmod 755 "$work"
 cleanup() {
     [ -n "${GPUBOXD_URL:-}" ] && curl -fsS -X DELETE -H "Authorization: Bearer $token" \
         "$GPUBOXD_URL/api/v1/replicaSet/$set_name?purge=true" >/dev/null 2>&1 || true
-    for pid in ${floor_pids:-}; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    for pid in ${floor_pids:-}; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
     gpuboxd_stop
     testimage_remove_if_created "$image"
     rm -rf "$work"
