@@ -514,6 +514,20 @@ def op_of(d, name, text):
     return op_id
 
 
+def make_random_set(nodes, made, name, vol, gpus):
+    """A set on node a with GPUS cards binding a new 30MB volume VOL, which
+    holds ten files of random data (auto does not compress them), 100 KB
+    each, their md5s in /root/r.md5: a cut at a byte falls inside one."""
+    made += [name, "vol:" + vol]
+    r = call(nodes["b"], "POST", "/api/v1/volumes", {"name": vol, "size": "30MB", "node": "a"})
+    assert r.status == 200, r.json
+    r = create(nodes["c"], name, gpus, node="a", binds=[{"src": vol, "dest": "/data"}])
+    assert r.status == 200, r.json
+    execute_ok(nodes["a"], name, ["sh", "-c", "for i in 0 1 2 3 4 5 6 7 8 9; do dd if=/dev/urandom"
+                                    " of=/data/r$i bs=1k count=100 2>/dev/null; done;"
+                                    " md5sum /data/r* > /root/r.md5"])
+
+
 @pytest.mark.parametrize("way", ["tree", "portable"])
 def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made, way):
     """A stopped set's stream cut part way is pulled again from the last
@@ -522,16 +536,7 @@ def test_a_cut_stream_resumes_where_it_stopped(nodes, fleet, made, way):
     Both ways: the tree way's stream of the volume, the portable way's
     stream of everything through Docker's archive API."""
     name, vol = "mvx2" + way[0], "mvxv2" + way[0]
-    made += [name, "vol:" + vol]
-    r = call(nodes["b"], "POST", "/api/v1/volumes", {"name": vol, "size": "30MB", "node": "a"})
-    assert r.status == 200, r.json
-    r = create(nodes["c"], name, 1, node="a", binds=[{"src": vol, "dest": "/data"}])
-    assert r.status == 200, r.json
-    # Ten files of random data (auto does not compress them), 100 KB each:
-    # the cut falls inside one of them, on either way.
-    execute_ok(nodes["a"], name, ["sh", "-c", "for i in 0 1 2 3 4 5 6 7 8 9; do dd if=/dev/urandom"
-                                    " of=/data/r$i bs=1k count=100 2>/dev/null; done;"
-                                    " md5sum /data/r* > /root/r.md5"])
+    make_random_set(nodes, made, name, vol, 1)
     assert lifecycle(nodes["a"], name, "stop").status == 200
     a = nodes["a"]
     a.stop()
@@ -571,14 +576,7 @@ def test_a_cut_pre_copy_resumes_where_it_stopped(nodes, fleet, made):
     whole entry, not from its start; what the target kept is checked again
     by the final stream (the snapshot dated back to the first try)."""
     name, vol = "mvpc1", "mvpcv1"
-    made += [name, "vol:" + vol]
-    r = call(nodes["b"], "POST", "/api/v1/volumes", {"name": vol, "size": "30MB", "node": "a"})
-    assert r.status == 200, r.json
-    r = create(nodes["c"], name, 0, node="a", binds=[{"src": vol, "dest": "/data"}])
-    assert r.status == 200, r.json
-    execute_ok(nodes["a"], name, ["sh", "-c", "for i in 0 1 2 3 4 5 6 7 8 9; do dd if=/dev/urandom"
-                                    " of=/data/r$i bs=1k count=100 2>/dev/null; done;"
-                                    " md5sum /data/r* > /root/r.md5"])
+    make_random_set(nodes, made, name, vol, 0)
     # The files older than the second before the pre-copy began, which the
     # final stream checks again (a margin for the kernel's coarse clock).
     time.sleep(1.5)
