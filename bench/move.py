@@ -164,9 +164,12 @@ def run(url_a, url_b, image):
     # The Docker volume binds the volume's own directory (mounted by gpuboxd).
     vol = docker_a("/volumes/gpubox_benchvol")["Options"]["device"]
     # Page cache warm for both sides alike: read once before either.
-    subprocess.run(["bash", "-c", f"cat {upper}/root/blob {vol}/blob > /dev/null"], check=True)
+    # And no write-back left over from before either side: each starts
+    # with the disk idle (the baseline's 2 x SIZE_MB written just before
+    # the move would otherwise still be going out to disk under it).
+    subprocess.run(["bash", "-c", f"cat {upper}/root/blob {vol}/blob > /dev/null; sync"], check=True)
     base_s = baseline([upper, vol], f"{work}/baseline")
-    subprocess.run(["rm", "-rf", f"{work}/baseline"], check=True)
+    subprocess.run(["bash", "-c", f"rm -rf {work}/baseline; sync"], check=True)
     perf = None
     if os.environ.get("PERF_OUT"):  # a profile of the whole machine during the move
         perf = subprocess.Popen(["perf", "record", "-a", "-g", "-F", "499", "-o",
