@@ -185,6 +185,12 @@ int op_close_txn(app *a, journal_op *op, enum journal_state state, const char *w
 
 int op_resume(app *a, journal_op *op, const struct replicaset_record *r, gb_err *err)
 {
+    return op_resume_as(a, op, r, NULL, err);
+}
+
+int op_resume_as(app *a, journal_op *op, const struct replicaset_record *r, const char *why,
+                 gb_err *err)
+{
     if (!r || strcmp(r->operation, op->id) != 0) {
         journal_finish(op, JOURNAL_FAILED,
                        "the replica set's record no longer names this operation; left alone");
@@ -192,8 +198,12 @@ int op_resume(app *a, journal_op *op, const struct replicaset_record *r, gb_err 
                   op->target, op->error);
         return journal_save(a->store, op, err);
     }
-    log_info("recover: operation %s (%s of %s) did not finish; settling it", op->id,
-             journal_kind_name(op->kind), op->target);
+    if (why)
+        log_info("operation %s (%s of %s): %s", op->id, journal_kind_name(op->kind), op->target,
+                 why);
+    else
+        log_info("recover: operation %s (%s of %s) did not finish; settling it", op->id,
+                 journal_kind_name(op->kind), op->target);
     const op_kind *k = op_kind_of(a->op_kinds, op);
     if (!k || !k->resume)
         return err_set(err, ERR_INTERNAL, "operation %s has an unknown kind", op->id);

@@ -202,6 +202,10 @@ void op_steps_back(const op_kind *k, size_t upto, void *ctx);
  * when the store has none): when it no longer names op, op is marked
  * failed and left alone. */
 int op_resume(app *a, journal_op *op, const struct replicaset_record *r, gb_err *err);
+/* The same, logged with why it is settled now instead of as a crash's
+ * leftover (why NULL: as op_resume). */
+int op_resume_as(app *a, journal_op *op, const struct replicaset_record *r, const char *why,
+                 gb_err *err);
 
 /* Every fault point of every kind in kinds, one a line: the GPUBOX_FAULT
  * value, a tab, the entry's name ("restart:begin\trestart-same"). */

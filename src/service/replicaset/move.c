@@ -458,7 +458,7 @@ static int move_hand_over(move_out *m, gb_err *err)
                                      MOVE_VOLUMES_MAX);
     for (size_t i = 0; i < nvols; i++)
         volumes_move_leaving(m->a, vols[i]);
-    move_out_cleanup_soon();
+    move_out_cleanup_soon(m->op->id);
     log_info("move %s: %s handed over to node %s; its old copy here goes next", m->op->id,
              m->r->name, m->target);
     return 0;

@@ -99,8 +99,11 @@ int move_out_resume(app *a, journal_op *op, const struct replicaset_record *r, g
  * name's lock held, the old copy of a set that comes back removed first
  * (move_out_finish_left: 0 when there was none). */
 void move_out_release_early(app *a, journal_op *op, struct replicaset_record *r);
-void move_out_cleanup_soon(void);
+void move_out_cleanup_soon(const char *op_id);
 bool move_out_cleanup_due(const journal_op *op);
+/* Whether this process answered move op_id and left its old copy to the
+ * settle thread (a log's wording only). */
+bool move_out_answered(const char *op_id);
 bool move_out_left(app *a, const struct replicaset_record *r);
 int move_out_finish_left(app *a, const char *name, gb_err *err);
 /* The settle thread looks at once (move_settle.c). */

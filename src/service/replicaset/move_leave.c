@@ -29,7 +29,9 @@
  */
 #include "service/replicaset/replicaset.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,8 +64,30 @@ void move_out_release_early(app *a, journal_op *op, replicaset_record *r)
     replicaset_record_free(&held);
 }
 
-void move_out_cleanup_soon(void)
+/* The moves this process answered whose old copy is still to go: the
+ * settle thread's log tells them from a crash's leftovers (a ring: an id
+ * pushed out only changes what one log line says). */
+#define ANSWERED_MAX 32
+static pthread_mutex_t answered_lock = PTHREAD_MUTEX_INITIALIZER;
+static char answered[ANSWERED_MAX][JOURNAL_ID_MAX];
+static size_t answered_next;
+
+bool move_out_answered(const char *op_id)
 {
+    pthread_mutex_lock(&answered_lock);
+    bool found = false;
+    for (size_t i = 0; i < ANSWERED_MAX && !found; i++)
+        found = answered[i][0] && strcmp(answered[i], op_id) == 0;
+    pthread_mutex_unlock(&answered_lock);
+    return found;
+}
+
+void move_out_cleanup_soon(const char *op_id)
+{
+    pthread_mutex_lock(&answered_lock);
+    snprintf(answered[answered_next], JOURNAL_ID_MAX, "%s", op_id);
+    answered_next = (answered_next + 1) % ANSWERED_MAX;
+    pthread_mutex_unlock(&answered_lock);
     /* Test hook (the file's comment). */
     const char *delay = getenv("GPUBOX_MOVE_CLEANUP_DELAY_MS");
     if (delay && *delay)

@@ -52,7 +52,12 @@ static void settle_out(app *a, const journal_op *found)
     int have = replicaset_record_load(a->store, op.target, &r, &e);
     if (have < 0)
         return;
-    if (op_resume(a, &op, have ? &r : NULL, &e) < 0)
+    /* A move that answered leaves its old copy to this thread: that is no
+     * crash's leftover, and the log says so. */
+    bool answered = op.kind == JOURNAL_MOVE && journal_step_done(&op, OP_STEP_COMMITTED) &&
+                    move_out_answered(op.id);
+    if (op_resume_as(a, &op, have ? &r : NULL,
+                     answered ? "answered; removing the old copy here" : NULL, &e) < 0)
         log_warn("move %s: still unsettled: %s", op.id, e.msg);
 }
 

@@ -924,8 +924,13 @@ def test_the_source_answers_before_it_removes_its_copy(nodes, fleet, made):
         assert cards_held_on(nodes["c"], "a") == held - 1
         wait_until(lambda: where(fleet, "mva1") == ["b"] and volumes_on(fleet, "mvav1") == ["b"],
                    timeout=30)
-        wait_until(lambda: call(a, "GET", "/api/v1/operations/" + r.data["operationId"])
+        op_id = r.data["operationId"]
+        wait_until(lambda: call(a, "GET", "/api/v1/operations/" + op_id)
                    .data["state"] == "done", timeout=30)
+        # its log says why the old copy goes now, not as a crash's leftover
+        log = "".join(p.read_text(errors="replace") for p in a.log_paths)
+        assert f"operation {op_id} (move of mva1): answered; removing the old copy here" in log
+        assert f"operation {op_id} (move of mva1) did not finish" not in log
     finally:
         with_env(a, GPUBOX_MOVE_CLEANUP_DELAY_MS=None)
     assert cards_held_on(nodes["c"], "a") == held - 1
