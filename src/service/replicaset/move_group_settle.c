@@ -24,7 +24,6 @@
  * its own move's undo (move.c), not at gpuboxd's start (reconcile.c asks
  * move_group_held).
  */
-#include "util/xalloc.h"
 #include "service/replicaset/replicaset.h"
 
 #include <pthread.h>
@@ -35,9 +34,11 @@
 #include "service/nodes/nodes.h"
 #include "service/replicaset/internal.h"
 #include "service/replicaset/move.h"
+#include "service/volumes/volumes.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
+#include "util/xalloc.h"
 
 #define RETRY_FIRST_S 5
 #define RETRY_MAX_S 60
@@ -108,6 +109,32 @@ static const char *member_name(const json_t *m)
     return s ? s : "";
 }
 
+/* Every set of the group moved or was deleted: a shared volume this node
+ * still has a copy of, whose name is the target's, is bound by none of them
+ * here any more. Its copy normally goes with the last set that binds it;
+ * when that set was deleted while it waited, it goes here. */
+static int move_group_sweep(app *a, journal_op *op, const char *target, gb_err *err)
+{
+    const json_t *members = json_object_get(op->data, "members");
+    const char *lists[] = {"sharedVolumes", "keepVolumes"};
+    for (size_t i = 0; i < json_array_size(members); i++)
+        for (size_t l = 0; l < 2; l++) {
+            const json_t *vols = json_object_get(json_array_get(members, i), lists[l]);
+            for (size_t k = 0; k < json_array_size(vols); k++) {
+                const char *vol = json_string_value(json_array_get(vols, k));
+                char owner[NODES_NAME_MAX] = "";
+                gb_err e = GB_ERR_INIT;
+                if (!vol || nodes_name_owner(a, NODES_VOLUME, vol, owner, sizeof(owner), &e) <= 0 ||
+                    strcmp(owner, target) != 0)
+                    continue; /* not moved (or the index unread): it stays */
+                if (volumes_move_remove(a, vol, err) < 0) /* none here: 0, nothing done */
+                    return err_prefix(err, "move group %s: removing this node's copy of %s", op->id,
+                                      vol);
+            }
+        }
+    return 0;
+}
+
 int move_group_forward(app *a, journal_op *op, const replicaset_move_request *one,
                        void (*on_prepared)(void *, const json_t *), void *ctx, json_t *answers,
                        size_t *failed, gb_err *err)
@@ -157,6 +184,8 @@ int move_group_forward(app *a, journal_op *op, const replicaset_move_request *on
             log_warn("move group %s: recording its first move: %s", op->id, err->msg);
     }
     *failed = json_array_size(members);
+    if (move_group_sweep(a, op, target, err) < 0)
+        return -1;
     journal_mark(op, OP_STEP_ALL_MOVED);
     journal_finish(op, JOURNAL_DONE, NULL);
     json_object_del(op->data, "lastError");

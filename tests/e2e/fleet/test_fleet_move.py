@@ -832,6 +832,35 @@ def test_a_group_that_moved_in_part_is_moved_on_by_itself(nodes, fleet, made):
     check_group(nodes, fleet, "mvg3", "b", op_id)
 
 
+def test_a_group_whose_waiting_sets_are_deleted_leaves_no_copy_behind(nodes, fleet, made):
+    """The target refuses the group's second set; both sets left waiting on
+    the source are deleted there. The group ends without them, and the
+    source's copy of the volume the first set took along (kept for the
+    second, its last binder here) goes too; the volume only the deleted
+    sets bound, never moved, stays the source's."""
+    make_group(nodes, made, "mvg6")
+    b = nodes["b"]
+    b.stop()
+    b.env["GPUBOX_MOVE_REFUSE"] = "mvg6b"  # test hook: b refuses that set
+    b.restart()
+    try:
+        r = move(nodes["c"], "mvg6", node="b", withSharers=True)
+        assert r.status != 200, r.json
+        op_id = r.json["data"]["groupOperationId"]
+        assert volumes_on(fleet, "mvg6v") == ["a", "b"]
+        for n in ("mvg6b", "mvg6c"):
+            assert delete(nodes["c"], n).status == 200, n
+    finally:
+        b.stop()
+        b.env.pop("GPUBOX_MOVE_REFUSE", None)
+        b.restart()
+    wait_until(lambda: call(nodes["c"], "GET", "/api/v1/operations/" + op_id).data["state"]
+               == "done", timeout=90)
+    assert where(fleet, "mvg6") == ["b"]
+    assert volumes_on(fleet, "mvg6v") == ["b"] and volumes_on(fleet, "mvg6x") == ["a"]
+    read_back(nodes["c"], "mvg6")
+
+
 def test_a_group_moves_on_when_both_nodes_die_between_two_sets(nodes, fleet, made):
     """The source dies right after the first set of three moved and the
     target is killed then too; both start again: the group ends on the
