@@ -298,3 +298,15 @@ void json_out_free(json_out *o)
     free(o->data);
     *o = (json_out){0};
 }
+
+bool json_array_has_string(const json_t *list, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        if (json_is_string(v) && strcmp(json_string_value(v), s) == 0)
+            return true;
+    }
+    return false;
+}

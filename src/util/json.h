@@ -35,6 +35,9 @@ int json_field_object(const json_t *obj, const char *where, const char *field, j
 /* "string", "number", "object", ... - the JSON type name of a value. */
 const char *json_type_name(const json_t *v);
 
+/* Whether list (a JSON array; NULL: none) holds the string s. */
+bool json_array_has_string(const json_t *list, const char *s);
+
 /* A JSON string from bytes that may not be UTF-8 (command output): invalid
  * sequences become U+FFFD and NUL bytes '?', so the answer is always valid
  * JSON. Never NULL. */

@@ -68,6 +68,7 @@
 #include "service/replicaset/move.h"
 #include "service/volumes/volumes.h"
 #include "util/cleanup.h"
+#include "util/json.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -133,19 +134,6 @@ int move_call(app *a, const char *advertise, const char *method, const char *pat
 
 /* ---- what moves -------------------------------------------------------------------- */
 
-/* Whether name is a string of array list (NULL: none). */
-static bool move_listed(const json_t *list, const char *name)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(list, i, v)
-    {
-        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
-            return true;
-    }
-    return false;
-}
-
 /* The gpubox volumes r binds, each once, less those listed in skip (a
  * JSON array of names; NULL: none): names (borrowed from r's spec). */
 static size_t move_volume_names(const replicaset_record *r, const json_t *skip, const char **names,
@@ -154,7 +142,7 @@ static size_t move_volume_names(const replicaset_record *r, const json_t *skip, 
     size_t n = 0;
     for (size_t i = 0; i < r->spec.nbinds && n < max; i++) {
         const char *src = r->spec.binds[i].src;
-        bool seen = src[0] == '/' || move_listed(skip, src);
+        bool seen = src[0] == '/' || json_array_has_string(skip, src);
         for (size_t k = 0; k < n && !seen; k++)
             seen = strcmp(names[k], src) == 0;
         if (!seen)
@@ -799,7 +787,7 @@ int replicaset_move_export(app *a, const char *id, const replicaset_move_part *p
     size_t n = 0;
     for (size_t i = 0; i < r.spec.nbinds && n < MOVE_VOLUMES_MAX; i++) {
         const replicaset_bind *b = &r.spec.binds[i];
-        bool seen = b->src[0] == '/' || move_listed(shared, b->src);
+        bool seen = b->src[0] == '/' || json_array_has_string(shared, b->src);
         for (size_t k = 0; k < i && !seen; k++)
             seen = strcmp(r.spec.binds[k].src, b->src) == 0;
         if (!seen)

@@ -44,21 +44,10 @@
 #include "service/replicaset/internal.h"
 #include "service/replicaset/move.h"
 #include "util/cleanup.h"
+#include "util/json.h"
 #include "util/log.h"
 
 #define GROUP_MAX 16
-
-static bool listed(const json_t *list, const char *name)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(list, i, v)
-    {
-        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
-            return true;
-    }
-    return false;
-}
 
 /* Whether r binds gpubox volume vol. */
 static bool binds_volume(const replicaset_record *r, const char *vol)
@@ -79,7 +68,7 @@ static int sharers_one(void *ctx, replicaset_record *r, gb_err *err)
 {
     struct sharers_ctx *c = ctx;
     (void)err;
-    if (r->state == RS_STATE_DELETED || listed(c->sets, r->name))
+    if (r->state == RS_STATE_DELETED || json_array_has_string(c->sets, r->name))
         return 0;
     size_t i;
     json_t *v;
@@ -147,7 +136,7 @@ static int group_find(app *a, const char *name, group *g, gb_err *err)
         _cleanup_json_ json_t *fresh = json_array();
         for (size_t k = 0; k < r->spec.nbinds; k++) {
             const char *src = r->spec.binds[k].src;
-            if (src[0] != '/' && !listed(vols, src)) {
+            if (src[0] != '/' && !json_array_has_string(vols, src)) {
                 json_array_append_new(vols, json_string(src));
                 json_array_append_new(fresh, json_string(src));
             }
@@ -204,9 +193,9 @@ static json_t *member_of(const group *g, size_t i, uint64_t later_bytes)
         for (size_t j = 0; j < g->n; j++)
             if (j != i && binds_volume(&g->recs[j], src))
                 *(j < i ? &before : &after) = true;
-        if (before && !listed(shared, src))
+        if (before && !json_array_has_string(shared, src))
             json_array_append_new(shared, json_string(src));
-        if (after && !listed(keep, src))
+        if (after && !json_array_has_string(keep, src))
             json_array_append_new(keep, json_string(src));
     }
     return json_pack("{s:s, s:O, s:o, s:o, s:I}", "name", r->name, "sets", g->sets, "sharedVolumes",
