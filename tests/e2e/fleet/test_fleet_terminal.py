@@ -93,7 +93,8 @@ def test_a_forwarded_terminal_passes_small_output_at_once(two):
         took.append(time.monotonic() - t0)
     ws.close()
     # each round is the 3 ms pause plus two hops; a held-back piece waits
-    # for the client's delayed acknowledgement instead (40 ms or more)
+    # for the client's delayed acknowledgement instead (40 ms or more; the
+    # limit leaves a slow machine room below that)
     median = statistics.median(took[20:])
-    assert median < 0.02, f"median {median * 1000:.1f} ms a round: {[round(t * 1000) for t in took]}"
+    assert median < 0.03, f"median {median * 1000:.1f} ms a round: {[round(t * 1000) for t in took]}"
     ok(as_(a, token, "DELETE", rs_path(name) + "?purge=true"))
